@@ -1,0 +1,194 @@
+//! The resolved configuration: what the rest of the gateway reads.
+//!
+//! Everything here is already validated and defaulted; no field needs a second
+//! check downstream. It knows nothing of hyper or of the store: header names are
+//! lower-case strings, methods upper-case strings, durations `std::time::Duration`.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file this configuration was read from (for messages and reload).
+    pub source: PathBuf,
+    pub server: ServerConfig,
+    pub admin: AdminConfig,
+    pub store: StoreConfig,
+    pub upstreams: BTreeMap<String, UpstreamConfig>,
+    /// In file order: the first route that matches a request wins.
+    pub routes: Vec<RouteConfig>,
+    /// Non-fatal findings (a route shadowed by an earlier one, ...), for `check` and the log.
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub admin_listen: SocketAddr,
+    pub max_request_body: u64,
+    pub max_stored_response: u64,
+    pub max_header_bytes: u64,
+    pub header_read_timeout: Duration,
+    pub max_connections: usize,
+    pub shutdown_grace: Duration,
+    pub tls: Option<TlsConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TlsConfig {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_ca: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdminConfig {
+    /// Name of the environment variable holding the bearer token, as configured.
+    pub token_env: Option<String>,
+    /// The token itself, read from `token_env` at load time. `None` (variable absent,
+    /// unset or empty) disables `/admin/*`.
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoreConfig {
+    Embedded(EmbeddedStoreConfig),
+    Postgres(PostgresStoreConfig),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbeddedStoreConfig {
+    pub path: PathBuf,
+    /// How often expired records are deleted in the background.
+    pub sweep_interval: Duration,
+    /// At most this many records are deleted per sweep batch.
+    pub sweep_batch: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PostgresStoreConfig {
+    /// Resolved connection URL (from `url` or `url_env`). A secret: never log it.
+    pub url: String,
+    pub pool_size: usize,
+    pub connect_timeout: Duration,
+    pub statement_timeout: Duration,
+    /// Apply migrations at `serve` start.
+    pub migrate: bool,
+    pub sweep_interval: Duration,
+    pub sweep_batch: u32,
+    pub redis: Option<RedisConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RedisConfig {
+    /// Resolved URL (from `url` or `url_env`). A secret: never log it.
+    pub url: String,
+    /// Prefix of every key idemgate writes, so one Redis can serve several gateways.
+    pub key_prefix: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamConfig {
+    pub name: String,
+    /// As written, e.g. `http://127.0.0.1:3000` (scheme http or https).
+    pub url: String,
+    pub connect_timeout: Duration,
+    pub timeout: Duration,
+    /// Speak HTTP/2 to this upstream (prior knowledge over http, ALPN over https).
+    pub http2: bool,
+    pub tls: Option<UpstreamTlsConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamTlsConfig {
+    /// Extra CA bundle (PEM) trusted for this upstream, in addition to the platform roots.
+    pub ca: Option<PathBuf>,
+    /// Client certificate chain and key (PEM) presented to the upstream.
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteConfig {
+    pub name: String,
+    pub upstream: String,
+    pub matcher: RouteMatch,
+    /// `false`: a plain reverse-proxy route; `policy` is then not acted on.
+    pub idempotency: bool,
+    /// Keep the client's `Host` header (default) or send the upstream's authority.
+    pub preserve_host: bool,
+    pub policy: Policy,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RouteMatch {
+    /// Exact path.
+    pub path: Option<String>,
+    /// Path prefix, matched on segment boundaries' characters as written (`/v1/charges`
+    /// matches `/v1/charges` and `/v1/charges/ch_1` and `/v1/chargesX`).
+    pub path_prefix: Option<String>,
+    /// Upper-case methods; `None` = any method.
+    pub methods: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    /// Upper-case methods the idempotency rules apply to; others pass through.
+    pub methods: Vec<String>,
+    pub key: KeySource,
+    pub required: bool,
+    pub retention: Duration,
+    pub lock_timeout: Duration,
+    pub on_in_flight: InFlightMode,
+    pub wait_timeout: Duration,
+    pub scope: Vec<ScopePart>,
+    pub fingerprint: Vec<FingerprintPart>,
+    pub canonical_json: bool,
+    pub release_statuses: Vec<u16>,
+    pub forward_key: bool,
+    /// Name of the true/false replay marker header, as configured.
+    pub replay_header: String,
+    /// Lower-case header names never stored nor replayed.
+    pub replay_exclude_headers: Vec<String>,
+    pub on_store_error: StoreErrorMode,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    /// Lower-case header name.
+    Header(String),
+    /// RFC 6901 JSON pointer into the request body, e.g. `/id`.
+    JsonPointer(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InFlightMode {
+    Conflict,
+    Wait,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreErrorMode {
+    Reject,
+    Pass,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScopePart {
+    /// Lower-case header name (`header:Authorization`).
+    Header(String),
+    /// The subject of the verified TLS client certificate (`client_cert`).
+    ClientCert,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FingerprintPart {
+    Method,
+    Path,
+    Query,
+    Body,
+    /// Lower-case header name (`header:NAME`).
+    Header(String),
+}

@@ -1,0 +1,9 @@
+//! idemgate: an idempotency reverse proxy.
+//!
+//! The request path, by folder: `route` (which route and policy) → `key` (key,
+//! scope, fingerprint) → `store` (reserve / complete / release) → `proxy` (the
+//! upstream hop) — driven by `gateway`, served by `server`, observed via `admin`.
+
+pub mod config;
+pub mod key;
+pub mod store;

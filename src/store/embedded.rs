@@ -1,0 +1,1 @@
+//! The embedded, durable single-file store (SQLite). Implemented by the store work.

@@ -1,0 +1,135 @@
+//! The record store: the small state machine at the heart of idemgate.
+//!
+//! A record is identified by (route, scope, key) and moves
+//! `reserve → complete | release`. Each backend implements the transitions
+//! atomically in its own terms; the gateway only sees this trait. Nothing here
+//! knows of HTTP: a stored answer is a status, a list of header pairs and bytes.
+
+pub mod embedded;
+pub mod guard;
+
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+pub use guard::LeaseGuard;
+
+/// Identity of one record.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RecordId {
+    pub route: String,
+    /// Hex hash of the configured scope parts ("" hashes to a fixed value too).
+    pub scope: String,
+    pub key: String,
+}
+
+/// What the upstream answered, as kept for replays.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredResponse {
+    pub status: u16,
+    /// Header pairs in the order received; names lower-case. Hop-by-hop and
+    /// excluded headers are already removed by the caller.
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub body: Bytes,
+    /// The answer was larger than `max_stored_response`: only status and headers kept.
+    pub body_omitted: bool,
+}
+
+/// Proof of holding the right to execute a key, fenced by `token`: a token is
+/// never reused for one record id, so a holder whose lease was taken over can
+/// no longer complete or release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub id: RecordId,
+    pub token: i64,
+    pub expires_at: SystemTime,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reservation {
+    /// The caller now holds the key and must forward the request once.
+    Reserved(Lease),
+    /// Another holder's lease is live; same fingerprint.
+    InFlight { lease_expires_at: SystemTime },
+    /// A completed, unexpired answer with the same fingerprint.
+    Completed(StoredResponse),
+    /// The key is in flight or completed under another fingerprint.
+    Mismatch,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordState {
+    InFlight,
+    Completed,
+}
+
+/// One record as an operator sees it (`keys show`, `GET /admin/keys/...`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordInfo {
+    pub scope: String,
+    pub state: RecordState,
+    pub fingerprint: String,
+    pub status: Option<u16>,
+    pub created_at: SystemTime,
+    pub completed_at: Option<SystemTime>,
+    /// When a completed record stops replaying (`None` while in flight).
+    pub expires_at: Option<SystemTime>,
+    /// `None` once completed.
+    pub lease_expires_at: Option<SystemTime>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The lease was taken over (or the record purged): this holder may not write.
+    #[error("lease was taken over by another holder")]
+    Fenced,
+    /// The store could not be reached or failed; the operation's outcome is unknown
+    /// to the caller only for `complete`, which callers treat as not written.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Short backend name for metrics and logs: `embedded`, `postgres`, `redis+postgres`.
+    fn backend(&self) -> &'static str;
+
+    /// Atomically decide what a request with this key and fingerprint may do.
+    /// - no record, or a completed record past its retention → `Reserved`;
+    /// - in flight, lease live → `InFlight` (same fingerprint) or `Mismatch`;
+    /// - in flight, lease expired → taken over: `Reserved` with a higher token;
+    /// - completed, unexpired → `Completed` (same fingerprint) or `Mismatch`.
+    async fn reserve(
+        &self,
+        id: &RecordId,
+        fingerprint: &str,
+        lease_for: Duration,
+    ) -> Result<Reservation, StoreError>;
+
+    /// Store the answer and mark the record completed, replayable for `retain_for`
+    /// from now. `Err(Fenced)` when the lease's token is no longer the record's.
+    async fn complete(
+        &self,
+        lease: &Lease,
+        response: &StoredResponse,
+        retain_for: Duration,
+    ) -> Result<(), StoreError>;
+
+    /// Free the key (delete the in-flight record) if this lease still holds it.
+    /// Releasing a lease that was taken over is a no-op, not an error.
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError>;
+
+    /// Every record of this key, one per scope.
+    async fn records(&self, route: &str, key: &str) -> Result<Vec<RecordInfo>, StoreError>;
+
+    /// Delete every record of this key (all scopes); returns how many.
+    async fn purge(&self, route: &str, key: &str) -> Result<u64, StoreError>;
+
+    /// Delete up to `batch` records whose retention has passed; returns how many.
+    /// In-flight records are never swept (an expired lease is taken over instead).
+    async fn sweep(&self, batch: u32) -> Result<u64, StoreError>;
+
+    /// Cheap liveness probe for `/readyz`.
+    async fn ping(&self) -> Result<(), StoreError>;
+}
