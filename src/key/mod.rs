@@ -4,6 +4,7 @@
 //!
 //! Pure functions over bytes and strings: nothing here knows of hyper.
 
+pub mod canonical_json;
 pub mod fingerprint;
 pub mod header;
 pub mod json_pointer;
@@ -27,12 +28,83 @@ pub enum KeyError {
 
 /// Checks an unwrapped key: 1–255 visible ASCII characters (0x21..=0x7E).
 pub fn validate(key: &str) -> Result<(), KeyError> {
-    let _ = key;
-    todo!("key validation")
+    if key.is_empty() {
+        return Err(KeyError::Invalid("empty"));
+    }
+    // Characters first: once every byte is ASCII, bytes == characters, so the
+    // length check below measures characters.
+    if !key.bytes().all(|b| (0x21..=0x7E).contains(&b)) {
+        return Err(KeyError::Invalid(
+            "contains a character that is not visible ASCII",
+        ));
+    }
+    if key.len() > MAX_KEY_LEN {
+        return Err(KeyError::Invalid("longer than 255 characters"));
+    }
+    Ok(())
 }
+
+/// Longest accepted key, in characters.
+pub const MAX_KEY_LEN: usize = 255;
 
 /// A short, stable hash of a key for logs: raw keys never appear there.
 pub fn short_hash(key: &str) -> String {
-    let _ = key;
-    todo!("short hash")
+    use sha2::{Digest, Sha256};
+    // 6 bytes = 12 hex chars: enough to correlate log lines, too short to be a
+    // useful lookup handle for the key itself.
+    let digest = Sha256::digest(key.as_bytes());
+    hex::encode(&digest[..6])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invalid(key: &str) -> &'static str {
+        match validate(key) {
+            Err(KeyError::Invalid(msg)) => msg,
+            other => panic!("expected Invalid, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn accepts_visible_ascii() {
+        assert_eq!(validate("a"), Ok(()));
+        assert_eq!(validate("!~"), Ok(()));
+        assert_eq!(validate("8e03978e-40d5-43e8-bc93-6894a57f9324"), Ok(()));
+        assert_eq!(validate(&"x".repeat(255)), Ok(()));
+    }
+
+    #[test]
+    fn rejects_bad_keys() {
+        assert_eq!(invalid(""), "empty");
+        assert_eq!(invalid(&"x".repeat(256)), "longer than 255 characters");
+        let not_visible = "contains a character that is not visible ASCII";
+        assert_eq!(invalid("a b"), not_visible);
+        assert_eq!(invalid("a\tb"), not_visible);
+        assert_eq!(invalid("a\nb"), not_visible);
+        assert_eq!(invalid("a\u{0}b"), not_visible);
+        assert_eq!(invalid("a\u{7f}b"), not_visible);
+        assert_eq!(invalid("clé"), not_visible);
+        assert_eq!(invalid("ключ"), not_visible);
+    }
+
+    #[test]
+    fn error_message_never_echoes_key() {
+        let key = "secret\u{1}";
+        let err = validate(key)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(!err.contains("secret"), "{err}");
+    }
+
+    #[test]
+    fn short_hash_is_stable_and_short() {
+        let h = short_hash("abc");
+        assert_eq!(h.len(), 12);
+        // sha256("abc") = ba7816bf8f01cfea...
+        assert_eq!(h, "ba7816bf8f01");
+        assert_ne!(short_hash("abd"), h);
+    }
 }
