@@ -1,3 +1,7 @@
+use sha2::{Digest, Sha256};
+
+use super::canonical_json::canonicalize;
+use super::scope::update_len_prefixed;
 use crate::config::FingerprintPart;
 
 /// What a request offers to the fingerprint.
@@ -10,10 +14,329 @@ pub struct FingerprintInput<'a> {
     pub header: &'a dyn Fn(&str) -> Option<&'a [u8]>,
 }
 
+// One tag byte per field kind, so a value of one part can never be read as
+// another's. The body has two tags: raw bytes and canonical JSON, so a
+// non-JSON body can never collide with some JSON body's canonical form.
+const TAG_METHOD: u8 = b'M';
+const TAG_PATH: u8 = b'P';
+const TAG_QUERY: u8 = b'Q';
+const TAG_BODY_RAW: u8 = b'B';
+const TAG_BODY_JSON: u8 = b'J';
+const TAG_HEADER: u8 = b'H';
+
 /// Hex hash of the configured parts of a request. With `canonical_json`, a body
 /// that parses as JSON is hashed by value (object keys sorted, insignificant
 /// whitespace dropped, numbers by value); a body that does not parse is hashed by bytes.
-pub fn fingerprint(parts: &[FingerprintPart], input: &FingerprintInput<'_>, canonical_json: bool) -> String {
-    let _ = (parts, input, canonical_json);
-    todo!("fingerprint")
+///
+/// Full SHA-256 as 64 lower-case hex characters. Each part, in configured
+/// order, is a tag byte then length-prefixed fields (u64 BE); optional values
+/// (query, header) carry a presence byte, so absent differs from empty.
+/// See [`super::canonical_json`] for what counts as the same JSON (e.g. `1` and
+/// `1.0` are equal).
+pub fn fingerprint(
+    parts: &[FingerprintPart],
+    input: &FingerprintInput<'_>,
+    canonical_json: bool,
+) -> String {
+    let mut h = Sha256::new();
+    for part in parts {
+        match part {
+            FingerprintPart::Method => {
+                h.update([TAG_METHOD]);
+                update_len_prefixed(&mut h, input.method.as_bytes());
+            }
+            FingerprintPart::Path => {
+                h.update([TAG_PATH]);
+                update_len_prefixed(&mut h, input.path.as_bytes());
+            }
+            FingerprintPart::Query => {
+                h.update([TAG_QUERY]);
+                update_optional(&mut h, input.query.map(str::as_bytes));
+            }
+            FingerprintPart::Body => body(&mut h, input.body, canonical_json),
+            FingerprintPart::Header(name) => {
+                h.update([TAG_HEADER]);
+                update_len_prefixed(&mut h, name.as_bytes());
+                update_optional(&mut h, (input.header)(name));
+            }
+        }
+    }
+    hex::encode(h.finalize())
+}
+
+fn body(h: &mut Sha256, body: &[u8], canonical_json: bool) {
+    if canonical_json {
+        // serde_json's recursion limit (128) bounds canonicalize's recursion.
+        if let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) {
+            let mut canon = Vec::with_capacity(body.len());
+            canonicalize(&value, &mut canon);
+            h.update([TAG_BODY_JSON]);
+            update_len_prefixed(h, &canon);
+            return;
+        }
+    }
+    h.update([TAG_BODY_RAW]);
+    update_len_prefixed(h, body);
+}
+
+fn update_optional(h: &mut Sha256, value: Option<&[u8]>) {
+    match value {
+        None => h.update([0u8]),
+        Some(v) => {
+            h.update([1u8]);
+            update_len_prefixed(h, v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_headers<'a>(_: &str) -> Option<&'a [u8]> {
+        None
+    }
+
+    fn base<'a>() -> FingerprintInput<'a> {
+        FingerprintInput {
+            method: "POST",
+            path: "/orders",
+            query: Some("a=1"),
+            body: br#"{"a":1,"b":2}"#,
+            header: &no_headers,
+        }
+    }
+
+    fn all_parts() -> Vec<FingerprintPart> {
+        vec![
+            FingerprintPart::Method,
+            FingerprintPart::Path,
+            FingerprintPart::Query,
+            FingerprintPart::Body,
+            FingerprintPart::Header("x-tenant".into()),
+        ]
+    }
+
+    #[test]
+    fn stable_and_hex() {
+        let a = fingerprint(&all_parts(), &base(), false);
+        assert_eq!(a.len(), 64);
+        assert!(
+            a.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        );
+        assert_eq!(a, fingerprint(&all_parts(), &base(), false));
+    }
+
+    #[test]
+    fn each_part_changes_the_hash() {
+        let parts = all_parts();
+        let h0 = fingerprint(&parts, &base(), false);
+        let variants = [
+            FingerprintInput {
+                method: "PUT",
+                ..base()
+            },
+            FingerprintInput {
+                path: "/orders/1",
+                ..base()
+            },
+            FingerprintInput {
+                query: Some("a=2"),
+                ..base()
+            },
+            FingerprintInput {
+                body: b"{}",
+                ..base()
+            },
+            FingerprintInput {
+                header: &|n: &str| (n == "x-tenant").then_some(&b"t1"[..]),
+                ..base()
+            },
+        ];
+        for v in &variants {
+            assert_ne!(fingerprint(&parts, v, false), h0);
+            assert_ne!(
+                fingerprint(&parts, v, true),
+                fingerprint(&parts, &base(), true)
+            );
+        }
+    }
+
+    #[test]
+    fn unconfigured_parts_do_not_matter() {
+        let parts = [FingerprintPart::Body];
+        let other = FingerprintInput {
+            method: "PUT",
+            path: "/x",
+            query: None,
+            ..base()
+        };
+        assert_eq!(
+            fingerprint(&parts, &base(), false),
+            fingerprint(&parts, &other, false)
+        );
+    }
+
+    #[test]
+    fn order_matters() {
+        let ab = [FingerprintPart::Method, FingerprintPart::Path];
+        let ba = [FingerprintPart::Path, FingerprintPart::Method];
+        assert_ne!(
+            fingerprint(&ab, &base(), false),
+            fingerprint(&ba, &base(), false)
+        );
+    }
+
+    #[test]
+    fn query_none_differs_from_empty() {
+        let parts = [FingerprintPart::Query];
+        let none = FingerprintInput {
+            query: None,
+            ..base()
+        };
+        let empty = FingerprintInput {
+            query: Some(""),
+            ..base()
+        };
+        assert_ne!(
+            fingerprint(&parts, &none, false),
+            fingerprint(&parts, &empty, false)
+        );
+    }
+
+    #[test]
+    fn header_absent_differs_from_empty() {
+        let parts = [FingerprintPart::Header("x-tenant".into())];
+        let empty = FingerprintInput {
+            header: &|_: &str| Some(&b""[..]),
+            ..base()
+        };
+        assert_ne!(
+            fingerprint(&parts, &base(), false),
+            fingerprint(&parts, &empty, false)
+        );
+        // The header name is part of the hash too.
+        let other = [FingerprintPart::Header("x-other".into())];
+        assert_ne!(
+            fingerprint(&parts, &base(), false),
+            fingerprint(&other, &base(), false)
+        );
+    }
+
+    #[test]
+    fn adjacent_fields_are_unambiguous() {
+        let parts = [FingerprintPart::Method, FingerprintPart::Path];
+        let a = FingerprintInput {
+            method: "PO",
+            path: "ST/x",
+            ..base()
+        };
+        let b = FingerprintInput {
+            method: "POST",
+            path: "/x",
+            ..base()
+        };
+        assert_ne!(
+            fingerprint(&parts, &a, false),
+            fingerprint(&parts, &b, false)
+        );
+    }
+
+    #[test]
+    fn canonical_json_compares_by_value() {
+        let parts = [FingerprintPart::Body];
+        let a = FingerprintInput {
+            body: br#"{"a":1,"b":2}"#,
+            ..base()
+        };
+        let b = FingerprintInput {
+            body: br#"{ "b": 2, "a": 1 }"#,
+            ..base()
+        };
+        assert_eq!(fingerprint(&parts, &a, true), fingerprint(&parts, &b, true));
+        assert_ne!(
+            fingerprint(&parts, &a, false),
+            fingerprint(&parts, &b, false)
+        );
+
+        let c = FingerprintInput {
+            body: br#"{"a":1.0,"b":"\u0032"}"#,
+            ..base()
+        };
+        let d = FingerprintInput {
+            body: br#"{"a":1,"b":"2"}"#,
+            ..base()
+        };
+        assert_eq!(fingerprint(&parts, &c, true), fingerprint(&parts, &d, true));
+        let e = FingerprintInput {
+            body: br#"{"a":1,"b":2}"#,
+            ..base()
+        };
+        assert_ne!(fingerprint(&parts, &d, true), fingerprint(&parts, &e, true));
+    }
+
+    #[test]
+    fn canonical_json_with_non_json_body() {
+        let parts = [FingerprintPart::Body];
+        let a = FingerprintInput {
+            body: b"not json",
+            ..base()
+        };
+        let b = FingerprintInput {
+            body: b"not json!",
+            ..base()
+        };
+        let ha = fingerprint(&parts, &a, true);
+        assert_eq!(ha, fingerprint(&parts, &a, true));
+        assert_ne!(ha, fingerprint(&parts, &b, true));
+        // Raw bytes hash the same whichever the mode, when the body is not JSON.
+        assert_eq!(ha, fingerprint(&parts, &a, false));
+        // Empty body is not JSON either.
+        let empty = FingerprintInput {
+            body: b"",
+            ..base()
+        };
+        assert_eq!(
+            fingerprint(&parts, &empty, true),
+            fingerprint(&parts, &empty, false)
+        );
+    }
+
+    #[test]
+    fn canonical_and_raw_tags_do_not_collide() {
+        // A JSON body already in canonical form hashes differently in the two
+        // modes (different tags), so raw bytes can never pose as canonical JSON.
+        let parts = [FingerprintPart::Body];
+        let a = FingerprintInput {
+            body: br#"{"a":1}"#,
+            ..base()
+        };
+        assert_ne!(
+            fingerprint(&parts, &a, true),
+            fingerprint(&parts, &a, false)
+        );
+    }
+
+    #[test]
+    fn deep_json_body_is_hashed_as_bytes() {
+        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        let parts = [FingerprintPart::Body];
+        let a = FingerprintInput {
+            body: deep.as_bytes(),
+            ..base()
+        };
+        assert_eq!(
+            fingerprint(&parts, &a, true),
+            fingerprint(&parts, &a, false)
+        );
+    }
+
+    #[test]
+    fn no_parts_is_hash_of_nothing() {
+        assert_eq!(
+            fingerprint(&[], &base(), true),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
 }
