@@ -69,9 +69,7 @@ fn corrupt() -> StoreError {
 
 /// Unix milliseconds; instants before the epoch clamp to 0.
 pub(super) fn to_ms(t: SystemTime) -> i64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| duration_ms(d))
-        .unwrap_or(0)
+    t.duration_since(UNIX_EPOCH).map(duration_ms).unwrap_or(0)
 }
 
 pub(super) fn from_ms(ms: i64) -> SystemTime {

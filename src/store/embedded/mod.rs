@@ -78,7 +78,7 @@ impl EmbeddedStore {
         T: Send + 'static,
         F: FnOnce(&Connection, i64) -> Result<T, StoreError> + Send + 'static,
     {
-        let (job, reply) = Task::new(work);
+        let (job, reply) = Task::job(work);
         let sent = (self.inner.jobs.as_ref()).is_some_and(|tx| tx.send(job).is_ok());
         if !sent {
             return Err(stopped());

@@ -39,7 +39,7 @@ where
     T: Send + 'static,
     F: FnOnce(&Connection, i64) -> Result<T, StoreError> + Send + 'static,
 {
-    pub(super) fn new(work: F) -> (Box<dyn Job>, oneshot::Receiver<Result<T, StoreError>>) {
+    pub(super) fn job(work: F) -> (Box<dyn Job>, oneshot::Receiver<Result<T, StoreError>>) {
         let (reply, rx) = oneshot::channel();
         let task = Task {
             work: Some(work),
