@@ -127,3 +127,67 @@ fn execute(
     }
     tx.commit()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn insert(v: i64) -> impl FnOnce(&Connection, i64) -> Result<i64, StoreError> + Send {
+        move |conn, _| {
+            conn.execute("INSERT INTO t (v) VALUES (?1)", [v])
+                .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+            Ok(v)
+        }
+    }
+
+    fn count(conn: &Connection) -> Result<i64, StoreError> {
+        conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .map_err(|e| StoreError::Unavailable(e.to_string()))
+    }
+
+    #[test]
+    fn queued_jobs_share_one_transaction_and_a_failing_job_only_undoes_itself() {
+        let dir = std::env::temp_dir().join(format!("idemgate-writer-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("batch.db");
+        let _ = std::fs::remove_file(&path);
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER)")
+            .unwrap();
+
+        let (tx, rx) = std::sync::mpsc::channel::<Box<dyn Job>>();
+        let mut replies = Vec::new();
+        for v in 0..10 {
+            let (job, reply) = Task::job(insert(v));
+            tx.send(job).unwrap();
+            replies.push(reply);
+        }
+        let (job, failed) = Task::job(|conn: &Connection, _| -> Result<(), StoreError> {
+            conn.execute("INSERT INTO t (v) VALUES (100)", []).unwrap();
+            Err(StoreError::Fenced)
+        });
+        tx.send(job).unwrap();
+        // Inside the batch: this connection sees 10 rows, another sees none
+        // (nothing committed yet), so the batch is one transaction.
+        let observer = path.clone();
+        let (job, seen) = Task::job(move |conn: &Connection, _| {
+            let other = Connection::open(&observer).unwrap();
+            Ok((count(conn)?, count(&other)?))
+        });
+        tx.send(job).unwrap();
+        drop(tx);
+
+        run(conn, rx, Arc::new(SystemTime::now));
+        for (v, reply) in replies.into_iter().enumerate() {
+            assert_eq!(reply.blocking_recv().unwrap().unwrap(), v as i64);
+        }
+        assert!(matches!(
+            failed.blocking_recv().unwrap(),
+            Err(StoreError::Fenced)
+        ));
+        assert_eq!(seen.blocking_recv().unwrap().unwrap(), (10, 0));
+        let after = Connection::open(&path).unwrap();
+        assert_eq!(count(&after).unwrap(), 10);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
