@@ -8,10 +8,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use idemgate::store::embedded::SCHEMA_VERSION;
-use idemgate::store::{EmbeddedStore, Reservation, Store, StoreError};
+use idemgate::store::{
+    EmbeddedStore, Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse,
+};
 use store_conformance::{id, reserved, response};
 
-/// A fresh path per test under the system temp dir (removed with its directory).
+/// A fresh path per test under the system temp dir.
 fn temp_db() -> PathBuf {
     static N: AtomicU64 = AtomicU64::new(0);
     let dir = std::env::temp_dir().join(format!(
@@ -23,8 +25,68 @@ fn temp_db() -> PathBuf {
     dir.join("nested").join("store.db")
 }
 
+/// Removes the test's directory once the store (and its thread) is gone.
+struct TempDirGuard(PathBuf);
+
+impl Drop for TempDirGuard {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.parent().and_then(|p| p.parent()) {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// An `EmbeddedStore` on a fresh file that deletes the file when dropped.
+struct TempStore {
+    store: EmbeddedStore,
+    _dir: TempDirGuard,
+}
+
+#[async_trait::async_trait]
+impl Store for TempStore {
+    fn backend(&self) -> &'static str {
+        self.store.backend()
+    }
+    async fn reserve(
+        &self,
+        id: &RecordId,
+        fp: &str,
+        lease: Duration,
+    ) -> Result<Reservation, StoreError> {
+        self.store.reserve(id, fp, lease).await
+    }
+    async fn complete(
+        &self,
+        lease: &Lease,
+        r: &StoredResponse,
+        retain: Duration,
+    ) -> Result<(), StoreError> {
+        self.store.complete(lease, r, retain).await
+    }
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.store.release(lease).await
+    }
+    async fn records(&self, route: &str, key: &str) -> Result<Vec<RecordInfo>, StoreError> {
+        self.store.records(route, key).await
+    }
+    async fn purge(&self, route: &str, key: &str) -> Result<u64, StoreError> {
+        self.store.purge(route, key).await
+    }
+    async fn sweep(&self, batch: u32) -> Result<u64, StoreError> {
+        self.store.sweep(batch).await
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.store.ping().await
+    }
+}
+
 async fn fresh() -> Arc<dyn Store> {
-    Arc::new(EmbeddedStore::open(&temp_db()).unwrap())
+    let path = temp_db();
+    // Field order: the store (joining its thread) drops before the directory.
+    Arc::new(TempStore {
+        store: EmbeddedStore::open(&path).unwrap(),
+        _dir: TempDirGuard(path),
+    })
 }
 
 store_conformance::conformance_tests!(fresh().await);
@@ -32,6 +94,7 @@ store_conformance::conformance_tests!(fresh().await);
 #[tokio::test(flavor = "multi_thread")]
 async fn durable_across_reopen() {
     let path = temp_db();
+    let _dir = TempDirGuard(path.clone());
     let store = EmbeddedStore::open(&path).unwrap();
     let lease = reserved(
         &(Arc::new(store.clone()) as Arc<dyn Store>),
@@ -59,6 +122,7 @@ async fn durable_across_reopen() {
 #[tokio::test]
 async fn newer_schema_refused() {
     let path = temp_db();
+    let _dir = TempDirGuard(path.clone());
     drop(EmbeddedStore::open(&path).unwrap());
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
@@ -77,7 +141,9 @@ async fn newer_schema_refused() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn handles_share_one_thread_and_outlive_clones() {
-    let store = EmbeddedStore::open(&temp_db()).unwrap();
+    let path = temp_db();
+    let _dir = TempDirGuard(path.clone());
+    let store = EmbeddedStore::open(&path).unwrap();
     let clone = store.clone();
     drop(store);
     clone.ping().await.unwrap();
