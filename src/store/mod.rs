@@ -7,13 +7,16 @@
 
 pub mod embedded;
 pub mod guard;
+pub mod sweeper;
 
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 
+pub use embedded::EmbeddedStore;
 pub use guard::LeaseGuard;
+pub use sweeper::spawn_sweeper;
 
 /// Identity of one record.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -1,1 +1,0 @@
-//! The embedded, durable single-file store (SQLite). Implemented by the store work.

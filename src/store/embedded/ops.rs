@@ -1,0 +1,273 @@
+//! The state machine in SQL. Every function runs inside the writer thread's
+//! batch transaction, so its read-then-write is atomic: nothing else writes
+//! between the SELECT and the UPDATE.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::codec::{decode_headers, duration_ms, encode_headers, from_ms};
+use super::schema::{COMPLETED, IN_FLIGHT};
+use crate::store::{
+    Lease, RecordId, RecordInfo, RecordState, Reservation, StoreError, StoredResponse,
+};
+
+pub(super) fn db(e: rusqlite::Error) -> StoreError {
+    StoreError::Unavailable(format!("sqlite: {e}"))
+}
+
+struct Existing {
+    state: i64,
+    fingerprint: String,
+    token: i64,
+    expires_at: Option<i64>,
+    lease_expires_at: Option<i64>,
+}
+
+pub(super) fn reserve(
+    conn: &Connection,
+    id: &RecordId,
+    fingerprint: &str,
+    lease_for: Duration,
+    now: i64,
+) -> Result<Reservation, StoreError> {
+    let existing = conn
+        .prepare_cached(
+            "SELECT state, fingerprint, token, expires_at, lease_expires_at
+             FROM records WHERE route = ?1 AND scope = ?2 AND key = ?3",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row(params![id.route, id.scope, id.key], |row| {
+                Ok(Existing {
+                    state: row.get(0)?,
+                    fingerprint: row.get(1)?,
+                    token: row.get(2)?,
+                    expires_at: row.get(3)?,
+                    lease_expires_at: row.get(4)?,
+                })
+            })
+            .optional()
+        })
+        .map_err(db)?;
+
+    let Some(row) = existing else {
+        return take(conn, id, fingerprint, lease_for, now, false);
+    };
+    let same = row.fingerprint == fingerprint;
+    if row.state == COMPLETED {
+        // A missing expiry is read as already expired: the row cannot replay.
+        if row.expires_at.is_none_or(|at| at <= now) {
+            return take(conn, id, fingerprint, lease_for, now, true);
+        }
+        if !same {
+            return Ok(Reservation::Mismatch);
+        }
+        return load_response(conn, id, row.token).map(Reservation::Completed);
+    }
+    match row.lease_expires_at {
+        Some(at) if at > now => Ok(if same {
+            Reservation::InFlight {
+                lease_expires_at: from_ms(at),
+            }
+        } else {
+            Reservation::Mismatch
+        }),
+        // The holder died or hung: take the key over under a new token.
+        _ => take(conn, id, fingerprint, lease_for, now, true),
+    }
+}
+
+/// Writes a fresh in-flight row (replacing `existing` if there is one) under a
+/// new token.
+fn take(
+    conn: &Connection,
+    id: &RecordId,
+    fingerprint: &str,
+    lease_for: Duration,
+    now: i64,
+    existing: bool,
+) -> Result<Reservation, StoreError> {
+    let token = next_token(conn)?;
+    let lease_expires_at = now.saturating_add(duration_ms(lease_for));
+    let sql = if existing {
+        "UPDATE records SET state = ?4, fingerprint = ?5, token = ?6, status = NULL,
+             headers = NULL, body = NULL, body_omitted = 0, created_at = ?7,
+             completed_at = NULL, expires_at = NULL, lease_expires_at = ?8
+         WHERE route = ?1 AND scope = ?2 AND key = ?3"
+    } else {
+        "INSERT INTO records (route, scope, key, state, fingerprint, token,
+             body_omitted, created_at, lease_expires_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8)"
+    };
+    conn.prepare_cached(sql)
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                id.route,
+                id.scope,
+                id.key,
+                IN_FLIGHT,
+                fingerprint,
+                token,
+                now,
+                lease_expires_at
+            ])
+        })
+        .map_err(db)?;
+    Ok(Reservation::Reserved(Lease {
+        id: id.clone(),
+        token,
+        expires_at: from_ms(lease_expires_at),
+    }))
+}
+
+fn next_token(conn: &Connection) -> Result<i64, StoreError> {
+    conn.prepare_cached(
+        "UPDATE meta SET value = value + 1 WHERE name = 'last_token' RETURNING value",
+    )
+    .and_then(|mut stmt| stmt.query_row([], |row| row.get(0)))
+    .map_err(db)
+}
+
+fn load_response(
+    conn: &Connection,
+    id: &RecordId,
+    token: i64,
+) -> Result<StoredResponse, StoreError> {
+    let (status, headers, body, body_omitted) = conn
+        .prepare_cached(
+            "SELECT status, headers, body, body_omitted FROM records
+             WHERE route = ?1 AND scope = ?2 AND key = ?3 AND token = ?4",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row(params![id.route, id.scope, id.key, token], |row| {
+                Ok((
+                    row.get::<_, Option<i64>>(0)?,
+                    row.get::<_, Option<Vec<u8>>>(1)?,
+                    row.get::<_, Option<Vec<u8>>>(2)?,
+                    row.get::<_, bool>(3)?,
+                ))
+            })
+        })
+        .map_err(db)?;
+    let status = status
+        .and_then(|s| u16::try_from(s).ok())
+        .ok_or_else(|| StoreError::Unavailable("completed record has no valid status".into()))?;
+    Ok(StoredResponse {
+        status,
+        headers: decode_headers(headers.as_deref().unwrap_or(&[0, 0, 0, 0]))?,
+        body: Bytes::from(body.unwrap_or_default()),
+        body_omitted,
+    })
+}
+
+pub(super) fn complete(
+    conn: &Connection,
+    lease: &Lease,
+    response: &StoredResponse,
+    retain_for: Duration,
+    now: i64,
+) -> Result<(), StoreError> {
+    let id = &lease.id;
+    let changed = conn
+        .prepare_cached(
+            "UPDATE records SET state = ?6, status = ?7, headers = ?8, body = ?9,
+                 body_omitted = ?10, completed_at = ?11, expires_at = ?12,
+                 lease_expires_at = NULL
+             WHERE route = ?1 AND scope = ?2 AND key = ?3 AND token = ?4 AND state = ?5",
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                id.route,
+                id.scope,
+                id.key,
+                lease.token,
+                IN_FLIGHT,
+                COMPLETED,
+                i64::from(response.status),
+                encode_headers(&response.headers),
+                response.body.as_ref(),
+                response.body_omitted,
+                now,
+                now.saturating_add(duration_ms(retain_for)),
+            ])
+        })
+        .map_err(db)?;
+    if changed == 0 {
+        return Err(StoreError::Fenced);
+    }
+    Ok(())
+}
+
+pub(super) fn release(conn: &Connection, lease: &Lease) -> Result<(), StoreError> {
+    let id = &lease.id;
+    conn.prepare_cached(
+        "DELETE FROM records
+         WHERE route = ?1 AND scope = ?2 AND key = ?3 AND token = ?4 AND state = ?5",
+    )
+    .and_then(|mut stmt| stmt.execute(params![id.route, id.scope, id.key, lease.token, IN_FLIGHT]))
+    .map_err(db)?;
+    Ok(())
+}
+
+pub(super) fn records(
+    conn: &Connection,
+    route: &str,
+    key: &str,
+) -> Result<Vec<RecordInfo>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT scope, state, fingerprint, status, created_at, completed_at,
+                 expires_at, lease_expires_at
+             FROM records WHERE route = ?1 AND key = ?2 ORDER BY scope",
+        )
+        .map_err(db)?;
+    let rows = stmt
+        .query_map(params![route, key], |row| {
+            let state: i64 = row.get(1)?;
+            let status: Option<i64> = row.get(3)?;
+            Ok(RecordInfo {
+                scope: row.get(0)?,
+                state: if state == COMPLETED {
+                    RecordState::Completed
+                } else {
+                    RecordState::InFlight
+                },
+                fingerprint: row.get(2)?,
+                status: status.and_then(|s| u16::try_from(s).ok()),
+                created_at: from_ms(row.get(4)?),
+                completed_at: row.get::<_, Option<i64>>(5)?.map(from_ms),
+                expires_at: row.get::<_, Option<i64>>(6)?.map(from_ms),
+                lease_expires_at: row.get::<_, Option<i64>>(7)?.map(from_ms),
+            })
+        })
+        .map_err(db)?;
+    rows.collect::<Result<Vec<_>, _>>().map_err(db)
+}
+
+pub(super) fn purge(conn: &Connection, route: &str, key: &str) -> Result<u64, StoreError> {
+    let n = conn
+        .prepare_cached("DELETE FROM records WHERE route = ?1 AND key = ?2")
+        .and_then(|mut stmt| stmt.execute(params![route, key]))
+        .map_err(db)?;
+    Ok(n as u64)
+}
+
+pub(super) fn sweep(conn: &Connection, batch: u32, now: i64) -> Result<u64, StoreError> {
+    let n = conn
+        .prepare_cached(
+            "DELETE FROM records WHERE rowid IN (
+                 SELECT rowid FROM records
+                 WHERE expires_at <= ?1 AND state = ?2 LIMIT ?3)",
+        )
+        .and_then(|mut stmt| stmt.execute(params![now, COMPLETED, i64::from(batch)]))
+        .map_err(db)?;
+    Ok(n as u64)
+}
+
+pub(super) fn ping(conn: &Connection) -> Result<(), StoreError> {
+    conn.prepare_cached("SELECT 1")
+        .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, i64>(0)))
+        .map_err(db)?;
+    Ok(())
+}

@@ -1,0 +1,91 @@
+//! Opening the SQLite file: pragmas, schema creation and the version check.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+use crate::store::StoreError;
+
+/// Bumped by every schema change; an older binary refuses a newer file rather
+/// than misreading it.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Long enough to ride out another process (`idemgate sweep`, `keys purge`)
+/// holding the write lock for one transaction.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `state` column values.
+pub(super) const IN_FLIGHT: i64 = 0;
+pub(super) const COMPLETED: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS records (
+    route            TEXT    NOT NULL,
+    scope            TEXT    NOT NULL,
+    key              TEXT    NOT NULL,
+    state            INTEGER NOT NULL CHECK (state IN (0, 1)),
+    fingerprint      TEXT    NOT NULL,
+    token            INTEGER NOT NULL,
+    status           INTEGER NULL,
+    headers          BLOB    NULL,
+    body             BLOB    NULL,
+    body_omitted     INTEGER NOT NULL DEFAULT 0,
+    created_at       INTEGER NOT NULL,
+    completed_at     INTEGER NULL,
+    expires_at       INTEGER NULL,
+    lease_expires_at INTEGER NULL,
+    PRIMARY KEY (route, scope, key)
+);
+CREATE INDEX IF NOT EXISTS records_expires_at ON records (expires_at);
+-- Fencing tokens come from one sequence, not from the row: a row is deleted on
+-- release, purge and sweep, and a per-row counter restarting at 1 would hand
+-- a late holder's token to a new holder of the same key.
+CREATE TABLE IF NOT EXISTS meta (
+    name  TEXT    PRIMARY KEY,
+    value INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO meta (name, value) VALUES ('last_token', 0);
+";
+
+pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| StoreError::Unavailable(format!("creating {}: {e}", parent.display())))?;
+    }
+    let fail = |e: rusqlite::Error| StoreError::Unavailable(format!("{}: {e}", path.display()));
+    let mut conn = Connection::open(path).map_err(fail)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
+
+    // Checked before anything writes to the file.
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(fail)?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::Unavailable(format!(
+            "{}: store schema version {version} is newer than this idemgate supports \
+             ({SCHEMA_VERSION}); upgrade idemgate or point it at another file",
+            path.display()
+        )));
+    }
+
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+        .map_err(fail)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Unavailable(format!(
+            "{}: cannot use WAL journal mode (got {mode})",
+            path.display()
+        )));
+    }
+    // See the module doc of `embedded` for why FULL.
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(fail)?;
+
+    let tx = conn.transaction().map_err(fail)?;
+    tx.execute_batch(SCHEMA).map_err(fail)?;
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+        .map_err(fail)?;
+    tx.commit().map_err(fail)?;
+    Ok(conn)
+}

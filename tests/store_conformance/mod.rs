@@ -1,0 +1,343 @@
+//! The store conformance suite: the same cases against every backend.
+//!
+//! A backend's test file declares `mod store_conformance;` and invokes
+//! `store_conformance::conformance_tests!(expr)`, where `expr` is an async
+//! expression yielding a fresh, empty `Arc<dyn Store>`; one `#[tokio::test]`
+//! per case is generated. Expiry cases use short real durations, so they work
+//! against stores that keep their own clock.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use idemgate::store::{
+    Lease, LeaseGuard, RecordId, RecordState, Reservation, Store, StoreError, StoredResponse,
+};
+
+const LONG: Duration = Duration::from_secs(60);
+const SHORT: Duration = Duration::from_millis(50);
+/// Comfortably past `SHORT`, allowing for coarse clocks.
+const PAST_SHORT: Duration = Duration::from_millis(150);
+
+/// Instantiates every case for one backend.
+macro_rules! conformance_tests {
+    ($make:expr) => {
+        $crate::store_conformance::conformance_tests!(@cases $make;
+            reserve_new_key, reserve_in_flight_same_fingerprint,
+            reserve_in_flight_other_fingerprint, complete_then_replay,
+            complete_then_replay_body_omitted, completed_other_fingerprint,
+            release_frees_key, lease_expiry_takeover, fenced_complete_after_takeover,
+            fenced_release_after_takeover, token_not_reused_after_release,
+            retention_expiry, records_lifecycle, purge_all_scopes,
+            sweep_expired_completed_only, concurrent_reservations, scopes_independent,
+            guard_drop_releases);
+    };
+    (@cases $make:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                let store: std::sync::Arc<dyn idemgate::store::Store> = $make;
+                $crate::store_conformance::$case(store).await;
+            }
+        )*
+    };
+}
+pub(crate) use conformance_tests;
+
+pub fn id(key: &str) -> RecordId {
+    RecordId {
+        route: "orders".into(),
+        scope: "scope-a".into(),
+        key: key.into(),
+    }
+}
+
+pub fn response() -> StoredResponse {
+    StoredResponse {
+        status: 201,
+        headers: vec![
+            ("location".into(), b"/orders/42".to_vec()),
+            ("content-type".into(), b"application/json".to_vec()),
+            ("x-binary".into(), vec![0, 0xff, b'\t', 0x80]),
+            ("set-cookie".into(), b"a=1".to_vec()),
+            ("set-cookie".into(), b"b=2".to_vec()),
+        ],
+        body: Bytes::from_static(b"{\"id\":42}\0\xff"),
+        body_omitted: false,
+    }
+}
+
+pub async fn reserved(store: &Arc<dyn Store>, id: &RecordId, fp: &str, lease: Duration) -> Lease {
+    match store.reserve(id, fp, lease).await {
+        Ok(Reservation::Reserved(lease)) => lease,
+        other => panic!("expected Reserved, got {other:?}"),
+    }
+}
+
+pub async fn reserve_new_key(store: Arc<dyn Store>) {
+    let before = SystemTime::now();
+    let lease = reserved(&store, &id("k"), "fp", LONG).await;
+    assert_eq!(lease.id, id("k"));
+    assert!(lease.expires_at >= before + LONG - Duration::from_secs(1));
+}
+
+pub async fn reserve_in_flight_same_fingerprint(store: Arc<dyn Store>) {
+    let lease = reserved(&store, &id("k"), "fp", LONG).await;
+    match store.reserve(&id("k"), "fp", LONG).await.unwrap() {
+        Reservation::InFlight { lease_expires_at } => {
+            let skew = Duration::from_secs(1);
+            assert!(lease_expires_at + skew >= lease.expires_at);
+            assert!(lease_expires_at <= lease.expires_at + skew);
+        }
+        other => panic!("expected InFlight, got {other:?}"),
+    }
+}
+
+pub async fn reserve_in_flight_other_fingerprint(store: Arc<dyn Store>) {
+    reserved(&store, &id("k"), "fp", LONG).await;
+    let got = store.reserve(&id("k"), "other", LONG).await.unwrap();
+    assert_eq!(got, Reservation::Mismatch);
+}
+
+pub async fn complete_then_replay(store: Arc<dyn Store>) {
+    let lease = reserved(&store, &id("k"), "fp", LONG).await;
+    store.complete(&lease, &response(), LONG).await.unwrap();
+    let got = store.reserve(&id("k"), "fp", LONG).await.unwrap();
+    assert_eq!(got, Reservation::Completed(response()));
+}
+
+pub async fn complete_then_replay_body_omitted(store: Arc<dyn Store>) {
+    let lease = reserved(&store, &id("k"), "fp", LONG).await;
+    let omitted = StoredResponse {
+        status: 200,
+        headers: vec![("content-type".into(), b"video/mp4".to_vec())],
+        body: Bytes::new(),
+        body_omitted: true,
+    };
+    store.complete(&lease, &omitted, LONG).await.unwrap();
+    let got = store.reserve(&id("k"), "fp", LONG).await.unwrap();
+    assert_eq!(got, Reservation::Completed(omitted));
+}
+
+pub async fn completed_other_fingerprint(store: Arc<dyn Store>) {
+    let lease = reserved(&store, &id("k"), "fp", LONG).await;
+    store.complete(&lease, &response(), LONG).await.unwrap();
+    let got = store.reserve(&id("k"), "other", LONG).await.unwrap();
+    assert_eq!(got, Reservation::Mismatch);
+}
+
+pub async fn release_frees_key(store: Arc<dyn Store>) {
+    let lease = reserved(&store, &id("k"), "fp", LONG).await;
+    store.release(&lease).await.unwrap();
+    assert!(store.records("orders", "k").await.unwrap().is_empty());
+    reserved(&store, &id("k"), "other", LONG).await;
+}
+
+pub async fn lease_expiry_takeover(store: Arc<dyn Store>) {
+    let first = reserved(&store, &id("k"), "fp", SHORT).await;
+    tokio::time::sleep(PAST_SHORT).await;
+    // Taken over whatever the fingerprint: the first request's outcome is unknown.
+    let second = reserved(&store, &id("k"), "other", LONG).await;
+    assert!(second.token > first.token, "{second:?} vs {first:?}");
+    let info = store.records("orders", "k").await.unwrap();
+    assert_eq!(info.len(), 1);
+    assert_eq!(info[0].fingerprint, "other");
+}
+
+pub async fn fenced_complete_after_takeover(store: Arc<dyn Store>) {
+    let first = reserved(&store, &id("k"), "fp", SHORT).await;
+    tokio::time::sleep(PAST_SHORT).await;
+    let second = reserved(&store, &id("k"), "fp", LONG).await;
+    let late = store.complete(&first, &response(), LONG).await;
+    assert!(matches!(late, Err(StoreError::Fenced)), "{late:?}");
+    // The new holder is untouched and can still complete.
+    let info = store.records("orders", "k").await.unwrap();
+    assert_eq!(info[0].state, RecordState::InFlight);
+    let mut mine = response();
+    mine.status = 202;
+    store.complete(&second, &mine, LONG).await.unwrap();
+    let late = store.complete(&first, &response(), LONG).await;
+    assert!(matches!(late, Err(StoreError::Fenced)), "{late:?}");
+    let got = store.reserve(&id("k"), "fp", LONG).await.unwrap();
+    assert_eq!(got, Reservation::Completed(mine));
+}
+
+pub async fn fenced_release_after_takeover(store: Arc<dyn Store>) {
+    let first = reserved(&store, &id("k"), "fp", SHORT).await;
+    tokio::time::sleep(PAST_SHORT).await;
+    let second = reserved(&store, &id("k"), "fp", LONG).await;
+    store.release(&first).await.unwrap();
+    assert!(matches!(
+        store.reserve(&id("k"), "fp", LONG).await.unwrap(),
+        Reservation::InFlight { .. }
+    ));
+    store.complete(&second, &response(), LONG).await.unwrap();
+    // Releasing a completed record is a no-op too: it keeps replaying.
+    store.release(&second).await.unwrap();
+    let got = store.reserve(&id("k"), "fp", LONG).await.unwrap();
+    assert_eq!(got, Reservation::Completed(response()));
+}
+
+/// A record deleted (released) and reserved again must not hand out a token a
+/// late holder still has: tokens are never reused for one record id.
+pub async fn token_not_reused_after_release(store: Arc<dyn Store>) {
+    let first = reserved(&store, &id("k"), "fp", SHORT).await;
+    tokio::time::sleep(PAST_SHORT).await;
+    let second = reserved(&store, &id("k"), "fp", LONG).await;
+    store.release(&second).await.unwrap();
+    let third = reserved(&store, &id("k"), "fp", LONG).await;
+    assert_ne!(third.token, first.token);
+    assert_ne!(third.token, second.token);
+    let late = store.complete(&first, &response(), LONG).await;
+    assert!(matches!(late, Err(StoreError::Fenced)), "{late:?}");
+    store.purge("orders", "k").await.unwrap();
+    let fourth = reserved(&store, &id("k"), "fp", LONG).await;
+    let late = store.complete(&third, &response(), LONG).await;
+    assert!(matches!(late, Err(StoreError::Fenced)), "{late:?}");
+    store.complete(&fourth, &response(), LONG).await.unwrap();
+}
+
+pub async fn retention_expiry(store: Arc<dyn Store>) {
+    let first = reserved(&store, &id("k"), "fp", LONG).await;
+    store.complete(&first, &response(), SHORT).await.unwrap();
+    tokio::time::sleep(PAST_SHORT).await;
+    let second = reserved(&store, &id("k"), "other", LONG).await;
+    assert!(second.token > first.token);
+    let info = store.records("orders", "k").await.unwrap();
+    assert_eq!(info[0].state, RecordState::InFlight);
+    assert_eq!(info[0].status, None);
+}
+
+pub async fn records_lifecycle(store: Arc<dyn Store>) {
+    let before = SystemTime::now() - Duration::from_secs(1);
+    let lease = reserved(&store, &id("k"), "fp", LONG).await;
+    let info = store.records("orders", "k").await.unwrap();
+    assert_eq!(info.len(), 1);
+    let r = &info[0];
+    assert_eq!(r.scope, "scope-a");
+    assert_eq!(r.state, RecordState::InFlight);
+    assert_eq!(r.fingerprint, "fp");
+    assert_eq!(r.status, None);
+    assert!(r.created_at >= before);
+    assert_eq!(r.completed_at, None);
+    assert_eq!(r.expires_at, None);
+    assert!(r.lease_expires_at.is_some());
+
+    store.complete(&lease, &response(), LONG).await.unwrap();
+    let info = store.records("orders", "k").await.unwrap();
+    let r = &info[0];
+    assert_eq!(r.state, RecordState::Completed);
+    assert_eq!(r.fingerprint, "fp");
+    assert_eq!(r.status, Some(201));
+    let completed = r.completed_at.expect("completed_at");
+    assert!(completed >= r.created_at);
+    let expires = r.expires_at.expect("expires_at");
+    assert!(expires >= completed + LONG - Duration::from_secs(1));
+    assert_eq!(r.lease_expires_at, None);
+    assert!(store.records("orders", "nope").await.unwrap().is_empty());
+    assert!(store.records("other-route", "k").await.unwrap().is_empty());
+}
+
+pub async fn purge_all_scopes(store: Arc<dyn Store>) {
+    for scope in ["s1", "s2", "s3"] {
+        let rid = RecordId {
+            scope: scope.into(),
+            ..id("k")
+        };
+        let lease = reserved(&store, &rid, "fp", LONG).await;
+        if scope == "s2" {
+            store.complete(&lease, &response(), LONG).await.unwrap();
+        }
+    }
+    reserved(&store, &id("untouched"), "fp", LONG).await;
+    assert_eq!(store.records("orders", "k").await.unwrap().len(), 3);
+    assert_eq!(store.purge("orders", "k").await.unwrap(), 3);
+    assert!(store.records("orders", "k").await.unwrap().is_empty());
+    assert_eq!(store.purge("orders", "k").await.unwrap(), 0);
+    assert_eq!(store.records("orders", "untouched").await.unwrap().len(), 1);
+    reserved(&store, &id("k"), "fp", LONG).await;
+}
+
+pub async fn sweep_expired_completed_only(store: Arc<dyn Store>) {
+    for i in 0..5 {
+        let lease = reserved(&store, &id(&format!("old{i}")), "fp", LONG).await;
+        store.complete(&lease, &response(), SHORT).await.unwrap();
+    }
+    let live = reserved(&store, &id("live"), "fp", LONG).await;
+    store.complete(&live, &response(), LONG).await.unwrap();
+    reserved(&store, &id("flying"), "fp", LONG).await;
+    reserved(&store, &id("stale-lease"), "fp", SHORT).await;
+    tokio::time::sleep(PAST_SHORT).await;
+
+    assert_eq!(store.sweep(3).await.unwrap(), 3);
+    assert_eq!(store.sweep(3).await.unwrap(), 2);
+    assert_eq!(store.sweep(3).await.unwrap(), 0);
+    for key in ["live", "flying", "stale-lease"] {
+        assert_eq!(
+            store.records("orders", key).await.unwrap().len(),
+            1,
+            "{key}"
+        );
+    }
+    for i in 0..5 {
+        let key = format!("old{i}");
+        assert!(store.records("orders", &key).await.unwrap().is_empty());
+    }
+}
+
+pub async fn concurrent_reservations(store: Arc<dyn Store>) {
+    let barrier = Arc::new(tokio::sync::Barrier::new(64));
+    let tasks: Vec<_> = (0..64)
+        .map(|_| {
+            let (store, barrier) = (store.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                store.reserve(&id("hot"), "fp", LONG).await
+            })
+        })
+        .collect();
+    let (mut reserved, mut in_flight) = (0, 0);
+    for task in tasks {
+        match task.await.unwrap().unwrap() {
+            Reservation::Reserved(_) => reserved += 1,
+            Reservation::InFlight { .. } => in_flight += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!((reserved, in_flight), (1, 63));
+}
+
+pub async fn scopes_independent(store: Arc<dyn Store>) {
+    let a = id("k");
+    let b = RecordId {
+        scope: "scope-b".into(),
+        ..id("k")
+    };
+    let lease_a = reserved(&store, &a, "fp", LONG).await;
+    let lease_b = reserved(&store, &b, "other", LONG).await;
+    store.complete(&lease_a, &response(), LONG).await.unwrap();
+    assert!(matches!(
+        store.reserve(&b, "other", LONG).await.unwrap(),
+        Reservation::InFlight { .. }
+    ));
+    store.release(&lease_b).await.unwrap();
+    assert_eq!(
+        store.reserve(&a, "fp", LONG).await.unwrap(),
+        Reservation::Completed(response())
+    );
+    reserved(&store, &b, "fp", LONG).await;
+}
+
+pub async fn guard_drop_releases(store: Arc<dyn Store>) {
+    let lease = reserved(&store, &id("k"), "fp", LONG).await;
+    drop(LeaseGuard::new(store.clone(), lease));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+    while !store.records("orders", "k").await.unwrap().is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "key still held after 1s"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    reserved(&store, &id("k"), "fp", LONG).await;
+}
