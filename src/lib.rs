@@ -4,6 +4,14 @@
 //! scope, fingerprint) → `store` (reserve / complete / release) → `proxy` (the
 //! upstream hop) — driven by `gateway`, served by `server`, observed via `admin`.
 
+pub mod admin;
+pub mod body;
 pub mod config;
+pub mod error;
+pub mod gateway;
 pub mod key;
+pub mod metrics;
+pub mod proxy;
+pub mod route;
+pub mod server;
 pub mod store;

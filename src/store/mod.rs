@@ -7,6 +7,8 @@
 
 pub mod embedded;
 pub mod guard;
+pub mod instrumented;
+mod open;
 pub mod sweeper;
 
 use std::time::{Duration, SystemTime};
@@ -16,6 +18,8 @@ use bytes::Bytes;
 
 pub use embedded::EmbeddedStore;
 pub use guard::LeaseGuard;
+pub use instrumented::InstrumentedStore;
+pub use open::{open, sweep_settings};
 pub use sweeper::spawn_sweeper;
 
 /// Identity of one record.

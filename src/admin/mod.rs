@@ -1,0 +1,132 @@
+//! The admin plane on `admin_listen`: probes and metrics (open), and the
+//! operator API under `/admin/*` (bearer token).
+
+mod auth;
+pub mod records;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::{self, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+
+use crate::body::{self, Body};
+use crate::error::{GatewayError, PROBLEM_JSON};
+use crate::gateway::Gateway;
+use crate::server::{ReloadOutcome, Reloader};
+
+/// `/readyz` gives up on a store that does not answer within this.
+const READY_TIMEOUT: Duration = Duration::from_secs(2);
+
+pub struct AdminPlane {
+    gateway: Arc<Gateway>,
+    reloader: Arc<Reloader>,
+}
+
+impl AdminPlane {
+    pub fn new(gateway: Arc<Gateway>, reloader: Arc<Reloader>) -> Self {
+        Self { gateway, reloader }
+    }
+
+    pub async fn handle(&self, request: Request<Incoming>) -> Response<Body> {
+        let path = request.uri().path().to_string();
+        match (request.method(), path.as_str()) {
+            (&Method::GET, "/healthz") => text(StatusCode::OK, "ok\n"),
+            (&Method::GET, "/readyz") => self.ready().await,
+            (&Method::GET, "/metrics") => {
+                let mut response = Response::new(body::full(self.gateway.metrics().render()));
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+                );
+                response
+            }
+            (_, p) if p.starts_with("/admin/") => {
+                let token = self.gateway.runtime().config.admin.token.clone();
+                if let Err(error) = auth::check(token.as_deref(), request.headers()) {
+                    return error.to_response();
+                }
+                self.operator(request.method(), &path).await
+            }
+            _ => GatewayError::NotFound.to_response(),
+        }
+    }
+
+    async fn ready(&self) -> Response<Body> {
+        match tokio::time::timeout(READY_TIMEOUT, self.gateway.store().ping()).await {
+            Ok(Ok(())) => text(StatusCode::OK, "ready\n"),
+            Ok(Err(err)) => text(StatusCode::SERVICE_UNAVAILABLE, &format!("store: {err}\n")),
+            Err(_) => text(StatusCode::SERVICE_UNAVAILABLE, "store: no answer\n"),
+        }
+    }
+
+    async fn operator(&self, method: &Method, path: &str) -> Response<Body> {
+        if path == "/admin/reload" {
+            return if method == Method::POST {
+                self.reload()
+            } else {
+                GatewayError::NotFound.to_response()
+            };
+        }
+        let Some((route, key)) = records::parse_key_path(path) else {
+            return GatewayError::NotFound.to_response();
+        };
+        let store = self.gateway.store();
+        let result = match *method {
+            Method::GET => records::show(store.as_ref(), &route, &key).await,
+            Method::DELETE => records::purge(store.as_ref(), &route, &key).await,
+            _ => return GatewayError::NotFound.to_response(),
+        };
+        result.unwrap_or_else(|error| error.to_response())
+    }
+
+    fn reload(&self) -> Response<Body> {
+        let (status, document) = match self.reloader.reload() {
+            ReloadOutcome::Applied { notes } => (
+                StatusCode::OK,
+                serde_json::json!({ "status": "reloaded", "notes": notes }),
+            ),
+            ReloadOutcome::Rejected { errors } => (
+                StatusCode::BAD_REQUEST,
+                serde_json::json!({
+                    "type": "invalid-config",
+                    "title": "The configuration file is invalid; the running configuration stays",
+                    "status": 400,
+                    "detail": errors.join("\n"),
+                    "code": "invalid-config",
+                    "errors": errors,
+                }),
+            ),
+        };
+        let content_type = if status == StatusCode::OK {
+            "application/json"
+        } else {
+            PROBLEM_JSON
+        };
+        json(status, content_type, &document)
+    }
+}
+
+fn text(status: StatusCode, text: &str) -> Response<Body> {
+    let mut response = Response::new(body::full(text.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+pub(crate) fn json(
+    status: StatusCode,
+    content_type: &'static str,
+    document: &serde_json::Value,
+) -> Response<Body> {
+    let mut response = Response::new(body::full(document.to_string()));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}

@@ -1,0 +1,106 @@
+//! One key's records as operators see them, shared by `/admin/keys/...` and
+//! `idemgate keys show|purge`.
+
+use std::time::SystemTime;
+
+use http::{Response, StatusCode};
+use percent_encoding::percent_decode_str;
+use serde_json::{Value, json};
+
+use crate::body::{self, Body};
+use crate::error::GatewayError;
+use crate::store::{RecordInfo, RecordState, Store};
+
+/// `/admin/keys/{route}/{key}` → (route, key), percent-decoded. The key is the
+/// rest of the path, so a key containing `/` can be sent as is or as `%2F`.
+pub fn parse_key_path(path: &str) -> Option<(String, String)> {
+    let rest = path.strip_prefix("/admin/keys/")?;
+    let (route, key) = rest.split_once('/')?;
+    let route = percent_decode_str(route).decode_utf8().ok()?.into_owned();
+    let key = percent_decode_str(key).decode_utf8().ok()?.into_owned();
+    (!route.is_empty() && !key.is_empty()).then_some((route, key))
+}
+
+pub fn to_json(records: &[RecordInfo]) -> Value {
+    Value::Array(records.iter().map(record_json).collect())
+}
+
+fn record_json(record: &RecordInfo) -> Value {
+    json!({
+        "scope": record.scope,
+        "state": match record.state {
+            RecordState::InFlight => "in_flight",
+            RecordState::Completed => "completed",
+        },
+        "fingerprint": record.fingerprint,
+        "status": record.status,
+        "created_at": rfc3339(Some(record.created_at)),
+        "completed_at": rfc3339(record.completed_at),
+        "expires_at": rfc3339(record.expires_at),
+        "lease_expires_at": rfc3339(record.lease_expires_at),
+    })
+}
+
+fn rfc3339(time: Option<SystemTime>) -> Value {
+    match time {
+        Some(time) => Value::String(humantime::format_rfc3339_millis(time).to_string()),
+        None => Value::Null,
+    }
+}
+
+pub async fn show(
+    store: &dyn Store,
+    route: &str,
+    key: &str,
+) -> Result<Response<Body>, GatewayError> {
+    let records = store.records(route, key).await.map_err(unavailable)?;
+    if records.is_empty() {
+        return Err(GatewayError::NotFound);
+    }
+    Ok(super::json(
+        StatusCode::OK,
+        "application/json",
+        &to_json(&records),
+    ))
+}
+
+pub async fn purge(
+    store: &dyn Store,
+    route: &str,
+    key: &str,
+) -> Result<Response<Body>, GatewayError> {
+    match store.purge(route, key).await.map_err(unavailable)? {
+        0 => Err(GatewayError::NotFound),
+        _ => {
+            let mut response = Response::new(body::empty());
+            *response.status_mut() = StatusCode::NO_CONTENT;
+            Ok(response)
+        }
+    }
+}
+
+fn unavailable(error: crate::store::StoreError) -> GatewayError {
+    tracing::warn!(%error, "admin request: store unavailable");
+    GatewayError::StoreUnavailable {
+        retry_after: std::time::Duration::from_secs(1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_paths() {
+        assert_eq!(
+            parse_key_path("/admin/keys/charges/abc"),
+            Some(("charges".into(), "abc".into()))
+        );
+        assert_eq!(
+            parse_key_path("/admin/keys/charges/a%2Fb/c"),
+            Some(("charges".into(), "a/b/c".into()))
+        );
+        assert_eq!(parse_key_path("/admin/keys/charges/"), None);
+        assert_eq!(parse_key_path("/admin/keys/charges"), None);
+    }
+}

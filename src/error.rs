@@ -1,0 +1,296 @@
+//! Every answer the gateway makes up itself, in one place: status, stable
+//! `code`, RFC 9457 problem body, `Retry-After`, and the metric outcome.
+//!
+//! The problem `type` is a relative URI reference equal to the `code`
+//! (e.g. `"type": "key-in-flight"`), so clients can match either member.
+
+use std::time::Duration;
+
+use http::{HeaderValue, Response, StatusCode, header};
+use serde::Serialize;
+
+use crate::body::{self, Body};
+use crate::metrics::Outcome;
+
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GatewayError {
+    MissingKey,
+    InvalidKey(&'static str),
+    FingerprintMismatch,
+    KeyInFlight {
+        retry_after: Duration,
+    },
+    BodyTooLarge {
+        limit: u64,
+    },
+    HeaderTooLarge {
+        limit: u64,
+    },
+    /// A request whose framing is ambiguous or invalid (smuggling attempts).
+    BadRequest(&'static str),
+    NoRoute,
+    /// Nothing was sent: connection refused or connect timeout.
+    UpstreamUnreachable,
+    /// Pass-through: the upstream did not answer in time.
+    UpstreamTimeout,
+    /// Pass-through: the connection broke after the request was sent.
+    UpstreamError,
+    /// Keyed request: the request was sent and no answer came back in time.
+    OutcomeUnknownTimeout,
+    /// Keyed request: the connection broke after the request was sent.
+    OutcomeUnknownBroken,
+    StoreUnavailable {
+        retry_after: Duration,
+    },
+    Unauthorized,
+    Forbidden,
+    NotFound,
+}
+
+#[derive(Serialize)]
+struct Problem<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    title: &'a str,
+    status: u16,
+    detail: String,
+    code: &'a str,
+}
+
+impl GatewayError {
+    pub fn status(&self) -> StatusCode {
+        use GatewayError::*;
+        match self {
+            MissingKey | InvalidKey(_) | BadRequest(_) => StatusCode::BAD_REQUEST,
+            FingerprintMismatch => StatusCode::UNPROCESSABLE_ENTITY,
+            KeyInFlight { .. } => StatusCode::CONFLICT,
+            BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            HeaderTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            NoRoute | NotFound => StatusCode::NOT_FOUND,
+            UpstreamUnreachable | UpstreamError | OutcomeUnknownBroken => StatusCode::BAD_GATEWAY,
+            UpstreamTimeout | OutcomeUnknownTimeout => StatusCode::GATEWAY_TIMEOUT,
+            StoreUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Unauthorized => StatusCode::UNAUTHORIZED,
+            Forbidden => StatusCode::FORBIDDEN,
+        }
+    }
+
+    /// The stable `code` member clients branch on.
+    pub fn code(&self) -> &'static str {
+        use GatewayError::*;
+        match self {
+            MissingKey => "missing-key",
+            InvalidKey(_) => "invalid-key",
+            FingerprintMismatch => "fingerprint-mismatch",
+            KeyInFlight { .. } => "key-in-flight",
+            BodyTooLarge { .. } => "body-too-large",
+            HeaderTooLarge { .. } => "header-too-large",
+            BadRequest(_) => "bad-request",
+            NoRoute => "no-route",
+            UpstreamUnreachable => "upstream-unreachable",
+            UpstreamTimeout => "upstream-timeout",
+            UpstreamError => "upstream-error",
+            OutcomeUnknownTimeout | OutcomeUnknownBroken => "outcome-unknown",
+            StoreUnavailable { .. } => "store-unavailable",
+            Unauthorized => "unauthorized",
+            Forbidden => "forbidden",
+            NotFound => "not-found",
+        }
+    }
+
+    fn title(&self) -> &'static str {
+        use GatewayError::*;
+        match self {
+            MissingKey => "Idempotency key required",
+            InvalidKey(_) => "Invalid idempotency key",
+            FingerprintMismatch => "Idempotency key reused with a different request",
+            KeyInFlight { .. } => "A request with this idempotency key is in progress",
+            BodyTooLarge { .. } => "Request body too large",
+            HeaderTooLarge { .. } => "Request header fields too large",
+            BadRequest(_) => "Bad request",
+            NoRoute => "No route",
+            UpstreamUnreachable => "Upstream unreachable",
+            UpstreamTimeout => "Upstream timed out",
+            UpstreamError => "Upstream connection failed",
+            OutcomeUnknownTimeout | OutcomeUnknownBroken => "Outcome unknown",
+            StoreUnavailable { .. } => "Idempotency store unavailable",
+            Unauthorized => "Unauthorized",
+            Forbidden => "Forbidden",
+            NotFound => "Not found",
+        }
+    }
+
+    fn detail(&self) -> String {
+        use GatewayError::*;
+        match self {
+            MissingKey => "This route requires an idempotency key.".into(),
+            InvalidKey(why) => format!("The idempotency key is invalid: {why}."),
+            FingerprintMismatch => {
+                "This idempotency key was used with a different request; use a new key.".into()
+            }
+            KeyInFlight { .. } => "Retry after the first request has completed.".into(),
+            BodyTooLarge { limit } => {
+                format!("Requests with an idempotency key may carry at most {limit} bytes.")
+            }
+            HeaderTooLarge { limit } => format!("The request head exceeds {limit} bytes."),
+            BadRequest(why) => format!("{why}."),
+            NoRoute => "No route matches this request.".into(),
+            UpstreamUnreachable => "The upstream could not be reached; nothing was sent.".into(),
+            UpstreamTimeout => "The upstream did not answer in time.".into(),
+            UpstreamError => "The connection to the upstream failed after the request was sent.".into(),
+            OutcomeUnknownTimeout => "The request was sent but the upstream did not answer in time; \
+                 it may have been executed. Retries get this answer until an operator purges the key."
+                .into(),
+            OutcomeUnknownBroken => "The request was sent but the connection broke before an answer; \
+                 it may have been executed. Retries get this answer until an operator purges the key."
+                .into(),
+            StoreUnavailable { .. } => {
+                "The idempotency store cannot be reached; nothing was forwarded.".into()
+            }
+            Unauthorized => "A bearer token is required.".into(),
+            Forbidden => "The bearer token is not valid.".into(),
+            NotFound => "Nothing here.".into(),
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            GatewayError::KeyInFlight { retry_after }
+            | GatewayError::StoreUnavailable { retry_after } => Some(*retry_after),
+            _ => None,
+        }
+    }
+
+    /// The `idemgate_requests_total` outcome this answer counts as; `None` for
+    /// answers outside the route outcomes (no route, bad framing, admin plane).
+    pub fn outcome(&self) -> Option<Outcome> {
+        use GatewayError::*;
+        Some(match self {
+            MissingKey => Outcome::MissingKey,
+            InvalidKey(_) => Outcome::InvalidKey,
+            FingerprintMismatch => Outcome::Mismatch,
+            KeyInFlight { .. } => Outcome::Conflict,
+            BodyTooLarge { .. } | HeaderTooLarge { .. } => Outcome::TooLarge,
+            StoreUnavailable { .. } => Outcome::StoreUnavailable,
+            OutcomeUnknownTimeout | OutcomeUnknownBroken => Outcome::OutcomeUnknown,
+            UpstreamUnreachable | UpstreamTimeout | UpstreamError => Outcome::UpstreamError,
+            BadRequest(_) | NoRoute | Unauthorized | Forbidden | NotFound => return None,
+        })
+    }
+
+    /// The problem+json body bytes.
+    pub fn body(&self) -> Vec<u8> {
+        let code = self.code();
+        let problem = Problem {
+            kind: code,
+            title: self.title(),
+            status: self.status().as_u16(),
+            detail: self.detail(),
+            code,
+        };
+        // Serializing a struct of strings and integers cannot fail.
+        serde_json::to_vec(&problem).unwrap_or_default()
+    }
+
+    pub fn to_response(&self) -> Response<Body> {
+        let mut response = Response::new(body::full(self.body()));
+        *response.status_mut() = self.status();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        if let Some(after) = self.retry_after() {
+            headers.insert(header::RETRY_AFTER, retry_after_value(after));
+        }
+        response
+    }
+}
+
+/// `Retry-After` as whole seconds, rounded up, at least 1.
+pub fn retry_after_value(after: Duration) -> HeaderValue {
+    let mut secs = after.as_secs();
+    if after.subsec_nanos() > 0 {
+        secs += 1;
+    }
+    HeaderValue::from(secs.max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_has_its_pinned_status_and_code() {
+        let second = Duration::from_secs(1);
+        let cases = [
+            (GatewayError::MissingKey, 400, "missing-key"),
+            (GatewayError::InvalidKey("empty"), 400, "invalid-key"),
+            (
+                GatewayError::FingerprintMismatch,
+                422,
+                "fingerprint-mismatch",
+            ),
+            (
+                GatewayError::KeyInFlight {
+                    retry_after: second,
+                },
+                409,
+                "key-in-flight",
+            ),
+            (
+                GatewayError::BodyTooLarge { limit: 1 },
+                413,
+                "body-too-large",
+            ),
+            (
+                GatewayError::HeaderTooLarge { limit: 1 },
+                431,
+                "header-too-large",
+            ),
+            (GatewayError::BadRequest("x"), 400, "bad-request"),
+            (GatewayError::NoRoute, 404, "no-route"),
+            (
+                GatewayError::UpstreamUnreachable,
+                502,
+                "upstream-unreachable",
+            ),
+            (GatewayError::UpstreamTimeout, 504, "upstream-timeout"),
+            (GatewayError::UpstreamError, 502, "upstream-error"),
+            (GatewayError::OutcomeUnknownTimeout, 504, "outcome-unknown"),
+            (GatewayError::OutcomeUnknownBroken, 502, "outcome-unknown"),
+            (
+                GatewayError::StoreUnavailable {
+                    retry_after: second,
+                },
+                503,
+                "store-unavailable",
+            ),
+            (GatewayError::Unauthorized, 401, "unauthorized"),
+            (GatewayError::Forbidden, 403, "forbidden"),
+            (GatewayError::NotFound, 404, "not-found"),
+        ];
+        for (error, status, code) in cases {
+            let response = error.to_response();
+            assert_eq!(response.status().as_u16(), status, "{error:?}");
+            assert_eq!(response.headers()[header::CONTENT_TYPE], PROBLEM_JSON);
+            let body: serde_json::Value = serde_json::from_slice(&error.body()).unwrap();
+            assert_eq!(body["code"], code);
+            assert_eq!(body["type"], code);
+            assert_eq!(body["status"], status);
+            assert!(body["title"].is_string() && body["detail"].is_string());
+        }
+    }
+
+    #[test]
+    fn retry_after_is_whole_seconds_at_least_one() {
+        assert_eq!(retry_after_value(Duration::ZERO), "1");
+        assert_eq!(retry_after_value(Duration::from_millis(200)), "1");
+        assert_eq!(retry_after_value(Duration::from_millis(1500)), "2");
+        assert_eq!(retry_after_value(Duration::from_secs(3)), "3");
+        let response = GatewayError::KeyInFlight {
+            retry_after: Duration::from_secs(2),
+        }
+        .to_response();
+        assert_eq!(response.headers()[header::RETRY_AFTER], "2");
+    }
+}

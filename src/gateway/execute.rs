@@ -1,0 +1,215 @@
+//! Phase "execute": the one forwarding of a reserved key, and the recording
+//! of its outcome.
+//!
+//! It runs in its own task so that a client that goes away (hyper drops the
+//! handler's future) cancels neither the upstream call nor the recording: the
+//! client's retry then finds the answer instead of running the request again.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::Request;
+use http::request::Parts;
+use prometheus::IntGauge;
+
+use super::capture::{self, Captured};
+use super::passthrough::{observe_upstream, stream_response};
+use super::replay;
+use super::{Answer, Exchange, Gateway};
+use crate::body;
+use crate::error::{GatewayError, PROBLEM_JSON};
+use crate::metrics::Outcome;
+use crate::proxy::UpstreamError;
+use crate::route::RoutePolicy;
+use crate::store::{LeaseGuard, RecordId, StoreError, StoredResponse};
+
+pub struct Execution {
+    pub gateway: Arc<Gateway>,
+    pub exchange: Exchange,
+    pub id: RecordId,
+    pub guard: LeaseGuard,
+    /// The request head, already prepared for the upstream.
+    pub head: Parts,
+    pub body: Bytes,
+}
+
+impl Execution {
+    /// Starts the execution detached from the caller and waits for its answer.
+    pub async fn spawn(self) -> Answer {
+        match tokio::spawn(self.run()).await {
+            Ok(answer) => answer,
+            // A panic inside: the guard released the key; nothing more is known.
+            Err(_) => Answer::error(GatewayError::UpstreamError),
+        }
+    }
+
+    async fn run(self) -> Answer {
+        let Execution {
+            gateway,
+            exchange,
+            id,
+            guard,
+            head,
+            body,
+        } = self;
+        let Some(policy) = exchange.route.policy.as_ref() else {
+            return Answer::error(GatewayError::UpstreamError);
+        };
+        let _inflight = InFlight::new(
+            gateway
+                .metrics()
+                .inflight
+                .with_label_values(&[exchange.route.name.as_str()]),
+        );
+        let record = Recorder {
+            gateway: &gateway,
+            id: &id,
+            policy,
+        };
+
+        let started = Instant::now();
+        let sent = exchange
+            .upstream
+            .send(Request::from_parts(head, body::full(body)))
+            .await;
+        observe_upstream(&gateway, &exchange, started);
+        match sent {
+            Err(UpstreamError::Connect(detail)) => {
+                tracing::warn!(route = %id.route, upstream = exchange.upstream.name(), %detail, "upstream unreachable; key freed");
+                record.release(guard).await;
+                Answer::error(GatewayError::UpstreamUnreachable)
+            }
+            Err(UpstreamError::Timeout) => {
+                record
+                    .outcome_unknown(guard, GatewayError::OutcomeUnknownTimeout)
+                    .await
+            }
+            Err(UpstreamError::Broken(detail)) => {
+                tracing::warn!(route = %id.route, %detail, "upstream connection broke after sending");
+                record
+                    .outcome_unknown(guard, GatewayError::OutcomeUnknownBroken)
+                    .await
+            }
+            Ok(response)
+                if policy
+                    .release_statuses
+                    .contains(&response.status().as_u16()) =>
+            {
+                record.release(guard).await;
+                let mut response = stream_response(response);
+                replay::mark(response.headers_mut(), &policy.replay_header, false);
+                Answer::new(response, Outcome::Released)
+            }
+            Ok(response) => {
+                let remaining = exchange
+                    .upstream
+                    .timeout()
+                    .saturating_sub(started.elapsed());
+                let limit = exchange.max_stored_response;
+                match tokio::time::timeout(remaining, capture::capture(response, limit)).await {
+                    Err(_) => {
+                        record
+                            .outcome_unknown(guard, GatewayError::OutcomeUnknownTimeout)
+                            .await
+                    }
+                    Ok(Err(_)) => {
+                        record
+                            .outcome_unknown(guard, GatewayError::OutcomeUnknownBroken)
+                            .await
+                    }
+                    Ok(Ok(captured)) => record.answered(guard, captured).await,
+                }
+            }
+        }
+    }
+}
+
+/// Counts an execution in `idemgate_inflight` for as long as it lives, panics included.
+struct InFlight(IntGauge);
+
+impl InFlight {
+    fn new(gauge: IntGauge) -> Self {
+        gauge.inc();
+        Self(gauge)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// Writes the outcome of one execution and wakes the waiters of its key.
+struct Recorder<'a> {
+    gateway: &'a Gateway,
+    id: &'a RecordId,
+    policy: &'a RoutePolicy,
+}
+
+impl Recorder<'_> {
+    async fn answered(&self, guard: LeaseGuard, captured: Captured) -> Answer {
+        let exclude = &self.policy.replay_exclude_headers;
+        let (parts, body) = match captured {
+            Captured::Whole { parts, body } => {
+                let stored = capture::stored(&parts, body.clone(), false, exclude);
+                self.complete(guard, &stored).await;
+                (parts, body::full(body))
+            }
+            Captured::Oversized {
+                parts,
+                prefix,
+                rest,
+            } => {
+                let stored = capture::stored(&parts, Bytes::new(), true, exclude);
+                self.complete(guard, &stored).await;
+                (parts, capture::resume(prefix, rest))
+            }
+        };
+        let mut response = http::Response::from_parts(parts, body);
+        replay::mark(response.headers_mut(), &self.policy.replay_header, false);
+        Answer::new(response, Outcome::New)
+    }
+
+    /// The request was sent and its fate is unknown: the problem is stored like
+    /// an answer, so a retry cannot run it a second time.
+    async fn outcome_unknown(&self, guard: LeaseGuard, error: GatewayError) -> Answer {
+        let stored = StoredResponse {
+            status: error.status().as_u16(),
+            headers: vec![("content-type".to_string(), PROBLEM_JSON.as_bytes().to_vec())],
+            body: Bytes::from(error.body()),
+            body_omitted: false,
+        };
+        self.complete(guard, &stored).await;
+        Answer::new(
+            replay::fresh_from_stored(&stored, &self.policy.replay_header),
+            Outcome::OutcomeUnknown,
+        )
+    }
+
+    async fn complete(&self, guard: LeaseGuard, stored: &StoredResponse) {
+        match guard.complete(stored, self.policy.retention).await {
+            Ok(()) => {}
+            Err(StoreError::Fenced) => tracing::warn!(
+                route = %self.id.route,
+                key = %crate::key::short_hash(&self.id.key),
+                "answer not recorded: the lease was taken over by another request"
+            ),
+            Err(err) => tracing::error!(
+                route = %self.id.route,
+                key = %crate::key::short_hash(&self.id.key),
+                error = %err,
+                "answer not recorded; the key is held until its lease expires"
+            ),
+        }
+        self.gateway.waiters.wake(self.id);
+    }
+
+    async fn release(&self, guard: LeaseGuard) {
+        if let Err(err) = guard.release().await {
+            tracing::warn!(route = %self.id.route, error = %err, "releasing the key failed; it is held until its lease expires");
+        }
+        self.gateway.waiters.wake(self.id);
+    }
+}

@@ -1,0 +1,130 @@
+//! A request on an idempotent route whose method the policy covers.
+
+use std::sync::Arc;
+
+use http::header::HeaderValue;
+use http::{Request, Response};
+use hyper::body::Incoming;
+
+use super::execute::Execution;
+use super::passthrough;
+use super::replay;
+use super::request_key::{self, KeyedRequest};
+use super::reserve::{self, Decision};
+use super::{Answer, Exchange, Gateway, identity};
+use crate::body;
+use crate::config::StoreErrorMode;
+use crate::error::GatewayError;
+use crate::key;
+use crate::metrics::Outcome;
+use crate::proxy::prepare_request;
+use crate::route::{KeyLocation, RoutePolicy};
+use crate::store::{LeaseGuard, RecordId};
+
+const DEGRADED: &str = "idempotency-degraded";
+
+pub async fn run(
+    gateway: &Arc<Gateway>,
+    exchange: Exchange,
+    policy: &RoutePolicy,
+    request: Request<Incoming>,
+) -> Answer {
+    let (mut head, incoming) = request.into_parts();
+    let (key, body) = match request_key::extract(policy, &head, incoming).await {
+        Err(error) => return Answer::error(error),
+        Ok(KeyedRequest::Unkeyed { body }) => {
+            return match passthrough::forward(gateway, &exchange, Request::from_parts(head, body))
+                .await
+            {
+                Ok(response) => Answer::new(response, Outcome::Passthrough),
+                Err(error) => Answer::error(error),
+            };
+        }
+        Ok(KeyedRequest::Keyed { key, body }) => (key, body),
+    };
+    let key_hash = key::short_hash(&key);
+    let id = RecordId {
+        route: exchange.route.name.clone(),
+        scope: identity::scope(policy, &head, &exchange.client),
+        key,
+    };
+    let fingerprint = identity::fingerprint(policy, &head, &body);
+
+    let answer = match reserve::reserve(gateway, policy, &id, &fingerprint).await {
+        Ok(Decision::Replay(stored)) => Answer::new(
+            replay::replayed(&stored, &policy.replay_header),
+            Outcome::Replayed,
+        ),
+        Ok(Decision::Mismatch) => Answer::error(GatewayError::FingerprintMismatch),
+        Ok(Decision::Conflict { retry_after }) => {
+            Answer::error(GatewayError::KeyInFlight { retry_after })
+        }
+        Ok(Decision::Execute(lease)) => {
+            let guard = LeaseGuard::new(gateway.store().clone(), lease);
+            if !policy.forward_key
+                && let KeyLocation::Header(name) = &policy.key
+            {
+                head.headers.remove(name);
+            }
+            let route = &exchange.route;
+            if prepare_request(
+                &mut head,
+                &exchange.upstream,
+                &exchange.client,
+                route.preserve_host,
+            )
+            .is_err()
+            {
+                // Dropping the guard frees the key.
+                return Answer::error(GatewayError::BadRequest(
+                    "the request target cannot be forwarded",
+                ));
+            }
+            Execution {
+                gateway: gateway.clone(),
+                exchange,
+                id,
+                guard,
+                head,
+                body,
+            }
+            .spawn()
+            .await
+        }
+        Err(error) => {
+            tracing::warn!(route = %id.route, key = %key_hash, %error, "store unavailable");
+            match policy.on_store_error {
+                StoreErrorMode::Reject => Answer::error(GatewayError::StoreUnavailable {
+                    retry_after: std::time::Duration::from_secs(1),
+                }),
+                StoreErrorMode::Pass => {
+                    degraded(
+                        gateway,
+                        &exchange,
+                        Request::from_parts(head, body::full(body)),
+                    )
+                    .await
+                }
+            }
+        }
+    };
+    answer.with_key_hash(key_hash)
+}
+
+/// The store cannot be reached and the route prefers availability: forward
+/// without a record, and say so on the answer.
+async fn degraded(gateway: &Gateway, exchange: &Exchange, request: Request<body::Body>) -> Answer {
+    match passthrough::forward(gateway, exchange, request).await {
+        Ok(mut response) => {
+            mark_degraded(&mut response);
+            Answer::new(response, Outcome::Degraded)
+        }
+        Err(error) => Answer::error(error),
+    }
+}
+
+fn mark_degraded<B>(response: &mut Response<B>) {
+    response
+        .headers_mut()
+        .insert(DEGRADED, HeaderValue::from_static("true"));
+}

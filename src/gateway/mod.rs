@@ -1,0 +1,182 @@
+//! The request path as named phases:
+//! `route` → (pass-through | `key` → `fingerprint` → `reserve` →
+//! `execute` (forward, record) | `replay`).
+//!
+//! `handle` is the one entry point the server calls; it never fails: every
+//! error becomes an answer (see [`crate::error`]).
+
+mod answer;
+mod capture;
+mod execute;
+mod idempotent;
+mod identity;
+mod passthrough;
+mod replay;
+mod request_key;
+mod reserve;
+mod runtime;
+mod waiters;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+use http::{Method, Request, Response, header};
+use hyper::body::Incoming;
+
+pub use answer::Answer;
+pub use runtime::Runtime;
+
+use crate::body::Body;
+use crate::error::GatewayError;
+use crate::metrics::Metrics;
+use crate::proxy::{ClientInfo, Upstream};
+use crate::route::Route;
+use crate::store::Store;
+use waiters::Waiters;
+
+/// Shared state of the data plane: the swappable config-derived runtime, the
+/// store, metrics, and the in-process waiters on in-flight keys.
+pub struct Gateway {
+    runtime: ArcSwap<Runtime>,
+    store: Arc<dyn Store>,
+    metrics: Metrics,
+    waiters: Waiters,
+}
+
+/// Per-request state every phase reads.
+pub(crate) struct Exchange {
+    pub route: Arc<Route>,
+    pub upstream: Arc<Upstream>,
+    pub client: ClientInfo,
+    pub max_stored_response: u64,
+}
+
+impl Gateway {
+    pub fn new(runtime: Runtime, store: Arc<dyn Store>, metrics: Metrics) -> Self {
+        Self {
+            runtime: ArcSwap::from_pointee(runtime),
+            store,
+            metrics,
+            waiters: Waiters::default(),
+        }
+    }
+
+    pub fn runtime(&self) -> Arc<Runtime> {
+        self.runtime.load_full()
+    }
+
+    /// Swaps in a new runtime; requests already running keep the one they started with.
+    pub fn replace_runtime(&self, runtime: Runtime) {
+        self.runtime.store(Arc::new(runtime));
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    pub async fn handle(
+        self: &Arc<Self>,
+        request: Request<Incoming>,
+        client: ClientInfo,
+    ) -> Response<Body> {
+        let started = Instant::now();
+        let method = request.method().clone();
+        let runtime = self.runtime.load_full();
+        let (route, answer) = self.dispatch(&runtime, request, client).await;
+        let status = answer.response.status().as_u16();
+        if let Some(outcome) = answer.outcome {
+            let route = route.as_deref().unwrap_or("");
+            let labels = [route, outcome.as_str()];
+            self.metrics.requests.with_label_values(&labels).inc();
+            self.metrics
+                .request_duration
+                .with_label_values(&labels)
+                .observe(started.elapsed().as_secs_f64());
+        }
+        tracing::info!(
+            route = route.as_deref().unwrap_or("-"),
+            method = %method,
+            status,
+            outcome = answer.outcome.map(|o| o.as_str()).unwrap_or("-"),
+            key = answer.key_hash.as_deref().unwrap_or("-"),
+            latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+            "request"
+        );
+        answer.response
+    }
+
+    async fn dispatch(
+        self: &Arc<Self>,
+        runtime: &Runtime,
+        request: Request<Incoming>,
+        client: ClientInfo,
+    ) -> (Option<String>, Answer) {
+        if let Err(error) = check_framing(&request, runtime.max_header_bytes) {
+            return (None, Answer::error(error));
+        }
+        let Some(route) = runtime.routes.find(request.method(), request.uri().path()) else {
+            return (None, Answer::error(GatewayError::NoRoute));
+        };
+        let name = Some(route.name.clone());
+        let Some(upstream) = runtime.upstreams.get(&route.upstream) else {
+            // Validation guarantees the upstream exists; answer rather than panic.
+            return (name, Answer::error(GatewayError::UpstreamUnreachable));
+        };
+        let exchange = Exchange {
+            route: route.clone(),
+            upstream: upstream.clone(),
+            client,
+            max_stored_response: runtime.max_stored_response,
+        };
+        let answer = match &route.policy {
+            Some(policy) if policy.applies_to(request.method()) => {
+                idempotent::run(self, exchange, policy, request).await
+            }
+            _ => passthrough::run(self, &exchange, request).await,
+        };
+        (name, answer)
+    }
+}
+
+/// Refuses what a reverse proxy must not pass on: an oversized head, and
+/// framing that two parsers could read differently (request smuggling).
+fn check_framing<B>(request: &Request<B>, max_header_bytes: u64) -> Result<(), GatewayError> {
+    let headers = request.headers();
+    let head_bytes: usize = request.uri().to_string().len()
+        + headers
+            .iter()
+            .map(|(name, value)| name.as_str().len() + value.len() + 4)
+            .sum::<usize>();
+    if head_bytes as u64 > max_header_bytes {
+        return Err(GatewayError::HeaderTooLarge {
+            limit: max_header_bytes,
+        });
+    }
+    if headers.contains_key(header::TRANSFER_ENCODING)
+        && headers.contains_key(header::CONTENT_LENGTH)
+    {
+        return Err(GatewayError::BadRequest(
+            "a request may not carry both Content-Length and Transfer-Encoding",
+        ));
+    }
+    let lengths: Vec<_> = headers.get_all(header::CONTENT_LENGTH).iter().collect();
+    let valid_length = |v: &&http::HeaderValue| {
+        v.to_str()
+            .ok()
+            .is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+    };
+    if lengths.len() > 1 && lengths.windows(2).any(|w| w[0] != w[1])
+        || !lengths.iter().all(valid_length)
+    {
+        return Err(GatewayError::BadRequest("invalid Content-Length"));
+    }
+    if request.method() == Method::CONNECT {
+        return Err(GatewayError::BadRequest("CONNECT is not proxied"));
+    }
+    Ok(())
+}

@@ -1,0 +1,72 @@
+//! Requests no idempotency rule applies to: a plain streaming reverse proxy.
+
+use std::time::Instant;
+
+use http::{Request, Response};
+use hyper::body::Incoming;
+
+use super::{Answer, Exchange, Gateway};
+use crate::body::{self, Body};
+use crate::error::GatewayError;
+use crate::metrics::Outcome;
+use crate::proxy::{UpstreamError, prepare_request, strip_hop_by_hop};
+
+pub async fn run(gateway: &Gateway, exchange: &Exchange, request: Request<Incoming>) -> Answer {
+    let (parts, incoming) = request.into_parts();
+    let request = Request::from_parts(parts, body::stream(incoming));
+    match forward(gateway, exchange, request).await {
+        Ok(response) => Answer::new(response, Outcome::Passthrough),
+        Err(error) => Answer::error(error),
+    }
+}
+
+/// Forwards `request` unchanged but for the proxy headers, streaming both bodies.
+pub async fn forward(
+    gateway: &Gateway,
+    exchange: &Exchange,
+    request: Request<Body>,
+) -> Result<Response<Body>, GatewayError> {
+    let (mut parts, body) = request.into_parts();
+    let route = &exchange.route;
+    prepare_request(
+        &mut parts,
+        &exchange.upstream,
+        &exchange.client,
+        route.preserve_host,
+    )
+    .map_err(|_| GatewayError::BadRequest("the request target cannot be forwarded"))?;
+    let started = Instant::now();
+    let result = exchange
+        .upstream
+        .send(Request::from_parts(parts, body))
+        .await;
+    observe_upstream(gateway, exchange, started);
+    match result {
+        Ok(response) => Ok(stream_response(response)),
+        Err(UpstreamError::Connect(detail)) => {
+            tracing::warn!(route = %route.name, upstream = exchange.upstream.name(), %detail, "upstream unreachable");
+            Err(GatewayError::UpstreamUnreachable)
+        }
+        Err(UpstreamError::Timeout) => Err(GatewayError::UpstreamTimeout),
+        Err(UpstreamError::Broken(detail)) => {
+            tracing::warn!(route = %route.name, upstream = exchange.upstream.name(), %detail, "upstream connection broke");
+            Err(GatewayError::UpstreamError)
+        }
+    }
+}
+
+pub fn observe_upstream(gateway: &Gateway, exchange: &Exchange, started: Instant) {
+    gateway
+        .metrics()
+        .upstream_duration
+        .with_label_values(&[exchange.route.name.as_str(), exchange.upstream.name()])
+        .observe(started.elapsed().as_secs_f64());
+}
+
+/// The upstream's answer as the client gets it: hop-by-hop headers dropped,
+/// the body streamed as it arrives.
+pub fn stream_response(response: Response<Incoming>) -> Response<Body> {
+    let (mut parts, incoming) = response.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    Response::from_parts(parts, body::stream(incoming))
+}

@@ -1,0 +1,53 @@
+//! Answers under a key: a fresh one (marker `false`) or a stored one replayed
+//! (marker `true`), byte for byte but for `Date`.
+
+use http::header::{self, HeaderName, HeaderValue};
+use http::{HeaderMap, Response, StatusCode};
+
+use crate::body::{self, Body};
+use crate::store::StoredResponse;
+
+const REPLAY_OMITTED: &str = "idempotency-replay";
+
+/// A stored answer as a replay.
+pub fn replayed(stored: &StoredResponse, marker: &HeaderName) -> Response<Body> {
+    from_stored(stored, marker, true)
+}
+
+/// A stored answer given to the request that produced it (an outcome-unknown
+/// problem is stored first, then answered like this).
+pub fn fresh_from_stored(stored: &StoredResponse, marker: &HeaderName) -> Response<Body> {
+    from_stored(stored, marker, false)
+}
+
+fn from_stored(stored: &StoredResponse, marker: &HeaderName, replay: bool) -> Response<Body> {
+    let body = if stored.body_omitted {
+        body::empty()
+    } else {
+        body::full(stored.body.clone())
+    };
+    let mut response = Response::new(body);
+    *response.status_mut() = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
+    let headers = response.headers_mut();
+    for (name, value) in &stored.headers {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_bytes(value),
+        ) {
+            headers.append(name, value);
+        }
+    }
+    if stored.body_omitted {
+        // The original length no longer describes the (empty) body sent.
+        headers.remove(header::CONTENT_LENGTH);
+        headers.insert(REPLAY_OMITTED, HeaderValue::from_static("omitted"));
+    }
+    mark(headers, marker, replay);
+    response
+}
+
+/// Sets the replay marker, replacing any the upstream may have sent.
+pub fn mark(headers: &mut HeaderMap, marker: &HeaderName, replay: bool) {
+    let value = if replay { "true" } else { "false" };
+    headers.insert(marker.clone(), HeaderValue::from_static(value));
+}

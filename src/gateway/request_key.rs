@@ -1,0 +1,89 @@
+//! Phase "key": find the request's idempotency key, reading (and bounding)
+//! the body where the key or the fingerprint needs it.
+
+use bytes::Bytes;
+use http::header;
+use http::request::Parts;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+
+use crate::body::{self, Body};
+use crate::error::GatewayError;
+use crate::key::{self, KeyError};
+use crate::route::{KeyLocation, RoutePolicy};
+
+/// What the key phase found.
+pub enum KeyedRequest {
+    /// A usable key and the whole body.
+    Keyed { key: String, body: Bytes },
+    /// No key on a route that does not require one: forward untouched. The
+    /// body streams, unless the key had to be looked for in it.
+    Unkeyed { body: Body },
+}
+
+pub async fn extract(
+    policy: &RoutePolicy,
+    parts: &Parts,
+    incoming: Incoming,
+) -> Result<KeyedRequest, GatewayError> {
+    match &policy.key {
+        KeyLocation::Header(name) => {
+            let Some(value) = parts.headers.get(name) else {
+                return missing(policy, body::stream(incoming));
+            };
+            let key = key::from_header_value(value.as_bytes()).map_err(key_error)?;
+            let body = read_body(policy, parts, incoming).await?;
+            Ok(KeyedRequest::Keyed { key, body })
+        }
+        KeyLocation::JsonPointer(pointer) => {
+            let body = read_body(policy, parts, incoming).await?;
+            match key::from_json_body(&body, pointer) {
+                Ok(key) => Ok(KeyedRequest::Keyed { key, body }),
+                Err(KeyError::Missing) => missing(policy, body::full(body)),
+                Err(error) => Err(key_error(error)),
+            }
+        }
+    }
+}
+
+fn missing(policy: &RoutePolicy, body: Body) -> Result<KeyedRequest, GatewayError> {
+    if policy.required {
+        Err(GatewayError::MissingKey)
+    } else {
+        Ok(KeyedRequest::Unkeyed { body })
+    }
+}
+
+fn key_error(error: KeyError) -> GatewayError {
+    match error {
+        KeyError::Missing => GatewayError::MissingKey,
+        KeyError::Invalid(why) => GatewayError::InvalidKey(why),
+    }
+}
+
+/// Reads the whole body, refusing more than `max_request_body` bytes before
+/// reading them when `Content-Length` already says so.
+async fn read_body(
+    policy: &RoutePolicy,
+    parts: &Parts,
+    incoming: Incoming,
+) -> Result<Bytes, GatewayError> {
+    let limit = policy.max_request_body;
+    let too_large = GatewayError::BodyTooLarge { limit };
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit) {
+        return Err(too_large);
+    }
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    match Limited::new(incoming, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(too_large),
+        Err(_) => Err(GatewayError::BadRequest(
+            "the request body could not be read completely",
+        )),
+    }
+}

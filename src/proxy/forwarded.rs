@@ -1,0 +1,180 @@
+use std::net::SocketAddr;
+
+use http::header::{self, HeaderValue};
+use http::request::Parts;
+use http::{HeaderMap, Uri, Version};
+
+use super::strip_hop_by_hop;
+use super::upstream::Upstream;
+
+/// What the gateway knows of the client's connection.
+#[derive(Debug, Clone)]
+pub struct ClientInfo {
+    pub addr: SocketAddr,
+    /// `http` or `https`, for `X-Forwarded-Proto`.
+    pub proto: &'static str,
+    /// Subject of the verified TLS client certificate, when mTLS is on.
+    pub cert_subject: Option<String>,
+}
+
+const X_FORWARDED_FOR: &str = "x-forwarded-for";
+const X_FORWARDED_PROTO: &str = "x-forwarded-proto";
+const X_FORWARDED_HOST: &str = "x-forwarded-host";
+
+/// Turns the client's request head into the upstream's: target URI on the
+/// upstream, hop-by-hop headers dropped, `X-Forwarded-*` set, `Host` kept (or
+/// replaced by the upstream's authority when `preserve_host` is off).
+pub fn prepare_request(
+    parts: &mut Parts,
+    upstream: &Upstream,
+    client: &ClientInfo,
+    preserve_host: bool,
+) -> Result<(), http::Error> {
+    // Over HTTP/2 the client's host is the `:authority`; HTTP/1.1 carries `Host`.
+    let host = match parts.headers.get(header::HOST) {
+        Some(host) => Some(host.clone()),
+        None => parts
+            .uri
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok()),
+    };
+    strip_hop_by_hop(&mut parts.headers);
+    set_forwarded(&mut parts.headers, client, host.as_ref());
+    let upstream_host = HeaderValue::from_str(upstream.authority().as_str()).ok();
+    match (preserve_host, host, upstream_host) {
+        (true, Some(host), _) | (false, _, Some(host)) => {
+            parts.headers.insert(header::HOST, host);
+        }
+        _ => {}
+    }
+    parts.uri = upstream_uri(upstream, &parts.uri)?;
+    parts.version = if upstream.http2() {
+        Version::HTTP_2
+    } else {
+        Version::HTTP_11
+    };
+    Ok(())
+}
+
+fn set_forwarded(headers: &mut HeaderMap, client: &ClientInfo, host: Option<&HeaderValue>) {
+    let ip = client.addr.ip().to_string();
+    let forwarded_for = match headers
+        .get(X_FORWARDED_FOR)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.trim().is_empty())
+    {
+        Some(existing) => format!("{existing}, {ip}"),
+        None => ip,
+    };
+    if let Ok(value) = HeaderValue::from_str(&forwarded_for) {
+        headers.insert(X_FORWARDED_FOR, value);
+    }
+    headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static(client.proto));
+    if let Some(host) = host {
+        headers.insert(X_FORWARDED_HOST, host.clone());
+    }
+}
+
+fn upstream_uri(upstream: &Upstream, original: &Uri) -> Result<Uri, http::Error> {
+    let path_and_query = original
+        .path_and_query()
+        .map(|pq| pq.as_str())
+        .unwrap_or("/");
+    let base = upstream.base_path();
+    let joined;
+    let target = if base.is_empty() {
+        path_and_query
+    } else {
+        joined = format!("{base}{path_and_query}");
+        &joined
+    };
+    Uri::builder()
+        .scheme(upstream.scheme().clone())
+        .authority(upstream.authority().clone())
+        .path_and_query(target)
+        .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::UpstreamConfig;
+    use std::time::Duration;
+
+    fn upstream(url: &str) -> Upstream {
+        Upstream::new(&UpstreamConfig {
+            name: "api".into(),
+            url: url.into(),
+            connect_timeout: Duration::from_secs(1),
+            timeout: Duration::from_secs(1),
+            http2: false,
+            tls: None,
+        })
+        .unwrap()
+    }
+
+    fn client() -> ClientInfo {
+        ClientInfo {
+            addr: "10.0.0.7:5555".parse().unwrap(),
+            proto: "http",
+            cert_subject: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn rewrites_target_and_sets_forwarded_headers() {
+        let request = http::Request::builder()
+            .method("POST")
+            .uri("/v1/charges?a=1")
+            .header("host", "api.example.com")
+            .header("x-forwarded-for", "192.0.2.1")
+            .header("connection", "keep-alive")
+            .body(())
+            .unwrap();
+        let (mut parts, ()) = request.into_parts();
+        prepare_request(
+            &mut parts,
+            &upstream("http://127.0.0.1:3000"),
+            &client(),
+            true,
+        )
+        .unwrap();
+        assert_eq!(parts.uri, "http://127.0.0.1:3000/v1/charges?a=1");
+        assert_eq!(parts.headers["host"], "api.example.com");
+        assert_eq!(parts.headers["x-forwarded-for"], "192.0.2.1, 10.0.0.7");
+        assert_eq!(parts.headers["x-forwarded-proto"], "http");
+        assert_eq!(parts.headers["x-forwarded-host"], "api.example.com");
+        assert!(parts.headers.get("connection").is_none());
+    }
+
+    #[tokio::test]
+    async fn h2_authority_becomes_host_and_base_path_is_prefixed() {
+        let request = http::Request::builder()
+            .method("GET")
+            .version(Version::HTTP_2)
+            .uri("https://api.example.com/x")
+            .body(())
+            .unwrap();
+        let (mut parts, ()) = request.into_parts();
+        prepare_request(
+            &mut parts,
+            &upstream("http://127.0.0.1:3000/base"),
+            &client(),
+            true,
+        )
+        .unwrap();
+        assert_eq!(parts.uri, "http://127.0.0.1:3000/base/x");
+        assert_eq!(parts.headers["host"], "api.example.com");
+        assert_eq!(parts.version, Version::HTTP_11);
+
+        let (mut parts, ()) = http::Request::new(()).into_parts();
+        prepare_request(
+            &mut parts,
+            &upstream("http://127.0.0.1:3000"),
+            &client(),
+            false,
+        )
+        .unwrap();
+        assert_eq!(parts.headers["host"], "127.0.0.1:3000");
+    }
+}

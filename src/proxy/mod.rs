@@ -1,0 +1,11 @@
+//! The upstream hop: pooled clients per upstream, the request sent to them,
+//! and the header rules of a correct reverse proxy. Knows nothing of keys or
+//! of the store.
+
+mod forwarded;
+mod hop_by_hop;
+mod upstream;
+
+pub use forwarded::{ClientInfo, prepare_request};
+pub use hop_by_hop::strip_hop_by_hop;
+pub use upstream::{Upstream, UpstreamError, Upstreams};

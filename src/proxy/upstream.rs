@@ -1,0 +1,145 @@
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::uri::{Authority, Scheme};
+use http::{Request, Response, Uri};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+use crate::body::Body;
+use crate::config::{Config, UpstreamConfig};
+
+/// How an upstream call failed, in the terms that decide a key's fate.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// Nothing was sent (refused, unreachable, connect timeout): safe to retry.
+    #[error("connect failed: {0}")]
+    Connect(String),
+    /// Sent, and no answer head within the upstream's `timeout`.
+    #[error("no answer within the timeout")]
+    Timeout,
+    /// Sent, and the connection failed before a complete answer.
+    #[error("connection broke: {0}")]
+    Broken(String),
+}
+
+/// One configured upstream with its own connection pool.
+#[derive(Debug)]
+pub struct Upstream {
+    name: String,
+    scheme: Scheme,
+    authority: Authority,
+    /// Path of the upstream URL without its trailing slash ("" for none),
+    /// prefixed to every forwarded path.
+    base_path: String,
+    timeout: Duration,
+    http2: bool,
+    client: Client<HttpConnector, Body>,
+}
+
+impl Upstream {
+    pub fn new(config: &UpstreamConfig) -> Result<Self, String> {
+        let uri: Uri = config
+            .url
+            .parse()
+            .map_err(|err| format!("upstream {}: invalid url: {err}", config.name))?;
+        let scheme = uri.scheme().cloned().unwrap_or(Scheme::HTTP);
+        if scheme != Scheme::HTTP {
+            return Err(format!(
+                "upstream {}: only http:// upstreams are supported by this build",
+                config.name
+            ));
+        }
+        let authority = uri
+            .authority()
+            .cloned()
+            .ok_or_else(|| format!("upstream {}: url has no host", config.name))?;
+        let base_path = uri.path().trim_end_matches('/').to_string();
+
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(config.connect_timeout));
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(Duration::from_secs(60))
+            .http2_only(config.http2)
+            .build(connector);
+        Ok(Self {
+            name: config.name.clone(),
+            scheme,
+            authority,
+            base_path,
+            timeout: config.timeout,
+            http2: config.http2,
+            client,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn scheme(&self) -> &Scheme {
+        &self.scheme
+    }
+
+    pub fn authority(&self) -> &Authority {
+        &self.authority
+    }
+
+    pub fn base_path(&self) -> &str {
+        &self.base_path
+    }
+
+    pub fn http2(&self) -> bool {
+        self.http2
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Sends the request and waits for the answer head, at most `timeout`.
+    pub async fn send(&self, request: Request<Body>) -> Result<Response<Incoming>, UpstreamError> {
+        match tokio::time::timeout(self.timeout, self.client.request(request)).await {
+            Err(_) => Err(UpstreamError::Timeout),
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(err)) if err.is_connect() => Err(UpstreamError::Connect(error_chain(&err))),
+            Ok(Err(err)) => Err(UpstreamError::Broken(error_chain(&err))),
+        }
+    }
+}
+
+/// The error and its sources on one line: hyper's top-level messages alone
+/// ("client error (Connect)") say too little to an operator.
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Every configured upstream by name.
+#[derive(Debug, Default)]
+pub struct Upstreams(HashMap<String, Arc<Upstream>>);
+
+impl Upstreams {
+    pub fn new(config: &Config) -> Result<Self, String> {
+        let mut upstreams = HashMap::new();
+        for (name, upstream) in &config.upstreams {
+            upstreams.insert(name.clone(), Arc::new(Upstream::new(upstream)?));
+        }
+        Ok(Self(upstreams))
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<Upstream>> {
+        self.0.get(name)
+    }
+}

@@ -1,0 +1,10 @@
+//! Which route a request belongs to, and the policy that applies to it.
+//!
+//! Built once per loaded config (and again on reload): header names, methods
+//! and limits are parsed here so the request path only compares.
+
+mod policy;
+mod table;
+
+pub use policy::{KeyLocation, RoutePolicy, ScopeSource};
+pub use table::{Route, RouteTable};

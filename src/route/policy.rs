@@ -1,0 +1,96 @@
+use std::time::Duration;
+
+use http::{HeaderName, Method};
+
+use crate::config::{FingerprintPart, InFlightMode, KeySource, Policy, ScopePart, StoreErrorMode};
+
+/// Where a request's key is read from.
+#[derive(Debug, Clone)]
+pub enum KeyLocation {
+    Header(HeaderName),
+    JsonPointer(String),
+}
+
+/// One part of the scope hash.
+#[derive(Debug, Clone)]
+pub enum ScopeSource {
+    Header(HeaderName),
+    ClientCert,
+}
+
+/// The effective idempotency policy of a route, in the request path's terms.
+#[derive(Debug, Clone)]
+pub struct RoutePolicy {
+    pub methods: Vec<Method>,
+    pub key: KeyLocation,
+    pub required: bool,
+    pub retention: Duration,
+    pub lock_timeout: Duration,
+    pub on_in_flight: InFlightMode,
+    pub wait_timeout: Duration,
+    /// Label and source of each scope part, in configured order.
+    pub scope: Vec<(String, ScopeSource)>,
+    pub fingerprint: Vec<FingerprintPart>,
+    pub canonical_json: bool,
+    pub release_statuses: Vec<u16>,
+    pub forward_key: bool,
+    pub replay_header: HeaderName,
+    pub replay_exclude_headers: Vec<HeaderName>,
+    pub on_store_error: StoreErrorMode,
+    pub max_request_body: u64,
+}
+
+impl RoutePolicy {
+    /// `policy` was validated by `config`, so a name that does not parse here
+    /// cannot occur; it is skipped rather than trusted blindly.
+    pub fn new(policy: &Policy, max_request_body: u64) -> Self {
+        let header = |name: &str| HeaderName::from_bytes(name.as_bytes()).ok();
+        let key = match &policy.key {
+            KeySource::Header(name) => KeyLocation::Header(
+                header(name).unwrap_or(HeaderName::from_static("idempotency-key")),
+            ),
+            KeySource::JsonPointer(pointer) => KeyLocation::JsonPointer(pointer.clone()),
+        };
+        let scope = policy
+            .scope
+            .iter()
+            .filter_map(|part| match part {
+                ScopePart::Header(name) => {
+                    header(name).map(|h| (format!("header:{name}"), ScopeSource::Header(h)))
+                }
+                ScopePart::ClientCert => Some(("client_cert".to_string(), ScopeSource::ClientCert)),
+            })
+            .collect();
+        Self {
+            methods: policy
+                .methods
+                .iter()
+                .filter_map(|m| Method::from_bytes(m.as_bytes()).ok())
+                .collect(),
+            key,
+            required: policy.required,
+            retention: policy.retention,
+            lock_timeout: policy.lock_timeout,
+            on_in_flight: policy.on_in_flight,
+            wait_timeout: policy.wait_timeout,
+            scope,
+            fingerprint: policy.fingerprint.clone(),
+            canonical_json: policy.canonical_json,
+            release_statuses: policy.release_statuses.clone(),
+            forward_key: policy.forward_key,
+            replay_header: header(&policy.replay_header)
+                .unwrap_or(HeaderName::from_static("idempotent-replayed")),
+            replay_exclude_headers: policy
+                .replay_exclude_headers
+                .iter()
+                .filter_map(|name| header(name))
+                .collect(),
+            on_store_error: policy.on_store_error,
+            max_request_body,
+        }
+    }
+
+    pub fn applies_to(&self, method: &Method) -> bool {
+        self.methods.contains(method)
+    }
+}

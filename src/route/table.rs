@@ -1,0 +1,121 @@
+use std::sync::Arc;
+
+use http::Method;
+
+use crate::config::{Config, RouteConfig, RouteMatch};
+
+use super::RoutePolicy;
+
+/// A route as the request path uses it.
+#[derive(Debug)]
+pub struct Route {
+    pub name: String,
+    pub upstream: String,
+    pub preserve_host: bool,
+    matcher: RouteMatch,
+    methods: Option<Vec<Method>>,
+    /// `None` on a plain reverse-proxy route (`idempotency = false`).
+    pub policy: Option<RoutePolicy>,
+}
+
+impl Route {
+    fn new(config: &RouteConfig, max_request_body: u64) -> Self {
+        let methods = config.matcher.methods.as_ref().map(|methods| {
+            methods
+                .iter()
+                .filter_map(|m| Method::from_bytes(m.as_bytes()).ok())
+                .collect()
+        });
+        Self {
+            name: config.name.clone(),
+            upstream: config.upstream.clone(),
+            preserve_host: config.preserve_host,
+            matcher: config.matcher.clone(),
+            methods,
+            policy: config
+                .idempotency
+                .then(|| RoutePolicy::new(&config.policy, max_request_body)),
+        }
+    }
+
+    pub fn matches(&self, method: &Method, path: &str) -> bool {
+        if let Some(methods) = &self.methods
+            && !methods.contains(method)
+        {
+            return false;
+        }
+        if let Some(exact) = &self.matcher.path {
+            return path == exact;
+        }
+        match &self.matcher.path_prefix {
+            Some(prefix) => path.starts_with(prefix.as_str()),
+            None => true,
+        }
+    }
+}
+
+/// Routes in file order; the first match wins.
+#[derive(Debug)]
+pub struct RouteTable {
+    routes: Vec<Arc<Route>>,
+}
+
+impl RouteTable {
+    pub fn new(config: &Config) -> Self {
+        let routes = config
+            .routes
+            .iter()
+            .map(|route| Arc::new(Route::new(route, config.server.max_request_body)))
+            .collect();
+        Self { routes }
+    }
+
+    pub fn find(&self, method: &Method, path: &str) -> Option<&Arc<Route>> {
+        self.routes.iter().find(|route| route.matches(method, path))
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<Route>> {
+        self.routes.iter().find(|route| route.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::RouteMatch;
+
+    fn route(matcher: RouteMatch) -> Route {
+        Route {
+            name: "r".into(),
+            upstream: "u".into(),
+            preserve_host: true,
+            methods: matcher.methods.as_ref().map(|m| {
+                m.iter()
+                    .map(|m| Method::from_bytes(m.as_bytes()).unwrap())
+                    .collect()
+            }),
+            matcher,
+            policy: None,
+        }
+    }
+
+    #[test]
+    fn prefix_exact_and_methods() {
+        let prefix = route(RouteMatch {
+            path_prefix: Some("/v1/charges".into()),
+            ..Default::default()
+        });
+        assert!(prefix.matches(&Method::POST, "/v1/charges"));
+        assert!(prefix.matches(&Method::GET, "/v1/charges/ch_1"));
+        assert!(!prefix.matches(&Method::POST, "/v1/refunds"));
+
+        let exact = route(RouteMatch {
+            path: Some("/hook".into()),
+            methods: Some(vec!["POST".into()]),
+            ..Default::default()
+        });
+        assert!(exact.matches(&Method::POST, "/hook"));
+        assert!(!exact.matches(&Method::POST, "/hook/x"));
+        assert!(!exact.matches(&Method::GET, "/hook"));
+    }
+}

@@ -1,0 +1,115 @@
+//! `idemgate serve`: opens the store, binds both listeners, runs until
+//! SIGTERM/SIGINT, reloads on SIGHUP.
+
+mod listener;
+mod reload;
+mod signals;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub use listener::Limits;
+pub use reload::{ReloadOutcome, Reloader};
+
+use crate::admin::AdminPlane;
+use crate::config::{Config, ConfigErrors};
+use crate::gateway::{Gateway, Runtime};
+use crate::metrics::Metrics;
+use crate::store::{self, Store};
+
+/// Why `serve` could not start; `main` maps it to the exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{0}")]
+    Config(#[from] ConfigErrors),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Runs the gateway until a termination signal, then drains and returns.
+pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError> {
+    let config = Arc::new(config);
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
+    let registry = prometheus::Registry::new();
+    let metrics = Metrics::new(registry)
+        .map_err(|err| StartError::Other(format!("metrics registry: {err}")))?;
+    let backend = store::open(&config.store)
+        .await
+        .map_err(|err| StartError::Other(format!("cannot open the store: {err}")))?;
+    let store: Arc<dyn Store> = Arc::new(store::InstrumentedStore::new(backend, metrics.clone()));
+    let runtime = Runtime::new(config.clone()).map_err(StartError::Other)?;
+
+    let data = bind(config.server.listen, "listen").await?;
+    let admin = bind(config.server.admin_listen, "admin_listen").await?;
+    tracing::info!(
+        listen = %data.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        admin = %admin.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        store = store.backend(),
+        routes = config.routes.len(),
+        "idemgate serving"
+    );
+
+    let gateway = Arc::new(Gateway::new(runtime, store.clone(), metrics.clone()));
+    let reloader = Arc::new(Reloader::new(config_path, gateway.clone()));
+    let sweeper = {
+        let metrics = metrics.clone();
+        let (interval, batch) = store::sweep_settings(&config.store);
+        store::spawn_sweeper(
+            store.clone(),
+            interval,
+            batch,
+            Arc::new(move |swept| metrics.records_swept.inc_by(swept)),
+        )
+    };
+
+    let shutdown = CancellationToken::new();
+    tokio::spawn(signals::watch(shutdown.clone(), reloader.clone()));
+
+    let limits = Limits {
+        max_connections: config.server.max_connections,
+        header_read_timeout: config.server.header_read_timeout,
+        max_header_bytes: config.server.max_header_bytes,
+        shutdown_grace: config.server.shutdown_grace,
+    };
+    let data_plane = {
+        let gateway = gateway.clone();
+        listener::serve(
+            "data",
+            data,
+            limits.clone(),
+            move |request, client| {
+                let gateway = gateway.clone();
+                async move { gateway.handle(request, client).await }
+            },
+            shutdown.clone(),
+        )
+    };
+    let admin_plane = {
+        let plane = Arc::new(AdminPlane::new(gateway.clone(), reloader));
+        listener::serve(
+            "admin",
+            admin,
+            limits,
+            move |request, _client| {
+                let plane = plane.clone();
+                async move { plane.handle(request).await }
+            },
+            shutdown.clone(),
+        )
+    };
+    tokio::join!(data_plane, admin_plane);
+    sweeper.abort();
+    tracing::info!("idemgate stopped");
+    Ok(())
+}
+
+async fn bind(addr: std::net::SocketAddr, field: &str) -> Result<TcpListener, StartError> {
+    TcpListener::bind(addr).await.map_err(|err| {
+        StartError::Other(format!("cannot listen on {addr} (server.{field}): {err}"))
+    })
+}

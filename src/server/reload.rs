@@ -1,0 +1,107 @@
+//! Re-reading the config file while serving (SIGHUP, `POST /admin/reload`).
+//! A file that fails validation is refused whole and the running config stays.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use crate::config::{self, Config};
+use crate::gateway::{Gateway, Runtime};
+
+pub struct Reloader {
+    path: PathBuf,
+    gateway: Arc<Gateway>,
+    /// One reload at a time, so two quick SIGHUPs cannot interleave.
+    lock: Mutex<()>,
+}
+
+#[derive(Debug)]
+pub enum ReloadOutcome {
+    /// Applied. Lists warnings and settings that only a restart applies.
+    Applied { notes: Vec<String> },
+    /// Refused; the running config stays.
+    Rejected { errors: Vec<String> },
+}
+
+impl Reloader {
+    pub fn new(path: PathBuf, gateway: Arc<Gateway>) -> Self {
+        Self {
+            path,
+            gateway,
+            lock: Mutex::new(()),
+        }
+    }
+
+    pub fn reload(&self) -> ReloadOutcome {
+        let _one_at_a_time = self.lock.lock();
+        let metrics = self.gateway.metrics();
+        let outcome = self.try_reload();
+        match &outcome {
+            ReloadOutcome::Applied { notes } => {
+                metrics.config_reloads.with_label_values(&["ok"]).inc();
+                tracing::info!(file = %self.path.display(), "configuration reloaded");
+                for note in notes {
+                    tracing::warn!("{note}");
+                }
+            }
+            ReloadOutcome::Rejected { errors } => {
+                metrics
+                    .config_reloads
+                    .with_label_values(&["rejected"])
+                    .inc();
+                for error in errors {
+                    tracing::error!("reload refused: {error}");
+                }
+            }
+        }
+        outcome
+    }
+
+    fn try_reload(&self) -> ReloadOutcome {
+        let new = match config::load(&self.path) {
+            Ok(config) => config,
+            Err(errors) => {
+                return ReloadOutcome::Rejected {
+                    errors: errors.0.iter().map(ToString::to_string).collect(),
+                };
+            }
+        };
+        let current = self.gateway.runtime();
+        let mut notes = restart_only_changes(&current.config, &new);
+        notes.extend(new.warnings.iter().cloned());
+        match Runtime::new(Arc::new(new)) {
+            Ok(runtime) => {
+                self.gateway.replace_runtime(runtime);
+                ReloadOutcome::Applied { notes }
+            }
+            Err(error) => ReloadOutcome::Rejected {
+                errors: vec![error],
+            },
+        }
+    }
+}
+
+/// Settings a running process cannot change; reported, not silently ignored.
+fn restart_only_changes(current: &Config, new: &Config) -> Vec<String> {
+    let mut notes = Vec::new();
+    let mut note = |changed: bool, field: &str| {
+        if changed {
+            notes.push(format!(
+                "{field} changed in the file; it takes effect only after a restart"
+            ));
+        }
+    };
+    note(current.server.listen != new.server.listen, "server.listen");
+    note(
+        current.server.admin_listen != new.server.admin_listen,
+        "server.admin_listen",
+    );
+    note(current.server.tls != new.server.tls, "server.tls");
+    note(
+        current.server.max_connections != new.server.max_connections
+            || current.server.header_read_timeout != new.server.header_read_timeout
+            || current.server.shutdown_grace != new.server.shutdown_grace,
+        "server connection limits",
+    );
+    note(current.store != new.store, "store");
+    notes
+}
