@@ -6,6 +6,8 @@
 
 pub mod admin;
 pub mod body;
+pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod error;
 pub mod gateway;

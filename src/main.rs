@@ -1,1 +1,81 @@
-fn main() {}
+//! Thin entry point: parse the command line, set up logging, run, exit.
+//! `serve` exits 64 on a configuration error and 1 on any other start-up failure.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use idemgate::cli::{Cli, Command, KeysAction, LogFormat};
+use idemgate::commands;
+use idemgate::server::{self, StartError};
+use tracing_subscriber::EnvFilter;
+
+const EXIT_CONFIG: u8 = 64;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format, cli.log_level.as_deref());
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("idemgate: cannot start the async runtime: {err}");
+            return ExitCode::from(1);
+        }
+    };
+    let code = runtime.block_on(async move {
+        match cli.command {
+            Command::Serve(arg) => serve(&arg.path()).await,
+            Command::Check(arg) => commands::check(&arg.path()),
+            Command::Migrate(arg) => commands::migrate(&arg.path()).await,
+            Command::Sweep(arg) => commands::sweep(&arg.path()).await,
+            Command::Keys { action } => {
+                let (args, purge) = match &action {
+                    KeysAction::Show(args) => (args, false),
+                    KeysAction::Purge(args) => (args, true),
+                };
+                commands::keys(&args.config.path(), &args.route, &args.key, purge).await
+            }
+        }
+    });
+    // Tasks still running (detached executions past the grace period) end here.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+async fn serve(path: &std::path::Path) -> i32 {
+    let config = match idemgate::config::load(path) {
+        Ok(config) => config,
+        Err(errors) => {
+            eprintln!("idemgate: invalid configuration:\n{errors}");
+            return i32::from(EXIT_CONFIG);
+        }
+    };
+    match server::run(path.to_path_buf(), config).await {
+        Ok(()) => 0,
+        Err(StartError::Config(errors)) => {
+            eprintln!("idemgate: invalid configuration:\n{errors}");
+            i32::from(EXIT_CONFIG)
+        }
+        Err(StartError::Other(message)) => {
+            eprintln!("idemgate: {message}");
+            1
+        }
+    }
+}
+
+fn init_logging(format: LogFormat, level: Option<&str>) {
+    let filter = match level {
+        Some(level) => EnvFilter::try_new(level).ok(),
+        None => EnvFilter::try_from_default_env().ok(),
+    }
+    .unwrap_or_else(|| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}

@@ -19,7 +19,7 @@ use bytes::Bytes;
 pub use embedded::EmbeddedStore;
 pub use guard::LeaseGuard;
 pub use instrumented::InstrumentedStore;
-pub use open::{open, sweep_settings};
+pub use open::{StoreConfigExt, open, sweep_settings};
 pub use sweeper::spawn_sweeper;
 
 /// Identity of one record.

@@ -29,3 +29,17 @@ pub fn sweep_settings(config: &StoreConfig) -> (Duration, u32) {
         StoreConfig::Postgres(c) => (c.sweep_interval, c.sweep_batch),
     }
 }
+
+pub trait StoreConfigExt {
+    /// `embedded` or `postgres`, for messages.
+    fn backend_name(&self) -> &'static str;
+}
+
+impl StoreConfigExt for StoreConfig {
+    fn backend_name(&self) -> &'static str {
+        match self {
+            StoreConfig::Embedded(_) => "embedded",
+            StoreConfig::Postgres(_) => "postgres",
+        }
+    }
+}

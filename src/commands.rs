@@ -1,0 +1,125 @@
+//! The one-shot commands (`check`, `migrate`, `sweep`, `keys`): each returns
+//! the process exit code and prints for a person at a terminal.
+
+use std::path::Path;
+
+use crate::admin::records;
+use crate::config::{self, Config};
+use crate::store::{self, StoreConfigExt};
+
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_FAILURE: i32 = 1;
+
+pub fn check(path: &Path) -> i32 {
+    match config::load(path) {
+        Ok(config) => {
+            print!("{}", config::describe(&config));
+            println!("{}: ok", path.display());
+            EXIT_OK
+        }
+        Err(errors) => {
+            eprintln!("{errors}");
+            EXIT_FAILURE
+        }
+    }
+}
+
+fn load(path: &Path) -> Result<Config, i32> {
+    config::load(path).map_err(|errors| {
+        eprintln!("{errors}");
+        EXIT_FAILURE
+    })
+}
+
+pub async fn migrate(path: &Path) -> i32 {
+    let config = match load(path) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    match store::open(&config.store).await {
+        Ok(_) => {
+            println!("{} store schema is up to date", config.store.backend_name());
+            EXIT_OK
+        }
+        Err(err) => {
+            eprintln!("idemgate migrate: {err}");
+            EXIT_FAILURE
+        }
+    }
+}
+
+pub async fn sweep(path: &Path) -> i32 {
+    let config = match load(path) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let store = match store::open(&config.store).await {
+        Ok(store) => store,
+        Err(err) => {
+            eprintln!("idemgate sweep: {err}");
+            return EXIT_FAILURE;
+        }
+    };
+    let (_, batch) = store::sweep_settings(&config.store);
+    let mut total = 0;
+    loop {
+        match store.sweep(batch).await {
+            Ok(swept) => {
+                total += swept;
+                if swept < u64::from(batch.max(1)) {
+                    break;
+                }
+            }
+            Err(err) => {
+                eprintln!("idemgate sweep: {err} (deleted {total} before the error)");
+                return EXIT_FAILURE;
+            }
+        }
+    }
+    println!("{total} expired records deleted");
+    EXIT_OK
+}
+
+pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
+    let config = match load(path) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    if !config.routes.iter().any(|r| r.name == route) {
+        eprintln!(
+            "idemgate keys: no route named {route:?} in {}",
+            path.display()
+        );
+        return EXIT_FAILURE;
+    }
+    let store = match store::open(&config.store).await {
+        Ok(store) => store,
+        Err(err) => {
+            eprintln!("idemgate keys: {err}");
+            return EXIT_FAILURE;
+        }
+    };
+    let result = if purge {
+        store.purge(route, key).await.map(|n| {
+            println!("{n} records deleted");
+            n
+        })
+    } else {
+        store.records(route, key).await.map(|found| {
+            let text = serde_json::to_string_pretty(&records::to_json(&found)).unwrap_or_default();
+            println!("{text}");
+            found.len() as u64
+        })
+    };
+    match result {
+        Ok(0) => {
+            eprintln!("no records for this key on route {route:?}");
+            EXIT_FAILURE
+        }
+        Ok(_) => EXIT_OK,
+        Err(err) => {
+            eprintln!("idemgate keys: {err}");
+            EXIT_FAILURE
+        }
+    }
+}
