@@ -1,0 +1,190 @@
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use super::Client;
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub struct TestDir(pub PathBuf);
+
+impl TestDir {
+    pub fn new(name: &str) -> TestDir {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "idemgate-test-{name}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TestDir(dir)
+    }
+
+    pub fn path(&self, file: &str) -> PathBuf {
+        self.0.join(file)
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn free_port() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+/// The real binary, serving a config written into a test directory.
+pub struct GatewayProcess {
+    pub addr: SocketAddr,
+    pub admin: SocketAddr,
+    pub config: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+    envs: Vec<(String, String)>,
+}
+
+/// Replaces `{listen}`, `{admin}`, `{db}` and `{upstream}` in a config template.
+pub fn render(template: &str, dir: &TestDir, upstream: &str, listen: SocketAddr, admin: SocketAddr) -> String {
+    template
+        .replace("{listen}", &listen.to_string())
+        .replace("{admin}", &admin.to_string())
+        .replace("{db}", &dir.path("store.db").display().to_string())
+        .replace("{upstream}", upstream)
+}
+
+impl GatewayProcess {
+    pub fn start(dir: &TestDir, upstream: &str, template: &str) -> GatewayProcess {
+        Self::start_with_env(dir, upstream, template, &[])
+    }
+
+    pub fn start_with_env(
+        dir: &TestDir,
+        upstream: &str,
+        template: &str,
+        envs: &[(&str, &str)],
+    ) -> GatewayProcess {
+        let (listen, admin) = (free_port(), free_port());
+        let config = dir.path("idemgate.toml");
+        std::fs::write(&config, render(template, dir, upstream, listen, admin)).unwrap();
+        let mut process = GatewayProcess {
+            addr: listen,
+            admin,
+            config,
+            log: dir.path("gateway.log"),
+            child: None,
+            envs: envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        };
+        process.spawn();
+        process
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_idemgate"))
+            .args(["serve", "-c"])
+            .arg(&self.config)
+            .env("RUST_LOG", "info")
+            .envs(self.envs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        self.wait_healthy();
+    }
+
+    fn wait_healthy(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if std::net::TcpStream::connect(self.admin).is_ok() && std::net::TcpStream::connect(self.addr).is_ok() {
+                return;
+            }
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("gateway exited at start ({status}):\n{}", self.log_text());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("gateway did not start:\n{}", self.log_text());
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn client(&self) -> Client {
+        Client::new(self.addr)
+    }
+
+    pub fn admin_client(&self) -> Client {
+        Client::new(self.admin)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// SIGKILL: the process dies mid-whatever, as in a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit by itself.
+    pub fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+        let deadline = Instant::now() + within;
+        let child = self.child.as_mut().expect("not running");
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                self.child = None;
+                return status;
+            }
+            assert!(Instant::now() < deadline, "gateway did not exit in {within:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts the same binary again on the same config, ports and store.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// Resident memory of the process now (`VmRSS`) or at its peak (`VmHWM`), in KiB.
+    pub fn memory_kib(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap()
+    }
+
+    pub fn config_path(&self) -> &Path {
+        &self.config
+    }
+}
+
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,11 @@
+//! Test harness: a counting mock upstream, the real `idemgate` binary started
+//! on free loopback ports, and a small HTTP client.
+#![allow(dead_code)]
+
+pub mod client;
+pub mod gateway;
+pub mod upstream;
+
+pub use client::{Client, Reply};
+pub use gateway::{GatewayProcess, TestDir};
+pub use upstream::MockUpstream;

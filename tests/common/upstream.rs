@@ -1,0 +1,232 @@
+//! A real HTTP upstream on 127.0.0.1:0 that counts what it executes.
+//!
+//! Paths:
+//! - `/v1/charges...`, `/hook...`, anything else: 201, `Location`, a JSON body
+//!   naming the execution number, method, path, query and body length;
+//!   `?delay_ms=N` waits first; `?status=N` answers N; `?cookie=1` adds Set-Cookie.
+//! - `/echo`: 200, JSON of method, path, query, headers, body sha-less length.
+//! - `/big?bytes=N`: streams N bytes in 64 KiB chunks.
+//! - `/sink`: reads the body as it streams and answers its length.
+//! - `/reset`: reads the request, then closes the connection without answering.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+
+type Body = BoxBody<Bytes, std::io::Error>;
+
+#[derive(Default)]
+pub struct Counters {
+    pub total: AtomicU64,
+    /// Executions by the value of the `Idempotency-Key` header (or "" when absent).
+    pub by_key: Mutex<HashMap<String, u64>>,
+    /// The last request head seen, for header assertions.
+    pub last_headers: Mutex<Vec<(String, String)>>,
+}
+
+pub struct MockUpstream {
+    pub addr: SocketAddr,
+    pub counters: Arc<Counters>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl MockUpstream {
+    pub async fn start() -> MockUpstream {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let counters = Arc::new(Counters::default());
+        let state = counters.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let state = state.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |req| handle(req, state.clone()));
+                    let _ = auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        MockUpstream {
+            addr,
+            counters,
+            task,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn total(&self) -> u64 {
+        self.counters.total.load(Ordering::SeqCst)
+    }
+
+    pub fn executions(&self, key: &str) -> u64 {
+        *self.counters.by_key.lock().unwrap().get(key).unwrap_or(&0)
+    }
+
+    pub fn last_header(&self, name: &str) -> Option<String> {
+        self.counters
+            .last_headers
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    }
+}
+
+impl Drop for MockUpstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn query_param(req: &Request<Incoming>, name: &str) -> Option<String> {
+    req.uri().query()?.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=')?;
+        (k == name).then(|| v.to_string())
+    })
+}
+
+fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).map_err(|never| match never {}).boxed()
+}
+
+async fn handle(req: Request<Incoming>, state: Arc<Counters>) -> Result<Response<Body>, Infallible> {
+    let path = req.uri().path().to_string();
+    *state.last_headers.lock().unwrap() = req
+        .headers()
+        .iter()
+        .map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+        .collect();
+    if path == "/sink" {
+        let mut body = req.into_body();
+        let mut length: u64 = 0;
+        while let Some(frame) = body.frame().await {
+            if let Ok(data) = frame.map(|f| f.into_data()) {
+                length += data.map(|d| d.len() as u64).unwrap_or(0);
+            }
+        }
+        return Ok(Response::new(full(length.to_string())));
+    }
+    if path == "/big" {
+        let bytes: u64 = query_param(&req, "bytes").and_then(|b| b.parse().ok()).unwrap_or(0);
+        let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
+        let chunks = (0..bytes.div_ceil(64 * 1024)).map(move |i| {
+            let left = bytes - i * 64 * 1024;
+            Ok::<_, std::io::Error>(Frame::data(chunk.slice(..left.min(64 * 1024) as usize)))
+        });
+        let body = StreamBody::new(futures_util::stream::iter(chunks)).boxed();
+        let mut response = Response::new(body);
+        response
+            .headers_mut()
+            .insert("content-length", bytes.to_string().parse().unwrap());
+        return Ok(response);
+    }
+
+    let key = req
+        .headers()
+        .get("idempotency-key")
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .unwrap_or_default();
+    let method = req.method().to_string();
+    let query = req.uri().query().unwrap_or("").to_string();
+    let delay: u64 = query_param(&req, "delay_ms").and_then(|d| d.parse().ok()).unwrap_or(0);
+    let status: u16 = query_param(&req, "status").and_then(|s| s.parse().ok()).unwrap_or(201);
+    let cookie = query_param(&req, "cookie").is_some();
+    let headers: serde_json::Map<String, serde_json::Value> = req
+        .headers()
+        .iter()
+        .map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned().into()))
+        .collect();
+    let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+
+    if path == "/reset" {
+        state.total.fetch_add(1, Ordering::SeqCst);
+        *state.by_key.lock().unwrap().entry(key).or_default() += 1;
+        // Returning an error makes hyper close the connection without an answer.
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        return Ok(Response::builder()
+            .status(200)
+            .header("content-length", "100")
+            .body(full("truncated"))
+            .unwrap());
+    }
+    if path == "/echo" {
+        let doc = serde_json::json!({
+            "method": method, "path": path, "query": query,
+            "headers": headers, "body": String::from_utf8_lossy(&body),
+        });
+        return Ok(Response::new(full(doc.to_string())));
+    }
+
+    let n = state.total.fetch_add(1, Ordering::SeqCst) + 1;
+    *state.by_key.lock().unwrap().entry(key).or_default() += 1;
+    if delay > 0 {
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+    }
+    let doc = serde_json::json!({
+        "execution": n, "method": method, "path": path, "query": query,
+        "body_len": body.len(), "id": format!("ch_{n}"),
+    });
+    let mut builder = Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .header("location", format!("/v1/charges/ch_{n}"))
+        .header("x-execution", n.to_string());
+    if cookie {
+        builder = builder.header("set-cookie", format!("session={n}"));
+    }
+    Ok(builder.body(full(doc.to_string())).unwrap())
+}
+
+/// An upstream that reads each request head and closes the connection without
+/// answering: the request was delivered, its outcome is unknown.
+pub async fn start_resetting() -> (SocketAddr, Arc<AtomicU64>) {
+    use tokio::io::AsyncReadExt;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = Arc::new(AtomicU64::new(0));
+    let seen = count.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                let mut read = Vec::new();
+                while let Ok(n) = stream.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    read.extend_from_slice(&buf[..n]);
+                    if read.windows(4).any(|w| w == b"\r\n\r\n") {
+                        seen.fetch_add(1, Ordering::SeqCst);
+                        break;
+                    }
+                }
+                drop(stream);
+            });
+        }
+    });
+    (addr, count)
+}

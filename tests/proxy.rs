@@ -1,0 +1,197 @@
+//! The gateway as a plain reverse proxy (pass-through routes and methods).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Client, GatewayProcess, MockUpstream, TestDir};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const CONFIG: &str = r#"
+[server]
+listen = "{listen}"
+admin_listen = "{admin}"
+shutdown_grace = "5s"
+
+[store]
+path = "{db}"
+
+[upstreams.api]
+url = "{upstream}"
+timeout = "1s"
+
+[defaults]
+lock_timeout = "5s"
+
+[[routes]]
+name = "charges"
+upstream = "api"
+match = { path_prefix = "/v1/charges" }
+
+[[routes]]
+name = "rest"
+upstream = "api"
+match = { path_prefix = "/" }
+idempotency = false
+"#;
+
+async fn setup(name: &str) -> (TestDir, MockUpstream, GatewayProcess) {
+    let dir = TestDir::new(name);
+    let upstream = MockUpstream::start().await;
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), CONFIG);
+    (dir, upstream, gateway)
+}
+
+#[tokio::test]
+async fn passes_method_path_query_headers_and_body_through() {
+    let (_dir, _upstream, gateway) = setup("passthrough").await;
+    let client = gateway.client();
+    for method in ["GET", "PUT", "DELETE", "POST"] {
+        let reply = client
+            .send(
+                method,
+                "/echo?a=1&b=two",
+                &[("x-custom", "kept"), ("host", "api.example.com")],
+                "payload-bytes",
+            )
+            .await;
+        assert_eq!(reply.status, 200, "{method}: {}", reply.text());
+        let echo = reply.json();
+        assert_eq!(echo["method"], method);
+        assert_eq!(echo["path"], "/echo");
+        assert_eq!(echo["query"], "a=1&b=two");
+        assert_eq!(echo["body"], "payload-bytes");
+        assert_eq!(echo["headers"]["x-custom"], "kept");
+        assert_eq!(echo["headers"]["host"], "api.example.com");
+        assert!(reply.header("idempotent-replayed").is_none(), "pass-through carries no marker");
+    }
+}
+
+#[tokio::test]
+async fn drops_hop_by_hop_headers_and_sets_forwarded_headers() {
+    let (_dir, _upstream, gateway) = setup("hop").await;
+    let reply = gateway
+        .client()
+        .send(
+            "GET",
+            "/echo",
+            &[
+                ("host", "shop.example"),
+                ("connection", "x-hop-secret"),
+                ("x-hop-secret", "1"),
+                ("keep-alive", "timeout=5"),
+                ("proxy-authorization", "Basic Zm9vOmJhcg=="),
+                ("te", "trailers"),
+                ("x-forwarded-for", "203.0.113.9"),
+            ],
+            "",
+        )
+        .await;
+    assert_eq!(reply.status, 200);
+    let headers = &reply.json()["headers"];
+    for gone in ["x-hop-secret", "keep-alive", "proxy-authorization", "te"] {
+        assert!(headers.get(gone).is_none(), "{gone} was forwarded: {headers}");
+    }
+    assert_eq!(headers["x-forwarded-for"], "203.0.113.9, 127.0.0.1");
+    assert_eq!(headers["x-forwarded-proto"], "http");
+    assert_eq!(headers["x-forwarded-host"], "shop.example");
+    assert_eq!(headers["host"], "shop.example");
+}
+
+fn assert_problem(reply: &common::Reply, status: u16, code: &str) {
+    assert_eq!(reply.status, status, "{}", reply.text());
+    assert_eq!(reply.header("content-type"), Some("application/problem+json"));
+    let problem = reply.json();
+    assert_eq!(problem["code"], code);
+    assert_eq!(problem["status"], status);
+    assert!(problem["title"].is_string() && problem["detail"].is_string());
+}
+
+#[tokio::test]
+async fn no_route_is_a_404_problem() {
+    let dir = TestDir::new("noroute");
+    let upstream = MockUpstream::start().await;
+    let config = CONFIG.replace(
+        "match = { path_prefix = \"/\" }",
+        "match = { path_prefix = \"/api\" }",
+    );
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
+    let reply = gateway.client().get("/elsewhere").await;
+    assert_problem(&reply, 404, "no-route");
+    assert_eq!(upstream.total(), 0);
+}
+
+#[tokio::test]
+async fn refused_upstream_is_502_and_slow_upstream_is_504() {
+    let dir = TestDir::new("upstream-errors");
+    let closed = common::gateway::free_port();
+    let gateway = GatewayProcess::start(&dir, &format!("http://{closed}"), CONFIG);
+    assert_problem(&gateway.client().get("/anything").await, 502, "upstream-unreachable");
+
+    let (_dir, _upstream, gateway) = setup("timeout").await;
+    assert_problem(&gateway.client().get("/slow?delay_ms=3000").await, 504, "upstream-timeout");
+}
+
+#[tokio::test]
+async fn refuses_ambiguous_framing_without_forwarding() {
+    let (_dir, upstream, gateway) = setup("smuggling").await;
+    let mut stream = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    stream
+        .write_all(
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    let mut answer = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut answer))
+        .await
+        .unwrap()
+        .unwrap();
+    let head = String::from_utf8_lossy(&answer[..n]);
+    assert!(head.starts_with("HTTP/1.1 400"), "{head}");
+    assert_eq!(upstream.total(), 0);
+}
+
+#[tokio::test]
+async fn speaks_h2c_with_prior_knowledge() {
+    let (_dir, _upstream, gateway) = setup("h2c").await;
+    let reply = Client::h2c(gateway.addr).get("/echo?x=1").await;
+    assert_eq!(reply.status, 200);
+    let echo = reply.json();
+    assert_eq!(echo["query"], "x=1");
+    // Over HTTP/2 the client's :authority reaches the upstream as Host.
+    assert_eq!(echo["headers"]["host"], gateway.addr.to_string());
+}
+
+#[tokio::test]
+async fn streams_64_mib_each_way_without_buffering() {
+    let (_dir, _upstream, gateway) = setup("stream").await;
+    const SIZE: usize = 64 * 1024 * 1024;
+    let client = gateway.client();
+    let reply = client.send("PUT", "/sink", &[], vec![b'y'; SIZE]).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.text(), SIZE.to_string());
+
+    let reply = client.get(&format!("/big?bytes={SIZE}")).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.body.len(), SIZE);
+
+    let peak = gateway.memory_kib("VmHWM");
+    assert!(peak < 40 * 1024, "gateway peaked at {peak} KiB while streaming 64 MiB");
+}
+
+#[tokio::test]
+async fn graceful_shutdown_lets_a_slow_request_finish() {
+    let (_dir, _upstream, mut gateway) = setup("graceful").await;
+    let client = gateway.client();
+    let slow = tokio::spawn(async move { client.get("/v1/charges?delay_ms=700").await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    gateway.signal("TERM");
+    // New connections are refused once the listener closes.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(tokio::net::TcpStream::connect(gateway.addr).await.is_err());
+    let reply = slow.await.unwrap();
+    assert_eq!(reply.status, 201);
+    let status = gateway.wait_exit(Duration::from_secs(5));
+    assert!(status.success(), "{status}");
+}
