@@ -535,3 +535,35 @@ fn shipped_postgres_example_is_valid() {
     );
     assert_eq!(config.warnings, Vec::<String>::new());
 }
+
+#[test]
+fn toml_errors_in_a_later_route_name_its_index() {
+    let text =
+        format!("{MINIMAL}\n[[routes]]\nname = \"b\"\nupstream = \"api\"\nrequired = \"yes\"\n");
+    single(
+        &text,
+        "t.toml:13:12: routes[1].required:",
+        "expected a boolean",
+    );
+    let text = format!("{MINIMAL}\n[[routes]]\nname = \"b\"\nretention = 1h\n");
+    single(
+        &text,
+        "t.toml:12:13: routes[1].retention:",
+        "must be quoted",
+    );
+}
+
+#[test]
+fn listen_addresses_must_differ() {
+    let text = format!("[server]\nlisten = \"127.0.0.1:9090\"\n{MINIMAL}");
+    single(&text, "t.toml:2:10: server.listen:", "must differ");
+}
+
+#[test]
+fn unused_upstream_warns() {
+    let text = format!("{MINIMAL}\n[upstreams.spare]\nurl = \"http://a\"\n");
+    assert_eq!(
+        ok(&text).warnings,
+        ["t.toml:10:1: upstreams.spare: not used by any route"]
+    );
+}
