@@ -518,6 +518,9 @@ fn shipped_quick_start_config_is_valid() {
     );
     assert!(!config.routes[1].idempotency);
     assert_eq!(config.warnings, Vec::<String>::new());
+    // The reference shows this exact output.
+    let docs = include_str!("../../../docs/configuration.md");
+    assert!(docs.contains(&describe(&config)), "{}", describe(&config));
 }
 
 #[test]
