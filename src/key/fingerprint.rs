@@ -13,11 +13,7 @@ pub struct FingerprintInput<'a> {
 /// Hex hash of the configured parts of a request. With `canonical_json`, a body
 /// that parses as JSON is hashed by value (object keys sorted, insignificant
 /// whitespace dropped, numbers by value); a body that does not parse is hashed by bytes.
-pub fn fingerprint(
-    parts: &[FingerprintPart],
-    input: &FingerprintInput<'_>,
-    canonical_json: bool,
-) -> String {
+pub fn fingerprint(parts: &[FingerprintPart], input: &FingerprintInput<'_>, canonical_json: bool) -> String {
     let _ = (parts, input, canonical_json);
     todo!("fingerprint")
 }
