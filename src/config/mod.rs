@@ -4,8 +4,12 @@
 //!
 //! Nothing in here knows of hyper or of the store.
 
+mod describe;
 mod error;
+mod file;
 mod model;
+mod units;
+mod validate;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use model::*;
@@ -33,13 +37,11 @@ pub fn parse(
     source: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigErrors> {
-    let _ = (text, source, env);
-    todo!("config parsing")
+    validate::parse(text, source, env)
 }
 
 /// The human-readable summary `idemgate check` prints: one block per route with
 /// its match, upstream and effective policy, then the warnings.
 pub fn describe(config: &Config) -> String {
-    let _ = config;
-    todo!("config describe")
+    describe::describe(config)
 }

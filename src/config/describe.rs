@@ -1,0 +1,125 @@
+//! The summary `idemgate check` prints: each route's match, upstream and
+//! effective policy, then the warnings. Secrets never appear in it.
+
+use std::fmt::Write;
+
+use super::units::format_duration;
+use super::{
+    Config, FingerprintPart, InFlightMode, KeySource, Policy, RouteConfig, RouteMatch, ScopePart,
+    StoreErrorMode,
+};
+
+pub fn describe(config: &Config) -> String {
+    let mut out = String::new();
+    for route in &config.routes {
+        route_block(&mut out, config, route);
+    }
+    for warning in &config.warnings {
+        let _ = writeln!(out, "warning: {warning}");
+    }
+    out
+}
+
+fn route_block(out: &mut String, config: &Config, route: &RouteConfig) {
+    let upstream = config
+        .upstreams
+        .get(&route.upstream)
+        .map_or(String::new(), |u| format!(" ({})", u.url));
+    let _ = writeln!(out, "route {}", route.name);
+    let _ = writeln!(out, "  match     {}", matcher(&route.matcher));
+    let _ = writeln!(out, "  upstream  {}{upstream}", route.upstream);
+    if route.idempotency {
+        policy(out, &route.policy);
+    } else {
+        let _ = writeln!(out, "  policy    pass-through");
+    }
+}
+
+fn matcher(matcher: &RouteMatch) -> String {
+    let path = match (&matcher.path, &matcher.path_prefix) {
+        (Some(path), _) => format!("path {path}"),
+        (None, Some(prefix)) => format!("path_prefix {prefix}"),
+        (None, None) => String::new(),
+    };
+    match &matcher.methods {
+        Some(methods) => format!("{path} methods {}", methods.join(",")),
+        None => format!("{path} any method"),
+    }
+}
+
+fn policy(out: &mut String, policy: &Policy) {
+    let key = match &policy.key {
+        KeySource::Header(name) => format!("header {name}"),
+        KeySource::JsonPointer(pointer) => format!("json_pointer {pointer:?}"),
+    };
+    let in_flight = match policy.on_in_flight {
+        InFlightMode::Conflict => "conflict".to_owned(),
+        InFlightMode::Wait => format!("wait {}", format_duration(policy.wait_timeout)),
+    };
+    let on_store_error = match policy.on_store_error {
+        StoreErrorMode::Reject => "reject",
+        StoreErrorMode::Pass => "pass",
+    };
+    let statuses: Vec<String> = policy.release_statuses.iter().map(u16::to_string).collect();
+    let lines = [
+        ("methods", policy.methods.join(",")),
+        (
+            "key",
+            format!(
+                "{key}, {}",
+                if policy.required {
+                    "required"
+                } else {
+                    "optional"
+                }
+            ),
+        ),
+        (
+            "retention",
+            format!(
+                "{}, lock_timeout {}",
+                format_duration(policy.retention),
+                format_duration(policy.lock_timeout)
+            ),
+        ),
+        ("in-flight", in_flight),
+        ("scope", list(policy.scope.iter().map(scope_part))),
+        (
+            "fingerprint",
+            list(policy.fingerprint.iter().map(fingerprint_part)),
+        ),
+        ("canonical_json", policy.canonical_json.to_string()),
+        ("release", list(statuses.into_iter())),
+        ("store error", on_store_error.to_owned()),
+    ];
+    let _ = writeln!(out, "  policy    idempotent");
+    for (name, value) in lines {
+        let _ = writeln!(out, "    {name:<15}{value}");
+    }
+}
+
+fn list(items: impl Iterator<Item = String>) -> String {
+    let items: Vec<String> = items.collect();
+    if items.is_empty() {
+        "(none)".to_owned()
+    } else {
+        items.join(",")
+    }
+}
+
+fn scope_part(part: &ScopePart) -> String {
+    match part {
+        ScopePart::Header(name) => format!("header:{name}"),
+        ScopePart::ClientCert => "client_cert".to_owned(),
+    }
+}
+
+fn fingerprint_part(part: &FingerprintPart) -> String {
+    match part {
+        FingerprintPart::Method => "method".to_owned(),
+        FingerprintPart::Path => "path".to_owned(),
+        FingerprintPart::Query => "query".to_owned(),
+        FingerprintPart::Body => "body".to_owned(),
+        FingerprintPart::Header(name) => format!("header:{name}"),
+    }
+}

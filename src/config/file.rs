@@ -1,0 +1,187 @@
+//! The configuration file as written: serde structs that mirror the TOML one to
+//! one. Nothing is defaulted or checked here beyond TOML types; every value whose
+//! meaning can still be wrong keeps its span so `validate` can name its line.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::units::{DurationInput, SizeInput};
+
+type Text = Spanned<String>;
+type TextList = Spanned<Vec<Spanned<String>>>;
+type Dur = Spanned<DurationInput>;
+type Size = Spanned<SizeInput>;
+type Int = Spanned<i64>;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    #[serde(default)]
+    pub server: ServerFile,
+    #[serde(default)]
+    pub admin: AdminFile,
+    #[serde(default)]
+    pub store: StoreFile,
+    #[serde(default)]
+    pub upstreams: BTreeMap<String, Spanned<UpstreamFile>>,
+    #[serde(default)]
+    pub defaults: PolicyFile,
+    pub routes: Option<Spanned<Vec<Spanned<RouteFile>>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerFile {
+    pub listen: Option<Text>,
+    pub admin_listen: Option<Text>,
+    pub max_request_body: Option<Size>,
+    pub max_stored_response: Option<Size>,
+    pub max_header_bytes: Option<Size>,
+    pub header_read_timeout: Option<Dur>,
+    pub max_connections: Option<Int>,
+    pub shutdown_grace: Option<Dur>,
+    pub tls: Option<Spanned<TlsFile>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFile {
+    pub cert: Option<Text>,
+    pub key: Option<Text>,
+    pub client_ca: Option<Text>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminFile {
+    pub token_env: Option<Text>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreFile {
+    pub backend: Option<Text>,
+    pub path: Option<Text>,
+    pub url: Option<Text>,
+    pub url_env: Option<Text>,
+    pub pool_size: Option<Int>,
+    pub connect_timeout: Option<Dur>,
+    pub statement_timeout: Option<Dur>,
+    pub migrate: Option<Spanned<bool>>,
+    pub sweep_interval: Option<Dur>,
+    pub sweep_batch: Option<Int>,
+    pub redis: Option<Spanned<RedisFile>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisFile {
+    pub url: Option<Text>,
+    pub url_env: Option<Text>,
+    pub key_prefix: Option<Text>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamFile {
+    pub url: Option<Text>,
+    pub connect_timeout: Option<Dur>,
+    pub timeout: Option<Dur>,
+    pub http2: Option<bool>,
+    pub tls: Option<Spanned<UpstreamTlsFile>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamTlsFile {
+    pub ca: Option<Text>,
+    pub cert: Option<Text>,
+    pub key: Option<Text>,
+}
+
+/// `key = { header = "..." }` or `key = { json_pointer = "..." }`; exactly one is
+/// checked in `validate` so that both-or-neither is a located, collected error.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyFile {
+    pub header: Option<Text>,
+    pub json_pointer: Option<Text>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MatchFile {
+    pub path: Option<Text>,
+    pub path_prefix: Option<Text>,
+    pub methods: Option<TextList>,
+}
+
+/// Declares a struct holding the policy fields plus `extra` fields. Routes and
+/// `[defaults]` share the policy fields, but serde's `flatten` cannot be used:
+/// it breaks both `deny_unknown_fields` and spans.
+macro_rules! with_policy_fields {
+    ($(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }) => {
+        with_policy_fields!(@emit $(#[$meta])* $name { $($(#[$fmeta])* $field: $ty,)* } [
+            methods: Option<TextList>,
+            key: Option<Spanned<KeyFile>>,
+            required: Option<Spanned<bool>>,
+            retention: Option<Dur>,
+            lock_timeout: Option<Dur>,
+            on_in_flight: Option<Text>,
+            wait_timeout: Option<Dur>,
+            scope: Option<TextList>,
+            fingerprint: Option<TextList>,
+            canonical_json: Option<Spanned<bool>>,
+            release_statuses: Option<Spanned<Vec<Int>>>,
+            forward_key: Option<Spanned<bool>>,
+            replay_header: Option<Text>,
+            replay_exclude_headers: Option<TextList>,
+            on_store_error: Option<Text>,
+        ]);
+    };
+    (@emit $(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }
+        [$($pfield:ident: $pty:ty,)*]) => {
+        $(#[$meta])*
+        pub struct $name {
+            $($(#[$fmeta])* pub $field: $ty,)*
+            $(pub $pfield: $pty,)*
+        }
+
+        // Generated for both structs; only routes need them.
+        #[allow(dead_code)]
+        impl $name {
+            /// The policy fields alone, as written.
+            pub fn policy(&self) -> PolicyFile {
+                PolicyFile { $($pfield: self.$pfield.clone(),)* }
+            }
+
+            /// Names of the policy fields that are set, in declaration order.
+            pub fn policy_fields_set(&self) -> Vec<&'static str> {
+                let mut set = Vec::new();
+                $(if self.$pfield.is_some() { set.push(stringify!($pfield)); })*
+                set
+            }
+        }
+    };
+}
+
+with_policy_fields! {
+    #[derive(Debug, Clone, Default, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    PolicyFile {}
+}
+
+with_policy_fields! {
+    #[derive(Debug, Clone, Default, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    RouteFile {
+        name: Option<Text>,
+        upstream: Option<Text>,
+        #[serde(rename = "match")]
+        matcher: Option<Spanned<MatchFile>>,
+        idempotency: Option<Spanned<bool>>,
+        preserve_host: Option<bool>,
+    }
+}

@@ -1,0 +1,108 @@
+//! File model → resolved [`Config`]: defaults, inheritance and every semantic
+//! rule. toml stops at its first syntax or type error; past that point every
+//! semantic error is collected, located and reported together.
+
+mod context;
+mod names;
+mod policy;
+mod routes;
+mod server;
+mod shadow;
+mod store;
+mod syntax;
+mod upstreams;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+
+use super::file::{FileConfig, PolicyFile};
+use super::{Config, ConfigErrors, RouteConfig};
+use context::{Ctx, Env};
+
+pub fn parse(text: &str, source: &Path, env: Env<'_>) -> Result<Config, ConfigErrors> {
+    let mut ctx = Ctx::new(source, text, env);
+    let file: FileConfig = toml::from_str(text)
+        .map_err(|err| ConfigErrors::single(syntax::toml_error(&ctx, text, &err)))?;
+
+    let server = server::server(&mut ctx, &file.server);
+    let admin = server::admin(&mut ctx, &file.admin);
+    let store = store::store(&mut ctx, &file.store);
+    let upstreams = upstreams::upstreams(&mut ctx, &file.upstreams);
+    let defaults = policy::resolve(&mut ctx, &policy::builtin(), &file.defaults, "defaults");
+    let inherited = routes::Inherited {
+        defaults: &defaults,
+        defaults_file: &file.defaults,
+        upstreams: &upstreams,
+    };
+    let routes = routes::routes(&mut ctx, file.routes.as_ref(), &inherited);
+
+    let has_client_ca = server
+        .tls
+        .as_ref()
+        .is_some_and(|tls| tls.client_ca.is_some());
+    client_cert_needs_ca(&mut ctx, &file, has_client_ca);
+    shadow::warn_shadowed(&mut ctx, &routes);
+    warn_unused_upstreams(&mut ctx, &file, &routes);
+
+    if !ctx.errors.is_empty() {
+        // In file order, as an operator fixes them; unlocated ones first.
+        ctx.errors.sort_by_key(|e| (e.line, e.column));
+        return Err(ConfigErrors(ctx.errors));
+    }
+    Ok(Config {
+        source: source.to_path_buf(),
+        server,
+        admin,
+        store,
+        upstreams,
+        routes: routes.into_iter().map(|(route, _)| route).collect(),
+        warnings: ctx.warnings,
+    })
+}
+
+/// `client_cert` scopes by the verified client certificate, which exists only
+/// when the server asks for one.
+fn client_cert_needs_ca(ctx: &mut Ctx<'_>, file: &FileConfig, has_client_ca: bool) {
+    if has_client_ca {
+        return;
+    }
+    let mut check = |policy: &PolicyFile, prefix: &str| {
+        let Some(scope) = &policy.scope else { return };
+        for (i, part) in scope.get_ref().iter().enumerate() {
+            if part.get_ref() == "client_cert" {
+                ctx.error(
+                    Some(part.span()),
+                    format!("{prefix}.scope[{i}]"),
+                    "\"client_cert\" needs server.tls.client_ca (clients must present a certificate)",
+                );
+            }
+        }
+    };
+    check(&file.defaults, "defaults");
+    for (i, route) in file
+        .routes
+        .iter()
+        .flat_map(|r| r.get_ref().iter())
+        .enumerate()
+    {
+        check(&route.get_ref().policy(), &format!("routes[{i}]"));
+    }
+}
+
+fn warn_unused_upstreams(
+    ctx: &mut Ctx<'_>,
+    file: &FileConfig,
+    routes: &[(RouteConfig, std::ops::Range<usize>)],
+) {
+    for (name, upstream) in &file.upstreams {
+        if !routes.iter().any(|(route, _)| &route.upstream == name) {
+            ctx.warn(
+                Some(upstream.span()),
+                format!("upstreams.{name}"),
+                "not used by any route",
+            );
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! Collects located errors and warnings while the file model is resolved, so one
+//! run of `check` reports every problem at once.
+
+use std::ops::Range;
+use std::path::Path;
+
+use toml::Spanned;
+
+use crate::config::ConfigError;
+
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+pub struct Ctx<'a> {
+    source: &'a Path,
+    text: &'a str,
+    pub env: Env<'a>,
+    pub errors: Vec<ConfigError>,
+    pub warnings: Vec<String>,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(source: &'a Path, text: &'a str, env: Env<'a>) -> Self {
+        Self {
+            source,
+            text,
+            env,
+            errors: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    pub fn located(
+        &self,
+        span: Option<Range<usize>>,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> ConfigError {
+        let (line, column) = match span {
+            Some(span) => {
+                let (line, column) = line_column(self.text, span.start);
+                (Some(line), Some(column))
+            }
+            None => (None, None),
+        };
+        ConfigError {
+            file: self.source.to_path_buf(),
+            line,
+            column,
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    pub fn error(
+        &mut self,
+        span: Option<Range<usize>>,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) {
+        let error = self.located(span, field, message);
+        self.errors.push(error);
+    }
+
+    /// A warning reads like an error (`FILE:LINE:COL: FIELD: message`).
+    pub fn warn(
+        &mut self,
+        span: Option<Range<usize>>,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) {
+        let warning = self.located(span, field, message).to_string();
+        self.warnings.push(warning);
+    }
+
+    /// Resolves an optional value: `default` when absent; when `parse` refuses it,
+    /// the error is recorded and `default` stands in so checking can go on.
+    pub fn value<I, T>(
+        &mut self,
+        input: Option<&Spanned<I>>,
+        field: &str,
+        default: T,
+        parse: impl FnOnce(&I) -> Result<T, String>,
+    ) -> T {
+        let Some(input) = input else {
+            return default;
+        };
+        match parse(input.get_ref()) {
+            Ok(value) => value,
+            Err(message) => {
+                self.error(Some(input.span()), field, message);
+                default
+            }
+        }
+    }
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |nl| nl + 1);
+    let column = before.get(line_start..).map_or(0, |s| s.chars().count()) + 1;
+    (line, column)
+}

@@ -1,0 +1,182 @@
+//! Checks of single written values: tokens (methods, header names), names, paths,
+//! URLs. Each returns the normalized value or a message for the operator.
+
+/// RFC 9110 `tchar`: what method and header names are made of.
+fn is_tchar(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
+}
+
+fn is_token(text: &str) -> bool {
+    !text.is_empty() && text.chars().all(is_tchar)
+}
+
+/// A method, upper-cased (`post` → `POST`).
+pub fn method(text: &str) -> Result<String, String> {
+    if is_token(text) {
+        Ok(text.to_ascii_uppercase())
+    } else {
+        Err(format!("{text:?} is not a valid HTTP method name"))
+    }
+}
+
+/// A header name, lower-cased as the model stores it.
+pub fn header_name(text: &str) -> Result<String, String> {
+    if is_token(text) {
+        Ok(text.to_ascii_lowercase())
+    } else {
+        Err(format!("{text:?} is not a valid HTTP header name"))
+    }
+}
+
+/// Route and upstream names appear in metric labels, logs and the `keys` command
+/// line, so they stay plain.
+pub fn name(text: &str) -> Result<String, String> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "{text:?} is not a valid name: use letters, digits, '-', '_' or '.'"
+        ))
+    }
+}
+
+/// A path or path prefix to match: absolute, no query, no whitespace.
+pub fn match_path(text: &str) -> Result<String, String> {
+    if !text.starts_with('/') {
+        return Err(format!("{text:?} must start with \"/\""));
+    }
+    if text.contains(['?', '#']) || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "{text:?} must be a plain path: no query, fragment or whitespace"
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+/// RFC 6901: empty (the whole body) or `/`-separated tokens with `~0`/`~1` escapes.
+pub fn json_pointer(text: &str) -> Result<String, String> {
+    if !text.is_empty() && !text.starts_with('/') {
+        return Err(format!(
+            "{text:?} is not a JSON pointer: it must be \"\" or start with \"/\""
+        ));
+    }
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '~' && !matches!(chars.next(), Some('0' | '1')) {
+            return Err(format!(
+                "{text:?} is not a JSON pointer: \"~\" must be followed by 0 or 1"
+            ));
+        }
+    }
+    Ok(text.to_owned())
+}
+
+/// A non-empty file path.
+pub fn file_path(text: &str) -> Result<std::path::PathBuf, String> {
+    if text.trim().is_empty() {
+        Err("a file path cannot be empty".to_owned())
+    } else {
+        Ok(text.into())
+    }
+}
+
+/// An upstream base URL: `http://` or `https://`, a host, nothing after the
+/// authority but an optional "/" (the request path is forwarded as is).
+pub fn upstream_url(text: &str) -> Result<String, String> {
+    let rest = text
+        .strip_prefix("http://")
+        .or_else(|| text.strip_prefix("https://"))
+        .ok_or_else(|| format!("{text:?} must start with http:// or https://"))?;
+    let (authority, tail) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
+    if authority.contains('@') {
+        return Err(format!(
+            "{text:?}: credentials in the URL are not supported"
+        ));
+    }
+    let uri: http::Uri = text
+        .parse()
+        .map_err(|err| format!("{text:?} is not a valid URL: {err}"))?;
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(format!("{text:?} has no host"));
+    }
+    // http::Uri accepts any digits as a port; the socket cannot.
+    let after_host = authority.rsplit(']').next().unwrap_or(authority);
+    let port = after_host.split_once(':').map(|(_, port)| port);
+    if port.is_some_and(|port| port.parse::<u16>().is_err()) {
+        return Err(format!("{text:?} has an invalid port"));
+    }
+    if tail.contains(['?', '#']) {
+        return Err(format!("{text:?} must not have a query or fragment"));
+    }
+    if !tail.is_empty() && tail != "/" {
+        return Err(format!(
+            "{text:?} has a path; only scheme, host and port are allowed (the request path is forwarded unchanged)"
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn methods_are_upper_cased_tokens() {
+        assert_eq!(method("post"), Ok("POST".to_owned()));
+        assert!(method("PO ST").is_err());
+        assert!(method("").is_err());
+    }
+
+    #[test]
+    fn header_names_are_lower_cased_tokens() {
+        assert_eq!(
+            header_name("Idempotency-Key"),
+            Ok("idempotency-key".to_owned())
+        );
+        assert!(header_name("Bad Header").is_err());
+        assert!(header_name("a:b").is_err());
+    }
+
+    #[test]
+    fn json_pointers() {
+        assert!(json_pointer("").is_ok());
+        assert!(json_pointer("/id").is_ok());
+        assert!(json_pointer("/a~1b/~0").is_ok());
+        assert!(json_pointer("id").is_err());
+        assert!(json_pointer("/a~2").is_err());
+        assert!(json_pointer("/a~").is_err());
+    }
+
+    #[test]
+    fn upstream_urls() {
+        for good in [
+            "http://127.0.0.1:3000",
+            "https://api.example.com",
+            "http://[::1]:80/",
+            "http://svc",
+        ] {
+            assert!(upstream_url(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "127.0.0.1:3000",
+            "ftp://x",
+            "http://",
+            "http://h/?a=1",
+            "http://h?a=1",
+            "http://h/base",
+            "http://u:p@h",
+            "http://h:99999",
+        ] {
+            assert!(upstream_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn match_paths() {
+        assert!(match_path("/v1/charges").is_ok());
+        assert!(match_path("v1").is_err());
+        assert!(match_path("/a?b").is_err());
+        assert!(match_path("/a b").is_err());
+    }
+}

@@ -1,0 +1,232 @@
+//! The idempotency policy: built-in defaults, `[defaults]` on top of them, and a
+//! route's own fields on top of that. A list given at a level replaces the
+//! inherited list whole; a value that fails its check is reported and the
+//! inherited value stands in, so later rules still run.
+
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::context::Ctx;
+use super::names;
+use super::server::positive_duration;
+use crate::config::file::{KeyFile, PolicyFile};
+use crate::config::{FingerprintPart, InFlightMode, KeySource, Policy, ScopePart, StoreErrorMode};
+
+/// The policy when `[defaults]` says nothing (SPEC section 2).
+pub fn builtin() -> Policy {
+    Policy {
+        methods: vec!["POST".into(), "PATCH".into()],
+        key: KeySource::Header("idempotency-key".into()),
+        required: false,
+        retention: Duration::from_secs(24 * 3600),
+        lock_timeout: Duration::from_secs(60),
+        on_in_flight: InFlightMode::Conflict,
+        wait_timeout: Duration::from_secs(10),
+        scope: vec![ScopePart::Header("authorization".into())],
+        fingerprint: vec![
+            FingerprintPart::Method,
+            FingerprintPart::Path,
+            FingerprintPart::Query,
+            FingerprintPart::Body,
+        ],
+        canonical_json: false,
+        release_statuses: vec![429, 503],
+        forward_key: true,
+        replay_header: "Idempotent-Replayed".into(),
+        replay_exclude_headers: vec!["set-cookie".into()],
+        on_store_error: StoreErrorMode::Reject,
+    }
+}
+
+/// `file` over `base`; `prefix` is `defaults` or `routes[N]`.
+pub fn resolve(ctx: &mut Ctx<'_>, base: &Policy, file: &PolicyFile, prefix: &str) -> Policy {
+    let field = |name: &str| format!("{prefix}.{name}");
+    let flag = |value: &Option<Spanned<bool>>, inherited: bool| {
+        value.as_ref().map_or(inherited, |v| *v.get_ref())
+    };
+    let mut policy = base.clone();
+    if let Some(methods) = list(ctx, file.methods.as_ref(), &field("methods"), names::method) {
+        policy.methods = methods;
+    }
+    policy.key = ctx.value(file.key.as_ref(), &field("key"), base.key.clone(), key);
+    policy.required = flag(&file.required, base.required);
+    policy.retention = ctx.value(
+        file.retention.as_ref(),
+        &field("retention"),
+        base.retention,
+        positive_duration,
+    );
+    policy.lock_timeout = ctx.value(
+        file.lock_timeout.as_ref(),
+        &field("lock_timeout"),
+        base.lock_timeout,
+        positive_duration,
+    );
+    policy.on_in_flight = ctx.value(
+        file.on_in_flight.as_ref(),
+        &field("on_in_flight"),
+        base.on_in_flight,
+        |mode| match mode.as_str() {
+            "conflict" => Ok(InFlightMode::Conflict),
+            "wait" => Ok(InFlightMode::Wait),
+            other => Err(format!("{other:?} is not \"conflict\" or \"wait\"")),
+        },
+    );
+    policy.wait_timeout = ctx.value(
+        file.wait_timeout.as_ref(),
+        &field("wait_timeout"),
+        base.wait_timeout,
+        positive_duration,
+    );
+    if let Some(scope) = list(ctx, file.scope.as_ref(), &field("scope"), scope_part) {
+        policy.scope = scope;
+    }
+    if let Some(parts) = list(
+        ctx,
+        file.fingerprint.as_ref(),
+        &field("fingerprint"),
+        fingerprint_part,
+    ) {
+        policy.fingerprint = parts;
+    }
+    policy.canonical_json = flag(&file.canonical_json, base.canonical_json);
+    if let Some(statuses) = release_statuses(ctx, file, &field("release_statuses")) {
+        policy.release_statuses = statuses;
+    }
+    policy.forward_key = flag(&file.forward_key, base.forward_key);
+    policy.replay_header = ctx.value(
+        file.replay_header.as_ref(),
+        &field("replay_header"),
+        base.replay_header.clone(),
+        |name| {
+            // Kept as written: it is the spelling sent to clients.
+            names::header_name(name).map(|_| name.clone())
+        },
+    );
+    if let Some(headers) = list(
+        ctx,
+        file.replay_exclude_headers.as_ref(),
+        &field("replay_exclude_headers"),
+        names::header_name,
+    ) {
+        policy.replay_exclude_headers = headers;
+    }
+    policy.on_store_error = ctx.value(
+        file.on_store_error.as_ref(),
+        &field("on_store_error"),
+        base.on_store_error,
+        |mode| match mode.as_str() {
+            "reject" => Ok(StoreErrorMode::Reject),
+            "pass" => Ok(StoreErrorMode::Pass),
+            other => Err(format!("{other:?} is not \"reject\" or \"pass\"")),
+        },
+    );
+    if let Some(methods) = &file.methods
+        && methods.get_ref().is_empty()
+    {
+        ctx.error(
+            Some(methods.span()),
+            field("methods"),
+            "empty: no request would be idempotent; use idempotency = false instead",
+        );
+    }
+    policy
+}
+
+/// Checks every element of a written list; `None` when absent or when any
+/// element is wrong (each one reported), so the inherited list stays.
+fn list<T: PartialEq>(
+    ctx: &mut Ctx<'_>,
+    input: Option<&Spanned<Vec<Spanned<String>>>>,
+    field: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Option<Vec<T>> {
+    let mut ok = true;
+    let mut values = Vec::new();
+    for (i, item) in input?.get_ref().iter().enumerate() {
+        let item_field = format!("{field}[{i}]");
+        match parse(item.get_ref()) {
+            Ok(value) if values.contains(&value) => {
+                ok = false;
+                ctx.error(
+                    Some(item.span()),
+                    item_field,
+                    format!("{:?} is listed twice", item.get_ref()),
+                );
+            }
+            Ok(value) => values.push(value),
+            Err(message) => {
+                ok = false;
+                ctx.error(Some(item.span()), item_field, message);
+            }
+        }
+    }
+    ok.then_some(values)
+}
+
+fn key(file: &KeyFile) -> Result<KeySource, String> {
+    match (&file.header, &file.json_pointer) {
+        (Some(header), None) => names::header_name(header.get_ref()).map(KeySource::Header),
+        (None, Some(pointer)) => names::json_pointer(pointer.get_ref()).map(KeySource::JsonPointer),
+        _ => Err("give exactly one of { header = \"...\" } or { json_pointer = \"/...\" }".into()),
+    }
+}
+
+fn scope_part(text: &str) -> Result<ScopePart, String> {
+    match text.strip_prefix("header:") {
+        Some(name) => names::header_name(name).map(ScopePart::Header),
+        None if text == "client_cert" => Ok(ScopePart::ClientCert),
+        None => Err(format!(
+            "{text:?} is not \"header:NAME\" or \"client_cert\""
+        )),
+    }
+}
+
+fn fingerprint_part(text: &str) -> Result<FingerprintPart, String> {
+    match text {
+        "method" => Ok(FingerprintPart::Method),
+        "path" => Ok(FingerprintPart::Path),
+        "query" => Ok(FingerprintPart::Query),
+        "body" => Ok(FingerprintPart::Body),
+        _ => match text.strip_prefix("header:") {
+            Some(name) => names::header_name(name).map(FingerprintPart::Header),
+            None => Err(format!(
+                "{text:?} is not one of \"method\", \"path\", \"query\", \"body\", \"header:NAME\""
+            )),
+        },
+    }
+}
+
+/// Final statuses the upstream may answer that free the key instead of being
+/// stored. A 2xx is refused: it means the effect happened, and releasing it would
+/// let a retry run the request twice. A 1xx is never a final answer.
+fn release_statuses(ctx: &mut Ctx<'_>, file: &PolicyFile, field: &str) -> Option<Vec<u16>> {
+    let mut ok = true;
+    let mut statuses = Vec::new();
+    for (i, status) in file.release_statuses.as_ref()?.get_ref().iter().enumerate() {
+        let message = match *status.get_ref() {
+            s if !(100..=599).contains(&s) => {
+                Some(format!("{s} is not an HTTP status (100..=599)"))
+            }
+            s if s < 200 => Some(format!("{s} is informational, never a final answer")),
+            s if s < 300 => Some(format!(
+                "{s} is a success: it must be stored, releasing it would let a retry execute twice"
+            )),
+            _ => None,
+        };
+        match (message, u16::try_from(*status.get_ref())) {
+            (None, Ok(s)) => {
+                if !statuses.contains(&s) {
+                    statuses.push(s);
+                }
+            }
+            (message, _) => {
+                ok = false;
+                let message = message.unwrap_or_else(|| "not an HTTP status".into());
+                ctx.error(Some(status.span()), format!("{field}[{i}]"), message);
+            }
+        }
+    }
+    ok.then_some(statuses)
+}

@@ -1,0 +1,226 @@
+//! `[[routes]]`: names, match, upstream, and each route's effective policy.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use toml::Spanned;
+
+use super::context::Ctx;
+use super::names;
+use super::policy;
+use crate::config::file::{MatchFile, PolicyFile, RouteFile};
+use crate::config::units::format_duration;
+use crate::config::{Policy, RouteConfig, RouteMatch, UpstreamConfig};
+
+/// What the route checks need from the rest of the file.
+pub struct Inherited<'a> {
+    pub defaults: &'a Policy,
+    pub defaults_file: &'a PolicyFile,
+    pub upstreams: &'a BTreeMap<String, UpstreamConfig>,
+}
+
+/// Resolves every route; returns them with the span that locates each one.
+pub fn routes(
+    ctx: &mut Ctx<'_>,
+    routes: Option<&Spanned<Vec<Spanned<RouteFile>>>>,
+    inherited: &Inherited<'_>,
+) -> Vec<(RouteConfig, Range<usize>)> {
+    let Some(written) = routes.filter(|r| !r.get_ref().is_empty()) else {
+        ctx.error(
+            routes.map(Spanned::span),
+            "routes",
+            "at least one [[routes]] is required",
+        );
+        return Vec::new();
+    };
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut resolved = Vec::new();
+    for (i, route) in written.get_ref().iter().enumerate() {
+        let config = self::route(ctx, i, route, inherited);
+        if let Some(&first) = seen.get(&config.name) {
+            let span = route.get_ref().name.as_ref().map(Spanned::span);
+            ctx.error(
+                span,
+                format!("routes[{i}].name"),
+                format!(
+                    "duplicate route name {:?} (first at routes[{first}])",
+                    config.name
+                ),
+            );
+        } else if !config.name.is_empty() {
+            seen.insert(config.name.clone(), i);
+        }
+        resolved.push((config, route.span()));
+    }
+    resolved
+}
+
+fn route(
+    ctx: &mut Ctx<'_>,
+    i: usize,
+    route: &Spanned<RouteFile>,
+    inherited: &Inherited<'_>,
+) -> RouteConfig {
+    let prefix = format!("routes[{i}]");
+    let file = route.get_ref();
+    let name = required(ctx, route, file.name.as_ref(), &prefix, "name", names::name);
+    let upstream = required(
+        ctx,
+        route,
+        file.upstream.as_ref(),
+        &prefix,
+        "upstream",
+        |name| match inherited.upstreams.contains_key(name) {
+            true => Ok(name.to_owned()),
+            false => Err(unknown_upstream(name, inherited.upstreams)),
+        },
+    );
+    let matcher = match &file.matcher {
+        Some(matcher) => route_match(ctx, matcher, &prefix),
+        None => {
+            ctx.error(
+                Some(route.span()),
+                format!("{prefix}.match"),
+                "match is required",
+            );
+            RouteMatch::default()
+        }
+    };
+    let idempotency = file.idempotency.as_ref().is_none_or(|v| *v.get_ref());
+    let policy = policy::resolve(ctx, inherited.defaults, &file.policy(), &prefix);
+    let ignored = file.policy_fields_set();
+    if !idempotency && !ignored.is_empty() {
+        ctx.warn(
+            file.idempotency.as_ref().map(Spanned::span),
+            &prefix,
+            format!("{} ignored: idempotency = false", ignored.join(", ")),
+        );
+    }
+    if idempotency && let Some(upstream) = inherited.upstreams.get(&upstream) {
+        lock_outlives_upstream(ctx, &prefix, route, &policy, inherited, upstream);
+    }
+    RouteConfig {
+        name,
+        upstream,
+        matcher,
+        idempotency,
+        preserve_host: file.preserve_host.unwrap_or(true),
+        policy,
+    }
+}
+
+fn required(
+    ctx: &mut Ctx<'_>,
+    route: &Spanned<RouteFile>,
+    value: Option<&Spanned<String>>,
+    prefix: &str,
+    name: &str,
+    check: impl FnOnce(&str) -> Result<String, String>,
+) -> String {
+    let field = format!("{prefix}.{name}");
+    match value {
+        Some(value) => ctx.value(Some(value), &field, String::new(), |v| check(v)),
+        None => {
+            ctx.error(Some(route.span()), field, format!("{name} is required"));
+            String::new()
+        }
+    }
+}
+
+fn unknown_upstream(name: &str, upstreams: &BTreeMap<String, UpstreamConfig>) -> String {
+    if upstreams.is_empty() {
+        return format!("unknown upstream {name:?}: no [upstreams.NAME] is defined");
+    }
+    let known: Vec<&str> = upstreams.keys().map(String::as_str).collect();
+    format!("unknown upstream {name:?} (defined: {})", known.join(", "))
+}
+
+fn route_match(ctx: &mut Ctx<'_>, matcher: &Spanned<MatchFile>, prefix: &str) -> RouteMatch {
+    let file = matcher.get_ref();
+    let field = |name: &str| format!("{prefix}.match.{name}");
+    let path = file.path.as_ref().and_then(|p| {
+        ctx.value(Some(p), &field("path"), None, |p| {
+            names::match_path(p).map(Some)
+        })
+    });
+    let path_prefix = file.path_prefix.as_ref().and_then(|p| {
+        ctx.value(Some(p), &field("path_prefix"), None, |p| {
+            names::match_path(p).map(Some)
+        })
+    });
+    if file.path.is_some() == file.path_prefix.is_some() {
+        ctx.error(
+            Some(matcher.span()),
+            format!("{prefix}.match"),
+            "give exactly one of path or path_prefix",
+        );
+    }
+    let methods = file.methods.as_ref().map(|methods| {
+        if methods.get_ref().is_empty() {
+            ctx.error(
+                Some(methods.span()),
+                field("methods"),
+                "empty: the route would match nothing; omit methods to match any",
+            );
+        }
+        let mut upper: Vec<String> = Vec::new();
+        for (i, method) in methods.get_ref().iter().enumerate() {
+            match names::method(method.get_ref()) {
+                Ok(m) if !upper.contains(&m) => upper.push(m),
+                Ok(_) => {}
+                Err(message) => ctx.error(
+                    Some(method.span()),
+                    format!("{}[{i}]", field("methods")),
+                    message,
+                ),
+            }
+        }
+        upper
+    });
+    RouteMatch {
+        path,
+        path_prefix,
+        methods,
+    }
+}
+
+/// A lease shorter than the upstream's timeout could expire while the first
+/// request is still running, letting a retry execute it a second time.
+fn lock_outlives_upstream(
+    ctx: &mut Ctx<'_>,
+    prefix: &str,
+    route: &Spanned<RouteFile>,
+    policy: &Policy,
+    inherited: &Inherited<'_>,
+    upstream: &UpstreamConfig,
+) {
+    if policy.lock_timeout > upstream.timeout {
+        return;
+    }
+    let (span, field, origin) = match (
+        &route.get_ref().lock_timeout,
+        &inherited.defaults_file.lock_timeout,
+    ) {
+        (Some(own), _) => (own.span(), format!("{prefix}.lock_timeout"), String::new()),
+        (None, Some(default)) => (
+            default.span(),
+            "defaults.lock_timeout".to_owned(),
+            format!(" (inherited by {prefix})"),
+        ),
+        (None, None) => (
+            route.span(),
+            format!("{prefix}.lock_timeout"),
+            " (built-in default)".to_owned(),
+        ),
+    };
+    ctx.error(
+        Some(span),
+        field,
+        format!(
+            "lock_timeout {}{origin} must be longer than the timeout {} of upstream {:?}",
+            format_duration(policy.lock_timeout),
+            format_duration(upstream.timeout),
+            upstream.name,
+        ),
+    );
+}

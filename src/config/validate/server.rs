@@ -1,0 +1,172 @@
+//! `[server]` and `[admin]`.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::context::Ctx;
+use super::names;
+use crate::config::file::{AdminFile, ServerFile, TlsFile};
+use crate::config::units::{parse_duration_input, parse_size_input};
+use crate::config::{AdminConfig, ServerConfig, TlsConfig};
+
+pub fn server(ctx: &mut Ctx<'_>, file: &ServerFile) -> ServerConfig {
+    let default_listen = SocketAddr::from(([127, 0, 0, 1], 8080));
+    let default_admin = SocketAddr::from(([127, 0, 0, 1], 9090));
+    let listen = ctx.value(
+        file.listen.as_ref(),
+        "server.listen",
+        default_listen,
+        address,
+    );
+    let admin_listen = ctx.value(
+        file.admin_listen.as_ref(),
+        "server.admin_listen",
+        default_admin,
+        address,
+    );
+    if listen == admin_listen
+        && let Some(written) = file.admin_listen.as_ref().or(file.listen.as_ref())
+    {
+        ctx.error(
+            Some(written.span()),
+            if file.admin_listen.is_some() {
+                "server.admin_listen"
+            } else {
+                "server.listen"
+            },
+            format!("listen and admin_listen are both {listen}; they must differ"),
+        );
+    }
+    ServerConfig {
+        listen,
+        admin_listen,
+        max_request_body: size(
+            ctx,
+            file,
+            |f| &f.max_request_body,
+            "max_request_body",
+            1 << 20,
+        ),
+        max_stored_response: size(
+            ctx,
+            file,
+            |f| &f.max_stored_response,
+            "max_stored_response",
+            4 << 20,
+        ),
+        max_header_bytes: size(
+            ctx,
+            file,
+            |f| &f.max_header_bytes,
+            "max_header_bytes",
+            32 << 10,
+        ),
+        header_read_timeout: ctx.value(
+            file.header_read_timeout.as_ref(),
+            "server.header_read_timeout",
+            Duration::from_secs(10),
+            positive_duration,
+        ),
+        max_connections: ctx.value(
+            file.max_connections.as_ref(),
+            "server.max_connections",
+            10_000,
+            |n| positive_count(*n),
+        ),
+        shutdown_grace: ctx.value(
+            file.shutdown_grace.as_ref(),
+            "server.shutdown_grace",
+            Duration::from_secs(30),
+            parse_duration_input,
+        ),
+        tls: file.tls.as_ref().and_then(|tls| server_tls(ctx, tls)),
+    }
+}
+
+fn size(
+    ctx: &mut Ctx<'_>,
+    file: &ServerFile,
+    pick: impl Fn(&ServerFile) -> &Option<Spanned<crate::config::units::SizeInput>>,
+    name: &str,
+    default: u64,
+) -> u64 {
+    let field = format!("server.{name}");
+    ctx.value(pick(file).as_ref(), &field, default, |input| {
+        parse_size_input(input).and_then(|bytes| match bytes {
+            0 => Err("must be greater than zero".to_owned()),
+            bytes => Ok(bytes),
+        })
+    })
+}
+
+fn address(text: &String) -> Result<SocketAddr, String> {
+    text.parse().map_err(|_| {
+        format!("{text:?} is not an address such as \"127.0.0.1:8080\" or \"[::]:8080\"")
+    })
+}
+
+pub fn positive_duration(input: &crate::config::units::DurationInput) -> Result<Duration, String> {
+    match parse_duration_input(input)? {
+        Duration::ZERO => Err("must be greater than zero".to_owned()),
+        duration => Ok(duration),
+    }
+}
+
+/// A count that must be at least 1 and fit the target integer type.
+pub fn positive_count<T: TryFrom<i64>>(n: i64) -> Result<T, String> {
+    if n < 1 {
+        return Err(format!("must be at least 1 (got {n})"));
+    }
+    T::try_from(n).map_err(|_| format!("{n} is too large"))
+}
+
+fn server_tls(ctx: &mut Ctx<'_>, tls: &Spanned<TlsFile>) -> Option<TlsConfig> {
+    let file = tls.get_ref();
+    let path = |ctx: &mut Ctx<'_>, value: &Option<Spanned<String>>, name: &str| {
+        value.as_ref().and_then(|v| {
+            ctx.value(Some(v), &format!("server.tls.{name}"), None, |t| {
+                names::file_path(t).map(Some)
+            })
+        })
+    };
+    let cert = path(ctx, &file.cert, "cert");
+    let key = path(ctx, &file.key, "key");
+    let client_ca = path(ctx, &file.client_ca, "client_ca");
+    for (present, name) in [(file.cert.is_some(), "cert"), (file.key.is_some(), "key")] {
+        if !present {
+            ctx.error(
+                Some(tls.span()),
+                format!("server.tls.{name}"),
+                "[server.tls] needs both cert and key",
+            );
+        }
+    }
+    Some(TlsConfig {
+        cert: cert?,
+        key: key?,
+        client_ca,
+    })
+}
+
+pub fn admin(ctx: &mut Ctx<'_>, file: &AdminFile) -> AdminConfig {
+    let token_env = ctx.value(file.token_env.as_ref(), "admin.token_env", None, |name| {
+        env_name(name).map(Some)
+    });
+    // An unset or empty variable disables /admin/* by design: not an error.
+    let token = token_env
+        .as_deref()
+        .and_then(|name| (ctx.env)(name))
+        .filter(|token| !token.is_empty());
+    AdminConfig { token_env, token }
+}
+
+/// The name of an environment variable, as given in a `*_env` field.
+pub fn env_name(text: &String) -> Result<String, String> {
+    if text.is_empty() || text.contains(['=', '\0']) {
+        Err(format!("{text:?} is not an environment variable name"))
+    } else {
+        Ok(text.clone())
+    }
+}

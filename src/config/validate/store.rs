@@ -1,0 +1,205 @@
+//! `[store]` and `[store.redis]`: which backend, and its secrets from `*_env`.
+
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::context::Ctx;
+use super::names;
+use super::server::{env_name, positive_count, positive_duration};
+use crate::config::file::{RedisFile, StoreFile};
+use crate::config::{EmbeddedStoreConfig, PostgresStoreConfig, RedisConfig, StoreConfig};
+
+pub fn store(ctx: &mut Ctx<'_>, file: &StoreFile) -> StoreConfig {
+    let backend = file
+        .backend
+        .as_ref()
+        .map_or("embedded", |b| b.get_ref().as_str());
+    let sweep_interval = ctx.value(
+        file.sweep_interval.as_ref(),
+        "store.sweep_interval",
+        Duration::from_secs(60),
+        positive_duration,
+    );
+    let sweep_batch = ctx.value(file.sweep_batch.as_ref(), "store.sweep_batch", 1000, |n| {
+        positive_count(*n)
+    });
+    match backend {
+        "postgres" => {
+            only_for(
+                ctx,
+                "store.path",
+                file.path.as_ref().map(Spanned::span),
+                "embedded",
+            );
+            StoreConfig::Postgres(postgres(ctx, file, sweep_interval, sweep_batch))
+        }
+        other => {
+            if other != "embedded"
+                && let Some(written) = &file.backend
+            {
+                ctx.error(
+                    Some(written.span()),
+                    "store.backend",
+                    format!("unknown backend {other:?}: expected \"embedded\" or \"postgres\""),
+                );
+            }
+            let postgres_only = [
+                ("store.url", file.url.as_ref().map(Spanned::span)),
+                ("store.url_env", file.url_env.as_ref().map(Spanned::span)),
+                (
+                    "store.pool_size",
+                    file.pool_size.as_ref().map(Spanned::span),
+                ),
+                (
+                    "store.connect_timeout",
+                    file.connect_timeout.as_ref().map(Spanned::span),
+                ),
+                (
+                    "store.statement_timeout",
+                    file.statement_timeout.as_ref().map(Spanned::span),
+                ),
+                ("store.migrate", file.migrate.as_ref().map(Spanned::span)),
+                ("store.redis", file.redis.as_ref().map(Spanned::span)),
+            ];
+            for (field, span) in postgres_only {
+                only_for(ctx, field, span, "postgres");
+            }
+            let path = ctx.value(
+                file.path.as_ref(),
+                "store.path",
+                "data/idemgate.db".into(),
+                |p| names::file_path(p),
+            );
+            StoreConfig::Embedded(EmbeddedStoreConfig {
+                path,
+                sweep_interval,
+                sweep_batch,
+            })
+        }
+    }
+}
+
+fn only_for(ctx: &mut Ctx<'_>, field: &str, span: Option<std::ops::Range<usize>>, backend: &str) {
+    if let Some(span) = span {
+        ctx.error(
+            Some(span),
+            field,
+            format!("only allowed with backend = \"{backend}\""),
+        );
+    }
+}
+
+fn postgres(
+    ctx: &mut Ctx<'_>,
+    file: &StoreFile,
+    sweep_interval: Duration,
+    sweep_batch: u32,
+) -> PostgresStoreConfig {
+    let at = file.backend.as_ref().map(Spanned::span);
+    let url = secret_url(
+        ctx,
+        "store",
+        at,
+        file.url.as_ref(),
+        file.url_env.as_ref(),
+        &[],
+    );
+    PostgresStoreConfig {
+        url,
+        pool_size: ctx.value(file.pool_size.as_ref(), "store.pool_size", 16, |n| {
+            positive_count(*n)
+        }),
+        connect_timeout: ctx.value(
+            file.connect_timeout.as_ref(),
+            "store.connect_timeout",
+            Duration::from_secs(5),
+            positive_duration,
+        ),
+        statement_timeout: ctx.value(
+            file.statement_timeout.as_ref(),
+            "store.statement_timeout",
+            Duration::from_secs(5),
+            positive_duration,
+        ),
+        migrate: file.migrate.as_ref().is_none_or(|m| *m.get_ref()),
+        sweep_interval,
+        sweep_batch,
+        redis: file.redis.as_ref().map(|redis| self::redis(ctx, redis)),
+    }
+}
+
+fn redis(ctx: &mut Ctx<'_>, redis: &Spanned<RedisFile>) -> RedisConfig {
+    let file = redis.get_ref();
+    let url = secret_url(
+        ctx,
+        "store.redis",
+        Some(redis.span()),
+        file.url.as_ref(),
+        file.url_env.as_ref(),
+        &["redis://", "rediss://"],
+    );
+    let key_prefix = file
+        .key_prefix
+        .as_ref()
+        .map_or_else(|| "idemgate:".to_owned(), |p| p.get_ref().clone());
+    RedisConfig { url, key_prefix }
+}
+
+/// Exactly one of `url` / `url_env`; an unset variable is an error because the
+/// backend cannot work without it. The value is a secret: never quoted back.
+fn secret_url(
+    ctx: &mut Ctx<'_>,
+    table: &str,
+    at: Option<std::ops::Range<usize>>,
+    url: Option<&Spanned<String>>,
+    url_env: Option<&Spanned<String>>,
+    schemes: &[&str],
+) -> String {
+    let (value, span, field) = match (url, url_env) {
+        (Some(url), None) => (
+            Some(url.get_ref().clone()),
+            url.span(),
+            format!("{table}.url"),
+        ),
+        (None, Some(var)) => {
+            let field = format!("{table}.url_env");
+            let Some(name) = ctx.value(Some(var), &field, None, |n| env_name(n).map(Some)) else {
+                return String::new();
+            };
+            let value = (ctx.env)(&name).filter(|v| !v.is_empty());
+            if value.is_none() {
+                ctx.error(
+                    Some(var.span()),
+                    &field,
+                    format!("environment variable {name} is not set or empty"),
+                );
+                return String::new();
+            }
+            (value, var.span(), field)
+        }
+        (Some(url), Some(_)) => {
+            ctx.error(
+                Some(url.span()),
+                format!("{table}.url"),
+                "give url or url_env, not both",
+            );
+            return String::new();
+        }
+        (None, None) => {
+            ctx.error(at, format!("{table}.url"), "url or url_env is required");
+            return String::new();
+        }
+    };
+    let value = value.unwrap_or_default();
+    if value.trim().is_empty() {
+        ctx.error(Some(span), field, "the URL is empty");
+    } else if !schemes.is_empty() && !schemes.iter().any(|s| value.starts_with(s)) {
+        ctx.error(
+            Some(span),
+            field,
+            format!("the URL must start with {}", schemes.join(" or ")),
+        );
+    }
+    value
+}

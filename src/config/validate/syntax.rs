@@ -1,0 +1,108 @@
+//! Maps a toml/serde error (syntax, unknown field, wrong type) to one located
+//! [`ConfigError`]. toml stops at the first such error; we keep its span for the
+//! line, and name the field from the key path toml tracked or, for pure syntax
+//! errors, from the table header and key written on that line.
+
+use toml::de::Error as TomlError;
+
+use super::context::Ctx;
+use crate::config::ConfigError;
+
+pub fn toml_error(ctx: &Ctx<'_>, text: &str, error: &TomlError) -> ConfigError {
+    let message = error
+        .message()
+        .trim_end()
+        .replace('\n', "; ")
+        .replace("expected i64", "expected an integer");
+    let offset = error.span().map(|span| span.start);
+    let mut field = key_path(error);
+    if field.is_empty() {
+        field = offset.map(|at| written_field(text, at)).unwrap_or_default();
+    } else if let Some(at) = offset {
+        field = index_routes(text, at, &field);
+    }
+    if let Some(unknown) = unknown_field(&message) {
+        field = join(&field, unknown);
+    }
+    ctx.located(error.span(), field, message)
+}
+
+/// toml keeps the key path private but prints it as "in `a.b`" when it has no
+/// input to quote; rendering a copy without input recovers it.
+fn key_path(error: &TomlError) -> String {
+    let mut bare = error.clone();
+    bare.set_input(None);
+    let rendered = bare.to_string();
+    rendered
+        .lines()
+        .rev()
+        .find_map(|line| line.strip_prefix("in `")?.strip_suffix('`'))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn unknown_field(message: &str) -> Option<&str> {
+    message.strip_prefix("unknown field `")?.split('`').next()
+}
+
+/// toml's path says `routes`, not which one: count `[[routes]]` headers up to
+/// the error to name `routes[N]` (0-based, like every list index in messages).
+fn index_routes(text: &str, offset: usize, field: &str) -> String {
+    let rest = match field.strip_prefix("routes") {
+        Some(rest) if rest.is_empty() || rest.starts_with('.') => rest,
+        _ => return field.to_owned(),
+    };
+    match header_at(text, offset) {
+        Some(header) if header.starts_with("routes[") => format!("{header}{rest}"),
+        _ => field.to_owned(),
+    }
+}
+
+/// For a syntax error: `table.key` from the nearest header and the `key =` on the line.
+fn written_field(text: &str, offset: usize) -> String {
+    let before = text.get(..offset).unwrap_or(text);
+    let line_start = before.rfind('\n').map_or(0, |nl| nl + 1);
+    let line = text
+        .get(line_start..)
+        .unwrap_or("")
+        .lines()
+        .next()
+        .unwrap_or("");
+    let key = line
+        .split_once('=')
+        .map(|(key, _)| key.trim())
+        .filter(|key| !key.is_empty() && !key.starts_with('['))
+        .unwrap_or("");
+    let table = header_at(text, line_start).unwrap_or_default();
+    join(&table, key)
+}
+
+/// The table the text at `offset` belongs to, from the last header before it.
+fn header_at(text: &str, offset: usize) -> Option<String> {
+    let before = text.get(..offset).unwrap_or(text);
+    let mut routes = 0usize;
+    let mut current = None;
+    for line in before.lines() {
+        let line = line.trim();
+        if let Some(name) = line.strip_prefix("[[").and_then(|l| l.split("]]").next()) {
+            let name = name.trim();
+            if name == "routes" {
+                routes += 1;
+                current = Some(format!("routes[{}]", routes - 1));
+            } else {
+                current = Some(name.to_owned());
+            }
+        } else if let Some(name) = line.strip_prefix('[').and_then(|l| l.split(']').next()) {
+            current = Some(name.trim().to_owned());
+        }
+    }
+    current
+}
+
+fn join(prefix: &str, key: &str) -> String {
+    match (prefix.is_empty(), key.is_empty()) {
+        (true, _) => key.to_owned(),
+        (false, true) => prefix.to_owned(),
+        (false, false) => format!("{prefix}.{key}"),
+    }
+}

@@ -1,0 +1,572 @@
+//! Whole-file tests: defaults, inheritance, every collected error with its line.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::config::{
+    ConfigErrors, FingerprintPart, InFlightMode, KeySource, ScopePart, StoreConfig, StoreErrorMode,
+    describe, parse,
+};
+
+const MINIMAL: &str = r#"
+[upstreams.api]
+url = "http://127.0.0.1:3000"
+
+[[routes]]
+name = "all"
+upstream = "api"
+match = { path_prefix = "/" }
+"#;
+
+fn ok(text: &str) -> crate::config::Config {
+    match parse(text, Path::new("t.toml"), &|_| None) {
+        Ok(config) => config,
+        Err(errors) => panic!("unexpected errors:\n{errors}"),
+    }
+}
+
+fn errors_with(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+    match parse(text, Path::new("t.toml"), env) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(ConfigErrors(errors)) => errors.iter().map(ToString::to_string).collect(),
+    }
+}
+
+fn errors(text: &str) -> Vec<String> {
+    errors_with(text, &|_| None)
+}
+
+/// Asserts exactly one error, starting with `prefix` and containing `part`.
+fn single(text: &str, prefix: &str, part: &str) {
+    let errors = errors(text);
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(errors[0].starts_with(prefix), "{}", errors[0]);
+    assert!(errors[0].contains(part), "{}", errors[0]);
+}
+
+#[test]
+fn server_defaults() {
+    let server = ok(MINIMAL).server;
+    assert_eq!(server.listen.to_string(), "127.0.0.1:8080");
+    assert_eq!(server.admin_listen.to_string(), "127.0.0.1:9090");
+    assert_eq!(server.max_request_body, 1 << 20);
+    assert_eq!(server.max_stored_response, 4 << 20);
+    assert_eq!(server.max_header_bytes, 32 << 10);
+    assert_eq!(server.header_read_timeout, Duration::from_secs(10));
+    assert_eq!(server.max_connections, 10_000);
+    assert_eq!(server.shutdown_grace, Duration::from_secs(30));
+    assert_eq!(server.tls, None);
+}
+
+#[test]
+fn store_admin_upstream_defaults() {
+    let config = ok(MINIMAL);
+    let StoreConfig::Embedded(store) = config.store else {
+        panic!("not embedded")
+    };
+    assert_eq!(store.path, Path::new("data/idemgate.db"));
+    assert_eq!(store.sweep_interval, Duration::from_secs(60));
+    assert_eq!(store.sweep_batch, 1000);
+    assert_eq!(config.admin.token_env, None);
+    assert_eq!(config.admin.token, None);
+    let api = &config.upstreams["api"];
+    assert_eq!(api.connect_timeout, Duration::from_secs(2));
+    assert_eq!(api.timeout, Duration::from_secs(30));
+    assert!(!api.http2);
+    assert_eq!(api.tls, None);
+    let route = &config.routes[0];
+    assert!(route.idempotency);
+    assert!(route.preserve_host);
+    assert_eq!(route.matcher.methods, None);
+}
+
+#[test]
+fn policy_defaults() {
+    let policy = ok(MINIMAL).routes[0].policy.clone();
+    assert_eq!(policy.methods, ["POST", "PATCH"]);
+    assert_eq!(policy.key, KeySource::Header("idempotency-key".into()));
+    assert!(!policy.required);
+    assert_eq!(policy.retention, Duration::from_secs(86_400));
+    assert_eq!(policy.lock_timeout, Duration::from_secs(60));
+    assert_eq!(policy.on_in_flight, InFlightMode::Conflict);
+    assert_eq!(policy.wait_timeout, Duration::from_secs(10));
+    assert_eq!(policy.scope, [ScopePart::Header("authorization".into())]);
+    assert_eq!(
+        policy.fingerprint,
+        [
+            FingerprintPart::Method,
+            FingerprintPart::Path,
+            FingerprintPart::Query,
+            FingerprintPart::Body
+        ]
+    );
+    assert!(!policy.canonical_json);
+    assert_eq!(policy.release_statuses, [429, 503]);
+    assert!(policy.forward_key);
+    assert_eq!(policy.replay_header, "Idempotent-Replayed");
+    assert_eq!(policy.replay_exclude_headers, ["set-cookie"]);
+    assert_eq!(policy.on_store_error, StoreErrorMode::Reject);
+}
+
+#[test]
+fn postgres_defaults_and_url_env() {
+    let text = format!("[store]\nbackend = \"postgres\"\nurl_env = \"DB\"\n{MINIMAL}");
+    let env = |name: &str| (name == "DB").then(|| "postgres://u@h/db".to_owned());
+    let config = parse(&text, Path::new("t.toml"), &env).expect("valid");
+    let StoreConfig::Postgres(pg) = config.store else {
+        panic!("not postgres")
+    };
+    assert_eq!(pg.url, "postgres://u@h/db");
+    assert_eq!(pg.pool_size, 16);
+    assert_eq!(pg.connect_timeout, Duration::from_secs(5));
+    assert_eq!(pg.statement_timeout, Duration::from_secs(5));
+    assert!(pg.migrate);
+    assert_eq!(pg.redis, None);
+}
+
+#[test]
+fn unset_url_env_is_an_error_naming_the_field() {
+    let text = format!("[store]\nbackend = \"postgres\"\nurl_env = \"DB\"\n{MINIMAL}");
+    let errors = errors_with(&text, &|_| None);
+    assert_eq!(
+        errors,
+        ["t.toml:3:11: store.url_env: environment variable DB is not set or empty"]
+    );
+    let errors = errors_with(&text, &|_| Some(String::new()));
+    assert_eq!(errors.len(), 1, "{errors:?}");
+}
+
+#[test]
+fn postgres_needs_exactly_one_url() {
+    let text = format!("[store]\nbackend = \"postgres\"\n{MINIMAL}");
+    single(
+        &text,
+        "t.toml:2:11: store.url:",
+        "url or url_env is required",
+    );
+    let text = format!(
+        "[store]\nbackend = \"postgres\"\nurl = \"postgres://h\"\nurl_env = \"DB\"\n{MINIMAL}"
+    );
+    single(&text, "t.toml:3:7: store.url:", "not both");
+}
+
+#[test]
+fn redis_url_env_and_default_prefix() {
+    let text = format!(
+        "[store]\nbackend = \"postgres\"\nurl = \"postgres://h/db\"\n[store.redis]\nurl_env = \"R\"\n{MINIMAL}"
+    );
+    let env = |name: &str| (name == "R").then(|| "redis://cache:6379".to_owned());
+    let config = parse(&text, Path::new("t.toml"), &env).expect("valid");
+    let StoreConfig::Postgres(pg) = config.store else {
+        panic!("not postgres")
+    };
+    let redis = pg.redis.expect("redis");
+    assert_eq!(redis.url, "redis://cache:6379");
+    assert_eq!(redis.key_prefix, "idemgate:");
+    let errors = errors_with(&text, &|_| None);
+    assert_eq!(
+        errors,
+        ["t.toml:5:11: store.redis.url_env: environment variable R is not set or empty"]
+    );
+}
+
+#[test]
+fn redis_only_with_postgres() {
+    let text = format!("[store.redis]\nurl = \"redis://h\"\n{MINIMAL}");
+    single(&text, "t.toml:1:1: store.redis:", "backend = \"postgres\"");
+}
+
+#[test]
+fn admin_token_from_env_or_disabled() {
+    let text = format!("[admin]\ntoken_env = \"TOK\"\n{MINIMAL}");
+    let env = |name: &str| (name == "TOK").then(|| "s3cret".to_owned());
+    let config = parse(&text, Path::new("t.toml"), &env).expect("valid");
+    assert_eq!(config.admin.token.as_deref(), Some("s3cret"));
+    assert_eq!(config.admin.token_env.as_deref(), Some("TOK"));
+    let unset = ok(&text);
+    assert_eq!(unset.admin.token, None);
+    let empty = parse(&text, Path::new("t.toml"), &|_| Some(String::new())).expect("valid");
+    assert_eq!(empty.admin.token, None);
+}
+
+#[test]
+fn defaults_inherit_and_routes_override() {
+    let text = r#"
+[upstreams.api]
+url = "http://127.0.0.1:3000"
+
+[defaults]
+methods = ["post", "PUT"]
+scope = ["header:X-Tenant", "client_cert"]
+retention = "12h"
+release_statuses = [503]
+
+[server.tls]
+cert = "c.pem"
+key = "k.pem"
+client_ca = "ca.pem"
+
+[[routes]]
+name = "a"
+upstream = "api"
+match = { path = "/a" }
+
+[[routes]]
+name = "b"
+upstream = "api"
+match = { path = "/b", methods = ["delete"] }
+scope = []
+methods = ["DELETE"]
+retention = "500ms"
+key = { json_pointer = "/id" }
+"#;
+    let config = ok(text);
+    let a = &config.routes[0].policy;
+    assert_eq!(a.methods, ["POST", "PUT"]);
+    assert_eq!(
+        a.scope,
+        [ScopePart::Header("x-tenant".into()), ScopePart::ClientCert]
+    );
+    assert_eq!(a.retention, Duration::from_secs(12 * 3600));
+    assert_eq!(a.release_statuses, [503]);
+    let b = &config.routes[1];
+    assert_eq!(
+        b.matcher.methods.as_deref(),
+        Some(&["DELETE".to_owned()][..])
+    );
+    assert_eq!(b.policy.methods, ["DELETE"]);
+    assert_eq!(b.policy.scope, []);
+    assert_eq!(b.policy.retention, Duration::from_millis(500));
+    assert_eq!(b.policy.key, KeySource::JsonPointer("/id".into()));
+    assert_eq!(b.policy.release_statuses, [503]);
+}
+
+#[test]
+fn unknown_field_names_field_and_line() {
+    let text = format!("{MINIMAL}retentoin = \"1h\"\n");
+    single(
+        &text,
+        "t.toml:9:1: routes[0].retentoin:",
+        "unknown field `retentoin`",
+    );
+    single(
+        "[server]\nlisten = \"127.0.0.1:1\"\nlisen = 1\n",
+        "t.toml:3:1: server.lisen:",
+        "unknown field",
+    );
+}
+
+#[test]
+fn wrong_type_names_field_and_line() {
+    single(
+        &format!("[defaults]\nrequired = \"yes\"\n{MINIMAL}"),
+        "t.toml:2:12: defaults.required:",
+        "expected a boolean",
+    );
+    single(
+        &format!("[server]\nmax_connections = \"many\"\n{MINIMAL}"),
+        "t.toml:2:19: server.max_connections:",
+        "expected an integer",
+    );
+}
+
+#[test]
+fn bare_and_quoted_durations() {
+    // Unquoted with a unit is a TOML syntax error, still located and named.
+    single(
+        &format!("[defaults]\nretention = 24h\n{MINIMAL}"),
+        "t.toml:2:",
+        "defaults.retention",
+    );
+    // A bare number has no unit: a semantic error with a hint.
+    single(
+        &format!("[defaults]\nretention = 24\n{MINIMAL}"),
+        "t.toml:2:13: defaults.retention:",
+        "\"24s\"",
+    );
+    assert_eq!(
+        ok(&format!("[defaults]\nretention = \"24h\"\n{MINIMAL}")).routes[0]
+            .policy
+            .retention,
+        Duration::from_secs(86_400)
+    );
+}
+
+#[test]
+fn bad_duration() {
+    single(
+        &format!("[server]\nshutdown_grace = \"30 seconds\"\n{MINIMAL}"),
+        "t.toml:2:18: server.shutdown_grace:",
+        "invalid duration",
+    );
+    single(
+        &format!("[defaults]\nretention = \"0s\"\n{MINIMAL}"),
+        "t.toml:2:13: defaults.retention:",
+        "greater than zero",
+    );
+}
+
+#[test]
+fn bad_size_and_integer_size() {
+    single(
+        &format!("[server]\nmax_request_body = \"1 MB\"\n{MINIMAL}"),
+        "t.toml:2:20: server.max_request_body:",
+        "invalid size",
+    );
+    let config = ok(&format!(
+        "[server]\nmax_request_body = 2048\nmax_header_bytes = \"2KB\"\n{MINIMAL}"
+    ));
+    assert_eq!(config.server.max_request_body, 2048);
+    assert_eq!(config.server.max_header_bytes, 2000);
+}
+
+#[test]
+fn route_naming_unknown_upstream() {
+    let text = MINIMAL.replace("upstream = \"api\"", "upstream = \"apy\"");
+    let errors = errors(&text);
+    assert_eq!(
+        errors,
+        ["t.toml:7:12: routes[0].upstream: unknown upstream \"apy\" (defined: api)"]
+    );
+}
+
+#[test]
+fn duplicate_route_name() {
+    let text = format!(
+        "{MINIMAL}\n[[routes]]\nname = \"all\"\nupstream = \"api\"\nmatch = {{ path = \"/x\" }}\n"
+    );
+    let errors = errors(&text);
+    assert_eq!(
+        errors,
+        ["t.toml:11:8: routes[1].name: duplicate route name \"all\" (first at routes[0])"]
+    );
+}
+
+#[test]
+fn routes_missing_or_empty() {
+    let missing = errors("[upstreams.api]\nurl = \"http://h\"\n");
+    assert_eq!(
+        missing,
+        ["t.toml: routes: at least one [[routes]] is required"]
+    );
+    let empty = errors("routes = []\n[upstreams.api]\nurl = \"http://h\"\n");
+    assert_eq!(
+        empty,
+        ["t.toml:1:10: routes: at least one [[routes]] is required"]
+    );
+}
+
+#[test]
+fn lock_timeout_must_exceed_upstream_timeout() {
+    let text = MINIMAL.replace("3000\"", "3000\"\ntimeout = \"60s\"");
+    single(
+        &text,
+        "t.toml:6:1: routes[0].lock_timeout:",
+        "lock_timeout 60s (built-in default) must be longer than the timeout 60s of upstream \"api\"",
+    );
+    let own = format!("{text}lock_timeout = \"30s\"\n");
+    single(&own, "t.toml:10:16: routes[0].lock_timeout:", "30s");
+    let inherited = format!("[defaults]\nlock_timeout = \"45s\"\n{text}");
+    single(
+        &inherited,
+        "t.toml:2:16: defaults.lock_timeout:",
+        "(inherited by routes[0])",
+    );
+    // Not for pass-through routes.
+    ok(&format!("{text}idempotency = false\n"));
+}
+
+#[test]
+fn several_errors_are_collected() {
+    let text = r#"
+[server]
+listen = "localhost"
+max_request_body = "big"
+
+[upstreams.api]
+url = "ftp://h"
+
+[defaults]
+scope = ["cookie"]
+fingerprint = ["body", "header:bad header"]
+release_statuses = [200, 429, 700]
+key = { header = "a", json_pointer = "/b" }
+on_in_flight = "queue"
+
+[[routes]]
+name = "x"
+upstream = "nope"
+match = { path = "/a", path_prefix = "/b", methods = ["G T"] }
+"#;
+    let found = errors(text);
+    let expected = [
+        "t.toml:3:10: server.listen:",
+        "t.toml:4:20: server.max_request_body:",
+        "t.toml:7:7: upstreams.api.url:",
+        "t.toml:13:7: defaults.key:",
+        "t.toml:14:16: defaults.on_in_flight:",
+        "t.toml:10:10: defaults.scope[0]:",
+        "t.toml:11:24: defaults.fingerprint[1]:",
+        "t.toml:12:21: defaults.release_statuses[0]:",
+        "t.toml:12:31: defaults.release_statuses[2]:",
+        "t.toml:18:12: routes[0].upstream:",
+        "t.toml:19:9: routes[0].match:",
+        "t.toml:19:55: routes[0].match.methods[0]:",
+    ];
+    for prefix in expected {
+        assert!(
+            found.iter().any(|e| e.starts_with(prefix)),
+            "missing {prefix} in {found:#?}"
+        );
+    }
+    assert_eq!(found.len(), expected.len(), "{found:#?}");
+}
+
+#[test]
+fn match_rules() {
+    let text = MINIMAL.replace("{ path_prefix = \"/\" }", "{ path_prefix = \"v1\" }");
+    single(
+        &text,
+        "t.toml:8:25: routes[0].match.path_prefix:",
+        "must start with \"/\"",
+    );
+    let text = MINIMAL.replace("{ path_prefix = \"/\" }", "{ methods = [\"GET\"] }");
+    single(
+        &text,
+        "t.toml:8:9: routes[0].match:",
+        "exactly one of path or path_prefix",
+    );
+}
+
+#[test]
+fn client_cert_scope_needs_client_ca() {
+    let text = format!("[defaults]\nscope = [\"client_cert\"]\n{MINIMAL}");
+    single(
+        &text,
+        "t.toml:2:10: defaults.scope[0]:",
+        "server.tls.client_ca",
+    );
+}
+
+#[test]
+fn tls_needs_cert_and_key() {
+    let text = format!("[server.tls]\ncert = \"c.pem\"\n{MINIMAL}");
+    single(&text, "t.toml:1:1: server.tls.key:", "both cert and key");
+    let text = MINIMAL.replace("3000\"", "3000\"\n[upstreams.api.tls]\nkey = \"k.pem\"");
+    single(
+        &text,
+        "t.toml:4:1: upstreams.api.tls.cert:",
+        "both cert and key",
+    );
+}
+
+#[test]
+fn shadowed_route_warns() {
+    let text = format!(
+        "{MINIMAL}\n[[routes]]\nname = \"later\"\nupstream = \"api\"\nmatch = {{ path_prefix = \"/v1\" }}\n"
+    );
+    let config = ok(&text);
+    assert_eq!(
+        config.warnings,
+        [
+            "t.toml:10:1: routes[1]: route \"later\" is shadowed by route \"all\" (routes[0]) and will never match"
+        ]
+    );
+}
+
+#[test]
+fn policy_on_pass_through_route_warns() {
+    let text = format!("{MINIMAL}idempotency = false\nretention = \"1h\"\nrequired = true\n");
+    let config = ok(&text);
+    assert_eq!(
+        config.warnings,
+        ["t.toml:9:15: routes[0]: required, retention ignored: idempotency = false"]
+    );
+}
+
+#[test]
+fn describe_lists_routes_policy_and_warnings() {
+    let text = format!(
+        "{MINIMAL}retention = \"72h\"\non_in_flight = \"wait\"\nwait_timeout = \"500ms\"\n\n[[routes]]\nname = \"rest\"\nupstream = \"api\"\nmatch = {{ path = \"/x\", methods = [\"GET\"] }}\nidempotency = false\n"
+    );
+    let out = describe(&ok(&text));
+    assert!(out.contains("route all\n  match     path_prefix / any method\n  upstream  api (http://127.0.0.1:3000)\n"), "{out}");
+    assert!(
+        out.contains("retention      72h, lock_timeout 60s"),
+        "{out}"
+    );
+    assert!(out.contains("in-flight      wait 500ms"), "{out}");
+    assert!(
+        out.contains("route rest\n  match     path /x methods GET\n"),
+        "{out}"
+    );
+    assert!(out.contains("  policy    pass-through"), "{out}");
+    assert!(out.contains("warning: t.toml:"), "{out}");
+}
+
+#[test]
+fn shipped_quick_start_config_is_valid() {
+    let text = include_str!("../../../config/idemgate.toml");
+    let config = ok(text);
+    assert!(matches!(config.store, StoreConfig::Embedded(_)));
+    let names: Vec<&str> = config.routes.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["charges", "rest"]);
+    assert!(config.routes[0].policy.required);
+    assert_eq!(
+        config.routes[0].policy.retention,
+        Duration::from_secs(72 * 3600)
+    );
+    assert!(!config.routes[1].idempotency);
+    assert_eq!(config.warnings, Vec::<String>::new());
+    // The reference shows this exact output.
+    let docs = include_str!("../../../docs/configuration.md");
+    assert!(docs.contains(&describe(&config)), "{}", describe(&config));
+}
+
+#[test]
+fn shipped_postgres_example_is_valid() {
+    let text = include_str!("../../../config/examples/postgres-redis.toml");
+    let env = |name: &str| (name == "DATABASE_URL").then(|| "postgres://u@db/idemgate".to_owned());
+    let config = parse(text, Path::new("postgres-redis.toml"), &env).expect("valid");
+    let StoreConfig::Postgres(pg) = &config.store else {
+        panic!("not postgres")
+    };
+    assert!(pg.redis.is_some());
+    assert_eq!(
+        config.routes[0].policy.key,
+        KeySource::JsonPointer("/id".into())
+    );
+    assert_eq!(config.warnings, Vec::<String>::new());
+}
+
+#[test]
+fn toml_errors_in_a_later_route_name_its_index() {
+    let text =
+        format!("{MINIMAL}\n[[routes]]\nname = \"b\"\nupstream = \"api\"\nrequired = \"yes\"\n");
+    single(
+        &text,
+        "t.toml:13:12: routes[1].required:",
+        "expected a boolean",
+    );
+    let text = format!("{MINIMAL}\n[[routes]]\nname = \"b\"\nretention = 1h\n");
+    single(
+        &text,
+        "t.toml:12:13: routes[1].retention:",
+        "must be quoted",
+    );
+}
+
+#[test]
+fn listen_addresses_must_differ() {
+    let text = format!("[server]\nlisten = \"127.0.0.1:9090\"\n{MINIMAL}");
+    single(&text, "t.toml:2:10: server.listen:", "must differ");
+}
+
+#[test]
+fn unused_upstream_warns() {
+    let text = format!("{MINIMAL}\n[upstreams.spare]\nurl = \"http://a\"\n");
+    assert_eq!(
+        ok(&text).warnings,
+        ["t.toml:10:1: upstreams.spare: not used by any route"]
+    );
+}

@@ -1,0 +1,82 @@
+//! `[upstreams.NAME]`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::context::Ctx;
+use super::names;
+use super::server::positive_duration;
+use crate::config::UpstreamConfig;
+use crate::config::UpstreamTlsConfig;
+use crate::config::file::{UpstreamFile, UpstreamTlsFile};
+
+pub fn upstreams(
+    ctx: &mut Ctx<'_>,
+    file: &BTreeMap<String, Spanned<UpstreamFile>>,
+) -> BTreeMap<String, UpstreamConfig> {
+    file.iter()
+        .map(|(name, upstream)| (name.clone(), self::upstream(ctx, name, upstream)))
+        .collect()
+}
+
+fn upstream(ctx: &mut Ctx<'_>, name: &str, upstream: &Spanned<UpstreamFile>) -> UpstreamConfig {
+    let prefix = format!("upstreams.{name}");
+    if let Err(message) = names::name(name) {
+        ctx.error(Some(upstream.span()), &prefix, message);
+    }
+    let file = upstream.get_ref();
+    let url = match &file.url {
+        Some(url) => ctx.value(Some(url), &format!("{prefix}.url"), String::new(), |u| {
+            names::upstream_url(u)
+        }),
+        None => {
+            ctx.error(
+                Some(upstream.span()),
+                format!("{prefix}.url"),
+                "url is required",
+            );
+            String::new()
+        }
+    };
+    UpstreamConfig {
+        name: name.to_owned(),
+        url,
+        connect_timeout: ctx.value(
+            file.connect_timeout.as_ref(),
+            &format!("{prefix}.connect_timeout"),
+            Duration::from_secs(2),
+            positive_duration,
+        ),
+        timeout: ctx.value(
+            file.timeout.as_ref(),
+            &format!("{prefix}.timeout"),
+            Duration::from_secs(30),
+            positive_duration,
+        ),
+        http2: file.http2.unwrap_or(false),
+        tls: file.tls.as_ref().map(|tls| self::tls(ctx, &prefix, tls)),
+    }
+}
+
+fn tls(ctx: &mut Ctx<'_>, prefix: &str, tls: &Spanned<UpstreamTlsFile>) -> UpstreamTlsConfig {
+    let file = tls.get_ref();
+    let mut path = |value: &Option<Spanned<String>>, name: &str| {
+        ctx.value(value.as_ref(), &format!("{prefix}.tls.{name}"), None, |p| {
+            names::file_path(p).map(Some)
+        })
+    };
+    let ca = path(&file.ca, "ca");
+    let cert = path(&file.cert, "cert");
+    let key = path(&file.key, "key");
+    if file.cert.is_some() != file.key.is_some() {
+        let missing = if file.cert.is_some() { "key" } else { "cert" };
+        ctx.error(
+            Some(tls.span()),
+            format!("{prefix}.tls.{missing}"),
+            "a client certificate needs both cert and key",
+        );
+    }
+    UpstreamTlsConfig { ca, cert, key }
+}
