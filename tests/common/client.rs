@@ -16,8 +16,12 @@ pub struct Reply {
 
 impl Reply {
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body)))
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body is not JSON ({e}): {:?}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
     }
 
     pub fn header(&self, name: &str) -> Option<&str> {
@@ -69,7 +73,11 @@ impl Client {
         let request = builder.body(Full::new(body.into())).unwrap();
         let response = self.inner.request(request).await.expect("request failed");
         let (parts, body) = response.into_parts();
-        let body = body.collect().await.expect("reading the body failed").to_bytes();
+        let body = body
+            .collect()
+            .await
+            .expect("reading the body failed")
+            .to_bytes();
         Reply {
             status: parts.status,
             headers: parts.headers,

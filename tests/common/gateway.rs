@@ -49,7 +49,13 @@ pub struct GatewayProcess {
 }
 
 /// Replaces `{listen}`, `{admin}`, `{db}` and `{upstream}` in a config template.
-pub fn render(template: &str, dir: &TestDir, upstream: &str, listen: SocketAddr, admin: SocketAddr) -> String {
+pub fn render(
+    template: &str,
+    dir: &TestDir,
+    upstream: &str,
+    listen: SocketAddr,
+    admin: SocketAddr,
+) -> String {
     template
         .replace("{listen}", &listen.to_string())
         .replace("{admin}", &admin.to_string())
@@ -77,7 +83,10 @@ impl GatewayProcess {
             config,
             log: dir.path("gateway.log"),
             child: None,
-            envs: envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            envs: envs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         process.spawn();
         process
@@ -105,10 +114,16 @@ impl GatewayProcess {
     fn wait_healthy(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(15);
         while Instant::now() < deadline {
-            if std::net::TcpStream::connect(self.admin).is_ok() && std::net::TcpStream::connect(self.addr).is_ok() {
+            if std::net::TcpStream::connect(self.admin).is_ok()
+                && std::net::TcpStream::connect(self.addr).is_ok()
+            {
                 return;
             }
-            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
                 panic!("gateway exited at start ({status}):\n{}", self.log_text());
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -157,7 +172,10 @@ impl GatewayProcess {
                 self.child = None;
                 return status;
             }
-            assert!(Instant::now() < deadline, "gateway did not exit in {within:?}");
+            assert!(
+                Instant::now() < deadline,
+                "gateway did not exit in {within:?}"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }

@@ -106,15 +106,25 @@ fn query_param(req: &Request<Incoming>, name: &str) -> Option<String> {
 }
 
 fn full(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into()).map_err(|never| match never {}).boxed()
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed()
 }
 
-async fn handle(req: Request<Incoming>, state: Arc<Counters>) -> Result<Response<Body>, Infallible> {
+async fn handle(
+    req: Request<Incoming>,
+    state: Arc<Counters>,
+) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path().to_string();
     *state.last_headers.lock().unwrap() = req
         .headers()
         .iter()
-        .map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+        .map(|(n, v)| {
+            (
+                n.to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
         .collect();
     if path == "/sink" {
         let mut body = req.into_body();
@@ -127,7 +137,9 @@ async fn handle(req: Request<Incoming>, state: Arc<Counters>) -> Result<Response
         return Ok(Response::new(full(length.to_string())));
     }
     if path == "/big" {
-        let bytes: u64 = query_param(&req, "bytes").and_then(|b| b.parse().ok()).unwrap_or(0);
+        let bytes: u64 = query_param(&req, "bytes")
+            .and_then(|b| b.parse().ok())
+            .unwrap_or(0);
         let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
         let chunks = (0..bytes.div_ceil(64 * 1024)).map(move |i| {
             let left = bytes - i * 64 * 1024;
@@ -148,15 +160,29 @@ async fn handle(req: Request<Incoming>, state: Arc<Counters>) -> Result<Response
         .unwrap_or_default();
     let method = req.method().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
-    let delay: u64 = query_param(&req, "delay_ms").and_then(|d| d.parse().ok()).unwrap_or(0);
-    let status: u16 = query_param(&req, "status").and_then(|s| s.parse().ok()).unwrap_or(201);
+    let delay: u64 = query_param(&req, "delay_ms")
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(0);
+    let status: u16 = query_param(&req, "status")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(201);
     let cookie = query_param(&req, "cookie").is_some();
     let headers: serde_json::Map<String, serde_json::Value> = req
         .headers()
         .iter()
-        .map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned().into()))
+        .map(|(n, v)| {
+            (
+                n.to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned().into(),
+            )
+        })
         .collect();
-    let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
 
     if path == "/reset" {
         state.total.fetch_add(1, Ordering::SeqCst);
