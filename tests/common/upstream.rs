@@ -3,7 +3,8 @@
 //! Paths:
 //! - `/v1/charges...`, `/hook...`, anything else: 201, `Location`, a JSON body
 //!   naming the execution number, method, path, query and body length;
-//!   `?delay_ms=N` waits first; `?status=N` answers N; `?cookie=1` adds Set-Cookie.
+//!   `?delay_ms=N` waits first; `?status=N` answers N; `?cookie=1` adds Set-Cookie;
+//!   `?pad=N` pads the body with N bytes.
 //! - `/echo`: 200, JSON of method, path, query, headers, body sha-less length.
 //! - `/big?bytes=N`: streams N bytes in 64 KiB chunks.
 //! - `/sink`: reads the body as it streams and answers its length.
@@ -167,6 +168,9 @@ async fn handle(
         .and_then(|s| s.parse().ok())
         .unwrap_or(201);
     let cookie = query_param(&req, "cookie").is_some();
+    let pad: usize = query_param(&req, "pad")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
     let headers: serde_json::Map<String, serde_json::Value> = req
         .headers()
         .iter()
@@ -210,7 +214,7 @@ async fn handle(
     }
     let doc = serde_json::json!({
         "execution": n, "method": method, "path": path, "query": query,
-        "body_len": body.len(), "id": format!("ch_{n}"),
+        "body_len": body.len(), "id": format!("ch_{n}"), "pad": "p".repeat(pad),
     });
     let mut builder = Response::builder()
         .status(status)

@@ -1,0 +1,654 @@
+//! Every row of SPEC section 3's table, against the real binary on the
+//! embedded store, with a counting upstream.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{GatewayProcess, MockUpstream, Reply, TestDir};
+
+const CONFIG: &str = r#"
+[server]
+listen = "{listen}"
+admin_listen = "{admin}"
+max_request_body = "64KiB"
+max_stored_response = "256KiB"
+
+[store]
+path = "{db}"
+
+[upstreams.api]
+url = "{upstream}"
+timeout = "1s"
+
+[upstreams.broken]
+url = "{broken}"
+timeout = "1s"
+
+[upstreams.down]
+url = "{down}"
+timeout = "1s"
+
+[defaults]
+lock_timeout = "3s"
+
+[[routes]]
+name = "charges"
+upstream = "api"
+match = { path_prefix = "/v1/charges" }
+required = true
+
+[[routes]]
+name = "optional"
+upstream = "api"
+match = { path_prefix = "/v1/optional" }
+
+[[routes]]
+name = "waiting"
+upstream = "api"
+match = { path_prefix = "/v1/wait" }
+on_in_flight = "wait"
+wait_timeout = "5s"
+
+[[routes]]
+name = "hooks"
+upstream = "api"
+match = { path_prefix = "/hook" }
+key = { json_pointer = "/id" }
+required = true
+scope = []
+
+[[routes]]
+name = "canonical"
+upstream = "api"
+match = { path_prefix = "/v1/canonical" }
+canonical_json = true
+
+[[routes]]
+name = "hidden"
+upstream = "api"
+match = { path_prefix = "/v1/hidden" }
+forward_key = false
+
+[[routes]]
+name = "broken"
+upstream = "broken"
+match = { path_prefix = "/v1/broken" }
+
+[[routes]]
+name = "down"
+upstream = "down"
+match = { path_prefix = "/v1/down" }
+
+[[routes]]
+name = "rest"
+upstream = "api"
+match = { path_prefix = "/" }
+idempotency = false
+"#;
+
+struct Setup {
+    _dir: TestDir,
+    upstream: MockUpstream,
+    broken_count: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    gateway: GatewayProcess,
+}
+
+async fn setup(name: &str) -> Setup {
+    let dir = TestDir::new(name);
+    let upstream = MockUpstream::start().await;
+    let (broken, broken_count) = common::upstream::start_resetting().await;
+    let down = common::gateway::free_port();
+    let config = CONFIG
+        .replace("{broken}", &format!("http://{broken}"))
+        .replace("{down}", &format!("http://{down}"));
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
+    Setup {
+        _dir: dir,
+        upstream,
+        broken_count,
+        gateway,
+    }
+}
+
+fn assert_problem(reply: &Reply, status: u16, code: &str) {
+    assert_eq!(reply.status, status, "{}", reply.text());
+    assert_eq!(
+        reply.header("content-type"),
+        Some("application/problem+json")
+    );
+    assert_eq!(reply.json()["code"], code, "{}", reply.text());
+    assert!(
+        reply.header("idempotent-replayed").is_none(),
+        "rejections carry no marker"
+    );
+}
+
+fn assert_same_answer(first: &Reply, replay: &Reply) {
+    assert_eq!(first.status, replay.status);
+    assert_eq!(first.body, replay.body, "replayed body differs");
+    for name in ["location", "content-type", "x-execution"] {
+        assert_eq!(first.header(name), replay.header(name), "{name}");
+    }
+    assert_eq!(first.header("idempotent-replayed"), Some("false"));
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert!(replay.header("date").is_some());
+}
+
+#[tokio::test]
+async fn first_request_executes_once_and_retries_replay_byte_for_byte() {
+    let s = setup("replay").await;
+    let client = s.gateway.client();
+    let first = client
+        .post("/v1/charges", Some("k-1"), r#"{"amount":100}"#)
+        .await;
+    assert_eq!(first.status, 201);
+    assert_eq!(first.header("location"), Some("/v1/charges/ch_1"));
+    for _ in 0..3 {
+        let again = client
+            .post("/v1/charges", Some("k-1"), r#"{"amount":100}"#)
+            .await;
+        assert_same_answer(&first, &again);
+    }
+    assert_eq!(s.upstream.executions("k-1"), 1);
+}
+
+#[tokio::test]
+async fn methods_outside_the_policy_pass_through_without_a_record() {
+    let s = setup("methods").await;
+    let client = s.gateway.client();
+    for _ in 0..2 {
+        let reply = client
+            .send("GET", "/v1/charges", &[("idempotency-key", "g-1")], "")
+            .await;
+        assert_eq!(reply.status, 201);
+        assert!(reply.header("idempotent-replayed").is_none());
+    }
+    assert_eq!(s.upstream.executions("g-1"), 2);
+}
+
+#[tokio::test]
+async fn missing_key_is_400_when_required_and_forwarded_otherwise() {
+    let s = setup("missing").await;
+    let client = s.gateway.client();
+    assert_problem(
+        &client.post("/v1/charges", None, "{}").await,
+        400,
+        "missing-key",
+    );
+    assert_eq!(s.upstream.total(), 0);
+    for _ in 0..2 {
+        let reply = client.post("/v1/optional", None, "{}").await;
+        assert_eq!(reply.status, 201);
+        assert!(reply.header("idempotent-replayed").is_none());
+    }
+    assert_eq!(s.upstream.total(), 2);
+}
+
+#[tokio::test]
+async fn invalid_keys_are_400_and_quoted_keys_equal_bare_ones() {
+    let s = setup("invalid").await;
+    let client = s.gateway.client();
+    let long = "k".repeat(256);
+    for bad in [long.as_str(), "a\tb", "\"\"", "\"unterminated", "two words"] {
+        let reply = client
+            .send("POST", "/v1/charges", &[("idempotency-key", bad)], "{}")
+            .await;
+        assert_problem(&reply, 400, "invalid-key");
+    }
+    assert_eq!(s.upstream.total(), 0);
+
+    let max = "k".repeat(255);
+    assert_eq!(
+        client.post("/v1/charges", Some(&max), "{}").await.status,
+        201
+    );
+
+    let bare = client.post("/v1/charges", Some("quoted-1"), "{}").await;
+    let quoted = client.post("/v1/charges", Some("\"quoted-1\""), "{}").await;
+    assert_same_answer(&bare, &quoted);
+}
+
+#[tokio::test]
+async fn keyed_body_over_the_limit_is_413_and_nothing_is_forwarded() {
+    let s = setup("too-large").await;
+    let client = s.gateway.client();
+    let big = "x".repeat(70 * 1024);
+    assert_problem(
+        &client.post("/v1/charges", Some("big-1"), &big).await,
+        413,
+        "body-too-large",
+    );
+    assert_eq!(s.upstream.total(), 0);
+    // Without a key the body streams and is not limited.
+    assert_eq!(client.post("/v1/optional", None, &big).await.status, 201);
+}
+
+#[tokio::test]
+async fn reuse_with_another_payload_is_422_and_leaks_nothing() {
+    let s = setup("mismatch").await;
+    let client = s.gateway.client();
+    let first = client
+        .post("/v1/charges", Some("m-1"), r#"{"amount":100}"#)
+        .await;
+    assert_eq!(first.status, 201);
+    for (path, body) in [
+        ("/v1/charges", r#"{"amount":999}"#),
+        ("/v1/charges/other", r#"{"amount":100}"#),
+        ("/v1/charges?x=1", r#"{"amount":100}"#),
+    ] {
+        let reply = client.post(path, Some("m-1"), body).await;
+        assert_problem(&reply, 422, "fingerprint-mismatch");
+        assert!(
+            !reply.text().contains("ch_1"),
+            "a 422 must not echo the stored answer"
+        );
+    }
+    assert_eq!(s.upstream.total(), 1);
+}
+
+#[tokio::test]
+async fn in_flight_duplicate_is_409_with_retry_after_or_422_for_another_payload() {
+    let s = setup("conflict").await;
+    let client = s.gateway.client();
+    let slow = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .post("/v1/charges?delay_ms=600", Some("c-1"), "{}")
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let dup = client
+        .post("/v1/charges?delay_ms=600", Some("c-1"), "{}")
+        .await;
+    assert_problem(&dup, 409, "key-in-flight");
+    let retry_after: u64 = dup.header("retry-after").unwrap().parse().unwrap();
+    assert!(retry_after >= 1);
+    let other = client
+        .post("/v1/charges?delay_ms=600", Some("c-1"), r#"{"x":1}"#)
+        .await;
+    assert_problem(&other, 422, "fingerprint-mismatch");
+    let first = slow.await.unwrap();
+    assert_eq!(first.status, 201);
+    let replay = client
+        .post("/v1/charges?delay_ms=600", Some("c-1"), "{}")
+        .await;
+    assert_same_answer(&first, &replay);
+    assert_eq!(s.upstream.executions("c-1"), 1);
+}
+
+#[tokio::test]
+async fn two_hundred_concurrent_duplicates_execute_once() {
+    let s = setup("storm").await;
+    let client = s.gateway.client();
+    let tasks: Vec<_> = (0..200)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                client
+                    .post("/v1/charges?delay_ms=300", Some("storm"), "{}")
+                    .await
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.unwrap());
+    }
+    assert_eq!(s.upstream.executions("storm"), 1);
+    let fresh: Vec<_> = answers
+        .iter()
+        .filter(|r| r.header("idempotent-replayed") == Some("false"))
+        .collect();
+    assert_eq!(fresh.len(), 1);
+    for reply in &answers {
+        match reply.status.as_u16() {
+            409 => assert_eq!(reply.json()["code"], "key-in-flight"),
+            201 => assert_eq!(reply.body, fresh[0].body),
+            other => panic!("unexpected {other}: {}", reply.text()),
+        }
+    }
+}
+
+#[tokio::test]
+async fn wait_mode_coalesces_concurrent_duplicates_into_one_execution() {
+    let s = setup("wait").await;
+    let client = s.gateway.client();
+    let tasks: Vec<_> = (0..10)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                client
+                    .post("/v1/wait?delay_ms=500", Some("w-1"), "{}")
+                    .await
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.unwrap());
+    }
+    assert_eq!(s.upstream.executions("w-1"), 1);
+    for reply in &answers {
+        assert_eq!(reply.status, 201, "{}", reply.text());
+        assert_eq!(reply.body, answers[0].body);
+        assert_eq!(reply.header("location"), answers[0].header("location"));
+    }
+    let fresh = answers
+        .iter()
+        .filter(|r| r.header("idempotent-replayed") == Some("false"))
+        .count();
+    assert_eq!(fresh, 1);
+}
+
+#[tokio::test]
+async fn scope_separates_tenants_with_the_same_key() {
+    let s = setup("scope").await;
+    let client = s.gateway.client();
+    let send = |auth: &'static str| {
+        let client = client.clone();
+        async move {
+            client
+                .send(
+                    "POST",
+                    "/v1/charges",
+                    &[("idempotency-key", "shared"), ("authorization", auth)],
+                    "{}",
+                )
+                .await
+        }
+    };
+    let alice = send("Bearer alice").await;
+    let bob = send("Bearer bob").await;
+    assert_eq!(alice.header("idempotent-replayed"), Some("false"));
+    assert_eq!(bob.header("idempotent-replayed"), Some("false"));
+    assert_ne!(alice.body, bob.body);
+    assert_same_answer(&alice, &send("Bearer alice").await);
+    assert_same_answer(&bob, &send("Bearer bob").await);
+    assert_eq!(s.upstream.executions("shared"), 2);
+}
+
+#[tokio::test]
+async fn canonical_json_compares_bodies_by_value_only_where_enabled() {
+    let s = setup("canonical").await;
+    let client = s.gateway.client();
+    let first = client
+        .post("/v1/canonical", Some("j-1"), r#"{"a":1,"b":[1,2]}"#)
+        .await;
+    let same_value = client
+        .post("/v1/canonical", Some("j-1"), r#"{ "b": [1, 2], "a": 1 }"#)
+        .await;
+    assert_same_answer(&first, &same_value);
+
+    assert_eq!(
+        client
+            .post("/v1/charges", Some("j-2"), r#"{"a":1,"b":2}"#)
+            .await
+            .status,
+        201
+    );
+    let reordered = client
+        .post("/v1/charges", Some("j-2"), r#"{"b":2,"a":1}"#)
+        .await;
+    assert_problem(&reordered, 422, "fingerprint-mismatch");
+}
+
+#[tokio::test]
+async fn json_pointer_key_from_the_body() {
+    let s = setup("pointer").await;
+    let client = s.gateway.client();
+    let event = r#"{"id":"evt_1","type":"charge.succeeded"}"#;
+    let first = client.post("/hook", None, event).await;
+    assert_eq!(first.status, 201);
+    let redelivery = client.post("/hook", None, event).await;
+    assert_same_answer(&first, &redelivery);
+    assert_eq!(s.upstream.total(), 1);
+
+    assert_problem(
+        &client.post("/hook", None, "not json").await,
+        400,
+        "missing-key",
+    );
+    assert_problem(
+        &client.post("/hook", None, r#"{"type":"x"}"#).await,
+        400,
+        "missing-key",
+    );
+    assert_problem(
+        &client.post("/hook", None, r#"{"id":{"nested":1}}"#).await,
+        400,
+        "missing-key",
+    );
+    assert_eq!(s.upstream.total(), 1);
+}
+
+#[tokio::test]
+async fn release_statuses_are_returned_not_stored() {
+    let s = setup("release").await;
+    let client = s.gateway.client();
+    let busy = client
+        .post("/v1/charges?status=503", Some("r-1"), "{}")
+        .await;
+    assert_eq!(busy.status, 503);
+    assert_eq!(busy.header("idempotent-replayed"), Some("false"));
+    let again = client
+        .post("/v1/charges?status=503", Some("r-1"), "{}")
+        .await;
+    assert_eq!(again.header("idempotent-replayed"), Some("false"));
+    assert_eq!(s.upstream.executions("r-1"), 2, "a released key runs again");
+}
+
+#[tokio::test]
+async fn refused_upstream_is_502_and_frees_the_key() {
+    let s = setup("refused").await;
+    let client = s.gateway.client();
+    for _ in 0..2 {
+        let reply = client.post("/v1/down", Some("d-1"), "{}").await;
+        assert_problem(&reply, 502, "upstream-unreachable");
+    }
+}
+
+#[tokio::test]
+async fn timeout_after_sending_is_a_stored_504_outcome_unknown() {
+    let s = setup("timeout").await;
+    let client = s.gateway.client();
+    let first = client
+        .post("/v1/charges?delay_ms=1500", Some("t-1"), "{}")
+        .await;
+    assert_eq!(first.status, 504);
+    assert_eq!(first.json()["code"], "outcome-unknown");
+    assert_eq!(first.json()["type"], "outcome-unknown");
+    assert_eq!(first.header("idempotent-replayed"), Some("false"));
+    let retry = client
+        .post("/v1/charges?delay_ms=1500", Some("t-1"), "{}")
+        .await;
+    assert_eq!(retry.status, 504);
+    assert_eq!(retry.body, first.body);
+    assert_eq!(retry.header("idempotent-replayed"), Some("true"));
+    assert_eq!(
+        s.upstream.executions("t-1"),
+        1,
+        "an unknown outcome is not run again"
+    );
+}
+
+#[tokio::test]
+async fn broken_connection_after_sending_is_a_stored_502_outcome_unknown() {
+    let s = setup("broken").await;
+    let client = s.gateway.client();
+    let first = client.post("/v1/broken", Some("b-1"), "{}").await;
+    assert_eq!(first.status, 502, "{}", first.text());
+    assert_eq!(first.json()["code"], "outcome-unknown");
+    let retry = client.post("/v1/broken", Some("b-1"), "{}").await;
+    assert_eq!(retry.status, 502);
+    assert_eq!(retry.header("idempotent-replayed"), Some("true"));
+    assert_eq!(s.broken_count.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn large_answers_stream_and_replay_status_and_headers_only() {
+    let s = setup("oversized").await;
+    let client = s.gateway.client();
+    let first = client
+        .post("/v1/charges?pad=300000", Some("big-answer"), "{}")
+        .await;
+    assert_eq!(first.status, 201);
+    assert!(first.body.len() > 300_000);
+    assert_eq!(first.header("idempotent-replayed"), Some("false"));
+    let replay = client
+        .post("/v1/charges?pad=300000", Some("big-answer"), "{}")
+        .await;
+    assert_eq!(replay.status, 201);
+    assert!(replay.body.is_empty());
+    assert_eq!(replay.header("idempotency-replay"), Some("omitted"));
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.header("location"), first.header("location"));
+    assert_eq!(s.upstream.executions("big-answer"), 1);
+}
+
+#[tokio::test]
+async fn forward_key_and_excluded_headers() {
+    let s = setup("headers").await;
+    let client = s.gateway.client();
+    client.post("/v1/hidden", Some("h-1"), "{}").await;
+    assert_eq!(
+        s.upstream.last_header("idempotency-key"),
+        None,
+        "forward_key = false"
+    );
+    client.post("/v1/charges", Some("h-2"), "{}").await;
+    assert_eq!(
+        s.upstream.last_header("idempotency-key").as_deref(),
+        Some("h-2")
+    );
+
+    let fresh = client.post("/v1/charges?cookie=1", Some("h-3"), "{}").await;
+    assert!(
+        fresh.header("set-cookie").is_some(),
+        "the fresh answer keeps Set-Cookie"
+    );
+    let replay = client.post("/v1/charges?cookie=1", Some("h-3"), "{}").await;
+    assert!(
+        replay.header("set-cookie").is_none(),
+        "Set-Cookie is never replayed"
+    );
+}
+
+#[tokio::test]
+async fn client_gone_mid_request_still_records_the_answer() {
+    let s = setup("disconnect").await;
+    let client = s.gateway.client();
+    let abandoned = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .post("/v1/charges?delay_ms=600", Some("gone-1"), "{}")
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    abandoned.abort();
+    // A fresh connection, after the upstream has answered.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let retry = common::Client::new(s.gateway.addr)
+        .post("/v1/charges?delay_ms=600", Some("gone-1"), "{}")
+        .await;
+    assert_eq!(retry.status, 201);
+    assert_eq!(retry.header("idempotent-replayed"), Some("true"));
+    assert_eq!(s.upstream.executions("gone-1"), 1);
+}
+
+#[tokio::test]
+async fn answers_survive_sigkill_and_a_lease_of_a_dead_gateway_is_taken_over() {
+    let mut s = setup("crash").await;
+    let client = s.gateway.client();
+    let done = client.post("/v1/charges", Some("done-1"), "{}").await;
+    assert_eq!(done.status, 201);
+
+    let doomed = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .post("/v1/charges?delay_ms=900", Some("doomed"), "{}")
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.gateway.kill();
+    let _ = doomed.await;
+    s.gateway.restart();
+    let client = s.gateway.client();
+
+    // Answered before the kill: replayed after it.
+    assert_same_answer(
+        &done,
+        &client.post("/v1/charges", Some("done-1"), "{}").await,
+    );
+
+    // In flight at the kill: its lease (3s) is still live, then taken over once.
+    let early = client
+        .post("/v1/charges?delay_ms=900", Some("doomed"), "{}")
+        .await;
+    assert_problem(&early, 409, "key-in-flight");
+    tokio::time::sleep(Duration::from_millis(3200)).await;
+    let rerun = client
+        .post("/v1/charges?delay_ms=900", Some("doomed"), "{}")
+        .await;
+    assert_eq!(rerun.status, 201, "{}", rerun.text());
+    assert_eq!(rerun.header("idempotent-replayed"), Some("false"));
+    let replay = client
+        .post("/v1/charges?delay_ms=900", Some("doomed"), "{}")
+        .await;
+    assert_same_answer(&rerun, &replay);
+    assert_eq!(s.upstream.executions("doomed"), 2);
+}
+
+#[tokio::test]
+async fn metrics_count_every_outcome() {
+    let s = setup("metrics").await;
+    let client = s.gateway.client();
+    client.post("/v1/charges", Some("x-1"), "{}").await;
+    client.post("/v1/charges", Some("x-1"), "{}").await;
+    client
+        .post("/v1/charges", Some("x-1"), r#"{"other":1}"#)
+        .await;
+    client.post("/v1/charges", None, "{}").await;
+    client.post("/v1/charges", Some("\"\""), "{}").await;
+    client.post("/v1/optional", None, "{}").await;
+    let slow = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .post("/v1/charges?delay_ms=500", Some("x-2"), "{}")
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    client
+        .post("/v1/charges?delay_ms=500", Some("x-2"), "{}")
+        .await;
+    slow.await.unwrap();
+    client.get("/anything").await;
+
+    let text = s.gateway.admin_client().get("/metrics").await.text();
+    for (route, outcome, count) in [
+        ("charges", "new", 2),
+        ("charges", "replayed", 1),
+        ("charges", "mismatch", 1),
+        ("charges", "missing_key", 1),
+        ("charges", "invalid_key", 1),
+        ("charges", "conflict", 1),
+        ("optional", "passthrough", 1),
+        ("rest", "passthrough", 1),
+    ] {
+        let line =
+            format!("idemgate_requests_total{{outcome=\"{outcome}\",route=\"{route}\"}} {count}");
+        assert!(text.contains(&line), "missing `{line}` in:\n{text}");
+    }
+    assert!(text.contains("idemgate_request_duration_seconds_bucket"));
+    assert!(text.contains("idemgate_upstream_duration_seconds_bucket"));
+    assert!(text.contains("idemgate_store_duration_seconds_bucket"));
+    assert!(text.contains("idemgate_inflight{route=\"charges\"} 0"));
+}
