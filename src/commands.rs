@@ -100,10 +100,10 @@ pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
         }
     };
     let result = if purge {
-        store.purge(route, key).await.map(|n| {
-            println!("{n} records deleted");
-            n
-        })
+        store
+            .purge(route, key)
+            .await
+            .inspect(|n| println!("{n} records deleted"))
     } else {
         store.records(route, key).await.map(|found| {
             let text = serde_json::to_string_pretty(&records::to_json(&found)).unwrap_or_default();
