@@ -1,0 +1,193 @@
+//! The command line: exit codes and messages an operator relies on.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::TestDir;
+
+fn idemgate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_idemgate"))
+        .args(args)
+        .env_remove("IDEMGATE_CONFIG")
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn no_subcommand_prints_help() {
+    let out = idemgate(&[]);
+    let help = text(&out.stderr) + &text(&out.stdout);
+    for command in ["serve", "check", "migrate", "sweep", "keys"] {
+        assert!(help.contains(command), "{help}");
+    }
+    assert!(!out.status.success());
+}
+
+#[test]
+fn check_accepts_the_shipped_configs_and_prints_the_routes() {
+    let out = idemgate(&["check", "-c", "config/idemgate.toml"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("charges") && stdout.contains("/v1/charges"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("rest") && stdout.contains("pass-through"),
+        "{stdout}"
+    );
+
+    let out = Command::new(env!("CARGO_BIN_EXE_idemgate"))
+        .args(["check", "-c", "config/examples/postgres-redis.toml"])
+        .env("DATABASE_URL", "postgres://postgres@127.0.0.1/test")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+const VALID: &str = r#"[upstreams.api]
+url = "http://127.0.0.1:3000"
+
+[[routes]]
+name = "charges"
+upstream = "api"
+match = { path_prefix = "/v1/charges" }
+"#;
+
+/// Each broken file makes `check` exit 1 with `FILE:LINE...: FIELD: ...`.
+#[test]
+fn check_rejects_bad_configs_naming_file_line_and_field() {
+    let dir = TestDir::new("cli-check");
+    let cases: &[(&str, String, usize, &str)] = &[
+        ("unknown field", VALID.replace("url =", "urll ="), 2, "urll"),
+        (
+            "bad duration",
+            format!("{VALID}retention = \"3 days\"\n"),
+            8,
+            "retention",
+        ),
+        (
+            "bad size",
+            format!("[server]\nmax_request_body = \"1 lightyear\"\n{VALID}"),
+            2,
+            "max_request_body",
+        ),
+        (
+            "unknown upstream",
+            VALID.replace("upstream = \"api\"", "upstream = \"nope\""),
+            6,
+            "upstream",
+        ),
+        (
+            "duplicate route",
+            format!(
+                "{VALID}\n[[routes]]\nname = \"charges\"\nupstream = \"api\"\nmatch = {{ path = \"/x\" }}\n"
+            ),
+            10,
+            "name",
+        ),
+        (
+            "no routes",
+            "[upstreams.api]\nurl = \"http://127.0.0.1:3000\"\n".to_string(),
+            0,
+            "routes",
+        ),
+        (
+            "lock_timeout too short",
+            VALID.replace(
+                "url = \"http://127.0.0.1:3000\"",
+                "url = \"http://127.0.0.1:3000\"\ntimeout = \"90s\"",
+            ),
+            0,
+            "lock_timeout",
+        ),
+    ];
+    for (what, content, line, field) in cases {
+        let path = dir.path("bad.toml");
+        std::fs::write(&path, content).unwrap();
+        let out = idemgate(&["check", "-c", path.to_str().unwrap()]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what}: {stderr}");
+        assert!(
+            stderr.contains(path.to_str().unwrap()),
+            "{what}: no file in {stderr}"
+        );
+        assert!(
+            stderr.contains(field),
+            "{what}: no field {field} in {stderr}"
+        );
+        if *line > 0 {
+            assert!(
+                stderr.contains(&format!("bad.toml:{line}:")),
+                "{what}: no line {line} in {stderr}"
+            );
+        }
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+#[test]
+fn serve_exits_64_on_a_config_error_and_1_on_a_busy_port() {
+    let dir = TestDir::new("cli-serve");
+    let path = dir.path("bad.toml");
+    std::fs::write(&path, "[server]\nlisten = \"nowhere\"\n").unwrap();
+    let out = idemgate(&["serve", "-c", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(64), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("listen"));
+
+    let missing = idemgate(&["serve", "-c", "/nonexistent/idemgate.toml"]);
+    assert_eq!(missing.status.code(), Some(64));
+    assert!(text(&missing.stderr).contains("/nonexistent/idemgate.toml"));
+
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap();
+    let admin = common::gateway::free_port();
+    let config = format!(
+        "[server]\nlisten = \"{port}\"\nadmin_listen = \"{admin}\"\n[store]\npath = \"{}\"\n{VALID}",
+        dir.path("store.db").display()
+    );
+    std::fs::write(&path, config).unwrap();
+    let out = idemgate(&["serve", "-c", path.to_str().unwrap()]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&port.to_string()), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(
+        stderr
+            .trim()
+            .lines()
+            .filter(|l| l.starts_with("idemgate:"))
+            .count(),
+        1,
+        "{stderr}"
+    );
+}
+
+#[test]
+fn keys_and_sweep_work_on_the_embedded_store() {
+    let dir = TestDir::new("cli-keys");
+    let path = dir.path("idemgate.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[store]\npath = \"{}\"\n{VALID}",
+            dir.path("store.db").display()
+        ),
+    )
+    .unwrap();
+    let config = path.to_str().unwrap();
+    let out = idemgate(&["sweep", "-c", config]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("0 expired records deleted"));
+    let out = idemgate(&["keys", "show", "-c", config, "charges", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("no records"));
+    let out = idemgate(&["keys", "show", "-c", config, "nosuchroute", "k"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("nosuchroute"));
+}
