@@ -81,11 +81,12 @@ impl Gateway {
 
     pub async fn handle(
         self: &Arc<Self>,
-        request: Request<Incoming>,
+        mut request: Request<Incoming>,
         client: ClientInfo,
     ) -> Response<Body> {
         let started = Instant::now();
         let method = request.method().clone();
+        let request_id = request_id(request.headers_mut());
         let runtime = self.runtime.load_full();
         let (route, answer) = self.dispatch(&runtime, request, client).await;
         let status = answer.response.status().as_u16();
@@ -105,6 +106,7 @@ impl Gateway {
             outcome = answer.outcome.map(|o| o.as_str()).unwrap_or("-"),
             key = answer.key_hash.as_deref().unwrap_or("-"),
             latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+            request_id = %request_id,
             "request"
         );
         answer.response
@@ -141,6 +143,25 @@ impl Gateway {
         };
         (name, answer)
     }
+}
+
+const X_REQUEST_ID: &str = "x-request-id";
+
+/// The client's `X-Request-Id` when it sent a usable one, else a new one set on
+/// the request so the upstream's logs and ours can be joined.
+fn request_id(headers: &mut http::HeaderMap) -> String {
+    if let Some(id) = headers
+        .get(X_REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 128)
+    {
+        return id.to_string();
+    }
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    if let Ok(value) = http::HeaderValue::from_str(&id) {
+        headers.insert(X_REQUEST_ID, value);
+    }
+    id
 }
 
 /// Refuses what a reverse proxy must not pass on: an oversized head, and

@@ -1,0 +1,269 @@
+//! The admin plane: probes, the token matrix, key inspection and purge, reload.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{GatewayProcess, MockUpstream, TestDir};
+
+const CONFIG: &str = r#"
+[server]
+listen = "{listen}"
+admin_listen = "{admin}"
+
+[admin]
+token_env = "IDEMGATE_TEST_ADMIN_TOKEN"
+
+[store]
+path = "{db}"
+
+[upstreams.api]
+url = "{upstream}"
+timeout = "2s"
+
+[defaults]
+lock_timeout = "5s"
+retention = "1h"
+
+[[routes]]
+name = "charges"
+upstream = "api"
+match = { path_prefix = "/v1/charges" }
+required = true
+"#;
+
+const TOKEN: &str = "s3cret-token";
+
+async fn setup(name: &str) -> (TestDir, MockUpstream, GatewayProcess) {
+    let dir = TestDir::new(name);
+    let upstream = MockUpstream::start().await;
+    let gateway = GatewayProcess::start_with_env(
+        &dir,
+        &upstream.url(),
+        CONFIG,
+        &[("IDEMGATE_TEST_ADMIN_TOKEN", TOKEN)],
+    );
+    (dir, upstream, gateway)
+}
+
+fn bearer() -> (&'static str, String) {
+    ("authorization", format!("Bearer {TOKEN}"))
+}
+
+#[tokio::test]
+async fn probes_and_metrics_need_no_token() {
+    let (_dir, _upstream, gateway) = setup("probes").await;
+    let admin = gateway.admin_client();
+    assert_eq!(admin.get("/healthz").await.status, 200);
+    assert_eq!(admin.get("/readyz").await.status, 200);
+    let metrics = admin.get("/metrics").await;
+    assert_eq!(metrics.status, 200);
+    assert!(metrics.text().contains("idemgate_config_reloads_total"));
+}
+
+#[tokio::test]
+async fn admin_token_matrix() {
+    let (_dir, _upstream, gateway) = setup("auth").await;
+    let admin = gateway.admin_client();
+    let path = "/admin/keys/charges/nope";
+    let none = admin.send("GET", path, &[], "").await;
+    assert_eq!(none.status, 401);
+    assert_eq!(none.json()["code"], "unauthorized");
+    let wrong = admin
+        .send("GET", path, &[("authorization", "Bearer guess")], "")
+        .await;
+    assert_eq!(wrong.status, 403);
+    assert_eq!(wrong.json()["code"], "forbidden");
+    let (name, value) = bearer();
+    let right = admin.send("GET", path, &[(name, &value)], "").await;
+    assert_eq!(right.status, 404, "authorized, but no such key");
+    assert_eq!(right.json()["code"], "not-found");
+
+    // Without a configured token the admin API does not exist.
+    let dir = TestDir::new("no-token");
+    let upstream = MockUpstream::start().await;
+    let bare = GatewayProcess::start(&dir, &upstream.url(), CONFIG);
+    let reply = bare
+        .admin_client()
+        .send("GET", path, &[(name, &value)], "")
+        .await;
+    assert_eq!(reply.status, 404);
+}
+
+#[tokio::test]
+async fn show_and_purge_a_key_then_it_runs_again() {
+    let (_dir, upstream, gateway) = setup("keys").await;
+    let client = gateway.client();
+    let admin = gateway.admin_client();
+    let (name, value) = bearer();
+    let auth = [(name, value.as_str())];
+    client.post("/v1/charges", Some("order/7"), "{}").await;
+
+    let shown = admin
+        .send("GET", "/admin/keys/charges/order%2F7", &auth, "")
+        .await;
+    assert_eq!(shown.status, 200, "{}", shown.text());
+    let records = shown.json();
+    let record = &records[0];
+    assert_eq!(records.as_array().unwrap().len(), 1);
+    assert_eq!(record["state"], "completed");
+    assert_eq!(record["status"], 201);
+    assert!(record["scope"].is_string() && record["fingerprint"].is_string());
+    for field in ["created_at", "completed_at", "expires_at"] {
+        assert!(
+            record[field].as_str().unwrap().ends_with('Z'),
+            "{field}: {record}"
+        );
+    }
+    assert!(record["lease_expires_at"].is_null());
+
+    assert_eq!(
+        admin
+            .send("DELETE", "/admin/keys/charges/order%2F7", &auth, "")
+            .await
+            .status,
+        204
+    );
+    assert_eq!(
+        admin
+            .send("DELETE", "/admin/keys/charges/order%2F7", &auth, "")
+            .await
+            .status,
+        404
+    );
+    let again = client.post("/v1/charges", Some("order/7"), "{}").await;
+    assert_eq!(again.header("idempotent-replayed"), Some("false"));
+    assert_eq!(upstream.executions("order/7"), 2);
+}
+
+#[tokio::test]
+async fn in_flight_record_shows_its_lease() {
+    let (_dir, _upstream, gateway) = setup("inflight").await;
+    let client = gateway.client();
+    let slow = tokio::spawn(async move {
+        client
+            .post("/v1/charges?delay_ms=600", Some("slow"), "{}")
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (name, value) = bearer();
+    let shown = gateway
+        .admin_client()
+        .send("GET", "/admin/keys/charges/slow", &[(name, &value)], "")
+        .await;
+    let record = &shown.json()[0];
+    assert_eq!(record["state"], "in_flight");
+    assert!(record["status"].is_null() && record["completed_at"].is_null());
+    assert!(record["lease_expires_at"].is_string());
+    slow.await.unwrap();
+}
+
+#[tokio::test]
+async fn reload_applies_new_routes_and_retention_and_refuses_bad_files() {
+    let (_dir, upstream, gateway) = setup("reload").await;
+    let client = gateway.client();
+    let admin = gateway.admin_client();
+    let (name, value) = bearer();
+    let auth = [(name, value.as_str())];
+    assert_eq!(
+        client.post("/v1/refunds", Some("r"), "{}").await.status,
+        404
+    );
+
+    // Traffic keeps flowing while the config is reloaded over and over.
+    let load = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            let mut failures = 0;
+            for i in 0..200 {
+                let reply = client
+                    .post("/v1/charges", Some(&format!("load-{i}")), "{}")
+                    .await;
+                if reply.status != 201 {
+                    failures += 1;
+                }
+            }
+            failures
+        })
+    };
+
+    let original = std::fs::read_to_string(gateway.config_path()).unwrap();
+    let extended = original.replace("retention = \"1h\"", "retention = \"1s\"")
+        + "\n[[routes]]\nname = \"refunds\"\nupstream = \"api\"\nmatch = { path_prefix = \"/v1/refunds\" }\n";
+    std::fs::write(gateway.config_path(), &extended).unwrap();
+    for _ in 0..5 {
+        let reply = admin.send("POST", "/admin/reload", &auth, "").await;
+        assert_eq!(reply.status, 200, "{}", reply.text());
+    }
+    assert_eq!(
+        client.post("/v1/refunds", Some("r"), "{}").await.status,
+        201
+    );
+
+    // The new retention applies to records completed after the reload.
+    client.post("/v1/charges", Some("short-lived"), "{}").await;
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let again = client.post("/v1/charges", Some("short-lived"), "{}").await;
+    assert_eq!(again.header("idempotent-replayed"), Some("false"));
+    assert_eq!(upstream.executions("short-lived"), 2);
+
+    // A broken file is refused whole; the running config stays.
+    std::fs::write(
+        gateway.config_path(),
+        extended.replace("retention = \"1s\"", "retention = \"soon\""),
+    )
+    .unwrap();
+    let refused = admin.send("POST", "/admin/reload", &auth, "").await;
+    assert_eq!(refused.status, 400);
+    assert!(refused.text().contains("retention"), "{}", refused.text());
+    assert_eq!(
+        client.post("/v1/refunds", Some("r2"), "{}").await.status,
+        201
+    );
+
+    // SIGHUP reloads too (and is refused the same way).
+    gateway.signal("HUP");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::fs::write(gateway.config_path(), &original).unwrap();
+    gateway.signal("HUP");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        client.post("/v1/refunds", Some("r3"), "{}").await.status,
+        404
+    );
+
+    assert_eq!(load.await.unwrap(), 0, "requests failed during reloads");
+    let metrics = admin.get("/metrics").await.text();
+    assert!(
+        metrics.contains("idemgate_config_reloads_total{result=\"ok\"} 6"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("idemgate_config_reloads_total{result=\"rejected\"} 2"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn request_id_is_forwarded_or_generated() {
+    let (_dir, upstream, gateway) = setup("request-id").await;
+    let client = gateway.client();
+    client
+        .send(
+            "POST",
+            "/v1/charges",
+            &[("idempotency-key", "id-1"), ("x-request-id", "req-abc")],
+            "{}",
+        )
+        .await;
+    assert_eq!(
+        upstream.last_header("x-request-id").as_deref(),
+        Some("req-abc")
+    );
+    client.post("/v1/charges", Some("id-2"), "{}").await;
+    let generated = upstream.last_header("x-request-id").unwrap();
+    assert_eq!(generated.len(), 32);
+    let log = gateway.log_text();
+    assert!(log.contains("req-abc") && log.contains(&generated));
+    assert!(!log.contains("id-1"), "raw keys never appear in logs");
+}
