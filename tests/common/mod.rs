@@ -1,6 +1,6 @@
 //! Test harness: a counting mock upstream, the real `idemgate` binary started
 //! on free loopback ports, and a small HTTP client.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 pub mod client;
 pub mod gateway;
