@@ -17,3 +17,4 @@ pub mod proxy;
 pub mod route;
 pub mod server;
 pub mod store;
+pub mod tls;

@@ -5,6 +5,7 @@ use std::time::Duration;
 use http::uri::{Authority, Scheme};
 use http::{Request, Response, Uri};
 use hyper::body::Incoming;
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
@@ -37,7 +38,7 @@ pub struct Upstream {
     base_path: String,
     timeout: Duration,
     http2: bool,
-    client: Client<HttpConnector, Body>,
+    client: Client<HttpsConnector<HttpConnector>, Body>,
 }
 
 impl Upstream {
@@ -47,21 +48,26 @@ impl Upstream {
             .parse()
             .map_err(|err| format!("upstream {}: invalid url: {err}", config.name))?;
         let scheme = uri.scheme().cloned().unwrap_or(Scheme::HTTP);
-        if scheme != Scheme::HTTP {
-            return Err(format!(
-                "upstream {}: only http:// upstreams are supported by this build",
-                config.name
-            ));
-        }
         let authority = uri
             .authority()
             .cloned()
             .ok_or_else(|| format!("upstream {}: url has no host", config.name))?;
         let base_path = uri.path().trim_end_matches('/').to_string();
 
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(config.connect_timeout));
-        connector.set_nodelay(true);
+        let mut http = HttpConnector::new();
+        http.set_connect_timeout(Some(config.connect_timeout));
+        http.set_nodelay(true);
+        // The TLS layer decides by scheme; it needs the inner connector to accept https.
+        http.enforce_http(false);
+        let tls = crate::tls::client_config(&config.name, config.tls.as_ref())?;
+        let builder = HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http();
+        let connector = if config.http2 {
+            builder.enable_http2().wrap_connector(http)
+        } else {
+            builder.enable_http1().wrap_connector(http)
+        };
         let client = Client::builder(TokioExecutor::new())
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(Duration::from_secs(60))

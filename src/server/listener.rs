@@ -1,31 +1,41 @@
-//! One accept loop for both planes: HTTP/1.1 and h2c (prior knowledge) through
-//! hyper-util's auto builder, a bound on open connections, and graceful
-//! shutdown that lets requests in flight finish within a grace period.
+//! One accept loop for both planes: HTTP/1.1 and HTTP/2 through hyper-util's
+//! auto builder (h2c with prior knowledge in clear, ALPN over TLS), a bound on
+//! open connections, and graceful shutdown that lets requests in flight finish
+//! within a grace period.
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use http::{Request, Response};
 use hyper::body::Incoming;
+use hyper::rt::{Read, Write};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use crate::body::Body;
 use crate::proxy::ClientInfo;
 
-#[derive(Debug, Clone)]
+/// The listener's TLS configuration, swapped on reload so new certificates
+/// apply to new connections while open ones keep theirs.
+pub type TlsSettings = Arc<ArcSwap<rustls::ServerConfig>>;
+
+#[derive(Clone)]
 pub struct Limits {
     pub max_connections: usize,
     pub header_read_timeout: Duration,
     pub max_header_bytes: u64,
     pub shutdown_grace: Duration,
+    pub tls: Option<TlsSettings>,
 }
 
 /// Serves `handler` on `listener` until `shutdown` is cancelled, then waits up
@@ -40,21 +50,7 @@ pub async fn serve<H, F>(
     H: Fn(Request<Incoming>, ClientInfo) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Body>> + Send + 'static,
 {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    // hyper answers a head larger than its buffer with a bare 431; a smaller
-    // excess reaches the gateway, which answers with a problem document.
-    let buffer = usize::try_from(limits.max_header_bytes.saturating_mul(2))
-        .unwrap_or(usize::MAX)
-        .max(8192);
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout)
-        .max_buf_size(buffer);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_header_list_size(u32::try_from(buffer).unwrap_or(u32::MAX));
+    let builder = Arc::new(connection_builder(&limits));
     let graceful = GracefulShutdown::new();
     // Past the limit, further connections wait in the kernel's backlog.
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
@@ -80,23 +76,22 @@ pub async fn serve<H, F>(
             () = shutdown.cancelled() => break,
         };
         let _ = stream.set_nodelay(true);
-        let client = ClientInfo {
-            addr,
-            proto: "http",
-            cert_subject: None,
+        let connection = Connection {
+            name,
+            builder: builder.clone(),
+            watcher: graceful.watcher(),
+            handler: handler.clone(),
         };
-        let handler = handler.clone();
-        let service = service_fn(move |request| {
-            let response = handler(request, client.clone());
-            async move { Ok::<_, Infallible>(response.await) }
-        });
-        let connection = builder
-            .serve_connection(TokioIo::new(stream), service)
-            .into_owned();
-        let connection = graceful.watch(connection);
+        let tls = limits.tls.as_ref().map(|tls| tls.load_full());
+        let handshake_timeout = limits.header_read_timeout;
         tokio::spawn(async move {
-            if let Err(err) = connection.await {
-                tracing::debug!(listener = name, error = %err, "connection ended with an error");
+            match tls {
+                None => connection.serve_plain(stream, addr).await,
+                Some(config) => {
+                    connection
+                        .serve_tls(stream, addr, config, handshake_timeout)
+                        .await
+                }
             }
             drop(permit);
         });
@@ -110,6 +105,95 @@ pub async fn serve<H, F>(
         () = graceful.shutdown() => {}
         () = tokio::time::sleep(limits.shutdown_grace) => {
             tracing::warn!(listener = name, "shutdown grace elapsed; closing the remaining connections");
+        }
+    }
+}
+
+fn connection_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // hyper answers a head larger than its buffer with a bare 431; a smaller
+    // excess reaches the gateway, which answers with a problem document.
+    let buffer = usize::try_from(limits.max_header_bytes.saturating_mul(2))
+        .unwrap_or(usize::MAX)
+        .max(8192);
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(buffer);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(u32::try_from(buffer).unwrap_or(u32::MAX));
+    builder
+}
+
+struct Connection<H> {
+    name: &'static str,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    watcher: Watcher,
+    handler: H,
+}
+
+impl<H, F> Connection<H>
+where
+    H: Fn(Request<Incoming>, ClientInfo) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<Body>> + Send + 'static,
+{
+    async fn serve_plain(self, stream: TcpStream, addr: SocketAddr) {
+        let client = ClientInfo {
+            addr,
+            proto: "http",
+            cert_subject: None,
+        };
+        self.serve(TokioIo::new(stream), client).await;
+    }
+
+    async fn serve_tls(
+        self,
+        stream: TcpStream,
+        addr: SocketAddr,
+        config: Arc<rustls::ServerConfig>,
+        handshake_timeout: Duration,
+    ) {
+        let handshake = TlsAcceptor::from(config).accept(stream);
+        let stream = match tokio::time::timeout(handshake_timeout, handshake).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(err)) => {
+                tracing::debug!(listener = self.name, %addr, error = %err, "TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(listener = self.name, %addr, "TLS handshake timed out");
+                return;
+            }
+        };
+        let cert_subject = stream
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .and_then(|cert| crate::tls::certificate_subject(cert));
+        let client = ClientInfo {
+            addr,
+            proto: "https",
+            cert_subject,
+        };
+        self.serve(TokioIo::new(stream), client).await;
+    }
+
+    async fn serve<I>(self, io: I, client: ClientInfo)
+    where
+        I: Read + Write + Unpin + Send + 'static,
+    {
+        let handler = self.handler;
+        let service = service_fn(move |request| {
+            let response = handler(request, client.clone());
+            async move { Ok::<_, Infallible>(response.await) }
+        });
+        let connection = self.builder.serve_connection(io, service);
+        if let Err(err) = self.watcher.watch(connection).await {
+            tracing::debug!(listener = self.name, error = %err, "connection ended with an error");
         }
     }
 }

@@ -8,10 +8,11 @@ mod signals;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub use listener::Limits;
+pub use listener::{Limits, TlsSettings};
 pub use reload::{ReloadOutcome, Reloader};
 
 use crate::admin::AdminPlane;
@@ -43,6 +44,12 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
         .map_err(|err| StartError::Other(format!("cannot open the store: {err}")))?;
     let store: Arc<dyn Store> = Arc::new(store::InstrumentedStore::new(backend, metrics.clone()));
     let runtime = Runtime::new(config.clone()).map_err(StartError::Other)?;
+    let tls: Option<TlsSettings> = match &config.server.tls {
+        Some(tls) => Some(Arc::new(ArcSwap::new(
+            crate::tls::server_config(tls).map_err(StartError::Other)?,
+        ))),
+        None => None,
+    };
 
     let data = bind(config.server.listen, "listen").await?;
     let admin = bind(config.server.admin_listen, "admin_listen").await?;
@@ -55,7 +62,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
     );
 
     let gateway = Arc::new(Gateway::new(runtime, store.clone(), metrics.clone()));
-    let reloader = Arc::new(Reloader::new(config_path, gateway.clone()));
+    let reloader = Arc::new(Reloader::new(config_path, gateway.clone(), tls.clone()));
     let sweeper = {
         let metrics = metrics.clone();
         let (interval, batch) = store::sweep_settings(&config.store);
@@ -75,6 +82,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
         header_read_timeout: config.server.header_read_timeout,
         max_header_bytes: config.server.max_header_bytes,
         shutdown_grace: config.server.shutdown_grace,
+        tls,
     };
     let data_plane = {
         let gateway = gateway.clone();
@@ -94,7 +102,10 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
         listener::serve(
             "admin",
             admin,
-            limits,
+            Limits {
+                tls: None,
+                ..limits
+            },
             move |request, _client| {
                 let plane = plane.clone();
                 async move { plane.handle(request).await }

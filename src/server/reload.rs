@@ -7,9 +7,13 @@ use std::sync::{Arc, Mutex};
 use crate::config::{self, Config};
 use crate::gateway::{Gateway, Runtime};
 
+use super::TlsSettings;
+
 pub struct Reloader {
     path: PathBuf,
     gateway: Arc<Gateway>,
+    /// The listener's certificates, re-read on every reload.
+    tls: Option<TlsSettings>,
     /// One reload at a time, so two quick SIGHUPs cannot interleave.
     lock: Mutex<()>,
 }
@@ -23,10 +27,11 @@ pub enum ReloadOutcome {
 }
 
 impl Reloader {
-    pub fn new(path: PathBuf, gateway: Arc<Gateway>) -> Self {
+    pub fn new(path: PathBuf, gateway: Arc<Gateway>, tls: Option<TlsSettings>) -> Self {
         Self {
             path,
             gateway,
+            tls,
             lock: Mutex::new(()),
         }
     }
@@ -68,9 +73,24 @@ impl Reloader {
         let current = self.gateway.runtime();
         let mut notes = restart_only_changes(&current.config, &new);
         notes.extend(new.warnings.iter().cloned());
+        // Build everything before swapping anything: a refusal changes nothing.
+        let certificates = match (&self.tls, &new.server.tls) {
+            (Some(_), Some(tls)) => match crate::tls::server_config(tls) {
+                Ok(config) => Some(config),
+                Err(error) => {
+                    return ReloadOutcome::Rejected {
+                        errors: vec![error],
+                    };
+                }
+            },
+            _ => None,
+        };
         match Runtime::new(Arc::new(new)) {
             Ok(runtime) => {
                 self.gateway.replace_runtime(runtime);
+                if let (Some(settings), Some(config)) = (&self.tls, certificates) {
+                    settings.store(config);
+                }
                 ReloadOutcome::Applied { notes }
             }
             Err(error) => ReloadOutcome::Rejected {
@@ -95,7 +115,10 @@ fn restart_only_changes(current: &Config, new: &Config) -> Vec<String> {
         current.server.admin_listen != new.server.admin_listen,
         "server.admin_listen",
     );
-    note(current.server.tls != new.server.tls, "server.tls");
+    note(
+        current.server.tls.is_some() != new.server.tls.is_some(),
+        "server.tls (turning TLS on or off)",
+    );
     note(
         current.server.max_connections != new.server.max_connections
             || current.server.header_read_timeout != new.server.header_read_timeout

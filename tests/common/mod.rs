@@ -2,6 +2,7 @@
 //! on free loopback ports, and a small HTTP client.
 #![allow(dead_code, unused_imports)]
 
+pub mod certs;
 pub mod client;
 pub mod gateway;
 pub mod upstream;

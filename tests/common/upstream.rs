@@ -45,6 +45,15 @@ pub struct MockUpstream {
 
 impl MockUpstream {
     pub async fn start() -> MockUpstream {
+        Self::start_with(None).await
+    }
+
+    /// Serves over TLS with the given server configuration (`https://localhost:PORT`).
+    pub async fn start_tls(config: Arc<rustls::ServerConfig>) -> MockUpstream {
+        Self::start_with(Some(config)).await
+    }
+
+    async fn start_with(tls: Option<Arc<rustls::ServerConfig>>) -> MockUpstream {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let counters = Arc::new(Counters::default());
@@ -55,11 +64,26 @@ impl MockUpstream {
                     continue;
                 };
                 let state = state.clone();
+                let tls = tls.clone();
                 tokio::spawn(async move {
                     let service = service_fn(move |req| handle(req, state.clone()));
-                    let _ = auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
+                    let builder = auto::Builder::new(TokioExecutor::new());
+                    match tls {
+                        None => {
+                            let _ = builder
+                                .serve_connection(TokioIo::new(stream), service)
+                                .await;
+                        }
+                        Some(config) => {
+                            if let Ok(stream) =
+                                tokio_rustls::TlsAcceptor::from(config).accept(stream).await
+                            {
+                                let _ = builder
+                                    .serve_connection(TokioIo::new(stream), service)
+                                    .await;
+                            }
+                        }
+                    }
                 });
             }
         });

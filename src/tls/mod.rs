@@ -1,0 +1,97 @@
+//! rustls configurations, built from PEM files named in the config: the
+//! listener's (certificate, key, optional client CA for mTLS) and each https
+//! upstream's (platform-independent web PKI roots plus an optional CA, optional
+//! client certificate). Uses the `ring` provider so building needs no cmake.
+
+mod pem;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rustls::RootCertStore;
+use rustls::crypto::CryptoProvider;
+use rustls::server::WebPkiClientVerifier;
+
+use crate::config::{TlsConfig, UpstreamTlsConfig};
+
+pub use pem::{load_certs, load_key};
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn tls_error(field: &str, err: impl std::fmt::Display) -> String {
+    format!("{field}: {err}")
+}
+
+/// The listener's configuration, ALPN `h2` then `http/1.1`.
+pub fn server_config(tls: &TlsConfig) -> Result<Arc<rustls::ServerConfig>, String> {
+    let certs = load_certs(&tls.cert, "server.tls.cert")?;
+    let key = load_key(&tls.key, "server.tls.key")?;
+    let builder = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls_error("server.tls", e))?;
+    let builder = match &tls.client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let roots = root_store(ca, "server.tls.client_ca", RootCertStore::empty())?;
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+                .build()
+                .map_err(|e| tls_error("server.tls.client_ca", e))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_single_cert(certs, key).map_err(|e| {
+        tls_error(
+            "server.tls.key",
+            format!("does not match the certificate: {e}"),
+        )
+    })?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// An https upstream's configuration. Roots are the Mozilla set compiled into
+/// the binary (webpki-roots), so the image needs no CA bundle and behaves the
+/// same everywhere; `tls.ca` adds a private CA.
+pub fn client_config(
+    upstream: &str,
+    tls: Option<&UpstreamTlsConfig>,
+) -> Result<rustls::ClientConfig, String> {
+    let field = |name: &str| format!("upstreams.{upstream}.tls.{name}");
+    let mut roots = RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(ca) = tls.and_then(|t| t.ca.as_ref()) {
+        roots = root_store(ca, &field("ca"), roots)?;
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls_error(&field("ca"), e))?
+        .with_root_certificates(roots);
+    // ALPN is left to hyper-rustls, which sets it from the enabled HTTP versions.
+    let config = match tls.and_then(|t| t.cert.as_ref().zip(t.key.as_ref())) {
+        Some((cert, key)) => builder
+            .with_client_auth_cert(
+                load_certs(cert, &field("cert"))?,
+                load_key(key, &field("key"))?,
+            )
+            .map_err(|e| tls_error(&field("key"), e))?,
+        None => builder.with_no_client_auth(),
+    };
+    Ok(config)
+}
+
+fn root_store(path: &Path, field: &str, mut roots: RootCertStore) -> Result<RootCertStore, String> {
+    for cert in load_certs(path, field)? {
+        roots
+            .add(cert)
+            .map_err(|e| tls_error(field, format!("{}: {e}", path.display())))?;
+    }
+    Ok(roots)
+}
+
+/// The subject of a verified client certificate, e.g. `CN=tenant-a, O=Acme`.
+pub fn certificate_subject(der: &[u8]) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    Some(cert.subject().to_string())
+}

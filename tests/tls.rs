@@ -1,0 +1,330 @@
+//! TLS on the listener (h1 and h2 by ALPN, mTLS, scope by client certificate,
+//! certificates re-read on reload) and to https upstreams with a private CA.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::certs::{Identity, Pki};
+use common::{GatewayProcess, MockUpstream, TestDir};
+use http::{Request, Version};
+use http_body_util::{BodyExt, Full};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+type TlsClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+fn tls_client(ca_pem: &str, identity: Option<&Identity>, h2: bool) -> TlsClient {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots);
+    let config = match identity {
+        Some(id) => builder
+            .with_client_auth_cert(
+                CertificateDer::pem_slice_iter(id.cert_pem.as_bytes())
+                    .collect::<Result<Vec<_>, _>>()
+                    .unwrap(),
+                PrivateKeyDer::from_pem_slice(id.key_pem.as_bytes()).unwrap(),
+            )
+            .unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    let connector = HttpsConnectorBuilder::new()
+        .with_tls_config(config)
+        .https_only();
+    let connector = if h2 {
+        connector.enable_http2().build()
+    } else {
+        connector.enable_http1().build()
+    };
+    Client::builder(TokioExecutor::new()).build(connector)
+}
+
+struct TlsReply {
+    status: u16,
+    version: Version,
+    body: Bytes,
+}
+
+async fn post(client: &TlsClient, port: u16, path: &str, key: &str) -> Result<TlsReply, String> {
+    let request = Request::post(format!("https://localhost:{port}{path}"))
+        .header("idempotency-key", key)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from_static(b"{}")))
+        .unwrap();
+    let response = client
+        .request(request)
+        .await
+        .map_err(|e| format!("{e:?}"))?;
+    let status = response.status().as_u16();
+    let version = response.version();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok(TlsReply {
+        status,
+        version,
+        body,
+    })
+}
+
+const CONFIG: &str = r#"
+[server]
+listen = "{listen}"
+admin_listen = "{admin}"
+
+[server.tls]
+cert = "{cert}"
+key = "{key}"
+{client_ca}
+
+[store]
+path = "{db}"
+
+[upstreams.api]
+url = "{upstream}"
+timeout = "2s"
+
+[defaults]
+lock_timeout = "5s"
+scope = {scope}
+
+[[routes]]
+name = "charges"
+upstream = "api"
+match = { path_prefix = "/v1/charges" }
+
+[[routes]]
+name = "rest"
+upstream = "api"
+match = { path_prefix = "/" }
+idempotency = false
+"#;
+
+fn config(server: &Identity, client_ca: Option<&std::path::Path>, scope: &str) -> String {
+    CONFIG
+        .replace("{cert}", server.cert.to_str().unwrap())
+        .replace("{key}", server.key.to_str().unwrap())
+        .replace(
+            "{client_ca}",
+            &client_ca
+                .map(|p| format!("client_ca = \"{}\"", p.display()))
+                .unwrap_or_default(),
+        )
+        .replace("{scope}", scope)
+}
+
+#[tokio::test]
+async fn tls_listener_speaks_http1_and_h2_by_alpn() {
+    let dir = TestDir::new("tls-alpn");
+    let pki = Pki::new("test CA");
+    let server = pki.server(&dir, "server");
+    let upstream = MockUpstream::start().await;
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config(&server, None, "[]"));
+    let port = gateway.addr.port();
+
+    let h1 = post(&tls_client(&pki.ca_pem(), None, false), port, "/echo", "x")
+        .await
+        .unwrap();
+    assert_eq!(h1.status, 200);
+    assert_eq!(h1.version, Version::HTTP_11);
+    let echo: serde_json::Value = serde_json::from_slice(&h1.body).unwrap();
+    assert_eq!(echo["headers"]["x-forwarded-proto"], "https");
+
+    let h2 = post(
+        &tls_client(&pki.ca_pem(), None, true),
+        port,
+        "/v1/charges",
+        "k",
+    )
+    .await
+    .unwrap();
+    assert_eq!(h2.status, 201);
+    assert_eq!(h2.version, Version::HTTP_2);
+}
+
+#[tokio::test]
+async fn mtls_accepts_known_clients_and_scopes_keys_by_certificate_subject() {
+    let dir = TestDir::new("tls-mtls");
+    let pki = Pki::new("tenants CA");
+    let server = pki.server(&dir, "server");
+    let ca = pki.write_ca(&dir, "clients-ca.pem");
+    let upstream = MockUpstream::start().await;
+    let gateway = GatewayProcess::start(
+        &dir,
+        &upstream.url(),
+        &config(&server, Some(&ca), "[\"client_cert\"]"),
+    );
+    let port = gateway.addr.port();
+
+    let anonymous = post(
+        &tls_client(&pki.ca_pem(), None, false),
+        port,
+        "/v1/charges",
+        "k",
+    )
+    .await;
+    assert!(
+        anonymous.is_err(),
+        "a client without a certificate must be refused"
+    );
+    let stranger_pki = Pki::new("another CA");
+    let stranger = stranger_pki.client(&dir, "mallory");
+    let refused = post(
+        &tls_client(&pki.ca_pem(), Some(&stranger), false),
+        port,
+        "/v1/charges",
+        "k",
+    )
+    .await;
+    assert!(
+        refused.is_err(),
+        "a certificate from another CA must be refused"
+    );
+    assert_eq!(upstream.total(), 0);
+
+    let alice = tls_client(&pki.ca_pem(), Some(&pki.client(&dir, "alice")), false);
+    let bob = tls_client(&pki.ca_pem(), Some(&pki.client(&dir, "bob")), false);
+    let a1 = post(&alice, port, "/v1/charges", "same-key").await.unwrap();
+    let b1 = post(&bob, port, "/v1/charges", "same-key").await.unwrap();
+    let a2 = post(&alice, port, "/v1/charges", "same-key").await.unwrap();
+    assert_eq!((a1.status, b1.status), (201, 201));
+    assert_ne!(
+        a1.body, b1.body,
+        "tenants must not see each other's answers"
+    );
+    assert_eq!(a1.body, a2.body);
+    assert_eq!(upstream.executions("same-key"), 2);
+}
+
+#[tokio::test]
+async fn https_upstream_with_a_private_ca() {
+    let dir = TestDir::new("tls-upstream");
+    let pki = Pki::new("upstream CA");
+    let upstream =
+        MockUpstream::start_tls(common::certs::server_config(&pki.server(&dir, "up"))).await;
+    let ca = pki.write_ca(&dir, "upstream-ca.pem");
+    let url = format!("https://localhost:{}", upstream.addr.port());
+    let template = |extra: &str| {
+        format!(
+            "[server]\nlisten = \"{{listen}}\"\nadmin_listen = \"{{admin}}\"\n[store]\npath = \"{{db}}\"\n\
+             [upstreams.api]\nurl = \"{{upstream}}\"\ntimeout = \"2s\"\n{extra}\n\
+             [defaults]\nlock_timeout = \"5s\"\n\
+             [[routes]]\nname = \"charges\"\nupstream = \"api\"\nmatch = {{ path_prefix = \"/\" }}\n"
+        )
+    };
+    let trusted = template(&format!("[upstreams.api.tls]\nca = \"{}\"\n", ca.display()));
+    let gateway = GatewayProcess::start(&dir, &url, &trusted);
+    let reply = gateway
+        .client()
+        .post("/v1/charges", Some("tls-1"), "{}")
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    assert_eq!(upstream.executions("tls-1"), 1);
+    drop(gateway);
+
+    // Without the private CA the upstream's certificate is not trusted: nothing is sent.
+    let dir2 = TestDir::new("tls-upstream-untrusted");
+    let gateway = GatewayProcess::start(&dir2, &url, &template(""));
+    let reply = gateway
+        .client()
+        .post("/v1/charges", Some("tls-2"), "{}")
+        .await;
+    assert_eq!(reply.status, 502);
+    assert_eq!(reply.json()["code"], "upstream-unreachable");
+    assert_eq!(upstream.executions("tls-2"), 0);
+}
+
+#[tokio::test]
+async fn reload_rereads_certificates_without_dropping_connections() {
+    let dir = TestDir::new("tls-reload");
+    let old_pki = Pki::new("old CA");
+    let server = old_pki.server(&dir, "server");
+    let upstream = MockUpstream::start().await;
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config(&server, None, "[]"));
+    let port = gateway.addr.port();
+    let old_client = tls_client(&old_pki.ca_pem(), None, false);
+    assert_eq!(
+        post(&old_client, port, "/echo", "a").await.unwrap().status,
+        200
+    );
+
+    let new_pki = Pki::new("new CA");
+    let renewed = new_pki.server(&TestDir::new("tls-reload-new"), "server");
+    std::fs::write(&server.cert, &renewed.cert_pem).unwrap();
+    std::fs::write(&server.key, &renewed.key_pem).unwrap();
+    gateway.signal("HUP");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // The open (pooled) connection keeps working; new connections get the new certificate.
+    assert_eq!(
+        post(&old_client, port, "/echo", "b").await.unwrap().status,
+        200
+    );
+    let new_client = tls_client(&new_pki.ca_pem(), None, false);
+    assert_eq!(
+        post(&new_client, port, "/echo", "c").await.unwrap().status,
+        200
+    );
+    let fresh_old = tls_client(&old_pki.ca_pem(), None, false);
+    assert!(post(&fresh_old, port, "/echo", "d").await.is_err());
+}
+
+#[test]
+fn bad_certificate_files_fail_startup_with_a_clear_message() {
+    let dir = TestDir::new("tls-bad");
+    let pki = Pki::new("CA");
+    let server = pki.server(&dir, "server");
+    let other = pki.server(&dir, "other");
+    let cases = [
+        (
+            dir.path("missing.pem"),
+            server.key.clone(),
+            "server.tls.cert",
+        ),
+        (server.cert.clone(), other.key.clone(), "server.tls.key"),
+        (
+            server.cert.clone(),
+            dir.path("missing.key"),
+            "server.tls.key",
+        ),
+    ];
+    for (cert, key, field) in cases {
+        let config = format!(
+            "[server]\nlisten = \"{}\"\nadmin_listen = \"{}\"\n[server.tls]\ncert = \"{}\"\nkey = \"{}\"\n\
+             [store]\npath = \"{}\"\n[upstreams.api]\nurl = \"http://127.0.0.1:1\"\n\
+             [[routes]]\nname = \"r\"\nupstream = \"api\"\nmatch = {{ path_prefix = \"/\" }}\nidempotency = false\n",
+            common::gateway::free_port(),
+            common::gateway::free_port(),
+            cert.display(),
+            key.display(),
+            dir.path("store.db").display()
+        );
+        let path = dir.path("bad.toml");
+        std::fs::write(&path, config).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_idemgate"))
+            .args(["serve", "-c", path.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(field), "{field} not named: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
