@@ -91,7 +91,7 @@ impl Gateway {
         let (route, answer) = self.dispatch(&runtime, request, client).await;
         let status = answer.response.status().as_u16();
         if let Some(outcome) = answer.outcome {
-            let route = route.as_deref().unwrap_or("");
+            let route = route.as_ref().map_or("", |r| r.name.as_str());
             let labels = [route, outcome.as_str()];
             self.metrics.requests.with_label_values(&labels).inc();
             self.metrics
@@ -100,7 +100,7 @@ impl Gateway {
                 .observe(started.elapsed().as_secs_f64());
         }
         tracing::info!(
-            route = route.as_deref().unwrap_or("-"),
+            route = route.as_ref().map_or("-", |r| r.name.as_str()),
             method = %method,
             status,
             outcome = answer.outcome.map(|o| o.as_str()).unwrap_or("-"),
@@ -117,17 +117,19 @@ impl Gateway {
         runtime: &Runtime,
         request: Request<Incoming>,
         client: ClientInfo,
-    ) -> (Option<String>, Answer) {
+    ) -> (Option<Arc<Route>>, Answer) {
         if let Err(error) = check_framing(&request, runtime.max_header_bytes) {
             return (None, Answer::error(error));
         }
         let Some(route) = runtime.routes.find(request.method(), request.uri().path()) else {
             return (None, Answer::error(GatewayError::NoRoute));
         };
-        let name = Some(route.name.clone());
         let Some(upstream) = runtime.upstreams.get(&route.upstream) else {
             // Validation guarantees the upstream exists; answer rather than panic.
-            return (name, Answer::error(GatewayError::UpstreamUnreachable));
+            return (
+                Some(route.clone()),
+                Answer::error(GatewayError::UpstreamUnreachable),
+            );
         };
         let exchange = Exchange {
             route: route.clone(),
@@ -141,7 +143,7 @@ impl Gateway {
             }
             _ => passthrough::run(self, &exchange, request).await,
         };
-        (name, answer)
+        (Some(route.clone()), answer)
     }
 }
 
@@ -168,7 +170,11 @@ fn request_id(headers: &mut http::HeaderMap) -> String {
 /// framing that two parsers could read differently (request smuggling).
 fn check_framing<B>(request: &Request<B>, max_header_bytes: u64) -> Result<(), GatewayError> {
     let headers = request.headers();
-    let head_bytes: usize = request.uri().to_string().len()
+    let target = request
+        .uri()
+        .path_and_query()
+        .map_or(0, |pq| pq.as_str().len());
+    let head_bytes: usize = target
         + headers
             .iter()
             .map(|(name, value)| name.as_str().len() + value.len() + 4)
