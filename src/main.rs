@@ -71,8 +71,11 @@ fn init_logging(format: LogFormat, level: Option<&str>) {
         None => EnvFilter::try_from_default_env().ok(),
     }
     .unwrap_or_else(|| EnvFilter::new("info"));
+    // Colours only for a person at a terminal, not for log collectors.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Json => builder.json().init(),
