@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::admin::records;
 use crate::config::{self, Config};
-use crate::store::{self, StoreConfigExt};
+use crate::store;
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILURE: i32 = 1;
@@ -36,9 +36,9 @@ pub async fn migrate(path: &Path) -> i32 {
         Ok(config) => config,
         Err(code) => return code,
     };
-    match store::open(&config.store).await {
-        Ok(_) => {
-            println!("{} store schema is up to date", config.store.backend_name());
+    match store::migrate(&config.store).await {
+        Ok(report) => {
+            println!("{report}");
             EXIT_OK
         }
         Err(err) => {
@@ -100,10 +100,10 @@ pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
         }
     };
     let result = if purge {
-        store.purge(route, key).await.map(|n| {
-            println!("{n} records deleted");
-            n
-        })
+        store
+            .purge(route, key)
+            .await
+            .inspect(|n| println!("{n} records deleted"))
     } else {
         store.records(route, key).await.map(|found| {
             let text = serde_json::to_string_pretty(&records::to_json(&found)).unwrap_or_default();

@@ -9,6 +9,7 @@ pub mod embedded;
 pub mod guard;
 pub mod instrumented;
 mod open;
+pub mod postgres;
 pub mod sweeper;
 
 use std::time::{Duration, SystemTime};
@@ -19,7 +20,8 @@ use bytes::Bytes;
 pub use embedded::EmbeddedStore;
 pub use guard::LeaseGuard;
 pub use instrumented::InstrumentedStore;
-pub use open::{StoreConfigExt, open, sweep_settings};
+pub use open::{StoreConfigExt, migrate, open, sweep_settings};
+pub use postgres::PostgresStore;
 pub use sweeper::spawn_sweeper;
 
 /// Identity of one record.
