@@ -1,15 +1,42 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{EmbeddedStore, PostgresStore, Store, StoreError};
+use super::{CachedStore, EmbeddedStore, LookupHook, PostgresStore, Store, StoreError};
 use crate::config::StoreConfig;
+use crate::metrics::Metrics;
 
 /// Opens the configured backend. Postgres applies pending migrations first
-/// unless `store.migrate = false` (then the schema must already match).
+/// unless `store.migrate = false` (then the schema must already match); with
+/// `[store.redis]` it is wrapped in the Redis fast path.
 pub async fn open(config: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
+    open_with_hook(config, Arc::new(|_| {})).await
+}
+
+/// `open`, counting cache lookups in `idemgate_cache_lookups_total`.
+pub async fn open_with_metrics(
+    config: &StoreConfig,
+    metrics: &Metrics,
+) -> Result<Arc<dyn Store>, StoreError> {
+    let counter = metrics.cache_lookups.clone();
+    let hook: LookupHook = Arc::new(move |lookup| {
+        counter.with_label_values(&[lookup.as_str()]).inc();
+    });
+    open_with_hook(config, hook).await
+}
+
+async fn open_with_hook(
+    config: &StoreConfig,
+    on_lookup: LookupHook,
+) -> Result<Arc<dyn Store>, StoreError> {
     match config {
         StoreConfig::Embedded(_) => Ok(Arc::new(open_embedded(config).await?)),
-        StoreConfig::Postgres(pg) => Ok(Arc::new(PostgresStore::connect(pg).await?)),
+        StoreConfig::Postgres(pg) => {
+            let authority = PostgresStore::connect(pg).await?;
+            Ok(match &pg.redis {
+                Some(redis) => Arc::new(CachedStore::new(authority, redis, on_lookup)?),
+                None => Arc::new(authority),
+            })
+        }
     }
 }
 

@@ -112,6 +112,60 @@ impl PostgresStore {
         .await
     }
 
+    /// `complete`, returning the record's fingerprint (same single statement).
+    pub async fn complete_fingerprint(
+        &self,
+        lease: &Lease,
+        response: &StoredResponse,
+        retain_for: Duration,
+    ) -> Result<String, StoreError> {
+        let id = &lease.id;
+        let (names, values) = rows::header_arrays(response);
+        let status = i32::from(response.status);
+        let body: &[u8] = &response.body;
+        let retain_ms = millis(retain_for);
+        let params: [&(dyn ToSql + Sync); 10] = [
+            &id.route,
+            &id.scope,
+            &id.key,
+            &lease.token,
+            &status,
+            &names,
+            &values,
+            &body,
+            &response.body_omitted,
+            &retain_ms,
+        ];
+        let updated = self.query(sql::COMPLETE, &params).await?;
+        match updated.first() {
+            Some(row) => row.try_get(0).map_err(db_error),
+            None => Err(StoreError::Fenced),
+        }
+    }
+
+    /// `purge`, telling which scopes were deleted.
+    pub async fn purge_scopes(&self, route: &str, key: &str) -> Result<Vec<String>, StoreError> {
+        let deleted = self.query(sql::PURGE, &[&route, &key]).await?;
+        deleted
+            .iter()
+            .map(|row| row.try_get(0).map_err(db_error))
+            .collect()
+    }
+
+    /// Runs one statement (prepared once per connection); returns its rows.
+    async fn query(
+        &self,
+        query: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        self.bounded(async {
+            let client = self.pool.get().await.map_err(pool_error)?;
+            let stmt = client.prepare_cached(query).await.map_err(db_error)?;
+            client.query(&stmt, params).await.map_err(db_error)
+        })
+        .await
+    }
+
     /// Runs one statement (prepared once per connection); returns rows affected.
     async fn execute(
         &self,
@@ -162,32 +216,9 @@ impl Store for PostgresStore {
         response: &StoredResponse,
         retain_for: Duration,
     ) -> Result<(), StoreError> {
-        let id = &lease.id;
-        let (names, values) = rows::header_arrays(response);
-        let status = i32::from(response.status);
-        let body: &[u8] = &response.body;
-        let retain_ms = millis(retain_for);
-        let changed = self
-            .execute(
-                sql::COMPLETE,
-                &[
-                    &id.route,
-                    &id.scope,
-                    &id.key,
-                    &lease.token,
-                    &status,
-                    &names,
-                    &values,
-                    &body,
-                    &response.body_omitted,
-                    &retain_ms,
-                ],
-            )
-            .await?;
-        if changed == 0 {
-            return Err(StoreError::Fenced);
-        }
-        Ok(())
+        self.complete_fingerprint(lease, response, retain_for)
+            .await
+            .map(drop)
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
@@ -198,23 +229,12 @@ impl Store for PostgresStore {
     }
 
     async fn records(&self, route: &str, key: &str) -> Result<Vec<RecordInfo>, StoreError> {
-        self.bounded(async {
-            let client = self.pool.get().await.map_err(pool_error)?;
-            let stmt = client
-                .prepare_cached(sql::RECORDS)
-                .await
-                .map_err(db_error)?;
-            let found = client
-                .query(&stmt, &[&route, &key])
-                .await
-                .map_err(db_error)?;
-            found.iter().map(rows::record_info).collect()
-        })
-        .await
+        let found = self.query(sql::RECORDS, &[&route, &key]).await?;
+        found.iter().map(rows::record_info).collect()
     }
 
     async fn purge(&self, route: &str, key: &str) -> Result<u64, StoreError> {
-        self.execute(sql::PURGE, &[&route, &key]).await
+        Ok(self.purge_scopes(route, key).await?.len() as u64)
     }
 
     async fn sweep(&self, batch: u32) -> Result<u64, StoreError> {
@@ -222,12 +242,6 @@ impl Store for PostgresStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        self.bounded(async {
-            let client = self.pool.get().await.map_err(pool_error)?;
-            let stmt = client.prepare_cached(sql::PING).await.map_err(db_error)?;
-            client.query_one(&stmt, &[]).await.map_err(db_error)?;
-            Ok(())
-        })
-        .await
+        self.query(sql::PING, &[]).await.map(drop)
     }
 }

@@ -58,7 +58,8 @@ WHERE r.route = $1 AND r.scope = $2 AND r.key = $3 AND NOT EXISTS (SELECT 1 FROM
 
 /// The answer and the completed state in one statement, fenced by the token:
 /// a holder whose lease was taken over (new token) or whose row was released,
-/// purged or swept updates nothing and learns it is fenced.
+/// purged or swept updates nothing and learns it is fenced. Returns the
+/// record's fingerprint, which a cache in front stores with the answer.
 ///
 /// `$1 route, $2 scope, $3 key, $4 token, $5 status, $6 header names,
 /// $7 header values, $8 body, $9 body omitted, $10 retention in ms`.
@@ -68,7 +69,8 @@ UPDATE idemgate_records SET
     body_omitted = $9, completed_at = now(),
     expires_at = now() + $10::bigint * interval '1 millisecond',
     lease_expires_at = NULL
-WHERE route = $1 AND scope = $2 AND key = $3 AND token = $4 AND state = 0";
+WHERE route = $1 AND scope = $2 AND key = $3 AND token = $4 AND state = 0
+RETURNING fingerprint";
 
 /// Frees the key only while this lease still holds it (no-op otherwise).
 pub const RELEASE: &str = "
@@ -79,7 +81,9 @@ pub const RECORDS: &str = "
 SELECT scope, state, fingerprint, status, created_at, completed_at, expires_at, lease_expires_at
 FROM idemgate_records WHERE route = $1 AND key = $2 ORDER BY scope";
 
-pub const PURGE: &str = "DELETE FROM idemgate_records WHERE route = $1 AND key = $2";
+/// Returns the scopes deleted, so a cache in front can drop them too.
+pub const PURGE: &str =
+    "DELETE FROM idemgate_records WHERE route = $1 AND key = $2 RETURNING scope";
 
 /// One bounded batch. `SKIP LOCKED`: replicas sweeping at once split the
 /// backlog instead of queueing behind each other's row locks; a reservation
