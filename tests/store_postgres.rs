@@ -190,3 +190,24 @@ async fn many_keys_many_tasks_one_reservation_each() {
     }
     assert_eq!(won, 20);
 }
+
+#[tokio::test]
+async fn a_completion_survives_its_session_being_cut() {
+    let schema = TestSchema::create().await;
+    let mut config = schema.config();
+    config.pool_size = 1;
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&config).await.unwrap());
+    let lease = reserved(&store, &id("k"), "fp", Duration::from_secs(60)).await;
+    assert_eq!(pg_support::terminate_sessions(&schema.name).await, 1);
+    store
+        .complete(&lease, &response(), Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .reserve(&id("k"), "fp", Duration::from_secs(60))
+            .await
+            .unwrap(),
+        Reservation::Completed(response())
+    );
+}

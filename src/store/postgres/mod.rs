@@ -136,7 +136,34 @@ impl PostgresStore {
             &response.body_omitted,
             &retain_ms,
         ];
-        let updated = self.query(sql::COMPLETE, &params).await?;
+        let updated = match self.try_query(sql::COMPLETE, &params).await {
+            Ok(rows) => rows,
+            // The pooled connection had died (the database restarted, or an
+            // operator cut the session) and the pool had not noticed yet.
+            // The request did run: give its answer one more chance on a new
+            // connection rather than leave the key to a takeover that would
+            // run it again.
+            Err(Failure::ConnectionLost(err)) => {
+                tracing::warn!(error = %err, "completing on a lost connection; retrying once");
+                let rows = self.query(sql::COMPLETE, &params).await?;
+                if rows.is_empty() {
+                    // The first attempt may have committed before the connection died.
+                    let mine = self
+                        .query(
+                            sql::COMPLETED_BY,
+                            &[&id.route, &id.scope, &id.key, &lease.token],
+                        )
+                        .await?;
+                    return mine
+                        .first()
+                        .ok_or(StoreError::Fenced)?
+                        .try_get(0)
+                        .map_err(db_error);
+                }
+                rows
+            }
+            Err(Failure::Other(err)) => return Err(err),
+        };
         match updated.first() {
             Some(row) => row.try_get(0).map_err(db_error),
             None => Err(StoreError::Fenced),
@@ -158,12 +185,36 @@ impl PostgresStore {
         query: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
-        self.bounded(async {
-            let client = self.pool.get().await.map_err(pool_error)?;
-            let stmt = client.prepare_cached(query).await.map_err(db_error)?;
-            client.query(&stmt, params).await.map_err(db_error)
-        })
-        .await
+        self.try_query(query, params)
+            .await
+            .map_err(Failure::into_error)
+    }
+
+    /// `query`, telling apart a statement lost with its connection.
+    async fn try_query(
+        &self,
+        query: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, Failure> {
+        let work = async {
+            let client = self
+                .pool
+                .get()
+                .await
+                .map_err(|e| Failure::Other(pool_error(e)))?;
+            let stmt = client
+                .prepare_cached(query)
+                .await
+                .map_err(|e| Failure::classify(&client, e))?;
+            client
+                .query(&stmt, params)
+                .await
+                .map_err(|e| Failure::classify(&client, e))
+        };
+        match tokio::time::timeout(self.deadline, work).await {
+            Ok(result) => result,
+            Err(_) => Err(Failure::Other(self.too_slow())),
+        }
     }
 
     /// Runs one statement (prepared once per connection); returns rows affected.
@@ -186,12 +237,33 @@ impl PostgresStore {
     ) -> Result<T, StoreError> {
         tokio::time::timeout(self.deadline, work)
             .await
-            .unwrap_or_else(|_| {
-                Err(StoreError::Unavailable(format!(
-                    "postgres: no answer within {:?}",
-                    self.deadline
-                )))
-            })
+            .unwrap_or_else(|_| Err(self.too_slow()))
+    }
+
+    fn too_slow(&self) -> StoreError {
+        StoreError::Unavailable(format!("postgres: no answer within {:?}", self.deadline))
+    }
+}
+
+/// A failed statement, and whether its connection died under it.
+enum Failure {
+    ConnectionLost(StoreError),
+    Other(StoreError),
+}
+
+impl Failure {
+    fn classify(client: &deadpool_postgres::Client, err: tokio_postgres::Error) -> Failure {
+        if client.is_closed() || err.is_closed() {
+            Failure::ConnectionLost(db_error(err))
+        } else {
+            Failure::Other(db_error(err))
+        }
+    }
+
+    fn into_error(self) -> StoreError {
+        match self {
+            Failure::ConnectionLost(err) | Failure::Other(err) => err,
+        }
     }
 }
 

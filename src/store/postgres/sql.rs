@@ -72,6 +72,12 @@ UPDATE idemgate_records SET
 WHERE route = $1 AND scope = $2 AND key = $3 AND token = $4 AND state = 0
 RETURNING fingerprint";
 
+/// After a completion lost with its connection: did it commit? The record
+/// still under this token and completed means yes.
+pub const COMPLETED_BY: &str = "
+SELECT fingerprint FROM idemgate_records
+WHERE route = $1 AND scope = $2 AND key = $3 AND token = $4 AND state = 1";
+
 /// Frees the key only while this lease still holds it (no-op otherwise).
 pub const RELEASE: &str = "
 DELETE FROM idemgate_records
