@@ -8,6 +8,8 @@
 //! test: nothing is skipped silently (`.ci/services` starts both).
 #![allow(dead_code)]
 
+pub mod switch;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -34,6 +36,33 @@ pub fn unique(prefix: &str) -> String {
         std::process::id(),
         N.fetch_add(1, Ordering::SeqCst)
     )
+}
+
+/// Where `base_url()` points (for a relay in front of it).
+pub fn server_addr() -> std::net::SocketAddr {
+    let config: tokio_postgres::Config = base_url().parse().unwrap();
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
+        _ => "127.0.0.1".into(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let host = if host == "localhost" {
+        "127.0.0.1".into()
+    } else {
+        host
+    };
+    format!("{host}:{port}").parse().unwrap()
+}
+
+/// `url` with its host and port replaced by `addr`.
+pub fn via(url: &str, addr: std::net::SocketAddr) -> String {
+    let server = server_addr();
+    let replaced = url.replacen(&server.to_string(), &addr.to_string(), 1);
+    assert_ne!(
+        replaced, url,
+        "write IDEMGATE_TEST_PG_URL as postgres://user@IP:PORT/db"
+    );
+    replaced
 }
 
 /// `base_url()` with `search_path` set to `schema` (URL-encoded startup

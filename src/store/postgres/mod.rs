@@ -20,7 +20,7 @@ mod sql;
 mod tls;
 
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
@@ -136,7 +136,15 @@ impl PostgresStore {
             &response.body_omitted,
             &retain_ms,
         ];
-        let updated = match self.try_query(sql::COMPLETE, &params).await {
+        // The request has run: its answer is worth waiting for a busy pool
+        // as long as the lease holds (a completion that gives up leaves the
+        // key to a takeover that runs the request again).
+        let patience = lease
+            .expires_at
+            .duration_since(SystemTime::now())
+            .unwrap_or_default()
+            .max(self.deadline);
+        let updated = match self.try_query(sql::COMPLETE, &params, Some(patience)).await {
             Ok(rows) => rows,
             // The pooled connection had died (the database restarted, or an
             // operator cut the session) and the pool had not noticed yet.
@@ -185,21 +193,27 @@ impl PostgresStore {
         query: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
-        self.try_query(query, params)
+        self.try_query(query, params, None)
             .await
             .map_err(Failure::into_error)
     }
 
-    /// `query`, telling apart a statement lost with its connection.
+    /// `query`, telling apart a statement lost with its connection; `patience`
+    /// replaces the pool's wait for a free connection.
     async fn try_query(
         &self,
         query: &str,
         params: &[&(dyn ToSql + Sync)],
+        patience: Option<Duration>,
     ) -> Result<Vec<tokio_postgres::Row>, Failure> {
+        let mut timeouts = self.pool.timeouts();
+        if patience.is_some() {
+            timeouts.wait = patience;
+        }
         let work = async {
             let client = self
                 .pool
-                .get()
+                .timeout_get(&timeouts)
                 .await
                 .map_err(|e| Failure::Other(pool_error(e)))?;
             let stmt = client
@@ -211,7 +225,8 @@ impl PostgresStore {
                 .await
                 .map_err(|e| Failure::classify(&client, e))
         };
-        match tokio::time::timeout(self.deadline, work).await {
+        let deadline = self.deadline + patience.unwrap_or_default();
+        match tokio::time::timeout(deadline, work).await {
             Ok(result) => result,
             Err(_) => Err(Failure::Other(self.too_slow())),
         }
