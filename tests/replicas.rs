@@ -12,7 +12,6 @@ mod common;
 mod pg_support;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{Client, GatewayProcess, MockUpstream, Reply, TestDir};
@@ -315,5 +314,4 @@ async fn postgres_unreachable_rejects_then_recovers_without_restart() {
         assert_eq!(again[key][0].body, answers[key][0].body, "{key}");
     }
     assert_eq!(cluster.upstream.total(), 2 * KEYS as u64);
-    let _ = Arc::new(());
 }

@@ -37,6 +37,11 @@ const LEDGER_EXISTS: &str = "SELECT to_regclass('idemgate_schema_migrations') IS
 /// Refuses a database whose schema is newer than this binary.
 pub async fn migrate(client: &mut Client) -> Result<Vec<i64>, StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
+    // "already exists, skipping" notices are expected on every start: keep
+    // them out of the gateway's log.
+    tx.batch_execute("SET LOCAL client_min_messages = warning")
+        .await
+        .map_err(db_error)?;
     tx.execute(LOCK, &[&LOCK_CLASS]).await.map_err(db_error)?;
     tx.batch_execute(CREATE_LEDGER).await.map_err(db_error)?;
     let current: i64 = tx
