@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::{Client, GatewayProcess, MockUpstream, Reply, TestDir};
 use pg_support::switch::Switch;
-use pg_support::{TestSchema, redis_flush_prefix, redis_url, unique};
+use pg_support::{RedisPrefix, TestSchema, redis_flush_prefix, redis_url};
 
 const CONFIG: &str = r#"
 [server]
@@ -193,7 +193,8 @@ async fn three_replicas_execute_each_key_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_flushed_mid_run_still_one_execution_per_key() {
     let schema = TestSchema::create().await;
-    let prefix = format!("{}:", unique("idemgate-replicas"));
+    let guard = RedisPrefix::new("idemgate-replicas");
+    let prefix = guard.0.clone();
     let cluster = Cluster::start(&schema.url(), Some((&redis_url(), &prefix))).await;
     let keys = keys("flush");
     let flusher = {
@@ -227,7 +228,6 @@ async fn redis_flushed_mid_run_still_one_execution_per_key() {
         metrics.contains("idemgate_cache_lookups_total{result=\"hit\"}"),
         "{metrics}"
     );
-    redis_flush_prefix(&prefix).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

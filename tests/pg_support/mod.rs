@@ -208,6 +208,31 @@ pub async fn redis_flush_prefix(prefix: &str) {
     }
 }
 
+/// A Redis key prefix of its own, whose keys are deleted on drop (also when
+/// the test fails).
+pub struct RedisPrefix(pub String);
+
+impl RedisPrefix {
+    pub fn new(tag: &str) -> RedisPrefix {
+        RedisPrefix(format!("{}:", unique(tag)))
+    }
+}
+
+impl Drop for RedisPrefix {
+    fn drop(&mut self) {
+        let prefix = self.0.clone();
+        let _ = std::thread::spawn(move || {
+            if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                rt.block_on(redis_flush_prefix(&prefix));
+            }
+        })
+        .join();
+    }
+}
+
 /// A store that owns its schema: the store (and its pool) drops first, then
 /// the schema.
 pub struct SchemaStore {
