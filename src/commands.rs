@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::admin::records;
 use crate::config::{self, Config};
-use crate::store::{self, StoreConfigExt};
+use crate::store;
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILURE: i32 = 1;
@@ -36,9 +36,9 @@ pub async fn migrate(path: &Path) -> i32 {
         Ok(config) => config,
         Err(code) => return code,
     };
-    match store::open(&config.store).await {
-        Ok(_) => {
-            println!("{} store schema is up to date", config.store.backend_name());
+    match store::migrate(&config.store).await {
+        Ok(report) => {
+            println!("{report}");
             EXIT_OK
         }
         Err(err) => {

@@ -39,7 +39,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
     let registry = prometheus::Registry::new();
     let metrics = Metrics::new(registry)
         .map_err(|err| StartError::Other(format!("metrics registry: {err}")))?;
-    let backend = store::open(&config.store)
+    let backend = store::open_with_metrics(&config.store, &metrics)
         .await
         .map_err(|err| StartError::Other(format!("cannot open the store: {err}")))?;
     let store: Arc<dyn Store> = Arc::new(store::InstrumentedStore::new(backend, metrics.clone()));

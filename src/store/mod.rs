@@ -5,10 +5,12 @@
 //! atomically in its own terms; the gateway only sees this trait. Nothing here
 //! knows of HTTP: a stored answer is a status, a list of header pairs and bytes.
 
+pub mod cache;
 pub mod embedded;
 pub mod guard;
 pub mod instrumented;
 mod open;
+pub mod postgres;
 pub mod sweeper;
 
 use std::time::{Duration, SystemTime};
@@ -16,10 +18,12 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use bytes::Bytes;
 
+pub use cache::{CachedStore, Lookup, LookupHook};
 pub use embedded::EmbeddedStore;
 pub use guard::LeaseGuard;
 pub use instrumented::InstrumentedStore;
-pub use open::{StoreConfigExt, open, sweep_settings};
+pub use open::{StoreConfigExt, migrate, open, open_with_metrics, sweep_settings};
+pub use postgres::PostgresStore;
 pub use sweeper::spawn_sweeper;
 
 /// Identity of one record.

@@ -1,25 +1,77 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{EmbeddedStore, Store, StoreError};
+use super::{CachedStore, EmbeddedStore, LookupHook, PostgresStore, Store, StoreError};
 use crate::config::StoreConfig;
+use crate::metrics::Metrics;
 
-/// Opens the configured backend.
+/// Opens the configured backend. Postgres applies pending migrations first
+/// unless `store.migrate = false` (then the schema must already match); with
+/// `[store.redis]` it is wrapped in the Redis fast path.
 pub async fn open(config: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
+    open_with_hook(config, Arc::new(|_| {})).await
+}
+
+/// `open`, counting cache lookups in `idemgate_cache_lookups_total`.
+pub async fn open_with_metrics(
+    config: &StoreConfig,
+    metrics: &Metrics,
+) -> Result<Arc<dyn Store>, StoreError> {
+    let counter = metrics.cache_lookups.clone();
+    let hook: LookupHook = Arc::new(move |lookup| {
+        counter.with_label_values(&[lookup.as_str()]).inc();
+    });
+    open_with_hook(config, hook).await
+}
+
+async fn open_with_hook(
+    config: &StoreConfig,
+    on_lookup: LookupHook,
+) -> Result<Arc<dyn Store>, StoreError> {
     match config {
-        StoreConfig::Embedded(embedded) => {
-            let path = embedded.path.clone();
-            // Opening creates the file and runs the schema: blocking work.
-            let store = tokio::task::spawn_blocking(move || EmbeddedStore::open(&path))
-                .await
-                .map_err(|err| StoreError::Unavailable(format!("opening the store: {err}")))??;
-            Ok(Arc::new(store))
+        StoreConfig::Embedded(_) => Ok(Arc::new(open_embedded(config).await?)),
+        StoreConfig::Postgres(pg) => {
+            let authority = PostgresStore::connect(pg).await?;
+            Ok(match &pg.redis {
+                Some(redis) => Arc::new(CachedStore::new(authority, redis, on_lookup)?),
+                None => Arc::new(authority),
+            })
         }
-        StoreConfig::Postgres(_) => Err(StoreError::Unavailable(
-            "the postgres backend is not available in this build yet; use backend = \"embedded\""
-                .into(),
-        )),
     }
+}
+
+/// `idemgate migrate`: brings the schema up to date whatever `store.migrate`
+/// says; returns a line for the operator.
+pub async fn migrate(config: &StoreConfig) -> Result<String, StoreError> {
+    match config {
+        StoreConfig::Embedded(_) => {
+            open_embedded(config).await?;
+            Ok("embedded store schema is up to date".into())
+        }
+        StoreConfig::Postgres(pg) => {
+            let applied = PostgresStore::lazy(pg)?.migrate().await?;
+            Ok(if applied.is_empty() {
+                format!(
+                    "postgres store schema is up to date (version {})",
+                    super::postgres::SCHEMA_VERSION
+                )
+            } else {
+                let list: Vec<String> = applied.iter().map(i64::to_string).collect();
+                format!("postgres store migrated: applied {}", list.join(", "))
+            })
+        }
+    }
+}
+
+async fn open_embedded(config: &StoreConfig) -> Result<EmbeddedStore, StoreError> {
+    let StoreConfig::Embedded(embedded) = config else {
+        return Err(StoreError::Unavailable("not an embedded store".into()));
+    };
+    let path = embedded.path.clone();
+    // Opening creates the file and runs the schema: blocking work.
+    tokio::task::spawn_blocking(move || EmbeddedStore::open(&path))
+        .await
+        .map_err(|err| StoreError::Unavailable(format!("opening the store: {err}")))?
 }
 
 /// (interval, batch) of the background sweeper for the configured backend.

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::store::StoreError;
 
-pub(super) fn encode_headers(headers: &[(String, Vec<u8>)]) -> Vec<u8> {
+pub(crate) fn encode_headers(headers: &[(String, Vec<u8>)]) -> Vec<u8> {
     let size = headers
         .iter()
         .map(|(n, v)| 8 + n.len() + v.len())
@@ -25,7 +25,7 @@ pub(super) fn encode_headers(headers: &[(String, Vec<u8>)]) -> Vec<u8> {
     out
 }
 
-pub(super) fn decode_headers(mut buf: &[u8]) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+pub(crate) fn decode_headers(mut buf: &[u8]) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
     let count = take_len(&mut buf)?;
     // Each pair needs at least 8 bytes: cap the allocation against corrupt counts.
     let mut headers = Vec::with_capacity(count.min(buf.len() / 8));

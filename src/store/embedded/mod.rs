@@ -19,7 +19,7 @@
 //! exactly. Fencing tokens come from one store-wide sequence, so a token is
 //! never reused for a record id even after its row was released or purged.
 
-mod codec;
+pub(crate) mod codec;
 mod ops;
 mod schema;
 mod writer;

@@ -1,0 +1,110 @@
+//! The Redis connection: short deadlines, reconnects by itself, and a pause
+//! after a failure so a down Redis costs requests nothing.
+//!
+//! Every call is bounded by `TIMEOUT`. After a failure, Redis is skipped for
+//! `PAUSE` (each skipped call is a failure to its caller, counted as a cache
+//! error) and then tried again; the connection manager reconnects on that try.
+//! So an outage costs one timeout per `PAUSE`, not one per request.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use crate::store::StoreError;
+
+const TIMEOUT: Duration = Duration::from_millis(200);
+const PAUSE: Duration = Duration::from_secs(1);
+
+#[derive(Debug)]
+pub struct CacheError(pub String);
+
+pub struct Redis {
+    manager: ConnectionManager,
+    started: Instant,
+    /// Milliseconds since `started` before which Redis is not tried (0: try).
+    paused_until: AtomicU64,
+}
+
+impl Redis {
+    /// Does not connect: a Redis that is down at start must not stop the
+    /// gateway (Postgres is the authority), it is simply not used until it answers.
+    pub fn lazy(url: &str) -> Result<Redis, StoreError> {
+        // The URL may carry a password: the message names the problem only.
+        let client = redis::Client::open(url).map_err(|e| {
+            StoreError::Unavailable(format!("store.redis: invalid URL ({:?})", e.kind()))
+        })?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(TIMEOUT))
+            .set_response_timeout(Some(TIMEOUT))
+            .set_number_of_retries(1)
+            .set_max_delay(PAUSE);
+        let manager = ConnectionManager::new_lazy_with_config(client, config)
+            .map_err(|e| StoreError::Unavailable(format!("store.redis: {:?}", e.kind())))?;
+        Ok(Redis {
+            manager,
+            started: Instant::now(),
+            paused_until: AtomicU64::new(0),
+        })
+    }
+
+    pub async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, CacheError> {
+        let mut conn = self.manager.clone();
+        self.run(async move { conn.get(key).await }).await
+    }
+
+    /// SET with a TTL; with `only_new`, keeps an existing value (NX).
+    pub async fn set(
+        &self,
+        key: &str,
+        value: &[u8],
+        ttl: Duration,
+        only_new: bool,
+    ) -> Result<(), CacheError> {
+        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(key).arg(value).arg("PX").arg(ms);
+        if only_new {
+            cmd.arg("NX");
+        }
+        let mut conn = self.manager.clone();
+        // NX answers nil when the key exists: not an error.
+        self.run(async move { cmd.query_async::<Option<String>>(&mut conn).await })
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn del(&self, keys: &[String]) -> Result<(), CacheError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.manager.clone();
+        self.run(async move { conn.del::<_, ()>(keys).await }).await
+    }
+
+    async fn run<T>(
+        &self,
+        call: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, CacheError> {
+        let now = self.elapsed_ms();
+        if now < self.paused_until.load(Ordering::Relaxed) {
+            return Err(CacheError("redis paused after a recent failure".into()));
+        }
+        let result = match tokio::time::timeout(TIMEOUT, call).await {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(e)) => CacheError(format!("redis: {e}")),
+            Err(_) => CacheError(format!("redis: no answer within {TIMEOUT:?}")),
+        };
+        let until = now.saturating_add(u64::try_from(PAUSE.as_millis()).unwrap_or(u64::MAX));
+        // Log once per pause, not once per request.
+        if self.paused_until.swap(until, Ordering::Relaxed) <= now {
+            tracing::warn!(error = %result.0, pause = ?PAUSE, "redis unavailable; serving from postgres");
+        }
+        Err(result)
+    }
+
+    fn elapsed_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+}

@@ -1,0 +1,191 @@
+//! Redis in front of Postgres: a fast path for completed answers, never the
+//! authority.
+//!
+//! - `reserve` first looks the record up in Redis. A completed answer stored
+//!   under the same fingerprint is returned at once (no Postgres round trip,
+//!   and it still replays while Postgres is down). Anything else — a miss, a
+//!   different fingerprint, an undecodable value, an error — asks Postgres,
+//!   which alone reserves. A replay Postgres served is written back (`NX`,
+//!   TTL = the remaining retention) for the next retry.
+//! - `complete` writes Postgres first (fenced by the token) and only then
+//!   Redis, with the retention as TTL: Redis never holds an answer Postgres
+//!   refused, so it can only ever replay a final answer.
+//! - Losing Redis data (flush, eviction, restart) only turns hits into misses,
+//!   and misses go to Postgres: no second execution, no wrong replay. A Redis
+//!   that is down is skipped (see `conn`) and counted as `error` lookups.
+//! - No in-flight pre-filter: a marker left behind by a release that could
+//!   not reach Redis would answer 409 to retries that should run, and
+//!   Postgres decides an in-flight key in the same single round trip anyway.
+
+mod conn;
+mod entry;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::{
+    Lease, PostgresStore, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse,
+};
+use crate::config::RedisConfig;
+use conn::Redis;
+
+/// Result of one cache lookup, for `idemgate_cache_lookups_total{result}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// Served from Redis.
+    Hit,
+    /// Not in Redis, or there under another fingerprint (Postgres decides).
+    Miss,
+    /// Redis failed, timed out or is paused after a failure.
+    Error,
+}
+
+impl Lookup {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lookup::Hit => "hit",
+            Lookup::Miss => "miss",
+            Lookup::Error => "error",
+        }
+    }
+}
+
+/// Told every lookup's result (metrics).
+pub type LookupHook = Arc<dyn Fn(Lookup) + Send + Sync>;
+
+pub struct CachedStore {
+    authority: PostgresStore,
+    redis: Redis,
+    prefix: String,
+    on_lookup: LookupHook,
+}
+
+impl CachedStore {
+    /// Does not connect to Redis (see `conn`).
+    pub fn new(
+        authority: PostgresStore,
+        config: &RedisConfig,
+        on_lookup: LookupHook,
+    ) -> Result<CachedStore, StoreError> {
+        Ok(CachedStore {
+            authority,
+            redis: Redis::lazy(&config.url)?,
+            prefix: config.key_prefix.clone(),
+            on_lookup,
+        })
+    }
+
+    /// The cached answer for this fingerprint, if Redis has one.
+    async fn lookup(&self, key: &str, fingerprint: &str) -> (Option<StoredResponse>, Lookup) {
+        match self.redis.get(key).await {
+            Ok(Some(value)) => match entry::decode(&value) {
+                Some((fp, response)) if fp == fingerprint => (Some(response), Lookup::Hit),
+                // Another fingerprint (or a value we cannot read): only
+                // Postgres may say Mismatch.
+                _ => (None, Lookup::Miss),
+            },
+            Ok(None) => (None, Lookup::Miss),
+            Err(err) => {
+                tracing::debug!(error = %err.0, "cache lookup failed");
+                (None, Lookup::Error)
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Store for CachedStore {
+    fn backend(&self) -> &'static str {
+        "redis+postgres"
+    }
+
+    async fn reserve(
+        &self,
+        id: &RecordId,
+        fingerprint: &str,
+        lease_for: Duration,
+    ) -> Result<Reservation, StoreError> {
+        let key = entry::key(&self.prefix, id);
+        let (cached, lookup) = self.lookup(&key, fingerprint).await;
+        (self.on_lookup)(lookup);
+        if let Some(response) = cached {
+            return Ok(Reservation::Completed(response));
+        }
+        let (reservation, remaining) = self
+            .authority
+            .reserve_with_ttl(id, fingerprint, lease_for)
+            .await?;
+        if let (Reservation::Completed(response), Some(ttl), Lookup::Miss) =
+            (&reservation, remaining, lookup)
+            && !ttl.is_zero()
+        {
+            // NX: never overwrite what a completion wrote meanwhile.
+            let value = entry::encode(fingerprint, response);
+            let _ = self.redis.set(&key, &value, ttl, true).await;
+        }
+        Ok(reservation)
+    }
+
+    async fn complete(
+        &self,
+        lease: &Lease,
+        response: &StoredResponse,
+        retain_for: Duration,
+    ) -> Result<(), StoreError> {
+        let fingerprint = self
+            .authority
+            .complete_fingerprint(lease, response, retain_for)
+            .await?;
+        let key = entry::key(&self.prefix, &lease.id);
+        let value = entry::encode(&fingerprint, response);
+        let _ = self.redis.set(&key, &value, retain_for, false).await;
+        Ok(())
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.authority.release(lease).await
+    }
+
+    async fn records(&self, route: &str, key: &str) -> Result<Vec<RecordInfo>, StoreError> {
+        self.authority.records(route, key).await
+    }
+
+    /// Deletes in Postgres, then the cached answers of the deleted scopes.
+    /// A Redis failure here is reported: a cached answer left behind would
+    /// keep replaying a purged key until its TTL.
+    async fn purge(&self, route: &str, key: &str) -> Result<u64, StoreError> {
+        let scopes = self.authority.purge_scopes(route, key).await?;
+        let keys: Vec<String> = scopes
+            .iter()
+            .map(|scope| {
+                let id = RecordId {
+                    route: route.to_owned(),
+                    scope: scope.clone(),
+                    key: key.to_owned(),
+                };
+                entry::key(&self.prefix, &id)
+            })
+            .collect();
+        self.redis.del(&keys).await.map_err(|err| {
+            StoreError::Unavailable(format!(
+                "deleted {} records in postgres but not their cached answers ({}); \
+                 retry once redis is reachable, or wait out the retention",
+                keys.len(),
+                err.0
+            ))
+        })?;
+        Ok(keys.len() as u64)
+    }
+
+    async fn sweep(&self, batch: u32) -> Result<u64, StoreError> {
+        // Redis expires its copies by TTL on its own.
+        self.authority.sweep(batch).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        // Readiness follows the authority only: the gateway is correct without Redis.
+        self.authority.ping().await
+    }
+}

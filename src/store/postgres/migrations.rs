@@ -1,0 +1,131 @@
+//! Versioned schema migrations, embedded in the binary.
+//!
+//! Everything runs in one transaction that first takes a transaction-level
+//! advisory lock: replicas starting together queue on the lock, the first
+//! applies what is missing, the others then find nothing to do. DDL is
+//! transactional in PostgreSQL, so a failed migration leaves no half schema,
+//! and the lock is released by the commit, the rollback or a dropped session.
+
+use deadpool_postgres::Client;
+
+use super::pool::db_error;
+use crate::store::StoreError;
+
+/// (version, SQL), in order. Append only: a released migration never changes.
+const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("migrations/0001_records.sql"))];
+
+/// The schema version this binary reads and writes.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// First key of the two-key advisory lock ("idem" in ASCII); the second is the
+/// hash of the target schema, so migrations of different schemas in one
+/// database (tests, several deployments) do not wait on each other.
+const LOCK_CLASS: i32 = 0x6964_656d;
+
+const LOCK: &str = "SELECT pg_advisory_xact_lock($1, coalesce(hashtext(current_schema()), 0))";
+
+const CREATE_LEDGER: &str = "CREATE TABLE IF NOT EXISTS idemgate_schema_migrations (
+    version    bigint      PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)";
+
+const CURRENT: &str = "SELECT coalesce(max(version), 0) FROM idemgate_schema_migrations";
+
+const LEDGER_EXISTS: &str = "SELECT to_regclass('idemgate_schema_migrations') IS NOT NULL";
+
+/// Applies every migration the database lacks; returns the versions applied.
+/// Refuses a database whose schema is newer than this binary.
+pub async fn migrate(client: &mut Client) -> Result<Vec<i64>, StoreError> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    // "already exists, skipping" notices are expected on every start: keep
+    // them out of the gateway's log.
+    tx.batch_execute("SET LOCAL client_min_messages = warning")
+        .await
+        .map_err(db_error)?;
+    tx.execute(LOCK, &[&LOCK_CLASS]).await.map_err(db_error)?;
+    tx.batch_execute(CREATE_LEDGER).await.map_err(db_error)?;
+    let current: i64 = tx
+        .query_one(CURRENT, &[])
+        .await
+        .map_err(db_error)?
+        .try_get(0)
+        .map_err(db_error)?;
+    refuse_newer(current)?;
+    let mut applied = Vec::new();
+    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+        tx.batch_execute(sql).await.map_err(|e| {
+            StoreError::Unavailable(format!(
+                "postgres migration {version} failed: {}",
+                super::pool::describe(&e)
+            ))
+        })?;
+        tx.execute(
+            "INSERT INTO idemgate_schema_migrations (version) VALUES ($1)",
+            &[version],
+        )
+        .await
+        .map_err(db_error)?;
+        applied.push(*version);
+    }
+    tx.commit().await.map_err(db_error)?;
+    Ok(applied)
+}
+
+/// For `store.migrate = false`: the schema must already be exactly this
+/// binary's (older: run `idemgate migrate`; newer: upgrade idemgate).
+pub async fn check(client: &Client) -> Result<(), StoreError> {
+    let exists: bool = client
+        .query_one(LEDGER_EXISTS, &[])
+        .await
+        .map_err(db_error)?
+        .try_get(0)
+        .map_err(db_error)?;
+    let current: i64 = if exists {
+        client
+            .query_one(CURRENT, &[])
+            .await
+            .map_err(db_error)?
+            .try_get(0)
+            .map_err(db_error)?
+    } else {
+        0
+    };
+    refuse_newer(current)?;
+    if current < SCHEMA_VERSION {
+        return Err(StoreError::Unavailable(format!(
+            "postgres schema is at version {current}, this idemgate needs {SCHEMA_VERSION}: \
+             run `idemgate migrate` (store.migrate = false)"
+        )));
+    }
+    Ok(())
+}
+
+fn refuse_newer(current: i64) -> Result<(), StoreError> {
+    if current > SCHEMA_VERSION {
+        return Err(StoreError::Unavailable(format!(
+            "postgres schema version {current} is newer than this idemgate supports \
+             ({SCHEMA_VERSION}); upgrade idemgate or point it at another database"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_increasing_and_end_at_schema_version() {
+        let versions: Vec<i64> = MIGRATIONS.iter().map(|(v, _)| *v).collect();
+        assert!(versions.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(versions.last(), Some(&SCHEMA_VERSION));
+    }
+
+    #[test]
+    fn newer_schema_is_refused_with_both_versions() {
+        let err = refuse_newer(SCHEMA_VERSION + 1).unwrap_err().to_string();
+        assert!(err.contains("newer"), "{err}");
+        assert!(err.contains(&(SCHEMA_VERSION + 1).to_string()), "{err}");
+        assert!(refuse_newer(SCHEMA_VERSION).is_ok());
+    }
+}

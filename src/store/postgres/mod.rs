@@ -1,0 +1,334 @@
+//! The PostgreSQL store: the authority for any number of gateway replicas.
+//!
+//! Every transition is one statement (see `sql`), so the database decides
+//! under the primary key and no replica ever reads-then-writes. A new key
+//! costs two round trips (reserve, complete), a replay one. Statements are
+//! prepared once per pooled connection (`prepare_cached`).
+//!
+//! **Schema per deployment (and per test).** Tables are created unqualified,
+//! in the first schema of the connection's `search_path`; put it in the URL:
+//! `postgres://…/db?options=-c%20search_path%3Dmy_schema`. The schema must
+//! exist. Without it, PostgreSQL's default (`public`) is used.
+//!
+//! **Errors** are `Unavailable` with the driver's message, which never holds
+//! the URL or the password.
+
+mod migrations;
+mod pool;
+mod rows;
+mod sql;
+mod tls;
+
+use std::future::Future;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use deadpool_postgres::Pool;
+use tokio_postgres::types::ToSql;
+
+pub use migrations::SCHEMA_VERSION;
+
+use super::{Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse};
+use crate::config::PostgresStoreConfig;
+use pool::{db_error, pool_error};
+use rows::{Decided, millis};
+
+/// How often one reservation re-runs `RESERVE` when its snapshot missed a row
+/// committed concurrently. Each run after the first sees a newer snapshot, so
+/// more than two is rare; the bound only turns a pathological churn into an
+/// error instead of a spin.
+const RESERVE_ATTEMPTS: usize = 10;
+
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: Pool,
+    /// Upper bound of one operation (waiting for a connection, then the
+    /// statement), so a database that stops answering — a cut network, not a
+    /// refused connection — fails the request instead of hanging it.
+    deadline: Duration,
+}
+
+impl PostgresStore {
+    /// Builds the pool and applies pending migrations (`config.migrate`), or
+    /// checks that the schema is this binary's. Connects once to do so: a
+    /// database that is down at start is an error here.
+    pub async fn connect(config: &PostgresStoreConfig) -> Result<PostgresStore, StoreError> {
+        let store = Self::lazy(config)?;
+        if config.migrate {
+            store.migrate().await?;
+        } else {
+            let client = store.pool.get().await.map_err(pool_error)?;
+            migrations::check(&client).await?;
+        }
+        Ok(store)
+    }
+
+    /// Builds the pool without touching the database.
+    pub fn lazy(config: &PostgresStoreConfig) -> Result<PostgresStore, StoreError> {
+        Ok(PostgresStore {
+            pool: pool::build(config)?,
+            deadline: config.connect_timeout + config.statement_timeout + Duration::from_secs(1),
+        })
+    }
+
+    /// Applies the migrations this database lacks (under an advisory lock, safe
+    /// from many replicas at once); returns the versions applied now.
+    pub async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
+        let mut client = self.pool.get().await.map_err(pool_error)?;
+        migrations::migrate(&mut client).await
+    }
+
+    /// `reserve`, also telling how long a replayed answer stays replayable
+    /// (the cache in front of this store uses it as TTL).
+    pub async fn reserve_with_ttl(
+        &self,
+        id: &RecordId,
+        fingerprint: &str,
+        lease_for: Duration,
+    ) -> Result<(Reservation, Option<Duration>), StoreError> {
+        let lease_ms = millis(lease_for);
+        let params: [&(dyn ToSql + Sync); 5] =
+            [&id.route, &id.scope, &id.key, &fingerprint, &lease_ms];
+        self.bounded(async {
+            let client = self.pool.get().await.map_err(pool_error)?;
+            let stmt = client
+                .prepare_cached(sql::RESERVE)
+                .await
+                .map_err(db_error)?;
+            for _ in 0..RESERVE_ATTEMPTS {
+                let rows = client.query(&stmt, &params).await.map_err(db_error)?;
+                if let Decided::Done {
+                    reservation,
+                    remaining,
+                } = rows::decide(id, &rows)?
+                {
+                    return Ok((reservation, remaining));
+                }
+            }
+            Err(StoreError::Unavailable(
+                "postgres: the key changed under every reservation attempt".into(),
+            ))
+        })
+        .await
+    }
+
+    /// `complete`, returning the record's fingerprint (same single statement).
+    pub async fn complete_fingerprint(
+        &self,
+        lease: &Lease,
+        response: &StoredResponse,
+        retain_for: Duration,
+    ) -> Result<String, StoreError> {
+        let id = &lease.id;
+        let (names, values) = rows::header_arrays(response);
+        let status = i32::from(response.status);
+        let body: &[u8] = &response.body;
+        let retain_ms = millis(retain_for);
+        let params: [&(dyn ToSql + Sync); 10] = [
+            &id.route,
+            &id.scope,
+            &id.key,
+            &lease.token,
+            &status,
+            &names,
+            &values,
+            &body,
+            &response.body_omitted,
+            &retain_ms,
+        ];
+        // The request has run: its answer is worth waiting for a busy pool
+        // as long as the lease holds (a completion that gives up leaves the
+        // key to a takeover that runs the request again).
+        let patience = lease
+            .expires_at
+            .duration_since(SystemTime::now())
+            .unwrap_or_default()
+            .max(self.deadline);
+        let updated = match self.try_query(sql::COMPLETE, &params, Some(patience)).await {
+            Ok(rows) => rows,
+            // The pooled connection had died (the database restarted, or an
+            // operator cut the session) and the pool had not noticed yet.
+            // The request did run: give its answer one more chance on a new
+            // connection rather than leave the key to a takeover that would
+            // run it again.
+            Err(Failure::ConnectionLost(err)) => {
+                tracing::warn!(error = %err, "completing on a lost connection; retrying once");
+                let rows = self.query(sql::COMPLETE, &params).await?;
+                if rows.is_empty() {
+                    // The first attempt may have committed before the connection died.
+                    let mine = self
+                        .query(
+                            sql::COMPLETED_BY,
+                            &[&id.route, &id.scope, &id.key, &lease.token],
+                        )
+                        .await?;
+                    return mine
+                        .first()
+                        .ok_or(StoreError::Fenced)?
+                        .try_get(0)
+                        .map_err(db_error);
+                }
+                rows
+            }
+            Err(Failure::Other(err)) => return Err(err),
+        };
+        match updated.first() {
+            Some(row) => row.try_get(0).map_err(db_error),
+            None => Err(StoreError::Fenced),
+        }
+    }
+
+    /// `purge`, telling which scopes were deleted.
+    pub async fn purge_scopes(&self, route: &str, key: &str) -> Result<Vec<String>, StoreError> {
+        let deleted = self.query(sql::PURGE, &[&route, &key]).await?;
+        deleted
+            .iter()
+            .map(|row| row.try_get(0).map_err(db_error))
+            .collect()
+    }
+
+    /// Runs one statement (prepared once per connection); returns its rows.
+    async fn query(
+        &self,
+        query: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        self.try_query(query, params, None)
+            .await
+            .map_err(Failure::into_error)
+    }
+
+    /// `query`, telling apart a statement lost with its connection; `patience`
+    /// replaces the pool's wait for a free connection.
+    async fn try_query(
+        &self,
+        query: &str,
+        params: &[&(dyn ToSql + Sync)],
+        patience: Option<Duration>,
+    ) -> Result<Vec<tokio_postgres::Row>, Failure> {
+        let mut timeouts = self.pool.timeouts();
+        if patience.is_some() {
+            timeouts.wait = patience;
+        }
+        let work = async {
+            let client = self
+                .pool
+                .timeout_get(&timeouts)
+                .await
+                .map_err(|e| Failure::Other(pool_error(e)))?;
+            let stmt = client
+                .prepare_cached(query)
+                .await
+                .map_err(|e| Failure::classify(&client, e))?;
+            client
+                .query(&stmt, params)
+                .await
+                .map_err(|e| Failure::classify(&client, e))
+        };
+        let deadline = self.deadline + patience.unwrap_or_default();
+        match tokio::time::timeout(deadline, work).await {
+            Ok(result) => result,
+            Err(_) => Err(Failure::Other(self.too_slow())),
+        }
+    }
+
+    /// Runs one statement (prepared once per connection); returns rows affected.
+    async fn execute(
+        &self,
+        query: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, StoreError> {
+        self.bounded(async {
+            let client = self.pool.get().await.map_err(pool_error)?;
+            let stmt = client.prepare_cached(query).await.map_err(db_error)?;
+            client.execute(&stmt, params).await.map_err(db_error)
+        })
+        .await
+    }
+
+    async fn bounded<T>(
+        &self,
+        work: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        tokio::time::timeout(self.deadline, work)
+            .await
+            .unwrap_or_else(|_| Err(self.too_slow()))
+    }
+
+    fn too_slow(&self) -> StoreError {
+        StoreError::Unavailable(format!("postgres: no answer within {:?}", self.deadline))
+    }
+}
+
+/// A failed statement, and whether its connection died under it.
+enum Failure {
+    ConnectionLost(StoreError),
+    Other(StoreError),
+}
+
+impl Failure {
+    fn classify(client: &deadpool_postgres::Client, err: tokio_postgres::Error) -> Failure {
+        if client.is_closed() || err.is_closed() {
+            Failure::ConnectionLost(db_error(err))
+        } else {
+            Failure::Other(db_error(err))
+        }
+    }
+
+    fn into_error(self) -> StoreError {
+        match self {
+            Failure::ConnectionLost(err) | Failure::Other(err) => err,
+        }
+    }
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn reserve(
+        &self,
+        id: &RecordId,
+        fingerprint: &str,
+        lease_for: Duration,
+    ) -> Result<Reservation, StoreError> {
+        Ok(self.reserve_with_ttl(id, fingerprint, lease_for).await?.0)
+    }
+
+    async fn complete(
+        &self,
+        lease: &Lease,
+        response: &StoredResponse,
+        retain_for: Duration,
+    ) -> Result<(), StoreError> {
+        self.complete_fingerprint(lease, response, retain_for)
+            .await
+            .map(drop)
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        let id = &lease.id;
+        self.execute(sql::RELEASE, &[&id.route, &id.scope, &id.key, &lease.token])
+            .await?;
+        Ok(())
+    }
+
+    async fn records(&self, route: &str, key: &str) -> Result<Vec<RecordInfo>, StoreError> {
+        let found = self.query(sql::RECORDS, &[&route, &key]).await?;
+        found.iter().map(rows::record_info).collect()
+    }
+
+    async fn purge(&self, route: &str, key: &str) -> Result<u64, StoreError> {
+        Ok(self.purge_scopes(route, key).await?.len() as u64)
+    }
+
+    async fn sweep(&self, batch: u32) -> Result<u64, StoreError> {
+        self.execute(sql::SWEEP, &[&i64::from(batch)]).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.query(sql::PING, &[]).await.map(drop)
+    }
+}

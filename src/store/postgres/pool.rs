@@ -1,0 +1,112 @@
+//! The connection pool: timeouts from the config, and errors that never carry
+//! the connection URL (it holds the password).
+
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+
+use crate::config::PostgresStoreConfig;
+use crate::store::StoreError;
+
+/// Builds the pool without connecting: connections are made on first use, so
+/// a gateway whose database is briefly down still starts its admin plane and
+/// recovers by itself once the database answers.
+pub fn build(config: &PostgresStoreConfig) -> Result<Pool, StoreError> {
+    let mut pg: tokio_postgres::Config = config.url.parse().map_err(|e| {
+        StoreError::Unavailable(format!(
+            "the postgres URL is not a valid connection string: {}",
+            describe(&e)
+        ))
+    })?;
+    pg.connect_timeout(config.connect_timeout);
+    // Dead peers (a cut network) are noticed by the kernel, not only by the
+    // per-operation deadline.
+    pg.keepalives(true)
+        .keepalives_idle(Duration::from_secs(30))
+        .tcp_user_timeout(config.connect_timeout.max(Duration::from_secs(5)));
+    pg.options(with_statement_timeout(
+        pg.get_options(),
+        config.statement_timeout,
+    ));
+    if pg.get_application_name().is_none() {
+        pg.application_name("idemgate");
+    }
+    // `Fast` only drops connections the driver knows are closed: a
+    // per-checkout probe would cost a round trip on every request.
+    let manager_config = ManagerConfig {
+        recycling_method: RecyclingMethod::Fast,
+    };
+    let manager = if super::tls::required(&pg) {
+        Manager::from_config(pg, super::tls::connector()?, manager_config)
+    } else {
+        Manager::from_config(pg, tokio_postgres::NoTls, manager_config)
+    };
+    Pool::builder(manager)
+        .max_size(config.pool_size.max(1))
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(config.connect_timeout))
+        .create_timeout(Some(config.connect_timeout))
+        .recycle_timeout(Some(config.connect_timeout))
+        .build()
+        .map_err(|e| StoreError::Unavailable(format!("building the postgres pool: {e}")))
+}
+
+/// Appends `-c statement_timeout=…` to whatever startup options the URL has
+/// (tests put `-c search_path=…` there), so every pooled connection gets it
+/// without an extra round trip.
+fn with_statement_timeout(existing: Option<&str>, timeout: Duration) -> String {
+    let ours = format!("-c statement_timeout={}", timeout.as_millis().max(1));
+    match existing.map(str::trim).filter(|o| !o.is_empty()) {
+        Some(options) => format!("{options} {ours}"),
+        None => ours,
+    }
+}
+
+/// The driver error and its causes, e.g. "db error: ERROR: relation … does not
+/// exist" or "error connecting to server: Connection refused". The driver
+/// never puts the URL or password in an error.
+pub fn describe(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+pub fn db_error(err: tokio_postgres::Error) -> StoreError {
+    StoreError::Unavailable(format!("postgres: {}", describe(&err)))
+}
+
+pub fn pool_error(err: deadpool_postgres::PoolError) -> StoreError {
+    use deadpool_postgres::PoolError;
+    let text = match &err {
+        PoolError::Backend(e) => describe(e),
+        PoolError::Timeout(_) => format!("no connection within the connect timeout ({err})"),
+        _ => describe(&err),
+    };
+    StoreError::Unavailable(format!("postgres: {text}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statement_timeout_is_appended_to_existing_options() {
+        let ms = Duration::from_millis(1500);
+        assert_eq!(
+            with_statement_timeout(None, ms),
+            "-c statement_timeout=1500"
+        );
+        assert_eq!(
+            with_statement_timeout(Some("-c search_path=t1"), ms),
+            "-c search_path=t1 -c statement_timeout=1500"
+        );
+    }
+}

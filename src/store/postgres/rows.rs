@@ -1,0 +1,126 @@
+//! Turning rows into store types, and store types into parameters.
+
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use tokio_postgres::Row;
+
+use super::pool::db_error;
+use crate::store::{
+    Lease, RecordId, RecordInfo, RecordState, Reservation, StoreError, StoredResponse,
+};
+
+/// Longest lease or retention sent to the database (100 years): far beyond
+/// any sane policy, far below where `interval` arithmetic overflows.
+const MAX_MS: i64 = 100 * 365 * 24 * 3600 * 1000;
+
+pub fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX).min(MAX_MS)
+}
+
+/// What one run of `RESERVE` decided.
+pub enum Decided {
+    Done {
+        reservation: Reservation,
+        /// For a replay: how long the answer stays replayable (cache TTL).
+        remaining: Option<Duration>,
+    },
+    /// The snapshot did not show the row the key conflicted with, or showed a
+    /// version that is no longer the latest: run the statement again.
+    Retry,
+}
+
+pub fn decide(id: &RecordId, rows: &[Row]) -> Result<Decided, StoreError> {
+    let Some(row) = rows.first() else {
+        return Ok(Decided::Retry);
+    };
+    let reserved: bool = row.try_get("reserved").map_err(db_error)?;
+    if reserved {
+        let lease = Lease {
+            id: id.clone(),
+            token: row.try_get("token").map_err(db_error)?,
+            expires_at: row.try_get("lease_expires_at").map_err(db_error)?,
+        };
+        return Ok(Decided::Done {
+            reservation: Reservation::Reserved(lease),
+            remaining: None,
+        });
+    }
+    let live: bool = row.try_get("live").map_err(db_error)?;
+    if !live {
+        return Ok(Decided::Retry);
+    }
+    let same: bool = row.try_get("same").map_err(db_error)?;
+    let state: i16 = row.try_get("state").map_err(db_error)?;
+    let done = |reservation, remaining| {
+        Ok(Decided::Done {
+            reservation,
+            remaining,
+        })
+    };
+    if !same {
+        return done(Reservation::Mismatch, None);
+    }
+    if state == 0 {
+        let lease_expires_at: Option<SystemTime> =
+            row.try_get("lease_expires_at").map_err(db_error)?;
+        let lease_expires_at = lease_expires_at.ok_or_else(|| corrupt("lease_expires_at"))?;
+        return done(Reservation::InFlight { lease_expires_at }, None);
+    }
+    let remaining: Option<i64> = row.try_get("remaining_ms").map_err(db_error)?;
+    let remaining = remaining.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0)));
+    done(Reservation::Completed(response(row)?), remaining)
+}
+
+fn response(row: &Row) -> Result<StoredResponse, StoreError> {
+    let status: Option<i32> = row.try_get("status").map_err(db_error)?;
+    let status = status
+        .and_then(|s| u16::try_from(s).ok())
+        .ok_or_else(|| corrupt("status"))?;
+    let names: Option<Vec<String>> = row.try_get("header_names").map_err(db_error)?;
+    let values: Option<Vec<Vec<u8>>> = row.try_get("header_values").map_err(db_error)?;
+    let (names, values) = (names.unwrap_or_default(), values.unwrap_or_default());
+    if names.len() != values.len() {
+        return Err(corrupt("headers"));
+    }
+    let body: Option<Vec<u8>> = row.try_get("body").map_err(db_error)?;
+    let body_omitted: Option<bool> = row.try_get("body_omitted").map_err(db_error)?;
+    Ok(StoredResponse {
+        status,
+        headers: names.into_iter().zip(values).collect(),
+        body: Bytes::from(body.unwrap_or_default()),
+        body_omitted: body_omitted.unwrap_or(false),
+    })
+}
+
+/// Header pairs as the two parallel arrays the table keeps.
+pub fn header_arrays(response: &StoredResponse) -> (Vec<&str>, Vec<&[u8]>) {
+    response
+        .headers
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_slice()))
+        .unzip()
+}
+
+pub fn record_info(row: &Row) -> Result<RecordInfo, StoreError> {
+    let state: i16 = row.try_get("state").map_err(db_error)?;
+    let status: Option<i32> = row.try_get("status").map_err(db_error)?;
+    Ok(RecordInfo {
+        scope: row.try_get("scope").map_err(db_error)?,
+        state: if state == 1 {
+            RecordState::Completed
+        } else {
+            RecordState::InFlight
+        },
+        fingerprint: row.try_get("fingerprint").map_err(db_error)?,
+        status: status.and_then(|s| u16::try_from(s).ok()),
+        created_at: row.try_get("created_at").map_err(db_error)?,
+        completed_at: row.try_get("completed_at").map_err(db_error)?,
+        expires_at: row.try_get("expires_at").map_err(db_error)?,
+        lease_expires_at: row.try_get("lease_expires_at").map_err(db_error)?,
+    })
+}
+
+fn corrupt(column: &str) -> StoreError {
+    StoreError::Unavailable(format!("postgres: record has an invalid {column}"))
+}

@@ -1,0 +1,106 @@
+//! Every statement the Postgres store runs. Each store operation is exactly one
+//! of these, i.e. one round trip (reserve may repeat, see `RESERVE`).
+//!
+//! All instants come from the database clock (`now()`, the statement's start
+//! in autocommit), so replicas whose own clocks are skewed still agree on
+//! which lease or retention has run out. `state` is 0 in flight, 1 completed.
+
+/// Insert-first reservation, decided by the primary key.
+///
+/// - No row: the INSERT wins (`reserved = true`).
+/// - A row that may be taken (completed past retention, or in flight with an
+///   expired lease): `ON CONFLICT DO UPDATE` rewrites it under a fresh token,
+///   atomically with the check, on the row's latest committed version.
+/// - A live row: the update's WHERE fails, `taken` is empty and the second
+///   branch returns the row so the caller learns InFlight / Completed /
+///   Mismatch in the same round trip; the body is sent only on a fingerprint
+///   match (a mismatch never needs it).
+///
+/// The second branch reads the statement's snapshot, which predates a row a
+/// concurrent transaction committed while this one waited on the key: it then
+/// returns nothing (or a version that is no longer live) and the caller runs
+/// the statement again; the next snapshot sees the committed row.
+///
+/// `$1 route, $2 scope, $3 key, $4 fingerprint, $5 lease in ms`.
+pub const RESERVE: &str = "
+WITH taken AS (
+    INSERT INTO idemgate_records AS r
+        (route, scope, key, state, fingerprint, token, body_omitted, created_at, lease_expires_at)
+    VALUES ($1, $2, $3, 0, $4, nextval('idemgate_tokens'), false, now(),
+            now() + $5::bigint * interval '1 millisecond')
+    ON CONFLICT (route, key, scope) DO UPDATE SET
+        state = 0, fingerprint = excluded.fingerprint, token = excluded.token,
+        status = NULL, header_names = NULL, header_values = NULL, body = NULL,
+        body_omitted = false, created_at = excluded.created_at, completed_at = NULL,
+        expires_at = NULL, lease_expires_at = excluded.lease_expires_at
+    WHERE (r.state = 1 AND coalesce(r.expires_at <= now(), true))
+       OR (r.state = 0 AND coalesce(r.lease_expires_at <= now(), true))
+    RETURNING r.token, r.lease_expires_at
+)
+SELECT true AS reserved, token, NULL::smallint AS state, NULL::boolean AS same,
+       NULL::boolean AS live, lease_expires_at, NULL::bigint AS remaining_ms,
+       NULL::integer AS status, NULL::text[] AS header_names,
+       NULL::bytea[] AS header_values, NULL::bytea AS body, NULL::boolean AS body_omitted
+FROM taken
+UNION ALL
+SELECT false, r.token, r.state, r.fingerprint = $4,
+       coalesce(CASE WHEN r.state = 1 THEN r.expires_at > now()
+                     ELSE r.lease_expires_at > now() END, false),
+       r.lease_expires_at,
+       greatest(0, (extract(epoch FROM r.expires_at - now()) * 1000)::bigint),
+       r.status,
+       CASE WHEN r.fingerprint = $4 THEN r.header_names END,
+       CASE WHEN r.fingerprint = $4 THEN r.header_values END,
+       CASE WHEN r.fingerprint = $4 THEN r.body END,
+       r.body_omitted
+FROM idemgate_records r
+WHERE r.route = $1 AND r.scope = $2 AND r.key = $3 AND NOT EXISTS (SELECT 1 FROM taken)";
+
+/// The answer and the completed state in one statement, fenced by the token:
+/// a holder whose lease was taken over (new token) or whose row was released,
+/// purged or swept updates nothing and learns it is fenced. Returns the
+/// record's fingerprint, which a cache in front stores with the answer.
+///
+/// `$1 route, $2 scope, $3 key, $4 token, $5 status, $6 header names,
+/// $7 header values, $8 body, $9 body omitted, $10 retention in ms`.
+pub const COMPLETE: &str = "
+UPDATE idemgate_records SET
+    state = 1, status = $5, header_names = $6, header_values = $7, body = $8,
+    body_omitted = $9, completed_at = now(),
+    expires_at = now() + $10::bigint * interval '1 millisecond',
+    lease_expires_at = NULL
+WHERE route = $1 AND scope = $2 AND key = $3 AND token = $4 AND state = 0
+RETURNING fingerprint";
+
+/// After a completion lost with its connection: did it commit? The record
+/// still under this token and completed means yes.
+pub const COMPLETED_BY: &str = "
+SELECT fingerprint FROM idemgate_records
+WHERE route = $1 AND scope = $2 AND key = $3 AND token = $4 AND state = 1";
+
+/// Frees the key only while this lease still holds it (no-op otherwise).
+pub const RELEASE: &str = "
+DELETE FROM idemgate_records
+WHERE route = $1 AND scope = $2 AND key = $3 AND token = $4 AND state = 0";
+
+pub const RECORDS: &str = "
+SELECT scope, state, fingerprint, status, created_at, completed_at, expires_at, lease_expires_at
+FROM idemgate_records WHERE route = $1 AND key = $2 ORDER BY scope";
+
+/// Returns the scopes deleted, so a cache in front can drop them too.
+pub const PURGE: &str =
+    "DELETE FROM idemgate_records WHERE route = $1 AND key = $2 RETURNING scope";
+
+/// One bounded batch. `SKIP LOCKED`: replicas sweeping at once split the
+/// backlog instead of queueing behind each other's row locks; a reservation
+/// taking over an expired row holds its lock, so the sweep skips that row.
+///
+/// `$1 batch size`.
+pub const SWEEP: &str = "
+DELETE FROM idemgate_records WHERE ctid IN (
+    SELECT ctid FROM idemgate_records
+    WHERE state = 1 AND expires_at <= now()
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED)";
+
+pub const PING: &str = "SELECT 1";

@@ -1,0 +1,213 @@
+//! The conformance suite against `PostgresStore` (one schema per test), plus
+//! what only the Postgres backend has: migrations, many sweepers, secrets.
+
+mod pg_support;
+mod store_conformance;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use idemgate::store::{PostgresStore, Reservation, Store, StoreError};
+use pg_support::{SchemaStore, TestSchema};
+use store_conformance::{id, reserved, response};
+
+async fn fresh() -> Arc<dyn Store> {
+    let schema = TestSchema::create().await;
+    let store = PostgresStore::connect(&schema.config()).await.unwrap();
+    Arc::new(SchemaStore {
+        store: Arc::new(store),
+        schema,
+        redis_prefix: None,
+    })
+}
+
+store_conformance::conformance_tests!(fresh().await);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_replicas_migrating_at_once_apply_each_version_once() {
+    let schema = TestSchema::create().await;
+    let config = schema.config();
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let config = config.clone();
+            tokio::spawn(async move { PostgresStore::lazy(&config).unwrap().migrate().await })
+        })
+        .collect();
+    let mut applied = Vec::new();
+    for task in tasks {
+        applied.extend(task.await.unwrap().unwrap());
+    }
+    assert_eq!(applied, vec![1], "each version applied exactly once");
+    // And the schema works.
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&config).await.unwrap());
+    reserved(&store, &id("k"), "fp", Duration::from_secs(60)).await;
+}
+
+#[tokio::test]
+async fn newer_schema_is_refused() {
+    let schema = TestSchema::create().await;
+    PostgresStore::connect(&schema.config()).await.unwrap();
+    pg_support::admin_sql(&format!(
+        "INSERT INTO {}.idemgate_schema_migrations (version) VALUES (99)",
+        schema.name
+    ))
+    .await;
+    for migrate in [true, false] {
+        let mut config = schema.config();
+        config.migrate = migrate;
+        let err = PostgresStore::connect(&config)
+            .await
+            .err()
+            .expect("refused");
+        let msg = err.to_string();
+        assert!(msg.contains("newer") && msg.contains("99"), "{msg}");
+    }
+}
+
+#[tokio::test]
+async fn migrate_false_on_an_empty_schema_says_to_run_migrate() {
+    let schema = TestSchema::create().await;
+    let mut config = schema.config();
+    config.migrate = false;
+    let msg = PostgresStore::connect(&config)
+        .await
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(msg.contains("idemgate migrate"), "{msg}");
+    // After migrating, the same config opens.
+    PostgresStore::lazy(&config)
+        .unwrap()
+        .migrate()
+        .await
+        .unwrap();
+    PostgresStore::connect(&config).await.unwrap();
+}
+
+#[tokio::test]
+async fn errors_never_carry_the_password() {
+    let schema = TestSchema::create().await;
+    let mut config = schema.config();
+    // Nothing listens on port 1.
+    config.url = "postgres://postgres:hunter2-secret@127.0.0.1:1/test".into();
+    config.connect_timeout = Duration::from_millis(500);
+    let err = PostgresStore::connect(&config)
+        .await
+        .err()
+        .expect("refused");
+    let msg = err.to_string();
+    assert!(matches!(err, StoreError::Unavailable(_)));
+    assert!(!msg.contains("hunter2"), "{msg}");
+    assert!(!msg.contains("postgres://"), "{msg}");
+
+    config.url = "postgres://postgres:hunter2-secret@127.0.0.1:5432/test?bogus=1".into();
+    let msg = PostgresStore::connect(&config)
+        .await
+        .err()
+        .expect("bad url")
+        .to_string();
+    assert!(!msg.contains("hunter2"), "{msg}");
+}
+
+#[tokio::test]
+async fn unreachable_at_runtime_is_unavailable_then_recovers() {
+    let schema = TestSchema::create().await;
+    let store = PostgresStore::connect(&schema.config()).await.unwrap();
+    store.ping().await.unwrap();
+    // Cut every session of this store.
+    assert!(pg_support::terminate_sessions(&schema.name).await >= 1);
+    // The next call may hit a dead connection: an error, never a panic or a hang.
+    if let Err(err) = store.ping().await {
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+    }
+    // The pool notices the dead connections and opens new ones: no restart.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        if store.ping().await.is_ok() {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "did not recover");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let store: Arc<dyn Store> = Arc::new(store);
+    reserved(&store, &id("after"), "fp", Duration::from_secs(60)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_sweepers_split_the_backlog() {
+    let store = fresh().await;
+    let keys = 300;
+    for i in 0..keys {
+        let lease = reserved(&store, &id(&format!("k{i}")), "fp", Duration::from_secs(60)).await;
+        store
+            .complete(&lease, &response(), Duration::from_millis(1))
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let sweepers: Vec<_> = (0..4)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut total = 0;
+                loop {
+                    let n = store.sweep(25).await.unwrap();
+                    total += n;
+                    if n < 25 {
+                        return total;
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for s in sweepers {
+        total += s.await.unwrap();
+    }
+    assert_eq!(total, keys);
+    assert_eq!(store.sweep(25).await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_keys_many_tasks_one_reservation_each() {
+    let store = fresh().await;
+    let tasks: Vec<_> = (0..200)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .reserve(&id(&format!("k{}", i % 20)), "fp", Duration::from_secs(60))
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    let mut won = 0;
+    for t in tasks {
+        if let Reservation::Reserved(_) = t.await.unwrap() {
+            won += 1;
+        }
+    }
+    assert_eq!(won, 20);
+}
+
+#[tokio::test]
+async fn a_completion_survives_its_session_being_cut() {
+    let schema = TestSchema::create().await;
+    let mut config = schema.config();
+    config.pool_size = 1;
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&config).await.unwrap());
+    let lease = reserved(&store, &id("k"), "fp", Duration::from_secs(60)).await;
+    assert_eq!(pg_support::terminate_sessions(&schema.name).await, 1);
+    store
+        .complete(&lease, &response(), Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .reserve(&id("k"), "fp", Duration::from_secs(60))
+            .await
+            .unwrap(),
+        Reservation::Completed(response())
+    );
+}

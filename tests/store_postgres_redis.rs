@@ -1,0 +1,152 @@
+//! The conformance suite against Redis in front of Postgres (one schema and
+//! one Redis key prefix per test), plus the fast path's own promises: hits
+//! skip Postgres, and losing Redis never changes an answer.
+
+mod pg_support;
+mod store_conformance;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use idemgate::config::RedisConfig;
+use idemgate::store::{CachedStore, Lookup, PostgresStore, Reservation, Store};
+use pg_support::{SchemaStore, TestSchema, redis_config, redis_flush_prefix, unique};
+use store_conformance::{id, reserved, response};
+
+const LONG: Duration = Duration::from_secs(60);
+
+#[derive(Default)]
+struct Counts {
+    hit: AtomicU64,
+    miss: AtomicU64,
+    error: AtomicU64,
+}
+
+impl Counts {
+    fn get(&self) -> (u64, u64, u64) {
+        (
+            self.hit.load(Ordering::SeqCst),
+            self.miss.load(Ordering::SeqCst),
+            self.error.load(Ordering::SeqCst),
+        )
+    }
+}
+
+async fn cached(redis: RedisConfig) -> (Arc<dyn Store>, Arc<Counts>, TestSchema) {
+    let schema = TestSchema::create().await;
+    let counts = Arc::new(Counts::default());
+    let hook = counts.clone();
+    let authority = PostgresStore::connect(&schema.config()).await.unwrap();
+    let store = CachedStore::new(
+        authority,
+        &redis,
+        Arc::new(move |lookup| {
+            let counter = match lookup {
+                Lookup::Hit => &hook.hit,
+                Lookup::Miss => &hook.miss,
+                Lookup::Error => &hook.error,
+            };
+            counter.fetch_add(1, Ordering::SeqCst);
+        }),
+    )
+    .unwrap();
+    (Arc::new(store), counts, schema)
+}
+
+async fn fresh() -> Arc<dyn Store> {
+    let prefix = format!("{}:", unique("idemgate-test"));
+    let (store, _, schema) = cached(redis_config(&prefix)).await;
+    Arc::new(SchemaStore {
+        store,
+        schema,
+        redis_prefix: Some(prefix),
+    })
+}
+
+store_conformance::conformance_tests!(fresh().await);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replays_come_from_redis_and_survive_postgres_losing_the_connection() {
+    let prefix = format!("{}:", unique("idemgate-test"));
+    let (store, counts, schema) = cached(redis_config(&prefix)).await;
+    let lease = reserved(&store, &id("k"), "fp", LONG).await;
+    store.complete(&lease, &response(), LONG).await.unwrap();
+    assert_eq!(counts.get(), (0, 1, 0));
+    for _ in 0..3 {
+        assert_eq!(
+            store.reserve(&id("k"), "fp", LONG).await.unwrap(),
+            Reservation::Completed(response())
+        );
+    }
+    assert_eq!(counts.get(), (3, 1, 0));
+    // The schema (the authority's data) disappears: a Redis hit is final and
+    // still replays.
+    drop(schema);
+    assert_eq!(
+        store.reserve(&id("k"), "fp", LONG).await.unwrap(),
+        Reservation::Completed(response())
+    );
+    redis_flush_prefix(&prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_flushed_cache_falls_back_to_postgres_and_is_refilled() {
+    let prefix = format!("{}:", unique("idemgate-test"));
+    let (store, counts, _schema) = cached(redis_config(&prefix)).await;
+    let lease = reserved(&store, &id("k"), "fp", LONG).await;
+    store.complete(&lease, &response(), LONG).await.unwrap();
+    redis_flush_prefix(&prefix).await;
+    // Miss → Postgres replays (no second reservation) and refills.
+    assert_eq!(
+        store.reserve(&id("k"), "fp", LONG).await.unwrap(),
+        Reservation::Completed(response())
+    );
+    assert_eq!(
+        store.reserve(&id("k"), "fp", LONG).await.unwrap(),
+        Reservation::Completed(response())
+    );
+    assert_eq!(counts.get(), (1, 2, 0));
+    // Another fingerprint is a miss for the cache and a mismatch for Postgres.
+    assert_eq!(
+        store.reserve(&id("k"), "other", LONG).await.unwrap(),
+        Reservation::Mismatch
+    );
+    // Purge removes the cached copy too: the key runs again.
+    assert_eq!(store.purge("orders", "k").await.unwrap(), 1);
+    reserved(&store, &id("k"), "fp", LONG).await;
+    redis_flush_prefix(&prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_down_serves_from_postgres_and_counts_errors() {
+    // Nothing listens there: equivalent to a stopped Redis.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let down = RedisConfig {
+        url: format!("redis://127.0.0.1:{port}"),
+        key_prefix: "unused:".into(),
+    };
+    let (store, counts, _schema) = cached(down).await;
+    let started = std::time::Instant::now();
+    let lease = reserved(&store, &id("k"), "fp", LONG).await;
+    store.complete(&lease, &response(), LONG).await.unwrap();
+    for _ in 0..20 {
+        assert_eq!(
+            store.reserve(&id("k"), "fp", LONG).await.unwrap(),
+            Reservation::Completed(response())
+        );
+    }
+    let (hit, _, error) = counts.get();
+    assert_eq!((hit, error), (0, 21));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "a down redis must cost little: {:?}",
+        started.elapsed()
+    );
+    // Purge cannot remove a cached copy it cannot reach: it says so.
+    assert!(store.purge("orders", "k").await.is_err());
+}
