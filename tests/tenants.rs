@@ -180,11 +180,11 @@ async fn tenants_never_see_each_others_answers() {
     assert_eq!(upstream.total(), owner.len() as u64);
     assert_eq!(owner.len(), first.len());
     // Each tenant ran each key it used once, so shared keys ran once per tenant.
-    for key in 0..KEYS.len() {
+    for (key, name) in KEYS.iter().enumerate() {
         let tenants = (0..TENANTS.len())
             .filter(|t| first.contains_key(&(*t, key)))
             .count() as u64;
-        assert_eq!(upstream.executions(KEYS[key]), tenants, "key {}", KEYS[key]);
+        assert_eq!(upstream.executions(name), tenants, "key {name}");
     }
     assert!(
         (0..TENANTS.len()).all(|t| first.keys().filter(|(tt, _)| *tt == t).count() >= 2),
