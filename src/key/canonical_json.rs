@@ -13,6 +13,8 @@
 //!   `1.00` and `1e0` are all equal, as in JCS, and `-0.0` is `0`); other floats
 //!   by their shortest round-trip form (ryu, via serde_json), whose exponent
 //!   spelling differs from JCS (`1e21` rather than `1e+21`) but is stable.
+//!   Parsing is correctly rounded (serde_json's `float_roundtrip` feature), so
+//!   every spelling of a number reaches the same double.
 
 use serde_json::{Number, Value};
 use std::io::Write;
@@ -162,6 +164,22 @@ mod tests {
         assert_eq!(canon("1e20"), "100000000000000000000");
         assert_eq!(canon("1e21"), canon("1.0e21"));
         assert_eq!(canon("1.5e300"), canon("15e299"));
+    }
+
+    #[test]
+    fn float_spellings_parse_alike() {
+        // Found by tests/fuzz.rs: without serde_json's `float_roundtrip`, its
+        // fast float parser is off by an ULP for some spellings, so one value
+        // written two ways got two fingerprints (a false 422).
+        assert_eq!(
+            canon("1.947700395895162e-169"),
+            canon("1947700395895162000e-187")
+        );
+        assert_eq!(
+            canon("-4.6561847810009213e-38"),
+            canon("-46561847810009213000e-57")
+        );
+        assert_eq!(canon("1.870897432200965e-250"), "1.870897432200965e-250");
     }
 
     #[test]

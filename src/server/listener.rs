@@ -7,6 +7,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -81,6 +82,7 @@ pub async fn serve<H, F>(
             builder: builder.clone(),
             watcher: graceful.watcher(),
             handler: handler.clone(),
+            first_request_timeout: limits.header_read_timeout,
         };
         let tls = limits.tls.as_ref().map(|tls| tls.load_full());
         let handshake_timeout = limits.header_read_timeout;
@@ -133,6 +135,8 @@ struct Connection<H> {
     builder: Arc<auto::Builder<TokioExecutor>>,
     watcher: Watcher,
     handler: H,
+    /// A connection with no complete request head by then is closed.
+    first_request_timeout: Duration,
 }
 
 impl<H, F> Connection<H>
@@ -187,13 +191,77 @@ where
         I: Read + Write + Unpin + Send + 'static,
     {
         let handler = self.handler;
+        let started = Arc::new(AtomicBool::new(false));
+        let seen = started.clone();
         let service = service_fn(move |request| {
+            seen.store(true, Ordering::Relaxed);
             let response = handler(request, client.clone());
             async move { Ok::<_, Infallible>(response.await) }
         });
         let connection = self.builder.serve_connection(io, service);
-        if let Err(err) = self.watcher.watch(connection).await {
+        let connection = self.watcher.watch(connection);
+        tokio::pin!(connection);
+        // hyper's header_read_timeout starts only once the auto builder has
+        // seen enough bytes to choose HTTP/1 or HTTP/2: a connection that sends
+        // nothing (or a bare "P") would hold its slot forever, and
+        // max_connections of them would lock the listener out. Until the first
+        // request head is complete, the same timeout applies here.
+        let result = tokio::select! {
+            result = &mut connection => result,
+            () = tokio::time::sleep(self.first_request_timeout) => {
+                if !started.load(Ordering::Relaxed) {
+                    tracing::debug!(listener = self.name, "no request head in time; closing");
+                    return;
+                }
+                connection.await
+            }
+        };
+        if let Err(err) = result {
             tracing::debug!(listener = self.name, error = %err, "connection ended with an error");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Found by tests/bad_input.rs: connections that sent nothing (or an
+    /// unfinished HTTP/2 preface) were never timed out, so `max_connections`
+    /// of them locked the listener out.
+    #[tokio::test]
+    async fn silent_connections_are_closed_after_header_read_timeout() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let limits = Limits {
+            max_connections: 1,
+            header_read_timeout: Duration::from_millis(200),
+            max_header_bytes: 8192,
+            shutdown_grace: Duration::from_millis(100),
+            tls: None,
+        };
+        let shutdown = CancellationToken::new();
+        let server = tokio::spawn(serve(
+            "test",
+            listener,
+            limits,
+            |_request, _client| async { Response::new(crate::body::empty()) },
+            shutdown.clone(),
+        ));
+        // With one slot, each connection is served only once the one before
+        // it was closed.
+        for sent in [&b""[..], b"P", b"PRI * HTTP/2.0\r\n"] {
+            let mut stream = TcpStream::connect(addr).await.expect("connect");
+            stream.write_all(sent).await.expect("write");
+            let mut buf = [0u8; 64];
+            let read = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf)).await;
+            assert!(
+                matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+                "{sent:?}: not closed: {read:?}"
+            );
+        }
+        shutdown.cancel();
+        let _ = server.await;
     }
 }

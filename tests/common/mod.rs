@@ -5,6 +5,7 @@
 pub mod certs;
 pub mod client;
 pub mod gateway;
+pub mod raw;
 pub mod upstream;
 
 pub use client::{Client, Reply};

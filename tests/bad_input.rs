@@ -1,0 +1,599 @@
+//! The bad-input catalogue: hostile or broken requests against the real
+//! binary, mostly over raw TCP because a normal client cannot produce them.
+//! Each must get a clear 4xx or a closed connection, never a forwarded request
+//! (the counting upstream stays at 0), and never a panic.
+//!
+//! Who answers: hyper parses the request head, so malformed request lines and
+//! headers, obs-fold, conflicting framing and heads over its read buffer are
+//! refused by hyper itself with a bare status (400, 431) and no problem
+//! document; everything hyper accepts reaches the gateway, which answers with
+//! problem+json (`header-too-large`, `invalid-key`, `missing-key`,
+//! `body-too-large`).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::raw::{self, RawReply};
+use common::{GatewayProcess, MockUpstream, TestDir};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+const CONFIG: &str = r#"
+[server]
+listen = "{listen}"
+admin_listen = "{admin}"
+max_request_body = "1KiB"
+max_header_bytes = "4KiB"
+header_read_timeout = "1s"
+max_connections = 50
+
+[store]
+path = "{db}"
+
+[upstreams.api]
+url = "{upstream}"
+timeout = "2s"
+
+[defaults]
+lock_timeout = "5s"
+
+[[routes]]
+name = "charges"
+upstream = "api"
+match = { path_prefix = "/v1/charges" }
+required = true
+
+[[routes]]
+name = "hooks"
+upstream = "api"
+match = { path_prefix = "/hook" }
+key = { json_pointer = "/id" }
+required = true
+
+[[routes]]
+name = "rest"
+upstream = "api"
+match = { path_prefix = "/" }
+idempotency = false
+"#;
+
+const WITHIN: Duration = Duration::from_secs(10);
+
+struct Setup {
+    upstream: MockUpstream,
+    gateway: GatewayProcess,
+    _dir: TestDir,
+}
+
+async fn setup(name: &str) -> Setup {
+    let upstream = MockUpstream::start().await;
+    let dir = TestDir::new(name);
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), CONFIG);
+    Setup {
+        upstream,
+        gateway,
+        _dir: dir,
+    }
+}
+
+impl Setup {
+    async fn raw(&self, bytes: &[u8]) -> RawReply {
+        raw::exchange(self.gateway.addr, bytes, WITHIN).await
+    }
+
+    /// Nothing reached the upstream and nothing panicked.
+    fn assert_clean(&self) {
+        assert_eq!(self.upstream.total(), 0, "a bad request was forwarded");
+        self.assert_no_panic();
+    }
+
+    fn assert_no_panic(&self) {
+        let log = self.gateway.log_text();
+        assert!(!log.contains("panicked"), "the gateway panicked:\n{log}");
+    }
+}
+
+fn assert_refused(case: &str, reply: &RawReply) {
+    assert!(
+        reply.is_refusal(),
+        "{case}: expected a 4xx or a closed connection, got {reply:?}"
+    );
+}
+
+/// A problem document's `code`, when the gateway (not hyper) answered.
+fn problem_code(reply: &RawReply) -> Option<String> {
+    let is_problem = reply
+        .header("content-type")
+        .is_some_and(|t| t.starts_with("application/problem+json"));
+    if !is_problem {
+        return None;
+    }
+    let doc: serde_json::Value = serde_json::from_str(reply.body()).ok()?;
+    doc.get("code")?.as_str().map(str::to_owned)
+}
+
+/// A keyed POST to the charges route with `extra` header lines.
+fn keyed(key_line: &[u8], extra: &[u8]) -> Vec<u8> {
+    let mut out = b"POST /v1/charges HTTP/1.1\r\nHost: gw\r\n".to_vec();
+    out.extend_from_slice(key_line);
+    out.extend_from_slice(extra);
+    out.extend_from_slice(b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}");
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn malformed_request_lines_and_headers() {
+    let s = setup("bad-lines").await;
+    let key = b"Idempotency-Key: k1\r\n";
+    let cases: Vec<(&str, Vec<u8>)> =
+        vec![
+        ("garbage line", b"GARBAGE\r\n\r\n".to_vec()),
+        ("binary noise", vec![0x16, 0x03, 0x01, 0x00, 0xff, 0, 0, b'\r', b'\n', b'\r', b'\n']),
+        (
+            "no version",
+            b"POST /v1/charges\r\nIdempotency-Key: k1\r\n\r\n".to_vec(),
+        ),
+        (
+            "double space",
+            b"POST  /v1/charges HTTP/1.1\r\nIdempotency-Key: k1\r\n\r\n".to_vec(),
+        ),
+        (
+            "control char in target",
+            b"POST /v1/ch\x01arges HTTP/1.1\r\nIdempotency-Key: k1\r\nContent-Length: 0\r\n\r\n"
+                .to_vec(),
+        ),
+        (
+            "space in target",
+            b"POST /v1/charges x HTTP/1.1\r\nIdempotency-Key: k1\r\nContent-Length: 0\r\n\r\n"
+                .to_vec(),
+        ),
+        (
+            "bad method token",
+            b"PO(ST /v1/charges HTTP/1.1\r\nIdempotency-Key: k1\r\nContent-Length: 0\r\n\r\n"
+                .to_vec(),
+        ),
+        (
+            "unknown version",
+            b"POST /v1/charges HTTP/7.3\r\nIdempotency-Key: k1\r\nContent-Length: 0\r\n\r\n"
+                .to_vec(),
+        ),
+        ("header without colon", keyed(key, b"X-Broken header\r\n")),
+        ("space before colon", keyed(key, b"X-Space : 1\r\n")),
+        ("empty header name", keyed(key, b": nameless\r\n")),
+        ("bad header name", keyed(key, b"X(Y): 1\r\n")),
+        ("NUL in header value", keyed(key, b"X-Nul: a\x00b\r\n")),
+        ("CR in header value", keyed(key, b"X-Cr: a\rb\r\n")),
+        ("obs-fold", keyed(key, b"X-Folded: a\r\n b\r\n")),
+        (
+            "absolute-form garbage",
+            b"POST http://[::1 HTTP/1.1\r\nIdempotency-Key: k1\r\nContent-Length: 0\r\n\r\n"
+                .to_vec(),
+        ),
+        (
+            "CONNECT",
+            b"CONNECT gw:443 HTTP/1.1\r\nHost: gw:443\r\n\r\n".to_vec(),
+        ),
+    ];
+    for (case, bytes) in &cases {
+        let reply = s.raw(bytes).await;
+        assert_refused(case, &reply);
+    }
+    s.assert_clean();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn header_over_max_header_bytes() {
+    let s = setup("bad-head").await;
+    // Over max_header_bytes (4 KiB) but within hyper's buffer (8 KiB): the
+    // gateway answers with its problem document.
+    let pad = format!("X-Pad: {}\r\n", "p".repeat(5000));
+    let reply = s
+        .raw(&keyed(b"Idempotency-Key: k1\r\n", pad.as_bytes()))
+        .await;
+    assert_eq!(reply.status, Some(431), "{reply:?}");
+    assert_eq!(problem_code(&reply).as_deref(), Some("header-too-large"));
+
+    // Far over hyper's buffer: hyper itself answers a bare 431 (no problem
+    // document; the handler never sees the request) or closes.
+    let pad = format!("X-Pad: {}\r\n", "p".repeat(64 * 1024));
+    let reply = s
+        .raw(&keyed(b"Idempotency-Key: k2\r\n", pad.as_bytes()))
+        .await;
+    assert!(
+        reply.status == Some(431) || (reply.status.is_none() && reply.closed),
+        "{reply:?}"
+    );
+    // Many small headers add up the same way.
+    let many: String = (0..400).map(|i| format!("X-H{i}: value\r\n")).collect();
+    let reply = s
+        .raw(&keyed(b"Idempotency-Key: k3\r\n", many.as_bytes()))
+        .await;
+    assert_refused("many headers", &reply);
+    // A request line longer than the buffer.
+    let long = format!(
+        "POST /v1/charges?{} HTTP/1.1\r\nIdempotency-Key: k4\r\nContent-Length: 0\r\n\r\n",
+        "q".repeat(20 * 1024)
+    );
+    assert_refused("long target", &s.raw(long.as_bytes()).await);
+    s.assert_clean();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn invalid_keys() {
+    let s = setup("bad-keys").await;
+    let long = format!("Idempotency-Key: {}\r\n", "k".repeat(256));
+    let long_quoted = format!("Idempotency-Key: \"{}\"\r\n", "k".repeat(300));
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("control char", b"Idempotency-Key: a\x01b\r\n".to_vec()),
+        ("DEL", b"Idempotency-Key: a\x7fb\r\n".to_vec()),
+        ("tab inside", b"Idempotency-Key: a\tb\r\n".to_vec()),
+        ("obs-text", b"Idempotency-Key: cl\xe9\r\n".to_vec()),
+        ("UTF-8", "Idempotency-Key: ключ\r\n".as_bytes().to_vec()),
+        (
+            "quoted obs-text",
+            b"Idempotency-Key: \"a\xffb\"\r\n".to_vec(),
+        ),
+        ("256 bytes", long.into_bytes()),
+        ("300 bytes quoted", long_quoted.into_bytes()),
+        ("empty quoted", b"Idempotency-Key: \"\"\r\n".to_vec()),
+        ("empty", b"Idempotency-Key: \r\n".to_vec()),
+        ("only spaces", b"Idempotency-Key:    \r\n".to_vec()),
+        ("space inside", b"Idempotency-Key: a b\r\n".to_vec()),
+        ("quoted space", b"Idempotency-Key: \"a b\"\r\n".to_vec()),
+        ("unterminated", b"Idempotency-Key: \"abc\r\n".to_vec()),
+        ("parameters", b"Idempotency-Key: \"abc\";p=1\r\n".to_vec()),
+        ("bad escape", b"Idempotency-Key: \"a\\nb\"\r\n".to_vec()),
+    ];
+    for (case, key_line) in &cases {
+        let reply = s.raw(&keyed(key_line, b"")).await;
+        assert_eq!(reply.status, Some(400), "{case}: {reply:?}");
+        // hyper refuses some bytes in a header value before the gateway sees
+        // them (bare 400); whatever reaches the gateway is `invalid-key`.
+        if let Some(code) = problem_code(&reply) {
+            assert_eq!(code, "invalid-key", "{case}");
+        }
+        // The answer never echoes the key.
+        assert!(!reply.text.contains("kkkkkkkk"), "{case}: {reply:?}");
+    }
+    s.assert_clean();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn json_pointer_route_bad_bodies() {
+    let s = setup("bad-json").await;
+    let bodies: Vec<(&str, Vec<u8>)> = vec![
+        ("invalid UTF-8", b"{\"id\":\"\xff\xfe\"}".to_vec()),
+        ("invalid UTF-8 outside", b"\xff{\"id\":\"k1\"}".to_vec()),
+        ("not JSON", b"id=k1".to_vec()),
+        ("truncated JSON", b"{\"id\":\"k1\"".to_vec()),
+        ("trailing garbage", b"{\"id\":\"k1\"} x".to_vec()),
+        ("no id", b"{\"other\":1}".to_vec()),
+        ("null id", b"{\"id\":null}".to_vec()),
+        ("object id", b"{\"id\":{\"a\":1}}".to_vec()),
+        ("empty body", Vec::new()),
+        (
+            "deep nesting",
+            [b"[".repeat(400), b"]".repeat(400)].concat(),
+        ),
+    ];
+    for (case, body) in &bodies {
+        let mut request = format!(
+            "POST /hook HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        request.extend_from_slice(body);
+        let reply = s.raw(&request).await;
+        assert_eq!(reply.status, Some(400), "{case}: {reply:?}");
+        assert_eq!(
+            problem_code(&reply).as_deref(),
+            Some("missing-key"),
+            "{case}"
+        );
+    }
+    s.assert_clean();
+}
+
+/// Writes `head`, then `body` in `chunk`-byte pieces `every` apart.
+async fn trickle(
+    addr: std::net::SocketAddr,
+    head: &[u8],
+    body: &[u8],
+    chunk: usize,
+    every: Duration,
+) -> RawReply {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    let _ = stream.write_all(head).await;
+    for piece in body.chunks(chunk) {
+        if stream.write_all(piece).await.is_err() {
+            break;
+        }
+        tokio::time::sleep(every).await;
+    }
+    raw::read_reply(&mut stream, WITHIN).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keyed_bodies_over_the_limit_and_lying_lengths() {
+    let s = setup("bad-bodies").await;
+    let addr = s.gateway.addr;
+
+    // Declared over the limit: refused from the head, before the body.
+    let reply = trickle(
+        addr,
+        b"POST /v1/charges HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: big1\r\nContent-Length: 4096\r\n\r\n",
+        &[b'x'; 4096],
+        256,
+        Duration::from_millis(10),
+    )
+    .await;
+    assert!(reply.is_refusal(), "{reply:?}");
+    if reply.status.is_some() {
+        assert_eq!(reply.status, Some(413), "{reply:?}");
+        assert_eq!(problem_code(&reply).as_deref(), Some("body-too-large"));
+    }
+
+    // Chunked, no length, trickled past the limit: refused once it passes.
+    let mut chunked = Vec::new();
+    for _ in 0..20 {
+        chunked.extend_from_slice(b"64\r\n");
+        chunked.extend_from_slice(&[b'y'; 100]);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    chunked.extend_from_slice(b"0\r\n\r\n");
+    let reply = trickle(
+        addr,
+        b"POST /v1/charges HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: big2\r\nTransfer-Encoding: chunked\r\n\r\n",
+        &chunked,
+        50,
+        Duration::from_millis(10),
+    )
+    .await;
+    assert!(reply.is_refusal(), "{reply:?}");
+    if reply.status.is_some() {
+        assert_eq!(reply.status, Some(413), "{reply:?}");
+    }
+
+    // A length the body never reaches, then the client closes its side.
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream
+        .write_all(b"POST /v1/charges HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: short1\r\nContent-Length: 100\r\n\r\n{\"a\":1}")
+        .await
+        .expect("write");
+    stream.shutdown().await.expect("shutdown");
+    let reply = raw::read_reply(&mut stream, WITHIN).await;
+    assert_refused("shorter body then close", &reply);
+
+    // The same on the JSON-pointer route, where the key is in the body.
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream
+        .write_all(
+            b"POST /hook HTTP/1.1\r\nHost: gw\r\nContent-Length: 100\r\n\r\n{\"id\":\"short2\"}",
+        )
+        .await
+        .expect("write");
+    stream.shutdown().await.expect("shutdown");
+    assert_refused(
+        "shorter JSON body then close",
+        &raw::read_reply(&mut stream, WITHIN).await,
+    );
+
+    // A length shorter than the body on the JSON route: the body is what
+    // Content-Length says (`{"id"`), not JSON, so no key; the bytes after it
+    // are the connection's next request (garbage here), refused too.
+    let reply = s
+        .raw(b"POST /hook HTTP/1.1\r\nHost: gw\r\nContent-Length: 5\r\n\r\n{\"id\":\"long1\",\"x\":1}")
+        .await;
+    assert_eq!(reply.status, Some(400), "{reply:?}");
+    assert_eq!(
+        problem_code(&reply).as_deref(),
+        Some("missing-key"),
+        "{reply:?}"
+    );
+    s.assert_clean();
+
+    // On a header-key route the first Content-Length bytes are a complete
+    // request and are forwarded — exactly those bytes, never the rest.
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream
+        .write_all(b"POST /v1/charges HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: long2\r\nContent-Length: 7\r\n\r\n{\"a\":1}EXTRA GARBAGE NOT HTTP\r\n\r\n")
+        .await
+        .expect("write");
+    let first = raw::read_reply(&mut stream, WITHIN).await;
+    assert_eq!(first.status, Some(201), "{first:?}");
+    let doc: serde_json::Value = serde_json::from_str(first.body()).expect("JSON answer");
+    assert_eq!(doc["body_len"], 7, "{doc}");
+    let second = raw::read_reply(&mut stream, WITHIN).await;
+    assert_refused("bytes past Content-Length", &second);
+    assert_eq!(s.upstream.total(), 1);
+    assert_eq!(s.upstream.executions("long2"), 1);
+    s.assert_no_panic();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn slowloris_head_is_cut_off() {
+    let s = setup("slowloris").await;
+    let mut stream = TcpStream::connect(s.gateway.addr).await.expect("connect");
+    let started = Instant::now();
+    stream
+        .write_all(b"POST /v1/charges HTTP/1.1\r\nHost: gw\r\n")
+        .await
+        .expect("write");
+    // One header byte every 200 ms: the head never completes within 1 s.
+    let line = b"Idempotency-Key: slow-and-steady-wins-nothing\r\n";
+    let mut closed = false;
+    for &byte in line.iter().cycle().take(200) {
+        if stream.write_all(&[byte]).await.is_err() {
+            closed = true;
+            break;
+        }
+        if raw::wait_closed(&mut stream, Duration::from_millis(200)).await {
+            closed = true;
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(15) {
+            break;
+        }
+    }
+    let took = started.elapsed();
+    assert!(closed, "a trickled head was not cut off within {took:?}");
+    // header_read_timeout is 1s; allow a loaded machine plenty of slack.
+    assert!(took < Duration::from_secs(8), "cut off only after {took:?}");
+    s.assert_clean();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn idle_connections_are_bounded() {
+    let s = setup("idle").await;
+    // Warm up, so the baseline includes the runtime's steady state.
+    let reply = s
+        .gateway
+        .client()
+        .post("/v1/charges", Some("warm"), "{}")
+        .await;
+    assert_eq!(reply.status, 201);
+    let before = s.gateway.memory_kib("VmRSS");
+
+    // 300 idle connections against max_connections = 50: 50 are served (and
+    // cut off by header_read_timeout), the rest wait in the backlog.
+    let mut idle = Vec::new();
+    for _ in 0..300 {
+        match TcpStream::connect(s.gateway.addr).await {
+            Ok(stream) => idle.push(stream),
+            Err(_) => break,
+        }
+    }
+    assert!(idle.len() >= 100, "only {} connections opened", idle.len());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let during = s.gateway.memory_kib("VmRSS");
+
+    // The gateway still serves once idle connections are cut off and free
+    // their slots; the request waits in the backlog meanwhile.
+    let client = s.gateway.client();
+    let served = tokio::time::timeout(
+        Duration::from_secs(40),
+        client.post("/v1/charges", Some("after-idle"), "{}"),
+    )
+    .await;
+    let reply = served.expect("the gateway did not serve behind idle connections");
+    assert_eq!(reply.status, 201);
+    assert_eq!(s.upstream.executions("after-idle"), 1);
+
+    let growth = during.saturating_sub(before);
+    assert!(
+        growth < 64 * 1024,
+        "300 idle connections grew the gateway by {growth} KiB ({before} → {during})"
+    );
+    drop(idle);
+    s.assert_no_panic();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn request_smuggling_attempts() {
+    let s = setup("smuggling").await;
+    // The request hidden behind each ambiguous one carries this key, so the
+    // upstream's per-key count shows whether it ever got through.
+    const HIDDEN: &str = "GET /smuggled HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: smuggled\r\n\r\n";
+    let refused: Vec<(&str, String)> = vec![
+        (
+            "TE not chunked-final",
+            format!(
+                "POST /pass HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n{HIDDEN}"
+            ),
+        ),
+        (
+            "TE gzip only",
+            format!(
+                "POST /pass HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: gzip\r\n\r\n0\r\n\r\n{HIDDEN}"
+            ),
+        ),
+        (
+            "TE with space before colon",
+            format!(
+                "POST /pass HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding : chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n{HIDDEN}"
+            ),
+        ),
+        (
+            "duplicate differing Content-Length",
+            format!(
+                "POST /pass HTTP/1.1\r\nHost: gw\r\nContent-Length: 0\r\nContent-Length: {}\r\n\r\n{HIDDEN}",
+                HIDDEN.len()
+            ),
+        ),
+        (
+            "Content-Length list",
+            format!(
+                "POST /pass HTTP/1.1\r\nHost: gw\r\nContent-Length: 0, {}\r\n\r\n{HIDDEN}",
+                HIDDEN.len()
+            ),
+        ),
+        (
+            "signed Content-Length",
+            format!("POST /pass HTTP/1.1\r\nHost: gw\r\nContent-Length: +0\r\n\r\n{HIDDEN}"),
+        ),
+        (
+            "hex Content-Length",
+            format!("POST /pass HTTP/1.1\r\nHost: gw\r\nContent-Length: 0x0\r\n\r\n{HIDDEN}"),
+        ),
+        (
+            "obs-fold Transfer-Encoding",
+            format!(
+                "POST /pass HTTP/1.1\r\nHost: gw\r\nContent-Length: 0\r\nTransfer-Encoding:\r\n chunked\r\n\r\n0\r\n\r\n{HIDDEN}"
+            ),
+        ),
+        (
+            "bad chunk size on a keyed route",
+            format!(
+                "POST /v1/charges HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: chunk\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{HIDDEN}"
+            ),
+        ),
+    ];
+    for (case, bytes) in &refused {
+        let reply = s.raw(bytes.as_bytes()).await;
+        // RFC 9112 §6.1: an unknown transfer coding may get 501 instead.
+        assert!(
+            reply.is_refusal() || reply.status == Some(501),
+            "{case}: expected a refusal, got {reply:?}"
+        );
+        assert!(
+            reply.status.is_none() || reply.closed || !reply.text.contains("smuggled"),
+            "{case}: {reply:?}"
+        );
+    }
+    assert_eq!(s.upstream.total(), 0, "an ambiguous request was forwarded");
+
+    // Both Content-Length and Transfer-Encoding: hyper reads by TE alone and
+    // closes the connection after the answer (see README, "Request framing").
+    // What is forwarded is unambiguous: chunked framing, no Content-Length,
+    // and the hidden request never follows.
+    let both = format!(
+        "POST /pass HTTP/1.1\r\nHost: gw\r\nContent-Length: {}\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n{HIDDEN}",
+        5 + HIDDEN.len()
+    );
+    let mut stream = TcpStream::connect(s.gateway.addr).await.expect("connect");
+    stream.write_all(both.as_bytes()).await.expect("write");
+    let first = raw::read_reply(&mut stream, WITHIN).await;
+    assert!(
+        first.is_refusal() || first.status.is_some_and(|st| st < 300),
+        "{first:?}"
+    );
+    if first.status.is_some_and(|st| st < 300) {
+        assert_eq!(
+            s.upstream.last_header("content-length"),
+            None,
+            "forwarded with both framings"
+        );
+        assert!(
+            raw::wait_closed(&mut stream, WITHIN).await,
+            "the connection stayed open after a CL+TE request"
+        );
+    }
+    assert!(s.upstream.total() <= 1);
+    assert_eq!(
+        s.upstream.executions("smuggled"),
+        0,
+        "the hidden request ran"
+    );
+    s.assert_no_panic();
+}
