@@ -26,3 +26,31 @@ where
 {
     body.map_err(Into::into).boxed_unsync()
 }
+
+/// Bodies that declare at most this many bytes are read whole before being
+/// passed on, so head and body leave in one write instead of two (what nginx's
+/// proxy buffering achieves). Larger bodies, and bodies of unknown length, stream.
+pub const COALESCE_LIMIT: u64 = 16 * 1024;
+
+/// The declared `Content-Length`, when there is exactly one valid value.
+pub fn declared_length(headers: &http::HeaderMap) -> Option<u64> {
+    headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+/// A small body read whole, or the body as a stream (see [`COALESCE_LIMIT`]).
+pub async fn coalesce(
+    headers: &http::HeaderMap,
+    incoming: hyper::body::Incoming,
+) -> Result<Body, hyper::Error> {
+    use http_body::Body as _;
+    if incoming.is_end_stream() {
+        return Ok(empty());
+    }
+    match declared_length(headers) {
+        Some(length) if length <= COALESCE_LIMIT => Ok(full(incoming.collect().await?.to_bytes())),
+        _ => Ok(stream(incoming)),
+    }
+}

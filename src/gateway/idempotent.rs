@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use http::header::HeaderValue;
+use http::header::{self, HeaderValue};
 use http::{Request, Response};
 use hyper::body::Incoming;
 
@@ -31,7 +31,18 @@ pub async fn run(
 ) -> Answer {
     let (mut head, incoming) = request.into_parts();
     let (key, body) = match request_key::extract(policy, &head, incoming).await {
-        Err(error) => return Answer::error(error),
+        Err(error) => {
+            let mut answer = Answer::error(error);
+            if declares_body(&head.headers) {
+                // The body may be left unread: the client must not reuse this
+                // connection for its next request (HTTP/2 drops the header).
+                answer
+                    .response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            return answer;
+        }
         Ok(KeyedRequest::Unkeyed { body }) => {
             return match passthrough::forward(gateway, &exchange, Request::from_parts(head, body))
                 .await
@@ -109,6 +120,11 @@ pub async fn run(
         }
     };
     answer.with_key_hash(key_hash)
+}
+
+fn declares_body(headers: &http::HeaderMap) -> bool {
+    headers.contains_key(header::TRANSFER_ENCODING)
+        || body::declared_length(headers).is_some_and(|length| length > 0)
 }
 
 /// The store cannot be reached and the route prefers availability: forward

@@ -12,6 +12,7 @@ mod idempotent;
 mod identity;
 mod passthrough;
 mod replay;
+mod request_ids;
 mod request_key;
 mod reserve;
 mod runtime;
@@ -159,7 +160,7 @@ fn request_id(headers: &mut http::HeaderMap) -> String {
     {
         return id.to_string();
     }
-    let id = uuid::Uuid::new_v4().simple().to_string();
+    let id = request_ids::next();
     if let Ok(value) = http::HeaderValue::from_str(&id) {
         headers.insert(X_REQUEST_ID, value);
     }

@@ -13,7 +13,15 @@ use crate::proxy::{UpstreamError, prepare_request, strip_hop_by_hop};
 
 pub async fn run(gateway: &Gateway, exchange: &Exchange, request: Request<Incoming>) -> Answer {
     let (parts, incoming) = request.into_parts();
-    let request = Request::from_parts(parts, body::stream(incoming));
+    let body = match body::coalesce(&parts.headers, incoming).await {
+        Ok(body) => body,
+        Err(_) => {
+            return Answer::error(GatewayError::BadRequest(
+                "the request body could not be read completely",
+            ));
+        }
+    };
+    let request = Request::from_parts(parts, body);
     match forward(gateway, exchange, request).await {
         Ok(response) => Answer::new(response, Outcome::Passthrough),
         Err(error) => Answer::error(error),
@@ -42,7 +50,7 @@ pub async fn forward(
         .await;
     observe_upstream(gateway, exchange, started);
     match result {
-        Ok(response) => Ok(stream_response(response)),
+        Ok(response) => relay_response(response).await,
         Err(UpstreamError::Connect(detail)) => {
             tracing::warn!(route = %route.name, upstream = exchange.upstream.name(), %detail, "upstream unreachable");
             Err(GatewayError::UpstreamUnreachable)
@@ -61,6 +69,17 @@ pub fn observe_upstream(gateway: &Gateway, exchange: &Exchange, started: Instant
         .upstream_duration
         .with_label_values(&[exchange.route.name.as_str(), exchange.upstream.name()])
         .observe(started.elapsed().as_secs_f64());
+}
+
+/// The upstream's answer as the client gets it: hop-by-hop headers dropped, a
+/// small body read whole (one write to the client), a larger one streamed.
+async fn relay_response(response: Response<Incoming>) -> Result<Response<Body>, GatewayError> {
+    let (mut parts, incoming) = response.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    match body::coalesce(&parts.headers, incoming).await {
+        Ok(body) => Ok(Response::from_parts(parts, body)),
+        Err(_) => Err(GatewayError::UpstreamError),
+    }
 }
 
 /// The upstream's answer as the client gets it: hop-by-hop headers dropped,
