@@ -43,8 +43,8 @@ use pg_support::switch::Switch;
 use pg_support::{RedisPrefix, TestSchema};
 use tokio::net::TcpListener;
 
-/// Upstream timeout 1 s, lease 2 s (it must exceed the timeout): a key held
-/// by a killed gateway is taken over 2 s after it was reserved.
+/// Upstream timeout 1 s, lease 3 s (it must exceed the timeout): a key held
+/// by a killed gateway is taken over 3 s after it was reserved.
 const CONFIG: &str = r#"
 [server]
 listen = "{listen}"
@@ -69,7 +69,7 @@ connect_timeout = "1s"
 timeout = "1s"
 
 [defaults]
-lock_timeout = "2s"
+lock_timeout = "3s"
 on_in_flight = "conflict"
 on_store_error = "reject"
 
@@ -88,6 +88,9 @@ const MAX_PER_CLIENT: usize = 400;
 const PACE: Duration = Duration::from_millis(15);
 /// The upstream's normal service time: requests are in flight when a fault hits.
 const SERVICE_TIME: Duration = Duration::from_millis(40);
+/// Service time of keys named `*-slow-*`: surely in flight when the gateway
+/// serving them is killed.
+const SLOW_SERVICE_TIME: Duration = Duration::from_millis(600);
 /// How long the upstream hangs in `Hang` mode (past the 1 s timeout).
 const HANG: Duration = Duration::from_millis(1600);
 const WARM_UP: Duration = Duration::from_millis(1000);
@@ -193,6 +196,7 @@ async fn execute(
             ));
         }
         HANGING => tokio::time::sleep(HANG).await,
+        _ if key.contains("-slow-") => tokio::time::sleep(SLOW_SERVICE_TIME).await,
         _ => tokio::time::sleep(SERVICE_TIME).await,
     }
     let body = serde_json::json!({ "key": key, "execution": n }).to_string();
@@ -334,6 +338,7 @@ enum Fault {
     Kill,
     Terminate,
     PgCut,
+    PgCutLong,
     RedisFlush,
     RedisCut,
     UpstreamReset,
@@ -341,11 +346,12 @@ enum Fault {
 }
 
 impl Fault {
-    fn all() -> [Fault; 7] {
+    fn all() -> [Fault; 8] {
         [
             Fault::Kill,
             Fault::Terminate,
             Fault::PgCut,
+            Fault::PgCutLong,
             Fault::RedisFlush,
             Fault::RedisCut,
             Fault::UpstreamReset,
@@ -358,6 +364,7 @@ impl Fault {
             Fault::Kill => "kill",
             Fault::Terminate => "terminate",
             Fault::PgCut => "pgcut",
+            Fault::PgCutLong => "pglong",
             Fault::RedisFlush => "flush",
             Fault::RedisCut => "rediscut",
             Fault::UpstreamReset => "reset",
@@ -370,6 +377,7 @@ impl Fault {
             Fault::Kill => "(a) gateway SIGKILL mid-request, restart",
             Fault::Terminate => "(b) Postgres sessions terminated",
             Fault::PgCut => "(c) Postgres unreachable, then back",
+            Fault::PgCutLong => "(c') Postgres unreachable longer than the lease",
             Fault::RedisFlush => "(d) Redis prefix flushed",
             Fault::RedisCut => "(d) Redis unreachable, then back",
             Fault::UpstreamReset => "(e) upstream resets after reading",
@@ -387,6 +395,8 @@ struct Cluster {
     redis: Switch,
     schema: TestSchema,
     prefix: RedisPrefix,
+    /// When the last fault was injected.
+    injected: Instant,
 }
 
 fn redis_addr() -> SocketAddr {
@@ -431,6 +441,7 @@ impl Cluster {
             redis,
             schema,
             prefix,
+            injected: Instant::now(),
         }
     }
 
@@ -444,14 +455,35 @@ impl Cluster {
 
     /// Injects the fault, holds it, removes it; returns when it was removed
     /// and what was done.
-    async fn inject(&mut self, fault: Fault) -> (Instant, String) {
+    async fn inject(&mut self, fault: Fault) -> (Instant, String, Vec<Sample>) {
+        self.injected = Instant::now();
         match fault {
             Fault::Kill => {
+                // Besides the load, three slow requests that are surely at
+                // the upstream when gateway 0 dies.
+                let slow: Vec<_> = (0..3)
+                    .map(|i| {
+                        let addrs = self.addrs.clone();
+                        tokio::spawn(async move {
+                            send(&http(), &addrs, 0, &format!("kill-slow-{i}")).await
+                        })
+                    })
+                    .collect();
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                self.injected = Instant::now();
                 tokio::task::block_in_place(|| self.gateways[0].kill());
+                let mut extra = Vec::new();
+                for task in slow {
+                    extra.push(task.await.unwrap());
+                }
                 tokio::time::sleep(Duration::from_millis(1000)).await;
                 let removed = Instant::now();
                 tokio::task::block_in_place(|| self.gateways[0].restart());
-                (removed, "gateway 0 killed, restarted 1 s later".into())
+                (
+                    removed,
+                    "gateway 0 killed, restarted 1 s later".into(),
+                    extra,
+                )
             }
             Fault::Terminate => {
                 let mut terminated = 0;
@@ -462,13 +494,24 @@ impl Cluster {
                 (
                     Instant::now(),
                     format!("5 rounds 300 ms apart, {terminated} sessions terminated"),
+                    Vec::new(),
                 )
             }
             Fault::PgCut => {
                 self.pg.cut();
                 tokio::time::sleep(Duration::from_millis(2000)).await;
                 self.pg.restore();
-                (Instant::now(), "relay cut for 2 s".into())
+                (Instant::now(), "relay cut for 2 s".into(), Vec::new())
+            }
+            Fault::PgCutLong => {
+                self.pg.cut();
+                tokio::time::sleep(Duration::from_millis(4000)).await;
+                self.pg.restore();
+                (
+                    Instant::now(),
+                    "relay cut for 4 s (lease 3 s)".into(),
+                    Vec::new(),
+                )
             }
             Fault::RedisFlush => {
                 for _ in 0..10 {
@@ -478,19 +521,24 @@ impl Cluster {
                 (
                     Instant::now(),
                     "prefix deleted 10 times, 200 ms apart".into(),
+                    Vec::new(),
                 )
             }
             Fault::RedisCut => {
                 self.redis.cut();
                 tokio::time::sleep(Duration::from_millis(2000)).await;
                 self.redis.restore();
-                (Instant::now(), "relay cut for 2 s".into())
+                (Instant::now(), "relay cut for 2 s".into(), Vec::new())
             }
             Fault::UpstreamReset => {
                 self.upstream.set_mode(RESET);
                 tokio::time::sleep(Duration::from_millis(2000)).await;
                 self.upstream.set_mode(NORMAL);
-                (Instant::now(), "every request reset for 2 s".into())
+                (
+                    Instant::now(),
+                    "every request reset for 2 s".into(),
+                    Vec::new(),
+                )
             }
             Fault::UpstreamHang => {
                 self.upstream.set_mode(HANGING);
@@ -499,6 +547,7 @@ impl Cluster {
                 (
                     Instant::now(),
                     format!("answers after {HANG:?} (timeout 1 s) for 2.5 s"),
+                    Vec::new(),
                 )
             }
         }
@@ -509,11 +558,11 @@ impl Cluster {
         let stop = Arc::new(AtomicBool::new(false));
         let load = start_load(tag, self.addrs.clone(), stop.clone());
         tokio::time::sleep(WARM_UP).await;
-        let injected = Instant::now();
-        let (removed, what) = self.inject(fault).await;
+        let (removed, what, extra) = self.inject(fault).await;
+        let injected = self.injected;
         tokio::time::sleep(AFTER).await;
         stop.store(true, Ordering::SeqCst);
-        let mut samples = Vec::new();
+        let mut samples = extra;
         for task in load {
             samples.extend(task.await.unwrap());
         }
@@ -626,10 +675,13 @@ struct Row {
     executions: usize,
     duplicated: usize,
     /// Duplicates explained by a takeover after SIGKILL (their first holder
-    /// died before it could record an answer).
+    /// died before it could record an answer), or by an answer that could
+    /// not be recorded because Postgres was down for the whole lease.
     explained: usize,
     wrong_replays: usize,
+    /// Acknowledged answers lost, not counting the explained ones.
     lost: usize,
+    lost_explained: usize,
     unsettled: usize,
     recovery: Option<Duration>,
     statuses: BTreeMap<String, usize>,
@@ -724,7 +776,16 @@ fn analyse(
         if ran.iter().any(|(at, _)| *at > ack.done) {
             lost = true;
         }
-        if lost {
+        // The known limit: the upstream answered while Postgres was down,
+        // and stayed down for the rest of the lease; the gateway returned the
+        // answer it could not record (logged as an error), and after the
+        // lease the key was taken over.
+        let unrecorded = fault == Fault::PgCutLong
+            && ran.first().is_some_and(|(at, _)| *at < injected)
+            && ack.done >= injected;
+        if lost && unrecorded {
+            row.lost_explained += 1;
+        } else if lost {
             row.lost += 1;
             row.problems.push(format!(
                 "{key}: acknowledged with {} then ran or answered again ({} executions)",
@@ -737,7 +798,7 @@ fn analyse(
             // A request of this key died with the gateway (no answer), so its
             // lease expired unrecorded and the next request took it over.
             let died = fault == Fault::Kill && tries.iter().any(|s| s.reply.is_err());
-            if died && !lost {
+            if (died && !lost) || unrecorded {
                 row.explained += 1;
             } else {
                 row.problems.push(format!(
@@ -786,10 +847,20 @@ fn report(rows: &[Row], total: Duration) -> String {
     );
     let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---|");
     for r in rows {
+        let why = if r.title.starts_with("(a)") {
+            "taken over after SIGKILL, never answered before"
+        } else {
+            "answered but not recorded: Postgres down for the whole lease"
+        };
         let dup = if r.explained > 0 {
-            format!("{} ({} after SIGKILL takeover)", r.duplicated, r.explained)
+            format!("{} ({} {why})", r.duplicated, r.explained)
         } else {
             r.duplicated.to_string()
+        };
+        let lost = if r.lost_explained > 0 {
+            format!("{} + {} ({why})", r.lost, r.lost_explained)
+        } else {
+            r.lost.to_string()
         };
         let recovery = r
             .recovery
@@ -811,7 +882,7 @@ fn report(rows: &[Row], total: Duration) -> String {
             r.keys,
             dup,
             r.wrong_replays,
-            r.lost,
+            lost,
             recovery,
             answers
         );
@@ -819,7 +890,7 @@ fn report(rows: &[Row], total: Duration) -> String {
     let _ = writeln!(
         out,
         "\n{GATEWAYS} gateways on Postgres + Redis, {CLIENTS} client tasks (60% fresh keys, 40% retries), \
-         upstream timeout 1 s, lease 2 s; requests sent include the settle and read-back phases; \
+         upstream timeout 1 s, lease 3 s; requests sent include the settle and read-back phases; \
          whole run {:.1} s.",
         total.as_secs_f64()
     );
