@@ -781,7 +781,7 @@ fn analyse(
         // answer it could not record (logged as an error), and after the
         // lease the key was taken over.
         let unrecorded = fault == Fault::PgCutLong
-            && ran.first().is_some_and(|(at, _)| *at < injected)
+            && ran.first().is_some_and(|(at, _)| *at < removed)
             && ack.done >= injected;
         if lost && unrecorded {
             row.lost_explained += 1;
