@@ -211,3 +211,67 @@ async fn a_completion_survives_its_session_being_cut() {
         Reservation::Completed(response())
     );
 }
+
+/// Regression (found by `tests/faults.rs`): a completion that could not reach
+/// the database failed at once, the gateway acknowledged the upstream's answer
+/// anyway, and once the lease ran out a retry took the key over and ran the
+/// request a second time. A completion now retries while its lease holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_waits_out_a_short_outage_within_its_lease() {
+    let schema = TestSchema::create().await;
+    let switch = pg_support::switch::Switch::start(pg_support::server_addr()).await;
+    let mut config = schema.config();
+    config.url = pg_support::via(&schema.url(), switch.addr);
+    config.connect_timeout = Duration::from_millis(500);
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&config).await.unwrap());
+    let lease = reserved(&store, &id("k"), "fp", Duration::from_secs(10)).await;
+    switch.cut();
+    let completing = {
+        let (store, lease) = (store.clone(), lease.clone());
+        tokio::spawn(async move {
+            store
+                .complete(&lease, &response(), Duration::from_secs(60))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!completing.is_finished(), "gave up during the outage");
+    switch.restore();
+    completing
+        .await
+        .unwrap()
+        .expect("recorded once the database is back");
+    assert_eq!(
+        store
+            .reserve(&id("k"), "fp", Duration::from_secs(10))
+            .await
+            .unwrap(),
+        Reservation::Completed(response())
+    );
+}
+
+/// ... but not beyond it: after the lease, the key belongs to whoever takes it
+/// over, and the completion reports the failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_gives_up_when_its_lease_runs_out() {
+    let schema = TestSchema::create().await;
+    let switch = pg_support::switch::Switch::start(pg_support::server_addr()).await;
+    let mut config = schema.config();
+    config.url = pg_support::via(&schema.url(), switch.addr);
+    config.connect_timeout = Duration::from_millis(500);
+    config.statement_timeout = Duration::from_millis(500);
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&config).await.unwrap());
+    let lease = reserved(&store, &id("k"), "fp", Duration::from_millis(1500)).await;
+    switch.cut();
+    let started = std::time::Instant::now();
+    let err = store
+        .complete(&lease, &response(), Duration::from_secs(60))
+        .await
+        .expect_err("the database stayed unreachable");
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(6),
+        "{took:?}"
+    );
+}

@@ -39,6 +39,10 @@ use rows::{Decided, millis};
 /// error instead of a spin.
 const RESERVE_ATTEMPTS: usize = 10;
 
+/// Pause before retrying a failed completion, doubled up to `COMPLETE_RETRY_MAX`.
+const COMPLETE_RETRY_FIRST: Duration = Duration::from_millis(50);
+const COMPLETE_RETRY_MAX: Duration = Duration::from_millis(500);
+
 #[derive(Clone)]
 pub struct PostgresStore {
     pool: Pool,
@@ -136,45 +140,60 @@ impl PostgresStore {
             &response.body_omitted,
             &retain_ms,
         ];
-        // The request has run: its answer is worth waiting for a busy pool
-        // as long as the lease holds (a completion that gives up leaves the
-        // key to a takeover that runs the request again).
-        let patience = lease
-            .expires_at
-            .duration_since(SystemTime::now())
-            .unwrap_or_default()
-            .max(self.deadline);
-        let updated = match self.try_query(sql::COMPLETE, &params, Some(patience)).await {
-            Ok(rows) => rows,
-            // The pooled connection had died (the database restarted, or an
-            // operator cut the session) and the pool had not noticed yet.
-            // The request did run: give its answer one more chance on a new
-            // connection rather than leave the key to a takeover that would
-            // run it again.
-            Err(Failure::ConnectionLost(err)) => {
-                tracing::warn!(error = %err, "completing on a lost connection; retrying once");
-                let rows = self.query(sql::COMPLETE, &params).await?;
-                if rows.is_empty() {
-                    // The first attempt may have committed before the connection died.
-                    let mine = self
-                        .query(
+        // The request has run and its answer is about to be acknowledged:
+        // recording it is worth waiting for, as long as the lease holds (a
+        // completion that gives up leaves the key to a takeover that runs the
+        // request again, after the client was given its answer). So a failed
+        // attempt — a busy pool, a connection that died under the statement
+        // (database restarted, session terminated), a database that cannot be
+        // reached for a moment — is retried until the lease runs out. Nobody
+        // else can take the key meanwhile, and the token fences every attempt.
+        let mut backoff = COMPLETE_RETRY_FIRST;
+        let mut may_have_committed = false;
+        loop {
+            let patience = lease
+                .expires_at
+                .duration_since(SystemTime::now())
+                .unwrap_or_default()
+                .max(self.deadline);
+            let failure = match self.try_query(sql::COMPLETE, &params, Some(patience)).await {
+                Ok(rows) => match rows.first() {
+                    Some(row) => return row.try_get(0).map_err(db_error),
+                    None if !may_have_committed => return Err(StoreError::Fenced),
+                    // An earlier attempt may have committed before its
+                    // connection died: ask by token.
+                    None => match self
+                        .try_query(
                             sql::COMPLETED_BY,
                             &[&id.route, &id.scope, &id.key, &lease.token],
+                            None,
                         )
-                        .await?;
-                    return mine
-                        .first()
-                        .ok_or(StoreError::Fenced)?
-                        .try_get(0)
-                        .map_err(db_error);
-                }
-                rows
+                        .await
+                    {
+                        Ok(mine) => {
+                            return mine
+                                .first()
+                                .ok_or(StoreError::Fenced)?
+                                .try_get(0)
+                                .map_err(db_error);
+                        }
+                        Err(failure) => failure,
+                    },
+                },
+                Err(failure) => failure,
+            };
+            may_have_committed = true;
+            let left = lease
+                .expires_at
+                .duration_since(SystemTime::now())
+                .unwrap_or_default();
+            let err = failure.into_error();
+            if left <= backoff {
+                return Err(err);
             }
-            Err(Failure::Other(err)) => return Err(err),
-        };
-        match updated.first() {
-            Some(row) => row.try_get(0).map_err(db_error),
-            None => Err(StoreError::Fenced),
+            tracing::warn!(error = %err, retry_in_ms = backoff.as_millis() as u64, "completing failed; retrying while the lease holds");
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(COMPLETE_RETRY_MAX);
         }
     }
 
