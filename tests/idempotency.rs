@@ -631,6 +631,16 @@ async fn metrics_count_every_outcome() {
         .await;
     slow.await.unwrap();
     client.get("/anything").await;
+    client
+        .post("/v1/charges", Some("x-3"), &"x".repeat(70 * 1024))
+        .await;
+    client
+        .post("/v1/charges?status=429", Some("x-4"), "{}")
+        .await;
+    client.post("/v1/down", Some("x-5"), "{}").await;
+    client
+        .post("/v1/charges?delay_ms=1500", Some("x-6"), "{}")
+        .await;
 
     let text = s.gateway.admin_client().get("/metrics").await.text();
     for (route, outcome, count) in [
@@ -640,6 +650,10 @@ async fn metrics_count_every_outcome() {
         ("charges", "missing_key", 1),
         ("charges", "invalid_key", 1),
         ("charges", "conflict", 1),
+        ("charges", "too_large", 1),
+        ("charges", "released", 1),
+        ("charges", "outcome_unknown", 1),
+        ("down", "upstream_error", 1),
         ("optional", "passthrough", 1),
         ("rest", "passthrough", 1),
     ] {

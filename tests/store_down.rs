@@ -1,0 +1,106 @@
+//! The store unreachable, as the gateway answers it: `on_store_error =
+//! "reject"` fails closed with 503 + Retry-After and forwards nothing;
+//! `"pass"` forwards without a record and says so; both are counted.
+
+mod common;
+mod pg_support;
+
+use std::time::{Duration, Instant};
+
+use common::{GatewayProcess, MockUpstream, TestDir};
+use pg_support::TestSchema;
+use pg_support::switch::Switch;
+
+const CONFIG: &str = r#"
+[server]
+listen = "{listen}"
+admin_listen = "{admin}"
+
+[store]
+backend = "postgres"
+url = "{pg_url}"
+pool_size = 4
+connect_timeout = "500ms"
+statement_timeout = "1s"
+
+[upstreams.api]
+url = "{upstream}"
+timeout = "2s"
+
+[defaults]
+lock_timeout = "10s"
+
+[[routes]]
+name = "strict"
+upstream = "api"
+match = { path_prefix = "/v1/charges" }
+on_store_error = "reject"
+
+[[routes]]
+name = "lenient"
+upstream = "api"
+match = { path_prefix = "/v1/events" }
+on_store_error = "pass"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_down_rejects_or_passes_as_configured_and_counts_it() {
+    let schema = TestSchema::create().await;
+    let switch = Switch::start(pg_support::server_addr()).await;
+    let url = pg_support::via(&schema.url(), switch.addr);
+    let dir = TestDir::new("store-down");
+    let upstream = MockUpstream::start().await;
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &CONFIG.replace("{pg_url}", &url));
+    let client = gateway.client();
+    let admin = gateway.admin_client();
+    assert_eq!(
+        client.post("/v1/events", Some("before"), "{}").await.status,
+        201
+    );
+
+    switch.cut();
+    let rejected = client.post("/v1/charges", Some("s-1"), "{}").await;
+    assert_eq!(rejected.status, 503, "{}", rejected.text());
+    assert_eq!(rejected.json()["code"], "store-unavailable");
+    let retry_after: u64 = rejected.header("retry-after").unwrap().parse().unwrap();
+    assert!(retry_after >= 1);
+    assert!(rejected.header("idempotent-replayed").is_none());
+    assert_eq!(
+        upstream.executions("s-1"),
+        0,
+        "fail closed: nothing forwarded"
+    );
+
+    let passed = client.post("/v1/events", Some("p-1"), "{}").await;
+    assert_eq!(passed.status, 201, "{}", passed.text());
+    assert_eq!(passed.header("idempotency-degraded"), Some("true"));
+    assert!(passed.header("idempotent-replayed").is_none());
+    assert_eq!(upstream.executions("p-1"), 1);
+    assert_eq!(admin.get("/readyz").await.status, 503);
+
+    let metrics = admin.get("/metrics").await.text();
+    for line in [
+        "idemgate_requests_total{outcome=\"store_unavailable\",route=\"strict\"} 1",
+        "idemgate_requests_total{outcome=\"degraded\",route=\"lenient\"} 1",
+    ] {
+        assert!(metrics.contains(line), "missing `{line}`:\n{metrics}");
+    }
+    assert!(metrics.contains("idemgate_store_errors_total{backend=\"postgres\",op=\"reserve\"}"));
+
+    switch.restore();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while admin.get("/readyz").await.status != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "not ready again:\n{}",
+            gateway.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let fresh = client.post("/v1/charges", Some("s-1"), "{}").await;
+    assert_eq!(fresh.status, 201);
+    assert_eq!(fresh.header("idempotent-replayed"), Some("false"));
+    let replay = client.post("/v1/charges", Some("s-1"), "{}").await;
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(upstream.executions("s-1"), 1);
+}
