@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use idemgate::store::embedded::SCHEMA_VERSION;
 use idemgate::store::{
-    EmbeddedStore, Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse,
+    EmbeddedStore, Lease, RecordId, RecordInfo, ReplayCache, Reservation, Store, StoreError,
+    StoredResponse,
 };
 use store_conformance::{id, reserved, response};
 
@@ -38,7 +39,7 @@ impl Drop for TempDirGuard {
 
 /// An `EmbeddedStore` on a fresh file that deletes the file when dropped.
 struct TempStore {
-    store: EmbeddedStore,
+    store: Box<dyn Store>,
     _dir: TempDirGuard,
 }
 
@@ -84,12 +85,27 @@ async fn fresh() -> Arc<dyn Store> {
     let path = temp_db();
     // Field order: the store (joining its thread) drops before the directory.
     Arc::new(TempStore {
-        store: EmbeddedStore::open(&path).unwrap(),
+        store: Box::new(EmbeddedStore::open(&path).unwrap()),
+        _dir: TempDirGuard(path),
+    })
+}
+
+/// The store as `serve` opens it: with its in-memory copies of replays.
+async fn fresh_cached() -> Arc<dyn Store> {
+    let path = temp_db();
+    let store = EmbeddedStore::open(&path).unwrap();
+    Arc::new(TempStore {
+        store: Box::new(ReplayCache::new(store, 1024 * 1024)),
         _dir: TempDirGuard(path),
     })
 }
 
 store_conformance::conformance_tests!(fresh().await);
+
+mod with_replay_cache {
+    use super::*;
+    store_conformance::conformance_tests!(fresh_cached().await);
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn durable_across_reopen() {

@@ -11,6 +11,7 @@ pub mod guard;
 pub mod instrumented;
 mod open;
 pub mod postgres;
+pub mod replay_cache;
 pub mod sweeper;
 
 use std::time::{Duration, SystemTime};
@@ -24,6 +25,7 @@ pub use guard::LeaseGuard;
 pub use instrumented::InstrumentedStore;
 pub use open::{StoreConfigExt, migrate, open, open_with_metrics, sweep_settings};
 pub use postgres::PostgresStore;
+pub use replay_cache::ReplayCache;
 pub use sweeper::spawn_sweeper;
 
 /// Identity of one record.

@@ -1,7 +1,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{CachedStore, EmbeddedStore, LookupHook, PostgresStore, Store, StoreError};
+use super::{
+    CachedStore, EmbeddedStore, LookupHook, PostgresStore, ReplayCache, Store, StoreError,
+};
+
+/// Memory for copies of completed answers in front of the embedded store.
+const REPLAY_CACHE_BYTES: usize = 16 * 1024 * 1024;
 use crate::config::StoreConfig;
 use crate::metrics::Metrics;
 
@@ -29,7 +34,10 @@ async fn open_with_hook(
     on_lookup: LookupHook,
 ) -> Result<Arc<dyn Store>, StoreError> {
     match config {
-        StoreConfig::Embedded(_) => Ok(Arc::new(open_embedded(config).await?)),
+        StoreConfig::Embedded(_) => {
+            let file = open_embedded(config).await?;
+            Ok(Arc::new(ReplayCache::new(file, REPLAY_CACHE_BYTES)))
+        }
         StoreConfig::Postgres(pg) => {
             let authority = PostgresStore::connect(pg).await?;
             Ok(match &pg.redis {

@@ -73,6 +73,33 @@ impl EmbeddedStore {
         })
     }
 
+    /// `reserve`, with the expiry of the completed record it found (for copies
+    /// kept in memory, which must not outlive the record).
+    pub async fn reserve_with_expiry(
+        &self,
+        id: &RecordId,
+        fingerprint: &str,
+        lease_for: Duration,
+    ) -> Result<(Reservation, Option<SystemTime>), StoreError> {
+        let (id, fingerprint) = (id.clone(), fingerprint.to_owned());
+        let (reservation, expires_at) = self
+            .call(move |conn, now| ops::reserve(conn, &id, &fingerprint, lease_for, now))
+            .await?;
+        Ok((reservation, expires_at.map(codec::from_ms)))
+    }
+
+    /// `complete`, returning the record's fingerprint.
+    pub async fn complete_fingerprint(
+        &self,
+        lease: &Lease,
+        response: &StoredResponse,
+        retain_for: Duration,
+    ) -> Result<String, StoreError> {
+        let (lease, response) = (lease.clone(), response.clone());
+        self.call(move |conn, now| ops::complete(conn, &lease, &response, retain_for, now))
+            .await
+    }
+
     async fn call<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
@@ -116,9 +143,9 @@ impl Store for EmbeddedStore {
         fingerprint: &str,
         lease_for: Duration,
     ) -> Result<Reservation, StoreError> {
-        let (id, fingerprint) = (id.clone(), fingerprint.to_owned());
-        self.call(move |conn, now| ops::reserve(conn, &id, &fingerprint, lease_for, now))
+        self.reserve_with_expiry(id, fingerprint, lease_for)
             .await
+            .map(|(reservation, _)| reservation)
     }
 
     async fn complete(
@@ -127,9 +154,9 @@ impl Store for EmbeddedStore {
         response: &StoredResponse,
         retain_for: Duration,
     ) -> Result<(), StoreError> {
-        let (lease, response) = (lease.clone(), response.clone());
-        self.call(move |conn, now| ops::complete(conn, &lease, &response, retain_for, now))
+        self.complete_fingerprint(lease, response, retain_for)
             .await
+            .map(|_| ())
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {

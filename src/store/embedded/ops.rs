@@ -31,7 +31,7 @@ pub(super) fn reserve(
     fingerprint: &str,
     lease_for: Duration,
     now: i64,
-) -> Result<Reservation, StoreError> {
+) -> Result<(Reservation, Option<i64>), StoreError> {
     let existing = conn
         .prepare_cached(
             "SELECT state, fingerprint, token, expires_at, lease_expires_at
@@ -52,29 +52,33 @@ pub(super) fn reserve(
         .map_err(db)?;
 
     let Some(row) = existing else {
-        return take(conn, id, fingerprint, lease_for, now, false);
+        return take(conn, id, fingerprint, lease_for, now, false).map(|r| (r, None));
     };
     let same = row.fingerprint == fingerprint;
     if row.state == COMPLETED {
         // A missing expiry is read as already expired: the row cannot replay.
         if row.expires_at.is_none_or(|at| at <= now) {
-            return take(conn, id, fingerprint, lease_for, now, true);
+            return take(conn, id, fingerprint, lease_for, now, true).map(|r| (r, None));
         }
         if !same {
-            return Ok(Reservation::Mismatch);
+            return Ok((Reservation::Mismatch, row.expires_at));
         }
-        return load_response(conn, id, row.token).map(Reservation::Completed);
+        return load_response(conn, id, row.token)
+            .map(|response| (Reservation::Completed(response), row.expires_at));
     }
     match row.lease_expires_at {
-        Some(at) if at > now => Ok(if same {
-            Reservation::InFlight {
-                lease_expires_at: from_ms(at),
-            }
-        } else {
-            Reservation::Mismatch
-        }),
+        Some(at) if at > now => Ok((
+            if same {
+                Reservation::InFlight {
+                    lease_expires_at: from_ms(at),
+                }
+            } else {
+                Reservation::Mismatch
+            },
+            None,
+        )),
         // The holder died or hung: take the key over under a new token.
-        _ => take(conn, id, fingerprint, lease_for, now, true),
+        _ => take(conn, id, fingerprint, lease_for, now, true).map(|r| (r, None)),
     }
 }
 
@@ -167,36 +171,39 @@ pub(super) fn complete(
     response: &StoredResponse,
     retain_for: Duration,
     now: i64,
-) -> Result<(), StoreError> {
+) -> Result<String, StoreError> {
     let id = &lease.id;
-    let changed = conn
+    let fingerprint = conn
         .prepare_cached(
             "UPDATE records SET state = ?6, status = ?7, headers = ?8, body = ?9,
                  body_omitted = ?10, completed_at = ?11, expires_at = ?12,
                  lease_expires_at = NULL
-             WHERE route = ?1 AND scope = ?2 AND key = ?3 AND token = ?4 AND state = ?5",
+             WHERE route = ?1 AND scope = ?2 AND key = ?3 AND token = ?4 AND state = ?5
+             RETURNING fingerprint",
         )
         .and_then(|mut stmt| {
-            stmt.execute(params![
-                id.route,
-                id.scope,
-                id.key,
-                lease.token,
-                IN_FLIGHT,
-                COMPLETED,
-                i64::from(response.status),
-                encode_headers(&response.headers),
-                response.body.as_ref(),
-                response.body_omitted,
-                now,
-                now.saturating_add(duration_ms(retain_for)),
-            ])
+            stmt.query_row(
+                params![
+                    id.route,
+                    id.scope,
+                    id.key,
+                    lease.token,
+                    IN_FLIGHT,
+                    COMPLETED,
+                    i64::from(response.status),
+                    encode_headers(&response.headers),
+                    response.body.as_ref(),
+                    response.body_omitted,
+                    now,
+                    now.saturating_add(duration_ms(retain_for)),
+                ],
+                |row| row.get::<_, String>(0),
+            )
+            .optional()
         })
         .map_err(db)?;
-    if changed == 0 {
-        return Err(StoreError::Fenced);
-    }
-    Ok(())
+    // No row: the token is no longer the record's (taken over or purged).
+    fingerprint.ok_or(StoreError::Fenced)
 }
 
 pub(super) fn release(conn: &Connection, lease: &Lease) -> Result<(), StoreError> {

@@ -1,0 +1,226 @@
+//! Recently completed answers kept in memory in front of a store that one
+//! process owns (the embedded store), so a replay costs no trip to the SQLite
+//! thread.
+//!
+//! Completed records never change until they expire or are purged, and every
+//! completion and purge of this process passes through here, so a copy cannot
+//! disagree with the file. Entries also live at most [`MAX_AGE`], which bounds
+//! how long an out-of-process change (`idemgate keys purge` on the file of a
+//! running gateway) can go unseen. Not for shared stores: another replica's
+//! purge would not pass through here (Redis plays this part there).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+
+use super::{
+    EmbeddedStore, Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse,
+};
+
+/// Longest time an entry is served without asking the store again.
+pub const MAX_AGE: Duration = Duration::from_secs(5);
+
+struct Entry {
+    fingerprint: String,
+    response: StoredResponse,
+    /// The record's own expiry or `MAX_AGE` from insertion, whichever is first.
+    until: SystemTime,
+    bytes: usize,
+}
+
+#[derive(Default)]
+struct Entries {
+    map: HashMap<RecordId, Entry>,
+    bytes: usize,
+}
+
+pub struct ReplayCache {
+    inner: EmbeddedStore,
+    entries: Mutex<Entries>,
+    max_bytes: usize,
+    /// Bumped by every purge: a copy read from the store before a purge must
+    /// not be remembered after it.
+    generation: AtomicU64,
+}
+
+impl ReplayCache {
+    pub fn new(inner: EmbeddedStore, max_bytes: usize) -> Self {
+        Self {
+            inner,
+            entries: Mutex::new(Entries::default()),
+            max_bytes,
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    fn lookup(&self, id: &RecordId, fingerprint: &str) -> Option<Reservation> {
+        let mut entries = self.entries.lock().ok()?;
+        let now = SystemTime::now();
+        let entry = entries.map.get(id)?;
+        if entry.until <= now {
+            if let Some(gone) = entries.map.remove(id) {
+                entries.bytes -= gone.bytes;
+            }
+            return None;
+        }
+        Some(if entry.fingerprint == fingerprint {
+            Reservation::Completed(entry.response.clone())
+        } else {
+            Reservation::Mismatch
+        })
+    }
+
+    fn remember(
+        &self,
+        generation: u64,
+        id: &RecordId,
+        fingerprint: &str,
+        response: &StoredResponse,
+        expires: SystemTime,
+    ) {
+        let bytes = response.body.len()
+            + response
+                .headers
+                .iter()
+                .map(|(n, v)| n.len() + v.len())
+                .sum::<usize>()
+            + fingerprint.len()
+            + id.key.len()
+            + 128;
+        if bytes > self.max_bytes / 8 {
+            return;
+        }
+        let Ok(mut entries) = self.entries.lock() else {
+            return;
+        };
+        if self.generation.load(Ordering::SeqCst) != generation {
+            return;
+        }
+        if entries.bytes + bytes > self.max_bytes {
+            evict(&mut entries, self.max_bytes * 3 / 4);
+        }
+        let entry = Entry {
+            fingerprint: fingerprint.to_string(),
+            response: response.clone(),
+            until: expires.min(SystemTime::now() + MAX_AGE),
+            bytes,
+        };
+        entries.bytes += bytes;
+        if let Some(old) = entries.map.insert(id.clone(), entry) {
+            entries.bytes -= old.bytes;
+        }
+    }
+
+    fn forget(&self, route: &str, key: &str) {
+        if let Ok(mut entries) = self.entries.lock() {
+            self.generation.fetch_add(1, Ordering::SeqCst);
+            let Entries { map, bytes } = &mut *entries;
+            map.retain(|id, entry| {
+                let keep = !(id.route == route && id.key == key);
+                if !keep {
+                    *bytes -= entry.bytes;
+                }
+                keep
+            });
+        }
+    }
+}
+
+/// Drops expired entries, then arbitrary ones, until at most `target` bytes remain.
+fn evict(entries: &mut Entries, target: usize) {
+    let now = SystemTime::now();
+    let Entries { map, bytes } = entries;
+    map.retain(|_, entry| {
+        let keep = entry.until > now;
+        if !keep {
+            *bytes -= entry.bytes;
+        }
+        keep
+    });
+    let excess: Vec<RecordId> = map
+        .iter()
+        .scan(*bytes, |left, (id, entry)| {
+            (*left > target).then(|| {
+                *left -= entry.bytes;
+                id.clone()
+            })
+        })
+        .collect();
+    for id in excess {
+        if let Some(gone) = map.remove(&id) {
+            *bytes -= gone.bytes;
+        }
+    }
+}
+
+#[async_trait]
+impl Store for ReplayCache {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+
+    async fn reserve(
+        &self,
+        id: &RecordId,
+        fingerprint: &str,
+        lease_for: Duration,
+    ) -> Result<Reservation, StoreError> {
+        if let Some(known) = self.lookup(id, fingerprint) {
+            return Ok(known);
+        }
+        let generation = self.generation.load(Ordering::SeqCst);
+        let (reservation, expires_at) = self
+            .inner
+            .reserve_with_expiry(id, fingerprint, lease_for)
+            .await?;
+        if let (Reservation::Completed(response), Some(expires_at)) = (&reservation, expires_at) {
+            self.remember(generation, id, fingerprint, response, expires_at);
+        }
+        Ok(reservation)
+    }
+
+    async fn complete(
+        &self,
+        lease: &Lease,
+        response: &StoredResponse,
+        retain_for: Duration,
+    ) -> Result<(), StoreError> {
+        let generation = self.generation.load(Ordering::SeqCst);
+        // Taken before the write, so the copy expires no later than the record.
+        let expires_at = SystemTime::now() + retain_for;
+        let fingerprint = self
+            .inner
+            .complete_fingerprint(lease, response, retain_for)
+            .await?;
+        self.remember(generation, &lease.id, &fingerprint, response, expires_at);
+        Ok(())
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.inner.release(lease).await
+    }
+
+    async fn records(&self, route: &str, key: &str) -> Result<Vec<RecordInfo>, StoreError> {
+        self.inner.records(route, key).await
+    }
+
+    async fn purge(&self, route: &str, key: &str) -> Result<u64, StoreError> {
+        // Forgotten before and after (each bumps the generation), so a replay
+        // racing the purge cannot leave a copy that outlives it.
+        self.forget(route, key);
+        let purged = self.inner.purge(route, key).await;
+        self.forget(route, key);
+        purged
+    }
+
+    async fn sweep(&self, batch: u32) -> Result<u64, StoreError> {
+        self.inner.sweep(batch).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.inner.ping().await
+    }
+}
