@@ -228,3 +228,20 @@ async fn graceful_shutdown_lets_a_slow_request_finish() {
     let status = gateway.wait_exit(Duration::from_secs(5));
     assert!(status.success(), "{status}");
 }
+
+#[tokio::test]
+async fn speaks_http2_to_an_upstream_configured_for_it() {
+    let dir = TestDir::new("h2-upstream");
+    let upstream = MockUpstream::start().await;
+    let config = CONFIG.replace("timeout = \"1s\"", "timeout = \"1s\"\nhttp2 = true");
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
+    let reply = gateway.client().get("/echo").await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(reply.json()["version"], "HTTP/2.0");
+    // The default stays HTTP/1.1.
+    let (_dir, _upstream, plain) = setup("h1-upstream").await;
+    assert_eq!(
+        plain.client().get("/echo").await.json()["version"],
+        "HTTP/1.1"
+    );
+}

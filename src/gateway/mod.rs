@@ -102,6 +102,7 @@ impl Gateway {
         }
         tracing::info!(
             route = route.as_ref().map_or("-", |r| r.name.as_str()),
+            upstream = route.as_ref().map_or("-", |r| r.upstream.as_str()),
             method = %method,
             status,
             outcome = answer.outcome.map(|o| o.as_str()).unwrap_or("-"),

@@ -6,7 +6,7 @@ use super::{
 };
 
 /// Memory for copies of completed answers in front of the embedded store.
-const REPLAY_CACHE_BYTES: usize = 16 * 1024 * 1024;
+const REPLAY_CACHE_BYTES: usize = 8 * 1024 * 1024;
 use crate::config::StoreConfig;
 use crate::metrics::Metrics;
 

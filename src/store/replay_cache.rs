@@ -188,15 +188,9 @@ impl Store for ReplayCache {
         response: &StoredResponse,
         retain_for: Duration,
     ) -> Result<(), StoreError> {
-        let generation = self.generation.load(Ordering::SeqCst);
-        // Taken before the write, so the copy expires no later than the record.
-        let expires_at = SystemTime::now() + retain_for;
-        let fingerprint = self
-            .inner
-            .complete_fingerprint(lease, response, retain_for)
-            .await?;
-        self.remember(generation, &lease.id, &fingerprint, response, expires_at);
-        Ok(())
+        // Not remembered: most keys are never retried, and copying every
+        // completion would churn memory for nothing. The first replay fills it.
+        self.inner.complete(lease, response, retain_for).await
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {

@@ -184,6 +184,7 @@ async fn handle(
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
         .unwrap_or_default();
     let method = req.method().to_string();
+    let version = format!("{:?}", req.version());
     let query = req.uri().query().unwrap_or("").to_string();
     let delay: u64 = query_param(&req, "delay_ms")
         .and_then(|d| d.parse().ok())
@@ -225,7 +226,7 @@ async fn handle(
     }
     if path == "/echo" {
         let doc = serde_json::json!({
-            "method": method, "path": path, "query": query,
+            "method": method, "path": path, "query": query, "version": version,
             "headers": headers, "body": String::from_utf8_lossy(&body),
         });
         return Ok(Response::new(full(doc.to_string())));
