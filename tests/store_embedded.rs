@@ -1,6 +1,9 @@
 //! The conformance suite against `EmbeddedStore`, plus file-level behaviour.
 
+mod common;
 mod store_conformance;
+
+use common::owned_store::OwnedStore;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,10 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use idemgate::store::embedded::SCHEMA_VERSION;
-use idemgate::store::{
-    EmbeddedStore, Lease, RecordId, RecordInfo, ReplayCache, Reservation, Store, StoreError,
-    StoredResponse,
-};
+use idemgate::store::{EmbeddedStore, ReplayCache, Reservation, Store, StoreError};
 use store_conformance::{id, reserved, response};
 
 /// A fresh path per test under the system temp dir.
@@ -37,56 +37,12 @@ impl Drop for TempDirGuard {
     }
 }
 
-/// An `EmbeddedStore` on a fresh file that deletes the file when dropped.
-struct TempStore {
-    store: Box<dyn Store>,
-    _dir: TempDirGuard,
-}
-
-#[async_trait::async_trait]
-impl Store for TempStore {
-    fn backend(&self) -> &'static str {
-        self.store.backend()
-    }
-    async fn reserve(
-        &self,
-        id: &RecordId,
-        fp: &str,
-        lease: Duration,
-    ) -> Result<Reservation, StoreError> {
-        self.store.reserve(id, fp, lease).await
-    }
-    async fn complete(
-        &self,
-        lease: &Lease,
-        r: &StoredResponse,
-        retain: Duration,
-    ) -> Result<(), StoreError> {
-        self.store.complete(lease, r, retain).await
-    }
-    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.store.release(lease).await
-    }
-    async fn records(&self, route: &str, key: &str) -> Result<Vec<RecordInfo>, StoreError> {
-        self.store.records(route, key).await
-    }
-    async fn purge(&self, route: &str, key: &str) -> Result<u64, StoreError> {
-        self.store.purge(route, key).await
-    }
-    async fn sweep(&self, batch: u32) -> Result<u64, StoreError> {
-        self.store.sweep(batch).await
-    }
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.store.ping().await
-    }
-}
-
 async fn fresh() -> Arc<dyn Store> {
     let path = temp_db();
     // Field order: the store (joining its thread) drops before the directory.
-    Arc::new(TempStore {
-        store: Box::new(EmbeddedStore::open(&path).unwrap()),
-        _dir: TempDirGuard(path),
+    Arc::new(OwnedStore {
+        store: Arc::new(EmbeddedStore::open(&path).unwrap()),
+        guard: TempDirGuard(path),
     })
 }
 
@@ -94,9 +50,9 @@ async fn fresh() -> Arc<dyn Store> {
 async fn fresh_cached() -> Arc<dyn Store> {
     let path = temp_db();
     let store = EmbeddedStore::open(&path).unwrap();
-    Arc::new(TempStore {
-        store: Box::new(ReplayCache::new(store, 1024 * 1024)),
-        _dir: TempDirGuard(path),
+    Arc::new(OwnedStore {
+        store: Arc::new(ReplayCache::new(store, 1024 * 1024)),
+        guard: TempDirGuard(path),
     })
 }
 

@@ -1,23 +1,27 @@
 //! The conformance suite against `PostgresStore` (one schema per test), plus
 //! what only the Postgres backend has: migrations, many sweepers, secrets.
 
+mod common;
 mod pg_support;
 mod store_conformance;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::owned_store::OwnedStore;
 use idemgate::store::{PostgresStore, Reservation, Store, StoreError};
-use pg_support::{SchemaStore, TestSchema};
+use pg_support::{SchemaGuard, TestSchema};
 use store_conformance::{id, reserved, response};
 
 async fn fresh() -> Arc<dyn Store> {
     let schema = TestSchema::create().await;
     let store = PostgresStore::connect(&schema.config()).await.unwrap();
-    Arc::new(SchemaStore {
+    Arc::new(OwnedStore {
         store: Arc::new(store),
-        schema,
-        redis_prefix: None,
+        guard: SchemaGuard {
+            schema,
+            redis_prefix: None,
+        },
     })
 }
 

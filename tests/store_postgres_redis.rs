@@ -2,6 +2,7 @@
 //! one Redis key prefix per test), plus the fast path's own promises: hits
 //! skip Postgres, and losing Redis never changes an answer.
 
+mod common;
 mod pg_support;
 mod store_conformance;
 
@@ -9,9 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use common::owned_store::OwnedStore;
 use idemgate::config::RedisConfig;
 use idemgate::store::{CachedStore, Lookup, PostgresStore, Reservation, Store};
-use pg_support::{SchemaStore, TestSchema, redis_config, redis_flush_prefix, unique};
+use pg_support::{SchemaGuard, TestSchema, redis_config, redis_flush_prefix, unique};
 use store_conformance::{id, reserved, response};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -57,10 +59,12 @@ async fn cached(redis: RedisConfig) -> (Arc<dyn Store>, Arc<Counts>, TestSchema)
 async fn fresh() -> Arc<dyn Store> {
     let prefix = format!("{}:", unique("idemgate-test"));
     let (store, _, schema) = cached(redis_config(&prefix)).await;
-    Arc::new(SchemaStore {
+    Arc::new(OwnedStore {
         store,
-        schema,
-        redis_prefix: Some(prefix),
+        guard: SchemaGuard {
+            schema,
+            redis_prefix: Some(prefix),
+        },
     })
 }
 

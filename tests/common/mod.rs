@@ -5,6 +5,7 @@
 pub mod certs;
 pub mod client;
 pub mod gateway;
+pub mod owned_store;
 pub mod raw;
 pub mod upstream;
 

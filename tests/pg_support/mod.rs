@@ -10,14 +10,10 @@
 
 pub mod switch;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use idemgate::config::{PostgresStoreConfig, RedisConfig};
-use idemgate::store::{
-    Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse,
-};
 
 pub fn base_url() -> String {
     std::env::var("IDEMGATE_TEST_PG_URL")
@@ -233,15 +229,14 @@ impl Drop for RedisPrefix {
     }
 }
 
-/// A store that owns its schema: the store (and its pool) drops first, then
-/// the schema.
-pub struct SchemaStore {
-    pub store: Arc<dyn Store>,
+/// What a Postgres-backed test store must outlive: its schema, and the Redis
+/// keys of its prefix (deleted on drop). Use with `OwnedStore`.
+pub struct SchemaGuard {
     pub schema: TestSchema,
     pub redis_prefix: Option<String>,
 }
 
-impl Drop for SchemaStore {
+impl Drop for SchemaGuard {
     fn drop(&mut self) {
         if let Some(prefix) = self.redis_prefix.take() {
             let _ = std::thread::spawn(move || {
@@ -254,43 +249,5 @@ impl Drop for SchemaStore {
             })
             .join();
         }
-    }
-}
-
-#[async_trait::async_trait]
-impl Store for SchemaStore {
-    fn backend(&self) -> &'static str {
-        self.store.backend()
-    }
-    async fn reserve(
-        &self,
-        id: &RecordId,
-        fp: &str,
-        lease: Duration,
-    ) -> Result<Reservation, StoreError> {
-        self.store.reserve(id, fp, lease).await
-    }
-    async fn complete(
-        &self,
-        lease: &Lease,
-        r: &StoredResponse,
-        retain: Duration,
-    ) -> Result<(), StoreError> {
-        self.store.complete(lease, r, retain).await
-    }
-    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.store.release(lease).await
-    }
-    async fn records(&self, route: &str, key: &str) -> Result<Vec<RecordInfo>, StoreError> {
-        self.store.records(route, key).await
-    }
-    async fn purge(&self, route: &str, key: &str) -> Result<u64, StoreError> {
-        self.store.purge(route, key).await
-    }
-    async fn sweep(&self, batch: u32) -> Result<u64, StoreError> {
-        self.store.sweep(batch).await
-    }
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.store.ping().await
     }
 }
