@@ -23,7 +23,9 @@ use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
+use super::framing::{Verdicts, Watched};
 use crate::body::Body;
+use crate::error::GatewayError;
 use crate::proxy::ClientInfo;
 
 /// The listener's TLS configuration, swapped on reload so new certificates
@@ -150,7 +152,9 @@ where
             proto: "http",
             cert_subject: None,
         };
-        self.serve(TokioIo::new(stream), client).await;
+        let verdicts = Arc::new(Verdicts::default());
+        let stream = Watched::new(stream, verdicts.clone());
+        self.serve(TokioIo::new(stream), client, verdicts).await;
     }
 
     async fn serve_tls(
@@ -183,20 +187,30 @@ where
             proto: "https",
             cert_subject,
         };
-        self.serve(TokioIo::new(stream), client).await;
+        let verdicts = Arc::new(Verdicts::default());
+        let stream = Watched::new(stream, verdicts.clone());
+        self.serve(TokioIo::new(stream), client, verdicts).await;
     }
 
-    async fn serve<I>(self, io: I, client: ClientInfo)
+    async fn serve<I>(self, io: I, client: ClientInfo, verdicts: Arc<Verdicts>)
     where
         I: Read + Write + Unpin + Send + 'static,
     {
         let handler = self.handler;
         let started = Arc::new(AtomicBool::new(false));
         let seen = started.clone();
-        let service = service_fn(move |request| {
+        let service = service_fn(move |request: Request<Incoming>| {
             seen.store(true, Ordering::Relaxed);
-            let response = handler(request, client.clone());
-            async move { Ok::<_, Infallible>(response.await) }
+            // Decided before the handler runs, so nothing of it is forwarded.
+            let refused = verdicts.next_is_ambiguous().then(ambiguous_framing);
+            let response = refused.is_none().then(|| handler(request, client.clone()));
+            async move {
+                Ok::<_, Infallible>(match (refused, response) {
+                    (Some(refused), _) => refused,
+                    (None, Some(response)) => response.await,
+                    (None, None) => GatewayError::BadRequest("request not handled").to_response(),
+                })
+            }
         });
         let connection = self.builder.serve_connection(io, service);
         let connection = self.watcher.watch(connection);
@@ -220,6 +234,21 @@ where
             tracing::debug!(listener = self.name, error = %err, "connection ended with an error");
         }
     }
+}
+
+/// 400 for a request with both `Content-Length` and `Transfer-Encoding`; the
+/// connection closes after it (hyper does so for such a request anyway).
+fn ambiguous_framing() -> Response<Body> {
+    tracing::debug!("refused a request with both Content-Length and Transfer-Encoding");
+    let mut response = GatewayError::BadRequest(
+        "a request may not carry both Content-Length and Transfer-Encoding",
+    )
+    .to_response();
+    response.headers_mut().insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("close"),
+    );
+    response
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! `idemgate serve`: opens the store, binds both listeners, runs until
 //! SIGTERM/SIGINT, reloads on SIGHUP.
 
+mod framing;
 mod listener;
 mod reload;
 mod signals;

@@ -1,0 +1,350 @@
+//! Finds HTTP/1 requests whose framing two parsers could read differently —
+//! both `Content-Length` and `Transfer-Encoding` — before hyper parses them.
+//!
+//! hyper reads such a request by `Transfer-Encoding` and silently drops
+//! `Content-Length`, so the handler cannot tell. This wrapper watches the bytes
+//! as they are read, follows request boundaries (heads, fixed-length and
+//! chunked bodies) and records which request of the connection was ambiguous;
+//! the listener then answers it 400 without forwarding anything (SPEC §3).
+//! When the stream stops looking like plain HTTP/1 (the HTTP/2 preface, a
+//! malformed head or chunk) it stops watching and leaves the verdict to hyper.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// A head larger than this is hyper's to refuse (431); watching stops.
+const MAX_HEAD: usize = 256 * 1024;
+
+/// Shared between the stream wrapper and the connection's service.
+#[derive(Debug, Default)]
+pub struct Verdicts {
+    /// 1-based index of the first ambiguous request on this connection (0: none).
+    ambiguous: AtomicU64,
+    /// Requests the service has been handed so far.
+    served: AtomicU64,
+}
+
+impl Verdicts {
+    /// Called by the service once per request, in order: is this one ambiguous?
+    pub fn next_is_ambiguous(&self) -> bool {
+        let index = self.served.fetch_add(1, Ordering::SeqCst) + 1;
+        self.ambiguous.load(Ordering::SeqCst) == index
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum State {
+    Head,
+    Body(u64),
+    ChunkSize,
+    ChunkData(u64),
+    ChunkEnd(u8),
+    Trailers,
+    Stopped,
+}
+
+/// The scanning state machine, separate from I/O so it can be tested on bytes.
+#[derive(Debug)]
+pub struct Scanner {
+    state: State,
+    /// The head, chunk-size line or trailer line being read; reused.
+    line: Vec<u8>,
+    heads: u64,
+    verdicts: Arc<Verdicts>,
+}
+
+impl Scanner {
+    pub fn new(verdicts: Arc<Verdicts>) -> Self {
+        Self {
+            state: State::Head,
+            line: Vec::new(),
+            heads: 0,
+            verdicts,
+        }
+    }
+
+    fn enter(&mut self, state: State) {
+        self.line.clear();
+        self.state = state;
+    }
+
+    pub fn feed(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let used = match &mut self.state {
+                State::Stopped => return,
+                State::Head => {
+                    let (used, done) = take_until(&mut self.line, bytes, b"\r\n\r\n");
+                    if done {
+                        let next = self.after_head();
+                        self.enter(next);
+                    } else if self.line.len() > MAX_HEAD {
+                        self.enter(State::Stopped);
+                    }
+                    used
+                }
+                State::Body(left) => {
+                    let used = bytes
+                        .len()
+                        .min(usize::try_from(*left).unwrap_or(usize::MAX));
+                    *left -= used as u64;
+                    if *left == 0 {
+                        self.enter(State::Head);
+                    }
+                    used
+                }
+                State::ChunkSize => {
+                    let (used, done) = take_until(&mut self.line, bytes, b"\r\n");
+                    if done {
+                        let next = match chunk_size(&self.line) {
+                            Some(0) => State::Trailers,
+                            Some(size) => State::ChunkData(size),
+                            None => State::Stopped,
+                        };
+                        self.enter(next);
+                    } else if self.line.len() > 1024 {
+                        self.enter(State::Stopped);
+                    }
+                    used
+                }
+                State::ChunkData(left) => {
+                    let used = bytes
+                        .len()
+                        .min(usize::try_from(*left).unwrap_or(usize::MAX));
+                    *left -= used as u64;
+                    if *left == 0 {
+                        self.state = State::ChunkEnd(2);
+                    }
+                    used
+                }
+                State::ChunkEnd(left) => {
+                    *left -= 1;
+                    if *left == 0 {
+                        self.enter(State::ChunkSize);
+                    }
+                    1
+                }
+                State::Trailers => {
+                    let (used, done) = take_until(&mut self.line, bytes, b"\r\n");
+                    if done {
+                        // An empty line ends the trailers (and the request).
+                        let next = if self.line.len() == 2 {
+                            State::Head
+                        } else {
+                            State::Trailers
+                        };
+                        self.enter(next);
+                    } else if self.line.len() > MAX_HEAD {
+                        self.enter(State::Stopped);
+                    }
+                    used
+                }
+            };
+            bytes = &bytes[used..];
+        }
+    }
+
+    fn after_head(&mut self) -> State {
+        // Blank lines between requests are allowed before a request line.
+        let start = self.line.iter().position(|b| *b != b'\r' && *b != b'\n');
+        let Some(start) = start else {
+            return State::Head;
+        };
+        let head = &self.line[start..];
+        if head.starts_with(b"PRI * HTTP/2.0") {
+            return State::Stopped;
+        }
+        let mut headers = [httparse::EMPTY_HEADER; 128];
+        let mut request = httparse::Request::new(&mut headers);
+        match request.parse(head) {
+            Ok(httparse::Status::Complete(_)) => {}
+            _ => return State::Stopped,
+        }
+        self.heads += 1;
+        let mut length: Option<u64> = None;
+        let mut transfer: Option<&[u8]> = None;
+        for header in request.headers.iter() {
+            if header.name.eq_ignore_ascii_case("content-length") {
+                length = std::str::from_utf8(header.value)
+                    .ok()
+                    .and_then(|v| v.trim().parse().ok())
+                    .or(Some(u64::MAX));
+            } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
+                transfer = Some(header.value);
+            }
+        }
+        match (transfer, length) {
+            (Some(_), Some(_)) => {
+                // Record the first one only; hyper closes the connection after it.
+                let _ = self.verdicts.ambiguous.compare_exchange(
+                    0,
+                    self.heads,
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                );
+                State::Stopped
+            }
+            (Some(coding), None) if ends_with_chunked(coding) => State::ChunkSize,
+            (Some(_), None) => State::Stopped,
+            (None, Some(u64::MAX)) => State::Stopped,
+            (None, Some(0)) | (None, None) => State::Head,
+            (None, Some(length)) => State::Body(length),
+        }
+    }
+}
+
+/// Appends bytes up to and including `end` to `buf`; returns how many were
+/// used and whether `buf` now ends with `end`.
+fn take_until(buf: &mut Vec<u8>, bytes: &[u8], end: &[u8]) -> (usize, bool) {
+    for (i, byte) in bytes.iter().enumerate() {
+        buf.push(*byte);
+        if buf.ends_with(end) {
+            return (i + 1, true);
+        }
+    }
+    (bytes.len(), false)
+}
+
+fn chunk_size(line: &[u8]) -> Option<u64> {
+    let line = line.strip_suffix(b"\r\n")?;
+    let digits = line.split(|b| *b == b';').next()?;
+    let digits = std::str::from_utf8(digits).ok()?.trim();
+    u64::from_str_radix(digits, 16).ok()
+}
+
+fn ends_with_chunked(value: &[u8]) -> bool {
+    std::str::from_utf8(value)
+        .ok()
+        .and_then(|v| v.rsplit(',').next())
+        .is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked"))
+}
+
+/// A stream whose incoming bytes pass through a [`Scanner`].
+pub struct Watched<IO> {
+    inner: IO,
+    scanner: Scanner,
+}
+
+impl<IO> Watched<IO> {
+    pub fn new(inner: IO, verdicts: Arc<Verdicts>) -> Self {
+        Self {
+            inner,
+            scanner: Scanner::new(verdicts),
+        }
+    }
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Watched<IO> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = &polled {
+            this.scanner.feed(&buf.filled()[before..]);
+        }
+        polled
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Watched<IO> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, data)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ambiguous_index(chunks: &[&[u8]]) -> u64 {
+        let verdicts = Arc::new(Verdicts::default());
+        let mut scanner = Scanner::new(verdicts.clone());
+        for chunk in chunks {
+            scanner.feed(chunk);
+        }
+        verdicts.ambiguous.load(Ordering::SeqCst)
+    }
+
+    #[test]
+    fn flags_both_framings_and_only_that_request() {
+        let ambiguous: &[u8] =
+            b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+        assert_eq!(ambiguous_index(&[ambiguous]), 1);
+        let fixed: &[u8] = b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello";
+        let chunked: &[u8] =
+            b"POST /b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n0\r\nX-T: 1\r\n\r\n";
+        let get: &[u8] = b"GET /c HTTP/1.1\r\nHost: x\r\n\r\n";
+        assert_eq!(ambiguous_index(&[fixed, chunked, get]), 0);
+        // Pipelined after three clean requests, split across reads anywhere.
+        let all = [fixed, chunked, get, ambiguous].concat();
+        for split in 0..all.len() {
+            assert_eq!(
+                ambiguous_index(&[&all[..split], &all[split..]]),
+                4,
+                "split at {split}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_body_that_looks_like_a_head_is_not_a_head() {
+        let body = b"GET / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let request = [
+            format!(
+                "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            )
+            .as_bytes(),
+            body,
+        ]
+        .concat();
+        assert_eq!(ambiguous_index(&[&request]), 0);
+    }
+
+    #[test]
+    fn stops_watching_what_is_not_plain_http1() {
+        assert_eq!(ambiguous_index(&[b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"]), 0);
+        assert_eq!(ambiguous_index(&[b"garbage\r\n\r\nPOST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"]), 0);
+    }
+
+    #[test]
+    fn service_side_counts_requests_in_order() {
+        let verdicts = Verdicts::default();
+        verdicts.ambiguous.store(2, Ordering::SeqCst);
+        assert!(!verdicts.next_is_ambiguous());
+        assert!(verdicts.next_is_ambiguous());
+        assert!(!verdicts.next_is_ambiguous());
+    }
+}
