@@ -44,6 +44,10 @@ pub enum GatewayError {
     StoreUnavailable {
         retry_after: Duration,
     },
+    /// The route's `max_in_flight` executions are running; the key was freed.
+    RouteOverloaded {
+        retry_after: Duration,
+    },
     Unauthorized,
     Forbidden,
     NotFound,
@@ -71,7 +75,7 @@ impl GatewayError {
             NoRoute | NotFound => StatusCode::NOT_FOUND,
             UpstreamUnreachable | UpstreamError | OutcomeUnknownBroken => StatusCode::BAD_GATEWAY,
             UpstreamTimeout | OutcomeUnknownTimeout => StatusCode::GATEWAY_TIMEOUT,
-            StoreUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            StoreUnavailable { .. } | RouteOverloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Unauthorized => StatusCode::UNAUTHORIZED,
             Forbidden => StatusCode::FORBIDDEN,
         }
@@ -94,6 +98,7 @@ impl GatewayError {
             UpstreamError => "upstream-error",
             OutcomeUnknownTimeout | OutcomeUnknownBroken => "outcome-unknown",
             StoreUnavailable { .. } => "store-unavailable",
+            RouteOverloaded { .. } => "route-overloaded",
             Unauthorized => "unauthorized",
             Forbidden => "forbidden",
             NotFound => "not-found",
@@ -116,6 +121,7 @@ impl GatewayError {
             UpstreamError => "Upstream connection failed",
             OutcomeUnknownTimeout | OutcomeUnknownBroken => "Outcome unknown",
             StoreUnavailable { .. } => "Idempotency store unavailable",
+            RouteOverloaded { .. } => "Too many requests in progress on this route",
             Unauthorized => "Unauthorized",
             Forbidden => "Forbidden",
             NotFound => "Not found",
@@ -149,6 +155,9 @@ impl GatewayError {
             StoreUnavailable { .. } => {
                 "The idempotency store cannot be reached; nothing was forwarded.".into()
             }
+            RouteOverloaded { .. } => "The route's limit of requests in progress is reached; \
+                 nothing was forwarded and the key is free. Retry later."
+                .into(),
             Unauthorized => "A bearer token is required.".into(),
             Forbidden => "The bearer token is not valid.".into(),
             NotFound => "Nothing here.".into(),
@@ -158,7 +167,8 @@ impl GatewayError {
     fn retry_after(&self) -> Option<Duration> {
         match self {
             GatewayError::KeyInFlight { retry_after }
-            | GatewayError::StoreUnavailable { retry_after } => Some(*retry_after),
+            | GatewayError::StoreUnavailable { retry_after }
+            | GatewayError::RouteOverloaded { retry_after } => Some(*retry_after),
             _ => None,
         }
     }
@@ -174,6 +184,7 @@ impl GatewayError {
             KeyInFlight { .. } => Outcome::Conflict,
             BodyTooLarge { .. } | HeaderTooLarge { .. } => Outcome::TooLarge,
             StoreUnavailable { .. } => Outcome::StoreUnavailable,
+            RouteOverloaded { .. } => Outcome::Overloaded,
             OutcomeUnknownTimeout | OutcomeUnknownBroken => Outcome::OutcomeUnknown,
             UpstreamUnreachable | UpstreamTimeout | UpstreamError => Outcome::UpstreamError,
             BadRequest(_) | NoRoute | Unauthorized | Forbidden | NotFound => return None,
@@ -264,6 +275,13 @@ mod tests {
                 },
                 503,
                 "store-unavailable",
+            ),
+            (
+                GatewayError::RouteOverloaded {
+                    retry_after: second,
+                },
+                503,
+                "route-overloaded",
             ),
             (GatewayError::Unauthorized, 401, "unauthorized"),
             (GatewayError::Forbidden, 403, "forbidden"),

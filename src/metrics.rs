@@ -39,6 +39,8 @@ pub enum Outcome {
     UpstreamError,
     OutcomeUnknown,
     Degraded,
+    /// Not in SPEC's list: refused by the route's `max_in_flight`.
+    Overloaded,
 }
 
 impl Outcome {
@@ -57,6 +59,7 @@ impl Outcome {
             Outcome::UpstreamError => "upstream_error",
             Outcome::OutcomeUnknown => "outcome_unknown",
             Outcome::Degraded => "degraded",
+            Outcome::Overloaded => "overloaded",
         }
     }
 }

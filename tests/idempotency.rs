@@ -71,6 +71,12 @@ match = { path_prefix = "/v1/hidden" }
 forward_key = false
 
 [[routes]]
+name = "limited"
+upstream = "api"
+match = { path_prefix = "/v1/limited" }
+max_in_flight = 1
+
+[[routes]]
 name = "broken"
 upstream = "broken"
 match = { path_prefix = "/v1/broken" }
@@ -665,4 +671,43 @@ async fn metrics_count_every_outcome() {
     assert!(text.contains("idemgate_upstream_duration_seconds_bucket"));
     assert!(text.contains("idemgate_store_duration_seconds_bucket"));
     assert!(text.contains("idemgate_inflight{route=\"charges\"} 0"));
+}
+
+#[tokio::test]
+async fn max_in_flight_refuses_new_keys_past_the_limit_and_frees_them() {
+    let s = setup("limited").await;
+    let client = s.gateway.client();
+    let first = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .post("/v1/limited?delay_ms=600", Some("l-1"), "{}")
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let refused = client
+        .post("/v1/limited?delay_ms=600", Some("l-2"), "{}")
+        .await;
+    assert_problem(&refused, 503, "route-overloaded");
+    assert!(refused.header("retry-after").is_some());
+    // A duplicate of the running key is still a conflict, not an overload.
+    let dup = client
+        .post("/v1/limited?delay_ms=600", Some("l-1"), "{}")
+        .await;
+    assert_problem(&dup, 409, "key-in-flight");
+    assert_eq!(first.await.unwrap().status, 201);
+    // The refused key was freed: its retry runs once the place is free.
+    let retried = client
+        .post("/v1/limited?delay_ms=600", Some("l-2"), "{}")
+        .await;
+    assert_eq!(retried.status, 201);
+    assert_eq!(retried.header("idempotent-replayed"), Some("false"));
+    assert_eq!(s.upstream.executions("l-1"), 1);
+    assert_eq!(s.upstream.executions("l-2"), 1);
+    let metrics = s.gateway.admin_client().get("/metrics").await.text();
+    assert!(
+        metrics.contains("idemgate_requests_total{outcome=\"overloaded\",route=\"limited\"} 1"),
+        "{metrics}"
+    );
 }

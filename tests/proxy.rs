@@ -252,3 +252,18 @@ async fn speaks_http2_to_an_upstream_configured_for_it() {
         "HTTP/1.1"
     );
 }
+
+#[tokio::test]
+async fn too_many_header_fields_is_431() {
+    let (_dir, upstream, gateway) = setup("header-count").await;
+    let names: Vec<String> = (0..120).map(|i| format!("x-h{i}")).collect();
+    let headers: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "1")).collect();
+    let reply = gateway.client().send("GET", "/echo", &headers, "").await;
+    assert_eq!(reply.status, 431);
+    let few: Vec<(&str, &str)> = headers[..50].to_vec();
+    assert_eq!(
+        gateway.client().send("GET", "/echo", &few, "").await.status,
+        200
+    );
+    assert!(upstream.last_header("x-h60").is_none());
+}

@@ -92,6 +92,10 @@ fn policy(out: &mut String, policy: &Policy) {
         ("release", list(statuses.into_iter())),
         ("store error", on_store_error.to_owned()),
     ];
+    let mut lines = lines.to_vec();
+    if policy.max_in_flight > 0 {
+        lines.push(("max in-flight", policy.max_in_flight.to_string()));
+    }
     let _ = writeln!(out, "  policy    idempotent");
     for (name, value) in lines {
         let _ = writeln!(out, "    {name:<15}{value}");

@@ -41,6 +41,7 @@ pub struct ServerFile {
     pub max_header_bytes: Option<Size>,
     pub header_read_timeout: Option<Dur>,
     pub max_connections: Option<Int>,
+    pub max_headers: Option<Int>,
     pub shutdown_grace: Option<Dur>,
     pub tls: Option<Spanned<TlsFile>>,
 }
@@ -139,6 +140,7 @@ macro_rules! with_policy_fields {
             replay_header: Option<Text>,
             replay_exclude_headers: Option<TextList>,
             on_store_error: Option<Text>,
+            max_in_flight: Option<Int>,
         ]);
     };
     (@emit $(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }

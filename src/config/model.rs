@@ -32,6 +32,8 @@ pub struct ServerConfig {
     pub max_header_bytes: u64,
     pub header_read_timeout: Duration,
     pub max_connections: usize,
+    /// Most header fields one request may carry (more: 431).
+    pub max_headers: usize,
     pub shutdown_grace: Duration,
     pub tls: Option<TlsConfig>,
 }
@@ -153,6 +155,9 @@ pub struct Policy {
     /// Lower-case header names never stored nor replayed.
     pub replay_exclude_headers: Vec<String>,
     pub on_store_error: StoreErrorMode,
+    /// Most keyed executions of the route running at once; past it a new key
+    /// gets 503 + Retry-After and is freed. 0: no limit.
+    pub max_in_flight: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,6 +6,7 @@
 //! client's retry then finds the answer instead of running the request again.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -21,11 +22,33 @@ use crate::body;
 use crate::error::{GatewayError, PROBLEM_JSON};
 use crate::metrics::Outcome;
 use crate::proxy::UpstreamError;
-use crate::route::RoutePolicy;
+use crate::route::{Route, RoutePolicy};
 use crate::store::{LeaseGuard, RecordId, StoreError, StoredResponse};
+
+/// One of a route's `max_in_flight` places, held for the whole execution.
+pub struct Slot(Arc<Route>);
+
+impl Slot {
+    /// `None` when the route's limit is reached (0 = no limit).
+    pub fn take(route: &Arc<Route>, max: usize) -> Option<Slot> {
+        let before = route.executing.fetch_add(1, Ordering::SeqCst);
+        if max > 0 && before >= max {
+            route.executing.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(Slot(route.clone()))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.executing.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
 pub struct Execution {
     pub gateway: Arc<Gateway>,
+    pub slot: Slot,
     pub exchange: Exchange,
     pub id: RecordId,
     pub guard: LeaseGuard,
@@ -46,6 +69,7 @@ impl Execution {
 
     async fn run(self) -> Answer {
         let Execution {
+            slot: _slot,
             gateway,
             exchange,
             id,

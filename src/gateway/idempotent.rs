@@ -6,7 +6,7 @@ use http::header::{self, HeaderValue};
 use http::{Request, Response};
 use hyper::body::Incoming;
 
-use super::execute::Execution;
+use super::execute::{Execution, Slot};
 use super::passthrough;
 use super::replay;
 use super::request_key::{self, KeyedRequest};
@@ -72,6 +72,17 @@ pub async fn run(
         }
         Ok(Decision::Execute(lease)) => {
             let guard = LeaseGuard::new(gateway.store().clone(), lease);
+            let Some(slot) = Slot::take(&exchange.route, policy.max_in_flight) else {
+                // Freed at once, so the client's retry is not told "in flight".
+                if let Err(error) = guard.release().await {
+                    tracing::warn!(route = %id.route, %error, "releasing a refused key failed");
+                }
+                gateway.waiters.wake(&id);
+                return Answer::error(GatewayError::RouteOverloaded {
+                    retry_after: std::time::Duration::from_secs(1),
+                })
+                .with_key_hash(key_hash);
+            };
             if !policy.forward_key
                 && let KeyLocation::Header(name) = &policy.key
             {
@@ -92,6 +103,7 @@ pub async fn run(
                 ));
             }
             Execution {
+                slot,
                 gateway: gateway.clone(),
                 exchange,
                 id,

@@ -120,7 +120,7 @@ impl Gateway {
         request: Request<Incoming>,
         client: ClientInfo,
     ) -> (Option<Arc<Route>>, Answer) {
-        if let Err(error) = check_framing(&request, runtime.max_header_bytes) {
+        if let Err(error) = check_framing(&request, runtime.max_header_bytes, runtime.max_headers) {
             return (None, Answer::error(error));
         }
         let Some(route) = runtime.routes.find(request.method(), request.uri().path()) else {
@@ -170,8 +170,18 @@ fn request_id(headers: &mut http::HeaderMap) -> String {
 
 /// Refuses what a reverse proxy must not pass on: an oversized head, and
 /// framing that two parsers could read differently (request smuggling).
-fn check_framing<B>(request: &Request<B>, max_header_bytes: u64) -> Result<(), GatewayError> {
+fn check_framing<B>(
+    request: &Request<B>,
+    max_header_bytes: u64,
+    max_headers: usize,
+) -> Result<(), GatewayError> {
     let headers = request.headers();
+    // HTTP/1 heads are counted by hyper (`max_headers`); HTTP/2 ones here.
+    if headers.len() > max_headers {
+        return Err(GatewayError::HeaderTooLarge {
+            limit: max_header_bytes,
+        });
+    }
     let target = request
         .uri()
         .path_and_query()

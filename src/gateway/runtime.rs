@@ -11,6 +11,7 @@ pub struct Runtime {
     pub routes: RouteTable,
     pub upstreams: Upstreams,
     pub max_header_bytes: u64,
+    pub max_headers: usize,
     pub max_stored_response: u64,
 }
 
@@ -20,6 +21,7 @@ impl Runtime {
             routes: RouteTable::new(&config),
             upstreams: Upstreams::new(&config)?,
             max_header_bytes: config.server.max_header_bytes,
+            max_headers: config.server.max_headers,
             max_stored_response: config.server.max_stored_response,
             config,
         })

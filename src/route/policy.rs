@@ -38,6 +38,8 @@ pub struct RoutePolicy {
     pub replay_exclude_headers: Vec<HeaderName>,
     pub on_store_error: StoreErrorMode,
     pub max_request_body: u64,
+    /// 0: no limit.
+    pub max_in_flight: usize,
 }
 
 impl RoutePolicy {
@@ -87,6 +89,7 @@ impl RoutePolicy {
                 .collect(),
             on_store_error: policy.on_store_error,
             max_request_body,
+            max_in_flight: policy.max_in_flight,
         }
     }
 

@@ -1,4 +1,5 @@
 use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
 
 use http::Method;
 
@@ -16,6 +17,9 @@ pub struct Route {
     methods: Option<Vec<Method>>,
     /// `None` on a plain reverse-proxy route (`idempotency = false`).
     pub policy: Option<RoutePolicy>,
+    /// Keyed executions running now, for `max_in_flight`. A reload builds new
+    /// routes, so the count starts afresh there.
+    pub executing: AtomicUsize,
 }
 
 impl Route {
@@ -35,6 +39,7 @@ impl Route {
             policy: config
                 .idempotency
                 .then(|| RoutePolicy::new(&config.policy, max_request_body)),
+            executing: AtomicUsize::new(0),
         }
     }
 
@@ -96,6 +101,7 @@ mod tests {
             }),
             matcher,
             policy: None,
+            executing: AtomicUsize::new(0),
         }
     }
 

@@ -37,6 +37,7 @@ pub struct Limits {
     pub max_connections: usize,
     pub header_read_timeout: Duration,
     pub max_header_bytes: u64,
+    pub max_headers: usize,
     pub shutdown_grace: Duration,
     pub tls: Option<TlsSettings>,
 }
@@ -124,6 +125,7 @@ fn connection_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
+        .max_headers(limits.max_headers)
         .max_buf_size(buffer);
     builder
         .http2()
@@ -267,6 +269,7 @@ mod tests {
             max_connections: 1,
             header_read_timeout: Duration::from_millis(200),
             max_header_bytes: 8192,
+            max_headers: 100,
             shutdown_grace: Duration::from_millis(100),
             tls: None,
         };

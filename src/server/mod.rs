@@ -82,6 +82,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
         max_connections: config.server.max_connections,
         header_read_timeout: config.server.header_read_timeout,
         max_header_bytes: config.server.max_header_bytes,
+        max_headers: config.server.max_headers,
         shutdown_grace: config.server.shutdown_grace,
         tls,
     };

@@ -36,6 +36,7 @@ pub fn builtin() -> Policy {
         replay_header: "Idempotent-Replayed".into(),
         replay_exclude_headers: vec!["set-cookie".into()],
         on_store_error: StoreErrorMode::Reject,
+        max_in_flight: 0,
     }
 }
 
@@ -121,6 +122,12 @@ pub fn resolve(ctx: &mut Ctx<'_>, base: &Policy, file: &PolicyFile, prefix: &str
             "pass" => Ok(StoreErrorMode::Pass),
             other => Err(format!("{other:?} is not \"reject\" or \"pass\"")),
         },
+    );
+    policy.max_in_flight = ctx.value(
+        file.max_in_flight.as_ref(),
+        &field("max_in_flight"),
+        base.max_in_flight,
+        |n| usize::try_from(*n).map_err(|_| format!("must be 0 (no limit) or more (got {n})")),
     );
     if let Some(methods) = &file.methods
         && methods.get_ref().is_empty()

@@ -75,6 +75,9 @@ pub fn server(ctx: &mut Ctx<'_>, file: &ServerFile) -> ServerConfig {
             10_000,
             |n| positive_count(*n),
         ),
+        max_headers: ctx.value(file.max_headers.as_ref(), "server.max_headers", 100, |n| {
+            positive_count(*n)
+        }),
         shutdown_grace: ctx.value(
             file.shutdown_grace.as_ref(),
             "server.shutdown_grace",

@@ -570,3 +570,25 @@ fn unused_upstream_warns() {
         ["t.toml:10:1: upstreams.spare: not used by any route"]
     );
 }
+
+#[test]
+fn resource_limits_default_inherit_and_refuse_nonsense() {
+    let config = ok(MINIMAL);
+    assert_eq!(config.server.max_headers, 100);
+    assert_eq!(config.routes[0].policy.max_in_flight, 0);
+    let config = ok(&format!(
+        "[server]\nmax_headers = 20\n[defaults]\nmax_in_flight = 8\n{MINIMAL}"
+    ));
+    assert_eq!(config.server.max_headers, 20);
+    assert_eq!(config.routes[0].policy.max_in_flight, 8);
+    single(
+        &format!("[defaults]\nmax_in_flight = -1\n{MINIMAL}"),
+        "t.toml:2:17: defaults.max_in_flight:",
+        "must be 0",
+    );
+    single(
+        &format!("[server]\nmax_headers = 0\n{MINIMAL}"),
+        "t.toml:2:15: server.max_headers:",
+        "at least 1",
+    );
+}
