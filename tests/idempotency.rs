@@ -94,7 +94,7 @@ idempotency = false
 "#;
 
 struct Setup {
-    _dir: TestDir,
+    dir: TestDir,
     upstream: MockUpstream,
     broken_count: std::sync::Arc<std::sync::atomic::AtomicU64>,
     gateway: GatewayProcess,
@@ -110,7 +110,7 @@ async fn setup(name: &str) -> Setup {
         .replace("{down}", &format!("http://{down}"));
     let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
     Setup {
-        _dir: dir,
+        dir,
         upstream,
         broken_count,
         gateway,
@@ -374,6 +374,16 @@ async fn scope_separates_tenants_with_the_same_key() {
     assert_same_answer(&alice, &send("Bearer alice").await);
     assert_same_answer(&bob, &send("Bearer bob").await);
     assert_eq!(s.upstream.executions("shared"), 2);
+    // The store keeps a hash of the scope, never the credential itself.
+    assert!(std::fs::metadata(s.dir.path("store.db")).unwrap().len() > 0);
+    for file in ["store.db", "store.db-wal"] {
+        let bytes = std::fs::read(s.dir.path(file)).unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains("Bearer alice") && !text.contains("Bearer bob"),
+            "{file}"
+        );
+    }
 }
 
 #[tokio::test]
