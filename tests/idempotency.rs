@@ -721,3 +721,35 @@ async fn max_in_flight_refuses_new_keys_past_the_limit_and_frees_them() {
         "{metrics}"
     );
 }
+
+#[tokio::test]
+async fn one_tenant_in_flight_never_blocks_another() {
+    let s = setup("no-block").await;
+    let client = s.gateway.client();
+    let post = |auth: &'static str| {
+        let client = client.clone();
+        async move {
+            client
+                .send(
+                    "POST",
+                    "/v1/charges?delay_ms=600",
+                    &[("idempotency-key", "busy"), ("authorization", auth)],
+                    "{}",
+                )
+                .await
+        }
+    };
+    let alice = tokio::spawn(post("Bearer alice"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_problem(&post("Bearer alice").await, 409, "key-in-flight");
+    let bob = post("Bearer bob").await;
+    assert_eq!(
+        bob.status,
+        201,
+        "another tenant's key in flight must not block: {}",
+        bob.text()
+    );
+    assert_eq!(bob.header("idempotent-replayed"), Some("false"));
+    assert_eq!(alice.await.unwrap().status, 201);
+    assert_eq!(s.upstream.executions("busy"), 2);
+}
