@@ -169,7 +169,7 @@ fn request_id(headers: &mut http::HeaderMap) -> String {
 }
 
 /// Refuses what a reverse proxy must not pass on: an oversized head, and
-/// framing that two parsers could read differently (request smuggling).
+/// `Content-Length` values that two parsers could read differently.
 fn check_framing<B>(
     request: &Request<B>,
     max_header_bytes: u64,
@@ -196,13 +196,8 @@ fn check_framing<B>(
             limit: max_header_bytes,
         });
     }
-    if headers.contains_key(header::TRANSFER_ENCODING)
-        && headers.contains_key(header::CONTENT_LENGTH)
-    {
-        return Err(GatewayError::BadRequest(
-            "a request may not carry both Content-Length and Transfer-Encoding",
-        ));
-    }
+    // Both Content-Length and Transfer-Encoding never get here: hyper drops one
+    // (HTTP/1, refused earlier by `server::framing`) or refuses the request (HTTP/2).
     let lengths: Vec<_> = headers.get_all(header::CONTENT_LENGTH).iter().collect();
     let valid_length = |v: &&http::HeaderValue| {
         v.to_str()
