@@ -92,7 +92,7 @@ pub struct RecordInfo {
     pub lease_expires_at: Option<SystemTime>,
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// The lease was taken over (or the record purged): this holder may not write.
     #[error("lease was taken over by another holder")]
@@ -119,6 +119,18 @@ pub trait Store: Send + Sync + 'static {
         fingerprint: &str,
         lease_for: Duration,
     ) -> Result<Reservation, StoreError>;
+
+    /// `reserve`, and with a `Completed` answer the instant it stops
+    /// replaying, so that a copy kept in memory never outlives the record.
+    /// `None` when the backend cannot tell; then no copy is kept.
+    async fn reserve_with_expiry(
+        &self,
+        id: &RecordId,
+        fingerprint: &str,
+        lease_for: Duration,
+    ) -> Result<(Reservation, Option<SystemTime>), StoreError> {
+        Ok((self.reserve(id, fingerprint, lease_for).await?, None))
+    }
 
     /// Store the answer and mark the record completed, replayable for `retain_for`
     /// from now. `Err(Fenced)` when the lease's token is no longer the record's.

@@ -5,7 +5,7 @@ use super::{
     CachedStore, EmbeddedStore, LookupHook, PostgresStore, ReplayCache, Store, StoreError,
 };
 
-/// Memory for copies of completed answers in front of the embedded store.
+/// Memory for copies of replayed answers in front of every backend.
 const REPLAY_CACHE_BYTES: usize = 8 * 1024 * 1024;
 use crate::config::StoreConfig;
 use crate::metrics::Metrics;
@@ -41,8 +41,11 @@ async fn open_with_hook(
         StoreConfig::Postgres(pg) => {
             let authority = PostgresStore::connect(pg).await?;
             Ok(match &pg.redis {
-                Some(redis) => Arc::new(CachedStore::new(authority, redis, on_lookup)?),
-                None => Arc::new(authority),
+                Some(redis) => Arc::new(ReplayCache::new(
+                    CachedStore::new(authority, redis, on_lookup)?,
+                    REPLAY_CACHE_BYTES,
+                )),
+                None => Arc::new(ReplayCache::new(authority, REPLAY_CACHE_BYTES)),
             })
         }
     }

@@ -1,13 +1,13 @@
-//! Recently completed answers kept in memory in front of a store that one
-//! process owns (the embedded store), so a replay costs no trip to the SQLite
-//! thread.
+//! Recently replayed answers kept in memory in front of any store, so a
+//! replay costs no trip to the SQLite thread, to Redis or to Postgres.
 //!
-//! Completed records never change until they expire or are purged, and every
-//! completion and purge of this process passes through here, so a copy cannot
-//! disagree with the file. Entries also live at most [`MAX_AGE`], which bounds
-//! how long an out-of-process change (`idemgate keys purge` on the file of a
-//! running gateway) can go unseen. Not for shared stores: another replica's
-//! purge would not pass through here (Redis plays this part there).
+//! Completed records never change until they expire or are purged. A copy
+//! never outlives its record's expiry, and every purge made through this
+//! process drops its copies at once. A purge this process does not see —
+//! another replica's, or `idemgate keys purge` run from outside — is seen
+//! within [`MAX_AGE`], the longest any copy is served without asking the
+//! store again. Such a late copy can only replay an answer that was final:
+//! it never lets a request run twice.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -16,9 +16,7 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
-use super::{
-    EmbeddedStore, Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse,
-};
+use super::{Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse};
 
 /// Longest time an entry is served without asking the store again.
 pub const MAX_AGE: Duration = Duration::from_secs(5);
@@ -37,8 +35,8 @@ struct Entries {
     bytes: usize,
 }
 
-pub struct ReplayCache {
-    inner: EmbeddedStore,
+pub struct ReplayCache<S> {
+    inner: S,
     entries: Mutex<Entries>,
     max_bytes: usize,
     /// Bumped by every purge: a copy read from the store before a purge must
@@ -46,8 +44,8 @@ pub struct ReplayCache {
     generation: AtomicU64,
 }
 
-impl ReplayCache {
-    pub fn new(inner: EmbeddedStore, max_bytes: usize) -> Self {
+impl<S: Store> ReplayCache<S> {
+    pub fn new(inner: S, max_bytes: usize) -> Self {
         Self {
             inner,
             entries: Mutex::new(Entries::default()),
@@ -56,7 +54,11 @@ impl ReplayCache {
         }
     }
 
-    fn lookup(&self, id: &RecordId, fingerprint: &str) -> Option<Reservation> {
+    fn lookup(
+        &self,
+        id: &RecordId,
+        fingerprint: &str,
+    ) -> Option<(Reservation, Option<SystemTime>)> {
         let mut entries = self.entries.lock().ok()?;
         let now = SystemTime::now();
         let entry = entries.map.get(id)?;
@@ -67,9 +69,12 @@ impl ReplayCache {
             return None;
         }
         Some(if entry.fingerprint == fingerprint {
-            Reservation::Completed(entry.response.clone())
+            (
+                Reservation::Completed(entry.response.clone()),
+                Some(entry.until),
+            )
         } else {
-            Reservation::Mismatch
+            (Reservation::Mismatch, None)
         })
     }
 
@@ -157,7 +162,7 @@ fn evict(entries: &mut Entries, target: usize) {
 }
 
 #[async_trait]
-impl Store for ReplayCache {
+impl<S: Store> Store for ReplayCache<S> {
     fn backend(&self) -> &'static str {
         self.inner.backend()
     }
@@ -168,6 +173,18 @@ impl Store for ReplayCache {
         fingerprint: &str,
         lease_for: Duration,
     ) -> Result<Reservation, StoreError> {
+        Ok(self
+            .reserve_with_expiry(id, fingerprint, lease_for)
+            .await?
+            .0)
+    }
+
+    async fn reserve_with_expiry(
+        &self,
+        id: &RecordId,
+        fingerprint: &str,
+        lease_for: Duration,
+    ) -> Result<(Reservation, Option<SystemTime>), StoreError> {
         if let Some(known) = self.lookup(id, fingerprint) {
             return Ok(known);
         }
@@ -179,7 +196,7 @@ impl Store for ReplayCache {
         if let (Reservation::Completed(response), Some(expires_at)) = (&reservation, expires_at) {
             self.remember(generation, id, fingerprint, response, expires_at);
         }
-        Ok(reservation)
+        Ok((reservation, expires_at))
     }
 
     async fn complete(

@@ -1,10 +1,14 @@
 //! What one Redis value holds: a completed answer and the fingerprint it was
 //! given for, so a hit can be checked without asking Postgres.
 //!
-//! Layout (big-endian): `u8 version`, `u32 len + fingerprint`, `u16 status`,
-//! `u8 body_omitted`, `u32 len + headers` (the embedded store's header codec),
-//! then the body to the end. Any value that does not parse is treated as a
-//! miss, never as an answer.
+//! Layout (big-endian): `u8 version`, (version 2) `u64` expiry in Unix ms,
+//! `u32 len + fingerprint`, `u16 status`, `u8 body_omitted`, `u32 len +
+//! headers` (the embedded store's header codec), then the body to the end.
+//! Version 1 values (no expiry) still decode: a replica kept in memory needs
+//! the expiry, so their answers are replayed but not copied. Any value that
+//! does not parse is treated as a miss, never as an answer.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
@@ -12,7 +16,8 @@ use sha2::{Digest, Sha256};
 use crate::store::embedded::codec::{decode_headers, encode_headers};
 use crate::store::{RecordId, StoredResponse};
 
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
+const VERSION_WITHOUT_EXPIRY: u8 = 1;
 
 /// `prefix` + `a:` + hex SHA-256 of the record id: bounded length whatever
 /// the key, and no raw idempotency key in Redis.
@@ -30,10 +35,22 @@ fn id_hash(id: &RecordId) -> [u8; 32] {
     hash.finalize().into()
 }
 
-pub fn encode(fingerprint: &str, response: &StoredResponse) -> Vec<u8> {
+/// What one value decodes to.
+pub struct Entry {
+    pub fingerprint: String,
+    pub response: StoredResponse,
+    /// When the record stops replaying (`None` in a version 1 value).
+    pub expires_at: Option<SystemTime>,
+}
+
+pub fn encode(fingerprint: &str, response: &StoredResponse, expires_at: SystemTime) -> Vec<u8> {
     let headers = encode_headers(&response.headers);
-    let mut out = Vec::with_capacity(12 + fingerprint.len() + headers.len() + response.body.len());
+    let mut out = Vec::with_capacity(20 + fingerprint.len() + headers.len() + response.body.len());
     out.push(VERSION);
+    let ms = expires_at
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    out.extend_from_slice(&ms.to_be_bytes());
     put_bytes(&mut out, fingerprint.as_bytes());
     out.extend_from_slice(&response.status.to_be_bytes());
     out.push(u8::from(response.body_omitted));
@@ -42,25 +59,32 @@ pub fn encode(fingerprint: &str, response: &StoredResponse) -> Vec<u8> {
     out
 }
 
-/// `(fingerprint, answer)`, or `None` for anything malformed.
-pub fn decode(buf: &[u8]) -> Option<(String, StoredResponse)> {
+/// The entry, or `None` for anything malformed.
+pub fn decode(buf: &[u8]) -> Option<Entry> {
     let (&version, rest) = buf.split_first()?;
-    if version != VERSION {
-        return None;
-    }
+    let (expires_at, rest) = match version {
+        VERSION => {
+            let (ms, rest) = rest.split_first_chunk::<8>()?;
+            let at = UNIX_EPOCH.checked_add(Duration::from_millis(u64::from_be_bytes(*ms)))?;
+            (Some(at), rest)
+        }
+        VERSION_WITHOUT_EXPIRY => (None, rest),
+        _ => return None,
+    };
     let (fingerprint, rest) = take_bytes(rest)?;
     let (status, rest) = rest.split_first_chunk::<2>()?;
     let (&omitted, rest) = rest.split_first()?;
     let (headers, body) = take_bytes(rest)?;
-    Some((
-        String::from_utf8(fingerprint.to_vec()).ok()?,
-        StoredResponse {
+    Some(Entry {
+        fingerprint: String::from_utf8(fingerprint.to_vec()).ok()?,
+        response: StoredResponse {
             status: u16::from_be_bytes(*status),
             headers: decode_headers(headers).ok()?,
             body: Bytes::copy_from_slice(body),
             body_omitted: omitted != 0,
         },
-    ))
+        expires_at,
+    })
 }
 
 fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
@@ -93,25 +117,43 @@ mod tests {
         }
     }
 
+    fn at_ms(ms: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(ms)
+    }
+
     #[test]
     fn round_trips_byte_identical() {
-        let (fp, got) = decode(&encode("fp-1", &answer())).unwrap();
-        assert_eq!(fp, "fp-1");
-        assert_eq!(got, answer());
+        let entry = decode(&encode("fp-1", &answer(), at_ms(1_700_000_000_123))).unwrap();
+        assert_eq!(entry.fingerprint, "fp-1");
+        assert_eq!(entry.response, answer());
+        assert_eq!(entry.expires_at, Some(at_ms(1_700_000_000_123)));
         let omitted = StoredResponse {
             body: Bytes::new(),
             body_omitted: true,
             ..answer()
         };
-        assert_eq!(decode(&encode("", &omitted)).unwrap().1, omitted);
+        assert_eq!(
+            decode(&encode("", &omitted, at_ms(1))).unwrap().response,
+            omitted
+        );
+    }
+
+    #[test]
+    fn version_1_values_decode_without_expiry() {
+        let mut v1 = encode("fp", &answer(), at_ms(5));
+        v1.drain(1..9);
+        v1[0] = 1;
+        let entry = decode(&v1).unwrap();
+        assert_eq!((entry.fingerprint.as_str(), entry.expires_at), ("fp", None));
+        assert_eq!(entry.response, answer());
     }
 
     #[test]
     fn malformed_values_are_misses() {
-        let good = encode("fp", &answer());
+        let good = encode("fp", &answer(), at_ms(5));
         assert!(decode(&[]).is_none());
-        assert!(decode(&[2]).is_none());
-        for cut in 1..12 {
+        assert!(decode(&[3]).is_none());
+        for cut in 1..20 {
             assert!(decode(&good[..cut]).is_none(), "cut at {cut}");
         }
     }

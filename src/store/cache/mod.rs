@@ -21,7 +21,7 @@ mod conn;
 mod entry;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
@@ -78,10 +78,10 @@ impl CachedStore {
     }
 
     /// The cached answer for this fingerprint, if Redis has one.
-    async fn lookup(&self, key: &str, fingerprint: &str) -> (Option<StoredResponse>, Lookup) {
+    async fn lookup(&self, key: &str, fingerprint: &str) -> (Option<entry::Entry>, Lookup) {
         match self.redis.get(key).await {
             Ok(Some(value)) => match entry::decode(&value) {
-                Some((fp, response)) if fp == fingerprint => (Some(response), Lookup::Hit),
+                Some(found) if found.fingerprint == fingerprint => (Some(found), Lookup::Hit),
                 // Another fingerprint (or a value we cannot read): only
                 // Postgres may say Mismatch.
                 _ => (None, Lookup::Miss),
@@ -107,25 +107,38 @@ impl Store for CachedStore {
         fingerprint: &str,
         lease_for: Duration,
     ) -> Result<Reservation, StoreError> {
+        Ok(self
+            .reserve_with_expiry(id, fingerprint, lease_for)
+            .await?
+            .0)
+    }
+
+    async fn reserve_with_expiry(
+        &self,
+        id: &RecordId,
+        fingerprint: &str,
+        lease_for: Duration,
+    ) -> Result<(Reservation, Option<SystemTime>), StoreError> {
         let key = entry::key(&self.prefix, id);
         let (cached, lookup) = self.lookup(&key, fingerprint).await;
         (self.on_lookup)(lookup);
-        if let Some(response) = cached {
-            return Ok(Reservation::Completed(response));
+        if let Some(found) = cached {
+            return Ok((Reservation::Completed(found.response), found.expires_at));
         }
         let (reservation, remaining) = self
             .authority
             .reserve_with_ttl(id, fingerprint, lease_for)
             .await?;
-        if let (Reservation::Completed(response), Some(ttl), Lookup::Miss) =
-            (&reservation, remaining, lookup)
+        let expires_at = remaining.map(|ttl| SystemTime::now() + ttl);
+        if let (Reservation::Completed(response), Some(ttl), Some(at), Lookup::Miss) =
+            (&reservation, remaining, expires_at, lookup)
             && !ttl.is_zero()
         {
             // NX: never overwrite what a completion wrote meanwhile.
-            let value = entry::encode(fingerprint, response);
+            let value = entry::encode(fingerprint, response, at);
             let _ = self.redis.set(&key, &value, ttl, true).await;
         }
-        Ok(reservation)
+        Ok((reservation, expires_at))
     }
 
     async fn complete(
@@ -139,7 +152,7 @@ impl Store for CachedStore {
             .complete_fingerprint(lease, response, retain_for)
             .await?;
         let key = entry::key(&self.prefix, &lease.id);
-        let value = entry::encode(&fingerprint, response);
+        let value = entry::encode(&fingerprint, response, SystemTime::now() + retain_for);
         let _ = self.redis.set(&key, &value, retain_for, false).await;
         Ok(())
     }

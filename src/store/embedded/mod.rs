@@ -73,21 +73,6 @@ impl EmbeddedStore {
         })
     }
 
-    /// `reserve`, with the expiry of the completed record it found (for copies
-    /// kept in memory, which must not outlive the record).
-    pub async fn reserve_with_expiry(
-        &self,
-        id: &RecordId,
-        fingerprint: &str,
-        lease_for: Duration,
-    ) -> Result<(Reservation, Option<SystemTime>), StoreError> {
-        let (id, fingerprint) = (id.clone(), fingerprint.to_owned());
-        let (reservation, expires_at) = self
-            .call(move |conn, now| ops::reserve(conn, &id, &fingerprint, lease_for, now))
-            .await?;
-        Ok((reservation, expires_at.map(codec::from_ms)))
-    }
-
     /// `complete`, returning the record's fingerprint.
     pub async fn complete_fingerprint(
         &self,
@@ -146,6 +131,19 @@ impl Store for EmbeddedStore {
         self.reserve_with_expiry(id, fingerprint, lease_for)
             .await
             .map(|(reservation, _)| reservation)
+    }
+
+    async fn reserve_with_expiry(
+        &self,
+        id: &RecordId,
+        fingerprint: &str,
+        lease_for: Duration,
+    ) -> Result<(Reservation, Option<SystemTime>), StoreError> {
+        let (id, fingerprint) = (id.clone(), fingerprint.to_owned());
+        let (reservation, expires_at) = self
+            .call(move |conn, now| ops::reserve(conn, &id, &fingerprint, lease_for, now))
+            .await?;
+        Ok((reservation, expires_at.map(codec::from_ms)))
     }
 
     async fn complete(
