@@ -279,3 +279,121 @@ async fn a_completion_gives_up_when_its_lease_runs_out() {
         "{took:?}"
     );
 }
+
+/// Under load, reservations and completions share statements (the store's
+/// `batch` module): every caller must still get its own answer, and a key
+/// asked for several times at once must still be reserved exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_keys_each_get_their_own_answer() {
+    use idemgate::store::StoredResponse;
+    let store = fresh().await;
+    let lease = Duration::from_secs(60);
+    let answer = |n: usize| StoredResponse {
+        status: 200 + (n % 7) as u16,
+        // 0, 1 or 2 headers: the answers' header slices differ in length.
+        headers: (0..n % 3)
+            .map(|h| (format!("x-h{h}"), format!("{n}-{h}").into_bytes()))
+            .collect(),
+        // As the gateway stores an omitted body: none.
+        body: if n.is_multiple_of(5) {
+            bytes::Bytes::new()
+        } else {
+            bytes::Bytes::from(format!("body of {n}"))
+        },
+        body_omitted: n.is_multiple_of(5),
+    };
+    let reservations: Vec<_> = (0..300)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let n = i % 100;
+                let (key, fingerprint) = (id(&format!("k{n}")), format!("fp{n}"));
+                (n, store.reserve(&key, &fingerprint, lease).await.unwrap())
+            })
+        })
+        .collect();
+    let mut leases = std::collections::HashMap::new();
+    for task in reservations {
+        match task.await.unwrap() {
+            (n, Reservation::Reserved(held)) => {
+                assert!(leases.insert(n, held).is_none(), "k{n} reserved twice");
+            }
+            (_, Reservation::InFlight { .. }) => {}
+            (n, other) => panic!("k{n}: {other:?}"),
+        }
+    }
+    assert_eq!(leases.len(), 100, "every key reserved once");
+
+    let completions: Vec<_> = leases
+        .into_iter()
+        .map(|(n, held)| {
+            let store = store.clone();
+            let stored = answer(n);
+            tokio::spawn(async move { store.complete(&held, &stored, lease).await })
+        })
+        .collect();
+    for task in completions {
+        task.await.unwrap().unwrap();
+    }
+
+    let replays: Vec<_> = (0..200)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let n = i % 100;
+                // Every second ask comes with another payload.
+                let fingerprint = if i < 100 {
+                    format!("fp{n}")
+                } else {
+                    "other".into()
+                };
+                let key = id(&format!("k{n}"));
+                (
+                    i,
+                    n,
+                    store.reserve(&key, &fingerprint, lease).await.unwrap(),
+                )
+            })
+        })
+        .collect();
+    for task in replays {
+        let (i, n, got) = task.await.unwrap();
+        if i < 100 {
+            assert_eq!(got, Reservation::Completed(answer(n)), "k{n}");
+        } else {
+            assert_eq!(got, Reservation::Mismatch, "k{n}");
+        }
+    }
+}
+
+/// A key the database refuses (text may not hold NUL) fails its own request
+/// only, even when it shares a statement with others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refused_key_fails_alone() {
+    let store = fresh().await;
+    let tasks: Vec<_> = (0..64)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let key = id(&if i == 32 {
+                    "bad\0key".to_string()
+                } else {
+                    format!("k{i}")
+                });
+                (i, store.reserve(&key, "fp", Duration::from_secs(60)).await)
+            })
+        })
+        .collect();
+    for task in tasks {
+        match task.await.unwrap() {
+            (32, result) => assert!(
+                matches!(result, Err(StoreError::Unavailable(_))),
+                "{result:?}"
+            ),
+            (i, result) => assert!(
+                matches!(result, Ok(Reservation::Reserved(_))),
+                "k{i}: {result:?}"
+            ),
+        }
+    }
+}

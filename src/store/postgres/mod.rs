@@ -13,6 +13,8 @@
 //! **Errors** are `Unavailable` with the driver's message, which never holds
 //! the URL or the password.
 
+mod batch;
+mod many;
 mod migrations;
 mod pool;
 mod rows;
@@ -20,6 +22,7 @@ mod sql;
 mod tls;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
@@ -30,6 +33,8 @@ pub use migrations::SCHEMA_VERSION;
 
 use super::{Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse};
 use crate::config::PostgresStoreConfig;
+use batch::Queue;
+use many::{CompleteJob, Completed, ReserveJob, Reserved};
 use pool::{db_error, pool_error};
 use rows::{Decided, millis};
 
@@ -50,6 +55,32 @@ pub struct PostgresStore {
     /// statement), so a database that stops answering — a cut network, not a
     /// refused connection — fails the request instead of hanging it.
     deadline: Duration,
+    /// Reservations and completions share statements under load (`batch`);
+    /// `None` for a store built outside a runtime.
+    batches: Option<Arc<Batches>>,
+}
+
+struct Batches {
+    reserve: Queue<ReserveJob>,
+    complete: Queue<CompleteJob>,
+}
+
+impl Batches {
+    fn start(pool: &Pool, deadline: Duration, pool_size: usize) -> Option<Batches> {
+        let workers = batch::workers_for(pool_size);
+        let reserving = pool.clone();
+        let completing = pool.clone();
+        Some(Batches {
+            reserve: Queue::start(workers, move |jobs| {
+                let pool = reserving.clone();
+                async move { many::reserve(&pool, deadline, jobs).await }
+            })?,
+            complete: Queue::start(workers, move |jobs| {
+                let pool = completing.clone();
+                async move { many::complete(&pool, deadline, jobs).await }
+            })?,
+        })
+    }
 }
 
 impl PostgresStore {
@@ -69,9 +100,13 @@ impl PostgresStore {
 
     /// Builds the pool without touching the database.
     pub fn lazy(config: &PostgresStoreConfig) -> Result<PostgresStore, StoreError> {
+        let pool = pool::build(config)?;
+        let deadline = config.connect_timeout + config.statement_timeout + Duration::from_secs(1);
+        let batches = Batches::start(&pool, deadline, config.pool_size).map(Arc::new);
         Ok(PostgresStore {
-            pool: pool::build(config)?,
-            deadline: config.connect_timeout + config.statement_timeout + Duration::from_secs(1),
+            pool,
+            deadline,
+            batches,
         })
     }
 
@@ -91,6 +126,27 @@ impl PostgresStore {
         lease_for: Duration,
     ) -> Result<(Reservation, Option<Duration>), StoreError> {
         let lease_ms = millis(lease_for);
+        if let Some(batches) = &self.batches {
+            let (reply, replied) = tokio::sync::oneshot::channel();
+            let job = ReserveJob {
+                id: id.clone(),
+                fingerprint: fingerprint.to_owned(),
+                lease_ms,
+                reply,
+            };
+            if batches.reserve.push(job).is_ok() {
+                let decided = self
+                    .bounded(async {
+                        replied.await.map_err(|_| {
+                            StoreError::Unavailable("postgres: the batch was dropped".into())
+                        })?
+                    })
+                    .await?;
+                if let Reserved::Done(reservation, remaining) = decided {
+                    return Ok((reservation, remaining));
+                }
+            }
+        }
         let params: [&(dyn ToSql + Sync); 5] =
             [&id.route, &id.scope, &id.key, &fingerprint, &lease_ms];
         self.bounded(async {
@@ -150,6 +206,28 @@ impl PostgresStore {
         // else can take the key meanwhile, and the token fences every attempt.
         let mut backoff = COMPLETE_RETRY_FIRST;
         let mut may_have_committed = false;
+        if let Some(batches) = &self.batches {
+            let (reply, replied) = tokio::sync::oneshot::channel();
+            let job = CompleteJob {
+                lease: lease.clone(),
+                response: response.clone(),
+                retain_ms,
+                reply,
+            };
+            if batches.complete.push(job).is_ok() {
+                // The worker bounds its statement by the deadline; a dropped
+                // reply means it is gone, mid-statement or not.
+                match replied.await.unwrap_or(Completed::Alone {
+                    may_have_committed: true,
+                }) {
+                    Completed::Done(fingerprint) => return Ok(fingerprint),
+                    Completed::Fenced => return Err(StoreError::Fenced),
+                    Completed::Alone {
+                        may_have_committed: maybe,
+                    } => may_have_committed = maybe,
+                }
+            }
+        }
         loop {
             let patience = lease
                 .expires_at
@@ -314,6 +392,16 @@ impl Store for PostgresStore {
         lease_for: Duration,
     ) -> Result<Reservation, StoreError> {
         Ok(self.reserve_with_ttl(id, fingerprint, lease_for).await?.0)
+    }
+
+    async fn reserve_with_expiry(
+        &self,
+        id: &RecordId,
+        fingerprint: &str,
+        lease_for: Duration,
+    ) -> Result<(Reservation, Option<SystemTime>), StoreError> {
+        let (reservation, remaining) = self.reserve_with_ttl(id, fingerprint, lease_for).await?;
+        Ok((reservation, remaining.map(|ttl| SystemTime::now() + ttl)))
     }
 
     async fn complete(

@@ -1,5 +1,7 @@
 //! Every statement the Postgres store runs. Each store operation is exactly one
-//! of these, i.e. one round trip (reserve may repeat, see `RESERVE`).
+//! of these, i.e. one round trip (reserve may repeat, see `RESERVE`); under
+//! load, reservations and completions share one (`RESERVE_MANY`,
+//! `COMPLETE_MANY`, see `batch`).
 //!
 //! All instants come from the database clock (`now()`, the statement's start
 //! in autocommit), so replicas whose own clocks are skewed still agree on
@@ -71,6 +73,76 @@ UPDATE idemgate_records SET
     lease_expires_at = NULL
 WHERE route = $1 AND scope = $2 AND key = $3 AND token = $4 AND state = 0
 RETURNING fingerprint";
+
+/// `RESERVE` for several keys in one statement (see `batch`). The keys must be
+/// distinct. They are inserted in key order, so two batches that share keys
+/// lock them in the same order and never deadlock. Every row carries `n`, the
+/// 1-based position of its key in the arrays; a key without a row (or with a
+/// row that is not live) needs the single-key statement.
+///
+/// `$1 routes, $2 scopes, $3 keys, $4 fingerprints, $5 leases in ms`.
+pub const RESERVE_MANY: &str = "
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[])
+        WITH ORDINALITY AS i(route, scope, key, fingerprint, lease_ms, n)
+),
+taken AS (
+    INSERT INTO idemgate_records AS r
+        (route, scope, key, state, fingerprint, token, body_omitted, created_at, lease_expires_at)
+    SELECT route, scope, key, 0, fingerprint, nextval('idemgate_tokens'), false, now(),
+           now() + lease_ms * interval '1 millisecond'
+    FROM input ORDER BY route, key, scope
+    ON CONFLICT (route, key, scope) DO UPDATE SET
+        state = 0, fingerprint = excluded.fingerprint, token = excluded.token,
+        status = NULL, header_names = NULL, header_values = NULL, body = NULL,
+        body_omitted = false, created_at = excluded.created_at, completed_at = NULL,
+        expires_at = NULL, lease_expires_at = excluded.lease_expires_at
+    WHERE (r.state = 1 AND coalesce(r.expires_at <= now(), true))
+       OR (r.state = 0 AND coalesce(r.lease_expires_at <= now(), true))
+    RETURNING r.route, r.scope, r.key, r.token, r.lease_expires_at
+)
+SELECT i.n, true AS reserved, t.token, NULL::smallint AS state, NULL::boolean AS same,
+       NULL::boolean AS live, t.lease_expires_at, NULL::bigint AS remaining_ms,
+       NULL::integer AS status, NULL::text[] AS header_names,
+       NULL::bytea[] AS header_values, NULL::bytea AS body, NULL::boolean AS body_omitted
+FROM input i JOIN taken t ON t.route = i.route AND t.scope = i.scope AND t.key = i.key
+UNION ALL
+SELECT i.n, false, r.token, r.state, r.fingerprint = i.fingerprint,
+       coalesce(CASE WHEN r.state = 1 THEN r.expires_at > now()
+                     ELSE r.lease_expires_at > now() END, false),
+       r.lease_expires_at,
+       greatest(0, (extract(epoch FROM r.expires_at - now()) * 1000)::bigint),
+       r.status,
+       CASE WHEN r.fingerprint = i.fingerprint THEN r.header_names END,
+       CASE WHEN r.fingerprint = i.fingerprint THEN r.header_values END,
+       CASE WHEN r.fingerprint = i.fingerprint THEN r.body END,
+       r.body_omitted
+FROM input i JOIN idemgate_records r ON r.route = i.route AND r.scope = i.scope AND r.key = i.key
+WHERE NOT EXISTS (
+    SELECT 1 FROM taken t WHERE t.route = i.route AND t.scope = i.scope AND t.key = i.key)";
+
+/// `COMPLETE` for several leases in one statement (see `batch`), each fenced
+/// by its own token. Header pairs of all answers travel as two flat arrays;
+/// answer `n` owns the slice `lo..=hi` of them (empty when `hi < lo`).
+/// Returns `n` and the fingerprint of every record completed; a lease without
+/// a row was fenced.
+///
+/// `$1 routes, $2 scopes, $3 keys, $4 tokens, $5 statuses, $6 all header names,
+/// $7 all header values, $8 lo, $9 hi, $10 bodies, $11 bodies omitted,
+/// $12 retentions in ms`.
+pub const COMPLETE_MANY: &str = "
+UPDATE idemgate_records AS r SET
+    state = 1, status = b.status, header_names = ($6::text[])[b.lo:b.hi],
+    header_values = ($7::bytea[])[b.lo:b.hi], body = b.body,
+    body_omitted = b.omitted, completed_at = now(),
+    expires_at = now() + b.retain_ms * interval '1 millisecond',
+    lease_expires_at = NULL
+FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::integer[], $8::integer[],
+            $9::integer[], $10::bytea[], $11::boolean[], $12::bigint[])
+    WITH ORDINALITY AS b(route, scope, key, token, status, lo, hi, body, omitted, retain_ms, n)
+WHERE r.route = b.route AND r.scope = b.scope AND r.key = b.key AND r.token = b.token
+  AND r.state = 0
+RETURNING b.n, r.fingerprint";
 
 /// After a completion lost with its connection: did it commit? The record
 /// still under this token and completed means yes.

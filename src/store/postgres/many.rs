@@ -1,0 +1,212 @@
+//! Running a batch of reservations or completions (see `batch`) as one
+//! statement, and telling each caller what became of its own.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use deadpool_postgres::Pool;
+use tokio::sync::oneshot;
+use tokio_postgres::Row;
+
+use super::pool::{db_error, pool_error};
+use super::rows::{self, Decided};
+use super::sql;
+use crate::store::{Lease, RecordId, Reservation, StoreError, StoredResponse};
+
+/// What a reservation learned from its batch.
+pub enum Reserved {
+    Done(Reservation, Option<Duration>),
+    /// Not decided here: run the single-key statement.
+    Alone,
+}
+
+pub struct ReserveJob {
+    pub id: RecordId,
+    pub fingerprint: String,
+    pub lease_ms: i64,
+    pub reply: oneshot::Sender<Result<Reserved, StoreError>>,
+}
+
+/// What a completion learned from its batch.
+pub enum Completed {
+    /// Recorded; the record's fingerprint.
+    Done(String),
+    Fenced,
+    /// Not decided here: run the single-lease statement. `may_have_committed`
+    /// when the batch's connection died under it.
+    Alone {
+        may_have_committed: bool,
+    },
+}
+
+pub struct CompleteJob {
+    pub lease: Lease,
+    pub response: StoredResponse,
+    pub retain_ms: i64,
+    pub reply: oneshot::Sender<Completed>,
+}
+
+/// How a batch statement failed.
+enum Failed {
+    /// The database refused it (one bad row fails them all): nothing was
+    /// written, each operation may try alone.
+    Refused,
+    /// The connection died under it: it may have committed.
+    ConnectionLost(StoreError),
+    /// No connection, or no answer in time.
+    Unavailable(StoreError),
+}
+
+pub async fn reserve(pool: &Pool, deadline: Duration, jobs: Vec<ReserveJob>) {
+    // One statement may not touch a row twice: repeats run alone.
+    let mut seen = HashSet::with_capacity(jobs.len());
+    let (batch, repeats): (Vec<ReserveJob>, Vec<ReserveJob>) = jobs
+        .into_iter()
+        .partition(|job| seen.insert(job.id.clone()));
+    for job in repeats {
+        let _ = job.reply.send(Ok(Reserved::Alone));
+    }
+    let routes: Vec<&str> = batch.iter().map(|j| j.id.route.as_str()).collect();
+    let scopes: Vec<&str> = batch.iter().map(|j| j.id.scope.as_str()).collect();
+    let keys: Vec<&str> = batch.iter().map(|j| j.id.key.as_str()).collect();
+    let fingerprints: Vec<&str> = batch.iter().map(|j| j.fingerprint.as_str()).collect();
+    let leases: Vec<i64> = batch.iter().map(|j| j.lease_ms).collect();
+    let result = run(
+        pool,
+        deadline,
+        sql::RESERVE_MANY,
+        &[&routes, &scopes, &keys, &fingerprints, &leases],
+    )
+    .await;
+    let rows = match result {
+        Ok(rows) => rows,
+        Err(failed) => {
+            for job in batch {
+                let _ = job.reply.send(match &failed {
+                    Failed::Refused => Ok(Reserved::Alone),
+                    Failed::ConnectionLost(err) | Failed::Unavailable(err) => Err(err.clone()),
+                });
+            }
+            return;
+        }
+    };
+    let mut by_job: Vec<Vec<Row>> = batch.iter().map(|_| Vec::new()).collect();
+    for row in rows {
+        if let Some(slot) = position(&row).and_then(|at| by_job.get_mut(at)) {
+            slot.push(row);
+        }
+    }
+    for (job, rows) in batch.into_iter().zip(by_job) {
+        let reply = match rows::decide(&job.id, &rows) {
+            Ok(Decided::Done {
+                reservation,
+                remaining,
+            }) => Ok(Reserved::Done(reservation, remaining)),
+            Ok(Decided::Retry) => Ok(Reserved::Alone),
+            Err(err) => Err(err),
+        };
+        let _ = job.reply.send(reply);
+    }
+}
+
+pub async fn complete(pool: &Pool, deadline: Duration, jobs: Vec<CompleteJob>) {
+    let ids = || jobs.iter().map(|j| &j.lease.id);
+    let routes: Vec<&str> = ids().map(|id| id.route.as_str()).collect();
+    let scopes: Vec<&str> = ids().map(|id| id.scope.as_str()).collect();
+    let keys: Vec<&str> = ids().map(|id| id.key.as_str()).collect();
+    let tokens: Vec<i64> = jobs.iter().map(|j| j.lease.token).collect();
+    let statuses: Vec<i32> = jobs.iter().map(|j| i32::from(j.response.status)).collect();
+    let (mut names, mut values) = (Vec::<&str>::new(), Vec::<&[u8]>::new());
+    let (mut lo, mut hi) = (Vec::new(), Vec::new());
+    for job in &jobs {
+        // Postgres arrays are 1-based; an answer without headers gets hi < lo.
+        lo.push(slice_bound(names.len() + 1));
+        for (name, value) in &job.response.headers {
+            names.push(name);
+            values.push(value);
+        }
+        hi.push(slice_bound(names.len()));
+    }
+    let bodies: Vec<&[u8]> = jobs.iter().map(|j| &j.response.body[..]).collect();
+    let omitted: Vec<bool> = jobs.iter().map(|j| j.response.body_omitted).collect();
+    let retains: Vec<i64> = jobs.iter().map(|j| j.retain_ms).collect();
+    let result = run(
+        pool,
+        deadline,
+        sql::COMPLETE_MANY,
+        &[
+            &routes, &scopes, &keys, &tokens, &statuses, &names, &values, &lo, &hi, &bodies,
+            &omitted, &retains,
+        ],
+    )
+    .await;
+    let mut fingerprints: Vec<Option<String>> = jobs.iter().map(|_| None).collect();
+    let alone = match result {
+        Ok(rows) => {
+            for row in rows {
+                if let (Some(at), Ok(fingerprint)) = (position(&row), row.try_get(1))
+                    && let Some(slot) = fingerprints.get_mut(at)
+                {
+                    *slot = Some(fingerprint);
+                }
+            }
+            None
+        }
+        Err(Failed::Refused) => Some(false),
+        Err(Failed::ConnectionLost(_) | Failed::Unavailable(_)) => Some(true),
+    };
+    for (job, fingerprint) in jobs.into_iter().zip(fingerprints) {
+        let _ = job.reply.send(match (alone, fingerprint) {
+            (Some(may_have_committed), _) => Completed::Alone { may_have_committed },
+            (None, Some(fingerprint)) => Completed::Done(fingerprint),
+            (None, None) => Completed::Fenced,
+        });
+    }
+}
+
+/// The 0-based job index of a row (`n` is 1-based).
+fn position(row: &Row) -> Option<usize> {
+    let n: i64 = row.try_get("n").ok()?;
+    usize::try_from(n).ok()?.checked_sub(1)
+}
+
+fn slice_bound(at: usize) -> i32 {
+    i32::try_from(at).unwrap_or(i32::MAX)
+}
+
+async fn run(
+    pool: &Pool,
+    deadline: Duration,
+    statement: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<Vec<Row>, Failed> {
+    let work = async {
+        let client = pool
+            .get()
+            .await
+            .map_err(|err| Failed::Unavailable(pool_error(err)))?;
+        let lost = |client: &deadpool_postgres::Client, err: tokio_postgres::Error| {
+            if client.is_closed() || err.is_closed() {
+                Failed::ConnectionLost(db_error(err))
+            } else if err.as_db_error().is_some() {
+                Failed::Refused
+            } else {
+                Failed::Unavailable(db_error(err))
+            }
+        };
+        let prepared = client
+            .prepare_cached(statement)
+            .await
+            .map_err(|err| lost(&client, err))?;
+        client
+            .query(&prepared, params)
+            .await
+            .map_err(|err| lost(&client, err))
+    };
+    match tokio::time::timeout(deadline, work).await {
+        Ok(result) => result,
+        Err(_) => Err(Failed::Unavailable(StoreError::Unavailable(format!(
+            "postgres: no answer within {deadline:?}"
+        )))),
+    }
+}
