@@ -61,7 +61,7 @@ pub fn fingerprint(
             }
         }
     }
-    hex::encode(h.finalize())
+    super::hex_lower(&h.finalize())
 }
 
 fn body(h: &mut Sha256, body: &[u8], canonical_json: bool) {

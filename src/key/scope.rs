@@ -11,6 +11,12 @@ use sha2::{Digest, Sha256};
 /// `len(label) as u64 BE`, `label`, then `0x00` if the value is absent or
 /// `0x01`, `len(value) as u64 BE`, `value`.
 pub fn scope_hash(parts: &[(&str, Option<&[u8]>)]) -> String {
+    // `scope = []`, the usual single-tenant setting: the same hash every time.
+    static NOTHING: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| super::hex_lower(&Sha256::digest([])));
+    if parts.is_empty() {
+        return NOTHING.clone();
+    }
     let mut h = Sha256::new();
     for (label, value) in parts {
         update_len_prefixed(&mut h, label.as_bytes());
@@ -22,7 +28,7 @@ pub fn scope_hash(parts: &[(&str, Option<&[u8]>)]) -> String {
             }
         }
     }
-    hex::encode(h.finalize())
+    super::hex_lower(&h.finalize())
 }
 
 /// Feeds `bytes` preceded by its length, so field boundaries are unambiguous.

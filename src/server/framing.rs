@@ -77,10 +77,27 @@ impl Scanner {
         while !bytes.is_empty() {
             let used = match &mut self.state {
                 State::Stopped => return,
+                State::Head if self.line.is_empty() => {
+                    // The usual case: the whole head in one read, parsed
+                    // where it lies.
+                    match memchr::memmem::find(bytes, b"\r\n\r\n") {
+                        Some(at) => {
+                            let next = self.after_head(&bytes[..at + 4]);
+                            self.enter(next);
+                            at + 4
+                        }
+                        None => {
+                            self.line.extend_from_slice(bytes);
+                            bytes.len()
+                        }
+                    }
+                }
                 State::Head => {
                     let (used, done) = take_until(&mut self.line, bytes, b"\r\n\r\n");
                     if done {
-                        let next = self.after_head();
+                        let head = std::mem::take(&mut self.line);
+                        let next = self.after_head(&head);
+                        self.line = head;
                         self.enter(next);
                     } else if self.line.len() > MAX_HEAD {
                         self.enter(State::Stopped);
@@ -148,13 +165,13 @@ impl Scanner {
         }
     }
 
-    fn after_head(&mut self) -> State {
+    fn after_head(&mut self, head: &[u8]) -> State {
         // Blank lines between requests are allowed before a request line.
-        let start = self.line.iter().position(|b| *b != b'\r' && *b != b'\n');
+        let start = head.iter().position(|b| *b != b'\r' && *b != b'\n');
         let Some(start) = start else {
             return State::Head;
         };
-        let head = &self.line[start..];
+        let head = &head[start..];
         if head.starts_with(b"PRI * HTTP/2.0") {
             return State::Stopped;
         }
@@ -198,15 +215,28 @@ impl Scanner {
 }
 
 /// Appends bytes up to and including `end` to `buf`; returns how many were
-/// used and whether `buf` now ends with `end`.
+/// used and whether `buf` now ends with `end`. `end` may straddle what `buf`
+/// holds and what arrived.
 fn take_until(buf: &mut Vec<u8>, bytes: &[u8], end: &[u8]) -> (usize, bool) {
-    for (i, byte) in bytes.iter().enumerate() {
-        buf.push(*byte);
-        if buf.ends_with(end) {
-            return (i + 1, true);
+    // A match that starts in `buf` ends earlier than one inside `bytes`; the
+    // more of it `buf` holds, the earlier.
+    for held in (1..end.len()).rev() {
+        let rest = &end[held..];
+        if buf.ends_with(&end[..held]) && bytes.starts_with(rest) {
+            buf.extend_from_slice(rest);
+            return (rest.len(), true);
         }
     }
-    (bytes.len(), false)
+    match memchr::memmem::find(bytes, end) {
+        Some(at) => {
+            buf.extend_from_slice(&bytes[..at + end.len()]);
+            (at + end.len(), true)
+        }
+        None => {
+            buf.extend_from_slice(bytes);
+            (bytes.len(), false)
+        }
+    }
 }
 
 fn chunk_size(line: &[u8]) -> Option<u64> {
@@ -307,8 +337,11 @@ mod tests {
             b"POST /b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n0\r\nX-T: 1\r\n\r\n";
         let get: &[u8] = b"GET /c HTTP/1.1\r\nHost: x\r\n\r\n";
         assert_eq!(ambiguous_index(&[fixed, chunked, get]), 0);
-        // Pipelined after three clean requests, split across reads anywhere.
+        // Pipelined after three clean requests, split across reads anywhere,
+        // or read one byte at a time.
         let all = [fixed, chunked, get, ambiguous].concat();
+        let bytes: Vec<&[u8]> = all.chunks(1).collect();
+        assert_eq!(ambiguous_index(&bytes), 4, "byte by byte");
         for split in 0..all.len() {
             assert_eq!(
                 ambiguous_index(&[&all[..split], &all[split..]]),
