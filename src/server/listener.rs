@@ -205,7 +205,11 @@ where
             seen.store(true, Ordering::Relaxed);
             // Decided before the handler runs, so nothing of it is forwarded.
             let refused = verdicts.next_is_ambiguous().then(ambiguous_framing);
-            let response = refused.is_none().then(|| handler(request, client.clone()));
+            // Boxed: the handler's future is kilobytes; inline, hyper would
+            // copy it on every move and every idle connection would carry it.
+            let response = refused
+                .is_none()
+                .then(|| Box::pin(handler(request, client.clone())));
             async move {
                 Ok::<_, Infallible>(match (refused, response) {
                     (Some(refused), _) => refused,
