@@ -397,3 +397,49 @@ async fn a_refused_key_fails_alone() {
         }
     }
 }
+
+/// Every replica keeps in-memory copies of answers it replayed. A purge
+/// through one replica reaches the others' copies at once (LISTEN/NOTIFY),
+/// well within the 5 s a copy may otherwise live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_through_one_replica_drops_the_others_copies() {
+    use idemgate::config::StoreConfig;
+    use std::time::Instant;
+    let schema = TestSchema::create().await;
+    let config = StoreConfig::Postgres(schema.config());
+    let a = idemgate::store::open(&config).await.unwrap();
+    let b = idemgate::store::open(&config).await.unwrap();
+    // Let both listeners connect (a listener that connects later drops every
+    // copy anyway, which would pass this test for the wrong reason).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let lease = reserved(&a, &id("k"), "fp", Duration::from_secs(60)).await;
+    a.complete(&lease, &response(), Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let replayed = Reservation::Completed(response());
+    assert_eq!(
+        b.reserve(&id("k"), "fp", Duration::from_secs(60))
+            .await
+            .unwrap(),
+        replayed
+    );
+    assert_eq!(a.purge("orders", "k").await.unwrap(), 1);
+
+    let since = Instant::now();
+    loop {
+        match b
+            .reserve(&id("k"), "fp", Duration::from_secs(60))
+            .await
+            .unwrap()
+        {
+            Reservation::Reserved(_) => break,
+            got => assert_eq!(got, replayed),
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(2),
+            "replica b still replays a purged key after {:?}",
+            since.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,6 +1,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::postgres::{Heard, PurgeHook};
+use super::replay_cache::Copies;
 use super::{
     CachedStore, EmbeddedStore, LookupHook, PostgresStore, ReplayCache, Store, StoreError,
 };
@@ -40,15 +42,33 @@ async fn open_with_hook(
         }
         StoreConfig::Postgres(pg) => {
             let authority = PostgresStore::connect(pg).await?;
+            let copies = Arc::new(Copies::new(REPLAY_CACHE_BYTES));
+            let listener = Some(authority.follow_purges(forget_purged(&copies)));
             Ok(match &pg.redis {
-                Some(redis) => Arc::new(ReplayCache::new(
+                Some(redis) => Arc::new(ReplayCache::with_copies(
                     CachedStore::new(authority, redis, on_lookup)?,
-                    REPLAY_CACHE_BYTES,
+                    copies,
+                    listener,
                 )),
-                None => Arc::new(ReplayCache::new(authority, REPLAY_CACHE_BYTES)),
+                None => Arc::new(ReplayCache::with_copies(authority, copies, listener)),
             })
         }
     }
+}
+
+/// Drops the copies of whatever another replica purged. Holds the copies
+/// weakly: the listener must not keep the cache (and so itself) alive.
+fn forget_purged(copies: &Arc<Copies>) -> PurgeHook {
+    let copies = Arc::downgrade(copies);
+    Arc::new(move |heard| {
+        let Some(copies) = copies.upgrade() else {
+            return;
+        };
+        match heard {
+            Heard::Purged { route, key } => copies.forget(&route, &key),
+            Heard::Listening => copies.forget_all(),
+        }
+    })
 }
 
 /// `idemgate migrate`: brings the schema up to date whatever `store.migrate`

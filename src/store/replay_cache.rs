@@ -3,15 +3,17 @@
 //!
 //! Completed records never change until they expire or are purged. A copy
 //! never outlives its record's expiry, and every purge made through this
-//! process drops its copies at once. A purge this process does not see —
-//! another replica's, or `idemgate keys purge` run from outside — is seen
-//! within [`MAX_AGE`], the longest any copy is served without asking the
-//! store again. Such a late copy can only replay an answer that was final:
-//! it never lets a request run twice.
+//! process drops its copies at once; on Postgres, so does every other
+//! replica's purge, as soon as its notification arrives (`postgres::purges`).
+//! A purge this process does not hear of — `idemgate keys purge` on the file
+//! of a running embedded gateway, or a notification lost with its connection
+//! — is seen within [`MAX_AGE`], the longest any copy is served without
+//! asking the store again. Such a late copy can only replay an answer that
+//! was final: it never lets a request run twice.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
@@ -35,8 +37,9 @@ struct Entries {
     bytes: usize,
 }
 
-pub struct ReplayCache<S> {
-    inner: S,
+/// The copies themselves, shared with whoever learns of purges made
+/// elsewhere (the Postgres store's purge listener).
+pub struct Copies {
     entries: Mutex<Entries>,
     max_bytes: usize,
     /// Bumped by every purge: a copy read from the store before a purge must
@@ -44,10 +47,36 @@ pub struct ReplayCache<S> {
     generation: AtomicU64,
 }
 
+pub struct ReplayCache<S> {
+    inner: S,
+    copies: Arc<Copies>,
+    /// Whatever keeps `copies` told of purges made elsewhere; stopped with us.
+    _purge_listener: Option<tokio_util::sync::DropGuard>,
+}
+
 impl<S: Store> ReplayCache<S> {
     pub fn new(inner: S, max_bytes: usize) -> Self {
+        Self::with_copies(inner, Arc::new(Copies::new(max_bytes)), None)
+    }
+
+    /// With copies shared with a purge listener, which stops when this
+    /// cache is dropped (`listener`).
+    pub fn with_copies(
+        inner: S,
+        copies: Arc<Copies>,
+        listener: Option<tokio_util::sync::DropGuard>,
+    ) -> Self {
         Self {
             inner,
+            copies,
+            _purge_listener: listener,
+        }
+    }
+}
+
+impl Copies {
+    pub fn new(max_bytes: usize) -> Self {
+        Self {
             entries: Mutex::new(Entries::default()),
             max_bytes,
             generation: AtomicU64::new(0),
@@ -119,7 +148,8 @@ impl<S: Store> ReplayCache<S> {
         }
     }
 
-    fn forget(&self, route: &str, key: &str) {
+    /// Drops every copy of this key (all scopes).
+    pub fn forget(&self, route: &str, key: &str) {
         if let Ok(mut entries) = self.entries.lock() {
             self.generation.fetch_add(1, Ordering::SeqCst);
             let Entries { map, bytes } = &mut *entries;
@@ -130,6 +160,15 @@ impl<S: Store> ReplayCache<S> {
                 }
                 keep
             });
+        }
+    }
+
+    /// Drops every copy: purges may have been missed (the listener that
+    /// hears of them was disconnected).
+    pub fn forget_all(&self) {
+        if let Ok(mut entries) = self.entries.lock() {
+            self.generation.fetch_add(1, Ordering::SeqCst);
+            *entries = Entries::default();
         }
     }
 }
@@ -185,16 +224,17 @@ impl<S: Store> Store for ReplayCache<S> {
         fingerprint: &str,
         lease_for: Duration,
     ) -> Result<(Reservation, Option<SystemTime>), StoreError> {
-        if let Some(known) = self.lookup(id, fingerprint) {
+        if let Some(known) = self.copies.lookup(id, fingerprint) {
             return Ok(known);
         }
-        let generation = self.generation.load(Ordering::SeqCst);
+        let generation = self.copies.generation.load(Ordering::SeqCst);
         let (reservation, expires_at) = self
             .inner
             .reserve_with_expiry(id, fingerprint, lease_for)
             .await?;
         if let (Reservation::Completed(response), Some(expires_at)) = (&reservation, expires_at) {
-            self.remember(generation, id, fingerprint, response, expires_at);
+            self.copies
+                .remember(generation, id, fingerprint, response, expires_at);
         }
         Ok((reservation, expires_at))
     }
@@ -221,9 +261,9 @@ impl<S: Store> Store for ReplayCache<S> {
     async fn purge(&self, route: &str, key: &str) -> Result<u64, StoreError> {
         // Forgotten before and after (each bumps the generation), so a replay
         // racing the purge cannot leave a copy that outlives it.
-        self.forget(route, key);
+        self.copies.forget(route, key);
         let purged = self.inner.purge(route, key).await;
-        self.forget(route, key);
+        self.copies.forget(route, key);
         purged
     }
 

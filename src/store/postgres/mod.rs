@@ -17,6 +17,7 @@ mod batch;
 mod many;
 mod migrations;
 mod pool;
+mod purges;
 mod rows;
 mod sql;
 mod tls;
@@ -30,6 +31,7 @@ use deadpool_postgres::Pool;
 use tokio_postgres::types::ToSql;
 
 pub use migrations::SCHEMA_VERSION;
+pub use purges::{Heard, PurgeHook};
 
 use super::{Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse};
 use crate::config::PostgresStoreConfig;
@@ -58,6 +60,8 @@ pub struct PostgresStore {
     /// Reservations and completions share statements under load (`batch`);
     /// `None` for a store built outside a runtime.
     batches: Option<Arc<Batches>>,
+    /// For connections outside the pool (the purge listener).
+    settings: tokio_postgres::Config,
 }
 
 struct Batches {
@@ -107,7 +111,16 @@ impl PostgresStore {
             pool,
             deadline,
             batches,
+            settings: pool::settings(config)?,
         })
+    }
+
+    /// Hears of purges made through any replica (see `purges`) until the
+    /// returned guard is dropped.
+    pub fn follow_purges(&self, hook: PurgeHook) -> tokio_util::sync::DropGuard {
+        let stop = tokio_util::sync::CancellationToken::new();
+        purges::spawn(self.settings.clone(), hook, stop.clone());
+        stop.drop_guard()
     }
 
     /// Applies the migrations this database lacks (under an advisory lock, safe

@@ -12,6 +12,29 @@ use crate::store::StoreError;
 /// a gateway whose database is briefly down still starts its admin plane and
 /// recovers by itself once the database answers.
 pub fn build(config: &PostgresStoreConfig) -> Result<Pool, StoreError> {
+    let pg = settings(config)?;
+    // `Fast` only drops connections the driver knows are closed: a
+    // per-checkout probe would cost a round trip on every request.
+    let manager_config = ManagerConfig {
+        recycling_method: RecyclingMethod::Fast,
+    };
+    let manager = if super::tls::required(&pg) {
+        Manager::from_config(pg, super::tls::connector()?, manager_config)
+    } else {
+        Manager::from_config(pg, tokio_postgres::NoTls, manager_config)
+    };
+    Pool::builder(manager)
+        .max_size(config.pool_size.max(1))
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(config.connect_timeout))
+        .create_timeout(Some(config.connect_timeout))
+        .recycle_timeout(Some(config.connect_timeout))
+        .build()
+        .map_err(|e| StoreError::Unavailable(format!("building the postgres pool: {e}")))
+}
+
+/// The connection settings every connection of this store uses.
+pub fn settings(config: &PostgresStoreConfig) -> Result<tokio_postgres::Config, StoreError> {
     let mut pg: tokio_postgres::Config = config.url.parse().map_err(|e| {
         StoreError::Unavailable(format!(
             "the postgres URL is not a valid connection string: {}",
@@ -31,24 +54,7 @@ pub fn build(config: &PostgresStoreConfig) -> Result<Pool, StoreError> {
     if pg.get_application_name().is_none() {
         pg.application_name("idemgate");
     }
-    // `Fast` only drops connections the driver knows are closed: a
-    // per-checkout probe would cost a round trip on every request.
-    let manager_config = ManagerConfig {
-        recycling_method: RecyclingMethod::Fast,
-    };
-    let manager = if super::tls::required(&pg) {
-        Manager::from_config(pg, super::tls::connector()?, manager_config)
-    } else {
-        Manager::from_config(pg, tokio_postgres::NoTls, manager_config)
-    };
-    Pool::builder(manager)
-        .max_size(config.pool_size.max(1))
-        .runtime(Runtime::Tokio1)
-        .wait_timeout(Some(config.connect_timeout))
-        .create_timeout(Some(config.connect_timeout))
-        .recycle_timeout(Some(config.connect_timeout))
-        .build()
-        .map_err(|e| StoreError::Unavailable(format!("building the postgres pool: {e}")))
+    Ok(pg)
 }
 
 /// Appends `-c statement_timeout=…` to whatever startup options the URL has

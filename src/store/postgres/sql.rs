@@ -159,9 +159,17 @@ pub const RECORDS: &str = "
 SELECT scope, state, fingerprint, status, created_at, completed_at, expires_at, lease_expires_at
 FROM idemgate_records WHERE route = $1 AND key = $2 ORDER BY scope";
 
-/// Returns the scopes deleted, so a cache in front can drop them too.
-pub const PURGE: &str =
-    "DELETE FROM idemgate_records WHERE route = $1 AND key = $2 RETURNING scope";
+/// Returns the scopes deleted, so a cache in front can drop them too, and
+/// tells every replica (`purges`) when it commits, so they drop their
+/// in-memory copies of the key's answers. The channel is database-wide: the
+/// payload names the schema, and listeners of other schemas ignore it.
+pub const PURGE: &str = "
+WITH gone AS (
+    DELETE FROM idemgate_records WHERE route = $1 AND key = $2 RETURNING scope
+)
+SELECT scope, pg_notify('idemgate_purge',
+                        json_build_array(current_schema(), $1::text, $2::text)::text)
+FROM gone";
 
 /// One bounded batch. `SKIP LOCKED`: replicas sweeping at once split the
 /// backlog instead of queueing behind each other's row locks; a reservation
