@@ -3,7 +3,7 @@
 //! backend stays free of metrics code.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 
@@ -51,16 +51,16 @@ impl Store for InstrumentedStore {
         self.inner.backend()
     }
 
-    async fn reserve(
+    async fn reserve_with_expiry(
         &self,
         id: &RecordId,
         fingerprint: &str,
         lease_for: Duration,
-    ) -> Result<Reservation, StoreError> {
+    ) -> Result<(Reservation, Option<SystemTime>), StoreError> {
         timed!(
             self,
             "reserve",
-            self.inner.reserve(id, fingerprint, lease_for)
+            self.inner.reserve_with_expiry(id, fingerprint, lease_for)
         )
     }
 

@@ -118,19 +118,21 @@ pub trait Store: Send + Sync + 'static {
         id: &RecordId,
         fingerprint: &str,
         lease_for: Duration,
-    ) -> Result<Reservation, StoreError>;
+    ) -> Result<Reservation, StoreError> {
+        Ok(self
+            .reserve_with_expiry(id, fingerprint, lease_for)
+            .await?
+            .0)
+    }
 
     /// `reserve`, and with a `Completed` answer the instant it stops
     /// replaying, so that a copy kept in memory never outlives the record.
-    /// `None` when the backend cannot tell; then no copy is kept.
     async fn reserve_with_expiry(
         &self,
         id: &RecordId,
         fingerprint: &str,
         lease_for: Duration,
-    ) -> Result<(Reservation, Option<SystemTime>), StoreError> {
-        Ok((self.reserve(id, fingerprint, lease_for).await?, None))
-    }
+    ) -> Result<(Reservation, Option<SystemTime>), StoreError>;
 
     /// Store the answer and mark the record completed, replayable for `retain_for`
     /// from now. `Err(Fenced)` when the lease's token is no longer the record's.

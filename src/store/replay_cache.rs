@@ -206,18 +206,6 @@ impl<S: Store> Store for ReplayCache<S> {
         self.inner.backend()
     }
 
-    async fn reserve(
-        &self,
-        id: &RecordId,
-        fingerprint: &str,
-        lease_for: Duration,
-    ) -> Result<Reservation, StoreError> {
-        Ok(self
-            .reserve_with_expiry(id, fingerprint, lease_for)
-            .await?
-            .0)
-    }
-
     async fn reserve_with_expiry(
         &self,
         id: &RecordId,

@@ -2,7 +2,7 @@
 //! store drops first (joining its threads, closing its pool), then the guard.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use idemgate::store::{
     Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse,
@@ -18,13 +18,13 @@ impl<G: Send + Sync + 'static> Store for OwnedStore<G> {
     fn backend(&self) -> &'static str {
         self.store.backend()
     }
-    async fn reserve(
+    async fn reserve_with_expiry(
         &self,
         id: &RecordId,
         fp: &str,
         lease: Duration,
-    ) -> Result<Reservation, StoreError> {
-        self.store.reserve(id, fp, lease).await
+    ) -> Result<(Reservation, Option<SystemTime>), StoreError> {
+        self.store.reserve_with_expiry(id, fp, lease).await
     }
     async fn complete(
         &self,

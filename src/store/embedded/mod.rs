@@ -122,17 +122,6 @@ impl Store for EmbeddedStore {
         "embedded"
     }
 
-    async fn reserve(
-        &self,
-        id: &RecordId,
-        fingerprint: &str,
-        lease_for: Duration,
-    ) -> Result<Reservation, StoreError> {
-        self.reserve_with_expiry(id, fingerprint, lease_for)
-            .await
-            .map(|(reservation, _)| reservation)
-    }
-
     async fn reserve_with_expiry(
         &self,
         id: &RecordId,

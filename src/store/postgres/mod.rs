@@ -398,15 +398,6 @@ impl Store for PostgresStore {
         "postgres"
     }
 
-    async fn reserve(
-        &self,
-        id: &RecordId,
-        fingerprint: &str,
-        lease_for: Duration,
-    ) -> Result<Reservation, StoreError> {
-        Ok(self.reserve_with_ttl(id, fingerprint, lease_for).await?.0)
-    }
-
     async fn reserve_with_expiry(
         &self,
         id: &RecordId,

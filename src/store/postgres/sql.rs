@@ -7,6 +7,23 @@
 //! in autocommit), so replicas whose own clocks are skewed still agree on
 //! which lease or retention has run out. `state` is 0 in flight, 1 completed.
 
+/// The takeover rule both reservation statements share: a row may be taken
+/// when it is completed past retention, or in flight with an expired lease.
+/// (A macro, so that `concat!` builds the statements as literals.)
+macro_rules! take_over {
+    () => {
+        "
+    ON CONFLICT (route, key, scope) DO UPDATE SET
+        state = 0, fingerprint = excluded.fingerprint, token = excluded.token,
+        status = NULL, header_names = NULL, header_values = NULL, body = NULL,
+        body_omitted = false, created_at = excluded.created_at, completed_at = NULL,
+        expires_at = NULL, lease_expires_at = excluded.lease_expires_at
+    WHERE (r.state = 1 AND coalesce(r.expires_at <= now(), true))
+       OR (r.state = 0 AND coalesce(r.lease_expires_at <= now(), true))
+"
+    };
+}
+
 /// Insert-first reservation, decided by the primary key.
 ///
 /// - No row: the INSERT wins (`reserved = true`).
@@ -24,20 +41,15 @@
 /// the statement again; the next snapshot sees the committed row.
 ///
 /// `$1 route, $2 scope, $3 key, $4 fingerprint, $5 lease in ms`.
-pub const RESERVE: &str = "
+pub const RESERVE: &str = concat!(
+    "
 WITH taken AS (
     INSERT INTO idemgate_records AS r
         (route, scope, key, state, fingerprint, token, body_omitted, created_at, lease_expires_at)
     VALUES ($1, $2, $3, 0, $4, nextval('idemgate_tokens'), false, now(),
-            now() + $5::bigint * interval '1 millisecond')
-    ON CONFLICT (route, key, scope) DO UPDATE SET
-        state = 0, fingerprint = excluded.fingerprint, token = excluded.token,
-        status = NULL, header_names = NULL, header_values = NULL, body = NULL,
-        body_omitted = false, created_at = excluded.created_at, completed_at = NULL,
-        expires_at = NULL, lease_expires_at = excluded.lease_expires_at
-    WHERE (r.state = 1 AND coalesce(r.expires_at <= now(), true))
-       OR (r.state = 0 AND coalesce(r.lease_expires_at <= now(), true))
-    RETURNING r.token, r.lease_expires_at
+            now() + $5::bigint * interval '1 millisecond')",
+    take_over!(),
+    "    RETURNING r.token, r.lease_expires_at
 )
 SELECT true AS reserved, token, NULL::smallint AS state, NULL::boolean AS same,
        NULL::boolean AS live, lease_expires_at, NULL::bigint AS remaining_ms,
@@ -56,7 +68,8 @@ SELECT false, r.token, r.state, r.fingerprint = $4,
        CASE WHEN r.fingerprint = $4 THEN r.body END,
        r.body_omitted
 FROM idemgate_records r
-WHERE r.route = $1 AND r.scope = $2 AND r.key = $3 AND NOT EXISTS (SELECT 1 FROM taken)";
+WHERE r.route = $1 AND r.scope = $2 AND r.key = $3 AND NOT EXISTS (SELECT 1 FROM taken)"
+);
 
 /// The answer and the completed state in one statement, fenced by the token:
 /// a holder whose lease was taken over (new token) or whose row was released,
@@ -81,7 +94,8 @@ RETURNING fingerprint";
 /// row that is not live) needs the single-key statement.
 ///
 /// `$1 routes, $2 scopes, $3 keys, $4 fingerprints, $5 leases in ms`.
-pub const RESERVE_MANY: &str = "
+pub const RESERVE_MANY: &str = concat!(
+    "
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[])
         WITH ORDINALITY AS i(route, scope, key, fingerprint, lease_ms, n)
@@ -91,15 +105,9 @@ taken AS (
         (route, scope, key, state, fingerprint, token, body_omitted, created_at, lease_expires_at)
     SELECT route, scope, key, 0, fingerprint, nextval('idemgate_tokens'), false, now(),
            now() + lease_ms * interval '1 millisecond'
-    FROM input ORDER BY route, key, scope
-    ON CONFLICT (route, key, scope) DO UPDATE SET
-        state = 0, fingerprint = excluded.fingerprint, token = excluded.token,
-        status = NULL, header_names = NULL, header_values = NULL, body = NULL,
-        body_omitted = false, created_at = excluded.created_at, completed_at = NULL,
-        expires_at = NULL, lease_expires_at = excluded.lease_expires_at
-    WHERE (r.state = 1 AND coalesce(r.expires_at <= now(), true))
-       OR (r.state = 0 AND coalesce(r.lease_expires_at <= now(), true))
-    RETURNING r.route, r.scope, r.key, r.token, r.lease_expires_at
+    FROM input ORDER BY route, key, scope",
+    take_over!(),
+    "    RETURNING r.route, r.scope, r.key, r.token, r.lease_expires_at
 )
 SELECT i.n, true AS reserved, t.token, NULL::smallint AS state, NULL::boolean AS same,
        NULL::boolean AS live, t.lease_expires_at, NULL::bigint AS remaining_ms,
@@ -119,7 +127,8 @@ SELECT i.n, false, r.token, r.state, r.fingerprint = i.fingerprint,
        r.body_omitted
 FROM input i JOIN idemgate_records r ON r.route = i.route AND r.scope = i.scope AND r.key = i.key
 WHERE NOT EXISTS (
-    SELECT 1 FROM taken t WHERE t.route = i.route AND t.scope = i.scope AND t.key = i.key)";
+    SELECT 1 FROM taken t WHERE t.route = i.route AND t.scope = i.scope AND t.key = i.key)"
+);
 
 /// `COMPLETE` for several leases in one statement (see `batch`), each fenced
 /// by its own token. The rows are locked first, in key order — the order in
