@@ -41,11 +41,11 @@ pub fn declared_length(headers: &http::HeaderMap) -> Option<u64> {
 }
 
 /// A small body read whole, or the body as a stream (see [`COALESCE_LIMIT`]).
-pub async fn coalesce(
-    headers: &http::HeaderMap,
-    incoming: hyper::body::Incoming,
-) -> Result<Body, hyper::Error> {
-    use http_body::Body as _;
+pub async fn coalesce<B>(headers: &http::HeaderMap, incoming: B) -> Result<Body, B::Error>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
     if incoming.is_end_stream() {
         return Ok(empty());
     }

@@ -8,10 +8,9 @@ use http::response::Parts;
 use http::{HeaderMap, Response};
 use http_body::Frame;
 use http_body_util::{BodyExt, BodyStream, StreamBody};
-use hyper::body::Incoming;
 
 use crate::body::{self, Body, BoxError};
-use crate::proxy::strip_hop_by_hop;
+use crate::proxy::{UpstreamBody, strip_hop_by_hop};
 use crate::store::StoredResponse;
 
 pub enum Captured {
@@ -21,12 +20,15 @@ pub enum Captured {
     Oversized {
         parts: Parts,
         prefix: Vec<Bytes>,
-        rest: Incoming,
+        rest: UpstreamBody,
     },
 }
 
 /// Reads the upstream's body up to `limit` bytes. Trailers are not kept.
-pub async fn capture(response: Response<Incoming>, limit: u64) -> Result<Captured, hyper::Error> {
+pub async fn capture(
+    response: Response<UpstreamBody>,
+    limit: u64,
+) -> Result<Captured, hyper::Error> {
     let (mut parts, mut incoming) = response.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     let declared = parts
@@ -72,7 +74,7 @@ pub async fn capture(response: Response<Incoming>, limit: u64) -> Result<Capture
 }
 
 /// The body of an oversized answer as the client gets it: what was read, then the rest.
-pub fn resume(prefix: Vec<Bytes>, rest: Incoming) -> Body {
+pub fn resume(prefix: Vec<Bytes>, rest: UpstreamBody) -> Body {
     let read = futures_util::stream::iter(
         prefix
             .into_iter()

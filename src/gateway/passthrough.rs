@@ -9,7 +9,7 @@ use super::{Answer, Exchange, Gateway};
 use crate::body::{self, Body};
 use crate::error::GatewayError;
 use crate::metrics::Outcome;
-use crate::proxy::{UpstreamError, prepare_request, strip_hop_by_hop};
+use crate::proxy::{UpstreamBody, UpstreamError, prepare_request, strip_hop_by_hop};
 
 pub async fn run(gateway: &Gateway, exchange: &Exchange, request: Request<Incoming>) -> Answer {
     let (parts, incoming) = request.into_parts();
@@ -73,7 +73,7 @@ pub fn observe_upstream(gateway: &Gateway, exchange: &Exchange, started: Instant
 
 /// The upstream's answer as the client gets it: hop-by-hop headers dropped, a
 /// small body read whole (one write to the client), a larger one streamed.
-async fn relay_response(response: Response<Incoming>) -> Result<Response<Body>, GatewayError> {
+async fn relay_response(response: Response<UpstreamBody>) -> Result<Response<Body>, GatewayError> {
     let (mut parts, incoming) = response.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     match body::coalesce(&parts.headers, incoming).await {
@@ -84,7 +84,7 @@ async fn relay_response(response: Response<Incoming>) -> Result<Response<Body>, 
 
 /// The upstream's answer as the client gets it: hop-by-hop headers dropped,
 /// the body streamed as it arrives.
-pub fn stream_response(response: Response<Incoming>) -> Response<Body> {
+pub fn stream_response(response: Response<UpstreamBody>) -> Response<Body> {
     let (mut parts, incoming) = response.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     Response::from_parts(parts, body::stream(incoming))

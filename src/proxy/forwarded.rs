@@ -108,6 +108,7 @@ mod tests {
             connect_timeout: Duration::from_secs(1),
             timeout: Duration::from_secs(1),
             http2: false,
+            max_connections: 4,
             tls: None,
         })
         .unwrap()

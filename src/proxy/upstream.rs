@@ -4,12 +4,13 @@ use std::time::Duration;
 
 use http::uri::{Authority, Scheme};
 use http::{Request, Response, Uri};
-use hyper::body::Incoming;
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
+use super::pool::{Http1Pool, PoolError, PoolLimits};
+use super::upstream_body::UpstreamBody;
 use crate::body::Body;
 use crate::config::{Config, UpstreamConfig};
 
@@ -38,8 +39,19 @@ pub struct Upstream {
     base_path: String,
     timeout: Duration,
     http2: bool,
-    client: Client<HttpsConnector<HttpConnector>, Body>,
+    connections: Connections,
 }
+
+/// HTTP/1 upstreams get a pool of their own (pool.rs); HTTP/2 multiplexes
+/// on one connection, which hyper-util's client keeps well.
+#[derive(Debug)]
+enum Connections {
+    Http1(Arc<Http1Pool>),
+    Http2(Box<Client<HttpsConnector<HttpConnector>, Body>>),
+}
+
+/// How long an unused upstream connection is kept open.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Upstream {
     pub fn new(config: &UpstreamConfig) -> Result<Self, String> {
@@ -63,16 +75,25 @@ impl Upstream {
         let builder = HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_or_http();
-        let connector = if config.http2 {
-            builder.enable_http2().wrap_connector(http)
+        let connections = if config.http2 {
+            Connections::Http2(Box::new(
+                Client::builder(TokioExecutor::new())
+                    .pool_timer(TokioTimer::new())
+                    .pool_idle_timeout(IDLE_TIMEOUT)
+                    .http2_only(true)
+                    .build(builder.enable_http2().wrap_connector(http)),
+            ))
         } else {
-            builder.enable_http1().wrap_connector(http)
+            let connector = builder.enable_http1().wrap_connector(http);
+            let limits = PoolLimits {
+                max_connections: config.max_connections,
+                wait: config.connect_timeout,
+                idle_timeout: IDLE_TIMEOUT,
+            };
+            let pool = Http1Pool::new(connector, scheme.clone(), authority.clone(), limits)
+                .map_err(|err| format!("upstream {}: invalid url: {err}", config.name))?;
+            Connections::Http1(pool)
         };
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(60))
-            .http2_only(config.http2)
-            .build(connector);
         Ok(Self {
             name: config.name.clone(),
             scheme,
@@ -80,7 +101,7 @@ impl Upstream {
             base_path,
             timeout: config.timeout,
             http2: config.http2,
-            client,
+            connections,
         })
     }
 
@@ -109,19 +130,34 @@ impl Upstream {
     }
 
     /// Sends the request and waits for the answer head, at most `timeout`.
-    pub async fn send(&self, request: Request<Body>) -> Result<Response<Incoming>, UpstreamError> {
-        match tokio::time::timeout(self.timeout, self.client.request(request)).await {
-            Err(_) => Err(UpstreamError::Timeout),
-            Ok(Ok(response)) => Ok(response),
-            Ok(Err(err)) if err.is_connect() => Err(UpstreamError::Connect(error_chain(&err))),
-            Ok(Err(err)) => Err(UpstreamError::Broken(error_chain(&err))),
+    pub async fn send(
+        &self,
+        request: Request<Body>,
+    ) -> Result<Response<UpstreamBody>, UpstreamError> {
+        match &self.connections {
+            Connections::Http1(pool) => match pool.send(request, self.timeout).await {
+                Ok(response) => Ok(response),
+                Err(PoolError::Connect(detail)) => Err(UpstreamError::Connect(detail)),
+                Err(PoolError::Timeout) => Err(UpstreamError::Timeout),
+                Err(PoolError::Broken(err)) => Err(UpstreamError::Broken(error_chain(&err))),
+            },
+            Connections::Http2(client) => {
+                match tokio::time::timeout(self.timeout, client.request(request)).await {
+                    Err(_) => Err(UpstreamError::Timeout),
+                    Ok(Ok(response)) => Ok(response.map(UpstreamBody::unpooled)),
+                    Ok(Err(err)) if err.is_connect() => {
+                        Err(UpstreamError::Connect(error_chain(&err)))
+                    }
+                    Ok(Err(err)) => Err(UpstreamError::Broken(error_chain(&err))),
+                }
+            }
         }
     }
 }
 
 /// The error and its sources on one line: hyper's top-level messages alone
 /// ("client error (Connect)") say too little to an operator.
-fn error_chain(err: &dyn std::error::Error) -> String {
+pub(super) fn error_chain(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {

@@ -35,6 +35,29 @@ pub struct Counters {
     pub by_key: Mutex<HashMap<String, u64>>,
     /// The last request head seen, for header assertions.
     pub last_headers: Mutex<Vec<(String, String)>>,
+    /// Connections accepted so far.
+    pub connections: AtomicU64,
+    /// Connections open now, and the most ever open at once.
+    pub open: AtomicU64,
+    pub most_open: AtomicU64,
+}
+
+/// Counts a connection as open while it lives.
+struct OpenConnection(Arc<Counters>);
+
+impl OpenConnection {
+    fn new(counters: Arc<Counters>) -> Self {
+        counters.connections.fetch_add(1, Ordering::SeqCst);
+        let now = counters.open.fetch_add(1, Ordering::SeqCst) + 1;
+        counters.most_open.fetch_max(now, Ordering::SeqCst);
+        Self(counters)
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 pub struct MockUpstream {
@@ -66,6 +89,7 @@ impl MockUpstream {
                 let state = state.clone();
                 let tls = tls.clone();
                 tokio::spawn(async move {
+                    let _open = OpenConnection::new(state.clone());
                     let service = service_fn(move |req| handle(req, state.clone()));
                     let builder = auto::Builder::new(TokioExecutor::new());
                     match tls {
@@ -96,6 +120,14 @@ impl MockUpstream {
 
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Connections accepted so far, and the most open at once.
+    pub fn connections(&self) -> (u64, u64) {
+        (
+            self.counters.connections.load(Ordering::SeqCst),
+            self.counters.most_open.load(Ordering::SeqCst),
+        )
     }
 
     pub fn total(&self) -> u64 {

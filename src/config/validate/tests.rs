@@ -73,6 +73,7 @@ fn store_admin_upstream_defaults() {
     assert_eq!(api.connect_timeout, Duration::from_secs(2));
     assert_eq!(api.timeout, Duration::from_secs(30));
     assert!(!api.http2);
+    assert_eq!(api.max_connections, 256);
     assert_eq!(api.tls, None);
     let route = &config.routes[0];
     assert!(route.idempotency);
@@ -267,6 +268,17 @@ fn wrong_type_names_field_and_line() {
         &format!("[server]\nmax_connections = \"many\"\n{MINIMAL}"),
         "t.toml:2:19: server.max_connections:",
         "expected an integer",
+    );
+}
+
+#[test]
+fn upstream_max_connections_is_a_positive_count() {
+    let config = ok(&MINIMAL.replace("url = ", "max_connections = 8\nurl = "));
+    assert_eq!(config.upstreams["api"].max_connections, 8);
+    single(
+        &MINIMAL.replace("url = ", "max_connections = 0\nurl = "),
+        "t.toml:3:19: upstreams.api.max_connections:",
+        "at least 1",
     );
 }
 

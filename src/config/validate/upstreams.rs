@@ -7,10 +7,14 @@ use toml::Spanned;
 
 use super::context::Ctx;
 use super::names;
-use super::server::positive_duration;
+use super::server::{positive_count, positive_duration};
 use crate::config::UpstreamConfig;
 use crate::config::UpstreamTlsConfig;
 use crate::config::file::{UpstreamFile, UpstreamTlsFile};
+
+/// Per upstream and gateway process: bounds what one replica piles onto an
+/// upstream, and its own memory (each connection holds ~30 KiB of buffers).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 
 pub fn upstreams(
     ctx: &mut Ctx<'_>,
@@ -56,6 +60,12 @@ fn upstream(ctx: &mut Ctx<'_>, name: &str, upstream: &Spanned<UpstreamFile>) -> 
             positive_duration,
         ),
         http2: file.http2.unwrap_or(false),
+        max_connections: ctx.value(
+            file.max_connections.as_ref(),
+            &format!("{prefix}.max_connections"),
+            DEFAULT_MAX_CONNECTIONS,
+            |n| positive_count(*n),
+        ),
         tls: file.tls.as_ref().map(|tls| self::tls(ctx, &prefix, tls)),
     }
 }

@@ -1,0 +1,157 @@
+//! The gateway's connections to an HTTP/1 upstream: reused, bounded by
+//! `max_connections`, and never a dead one.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use common::{GatewayProcess, MockUpstream, TestDir};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+const CONFIG: &str = r#"
+[server]
+listen = "{listen}"
+admin_listen = "{admin}"
+
+[store]
+path = "{db}"
+
+[upstreams.api]
+url = "{upstream}"
+timeout = "5s"
+connect_timeout = "300ms"
+max_connections = 2
+
+[defaults]
+lock_timeout = "10s"
+
+[[routes]]
+name = "charges"
+upstream = "api"
+match = { path_prefix = "/v1/charges" }
+
+[[routes]]
+name = "rest"
+upstream = "api"
+match = { path_prefix = "/" }
+idempotency = false
+"#;
+
+async fn setup(name: &str) -> (TestDir, MockUpstream, GatewayProcess) {
+    let dir = TestDir::new(name);
+    let upstream = MockUpstream::start().await;
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), CONFIG);
+    (dir, upstream, gateway)
+}
+
+#[tokio::test]
+async fn sequential_requests_share_one_connection() {
+    let (_dir, upstream, gateway) = setup("pool-reuse").await;
+    let client = gateway.client();
+    for i in 0..20 {
+        let reply = client.get(&format!("/things/{i}")).await;
+        assert_eq!(reply.status, 201, "{}", reply.text());
+    }
+    let (opened, _) = upstream.connections();
+    assert_eq!(
+        opened, 1,
+        "every request after the first reuses the connection"
+    );
+}
+
+#[tokio::test]
+async fn concurrent_requests_wait_for_one_of_max_connections() {
+    let (_dir, upstream, gateway) = setup("pool-bound").await;
+    let client = gateway.client();
+    // Six requests of 100 ms on two connections: three rounds, all well
+    // within connect_timeout (300 ms) of waiting each.
+    let replies = futures_util::future::join_all((0..6).map(|i| {
+        let client = client.clone();
+        async move { client.get(&format!("/slow/{i}?delay_ms=100")).await }
+    }))
+    .await;
+    for reply in &replies {
+        assert_eq!(reply.status, 201, "{}", reply.text());
+    }
+    let (opened, most_open) = upstream.connections();
+    assert!(most_open <= 2, "{most_open} connections were open at once");
+    assert!(opened <= 2, "{opened} connections were opened");
+    assert_eq!(upstream.total(), 6);
+}
+
+#[tokio::test]
+async fn no_free_connection_in_time_is_502_and_frees_the_key() {
+    let (_dir, upstream, gateway) = setup("pool-wait").await;
+    let client = gateway.client();
+    // Both connections busy for 1.5 s; waiting is bounded by connect_timeout.
+    let busy: Vec<_> = (0..2)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move { client.get(&format!("/busy/{i}?delay_ms=1500")).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let reply = client.post("/v1/charges", Some("k-wait"), "{}").await;
+    assert_eq!(reply.status, 502, "{}", reply.text());
+    assert_eq!(reply.json()["code"], "upstream-unreachable");
+    assert_eq!(upstream.executions("k-wait"), 0, "nothing was sent");
+
+    for task in busy {
+        assert_eq!(task.await.unwrap().status, 201);
+    }
+    // Nothing was sent, so the key was freed: the retry runs.
+    let retry = client.post("/v1/charges", Some("k-wait"), "{}").await;
+    assert_eq!(retry.status, 201, "{}", retry.text());
+    assert_eq!(retry.header("idempotent-replayed"), Some("false"));
+    assert_eq!(upstream.executions("k-wait"), 1);
+}
+
+/// An upstream that answers each connection's first request with keep-alive
+/// and then closes the connection, as an upstream whose idle timeout is
+/// shorter than the gateway's does.
+async fn closing_upstream() -> (String, Arc<AtomicU64>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let accepted = Arc::new(AtomicU64::new(0));
+    let counted = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = stream
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                    .await;
+                // Closed without `Connection: close`.
+            });
+        }
+    });
+    (url, accepted)
+}
+
+#[tokio::test]
+async fn an_idle_connection_the_upstream_closed_is_not_used() {
+    let dir = TestDir::new("pool-stale");
+    let (url, accepted) = closing_upstream().await;
+    let gateway = GatewayProcess::start(&dir, &url, CONFIG);
+    let client = gateway.client();
+    for i in 0..3 {
+        let reply = client.get(&format!("/things/{i}")).await;
+        assert_eq!(reply.status, 200, "request {i}: {}", reply.text());
+        assert_eq!(reply.text(), "ok");
+        // Let the gateway see the close before the next request.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 3);
+}
