@@ -14,10 +14,15 @@ const EXIT_CONFIG: u8 = 64;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format, cli.log_level.as_deref());
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // With one core to run on (a CPU limit, taskset), one thread runs every
+    // task: the work-stealing scheduler would only add its bookkeeping.
+    let one_core = std::thread::available_parallelism().is_ok_and(|n| n.get() == 1);
+    let mut builder = if one_core {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("idemgate: cannot start the async runtime: {err}");
