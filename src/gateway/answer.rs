@@ -4,12 +4,13 @@ use crate::body::Body;
 use crate::error::GatewayError;
 use crate::metrics::Outcome;
 
-/// What a request ended with: the response, how it counts, and the short key
-/// hash for the log line.
+/// What a request ended with: the response, how it counts, and its key for
+/// the log line (which shows only the key's short hash, computed when the
+/// line is actually written).
 pub struct Answer {
     pub response: Response<Body>,
     pub outcome: Option<Outcome>,
-    pub key_hash: Option<String>,
+    pub key: Option<String>,
 }
 
 impl Answer {
@@ -17,7 +18,7 @@ impl Answer {
         Self {
             response,
             outcome: Some(outcome),
-            key_hash: None,
+            key: None,
         }
     }
 
@@ -25,12 +26,12 @@ impl Answer {
         Self {
             response: error.to_response(),
             outcome: error.outcome(),
-            key_hash: None,
+            key: None,
         }
     }
 
-    pub fn with_key_hash(mut self, key_hash: String) -> Self {
-        self.key_hash = Some(key_hash);
+    pub fn with_key(mut self, key: String) -> Self {
+        self.key = Some(key);
         self
     }
 }

@@ -94,7 +94,7 @@ pub fn stored(
 ) -> StoredResponse {
     StoredResponse {
         status: parts.status.as_u16(),
-        headers: kept_headers(&parts.headers, exclude),
+        headers: kept_headers(&parts.headers, exclude).into(),
         body,
         body_omitted,
     }

@@ -201,7 +201,7 @@ impl Recorder<'_> {
     async fn outcome_unknown(&self, guard: LeaseGuard, error: GatewayError) -> Answer {
         let stored = StoredResponse {
             status: error.status().as_u16(),
-            headers: vec![("content-type".to_string(), PROBLEM_JSON.as_bytes().to_vec())],
+            headers: vec![("content-type".to_string(), PROBLEM_JSON.as_bytes().to_vec())].into(),
             body: Bytes::from(error.body()),
             body_omitted: false,
         };

@@ -53,7 +53,7 @@ pub async fn run(
         }
         Ok(KeyedRequest::Keyed { key, body }) => (key, body),
     };
-    let key_hash = key::short_hash(&key);
+    let logged_key = key.clone();
     let id = RecordId {
         route: exchange.route.name.clone(),
         scope: identity::scope(policy, &head, &exchange.client),
@@ -81,7 +81,7 @@ pub async fn run(
                 return Answer::error(GatewayError::RouteOverloaded {
                     retry_after: std::time::Duration::from_secs(1),
                 })
-                .with_key_hash(key_hash);
+                .with_key(logged_key);
             };
             if !policy.forward_key
                 && let KeyLocation::Header(name) = &policy.key
@@ -115,7 +115,7 @@ pub async fn run(
             .await
         }
         Err(error) => {
-            tracing::warn!(route = %id.route, key = %key_hash, %error, "store unavailable");
+            tracing::warn!(route = %id.route, key = %key::short_hash(&id.key), %error, "store unavailable");
             match policy.on_store_error {
                 StoreErrorMode::Reject => Answer::error(GatewayError::StoreUnavailable {
                     retry_after: std::time::Duration::from_secs(1),
@@ -131,7 +131,7 @@ pub async fn run(
             }
         }
     };
-    answer.with_key_hash(key_hash)
+    answer.with_key(logged_key)
 }
 
 fn declares_body(headers: &http::HeaderMap) -> bool {

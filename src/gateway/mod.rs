@@ -106,7 +106,8 @@ impl Gateway {
             method = %method,
             status,
             outcome = answer.outcome.map(|o| o.as_str()).unwrap_or("-"),
-            key = answer.key_hash.as_deref().unwrap_or("-"),
+            // Evaluated only when the line is written.
+            key = answer.key.as_deref().map(crate::key::short_hash).as_deref().unwrap_or("-"),
             latency_ms = started.elapsed().as_secs_f64() * 1000.0,
             request_id = %request_id,
             "request"

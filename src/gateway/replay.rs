@@ -29,7 +29,7 @@ fn from_stored(stored: &StoredResponse, marker: &HeaderName, replay: bool) -> Re
     let mut response = Response::new(body);
     *response.status_mut() = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
     let headers = response.headers_mut();
-    for (name, value) in &stored.headers {
+    for (name, value) in stored.headers.iter() {
         if let (Ok(name), Ok(value)) = (
             HeaderName::from_bytes(name.as_bytes()),
             HeaderValue::from_bytes(value),

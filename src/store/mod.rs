@@ -14,6 +14,7 @@ pub mod postgres;
 pub mod replay_cache;
 pub mod sweeper;
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
@@ -42,8 +43,9 @@ pub struct RecordId {
 pub struct StoredResponse {
     pub status: u16,
     /// Header pairs in the order received; names lower-case. Hop-by-hop and
-    /// excluded headers are already removed by the caller.
-    pub headers: Vec<(String, Vec<u8>)>,
+    /// excluded headers are already removed by the caller. Shared, so that
+    /// handing a kept copy to each replay costs no allocation.
+    pub headers: Arc<[(String, Vec<u8>)]>,
     pub body: Bytes,
     /// The answer was larger than `max_stored_response`: only status and headers kept.
     pub body_omitted: bool,

@@ -61,7 +61,8 @@ pub fn response() -> StoredResponse {
             ("x-binary".into(), vec![0, 0xff, b'\t', 0x80]),
             ("set-cookie".into(), b"a=1".to_vec()),
             ("set-cookie".into(), b"b=2".to_vec()),
-        ],
+        ]
+        .into(),
         body: Bytes::from_static(b"{\"id\":42}\0\xff"),
         body_omitted: false,
     }
@@ -110,7 +111,7 @@ pub async fn complete_then_replay_body_omitted(store: Arc<dyn Store>) {
     let lease = reserved(&store, &id("k"), "fp", LONG).await;
     let omitted = StoredResponse {
         status: 200,
-        headers: vec![("content-type".into(), b"video/mp4".to_vec())],
+        headers: vec![("content-type".into(), b"video/mp4".to_vec())].into(),
         body: Bytes::new(),
         body_omitted: true,
     };

@@ -210,7 +210,8 @@ fn response(holder: usize, token: i64, status: u16) -> StoredResponse {
             ("x-bin".into(), vec![0, 0xff, b'\t', token as u8]),
             ("set-cookie".into(), b"a=1".to_vec()),
             ("set-cookie".into(), b"b=2".to_vec()),
-        ],
+        ]
+        .into(),
         body: Bytes::from(format!("holder {holder} token {token}\0\u{e9}")),
         body_omitted: holder == 4,
     }

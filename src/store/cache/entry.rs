@@ -79,7 +79,7 @@ pub fn decode(buf: &[u8]) -> Option<Entry> {
         fingerprint: String::from_utf8(fingerprint.to_vec()).ok()?,
         response: StoredResponse {
             status: u16::from_be_bytes(*status),
-            headers: decode_headers(headers).ok()?,
+            headers: decode_headers(headers).ok()?.into(),
             body: Bytes::copy_from_slice(body),
             body_omitted: omitted != 0,
         },
@@ -111,7 +111,8 @@ mod tests {
             headers: vec![
                 ("location".into(), b"/x".to_vec()),
                 ("x-bin".into(), vec![0, 255]),
-            ],
+            ]
+            .into(),
             body: Bytes::from_static(b"{\"a\":1}\0\xff"),
             body_omitted: false,
         }

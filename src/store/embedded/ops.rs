@@ -159,7 +159,7 @@ fn load_response(
         .ok_or_else(|| StoreError::Unavailable("completed record has no valid status".into()))?;
     Ok(StoredResponse {
         status,
-        headers: decode_headers(headers.as_deref().unwrap_or(&[0, 0, 0, 0]))?,
+        headers: decode_headers(headers.as_deref().unwrap_or(&[0, 0, 0, 0]))?.into(),
         body: Bytes::from(body.unwrap_or_default()),
         body_omitted,
     })

@@ -128,7 +128,7 @@ pub async fn complete(pool: &Pool, deadline: Duration, jobs: Vec<CompleteJob>) {
     for job in &jobs {
         // Postgres arrays are 1-based; an answer without headers gets hi < lo.
         lo.push(slice_bound(names.len() + 1));
-        for (name, value) in &job.response.headers {
+        for (name, value) in job.response.headers.iter() {
             names.push(name);
             values.push(value);
         }
