@@ -155,3 +155,32 @@ async fn an_idle_connection_the_upstream_closed_is_not_used() {
     }
     assert_eq!(accepted.load(Ordering::SeqCst), 3);
 }
+
+#[tokio::test]
+async fn a_tls_handshake_that_never_ends_is_bounded_by_connect_timeout() {
+    // Accepts TCP connections and never answers the TLS ClientHello.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut sockets = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            sockets.push(stream);
+        }
+    });
+    let dir = TestDir::new("pool-tls-hang");
+    let gateway = GatewayProcess::start(&dir, &url, CONFIG);
+    let started = std::time::Instant::now();
+    let reply = gateway
+        .client()
+        .post("/v1/charges", Some("k-tls"), "{}")
+        .await;
+    assert_eq!(reply.status, 502, "{}", reply.text());
+    assert_eq!(reply.json()["code"], "upstream-unreachable");
+    // connect_timeout is 300 ms; the upstream timeout (5 s) is not what ended it.
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    held.abort();
+}

@@ -40,8 +40,9 @@ pub enum PoolError {
 pub struct PoolLimits {
     /// Most connections open at once; a request beyond waits for one.
     pub max_connections: usize,
-    /// Longest wait for a free connection.
-    pub wait: Duration,
+    /// Longest wait for a free connection, and for a new one to be made
+    /// (TCP, and TLS for https).
+    pub connect_timeout: Duration,
     /// How long an unused connection is kept open.
     pub idle_timeout: Duration,
 }
@@ -112,7 +113,7 @@ impl Http1Pool {
         timeout: Duration,
     ) -> Result<Response<UpstreamBody>, PoolError> {
         let permit = match tokio::time::timeout(
-            self.limits.wait,
+            self.limits.connect_timeout,
             self.permits.clone().acquire_owned(),
         )
         .await
@@ -121,7 +122,7 @@ impl Http1Pool {
             Ok(Err(_)) | Err(_) => {
                 return Err(PoolError::Connect(format!(
                     "all {} connections stayed busy for {:?}",
-                    self.limits.max_connections, self.limits.wait
+                    self.limits.max_connections, self.limits.connect_timeout
                 )));
             }
         };
@@ -184,12 +185,21 @@ impl Http1Pool {
     }
 
     async fn connect(&self) -> Result<SendRequest<Body>, PoolError> {
-        let io = self
-            .connector
-            .clone()
-            .call(self.target.clone())
-            .await
-            .map_err(|err| PoolError::Connect(super::upstream::error_chain(err.as_ref())))?;
+        let connecting = self.connector.clone().call(self.target.clone());
+        let io = match tokio::time::timeout(self.limits.connect_timeout, connecting).await {
+            Ok(Ok(io)) => io,
+            Ok(Err(err)) => {
+                return Err(PoolError::Connect(super::upstream::error_chain(
+                    err.as_ref(),
+                )));
+            }
+            Err(_) => {
+                return Err(PoolError::Connect(format!(
+                    "no connection within {:?}",
+                    self.limits.connect_timeout
+                )));
+            }
+        };
         let (sender, connection) = http1::Builder::new()
             .handshake(io)
             .await
@@ -282,7 +292,7 @@ mod tests {
             Authority::from_static("127.0.0.1:3000"),
             PoolLimits {
                 max_connections: 4,
-                wait: Duration::from_secs(1),
+                connect_timeout: Duration::from_secs(1),
                 idle_timeout: Duration::from_secs(60),
             },
         )

@@ -87,7 +87,7 @@ impl Upstream {
             let connector = builder.enable_http1().wrap_connector(http);
             let limits = PoolLimits {
                 max_connections: config.max_connections,
-                wait: config.connect_timeout,
+                connect_timeout: config.connect_timeout,
                 idle_timeout: IDLE_TIMEOUT,
             };
             let pool = Http1Pool::new(connector, scheme.clone(), authority.clone(), limits)
