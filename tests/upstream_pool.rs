@@ -55,11 +55,46 @@ async fn sequential_requests_share_one_connection() {
         let reply = client.get(&format!("/things/{i}")).await;
         assert_eq!(reply.status, 201, "{}", reply.text());
     }
+    // Answers without a body end as soon as their head is read.
+    for i in 0..5 {
+        let no_content = client.get(&format!("/things/{i}?status=204")).await;
+        assert_eq!(no_content.status, 204);
+        let head = client.send("HEAD", &format!("/things/{i}"), &[], "").await;
+        assert_eq!(head.status, 201);
+    }
     let (opened, _) = upstream.connections();
     assert_eq!(
         opened, 1,
         "every request after the first reuses the connection"
     );
+}
+
+#[tokio::test]
+async fn an_answer_abandoned_midway_gives_its_connection_slot_back() {
+    let (_dir, upstream, gateway) = setup("pool-abandoned").await;
+    // Two clients (max_connections = 2) each read the head of a 64 MiB answer
+    // and hang up: their connections cannot be reused, but their slots must
+    // come back, or the next request would wait for a slot and get 502.
+    for _ in 0..2 {
+        let mut stream = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+        stream
+            .write_all(b"GET /big?bytes=67108864 HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut head = [0u8; 512];
+        let n = stream.read(&mut head).await.unwrap();
+        let text = String::from_utf8_lossy(&head[..n]);
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        drop(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let client = gateway.client();
+    for i in 0..4 {
+        let reply = client.get(&format!("/after/{i}")).await;
+        assert_eq!(reply.status, 201, "{}", reply.text());
+    }
+    let (_, most_open) = upstream.connections();
+    assert!(most_open <= 2, "{most_open} connections were open at once");
 }
 
 #[tokio::test]
