@@ -53,7 +53,6 @@ pub async fn run(
         }
         Ok(KeyedRequest::Keyed { key, body }) => (key, body),
     };
-    let logged_key = key.clone();
     let id = RecordId {
         route: exchange.route.name.clone(),
         scope: identity::scope(policy, &head, &exchange.client),
@@ -81,7 +80,7 @@ pub async fn run(
                 return Answer::error(GatewayError::RouteOverloaded {
                     retry_after: std::time::Duration::from_secs(1),
                 })
-                .with_key(logged_key);
+                .with_key(id.key);
             };
             if !policy.forward_key
                 && let KeyLocation::Header(name) = &policy.key
@@ -102,7 +101,8 @@ pub async fn run(
                     "the request target cannot be forwarded",
                 ));
             }
-            Execution {
+            let logged_key = id.key.clone();
+            return Execution {
                 slot,
                 gateway: gateway.clone(),
                 exchange,
@@ -113,6 +113,7 @@ pub async fn run(
             }
             .spawn()
             .await
+            .with_key(logged_key);
         }
         Err(error) => {
             tracing::warn!(route = %id.route, key = %key::short_hash(&id.key), %error, "store unavailable");
@@ -131,7 +132,7 @@ pub async fn run(
             }
         }
     };
-    answer.with_key(logged_key)
+    answer.with_key(id.key)
 }
 
 fn declares_body(headers: &http::HeaderMap) -> bool {

@@ -109,7 +109,7 @@ impl Gateway {
             // Evaluated only when the line is written.
             key = answer.key.as_deref().map(crate::key::short_hash).as_deref().unwrap_or("-"),
             latency_ms = started.elapsed().as_secs_f64() * 1000.0,
-            request_id = %request_id,
+            request_id = request_id.to_str().unwrap_or("-"),
             "request"
         );
         answer.response
@@ -154,18 +154,15 @@ const X_REQUEST_ID: &str = "x-request-id";
 
 /// The client's `X-Request-Id` when it sent a usable one, else a new one set on
 /// the request so the upstream's logs and ours can be joined.
-fn request_id(headers: &mut http::HeaderMap) -> String {
+fn request_id(headers: &mut http::HeaderMap) -> http::HeaderValue {
     if let Some(id) = headers
         .get(X_REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty() && v.len() <= 128)
+        .filter(|v| v.to_str().is_ok_and(|v| !v.is_empty() && v.len() <= 128))
     {
-        return id.to_string();
+        return id.clone();
     }
     let id = request_ids::next();
-    if let Ok(value) = http::HeaderValue::from_str(&id) {
-        headers.insert(X_REQUEST_ID, value);
-    }
+    headers.insert(X_REQUEST_ID, id.clone());
     id
 }
 

@@ -5,14 +5,27 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use http::HeaderValue;
+
 static PREFIX: OnceLock<u64> = OnceLock::new();
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
-pub fn next() -> String {
+/// The next id, ready to be sent as a header value (one allocation).
+pub fn next() -> HeaderValue {
     let prefix = *PREFIX.get_or_init(|| uuid::Uuid::new_v4().as_u64_pair().0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("{prefix:016x}{n:016x}")
+    let mut hex = [0u8; 32];
+    for (half, value) in [prefix, n].into_iter().enumerate() {
+        for (i, byte) in value.to_be_bytes().into_iter().enumerate() {
+            let at = half * 16 + i * 2;
+            hex[at] = HEX[usize::from(byte >> 4)];
+            hex[at + 1] = HEX[usize::from(byte & 0x0f)];
+        }
+    }
+    HeaderValue::from_bytes(&hex).unwrap_or_else(|_| HeaderValue::from_static("-"))
 }
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
 
 #[cfg(test)]
 mod tests {
@@ -21,7 +34,11 @@ mod tests {
         let a = super::next();
         let b = super::next();
         assert_eq!(a.len(), 32);
-        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert!(a.as_bytes().iter().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, b);
+        // The counter is the low half, in order.
+        let low =
+            |v: &http::HeaderValue| u64::from_str_radix(&v.to_str().unwrap()[16..], 16).unwrap();
+        assert_eq!(low(&b), low(&a) + 1);
     }
 }
