@@ -20,20 +20,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower_service::Service;
 
+use super::upstream::{UpstreamError, error_chain};
 use super::upstream_body::{Lease, UpstreamBody};
 use crate::body::Body;
-
-/// Why a request did not get an answer head from the pool.
-#[derive(Debug)]
-pub enum PoolError {
-    /// No connection could be had (none free in time, or none could be
-    /// made): nothing was sent.
-    Connect(String),
-    /// Sent, and no answer head within the timeout.
-    Timeout,
-    /// The request was (or may have been) sent, and the connection failed.
-    Broken(hyper::Error),
-}
 
 /// Limits of one pool.
 #[derive(Debug, Clone, Copy)]
@@ -111,7 +100,7 @@ impl Http1Pool {
         self: &Arc<Self>,
         request: Request<Body>,
         timeout: Duration,
-    ) -> Result<Response<UpstreamBody>, PoolError> {
+    ) -> Result<Response<UpstreamBody>, UpstreamError> {
         let permit = match tokio::time::timeout(
             self.limits.connect_timeout,
             self.permits.clone().acquire_owned(),
@@ -120,7 +109,7 @@ impl Http1Pool {
         {
             Ok(Ok(permit)) => permit,
             Ok(Err(_)) | Err(_) => {
-                return Err(PoolError::Connect(format!(
+                return Err(UpstreamError::Connect(format!(
                     "all {} connections stayed busy for {:?}",
                     self.limits.max_connections, self.limits.connect_timeout
                 )));
@@ -136,7 +125,7 @@ impl Http1Pool {
             };
             let sent = match tokio::time::timeout(timeout, sender.try_send_request(request)).await {
                 Ok(sent) => sent,
-                Err(_) => return Err(PoolError::Timeout),
+                Err(_) => return Err(UpstreamError::Timeout),
             };
             match sent {
                 Ok(response) => {
@@ -146,12 +135,14 @@ impl Http1Pool {
                 Err(mut refused) => match refused.take_message() {
                     Some(unsent) if reused => request = unsent,
                     Some(_) => {
-                        return Err(PoolError::Connect(format!(
+                        return Err(UpstreamError::Connect(format!(
                             "the new connection refused the request: {}",
                             refused.into_error()
                         )));
                     }
-                    None => return Err(PoolError::Broken(refused.into_error())),
+                    None => {
+                        return Err(UpstreamError::Broken(error_chain(&refused.into_error())));
+                    }
                 },
             }
         }
@@ -184,17 +175,15 @@ impl Http1Pool {
         None
     }
 
-    async fn connect(&self) -> Result<SendRequest<Body>, PoolError> {
+    async fn connect(&self) -> Result<SendRequest<Body>, UpstreamError> {
         let connecting = self.connector.clone().call(self.target.clone());
         let io = match tokio::time::timeout(self.limits.connect_timeout, connecting).await {
             Ok(Ok(io)) => io,
             Ok(Err(err)) => {
-                return Err(PoolError::Connect(super::upstream::error_chain(
-                    err.as_ref(),
-                )));
+                return Err(UpstreamError::Connect(error_chain(err.as_ref())));
             }
             Err(_) => {
-                return Err(PoolError::Connect(format!(
+                return Err(UpstreamError::Connect(format!(
                     "no connection within {:?}",
                     self.limits.connect_timeout
                 )));
@@ -203,7 +192,7 @@ impl Http1Pool {
         let (sender, connection) = http1::Builder::new()
             .handshake(io)
             .await
-            .map_err(|err| PoolError::Connect(super::upstream::error_chain(&err)))?;
+            .map_err(|err| UpstreamError::Connect(error_chain(&err)))?;
         tokio::spawn(async move {
             if let Err(err) = connection.await {
                 tracing::debug!(%err, "upstream connection ended");

@@ -9,7 +9,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-use super::pool::{Http1Pool, PoolError, PoolLimits};
+use super::pool::{Http1Pool, PoolLimits};
 use super::upstream_body::UpstreamBody;
 use crate::body::Body;
 use crate::config::{Config, UpstreamConfig};
@@ -135,12 +135,7 @@ impl Upstream {
         request: Request<Body>,
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
         match &self.connections {
-            Connections::Http1(pool) => match pool.send(request, self.timeout).await {
-                Ok(response) => Ok(response),
-                Err(PoolError::Connect(detail)) => Err(UpstreamError::Connect(detail)),
-                Err(PoolError::Timeout) => Err(UpstreamError::Timeout),
-                Err(PoolError::Broken(err)) => Err(UpstreamError::Broken(error_chain(&err))),
-            },
+            Connections::Http1(pool) => pool.send(request, self.timeout).await,
             Connections::Http2(client) => {
                 match tokio::time::timeout(self.timeout, client.request(request)).await {
                     Err(_) => Err(UpstreamError::Timeout),

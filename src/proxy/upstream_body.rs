@@ -5,7 +5,6 @@
 
 use std::pin::Pin;
 use std::sync::Weak;
-
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
