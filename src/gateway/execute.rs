@@ -77,15 +77,10 @@ impl Execution {
             head,
             body,
         } = self;
-        let Some(policy) = exchange.route.policy.as_ref() else {
+        let Some(policy) = exchange.route().policy.as_ref() else {
             return Answer::error(GatewayError::UpstreamError);
         };
-        let _inflight = InFlight::new(
-            gateway
-                .metrics()
-                .inflight
-                .with_label_values(&[exchange.route.name.as_str()]),
-        );
+        let _inflight = InFlight::new(exchange.meters().inflight(gateway.metrics()));
         let record = Recorder {
             gateway: &gateway,
             id: &id,
@@ -94,13 +89,13 @@ impl Execution {
 
         let started = Instant::now();
         let sent = exchange
-            .upstream
+            .upstream()
             .send(Request::from_parts(head, body::full(body)))
             .await;
         observe_upstream(&gateway, &exchange, started);
         match sent {
             Err(UpstreamError::Connect(detail)) => {
-                tracing::warn!(route = %id.route, upstream = exchange.upstream.name(), %detail, "upstream unreachable; key freed");
+                tracing::warn!(route = %id.route, upstream = exchange.upstream().name(), %detail, "upstream unreachable; key freed");
                 record.release(guard).await;
                 Answer::error(GatewayError::UpstreamUnreachable)
             }
@@ -127,7 +122,7 @@ impl Execution {
             }
             Ok(response) => {
                 let remaining = exchange
-                    .upstream
+                    .upstream()
                     .timeout()
                     .saturating_sub(started.elapsed());
                 let limit = exchange.max_stored_response;

@@ -54,7 +54,7 @@ pub async fn run(
         Ok(KeyedRequest::Keyed { key, body }) => (key, body),
     };
     let id = RecordId {
-        route: exchange.route.name.clone(),
+        route: exchange.route().name.clone(),
         scope: identity::scope(policy, &head, &exchange.client),
         key,
     };
@@ -71,7 +71,7 @@ pub async fn run(
         }
         Ok(Decision::Execute(lease)) => {
             let guard = LeaseGuard::new(gateway.store().clone(), lease);
-            let Some(slot) = Slot::take(&exchange.route, policy.max_in_flight) else {
+            let Some(slot) = Slot::take(exchange.route(), policy.max_in_flight) else {
                 // Freed at once, so the client's retry is not told "in flight".
                 if let Err(error) = guard.release().await {
                     tracing::warn!(route = %id.route, %error, "releasing a refused key failed");
@@ -87,10 +87,10 @@ pub async fn run(
             {
                 head.headers.remove(name);
             }
-            let route = &exchange.route;
+            let route = exchange.route();
             if prepare_request(
                 &mut head,
-                &exchange.upstream,
+                exchange.upstream(),
                 &exchange.client,
                 route.preserve_host,
             )

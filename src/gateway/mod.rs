@@ -26,11 +26,12 @@ use http::{Method, Request, Response, header};
 use hyper::body::Incoming;
 
 pub use answer::Answer;
+use runtime::BoundRoute;
 pub use runtime::Runtime;
 
 use crate::body::Body;
 use crate::error::GatewayError;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, RouteMeters};
 use crate::proxy::{ClientInfo, Upstream};
 use crate::route::Route;
 use crate::store::Store;
@@ -47,10 +48,23 @@ pub struct Gateway {
 
 /// Per-request state every phase reads.
 pub(crate) struct Exchange {
-    pub route: Arc<Route>,
-    pub upstream: Arc<Upstream>,
+    bound: Arc<BoundRoute>,
     pub client: ClientInfo,
     pub max_stored_response: u64,
+}
+
+impl Exchange {
+    pub fn route(&self) -> &Arc<Route> {
+        &self.bound.route
+    }
+
+    pub fn upstream(&self) -> &Arc<Upstream> {
+        &self.bound.upstream
+    }
+
+    pub fn meters(&self) -> &RouteMeters {
+        &self.bound.meters
+    }
 }
 
 impl Gateway {
@@ -89,20 +103,27 @@ impl Gateway {
         let method = request.method().clone();
         let request_id = request_id(request.headers_mut());
         let runtime = self.runtime.load_full();
-        let (route, answer) = self.dispatch(&runtime, request, client).await;
+        let (bound, answer) = self.dispatch(&runtime, request, client).await;
         let status = answer.response.status().as_u16();
         if let Some(outcome) = answer.outcome {
-            let route = route.as_ref().map_or("", |r| r.name.as_str());
-            let labels = [route, outcome.as_str()];
-            self.metrics.requests.with_label_values(&labels).inc();
-            self.metrics
-                .request_duration
-                .with_label_values(&labels)
-                .observe(started.elapsed().as_secs_f64());
+            match &bound {
+                Some(bound) => bound
+                    .meters
+                    .finished(&self.metrics, outcome, started.elapsed()),
+                None => {
+                    let labels = ["", outcome.as_str()];
+                    self.metrics.requests.with_label_values(&labels).inc();
+                    self.metrics
+                        .request_duration
+                        .with_label_values(&labels)
+                        .observe(started.elapsed().as_secs_f64());
+                }
+            }
         }
+        let route = bound.as_ref().map(|bound| &bound.route);
         tracing::info!(
-            route = route.as_ref().map_or("-", |r| r.name.as_str()),
-            upstream = route.as_ref().map_or("-", |r| r.upstream.as_str()),
+            route = route.map_or("-", |r| r.name.as_str()),
+            upstream = route.map_or("-", |r| r.upstream.as_str()),
             method = %method,
             status,
             outcome = answer.outcome.map(|o| o.as_str()).unwrap_or("-"),
@@ -120,33 +141,25 @@ impl Gateway {
         runtime: &Runtime,
         request: Request<Incoming>,
         client: ClientInfo,
-    ) -> (Option<Arc<Route>>, Answer) {
+    ) -> (Option<Arc<BoundRoute>>, Answer) {
         if let Err(error) = check_framing(&request, runtime.max_header_bytes, runtime.max_headers) {
             return (None, Answer::error(error));
         }
-        let Some(route) = runtime.routes.find(request.method(), request.uri().path()) else {
+        let Some(bound) = runtime.route(request.method(), request.uri().path()) else {
             return (None, Answer::error(GatewayError::NoRoute));
         };
-        let Some(upstream) = runtime.upstreams.get(&route.upstream) else {
-            // Validation guarantees the upstream exists; answer rather than panic.
-            return (
-                Some(route.clone()),
-                Answer::error(GatewayError::UpstreamUnreachable),
-            );
-        };
         let exchange = Exchange {
-            route: route.clone(),
-            upstream: upstream.clone(),
+            bound: bound.clone(),
             client,
             max_stored_response: runtime.max_stored_response,
         };
-        let answer = match &route.policy {
+        let answer = match &bound.route.policy {
             Some(policy) if policy.applies_to(request.method()) => {
                 idempotent::run(self, exchange, policy, request).await
             }
             _ => passthrough::run(self, &exchange, request).await,
         };
-        (Some(route.clone()), answer)
+        (Some(bound.clone()), answer)
     }
 }
 

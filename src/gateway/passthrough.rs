@@ -35,40 +35,38 @@ pub async fn forward(
     request: Request<Body>,
 ) -> Result<Response<Body>, GatewayError> {
     let (mut parts, body) = request.into_parts();
-    let route = &exchange.route;
+    let route = exchange.route();
     prepare_request(
         &mut parts,
-        &exchange.upstream,
+        exchange.upstream(),
         &exchange.client,
         route.preserve_host,
     )
     .map_err(|_| GatewayError::BadRequest("the request target cannot be forwarded"))?;
     let started = Instant::now();
     let result = exchange
-        .upstream
+        .upstream()
         .send(Request::from_parts(parts, body))
         .await;
     observe_upstream(gateway, exchange, started);
     match result {
         Ok(response) => relay_response(response).await,
         Err(UpstreamError::Connect(detail)) => {
-            tracing::warn!(route = %route.name, upstream = exchange.upstream.name(), %detail, "upstream unreachable");
+            tracing::warn!(route = %route.name, upstream = exchange.upstream().name(), %detail, "upstream unreachable");
             Err(GatewayError::UpstreamUnreachable)
         }
         Err(UpstreamError::Timeout) => Err(GatewayError::UpstreamTimeout),
         Err(UpstreamError::Broken(detail)) => {
-            tracing::warn!(route = %route.name, upstream = exchange.upstream.name(), %detail, "upstream connection broke");
+            tracing::warn!(route = %route.name, upstream = exchange.upstream().name(), %detail, "upstream connection broke");
             Err(GatewayError::UpstreamError)
         }
     }
 }
 
 pub fn observe_upstream(gateway: &Gateway, exchange: &Exchange, started: Instant) {
-    gateway
-        .metrics()
-        .upstream_duration
-        .with_label_values(&[exchange.route.name.as_str(), exchange.upstream.name()])
-        .observe(started.elapsed().as_secs_f64());
+    exchange
+        .meters()
+        .upstream_answered(gateway.metrics(), started.elapsed());
 }
 
 /// The upstream's answer as the client gets it: hop-by-hop headers dropped, a

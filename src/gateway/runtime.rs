@@ -1,29 +1,67 @@
 use std::sync::Arc;
 
+use http::Method;
+
 use crate::config::Config;
-use crate::proxy::Upstreams;
-use crate::route::RouteTable;
+use crate::metrics::RouteMeters;
+use crate::proxy::{Upstream, Upstreams};
+use crate::route::{Route, RouteTable};
 
 /// Everything derived from one loaded config. Swapped whole on reload; a
 /// request holds the `Arc` it started with until it ends.
 pub struct Runtime {
     pub config: Arc<Config>,
-    pub routes: RouteTable,
+    routes: RouteTable,
+    /// `routes` in the same order, each with its upstream and metric series.
+    bound: Vec<Arc<BoundRoute>>,
     pub upstreams: Upstreams,
     pub max_header_bytes: u64,
     pub max_headers: usize,
     pub max_stored_response: u64,
 }
 
+/// A route with what serving it needs, resolved once per config rather than
+/// per request: its upstream (not looked up by name) and its metric series.
+pub struct BoundRoute {
+    pub route: Arc<Route>,
+    pub upstream: Arc<Upstream>,
+    pub meters: RouteMeters,
+}
+
 impl Runtime {
     pub fn new(config: Arc<Config>) -> Result<Self, String> {
+        let routes = RouteTable::new(&config);
+        let upstreams = Upstreams::new(&config)?;
+        let bound = routes
+            .iter()
+            .map(|route| {
+                // Validation guarantees the upstream exists; say so rather than panic.
+                let upstream = upstreams.get(&route.upstream).ok_or_else(|| {
+                    format!(
+                        "route {:?} names upstream {:?}, which is not configured",
+                        route.name, route.upstream
+                    )
+                })?;
+                Ok(Arc::new(BoundRoute {
+                    route: route.clone(),
+                    upstream: upstream.clone(),
+                    meters: RouteMeters::new(&route.name, &route.upstream),
+                }))
+            })
+            .collect::<Result<_, String>>()?;
         Ok(Self {
-            routes: RouteTable::new(&config),
-            upstreams: Upstreams::new(&config)?,
+            routes,
+            bound,
+            upstreams,
             max_header_bytes: config.server.max_header_bytes,
             max_headers: config.server.max_headers,
             max_stored_response: config.server.max_stored_response,
             config,
         })
+    }
+
+    /// The first route (in file order) that takes this request.
+    pub fn route(&self, method: &Method, path: &str) -> Option<&Arc<BoundRoute>> {
+        self.bound.get(self.routes.position(method, path)?)
     }
 }

@@ -79,6 +79,18 @@ impl RouteTable {
         self.routes.iter().find(|route| route.matches(method, path))
     }
 
+    /// Where the first match stands in file order (the index into `iter`).
+    pub fn position(&self, method: &Method, path: &str) -> Option<usize> {
+        self.routes
+            .iter()
+            .position(|route| route.matches(method, path))
+    }
+
+    /// Every route, in file order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Route>> {
+        self.routes.iter()
+    }
+
     pub fn get(&self, name: &str) -> Option<&Arc<Route>> {
         self.routes.iter().find(|route| route.name == name)
     }

@@ -2,10 +2,11 @@
 //! (`idemgate_store_duration_seconds`, `idemgate_store_errors_total`), so each
 //! backend stays free of metrics code.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
+use prometheus::{Histogram, IntCounter};
 
 use super::{Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse};
 use crate::metrics::Metrics;
@@ -13,31 +14,74 @@ use crate::metrics::Metrics;
 pub struct InstrumentedStore {
     inner: Arc<dyn Store>,
     metrics: Metrics,
+    /// Each operation's series, looked up once (`with_label_values` hashes
+    /// and locks on every call; `reserve` runs on every keyed request).
+    series: [OpSeries; Op::COUNT],
+}
+
+/// An error series is made only when the operation first fails, so a store
+/// that never failed shows no `idemgate_store_errors_total` lines.
+#[derive(Default)]
+struct OpSeries {
+    duration: OnceLock<Histogram>,
+    errors: OnceLock<IntCounter>,
+}
+
+#[derive(Clone, Copy)]
+enum Op {
+    Reserve,
+    Complete,
+    Release,
+    Records,
+    Purge,
+    Sweep,
+    Ping,
+}
+
+impl Op {
+    const COUNT: usize = Op::Ping as usize + 1;
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Op::Reserve => "reserve",
+            Op::Complete => "complete",
+            Op::Release => "release",
+            Op::Records => "records",
+            Op::Purge => "purge",
+            Op::Sweep => "sweep",
+            Op::Ping => "ping",
+        }
+    }
 }
 
 impl InstrumentedStore {
     pub fn new(inner: Arc<dyn Store>, metrics: Metrics) -> Self {
-        Self { inner, metrics }
+        Self {
+            inner,
+            metrics,
+            series: std::array::from_fn(|_| OpSeries::default()),
+        }
     }
 
-    fn observe<T>(&self, op: &str, started: Instant, result: &Result<T, StoreError>) {
-        let backend = self.inner.backend();
-        self.metrics
-            .store_duration
-            .with_label_values(&[backend, op])
+    fn observe<T>(&self, op: Op, started: Instant, result: &Result<T, StoreError>) {
+        let series = &self.series[op as usize];
+        let labels = || [self.inner.backend(), op.as_str()];
+        series
+            .duration
+            .get_or_init(|| self.metrics.store_duration.with_label_values(&labels()))
             .observe(started.elapsed().as_secs_f64());
         // A fenced completion is the store doing its job, not failing.
         if let Err(StoreError::Unavailable(_)) = result {
-            self.metrics
-                .store_errors
-                .with_label_values(&[backend, op])
+            series
+                .errors
+                .get_or_init(|| self.metrics.store_errors.with_label_values(&labels()))
                 .inc();
         }
     }
 }
 
 macro_rules! timed {
-    ($self:ident, $op:literal, $call:expr) => {{
+    ($self:ident, $op:expr, $call:expr) => {{
         let started = Instant::now();
         let result = $call.await;
         $self.observe($op, started, &result);
@@ -59,7 +103,7 @@ impl Store for InstrumentedStore {
     ) -> Result<(Reservation, Option<SystemTime>), StoreError> {
         timed!(
             self,
-            "reserve",
+            Op::Reserve,
             self.inner.reserve_with_expiry(id, fingerprint, lease_for)
         )
     }
@@ -72,28 +116,28 @@ impl Store for InstrumentedStore {
     ) -> Result<(), StoreError> {
         timed!(
             self,
-            "complete",
+            Op::Complete,
             self.inner.complete(lease, response, retain_for)
         )
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        timed!(self, "release", self.inner.release(lease))
+        timed!(self, Op::Release, self.inner.release(lease))
     }
 
     async fn records(&self, route: &str, key: &str) -> Result<Vec<RecordInfo>, StoreError> {
-        timed!(self, "records", self.inner.records(route, key))
+        timed!(self, Op::Records, self.inner.records(route, key))
     }
 
     async fn purge(&self, route: &str, key: &str) -> Result<u64, StoreError> {
-        timed!(self, "purge", self.inner.purge(route, key))
+        timed!(self, Op::Purge, self.inner.purge(route, key))
     }
 
     async fn sweep(&self, batch: u32) -> Result<u64, StoreError> {
-        timed!(self, "sweep", self.inner.sweep(batch))
+        timed!(self, Op::Sweep, self.inner.sweep(batch))
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        timed!(self, "ping", self.inner.ping())
+        timed!(self, Op::Ping, self.inner.ping())
     }
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 use super::postgres::{Heard, PurgeHook};
 use super::replay_cache::Copies;
 use super::{
-    CachedStore, EmbeddedStore, LookupHook, PostgresStore, ReplayCache, Store, StoreError,
+    CachedStore, EmbeddedStore, Lookup, LookupHook, PostgresStore, ReplayCache, Store, StoreError,
 };
 
 /// Memory for copies of replayed answers in front of every backend.
@@ -24,9 +24,13 @@ pub async fn open_with_metrics(
     config: &StoreConfig,
     metrics: &Metrics,
 ) -> Result<Arc<dyn Store>, StoreError> {
-    let counter = metrics.cache_lookups.clone();
-    let hook: LookupHook = Arc::new(move |lookup| {
-        counter.with_label_values(&[lookup.as_str()]).inc();
+    // Resolved once: the hook runs on every Redis lookup.
+    let [hit, miss, error] = [Lookup::Hit, Lookup::Miss, Lookup::Error]
+        .map(|lookup| metrics.cache_lookups.with_label_values(&[lookup.as_str()]));
+    let hook: LookupHook = Arc::new(move |lookup| match lookup {
+        Lookup::Hit => hit.inc(),
+        Lookup::Miss => miss.inc(),
+        Lookup::Error => error.inc(),
     });
     open_with_hook(config, hook).await
 }
