@@ -100,10 +100,15 @@ pub fn stored(
     }
 }
 
-fn kept_headers(headers: &HeaderMap, exclude: &[HeaderName]) -> Vec<(String, Vec<u8>)> {
+fn kept_headers(headers: &HeaderMap, exclude: &[HeaderName]) -> Vec<(String, Bytes)> {
     headers
         .iter()
         .filter(|(name, _)| **name != header::DATE && !exclude.contains(name))
-        .map(|(name, value)| (name.as_str().to_string(), value.as_bytes().to_vec()))
+        .map(|(name, value)| {
+            (
+                name.as_str().to_string(),
+                Bytes::copy_from_slice(value.as_bytes()),
+            )
+        })
         .collect()
 }

@@ -196,7 +196,7 @@ impl Recorder<'_> {
     async fn outcome_unknown(&self, guard: LeaseGuard, error: GatewayError) -> Answer {
         let stored = StoredResponse {
             status: error.status().as_u16(),
-            headers: vec![("content-type".to_string(), PROBLEM_JSON.as_bytes().to_vec())].into(),
+            headers: StoredResponse::header_list([("content-type", PROBLEM_JSON.as_bytes())]),
             body: Bytes::from(error.body()),
             body_omitted: false,
         };

@@ -32,7 +32,7 @@ fn from_stored(stored: &StoredResponse, marker: &HeaderName, replay: bool) -> Re
     for (name, value) in stored.headers.iter() {
         if let (Ok(name), Ok(value)) = (
             HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_bytes(value),
+            HeaderValue::from_maybe_shared(value.clone()),
         ) {
             headers.append(name, value);
         }

@@ -43,12 +43,27 @@ pub struct RecordId {
 pub struct StoredResponse {
     pub status: u16,
     /// Header pairs in the order received; names lower-case. Hop-by-hop and
-    /// excluded headers are already removed by the caller. Shared, so that
-    /// handing a kept copy to each replay costs no allocation.
-    pub headers: Arc<[(String, Vec<u8>)]>,
+    /// excluded headers are already removed by the caller. Shared, and
+    /// values as `Bytes`, so that a replay from a kept copy copies neither
+    /// the list nor a value.
+    pub headers: Arc<[(String, Bytes)]>,
     pub body: Bytes,
     /// The answer was larger than `max_stored_response`: only status and headers kept.
     pub body_omitted: bool,
+}
+
+impl StoredResponse {
+    /// A header list from (name, value) pairs, in order.
+    pub fn header_list<N, V>(pairs: impl IntoIterator<Item = (N, V)>) -> Arc<[(String, Bytes)]>
+    where
+        N: Into<String>,
+        V: Into<Bytes>,
+    {
+        pairs
+            .into_iter()
+            .map(|(name, value)| (name.into(), value.into()))
+            .collect()
+    }
 }
 
 /// Proof of holding the right to execute a key, fenced by `token`: a token is

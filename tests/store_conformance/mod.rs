@@ -55,14 +55,13 @@ pub fn id(key: &str) -> RecordId {
 pub fn response() -> StoredResponse {
     StoredResponse {
         status: 201,
-        headers: vec![
-            ("location".into(), b"/orders/42".to_vec()),
-            ("content-type".into(), b"application/json".to_vec()),
-            ("x-binary".into(), vec![0, 0xff, b'\t', 0x80]),
-            ("set-cookie".into(), b"a=1".to_vec()),
-            ("set-cookie".into(), b"b=2".to_vec()),
-        ]
-        .into(),
+        headers: StoredResponse::header_list(vec![
+            ("location", b"/orders/42".to_vec()),
+            ("content-type", b"application/json".to_vec()),
+            ("x-binary", vec![0, 0xff, b'\t', 0x80]),
+            ("set-cookie", b"a=1".to_vec()),
+            ("set-cookie", b"b=2".to_vec()),
+        ]),
         body: Bytes::from_static(b"{\"id\":42}\0\xff"),
         body_omitted: false,
     }
@@ -111,7 +110,7 @@ pub async fn complete_then_replay_body_omitted(store: Arc<dyn Store>) {
     let lease = reserved(&store, &id("k"), "fp", LONG).await;
     let omitted = StoredResponse {
         status: 200,
-        headers: vec![("content-type".into(), b"video/mp4".to_vec())].into(),
+        headers: StoredResponse::header_list(vec![("content-type", b"video/mp4".to_vec())]),
         body: Bytes::new(),
         body_omitted: true,
     };

@@ -205,13 +205,12 @@ fn record_id(id: usize) -> RecordId {
 fn response(holder: usize, token: i64, status: u16) -> StoredResponse {
     StoredResponse {
         status,
-        headers: vec![
-            ("x-holder".into(), holder.to_string().into_bytes()),
-            ("x-bin".into(), vec![0, 0xff, b'\t', token as u8]),
-            ("set-cookie".into(), b"a=1".to_vec()),
-            ("set-cookie".into(), b"b=2".to_vec()),
-        ]
-        .into(),
+        headers: StoredResponse::header_list(vec![
+            ("x-holder", holder.to_string().into_bytes()),
+            ("x-bin", vec![0, 0xff, b'\t', token as u8]),
+            ("set-cookie", b"a=1".to_vec()),
+            ("set-cookie", b"b=2".to_vec()),
+        ]),
         body: Bytes::from(format!("holder {holder} token {token}\0\u{e9}")),
         body_omitted: holder == 4,
     }

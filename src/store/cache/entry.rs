@@ -108,11 +108,10 @@ mod tests {
     fn answer() -> StoredResponse {
         StoredResponse {
             status: 201,
-            headers: vec![
-                ("location".into(), b"/x".to_vec()),
-                ("x-bin".into(), vec![0, 255]),
-            ]
-            .into(),
+            headers: StoredResponse::header_list(vec![
+                ("location", b"/x".to_vec()),
+                ("x-bin", vec![0, 255]),
+            ]),
             body: Bytes::from_static(b"{\"a\":1}\0\xff"),
             body_omitted: false,
         }

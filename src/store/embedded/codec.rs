@@ -7,9 +7,11 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use bytes::Bytes;
+
 use crate::store::StoreError;
 
-pub(crate) fn encode_headers(headers: &[(String, Vec<u8>)]) -> Vec<u8> {
+pub(crate) fn encode_headers(headers: &[(String, Bytes)]) -> Vec<u8> {
     let size = headers
         .iter()
         .map(|(n, v)| 8 + n.len() + v.len())
@@ -25,14 +27,14 @@ pub(crate) fn encode_headers(headers: &[(String, Vec<u8>)]) -> Vec<u8> {
     out
 }
 
-pub(crate) fn decode_headers(mut buf: &[u8]) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+pub(crate) fn decode_headers(mut buf: &[u8]) -> Result<Vec<(String, Bytes)>, StoreError> {
     let count = take_len(&mut buf)?;
     // Each pair needs at least 8 bytes: cap the allocation against corrupt counts.
     let mut headers = Vec::with_capacity(count.min(buf.len() / 8));
     for _ in 0..count {
         let name = take_bytes(&mut buf)?;
         let name = String::from_utf8(name.to_vec()).map_err(|_| corrupt())?;
-        let value = take_bytes(&mut buf)?.to_vec();
+        let value = Bytes::copy_from_slice(take_bytes(&mut buf)?);
         headers.push((name, value));
     }
     if !buf.is_empty() {
@@ -87,11 +89,14 @@ mod tests {
 
     #[test]
     fn headers_round_trip_byte_identical() {
-        let headers = vec![
-            ("content-type".to_string(), b"application/json".to_vec()),
-            ("x-bin".to_string(), vec![0, 255, 10, 13]),
-            ("empty".to_string(), Vec::new()),
-            ("x-bin".to_string(), b"second".to_vec()),
+        let headers: Vec<(String, Bytes)> = vec![
+            (
+                "content-type".into(),
+                Bytes::from_static(b"application/json"),
+            ),
+            ("x-bin".into(), Bytes::from(vec![0, 255, 10, 13])),
+            ("empty".into(), Bytes::new()),
+            ("x-bin".into(), Bytes::from_static(b"second")),
         ];
         let decoded = decode_headers(&encode_headers(&headers)).unwrap();
         assert_eq!(decoded, headers);
@@ -100,7 +105,7 @@ mod tests {
 
     #[test]
     fn corrupt_headers_are_an_error_not_a_panic() {
-        let mut buf = encode_headers(&[("a".into(), b"b".to_vec())]);
+        let mut buf = encode_headers(&[("a".into(), Bytes::from_static(b"b"))]);
         buf.pop();
         assert!(decode_headers(&buf).is_err());
         assert!(decode_headers(&[0, 0]).is_err());

@@ -130,7 +130,7 @@ pub async fn complete(pool: &Pool, deadline: Duration, jobs: Vec<CompleteJob>) {
         lo.push(slice_bound(names.len() + 1));
         for (name, value) in job.response.headers.iter() {
             names.push(name);
-            values.push(value);
+            values.push(&value[..]);
         }
         hi.push(slice_bound(names.len()));
     }

@@ -87,7 +87,7 @@ fn response(row: &Row) -> Result<StoredResponse, StoreError> {
     let body_omitted: Option<bool> = row.try_get("body_omitted").map_err(db_error)?;
     Ok(StoredResponse {
         status,
-        headers: names.into_iter().zip(values).collect(),
+        headers: StoredResponse::header_list(names.into_iter().zip(values)),
         body: Bytes::from(body.unwrap_or_default()),
         body_omitted: body_omitted.unwrap_or(false),
     })
@@ -98,7 +98,7 @@ pub fn header_arrays(response: &StoredResponse) -> (Vec<&str>, Vec<&[u8]>) {
     response
         .headers
         .iter()
-        .map(|(name, value)| (name.as_str(), value.as_slice()))
+        .map(|(name, value)| (name.as_str(), &value[..]))
         .unzip()
 }
 
