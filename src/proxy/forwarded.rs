@@ -2,6 +2,7 @@ use std::net::SocketAddr;
 
 use http::header::{self, HeaderValue};
 use http::request::Parts;
+use http::uri::PathAndQuery;
 use http::{HeaderMap, Uri, Version};
 
 use super::strip_hop_by_hop;
@@ -15,6 +16,20 @@ pub struct ClientInfo {
     pub proto: &'static str,
     /// Subject of the verified TLS client certificate, when mTLS is on.
     pub cert_subject: Option<String>,
+    /// The client's address as `X-Forwarded-For` carries it, made once per
+    /// connection rather than formatted for every request.
+    forwarded_ip: Option<HeaderValue>,
+}
+
+impl ClientInfo {
+    pub fn new(addr: SocketAddr, proto: &'static str, cert_subject: Option<String>) -> Self {
+        Self {
+            addr,
+            proto,
+            cert_subject,
+            forwarded_ip: HeaderValue::try_from(addr.ip().to_string()).ok(),
+        }
+    }
 }
 
 const X_FORWARDED_FOR: &str = "x-forwarded-for";
@@ -40,8 +55,7 @@ pub fn prepare_request(
     };
     strip_hop_by_hop(&mut parts.headers);
     set_forwarded(&mut parts.headers, client, host.as_ref());
-    let upstream_host = HeaderValue::from_str(upstream.authority().as_str()).ok();
-    match (preserve_host, host, upstream_host) {
+    match (preserve_host, host, upstream.host_header().cloned()) {
         (true, Some(host), _) | (false, _, Some(host)) => {
             parts.headers.insert(header::HOST, host);
         }
@@ -57,16 +71,17 @@ pub fn prepare_request(
 }
 
 fn set_forwarded(headers: &mut HeaderMap, client: &ClientInfo, host: Option<&HeaderValue>) {
-    let ip = client.addr.ip().to_string();
-    let forwarded_for = match headers
+    let existing = headers
         .get(X_FORWARDED_FOR)
         .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.trim().is_empty())
-    {
-        Some(existing) => format!("{existing}, {ip}"),
-        None => ip,
+        .filter(|v| !v.trim().is_empty());
+    let forwarded_for = match (existing, &client.forwarded_ip) {
+        (Some(existing), _) => {
+            HeaderValue::try_from(format!("{existing}, {}", client.addr.ip())).ok()
+        }
+        (None, ip) => ip.clone(),
     };
-    if let Ok(value) = HeaderValue::from_str(&forwarded_for) {
+    if let Some(value) = forwarded_for {
         headers.insert(X_FORWARDED_FOR, value);
     }
     headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static(client.proto));
@@ -75,24 +90,23 @@ fn set_forwarded(headers: &mut HeaderMap, client: &ClientInfo, host: Option<&Hea
     }
 }
 
+/// The client's path and query on the upstream. Without a base path the
+/// parsed target is reused as it is (no copy, no second parse).
 fn upstream_uri(upstream: &Upstream, original: &Uri) -> Result<Uri, http::Error> {
-    let path_and_query = original
-        .path_and_query()
-        .map(|pq| pq.as_str())
-        .unwrap_or("/");
     let base = upstream.base_path();
-    let joined;
-    let target = if base.is_empty() {
-        path_and_query
-    } else {
-        joined = format!("{base}{path_and_query}");
-        &joined
+    let path_and_query = match original.path_and_query() {
+        Some(pq) if base.is_empty() => pq.clone(),
+        None if base.is_empty() => PathAndQuery::from_static("/"),
+        pq => {
+            let pq = pq.map_or("/", |pq| pq.as_str());
+            PathAndQuery::try_from(format!("{base}{pq}"))?
+        }
     };
-    Uri::builder()
-        .scheme(upstream.scheme().clone())
-        .authority(upstream.authority().clone())
-        .path_and_query(target)
-        .build()
+    let mut parts = http::uri::Parts::default();
+    parts.scheme = Some(upstream.scheme().clone());
+    parts.authority = Some(upstream.authority().clone());
+    parts.path_and_query = Some(path_and_query);
+    Ok(Uri::from_parts(parts)?)
 }
 
 #[cfg(test)]
@@ -115,11 +129,7 @@ mod tests {
     }
 
     fn client() -> ClientInfo {
-        ClientInfo {
-            addr: "10.0.0.7:5555".parse().unwrap(),
-            proto: "http",
-            cert_subject: None,
-        }
+        ClientInfo::new("10.0.0.7:5555".parse().unwrap(), "http", None)
     }
 
     #[tokio::test]

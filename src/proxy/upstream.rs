@@ -2,6 +2,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::HeaderValue;
 use http::uri::{Authority, Scheme};
 use http::{Request, Response, Uri};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
@@ -34,6 +35,8 @@ pub struct Upstream {
     name: String,
     scheme: Scheme,
     authority: Authority,
+    /// `authority` as a `Host` value, made once.
+    host_header: Option<HeaderValue>,
     /// Path of the upstream URL without its trailing slash ("" for none),
     /// prefixed to every forwarded path.
     base_path: String,
@@ -97,6 +100,7 @@ impl Upstream {
         Ok(Self {
             name: config.name.clone(),
             scheme,
+            host_header: HeaderValue::from_str(authority.as_str()).ok(),
             authority,
             base_path,
             timeout: config.timeout,
@@ -115,6 +119,10 @@ impl Upstream {
 
     pub fn authority(&self) -> &Authority {
         &self.authority
+    }
+
+    pub fn host_header(&self) -> Option<&HeaderValue> {
+        self.host_header.as_ref()
     }
 
     pub fn base_path(&self) -> &str {

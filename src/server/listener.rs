@@ -149,11 +149,7 @@ where
     F: Future<Output = Response<Body>> + Send + 'static,
 {
     async fn serve_plain(self, stream: TcpStream, addr: SocketAddr) {
-        let client = ClientInfo {
-            addr,
-            proto: "http",
-            cert_subject: None,
-        };
+        let client = ClientInfo::new(addr, "http", None);
         let verdicts = Arc::new(Verdicts::default());
         let stream = Watched::new(stream, verdicts.clone());
         self.serve(TokioIo::new(stream), client, verdicts).await;
@@ -184,11 +180,7 @@ where
             .peer_certificates()
             .and_then(|chain| chain.first())
             .and_then(|cert| crate::tls::certificate_subject(cert));
-        let client = ClientInfo {
-            addr,
-            proto: "https",
-            cert_subject,
-        };
+        let client = ClientInfo::new(addr, "https", cert_subject);
         let verdicts = Arc::new(Verdicts::default());
         let stream = Watched::new(stream, verdicts.clone());
         self.serve(TokioIo::new(stream), client, verdicts).await;
