@@ -1,0 +1,144 @@
+# Shared by bench/run and bench/compare: tools, the nginx upstream and
+# nginx proxy, starting a gateway, and one wrk measurement. Sourced, not run.
+
+need() {
+  command -v "$1" >/dev/null 2>&1 && return 0
+  echo "bench: installing $2 (apt-get)" >&2
+  if ! { apt-get update -qq && apt-get install -y -qq "$2"; } >/dev/null 2>&1; then
+    echo "bench: $1 is missing; install the Debian package $2" >&2
+    exit 1
+  fi
+}
+
+# pgbench: /usr/bin/pgbench is a wrapper (postgresql-client-common) that fails
+# when no version's binary is installed, so try it rather than look it up. Debian
+# 12 ships the binary with the server package, which postgresql-contrib pulls in.
+need_pgbench() {
+  local pkg
+  for pkg in postgresql-client postgresql-contrib; do
+    pgbench --version >/dev/null 2>&1 && return 0
+    echo "bench: installing $pkg for pgbench (apt-get)" >&2
+    { apt-get update -qq && apt-get install -y -qq "$pkg"; } >/dev/null 2>&1 || true
+  done
+  pgbench --version >/dev/null 2>&1 && return 0
+  echo "bench: pgbench is missing; install the Debian package postgresql-contrib" >&2
+  exit 1
+}
+
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+PIDS=()
+declare -A PORT PID
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+
+# One nginx of one worker, keep-alive without limit, no access log: NAME.conf
+# with the given http-level directives.
+nginx_conf() { # name, http-level directives
+  cat > "$WORK/nginx/$1.conf" <<CONF
+worker_processes 1;
+pid $WORK/nginx/$1.pid;
+error_log $WORK/nginx/$1-error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  client_body_temp_path $WORK/nginx/$1-body;
+  $2
+}
+CONF
+}
+
+# Starts the nginx upstream (core 1) and the nginx proxy (core 0) in a fresh
+# work directory, removed at exit with every process started here.
+bench_setup() {
+  WORK=$(mktemp -d /tmp/idemgate-bench.XXXXXX)
+  trap cleanup EXIT
+  UPSTREAM_PORT=$(port); NGINX_PROXY_PORT=$(port)
+
+  # ~200-byte JSON answer with a Location, as a payment API would give.
+  BODY='{"id":"ch_3NQ9x2LkdIwHu7ix0Zq1","object":"charge","amount":1000,"currency":"eur","customer":"cus_42","status":"succeeded","created":1700000000,"livemode":false,"description":"benchmark charge"}'
+
+  mkdir -p "$WORK/nginx"
+  nginx_conf upstream "
+    server {
+      listen 127.0.0.1:$UPSTREAM_PORT reuseport;
+      location / {
+        default_type application/json;
+        add_header Location /v1/charges/ch_3NQ9x2LkdIwHu7ix0Zq1 always;
+        return 201 '$BODY';
+      }
+    }"
+  nginx_conf proxy "
+    proxy_temp_path $WORK/nginx/proxy-temp;
+    upstream api { server 127.0.0.1:$UPSTREAM_PORT; keepalive 128; }
+    server {
+      listen 127.0.0.1:$NGINX_PROXY_PORT;
+      location / {
+        proxy_pass http://api;
+        proxy_http_version 1.1;
+        proxy_set_header Connection \"\";
+        proxy_set_header Host \$host;
+        proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+      }
+    }"
+  taskset -c 1 nginx -c "$WORK/nginx/upstream.conf" -g 'daemon off;' &
+  PIDS+=($!)
+  taskset -c 0 nginx -c "$WORK/nginx/proxy.conf" -g 'daemon off;' &
+  PIDS+=($!)
+
+}
+
+# idemgate, one process per store (or per build), each on core 0 while measured.
+start_gateway() { # name, store-toml[, binary (default $BIN)]
+  local name=$1 store=$2 bin=${3:-$BIN} listen admin
+  listen=$(port); admin=$(port)
+  cat > "$WORK/$name.toml" <<CONF
+[server]
+listen = "127.0.0.1:$listen"
+admin_listen = "127.0.0.1:$admin"
+max_connections = 20000
+
+$store
+
+[upstreams.api]
+url = "http://127.0.0.1:$UPSTREAM_PORT"
+timeout = "10s"
+
+[defaults]
+lock_timeout = "30s"
+scope = []
+
+[[routes]]
+name = "charges"
+upstream = "api"
+match = { path_prefix = "/v1/charges" }
+CONF
+  taskset -c 0 "$bin" serve -c "$WORK/$name.toml" --log-level warn 2>"$WORK/$name.log" &
+  PIDS+=($!)
+  PORT[$name]=$listen; PID[$name]=$!
+  for _ in $(seq 100); do
+    curl -fsS "http://127.0.0.1:$admin/readyz" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "bench: idemgate ($name) did not start:" >&2; cat "$WORK/$name.log" >&2; exit 1
+}
+
+
+# One wrk run; prints "req/s p50_ms p99_ms non2xx".
+measure() { # port, lua, duration, connections
+  local out
+  out=$(BENCH_RUN="${BENCH_RUN:-r$RANDOM$RANDOM}" taskset -c 1 wrk -t2 -c"$4" -d"$3" --latency \
+        -s "$ROOT/bench/lua/$2.lua" "http://127.0.0.1:$1" 2>&1)
+  echo "$out" | awk '
+    function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0; if (v ~ /s$/) return v*1000; return v }
+    /Requests\/sec:/ { rps=$2 }
+    /^ +50%/ { p50=ms($2) }
+    /^ +99%/ { p99=ms($2) }
+    /Non-2xx or 3xx responses:/ { non=$5 }
+    END { printf "%s %s %s %s\n", rps+0, p50+0, p99+0, non+0 }'
+}
+
