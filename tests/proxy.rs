@@ -7,39 +7,10 @@ use std::time::Duration;
 use common::{Client, GatewayProcess, MockUpstream, TestDir};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const CONFIG: &str = r#"
-[server]
-listen = "{listen}"
-admin_listen = "{admin}"
-shutdown_grace = "5s"
-
-[store]
-path = "{db}"
-
-[upstreams.api]
-url = "{upstream}"
-timeout = "1s"
-
-[defaults]
-lock_timeout = "5s"
-
-[[routes]]
-name = "charges"
-upstream = "api"
-match = { path_prefix = "/v1/charges" }
-
-[[routes]]
-name = "rest"
-upstream = "api"
-match = { path_prefix = "/" }
-idempotency = false
-"#;
+const CONFIG: &str = common::configs::CHARGES_AND_REST;
 
 async fn setup(name: &str) -> (TestDir, MockUpstream, GatewayProcess) {
-    let dir = TestDir::new(name);
-    let upstream = MockUpstream::start().await;
-    let gateway = GatewayProcess::start(&dir, &upstream.url(), CONFIG);
-    (dir, upstream, gateway)
+    GatewayProcess::start_fresh(name, CONFIG).await
 }
 
 #[tokio::test]

@@ -11,40 +11,21 @@ use common::{GatewayProcess, MockUpstream, TestDir};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-const CONFIG: &str = r#"
-[server]
-listen = "{listen}"
-admin_listen = "{admin}"
-
-[store]
-path = "{db}"
-
-[upstreams.api]
-url = "{upstream}"
-timeout = "5s"
-connect_timeout = "300ms"
-max_connections = 2
-
-[defaults]
-lock_timeout = "10s"
-
-[[routes]]
-name = "charges"
-upstream = "api"
-match = { path_prefix = "/v1/charges" }
-
-[[routes]]
-name = "rest"
-upstream = "api"
-match = { path_prefix = "/" }
-idempotency = false
-"#;
+/// The proxy tests' config with a pool of two connections, a short wait for
+/// a free one, and room for the longer upstream timeout.
+fn config() -> String {
+    let config = common::configs::CHARGES_AND_REST
+        .replace(
+            "timeout = \"1s\"",
+            "timeout = \"5s\"\nconnect_timeout = \"300ms\"\nmax_connections = 2",
+        )
+        .replace("lock_timeout = \"5s\"", "lock_timeout = \"10s\"");
+    assert!(config.contains("max_connections = 2") && config.contains("lock_timeout = \"10s\""));
+    config
+}
 
 async fn setup(name: &str) -> (TestDir, MockUpstream, GatewayProcess) {
-    let dir = TestDir::new(name);
-    let upstream = MockUpstream::start().await;
-    let gateway = GatewayProcess::start(&dir, &upstream.url(), CONFIG);
-    (dir, upstream, gateway)
+    GatewayProcess::start_fresh(name, &config()).await
 }
 
 #[tokio::test]
@@ -179,7 +160,7 @@ async fn closing_upstream() -> (String, Arc<AtomicU64>) {
 async fn an_idle_connection_the_upstream_closed_is_not_used() {
     let dir = TestDir::new("pool-stale");
     let (url, accepted) = closing_upstream().await;
-    let gateway = GatewayProcess::start(&dir, &url, CONFIG);
+    let gateway = GatewayProcess::start(&dir, &url, &config());
     let client = gateway.client();
     for i in 0..3 {
         let reply = client.get(&format!("/things/{i}")).await;
@@ -203,7 +184,7 @@ async fn a_tls_handshake_that_never_ends_is_bounded_by_connect_timeout() {
         }
     });
     let dir = TestDir::new("pool-tls-hang");
-    let gateway = GatewayProcess::start(&dir, &url, CONFIG);
+    let gateway = GatewayProcess::start(&dir, &url, &config());
     let started = std::time::Instant::now();
     let reply = gateway
         .client()

@@ -43,6 +43,8 @@ pub struct Gateway {
     runtime: ArcSwap<Runtime>,
     store: Arc<dyn Store>,
     metrics: Metrics,
+    /// Series of requests no route took (label `route=""`).
+    unrouted: RouteMeters,
     waiters: Waiters,
 }
 
@@ -73,6 +75,7 @@ impl Gateway {
             runtime: ArcSwap::from_pointee(runtime),
             store,
             metrics,
+            unrouted: RouteMeters::new("", ""),
             waiters: Waiters::default(),
         }
     }
@@ -106,19 +109,8 @@ impl Gateway {
         let (bound, answer) = self.dispatch(&runtime, request, client).await;
         let status = answer.response.status().as_u16();
         if let Some(outcome) = answer.outcome {
-            match &bound {
-                Some(bound) => bound
-                    .meters
-                    .finished(&self.metrics, outcome, started.elapsed()),
-                None => {
-                    let labels = ["", outcome.as_str()];
-                    self.metrics.requests.with_label_values(&labels).inc();
-                    self.metrics
-                        .request_duration
-                        .with_label_values(&labels)
-                        .observe(started.elapsed().as_secs_f64());
-                }
-            }
+            let meters = bound.as_ref().map_or(&self.unrouted, |bound| &bound.meters);
+            meters.finished(&self.metrics, outcome, started.elapsed());
         }
         let route = bound.as_ref().map(|bound| &bound.route);
         tracing::info!(

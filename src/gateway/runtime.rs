@@ -12,7 +12,9 @@ use crate::route::{Route, RouteTable};
 pub struct Runtime {
     pub config: Arc<Config>,
     routes: RouteTable,
-    /// `routes` in the same order, each with its upstream and metric series.
+    /// `routes` in the same order, each with its upstream and metric series;
+    /// matching stays the table's (first match in file order), this only
+    /// adds what serving a route needs.
     bound: Vec<Arc<BoundRoute>>,
     pub upstreams: Upstreams,
     pub max_header_bytes: u64,

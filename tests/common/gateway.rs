@@ -68,6 +68,18 @@ impl GatewayProcess {
         Self::start_with_env(dir, upstream, template, &[])
     }
 
+    /// A fresh directory, a mock upstream and a gateway on `template`: where
+    /// most tests start.
+    pub async fn start_fresh(
+        name: &str,
+        template: &str,
+    ) -> (TestDir, super::MockUpstream, GatewayProcess) {
+        let dir = TestDir::new(name);
+        let upstream = super::MockUpstream::start().await;
+        let gateway = Self::start(&dir, &upstream.url(), template);
+        (dir, upstream, gateway)
+    }
+
     pub fn start_with_env(
         dir: &TestDir,
         upstream: &str,

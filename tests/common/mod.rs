@@ -4,6 +4,7 @@
 
 pub mod certs;
 pub mod client;
+pub mod configs;
 pub mod gateway;
 pub mod owned_store;
 pub mod raw;
