@@ -44,9 +44,15 @@ pub async fn run(
             return answer;
         }
         Ok(KeyedRequest::Unkeyed { body }) => {
-            return match passthrough::forward(gateway, &exchange, Request::from_parts(head, body))
-                .await
-            {
+            // Boxed, as below: inline, a forwarding future would make every
+            // keyed request's future (allocated and copied per request) twice
+            // as large.
+            let forwarding = Box::pin(passthrough::forward(
+                gateway,
+                &exchange,
+                Request::from_parts(head, body),
+            ));
+            return match forwarding.await {
                 Ok(response) => Answer::new(response, Outcome::Passthrough),
                 Err(error) => Answer::error(error),
             };
@@ -122,12 +128,8 @@ pub async fn run(
                     retry_after: std::time::Duration::from_secs(1),
                 }),
                 StoreErrorMode::Pass => {
-                    degraded(
-                        gateway,
-                        &exchange,
-                        Request::from_parts(head, body::full(body)),
-                    )
-                    .await
+                    let request = Request::from_parts(head, body::full(body));
+                    Box::pin(degraded(gateway, &exchange, request)).await
                 }
             }
         }

@@ -121,7 +121,9 @@ impl Http1Pool {
         loop {
             let (mut sender, reused) = match self.take_idle() {
                 Some(sender) => (sender, true),
-                None => (self.connect().await?, false),
+                // Boxed: opening a connection is rare, and its future would
+                // otherwise make every request's future (moved, copied) larger.
+                None => (Box::pin(self.connect()).await?, false),
             };
             let sent = match tokio::time::timeout(timeout, sender.try_send_request(request)).await {
                 Ok(sent) => sent,
