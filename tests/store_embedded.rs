@@ -153,3 +153,72 @@ async fn sweeper_drains_the_backlog_in_batches() {
     assert_eq!(swept.load(Ordering::SeqCst), 5);
     assert_eq!(store.records("orders", "flying").await.unwrap().len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fencing_tokens_keep_rising_across_batches_and_reopen() {
+    let path = temp_db();
+    let _dir = TempDirGuard(path.clone());
+    let mut last = 0;
+    for round in 0..3 {
+        let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(&path).unwrap());
+        // Concurrent reservations share batches; each batch hands tokens out
+        // in memory and writes the counter back once.
+        let leases = futures_util::future::join_all((0..20).map(|n| {
+            let store = store.clone();
+            async move {
+                reserved(
+                    &store,
+                    &id(&format!("k{round}-{n}")),
+                    "fp",
+                    Duration::from_secs(60),
+                )
+                .await
+            }
+        }))
+        .await;
+        let mut tokens: Vec<i64> = leases.iter().map(|lease| lease.token).collect();
+        tokens.sort_unstable();
+        tokens.dedup();
+        assert_eq!(tokens.len(), 20, "every lease has its own token");
+        assert!(tokens[0] > last, "round {round}: {tokens:?} after {last}");
+        last = tokens[19];
+    }
+}
+
+#[tokio::test]
+async fn a_file_with_the_old_expiry_index_is_migrated_and_the_sweep_uses_the_new_one() {
+    let path = temp_db();
+    let _dir = TempDirGuard(path.clone());
+    drop(EmbeddedStore::open(&path).unwrap());
+    {
+        // As files made before the index covered completed rows only.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "DROP INDEX records_expiry;
+             CREATE INDEX records_expires_at ON records (expires_at);",
+        )
+        .unwrap();
+    }
+    drop(EmbeddedStore::open(&path).unwrap());
+
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let indexes: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'records' AND sql IS NOT NULL ORDER BY name")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(indexes, ["records_expiry"]);
+    let plan: Vec<String> = conn
+        .prepare("EXPLAIN QUERY PLAN SELECT rowid FROM records WHERE expires_at <= 5 AND state = 1 LIMIT 10")
+        .unwrap()
+        .query_map([], |row| row.get(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(
+        plan.iter().any(|step| step.contains("records_expiry")),
+        "the sweep scans the expiry index: {plan:?}"
+    );
+}

@@ -22,6 +22,7 @@
 pub(crate) mod codec;
 mod ops;
 mod schema;
+mod tokens;
 mod writer;
 
 use std::path::Path;
@@ -31,13 +32,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use rusqlite::Connection;
 
 pub use schema::SCHEMA_VERSION;
 pub use writer::Clock;
 
 use super::{Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse};
-use writer::{Job, Task};
+use writer::{Job, Task, Txn};
 
 /// A handle on the store; clones share one writer thread.
 #[derive(Clone)]
@@ -81,14 +81,14 @@ impl EmbeddedStore {
         retain_for: Duration,
     ) -> Result<String, StoreError> {
         let (lease, response) = (lease.clone(), response.clone());
-        self.call(move |conn, now| ops::complete(conn, &lease, &response, retain_for, now))
+        self.call(move |txn| ops::complete(txn.conn, &lease, &response, retain_for, txn.now))
             .await
     }
 
     async fn call<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection, i64) -> Result<T, StoreError> + Send + 'static,
+        F: FnOnce(&mut Txn<'_>) -> Result<T, StoreError> + Send + 'static,
     {
         let (job, reply) = Task::job(work);
         let sent = (self.inner.jobs.as_ref()).is_some_and(|tx| tx.send(job).is_ok());
@@ -130,7 +130,7 @@ impl Store for EmbeddedStore {
     ) -> Result<(Reservation, Option<SystemTime>), StoreError> {
         let (id, fingerprint) = (id.clone(), fingerprint.to_owned());
         let (reservation, expires_at) = self
-            .call(move |conn, now| ops::reserve(conn, &id, &fingerprint, lease_for, now))
+            .call(move |txn| ops::reserve(txn, &id, &fingerprint, lease_for))
             .await?;
         Ok((reservation, expires_at.map(codec::from_ms)))
     }
@@ -148,27 +148,27 @@ impl Store for EmbeddedStore {
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         let lease = lease.clone();
-        self.call(move |conn, _| ops::release(conn, &lease)).await
+        self.call(move |txn| ops::release(txn.conn, &lease)).await
     }
 
     async fn records(&self, route: &str, key: &str) -> Result<Vec<RecordInfo>, StoreError> {
         let (route, key) = (route.to_owned(), key.to_owned());
-        self.call(move |conn, _| ops::records(conn, &route, &key))
+        self.call(move |txn| ops::records(txn.conn, &route, &key))
             .await
     }
 
     async fn purge(&self, route: &str, key: &str) -> Result<u64, StoreError> {
         let (route, key) = (route.to_owned(), key.to_owned());
-        self.call(move |conn, _| ops::purge(conn, &route, &key))
+        self.call(move |txn| ops::purge(txn.conn, &route, &key))
             .await
     }
 
     async fn sweep(&self, batch: u32) -> Result<u64, StoreError> {
-        self.call(move |conn, now| ops::sweep(conn, batch, now))
+        self.call(move |txn| ops::sweep(txn.conn, batch, txn.now))
             .await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        self.call(|conn, _| ops::ping(conn)).await
+        self.call(|txn| ops::ping(txn.conn)).await
     }
 }

@@ -1,6 +1,7 @@
 //! The state machine in SQL. Every function runs inside the writer thread's
 //! batch transaction, so its read-then-write is atomic: nothing else writes
-//! between the SELECT and the UPDATE.
+//! between the SELECT and the UPDATE. Each makes at most one writing
+//! statement (see `writer`).
 
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::codec::{decode_headers, duration_ms, encode_headers, from_ms};
 use super::schema::{COMPLETED, IN_FLIGHT};
+use super::writer::Txn;
 use crate::store::{
     Lease, RecordId, RecordInfo, RecordState, Reservation, StoreError, StoredResponse,
 };
@@ -26,13 +28,44 @@ struct Existing {
 }
 
 pub(super) fn reserve(
-    conn: &Connection,
+    txn: &mut Txn<'_>,
     id: &RecordId,
     fingerprint: &str,
     lease_for: Duration,
-    now: i64,
 ) -> Result<(Reservation, Option<i64>), StoreError> {
-    let existing = conn
+    let now = txn.now;
+    // Insert first: a new key, the common case, is this one statement. On a
+    // conflict nothing is written and the row decides below.
+    let token = txn.next_token()?;
+    let lease_expires_at = now.saturating_add(duration_ms(lease_for));
+    let inserted = txn
+        .conn
+        .prepare_cached(
+            "INSERT INTO records (route, scope, key, state, fingerprint, token,
+                 body_omitted, created_at, lease_expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8)
+             ON CONFLICT DO NOTHING",
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                id.route,
+                id.scope,
+                id.key,
+                IN_FLIGHT,
+                fingerprint,
+                token,
+                now,
+                lease_expires_at
+            ])
+        })
+        .map_err(db)?;
+    if inserted == 1 {
+        txn.spend_token(token);
+        return Ok((lease(id, token, lease_expires_at), None));
+    }
+
+    let conn = txn.conn;
+    let row = conn
         .prepare_cached(
             "SELECT state, fingerprint, token, expires_at, lease_expires_at
              FROM records WHERE route = ?1 AND scope = ?2 AND key = ?3",
@@ -49,16 +82,15 @@ pub(super) fn reserve(
             })
             .optional()
         })
-        .map_err(db)?;
+        .map_err(db)?
+        // The batch holds the write lock: what conflicted is still there.
+        .ok_or_else(|| StoreError::Unavailable("the conflicting record vanished".into()))?;
 
-    let Some(row) = existing else {
-        return take(conn, id, fingerprint, lease_for, now, false).map(|r| (r, None));
-    };
     let same = row.fingerprint == fingerprint;
     if row.state == COMPLETED {
         // A missing expiry is read as already expired: the row cannot replay.
         if row.expires_at.is_none_or(|at| at <= now) {
-            return take(conn, id, fingerprint, lease_for, now, true).map(|r| (r, None));
+            return take_over(txn, id, fingerprint, token, lease_expires_at);
         }
         if !same {
             return Ok((Reservation::Mismatch, row.expires_at));
@@ -77,34 +109,36 @@ pub(super) fn reserve(
             },
             None,
         )),
-        // The holder died or hung: take the key over under a new token.
-        _ => take(conn, id, fingerprint, lease_for, now, true).map(|r| (r, None)),
+        // The holder died or hung: take the key over under the new token.
+        _ => take_over(txn, id, fingerprint, token, lease_expires_at),
     }
 }
 
-/// Writes a fresh in-flight row (replacing `existing` if there is one) under a
-/// new token.
-fn take(
-    conn: &Connection,
+fn lease(id: &RecordId, token: i64, lease_expires_at: i64) -> Reservation {
+    Reservation::Reserved(Lease {
+        id: id.clone(),
+        token,
+        expires_at: from_ms(lease_expires_at),
+    })
+}
+
+/// Makes an existing row (expired, or its holder gone) a fresh in-flight
+/// record under `token`.
+fn take_over(
+    txn: &mut Txn<'_>,
     id: &RecordId,
     fingerprint: &str,
-    lease_for: Duration,
-    now: i64,
-    existing: bool,
-) -> Result<Reservation, StoreError> {
-    let token = next_token(conn)?;
-    let lease_expires_at = now.saturating_add(duration_ms(lease_for));
-    let sql = if existing {
-        "UPDATE records SET state = ?4, fingerprint = ?5, token = ?6, status = NULL,
+    token: i64,
+    lease_expires_at: i64,
+) -> Result<(Reservation, Option<i64>), StoreError> {
+    let now = txn.now;
+    txn.conn
+        .prepare_cached(
+            "UPDATE records SET state = ?4, fingerprint = ?5, token = ?6, status = NULL,
              headers = NULL, body = NULL, body_omitted = 0, created_at = ?7,
              completed_at = NULL, expires_at = NULL, lease_expires_at = ?8
-         WHERE route = ?1 AND scope = ?2 AND key = ?3"
-    } else {
-        "INSERT INTO records (route, scope, key, state, fingerprint, token,
-             body_omitted, created_at, lease_expires_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8)"
-    };
-    conn.prepare_cached(sql)
+         WHERE route = ?1 AND scope = ?2 AND key = ?3",
+        )
         .and_then(|mut stmt| {
             stmt.execute(params![
                 id.route,
@@ -118,19 +152,8 @@ fn take(
             ])
         })
         .map_err(db)?;
-    Ok(Reservation::Reserved(Lease {
-        id: id.clone(),
-        token,
-        expires_at: from_ms(lease_expires_at),
-    }))
-}
-
-fn next_token(conn: &Connection) -> Result<i64, StoreError> {
-    conn.prepare_cached(
-        "UPDATE meta SET value = value + 1 WHERE name = 'last_token' RETURNING value",
-    )
-    .and_then(|mut stmt| stmt.query_row([], |row| row.get(0)))
-    .map_err(db)
+    txn.spend_token(token);
+    Ok((lease(id, token, lease_expires_at), None))
 }
 
 fn load_response(

@@ -1,6 +1,14 @@
 //! The one thread that owns the SQLite connection, with group commit: it takes
 //! every queued job, runs them all in one write transaction and commits once,
 //! so N concurrent reservations cost one fsync instead of N.
+//!
+//! **One write per job.** Every job makes at most one writing statement
+//! (`ops`: a reservation is one `INSERT`, or one `UPDATE` of a row it took
+//! over; a completion one `UPDATE`), and SQLite undoes a failed statement's
+//! own changes. So a failing job leaves nothing behind in the shared
+//! transaction without a savepoint of its own (which cost two more statements
+//! per job). A job that failed *after* writing would break that: the batch
+//! then fails as a whole rather than commit its partial writes.
 
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, TryRecvError};
@@ -10,6 +18,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::oneshot;
 
 use super::codec::to_ms;
+use super::tokens::Tokens;
 use crate::store::StoreError;
 
 /// Bounds one transaction so a flood cannot hold the write lock (and delay the
@@ -18,11 +27,31 @@ const MAX_BATCH: usize = 512;
 
 pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 
+/// The batch's open transaction, as one job sees it.
+pub(super) struct Txn<'a> {
+    pub conn: &'a Connection,
+    /// The job's "now", in unix milliseconds.
+    pub now: i64,
+    tokens: &'a mut Tokens,
+}
+
+impl Txn<'_> {
+    /// The fencing token a reservation would get: unique across the store's
+    /// life once `spend_token` records that a row carries it.
+    pub fn next_token(&mut self) -> Result<i64, StoreError> {
+        self.tokens.peek(self.conn)
+    }
+
+    pub fn spend_token(&mut self, token: i64) {
+        self.tokens.spend(token);
+    }
+}
+
 /// One store operation travelling to the writer thread.
 pub(super) trait Job: Send {
     /// Runs the operation on the open transaction, keeping its result for
-    /// `finish`; returns whether it succeeded (else its writes are rolled back).
-    fn run(&mut self, conn: &Connection, now_ms: i64) -> bool;
+    /// `finish`; returns whether it succeeded.
+    fn run(&mut self, txn: &mut Txn<'_>) -> bool;
     /// Sends the kept result, or `Unavailable(batch_error)` when the batch's
     /// transaction did not commit.
     fn finish(self: Box<Self>, batch_error: Option<&str>);
@@ -37,7 +66,7 @@ pub(super) struct Task<T, F> {
 impl<T, F> Task<T, F>
 where
     T: Send + 'static,
-    F: FnOnce(&Connection, i64) -> Result<T, StoreError> + Send + 'static,
+    F: FnOnce(&mut Txn<'_>) -> Result<T, StoreError> + Send + 'static,
 {
     pub(super) fn job(work: F) -> (Box<dyn Job>, oneshot::Receiver<Result<T, StoreError>>) {
         let (reply, rx) = oneshot::channel();
@@ -53,13 +82,13 @@ where
 impl<T, F> Job for Task<T, F>
 where
     T: Send + 'static,
-    F: FnOnce(&Connection, i64) -> Result<T, StoreError> + Send + 'static,
+    F: FnOnce(&mut Txn<'_>) -> Result<T, StoreError> + Send + 'static,
 {
-    fn run(&mut self, conn: &Connection, now_ms: i64) -> bool {
+    fn run(&mut self, txn: &mut Txn<'_>) -> bool {
         let Some(work) = self.work.take() else {
             return false;
         };
-        let result = work(conn, now_ms);
+        let result = work(txn);
         let ok = result.is_ok();
         self.result = Some(result);
         ok
@@ -106,58 +135,77 @@ fn execute(
     // IMMEDIATE takes the write lock up front (waiting out busy_timeout for
     // another process) so no statement inside can fail with SQLITE_BUSY.
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut tokens = Tokens::default();
     for job in batch.iter_mut() {
-        let now = to_ms(clock());
-        // A savepoint per job: a failing job undoes only its own writes. Its
-        // statements are prepared once (rusqlite's `savepoint()` parses its
-        // SQL anew for every job: a measurable share of the writer's time).
-        tx.prepare_cached("SAVEPOINT job")?.execute([])?;
-        if job.run(&tx, now) {
-            tx.prepare_cached("RELEASE job")?.execute([])?;
+        let written_before = tx.total_changes();
+        let mut txn = Txn {
+            conn: &tx,
+            now: to_ms(clock()),
+            tokens: &mut tokens,
+        };
+        if job.run(&mut txn) {
             continue;
         }
         // Some errors (I/O, full disk) make SQLite roll the whole
         // transaction back; later statements would then autocommit one by
         // one, so stop and fail the batch instead.
         if tx.is_autocommit() {
-            return Err(rusqlite::Error::SqliteFailure(
-                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
-                Some("transaction rolled back by sqlite".into()),
-            ));
+            return Err(abort("transaction rolled back by sqlite"));
         }
-        tx.prepare_cached("ROLLBACK TO job")?.execute([])?;
-        tx.prepare_cached("RELEASE job")?.execute([])?;
+        if tx.total_changes() != written_before {
+            return Err(abort("a failed operation had written; batch rolled back"));
+        }
     }
+    tokens.save(&tx)?;
     tx.commit()
+}
+
+fn abort(message: &str) -> rusqlite::Error {
+    rusqlite::Error::SqliteFailure(
+        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+        Some(message.into()),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn insert(v: i64) -> impl FnOnce(&Connection, i64) -> Result<i64, StoreError> + Send {
-        move |conn, _| {
-            conn.execute("INSERT INTO t (v) VALUES (?1)", [v])
-                .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+    fn unavailable(e: rusqlite::Error) -> StoreError {
+        StoreError::Unavailable(e.to_string())
+    }
+
+    fn insert(v: i64) -> impl FnOnce(&mut Txn<'_>) -> Result<i64, StoreError> + Send {
+        move |txn| {
+            txn.conn
+                .execute("INSERT INTO t (v) VALUES (?1)", [v])
+                .map_err(unavailable)?;
             Ok(v)
         }
     }
 
     fn count(conn: &Connection) -> Result<i64, StoreError> {
         conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-            .map_err(|e| StoreError::Unavailable(e.to_string()))
+            .map_err(unavailable)
+    }
+
+    /// A fresh file with table `t`, whose CHECK refuses v >= 100.
+    fn open(name: &str) -> (std::path::PathBuf, Connection) {
+        let dir = std::env::temp_dir().join(format!("idemgate-writer-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER CHECK (v < 100))")
+            .unwrap();
+        (path, conn)
     }
 
     #[test]
-    fn queued_jobs_share_one_transaction_and_a_failing_job_only_undoes_itself() {
-        let dir = std::env::temp_dir().join(format!("idemgate-writer-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("batch.db");
-        let _ = std::fs::remove_file(&path);
-        let conn = Connection::open(&path).unwrap();
-        conn.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER)")
-            .unwrap();
-
+    fn queued_jobs_share_one_transaction_and_a_failing_statement_only_undoes_itself() {
+        let (path, conn) = open("batch.db");
         let (tx, rx) = std::sync::mpsc::channel::<Box<dyn Job>>();
         let mut replies = Vec::new();
         for v in 0..10 {
@@ -165,17 +213,15 @@ mod tests {
             tx.send(job).unwrap();
             replies.push(reply);
         }
-        let (job, failed) = Task::job(|conn: &Connection, _| -> Result<(), StoreError> {
-            conn.execute("INSERT INTO t (v) VALUES (100)", []).unwrap();
-            Err(StoreError::Fenced)
-        });
+        // Refused by the CHECK: SQLite undoes that statement alone.
+        let (job, refused) = Task::job(insert(100));
         tx.send(job).unwrap();
         // Inside the batch: this connection sees 10 rows, another sees none
         // (nothing committed yet), so the batch is one transaction.
         let observer = path.clone();
-        let (job, seen) = Task::job(move |conn: &Connection, _| {
-            let other = Connection::open(&observer).unwrap();
-            Ok((count(conn)?, count(&other)?))
+        let (job, seen) = Task::job(move |txn: &mut Txn<'_>| {
+            let other = Connection::open(&observer).map_err(unavailable)?;
+            Ok((count(txn.conn)?, count(&other)?))
         });
         tx.send(job).unwrap();
         drop(tx);
@@ -185,12 +231,38 @@ mod tests {
             assert_eq!(reply.blocking_recv().unwrap().unwrap(), v as i64);
         }
         assert!(matches!(
-            failed.blocking_recv().unwrap(),
-            Err(StoreError::Fenced)
+            refused.blocking_recv().unwrap(),
+            Err(StoreError::Unavailable(_))
         ));
         assert_eq!(seen.blocking_recv().unwrap().unwrap(), (10, 0));
         let after = Connection::open(&path).unwrap();
         assert_eq!(count(&after).unwrap(), 10);
-        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_job_that_fails_after_writing_fails_its_whole_batch() {
+        let (path, conn) = open("wrote-then-failed.db");
+        let (tx, rx) = std::sync::mpsc::channel::<Box<dyn Job>>();
+        let (job, innocent) = Task::job(insert(1));
+        tx.send(job).unwrap();
+        let (job, culprit) = Task::job(|txn: &mut Txn<'_>| -> Result<(), StoreError> {
+            insert(2)(txn)?;
+            Err(StoreError::Fenced)
+        });
+        tx.send(job).unwrap();
+        drop(tx);
+
+        run(conn, rx, Arc::new(SystemTime::now));
+        for reply in [
+            innocent.blocking_recv().unwrap().map(|_| ()),
+            culprit.blocking_recv().unwrap(),
+        ] {
+            assert!(
+                matches!(reply, Err(StoreError::Unavailable(_))),
+                "{reply:?}"
+            );
+        }
+        let after = Connection::open(&path).unwrap();
+        assert_eq!(count(&after).unwrap(), 0, "nothing of the batch committed");
     }
 }
