@@ -222,3 +222,27 @@ async fn a_file_with_the_old_expiry_index_is_migrated_and_the_sweep_uses_the_new
         "the sweep scans the expiry index: {plan:?}"
     );
 }
+
+/// Answers go back through a task on the runtime that opened the store; a
+/// store that outlives that runtime still answers (from its own thread).
+#[test]
+fn a_store_outliving_the_runtime_that_opened_it_still_answers() {
+    let path = temp_db();
+    let _dir = TempDirGuard(path.clone());
+    let opening = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = opening.block_on(async { EmbeddedStore::open(&path).unwrap() });
+    opening.block_on(async { store.ping().await.unwrap() });
+    drop(opening);
+
+    let later = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    later.block_on(async {
+        let answered = tokio::time::timeout(Duration::from_secs(5), store.ping()).await;
+        assert!(matches!(answered, Ok(Ok(()))), "{answered:?}");
+    });
+}

@@ -4,7 +4,8 @@
 //! dedicated thread owns the connection and is fed jobs over a channel, each
 //! with a oneshot reply. It drains everything queued and runs it in one write
 //! transaction (group commit, see `writer`): a burst of reservations costs one
-//! fsync. The thread exits, closing the file, when the last handle drops.
+//! fsync. The batch's replies go back to the runtime together (`replies`).
+//! The thread exits, closing the file, when the last handle drops.
 //!
 //! **Durability.** WAL journal with `synchronous = FULL`: a commit is fsynced
 //! before any reply leaves the thread, so an answer the gateway reported as
@@ -21,6 +22,7 @@
 
 pub(crate) mod codec;
 mod ops;
+mod replies;
 mod schema;
 mod tokens;
 mod writer;
@@ -37,6 +39,7 @@ pub use schema::SCHEMA_VERSION;
 pub use writer::Clock;
 
 use super::{Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse};
+use replies::Replies;
 use writer::{Job, Task, Txn};
 
 /// A handle on the store; clones share one writer thread.
@@ -61,9 +64,10 @@ impl EmbeddedStore {
     pub fn open_with_clock(path: &Path, clock: Clock) -> Result<EmbeddedStore, StoreError> {
         let conn = schema::open_connection(path)?;
         let (tx, rx) = mpsc::channel::<Box<dyn Job>>();
+        let replies = Replies::start();
         let thread = std::thread::Builder::new()
             .name("idemgate-store".into())
-            .spawn(move || writer::run(conn, rx, clock))
+            .spawn(move || writer::run(conn, rx, clock, replies))
             .map_err(|e| StoreError::Unavailable(format!("starting the store thread: {e}")))?;
         Ok(EmbeddedStore {
             inner: Arc::new(Inner {

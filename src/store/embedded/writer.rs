@@ -18,6 +18,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::oneshot;
 
 use super::codec::to_ms;
+use super::replies::Replies;
 use super::tokens::Tokens;
 use crate::store::StoreError;
 
@@ -107,7 +108,12 @@ where
 
 /// The writer thread's body; returns (closing the connection) once every
 /// sender is dropped.
-pub(super) fn run(mut conn: Connection, jobs: Receiver<Box<dyn Job>>, clock: Clock) {
+pub(super) fn run(
+    mut conn: Connection,
+    jobs: Receiver<Box<dyn Job>>,
+    clock: Clock,
+    replies: Replies,
+) {
     while let Ok(first) = jobs.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -121,9 +127,7 @@ pub(super) fn run(mut conn: Connection, jobs: Receiver<Box<dyn Job>>, clock: Clo
         if let Some(err) = &error {
             tracing::error!(error = %err, jobs = batch.len(), "store transaction failed");
         }
-        for job in batch {
-            job.finish(error.as_deref());
-        }
+        replies.send(batch, error);
     }
 }
 
@@ -189,23 +193,31 @@ mod tests {
             .map_err(unavailable)
     }
 
+    /// Removes a test's directory when the test ends, passed or not.
+    struct TempDir(std::path::PathBuf);
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
     /// A fresh file with table `t`, whose CHECK refuses v >= 100.
-    fn open(name: &str) -> (std::path::PathBuf, Connection) {
-        let dir = std::env::temp_dir().join(format!("idemgate-writer-{}", std::process::id()));
+    fn open(name: &str) -> (TempDir, std::path::PathBuf, Connection) {
+        let dir =
+            std::env::temp_dir().join(format!("idemgate-writer-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(name);
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-        }
         let conn = Connection::open(&path).unwrap();
         conn.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER CHECK (v < 100))")
             .unwrap();
-        (path, conn)
+        (TempDir(dir), path, conn)
     }
 
     #[test]
     fn queued_jobs_share_one_transaction_and_a_failing_statement_only_undoes_itself() {
-        let (path, conn) = open("batch.db");
+        let (_dir, path, conn) = open("batch.db");
         let (tx, rx) = std::sync::mpsc::channel::<Box<dyn Job>>();
         let mut replies = Vec::new();
         for v in 0..10 {
@@ -226,7 +238,7 @@ mod tests {
         tx.send(job).unwrap();
         drop(tx);
 
-        run(conn, rx, Arc::new(SystemTime::now));
+        run(conn, rx, Arc::new(SystemTime::now), Replies::start());
         for (v, reply) in replies.into_iter().enumerate() {
             assert_eq!(reply.blocking_recv().unwrap().unwrap(), v as i64);
         }
@@ -241,7 +253,7 @@ mod tests {
 
     #[test]
     fn a_job_that_fails_after_writing_fails_its_whole_batch() {
-        let (path, conn) = open("wrote-then-failed.db");
+        let (_dir, path, conn) = open("wrote-then-failed.db");
         let (tx, rx) = std::sync::mpsc::channel::<Box<dyn Job>>();
         let (job, innocent) = Task::job(insert(1));
         tx.send(job).unwrap();
@@ -252,7 +264,7 @@ mod tests {
         tx.send(job).unwrap();
         drop(tx);
 
-        run(conn, rx, Arc::new(SystemTime::now));
+        run(conn, rx, Arc::new(SystemTime::now), Replies::start());
         for reply in [
             innocent.blocking_recv().unwrap().map(|_| ()),
             culprit.blocking_recv().unwrap(),
