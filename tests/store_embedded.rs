@@ -37,6 +37,15 @@ impl Drop for TempDirGuard {
     }
 }
 
+/// A store file made by this binary, then changed behind its back by `edit`.
+fn made_then_edited(edit: impl FnOnce(&rusqlite::Connection)) -> (PathBuf, TempDirGuard) {
+    let path = temp_db();
+    let dir = TempDirGuard(path.clone());
+    drop(EmbeddedStore::open(&path).unwrap());
+    edit(&rusqlite::Connection::open(&path).unwrap());
+    (path, dir)
+}
+
 async fn fresh() -> Arc<dyn Store> {
     let path = temp_db();
     // Field order: the store (joining its thread) drops before the directory.
@@ -93,14 +102,10 @@ async fn durable_across_reopen() {
 
 #[tokio::test]
 async fn newer_schema_refused() {
-    let path = temp_db();
-    let _dir = TempDirGuard(path.clone());
-    drop(EmbeddedStore::open(&path).unwrap());
-    {
-        let conn = rusqlite::Connection::open(&path).unwrap();
+    let (path, _dir) = made_then_edited(|conn| {
         conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
             .unwrap();
-    }
+    });
     let err = EmbeddedStore::open(&path)
         .err()
         .expect("newer schema must be refused");
@@ -187,36 +192,34 @@ async fn fencing_tokens_keep_rising_across_batches_and_reopen() {
 
 #[tokio::test]
 async fn a_file_with_the_old_expiry_index_is_migrated_and_the_sweep_uses_the_new_one() {
-    let path = temp_db();
-    let _dir = TempDirGuard(path.clone());
-    drop(EmbeddedStore::open(&path).unwrap());
-    {
-        // As files made before the index covered completed rows only.
-        let conn = rusqlite::Connection::open(&path).unwrap();
+    // As files made before the index covered completed rows only.
+    let (path, _dir) = made_then_edited(|conn| {
         conn.execute_batch(
             "DROP INDEX records_expiry;
              CREATE INDEX records_expires_at ON records (expires_at);",
         )
         .unwrap();
-    }
+    });
     drop(EmbeddedStore::open(&path).unwrap());
 
     let conn = rusqlite::Connection::open(&path).unwrap();
-    let indexes: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'records' AND sql IS NOT NULL ORDER BY name")
-        .unwrap()
-        .query_map([], |row| row.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let column = |sql: &str, index: usize| -> Vec<String> {
+        conn.prepare(sql)
+            .unwrap()
+            .query_map([], |row| row.get(index))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let indexes = column(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'records' AND sql IS NOT NULL ORDER BY name",
+        0,
+    );
     assert_eq!(indexes, ["records_expiry"]);
-    let plan: Vec<String> = conn
-        .prepare("EXPLAIN QUERY PLAN SELECT rowid FROM records WHERE expires_at <= 5 AND state = 1 LIMIT 10")
-        .unwrap()
-        .query_map([], |row| row.get(3))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let plan = column(
+        "EXPLAIN QUERY PLAN SELECT rowid FROM records WHERE expires_at <= 5 AND state = 1 LIMIT 10",
+        3,
+    );
     assert!(
         plan.iter().any(|step| step.contains("records_expiry")),
         "the sweep scans the expiry index: {plan:?}"

@@ -38,27 +38,14 @@ pub(super) fn reserve(
     // conflict nothing is written and the row decides below.
     let token = txn.next_token()?;
     let lease_expires_at = now.saturating_add(duration_ms(lease_for));
-    let inserted = txn
-        .conn
-        .prepare_cached(
-            "INSERT INTO records (route, scope, key, state, fingerprint, token,
-                 body_omitted, created_at, lease_expires_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8)
-             ON CONFLICT DO NOTHING",
-        )
-        .and_then(|mut stmt| {
-            stmt.execute(params![
-                id.route,
-                id.scope,
-                id.key,
-                IN_FLIGHT,
-                fingerprint,
-                token,
-                now,
-                lease_expires_at
-            ])
-        })
-        .map_err(db)?;
+    let inserted = write_in_flight(
+        txn,
+        INSERT_IN_FLIGHT,
+        id,
+        fingerprint,
+        token,
+        lease_expires_at,
+    )?;
     if inserted == 1 {
         txn.spend_token(token);
         return Ok((lease(id, token, lease_expires_at), None));
@@ -122,8 +109,18 @@ fn lease(id: &RecordId, token: i64, lease_expires_at: i64) -> Reservation {
     })
 }
 
-/// Makes an existing row (expired, or its holder gone) a fresh in-flight
-/// record under `token`.
+/// A new key's row. On a conflict (the key has a row) nothing is written.
+const INSERT_IN_FLIGHT: &str = "INSERT INTO records (route, scope, key, state, fingerprint,
+         token, body_omitted, created_at, lease_expires_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8)
+     ON CONFLICT DO NOTHING";
+
+/// An existing row (expired, or its holder gone) made a fresh in-flight record.
+const TAKE_OVER: &str = "UPDATE records SET state = ?4, fingerprint = ?5, token = ?6,
+         status = NULL, headers = NULL, body = NULL, body_omitted = 0, created_at = ?7,
+         completed_at = NULL, expires_at = NULL, lease_expires_at = ?8
+     WHERE route = ?1 AND scope = ?2 AND key = ?3";
+
 fn take_over(
     txn: &mut Txn<'_>,
     id: &RecordId,
@@ -131,14 +128,22 @@ fn take_over(
     token: i64,
     lease_expires_at: i64,
 ) -> Result<(Reservation, Option<i64>), StoreError> {
-    let now = txn.now;
+    write_in_flight(txn, TAKE_OVER, id, fingerprint, token, lease_expires_at)?;
+    txn.spend_token(token);
+    Ok((lease(id, token, lease_expires_at), None))
+}
+
+/// Runs `INSERT_IN_FLIGHT` or `TAKE_OVER`; returns the rows written.
+fn write_in_flight(
+    txn: &Txn<'_>,
+    sql: &str,
+    id: &RecordId,
+    fingerprint: &str,
+    token: i64,
+    lease_expires_at: i64,
+) -> Result<usize, StoreError> {
     txn.conn
-        .prepare_cached(
-            "UPDATE records SET state = ?4, fingerprint = ?5, token = ?6, status = NULL,
-             headers = NULL, body = NULL, body_omitted = 0, created_at = ?7,
-             completed_at = NULL, expires_at = NULL, lease_expires_at = ?8
-         WHERE route = ?1 AND scope = ?2 AND key = ?3",
-        )
+        .prepare_cached(sql)
         .and_then(|mut stmt| {
             stmt.execute(params![
                 id.route,
@@ -147,13 +152,11 @@ fn take_over(
                 IN_FLIGHT,
                 fingerprint,
                 token,
-                now,
+                txn.now,
                 lease_expires_at
             ])
         })
-        .map_err(db)?;
-    txn.spend_token(token);
-    Ok((lease(id, token, lease_expires_at), None))
+        .map_err(db)
 }
 
 fn load_response(
