@@ -43,16 +43,13 @@ pub async fn run(
             }
             return answer;
         }
+        // Not boxed like `degraded` below, though it makes every keyed
+        // request's future larger: a key-less request would then pay an
+        // allocation of its own (bench/README (ad)).
         Ok(KeyedRequest::Unkeyed { body }) => {
-            // Boxed, as below: inline, a forwarding future would make every
-            // keyed request's future (allocated and copied per request) twice
-            // as large.
-            let forwarding = Box::pin(passthrough::forward(
-                gateway,
-                &exchange,
-                Request::from_parts(head, body),
-            ));
-            return match forwarding.await {
+            return match passthrough::forward(gateway, &exchange, Request::from_parts(head, body))
+                .await
+            {
                 Ok(response) => Answer::new(response, Outcome::Passthrough),
                 Err(error) => Answer::error(error),
             };
@@ -128,6 +125,8 @@ pub async fn run(
                     retry_after: std::time::Duration::from_secs(1),
                 }),
                 StoreErrorMode::Pass => {
+                    // Boxed: a rare path, which inline would make every
+                    // request's future (allocated and copied) larger.
                     let request = Request::from_parts(head, body::full(body));
                     Box::pin(degraded(gateway, &exchange, request)).await
                 }
