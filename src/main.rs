@@ -11,6 +11,13 @@ use tracing_subscriber::EnvFilter;
 
 const EXIT_CONFIG: u8 = 64;
 
+// Every request allocates futures of a few KB (the handler's, an
+// execution's), above what glibc's per-thread cache takes; with glibc each
+// took malloc's slow path. mimalloc serves them from per-thread pages: about
+// 6% less CPU per pass-through request and 12% per new key (bench/README (af)).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format, cli.log_level.as_deref());
