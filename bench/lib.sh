@@ -29,6 +29,8 @@ port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); 
 
 PIDS=()
 declare -A PORT PID
+# The process whose CPU time `measure` charges to each listening port.
+declare -A CPU_PID
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
@@ -89,6 +91,7 @@ bench_setup() {
   PIDS+=($!)
   taskset -c 0 nginx -c "$WORK/nginx/proxy.conf" -g 'daemon off;' &
   PIDS+=($!)
+  CPU_PID[$NGINX_PROXY_PORT]=$!
 
 }
 
@@ -119,7 +122,7 @@ match = { path_prefix = "/v1/charges" }
 CONF
   taskset -c 0 "$bin" serve -c "$WORK/$name.toml" --log-level warn 2>"$WORK/$name.log" &
   PIDS+=($!)
-  PORT[$name]=$listen; PID[$name]=$!
+  PORT[$name]=$listen; PID[$name]=$!; CPU_PID[$listen]=$!
   for _ in $(seq 100); do
     curl -fsS "http://127.0.0.1:$admin/readyz" >/dev/null 2>&1 && return 0
     sleep 0.1
@@ -128,17 +131,33 @@ CONF
 }
 
 
-# One wrk run; prints "req/s p50_ms p99_ms non2xx".
+# CPU time (user + system, in clock ticks) of a process, its threads and its
+# children: the gateway's runtime and store threads, nginx's master and worker.
+cpu_ticks() { # pid
+  local pid total=0
+  for pid in "$1" $(pgrep -P "$1" 2>/dev/null); do
+    total=$(( total + $(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0) ))
+  done
+  echo "$total"
+}
+
+# One wrk run; prints "req/s p50_ms p99_ms non2xx cpu_us_per_request". The
+# last is the CPU time the proxy on that port spent per answered request
+# (threads and children included; a database's own work is not): unlike
+# req/s, it does not fall when the machine gives the core less time.
 measure() { # port, lua, duration, connections
-  local out
+  local out pid=${CPU_PID[$1]:-} before=0 after=0
+  [ -n "$pid" ] && before=$(cpu_ticks "$pid")
   out=$(BENCH_RUN="${BENCH_RUN:-r$RANDOM$RANDOM}" taskset -c 1 wrk -t2 -c"$4" -d"$3" --latency \
         -s "$ROOT/bench/lua/$2.lua" "http://127.0.0.1:$1" 2>&1)
-  echo "$out" | awk '
+  [ -n "$pid" ] && after=$(cpu_ticks "$pid")
+  echo "$out" | awk -v ticks=$(( after - before )) -v hz="$(getconf CLK_TCK)" '
     function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0; if (v ~ /s$/) return v*1000; return v }
+    / requests in / { n=$1 }
     /Requests\/sec:/ { rps=$2 }
     /^ +50%/ { p50=ms($2) }
     /^ +99%/ { p99=ms($2) }
     /Non-2xx or 3xx responses:/ { non=$5 }
-    END { printf "%s %s %s %s\n", rps+0, p50+0, p99+0, non+0 }'
+    END { printf "%s %s %s %s %.1f\n", rps+0, p50+0, p99+0, non+0, (n > 0 ? ticks * 1e6 / hz / n : 0) }'
 }
 
