@@ -13,8 +13,9 @@ const EXIT_CONFIG: u8 = 64;
 
 // Every request allocates futures of a few KB (the handler's, an
 // execution's), above what glibc's per-thread cache takes; with glibc each
-// took malloc's slow path. mimalloc serves them from per-thread pages: about
-// 6% less CPU per pass-through request and 12% per new key (bench/README (af)).
+// took malloc's slow path. mimalloc 2.x (Cargo.toml: `v2`, `no_thp`) serves
+// them from per-thread pages: ~5% less CPU per pass-through request, ~15%
+// per new key; its 3.x made replays slower (bench/README (af)).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
