@@ -143,8 +143,9 @@ cpu_ticks() { # pid
 
 # One wrk run; prints "req/s p50_ms p99_ms non2xx cpu_us_per_request". The
 # last is the CPU time the proxy on that port spent per answered request
-# (threads and children included; a database's own work is not): unlike
-# req/s, it does not fall when the machine gives the core less time.
+# (threads and children included; a database's own work is not). On a
+# saturated core it is about 1/req/s; where the proxy waits (on a database)
+# it is what the proxy itself costs.
 measure() { # port, lua, duration, connections
   local out pid=${CPU_PID[$1]:-} before=0 after=0
   [ -n "$pid" ] && before=$(cpu_ticks "$pid")
