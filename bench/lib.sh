@@ -136,7 +136,8 @@ CONF
 cpu_ticks() { # pid
   local pid total=0
   for pid in "$1" $(pgrep -P "$1" 2>/dev/null); do
-    total=$(( total + $(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0) ))
+    # utime and stime are the 14th and 15th fields; the 2nd, "(comm)", may hold spaces.
+    total=$(( total + $(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{ t = $12 + $13 } END { print t + 0 }') ))
   done
   echo "$total"
 }
