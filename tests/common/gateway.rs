@@ -86,25 +86,44 @@ impl GatewayProcess {
         template: &str,
         envs: &[(&str, &str)],
     ) -> GatewayProcess {
-        let (listen, admin) = (free_port(), free_port());
         let config = dir.path("idemgate.toml");
-        std::fs::write(&config, render(template, dir, upstream, listen, admin)).unwrap();
-        let mut process = GatewayProcess {
-            addr: listen,
-            admin,
-            config,
-            log: dir.path("gateway.log"),
-            child: None,
-            envs: envs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        };
-        process.spawn();
-        process
+        let log = dir.path("gateway.log");
+        // A port `free_port` saw free can be taken before the gateway binds
+        // it (by any outgoing connection's ephemeral port): then new ports.
+        for attempt in 1.. {
+            let (listen, admin) = (free_port(), free_port());
+            std::fs::write(&config, render(template, dir, upstream, listen, admin)).unwrap();
+            let mut process = GatewayProcess {
+                addr: listen,
+                admin,
+                config: config.clone(),
+                log: log.clone(),
+                child: None,
+                envs: envs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            };
+            match process.try_spawn() {
+                Ok(()) => return process,
+                Err(text) if attempt < 5 && text.contains("Address already in use") => {
+                    let _ = std::fs::remove_file(&log);
+                }
+                Err(text) => panic!("{text}"),
+            }
+        }
+        unreachable!()
     }
 
     fn spawn(&mut self) {
+        if let Err(text) = self.try_spawn() {
+            panic!("{text}");
+        }
+    }
+
+    /// Starts the process and waits until both listeners accept; `Err` with
+    /// its log when it exited first.
+    fn try_spawn(&mut self) -> Result<(), String> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -120,27 +139,31 @@ impl GatewayProcess {
             .spawn()
             .unwrap();
         self.child = Some(child);
-        self.wait_healthy();
+        self.wait_healthy()
     }
 
-    fn wait_healthy(&mut self) {
+    fn wait_healthy(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(15);
         while Instant::now() < deadline {
             if std::net::TcpStream::connect(self.admin).is_ok()
                 && std::net::TcpStream::connect(self.addr).is_ok()
             {
-                return;
+                return Ok(());
             }
             if let Some(status) = self
                 .child
                 .as_mut()
                 .and_then(|c| c.try_wait().ok().flatten())
             {
-                panic!("gateway exited at start ({status}):\n{}", self.log_text());
+                self.child = None;
+                return Err(format!(
+                    "gateway exited at start ({status}):\n{}",
+                    self.log_text()
+                ));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("gateway did not start:\n{}", self.log_text());
+        Err(format!("gateway did not start:\n{}", self.log_text()))
     }
 
     pub fn log_text(&self) -> String {
