@@ -96,6 +96,8 @@ bench_setup() {
 }
 
 # idemgate, one process per store (or per build), each on core 0 while measured.
+# GATEWAY_WRAP, when set, is a command the gateway runs under (bench/instructions:
+# valgrind); it must exec the gateway in its own process, as valgrind does.
 start_gateway() { # name, store-toml[, binary (default $BIN)]
   local name=$1 store=$2 bin=${3:-$BIN} listen admin
   listen=$(port); admin=$(port)
@@ -120,10 +122,13 @@ name = "charges"
 upstream = "api"
 match = { path_prefix = "/v1/charges" }
 CONF
-  taskset -c 0 "$bin" serve -c "$WORK/$name.toml" --log-level warn 2>"$WORK/$name.log" &
+  # shellcheck disable=SC2086 # GATEWAY_WRAP is a command line, split on purpose
+  taskset -c 0 ${GATEWAY_WRAP:-} "$bin" serve -c "$WORK/$name.toml" --log-level warn 2>"$WORK/$name.log" &
   PIDS+=($!)
   PORT[$name]=$listen; PID[$name]=$!; CPU_PID[$listen]=$!
-  for _ in $(seq 100); do
+  # Up to 30 s: under valgrind starting takes seconds.
+  for _ in $(seq 300); do
+    kill -0 "${PID[$name]}" 2>/dev/null || break
     curl -fsS "http://127.0.0.1:$admin/readyz" >/dev/null 2>&1 && return 0
     sleep 0.1
   done
