@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use http::header::{self, HeaderValue};
+use http::header::{self, HeaderName, HeaderValue};
 use http::{Request, Response};
 use hyper::body::Incoming;
 
@@ -21,7 +21,7 @@ use crate::proxy::prepare_request;
 use crate::route::{KeyLocation, RoutePolicy};
 use crate::store::{LeaseGuard, RecordId};
 
-const DEGRADED: &str = "idempotency-degraded";
+const DEGRADED: HeaderName = HeaderName::from_static("idempotency-degraded");
 
 pub async fn run(
     gateway: &Arc<Gateway>,

@@ -155,13 +155,13 @@ impl Gateway {
     }
 }
 
-const X_REQUEST_ID: &str = "x-request-id";
+const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
 
 /// The client's `X-Request-Id` when it sent a usable one, else a new one set on
 /// the request so the upstream's logs and ours can be joined.
 fn request_id(headers: &mut http::HeaderMap) -> http::HeaderValue {
     if let Some(id) = headers
-        .get(X_REQUEST_ID)
+        .get(&X_REQUEST_ID)
         .filter(|v| v.to_str().is_ok_and(|v| !v.is_empty() && v.len() <= 128))
     {
         return id.clone();

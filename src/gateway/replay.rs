@@ -7,7 +7,7 @@ use http::{HeaderMap, Response, StatusCode};
 use crate::body::{self, Body};
 use crate::store::StoredResponse;
 
-const REPLAY_OMITTED: &str = "idempotency-replay";
+const REPLAY_OMITTED: HeaderName = HeaderName::from_static("idempotency-replay");
 
 /// A stored answer as a replay.
 pub fn replayed(stored: &StoredResponse, marker: &HeaderName) -> Response<Body> {

@@ -1,6 +1,6 @@
 use std::net::SocketAddr;
 
-use http::header::{self, HeaderValue};
+use http::header::{self, HeaderName, HeaderValue};
 use http::request::Parts;
 use http::uri::PathAndQuery;
 use http::{HeaderMap, Uri, Version};
@@ -32,9 +32,10 @@ impl ClientInfo {
     }
 }
 
-const X_FORWARDED_FOR: &str = "x-forwarded-for";
-const X_FORWARDED_PROTO: &str = "x-forwarded-proto";
-const X_FORWARDED_HOST: &str = "x-forwarded-host";
+// Names, not strings: a `&str` key is parsed and checked again on every use.
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
 /// Turns the client's request head into the upstream's: target URI on the
 /// upstream, hop-by-hop headers dropped, `X-Forwarded-*` set, `Host` kept (or
@@ -72,7 +73,7 @@ pub fn prepare_request(
 
 fn set_forwarded(headers: &mut HeaderMap, client: &ClientInfo, host: Option<&HeaderValue>) {
     let existing = headers
-        .get(X_FORWARDED_FOR)
+        .get(&X_FORWARDED_FOR)
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.trim().is_empty());
     let forwarded_for = match (existing, &client.forwarded_ip) {

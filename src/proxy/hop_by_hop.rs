@@ -15,6 +15,11 @@ const HOP_BY_HOP: &[HeaderName] = &[
 
 /// Removes hop-by-hop headers, including every header named by `Connection`.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Most messages carry none (`Connection` is in the list): one look at each
+    // name instead of a removal (a hash and a probe) per listed name.
+    if !headers.keys().any(is_hop_by_hop) {
+        return;
+    }
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -27,15 +32,21 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
     let proxy_or_keep_alive: Vec<HeaderName> = headers
         .keys()
-        .filter(|name| {
-            let name = name.as_str();
-            name == "keep-alive" || name.starts_with("proxy-")
-        })
+        .filter(|name| is_keep_alive_or_proxy(name))
         .cloned()
         .collect();
     for name in proxy_or_keep_alive {
         headers.remove(name);
     }
+}
+
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    HOP_BY_HOP.contains(name) || is_keep_alive_or_proxy(name)
+}
+
+fn is_keep_alive_or_proxy(name: &HeaderName) -> bool {
+    let name = name.as_str();
+    name == "keep-alive" || name.starts_with("proxy-")
 }
 
 #[cfg(test)]
@@ -63,5 +74,19 @@ mod tests {
         strip_hop_by_hop(&mut headers);
         let left: Vec<&str> = headers.keys().map(|n| n.as_str()).collect();
         assert_eq!(left, vec!["content-type", "authorization"]);
+    }
+
+    #[test]
+    fn each_kind_alone_is_removed() {
+        // The early return must not miss a message whose only hop-by-hop
+        // header is any one of them.
+        for name in ["connection", "te", "keep-alive", "proxy-connection", "upgrade"] {
+            let mut headers = HeaderMap::new();
+            headers.append("content-type", "application/json".parse().unwrap());
+            headers.append(name, "x".parse().unwrap());
+            strip_hop_by_hop(&mut headers);
+            let left: Vec<&str> = headers.keys().map(|n| n.as_str()).collect();
+            assert_eq!(left, vec!["content-type"], "{name}");
+        }
     }
 }
