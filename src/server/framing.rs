@@ -175,25 +175,10 @@ impl Scanner {
         if head.starts_with(b"PRI * HTTP/2.0") {
             return State::Stopped;
         }
-        let mut headers = [httparse::EMPTY_HEADER; 128];
-        let mut request = httparse::Request::new(&mut headers);
-        match request.parse(head) {
-            Ok(httparse::Status::Complete(_)) => {}
-            _ => return State::Stopped,
-        }
+        let Some((length, transfer)) = framing_headers(head) else {
+            return State::Stopped;
+        };
         self.heads += 1;
-        let mut length: Option<u64> = None;
-        let mut transfer: Option<&[u8]> = None;
-        for header in request.headers.iter() {
-            if header.name.eq_ignore_ascii_case("content-length") {
-                length = std::str::from_utf8(header.value)
-                    .ok()
-                    .and_then(|v| v.trim().parse().ok())
-                    .or(Some(u64::MAX));
-            } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
-                transfer = Some(header.value);
-            }
-        }
         match (transfer, length) {
             (Some(_), Some(_)) => {
                 // Record the first one only; hyper closes the connection after it.
@@ -237,6 +222,100 @@ fn take_until(buf: &mut Vec<u8>, bytes: &[u8], end: &[u8]) -> (usize, bool) {
             (bytes.len(), false)
         }
     }
+}
+
+/// `Content-Length` (`u64::MAX` when unreadable) and `Transfer-Encoding` of a
+/// head that ends with its empty line, or `None` for a head that is not plain
+/// HTTP/1: hyper refuses that one and closes the connection, so watching stops.
+///
+/// A scan of the lines rather than a full parse (httparse): it runs on every
+/// request, before hyper parses the same head, and only these two headers
+/// decide where the next request starts. Where it is laxer than httparse (a
+/// value's bytes, the target's), hyper refuses the head and the connection
+/// ends, so no later boundary depends on it.
+fn framing_headers(head: &[u8]) -> Option<(Option<u64>, Option<&[u8]>)> {
+    let (request_line, mut rest) = next_line(head)?;
+    if !is_request_line(request_line) {
+        return None;
+    }
+    let mut length = None;
+    let mut transfer = None;
+    while let Some((line, after)) = next_line(rest) {
+        rest = after;
+        if line.is_empty() {
+            break;
+        }
+        let colon = memchr::memchr(b':', line)?;
+        let name = &line[..colon];
+        if name.is_empty() || !name.iter().all(|b| is_token(*b)) {
+            return None;
+        }
+        let value = trim_ows(&line[colon + 1..]);
+        if name.eq_ignore_ascii_case(b"content-length") {
+            length = Some(
+                std::str::from_utf8(value)
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(u64::MAX),
+            );
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            transfer = Some(value);
+        }
+    }
+    Some((length, transfer))
+}
+
+/// The line up to `\n` (without it, and without a `\r` before it) and what
+/// follows; `None` when no line ends in `bytes`.
+fn next_line(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
+    let end = memchr::memchr(b'\n', bytes)?;
+    let line = &bytes[..end];
+    Some((line.strip_suffix(b"\r").unwrap_or(line), &bytes[end + 1..]))
+}
+
+/// `METHOD SP target SP HTTP/1.x`, the method a token.
+fn is_request_line(line: &[u8]) -> bool {
+    let Some(space) = memchr::memchr(b' ', line) else {
+        return false;
+    };
+    space > 0
+        && line[..space].iter().all(|b| is_token(*b))
+        && (line.ends_with(b" HTTP/1.1") || line.ends_with(b" HTTP/1.0"))
+        && line.len() > space + " HTTP/1.1".len()
+}
+
+/// RFC 9110 §5.6.2 `tchar`.
+fn is_token(b: u8) -> bool {
+    TOKEN[usize::from(b)]
+}
+
+/// A table, not a search of the punctuation: it runs for every byte of every
+/// header name.
+const TOKEN: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric();
+        b += 1;
+    }
+    let punctuation = b"!#$%&'*+-.^_`|~";
+    let mut i = 0;
+    while i < punctuation.len() {
+        table[punctuation[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
+
+fn trim_ows(mut value: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = value {
+        value = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = value {
+        value = rest;
+    }
+    value
 }
 
 fn chunk_size(line: &[u8]) -> Option<u64> {
@@ -370,6 +449,30 @@ mod tests {
     fn stops_watching_what_is_not_plain_http1() {
         assert_eq!(ambiguous_index(&[b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"]), 0);
         assert_eq!(ambiguous_index(&[b"garbage\r\n\r\nPOST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"]), 0);
+    }
+
+    #[test]
+    fn reads_framing_headers_as_httparse_does() {
+        let head = b"POST /a?b=c HTTP/1.1\r\nHost: x\r\ncontent-LENGTH:\t 12 \r\nX-A: b: c\r\n\r\n";
+        assert_eq!(framing_headers(head), Some((Some(12), None)));
+        let head = b"POST /a HTTP/1.0\nTransfer-Encoding: gzip, chunked\n\n";
+        assert_eq!(
+            framing_headers(head),
+            Some((None, Some(&b"gzip, chunked"[..])))
+        );
+        let head = b"POST /a HTTP/1.1\r\nContent-Length: 1x\r\n\r\n";
+        assert_eq!(framing_headers(head), Some((Some(u64::MAX), None)));
+        // What httparse refuses (and so hyper) stops the watch.
+        for head in [
+            &b"POST /a HTTP/1.1\r\nContent-Length : 5\r\n\r\n"[..],
+            b"POST /a HTTP/1.1\r\nno colon\r\n\r\n",
+            b"POST /a HTTP/2.0\r\n\r\n",
+            b"POST HTTP/1.1\r\n\r\n",
+            b" /a HTTP/1.1\r\n\r\n",
+            b"P(ST /a HTTP/1.1\r\n\r\n",
+        ] {
+            assert_eq!(framing_headers(head), None, "{:?}", String::from_utf8_lossy(head));
+        }
     }
 
     #[test]
