@@ -29,6 +29,8 @@ fn from_stored(stored: &StoredResponse, marker: &HeaderName, replay: bool) -> Re
     let mut response = Response::new(body);
     *response.status_mut() = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
     let headers = response.headers_mut();
+    // Room for the stored headers and the marker at once, not grown twice.
+    headers.reserve(stored.headers.len() + 2);
     for (name, value) in stored.headers.iter() {
         if let (Ok(name), Ok(value)) = (
             HeaderName::from_bytes(name.as_bytes()),

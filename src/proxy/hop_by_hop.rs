@@ -15,38 +15,39 @@ const HOP_BY_HOP: &[HeaderName] = &[
 
 /// Removes hop-by-hop headers, including every header named by `Connection`.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // Most messages carry none (`Connection` is in the list): one look at each
+    // Most requests carry none (`Connection` is in the list): one look at each
     // name instead of a removal (a hash and a probe) per listed name.
     if !headers.keys().any(is_hop_by_hop) {
         return;
     }
-    let named: Vec<HeaderName> = headers
+    // Most that do (every answer from an upstream that keeps connections
+    // open) carry only `Connection: keep-alive`: remove what is present, not
+    // every name that could be.
+    let listed: Vec<&str> = headers
         .get_all(header::CONNECTION)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
         .collect();
-    for name in named.iter().chain(HOP_BY_HOP) {
-        headers.remove(name);
-    }
-    let proxy_or_keep_alive: Vec<HeaderName> = headers
+    let doomed: Vec<HeaderName> = headers
         .keys()
-        .filter(|name| is_keep_alive_or_proxy(name))
+        .filter(|name| {
+            is_hop_by_hop(name)
+                || listed
+                    .iter()
+                    .any(|listed| listed.eq_ignore_ascii_case(name.as_str()))
+        })
         .cloned()
         .collect();
-    for name in proxy_or_keep_alive {
+    for name in doomed {
         headers.remove(name);
     }
 }
 
 fn is_hop_by_hop(name: &HeaderName) -> bool {
-    HOP_BY_HOP.contains(name) || is_keep_alive_or_proxy(name)
-}
-
-fn is_keep_alive_or_proxy(name: &HeaderName) -> bool {
-    let name = name.as_str();
-    name == "keep-alive" || name.starts_with("proxy-")
+    HOP_BY_HOP.contains(name) || name == "keep-alive" || name.as_str().starts_with("proxy-")
 }
 
 #[cfg(test)]
@@ -80,7 +81,13 @@ mod tests {
     fn each_kind_alone_is_removed() {
         // The early return must not miss a message whose only hop-by-hop
         // header is any one of them.
-        for name in ["connection", "te", "keep-alive", "proxy-connection", "upgrade"] {
+        for name in [
+            "connection",
+            "te",
+            "keep-alive",
+            "proxy-connection",
+            "upgrade",
+        ] {
             let mut headers = HeaderMap::new();
             headers.append("content-type", "application/json".parse().unwrap());
             headers.append(name, "x".parse().unwrap());

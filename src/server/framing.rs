@@ -471,7 +471,12 @@ mod tests {
             b" /a HTTP/1.1\r\n\r\n",
             b"P(ST /a HTTP/1.1\r\n\r\n",
         ] {
-            assert_eq!(framing_headers(head), None, "{:?}", String::from_utf8_lossy(head));
+            assert_eq!(
+                framing_headers(head),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(head)
+            );
         }
     }
 

@@ -11,7 +11,6 @@
 //! asking the store again. Such a late copy can only replay an answer that
 //! was final: it never lets a request run twice.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -33,7 +32,9 @@ struct Entry {
 
 #[derive(Default)]
 struct Entries {
-    map: HashMap<RecordId, Entry>,
+    /// foldhash, not SipHash: a lookup hashes the route, the scope hash and
+    /// the key (~100 bytes) on every replay. Still seeded per process.
+    map: foldhash::HashMap<RecordId, Entry>,
     bytes: usize,
 }
 
