@@ -33,9 +33,41 @@ impl Drop for TestDir {
     }
 }
 
+/// A port on 127.0.0.1 that no listener holds, below the kernel's ephemeral
+/// range: a port the kernel hands out for port 0 can become the local port of
+/// any outgoing connection between this check and the gateway's bind (seen in
+/// CI as "Address already in use"), and again between a stop and a restart on
+/// the same port. One below that range is only ever taken by a listener.
 pub fn free_port() -> SocketAddr {
+    const LOWEST: u64 = 10_000;
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let highest = ephemeral_start().max(LOWEST + 1_000);
+    let span = highest - LOWEST;
+    // A different start per process; ports then follow one another, so the
+    // tests of one process never pick the same one.
+    let start = u64::from(std::process::id()).wrapping_mul(7_919)
+        + std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |t| u64::from(t.subsec_nanos()));
+    for _ in 0..span {
+        let offset = start.wrapping_add(NEXT.fetch_add(1, Ordering::SeqCst)) % span;
+        let Ok(port) = u16::try_from(LOWEST + offset) else {
+            continue;
+        };
+        if let Ok(listener) = TcpListener::bind(("127.0.0.1", port)) {
+            return listener.local_addr().unwrap();
+        }
+    }
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap()
+}
+
+/// The first port of the kernel's ephemeral range (Linux: 32768 by default).
+fn ephemeral_start() -> u64 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
 }
 
 /// The real binary, serving a config written into a test directory.
