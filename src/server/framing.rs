@@ -250,7 +250,7 @@ fn framing_headers(head: &[u8]) -> Option<(Option<u64>, Option<&[u8]>)> {
         if name.is_empty() || !name.iter().all(|b| is_token(*b)) {
             return None;
         }
-        let value = trim_ows(&line[colon + 1..]);
+        let value = line[colon + 1..].trim_ascii();
         if name.eq_ignore_ascii_case(b"content-length") {
             length = Some(
                 std::str::from_utf8(value)
@@ -307,16 +307,6 @@ const TOKEN: [bool; 256] = {
     }
     table
 };
-
-fn trim_ows(mut value: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = value {
-        value = rest;
-    }
-    while let [rest @ .., b' ' | b'\t'] = value {
-        value = rest;
-    }
-    value
-}
 
 fn chunk_size(line: &[u8]) -> Option<u64> {
     let line = line.strip_suffix(b"\r\n")?;

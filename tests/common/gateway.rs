@@ -43,12 +43,15 @@ pub fn free_port() -> SocketAddr {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let highest = ephemeral_start().max(LOWEST + 1_000);
     let span = highest - LOWEST;
-    // A different start per process; ports then follow one another, so the
-    // tests of one process never pick the same one.
-    let start = u64::from(std::process::id()).wrapping_mul(7_919)
-        + std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |t| u64::from(t.subsec_nanos()));
+    // A different start per process, chosen once; ports then follow one
+    // another, so the tests of one process never pick the same one.
+    static START: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let start = *START.get_or_init(|| {
+        u64::from(std::process::id()).wrapping_mul(7_919)
+            + std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |t| u64::from(t.subsec_nanos()))
+    });
     for _ in 0..span {
         let offset = start.wrapping_add(NEXT.fetch_add(1, Ordering::SeqCst)) % span;
         let Ok(port) = u16::try_from(LOWEST + offset) else {
