@@ -25,10 +25,7 @@ pub enum Captured {
 }
 
 /// Reads the upstream's body up to `limit` bytes. Trailers are not kept.
-pub async fn capture(
-    response: Response<UpstreamBody>,
-    limit: u64,
-) -> Result<Captured, hyper::Error> {
+pub async fn capture(response: Response<UpstreamBody>, limit: u64) -> Result<Captured, BoxError> {
     let (mut parts, mut incoming) = response.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     let declared = parts
@@ -80,7 +77,7 @@ pub fn resume(prefix: Vec<Bytes>, rest: UpstreamBody) -> Body {
             .into_iter()
             .map(|chunk| Ok::<_, BoxError>(Frame::data(chunk))),
     );
-    let rest = BodyStream::new(rest).map(|frame| frame.map_err(BoxError::from));
+    let rest = BodyStream::new(rest);
     body::stream(StreamBody::new(read.chain(rest)))
 }
 

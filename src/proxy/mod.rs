@@ -4,7 +4,7 @@
 
 mod forwarded;
 mod hop_by_hop;
-mod pool;
+mod http1;
 mod upstream;
 mod upstream_body;
 

@@ -10,7 +10,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-use super::pool::{Http1Pool, PoolLimits};
+use super::http1::{Dialer, Http1Pool, PoolLimits};
 use super::upstream_body::UpstreamBody;
 use crate::body::Body;
 use crate::config::{Config, UpstreamConfig};
@@ -45,8 +45,8 @@ pub struct Upstream {
     connections: Connections,
 }
 
-/// HTTP/1 upstreams get a pool of their own (pool.rs); HTTP/2 multiplexes
-/// on one connection, which hyper-util's client keeps well.
+/// HTTP/1 upstreams get the gateway's own client (http1/); HTTP/2
+/// multiplexes on one connection, which hyper-util's client keeps well.
 #[derive(Debug)]
 enum Connections {
     Http1(Arc<Http1Pool>),
@@ -69,33 +69,34 @@ impl Upstream {
             .ok_or_else(|| format!("upstream {}: url has no host", config.name))?;
         let base_path = uri.path().trim_end_matches('/').to_string();
 
-        let mut http = HttpConnector::new();
-        http.set_connect_timeout(Some(config.connect_timeout));
-        http.set_nodelay(true);
-        // The TLS layer decides by scheme; it needs the inner connector to accept https.
-        http.enforce_http(false);
         let tls = crate::tls::client_config(&config.name, config.tls.as_ref())?;
-        let builder = HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http();
         let connections = if config.http2 {
+            let mut http = HttpConnector::new();
+            http.set_connect_timeout(Some(config.connect_timeout));
+            http.set_nodelay(true);
+            // The TLS layer decides by scheme; it needs the inner connector to accept https.
+            http.enforce_http(false);
+            let connector = HttpsConnectorBuilder::new()
+                .with_tls_config(tls)
+                .https_or_http()
+                .enable_http2()
+                .wrap_connector(http);
             Connections::Http2(Box::new(
                 Client::builder(TokioExecutor::new())
                     .pool_timer(TokioTimer::new())
                     .pool_idle_timeout(IDLE_TIMEOUT)
                     .http2_only(true)
-                    .build(builder.enable_http2().wrap_connector(http)),
+                    .build(connector),
             ))
         } else {
-            let connector = builder.enable_http1().wrap_connector(http);
+            let dialer = Dialer::new(&scheme, &authority, tls)
+                .map_err(|err| format!("upstream {}: {err}", config.name))?;
             let limits = PoolLimits {
                 max_connections: config.max_connections,
                 connect_timeout: config.connect_timeout,
                 idle_timeout: IDLE_TIMEOUT,
             };
-            let pool = Http1Pool::new(connector, scheme.clone(), authority.clone(), limits)
-                .map_err(|err| format!("upstream {}: invalid url: {err}", config.name))?;
-            Connections::Http1(pool)
+            Connections::Http1(Http1Pool::new(dialer, &authority, limits))
         };
         Ok(Self {
             name: config.name.clone(),
@@ -143,11 +144,14 @@ impl Upstream {
         request: Request<Body>,
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
         match &self.connections {
-            Connections::Http1(pool) => pool.send(request, self.timeout).await,
+            Connections::Http1(pool) => {
+                let response = pool.send(request, self.timeout).await?;
+                Ok(response.map(UpstreamBody::http1))
+            }
             Connections::Http2(client) => {
                 match tokio::time::timeout(self.timeout, client.request(request)).await {
                     Err(_) => Err(UpstreamError::Timeout),
-                    Ok(Ok(response)) => Ok(response.map(UpstreamBody::unpooled)),
+                    Ok(Ok(response)) => Ok(response.map(UpstreamBody::http2)),
                     Ok(Err(err)) if err.is_connect() => {
                         Err(UpstreamError::Connect(error_chain(&err)))
                     }

@@ -1,0 +1,227 @@
+//! One connection to an HTTP/1 upstream: writes a request, reads the answer
+//! head, and keeps what was read past it for the body.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+use bytes::{Buf, BytesMut};
+use http::Method;
+use http::request::Parts;
+use http_body_util::BodyExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
+
+use super::request_head::{self, BodyFraming};
+use super::response_head::{self, AnswerHead};
+use super::stream::UpstreamStream;
+use crate::body::Body;
+
+/// Bodies up to this size leave in the same write as the head (a copy of a
+/// few KiB costs less than a second packet).
+const INLINE_BODY: u64 = 16 * 1024;
+/// Room made in the read buffer before each read.
+const READ_CHUNK: usize = 8 * 1024;
+
+pub struct Connection {
+    stream: UpstreamStream,
+    /// Bytes read and not yet consumed: the rest of a head, or body bytes.
+    buf: BytesMut,
+}
+
+/// How writing a request failed.
+#[derive(Debug)]
+pub struct WriteError {
+    /// The head went out, so the upstream may already be answering.
+    pub head_sent: bool,
+    pub detail: String,
+}
+
+impl Connection {
+    pub fn new(stream: UpstreamStream) -> Self {
+        Self {
+            stream,
+            buf: BytesMut::new(),
+        }
+    }
+
+    /// Whether an idle connection can carry a request: the upstream has
+    /// neither closed it nor sent anything unasked. Looks without waiting
+    /// (and without a system call when nothing has arrived since the last
+    /// read).
+    pub fn is_open(&mut self) -> bool {
+        if !self.buf.is_empty() {
+            return false;
+        }
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut probe = [0u8; 1];
+        let mut probe = ReadBuf::new(&mut probe);
+        matches!(
+            Pin::new(&mut self.stream).poll_read(&mut cx, &mut probe),
+            Poll::Pending
+        )
+    }
+
+    /// Writes the request's head and body. `Ok(false)`: the upstream began
+    /// answering before it had the whole body, and sending stopped there.
+    pub async fn write_request(
+        &mut self,
+        parts: &Parts,
+        mut body: Body,
+    ) -> Result<bool, WriteError> {
+        let framing = request_head::body_framing(&parts.method, &parts.headers, &body);
+        let mut out = Vec::with_capacity(512);
+        request_head::encode(parts, framing, &mut out);
+        let unsent = |detail: String| WriteError {
+            head_sent: false,
+            detail,
+        };
+        let sent = |detail: String| WriteError {
+            head_sent: true,
+            detail,
+        };
+        match framing {
+            BodyFraming::None | BodyFraming::Length(0) => {}
+            BodyFraming::Length(length) if length <= INLINE_BODY => {
+                let start = out.len();
+                while let Some(frame) = body.frame().await {
+                    let frame = frame.map_err(|err| unsent(body_error(&*err)))?;
+                    if let Ok(data) = frame.into_data() {
+                        out.extend_from_slice(&data);
+                    }
+                }
+                check_length((out.len() - start) as u64, length).map_err(unsent)?;
+            }
+            BodyFraming::Length(_) | BodyFraming::Chunked => {
+                let chunked = framing == BodyFraming::Chunked;
+                if self.send_piece(&mut &out[..]).await.map_err(unsent)? {
+                    return Ok(false);
+                }
+                let mut written: u64 = 0;
+                while let Some(frame) = body.frame().await {
+                    let frame = frame.map_err(|err| sent(body_error(&*err)))?;
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
+                    if data.is_empty() {
+                        continue;
+                    }
+                    written += data.len() as u64;
+                    let answered = if chunked {
+                        let size = format!("{:x}\r\n", data.len());
+                        let mut chunk = Buf::chain(Buf::chain(size.as_bytes(), data), &b"\r\n"[..]);
+                        self.send_piece(&mut chunk).await
+                    } else {
+                        self.send_piece(&mut { data }).await
+                    };
+                    if answered.map_err(sent)? {
+                        return Ok(false);
+                    }
+                }
+                if let BodyFraming::Length(length) = framing {
+                    check_length(written, length).map_err(sent)?;
+                } else if self
+                    .send_piece(&mut &b"0\r\n\r\n"[..])
+                    .await
+                    .map_err(sent)?
+                {
+                    return Ok(false);
+                }
+                self.flush().await.map_err(sent)?;
+                return Ok(true);
+            }
+        }
+        self.stream
+            .write_all(&out)
+            .await
+            .map_err(|err| unsent(write_error(&err)))?;
+        self.flush().await.map_err(sent)?;
+        Ok(true)
+    }
+
+    /// Writes `piece` unless the upstream starts answering first (`Ok(true)`):
+    /// an upstream may refuse a large body (413, say) before reading it, and
+    /// waiting for it to take the rest would wait for ever.
+    async fn send_piece(&mut self, piece: &mut impl Buf) -> Result<bool, String> {
+        std::future::poll_fn(|cx| {
+            loop {
+                if !piece.has_remaining() {
+                    return Poll::Ready(Ok(false));
+                }
+                match tokio_util::io::poll_write_buf(Pin::new(&mut self.stream), cx, piece) {
+                    Poll::Ready(Ok(0)) => {
+                        return Poll::Ready(Err("the upstream stopped taking the request".into()));
+                    }
+                    Poll::Ready(Ok(_)) => continue,
+                    Poll::Ready(Err(err)) => return Poll::Ready(Err(write_error(&err))),
+                    Poll::Pending => {}
+                }
+                return match self.poll_fill(cx) {
+                    Poll::Ready(Ok(0)) => Poll::Ready(Err(
+                        "the upstream closed the connection while the request was sent".into(),
+                    )),
+                    Poll::Ready(Ok(_)) => Poll::Ready(Ok(true)),
+                    Poll::Ready(Err(err)) => Poll::Ready(Err(write_error(&err))),
+                    Poll::Pending => Poll::Pending,
+                };
+            }
+        })
+        .await
+    }
+
+    async fn flush(&mut self) -> Result<(), String> {
+        self.stream.flush().await.map_err(|err| write_error(&err))
+    }
+
+    /// Reads until a final answer head is complete (interim 1xx answers are
+    /// read past).
+    pub async fn read_head(&mut self, method: &Method) -> Result<AnswerHead, String> {
+        loop {
+            if !self.buf.is_empty()
+                && let Some(head) =
+                    response_head::parse(&mut self.buf, method).map_err(|err| err.to_string())?
+            {
+                return Ok(head);
+            }
+            self.buf.reserve(READ_CHUNK);
+            match self.stream.read_buf(&mut self.buf).await {
+                Ok(0) => return Err("the upstream closed the connection before answering".into()),
+                Ok(_) => {}
+                Err(err) => return Err(format!("reading the answer: {err}")),
+            }
+        }
+    }
+
+    /// The bytes read past the head, for the body to take from.
+    pub fn buffered(&mut self) -> &mut BytesMut {
+        &mut self.buf
+    }
+
+    /// Reads more of the body into the buffer; `Ok(0)` at the end of the connection.
+    pub fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        if self.buf.capacity() - self.buf.len() < READ_CHUNK / 4 {
+            self.buf.reserve(READ_CHUNK);
+        }
+        tokio_util::io::poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.buf)
+    }
+}
+
+fn check_length(written: u64, declared: u64) -> Result<(), String> {
+    if written == declared {
+        Ok(())
+    } else {
+        Err(format!(
+            "the request body had {written} bytes, not the {declared} declared"
+        ))
+    }
+}
+
+fn body_error(err: &(dyn std::error::Error + 'static)) -> String {
+    format!(
+        "reading the request body: {}",
+        crate::proxy::upstream::error_chain(err)
+    )
+}
+
+fn write_error(err: &io::Error) -> String {
+    format!("writing the request: {err}")
+}

@@ -1,0 +1,20 @@
+//! The gateway's own HTTP/1.1 client for upstreams: a pool of connections,
+//! each carrying one request at a time in the task that sends it.
+//!
+//! Not hyper's client connection, for a measured reason (bench/README.md
+//! (ah)): hyper drives each connection from a task of its own and hands
+//! requests and answers to it through channels, which cost about a third
+//! of a pass-through's instructions; here the request's own task writes the
+//! request and reads the answer.
+
+mod body;
+mod chunked;
+mod connection;
+mod pool;
+mod request_head;
+mod response_head;
+mod stream;
+
+pub use body::AnswerBody;
+pub use pool::{Http1Pool, PoolLimits};
+pub use stream::Dialer;

@@ -1,0 +1,307 @@
+//! An upstream's answer head, parsed from the connection's read buffer, and
+//! how its body is framed (RFC 9112 §6.3).
+
+use std::mem::MaybeUninit;
+
+use bytes::BytesMut;
+use http::header::{self, HeaderName, HeaderValue};
+use http::response::Parts;
+use http::{HeaderMap, Method, Response, StatusCode, Version};
+
+/// Most header fields an answer may carry, and its largest head (hyper's
+/// client defaults, so upstreams that worked before still do).
+const MAX_HEADERS: usize = 100;
+pub const MAX_HEAD_BYTES: usize = 8192 + 4096 * 100;
+
+/// How the answer's body ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// Exactly this many bytes (zero for no body at all).
+    Length(u64),
+    Chunked,
+    /// At the end of the connection, which then cannot be reused.
+    UntilClose,
+}
+
+#[derive(Debug)]
+pub struct AnswerHead {
+    pub parts: Parts,
+    pub framing: Framing,
+    /// The upstream lets the connection carry another request after this one.
+    pub keep_alive: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HeadError {
+    #[error("invalid answer head: {0}")]
+    Syntax(httparse::Error),
+    #[error("invalid answer header: {0}")]
+    Header(&'static str),
+    #[error("answer head larger than {MAX_HEAD_BYTES} bytes")]
+    TooLarge,
+    #[error("the upstream switched protocols, which the gateway does not relay")]
+    SwitchingProtocols,
+}
+
+/// Takes a complete final answer head off the front of `buf`, skipping
+/// interim (1xx) answers; `None` while more bytes are needed.
+pub fn parse(buf: &mut BytesMut, method: &Method) -> Result<Option<AnswerHead>, HeadError> {
+    loop {
+        let Some(head) = parse_one(buf, method)? else {
+            if buf.len() > MAX_HEAD_BYTES {
+                return Err(HeadError::TooLarge);
+            }
+            return Ok(None);
+        };
+        match head.parts.status.as_u16() {
+            101 => return Err(HeadError::SwitchingProtocols),
+            100..=199 => continue,
+            _ => return Ok(Some(head)),
+        }
+    }
+}
+
+fn parse_one(buf: &mut BytesMut, method: &Method) -> Result<Option<AnswerHead>, HeadError> {
+    let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut parsed = httparse::Response::new(&mut []);
+    let length = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
+        &mut parsed,
+        buf,
+        &mut slots,
+    ) {
+        Ok(httparse::Status::Complete(length)) => length,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(err) => return Err(HeadError::Syntax(err)),
+    };
+    let status = parsed
+        .code
+        .and_then(|code| StatusCode::from_u16(code).ok())
+        .ok_or(HeadError::Header("status code"))?;
+    let version = if parsed.version == Some(0) {
+        Version::HTTP_10
+    } else {
+        Version::HTTP_11
+    };
+    // Names are interned or copied; values are noted by position and then
+    // shared with the frozen head rather than copied one by one.
+    let base = buf.as_ptr() as usize;
+    let mut fields: Vec<(HeaderName, usize, usize)> = Vec::with_capacity(parsed.headers.len());
+    for field in parsed.headers.iter() {
+        let name = HeaderName::from_bytes(field.name.as_bytes())
+            .map_err(|_| HeadError::Header("field name"))?;
+        let start = field.value.as_ptr() as usize - base;
+        fields.push((name, start, start + field.value.len()));
+    }
+    let head = buf.split_to(length).freeze();
+    let mut headers = HeaderMap::with_capacity(fields.len());
+    for (name, start, end) in fields {
+        let value = HeaderValue::from_maybe_shared(head.slice(start..end))
+            .map_err(|_| HeadError::Header("field value"))?;
+        headers.append(name, value);
+    }
+    let framing = framing(method, status, &headers)?;
+    let keep_alive = keeps_alive(version, &headers) && framing != Framing::UntilClose;
+    let mut response = Response::new(());
+    *response.status_mut() = status;
+    *response.version_mut() = version;
+    *response.headers_mut() = headers;
+    let (parts, ()) = response.into_parts();
+    Ok(Some(AnswerHead {
+        parts,
+        framing,
+        keep_alive,
+    }))
+}
+
+fn framing(method: &Method, status: StatusCode, headers: &HeaderMap) -> Result<Framing, HeadError> {
+    if *method == Method::HEAD
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED
+    {
+        return Ok(Framing::Length(0));
+    }
+    if headers.contains_key(header::TRANSFER_ENCODING) {
+        // Chunked only when it is the final coding; otherwise the body runs
+        // to the close. A Content-Length beside it is ignored (§6.3 item 3).
+        let last = headers
+            .get_all(header::TRANSFER_ENCODING)
+            .iter()
+            .next_back()
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.rsplit(',').next())
+            .map(str::trim);
+        return Ok(match last {
+            Some(coding) if coding.eq_ignore_ascii_case("chunked") => Framing::Chunked,
+            _ => Framing::UntilClose,
+        });
+    }
+    let mut length = None;
+    for value in headers.get_all(header::CONTENT_LENGTH) {
+        let value = value
+            .to_str()
+            .map_err(|_| HeadError::Header("Content-Length"))?;
+        // `5, 5` and repeated fields are one length; differing ones are not.
+        for item in value.split(',') {
+            let item = item.trim();
+            if item.is_empty() || !item.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(HeadError::Header("Content-Length"));
+            }
+            let parsed: u64 = item
+                .parse()
+                .map_err(|_| HeadError::Header("Content-Length"))?;
+            if length.is_some_and(|seen| seen != parsed) {
+                return Err(HeadError::Header("Content-Length"));
+            }
+            length = Some(parsed);
+        }
+    }
+    Ok(length.map_or(Framing::UntilClose, Framing::Length))
+}
+
+fn keeps_alive(version: Version, headers: &HeaderMap) -> bool {
+    let says = |token: &str| {
+        headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .any(|item| item.trim().eq_ignore_ascii_case(token))
+    };
+    if version == Version::HTTP_10 {
+        says("keep-alive")
+    } else {
+        !says("close")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(text: &str, method: Method) -> Result<Option<AnswerHead>, HeadError> {
+        let mut buf = BytesMut::from(text.as_bytes());
+        parse(&mut buf, &method)
+    }
+
+    fn head(text: &str) -> AnswerHead {
+        parse_str(text, Method::POST)
+            .expect("valid head")
+            .expect("complete head")
+    }
+
+    #[test]
+    fn parses_status_headers_and_leaves_the_body_in_the_buffer() {
+        let mut buf = BytesMut::from(
+            &b"HTTP/1.1 201 Created\r\nLocation: /v1/charges/1\r\nContent-Length: 2\r\nX-A: 1\r\nX-A: 2\r\n\r\n{}"[..],
+        );
+        let head = parse(&mut buf, &Method::POST)
+            .expect("valid")
+            .expect("complete");
+        assert_eq!(head.parts.status, 201);
+        assert_eq!(head.parts.headers["location"], "/v1/charges/1");
+        let repeated: Vec<_> = head.parts.headers.get_all("x-a").iter().collect();
+        assert_eq!(repeated, ["1", "2"]);
+        assert_eq!(head.framing, Framing::Length(2));
+        assert!(head.keep_alive);
+        assert_eq!(&buf[..], b"{}");
+    }
+
+    #[test]
+    fn an_incomplete_head_asks_for_more() {
+        assert!(
+            parse_str("HTTP/1.1 200 OK\r\nContent-Len", Method::GET)
+                .expect("valid so far")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn interim_answers_are_skipped() {
+        let head =
+            head("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        assert_eq!(head.parts.status, 200);
+        assert!(matches!(
+            parse_str("HTTP/1.1 101 Switching Protocols\r\n\r\n", Method::GET),
+            Err(HeadError::SwitchingProtocols)
+        ));
+    }
+
+    #[test]
+    fn framing_follows_rfc_9112() {
+        let cases = [
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+                Framing::Chunked,
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\nContent-Length: 3\r\n\r\n",
+                Framing::Chunked,
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+                Framing::UntilClose,
+            ),
+            ("HTTP/1.1 200 OK\r\n\r\n", Framing::UntilClose),
+            (
+                "HTTP/1.1 200 OK\r\nContent-Length: 7, 7\r\n\r\n",
+                Framing::Length(7),
+            ),
+            (
+                "HTTP/1.1 204 No Content\r\nContent-Length: 7\r\n\r\n",
+                Framing::Length(0),
+            ),
+            (
+                "HTTP/1.1 304 Not Modified\r\nContent-Length: 7\r\n\r\n",
+                Framing::Length(0),
+            ),
+        ];
+        for (text, framing) in cases {
+            assert_eq!(head(text).framing, framing, "{text:?}");
+        }
+        let to_head = parse_str("HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n", Method::HEAD)
+            .expect("valid")
+            .expect("complete");
+        assert_eq!(to_head.framing, Framing::Length(0));
+    }
+
+    #[test]
+    fn conflicting_or_invalid_lengths_are_refused() {
+        for text in [
+            "HTTP/1.1 200 OK\r\nContent-Length: 7, 8\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: 7\r\nContent-Length: 8\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: +1\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+            "HTTP/1.1 2000 OK\r\n\r\n",
+            "NOT HTTP\r\n\r\n",
+        ] {
+            assert!(parse_str(text, Method::GET).is_err(), "accepted {text:?}");
+        }
+    }
+
+    #[test]
+    fn connection_reuse_follows_version_and_connection_header() {
+        assert!(
+            !head("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n").keep_alive
+        );
+        assert!(!head("HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n").keep_alive);
+        assert!(
+            head("HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n")
+                .keep_alive
+        );
+        assert!(
+            !head("HTTP/1.1 200 OK\r\n\r\n").keep_alive,
+            "a body to the close"
+        );
+    }
+
+    #[test]
+    fn a_head_that_never_ends_is_bounded() {
+        let mut text = String::from("HTTP/1.1 200 OK\r\n");
+        while text.len() <= MAX_HEAD_BYTES {
+            text.push_str("X-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
+        }
+        assert!(parse_str(&text, Method::GET).is_err());
+    }
+}

@@ -1,0 +1,262 @@
+//! The gateway's own HTTP/1 client against upstreams that frame their
+//! answers every way HTTP/1 allows, and some ways it does not.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{GatewayProcess, TestDir};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What the scripted upstream saw.
+#[derive(Default)]
+struct Seen {
+    connections: usize,
+    /// Each request's head and its decoded body.
+    requests: Vec<(String, Vec<u8>)>,
+}
+
+/// An upstream that answers each request with the bytes its `script` query
+/// parameter names, written as is.
+async fn scripted_upstream() -> (String, Arc<Mutex<Seen>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let shared = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            shared.lock().unwrap().connections += 1;
+            tokio::spawn(serve(stream, shared.clone()));
+        }
+    });
+    (url, seen)
+}
+
+async fn serve(mut stream: TcpStream, seen: Arc<Mutex<Seen>>) {
+    let mut buf = Vec::new();
+    loop {
+        let Some(end) = read_until(&mut stream, &mut buf, b"\r\n\r\n").await else {
+            return;
+        };
+        let head = String::from_utf8_lossy(&buf[..end]).to_string();
+        buf.drain(..end);
+        let script = head
+            .split_once("script=")
+            .and_then(|(_, rest)| rest.split([' ', '&']).next())
+            .unwrap_or("")
+            .to_string();
+        if script == "refuse" {
+            // Answers before reading the body, then neither reads nor closes.
+            let _ = stream
+                .write_all(b"HTTP/1.1 413 Payload Too Large\r\ncontent-length: 4\r\nconnection: close\r\n\r\nbig!")
+                .await;
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            return;
+        }
+        let Some(body) = read_body(&mut stream, &mut buf, &head).await else {
+            return;
+        };
+        seen.lock().unwrap().requests.push((head, body));
+        let (answer, close): (&[u8], bool) = match script.as_str() {
+            "chunked" => (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-T: 1\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n",
+                false,
+            ),
+            "close" => (b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\nuntil the close", true),
+            "http10" => (b"HTTP/1.0 200 OK\r\nContent-Length: 4\r\n\r\nold!", true),
+            "continue" => (
+                b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}",
+                false,
+            ),
+            "garbage" => (b"NOT HTTP AT ALL\r\n\r\n", true),
+            "short" => (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", true),
+            "bad-chunk" => (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", true),
+            _ => (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false),
+        };
+        if stream.write_all(answer).await.is_err() || close {
+            return;
+        }
+    }
+}
+
+/// Reads until `buf` holds `marker`; the length up to its end.
+async fn read_until(stream: &mut TcpStream, buf: &mut Vec<u8>, marker: &[u8]) -> Option<usize> {
+    loop {
+        if let Some(at) = buf.windows(marker.len()).position(|w| w == marker) {
+            return Some(at + marker.len());
+        }
+        let mut chunk = [0u8; 16 * 1024];
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+async fn read_exact(stream: &mut TcpStream, buf: &mut Vec<u8>, length: usize) -> Option<Vec<u8>> {
+    while buf.len() < length {
+        let mut chunk = [0u8; 16 * 1024];
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    Some(buf.drain(..length).collect())
+}
+
+async fn read_body(stream: &mut TcpStream, buf: &mut Vec<u8>, head: &str) -> Option<Vec<u8>> {
+    let field = |name: &str| {
+        head.lines().find_map(|line| {
+            let (n, v) = line.split_once(':')?;
+            n.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+        })
+    };
+    if field("transfer-encoding").is_some_and(|te| te.eq_ignore_ascii_case("chunked")) {
+        let mut body = Vec::new();
+        loop {
+            let end = read_until(stream, buf, b"\r\n").await?;
+            let size_line = String::from_utf8_lossy(&buf[..end - 2]).to_string();
+            buf.drain(..end);
+            let size = usize::from_str_radix(size_line.trim(), 16).ok()?;
+            let data = read_exact(stream, buf, size + 2).await?;
+            if size == 0 {
+                return Some(body);
+            }
+            body.extend_from_slice(&data[..size]);
+        }
+    }
+    let length = field("content-length").map_or(Some(0), |v| v.parse().ok())?;
+    read_exact(stream, buf, length).await
+}
+
+async fn setup(name: &str) -> (TestDir, Arc<Mutex<Seen>>, GatewayProcess) {
+    let dir = TestDir::new(name);
+    let (url, seen) = scripted_upstream().await;
+    let gateway = GatewayProcess::start(&dir, &url, common::configs::CHARGES_AND_REST);
+    (dir, seen, gateway)
+}
+
+#[tokio::test]
+async fn answers_framed_every_way_reach_the_client_whole() {
+    let (_dir, seen, gateway) = setup("h1-framing").await;
+    let client = gateway.client();
+    for (script, status, body) in [
+        ("chunked", 200, "hello world"),
+        ("chunked", 200, "hello world"),
+        ("close", 200, "until the close"),
+        ("http10", 200, "old!"),
+        ("continue", 201, "{}"),
+        ("plain", 200, "ok"),
+        ("plain", 200, "ok"),
+    ] {
+        let reply = client.get(&format!("/things?script={script}")).await;
+        assert_eq!(reply.status, status, "{script}: {}", reply.text());
+        assert_eq!(reply.text(), body, "{script}");
+    }
+    // The two chunked answers share a connection; the close-delimited and
+    // HTTP/1.0 answers end theirs, and the answer after each opens another.
+    assert_eq!(seen.lock().unwrap().connections, 3);
+}
+
+#[tokio::test]
+async fn a_chunked_answer_is_stored_and_replayed_whole() {
+    let (_dir, seen, gateway) = setup("h1-chunked-replay").await;
+    let client = gateway.client();
+    let first = client
+        .post(
+            "/v1/charges?script=chunked",
+            Some("h1-k1"),
+            r#"{"amount":1}"#,
+        )
+        .await;
+    assert_eq!(first.status, 200, "{}", first.text());
+    assert_eq!(first.text(), "hello world");
+    let replay = client
+        .post(
+            "/v1/charges?script=chunked",
+            Some("h1-k1"),
+            r#"{"amount":1}"#,
+        )
+        .await;
+    assert_eq!(replay.text(), "hello world");
+    assert_eq!(replay.header("x-t"), Some("1"));
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(seen.lock().unwrap().requests.len(), 1);
+}
+
+#[tokio::test]
+async fn answers_that_break_http_are_502_and_the_gateway_goes_on() {
+    let (_dir, _seen, gateway) = setup("h1-broken").await;
+    let client = gateway.client();
+    for script in ["garbage", "short"] {
+        let reply = client.get(&format!("/things?script={script}")).await;
+        assert_eq!(reply.status, 502, "{script}: {}", reply.text());
+        assert_eq!(
+            reply.header("content-type"),
+            Some("application/problem+json"),
+            "{script}"
+        );
+        let after = client.get("/things?script=plain").await;
+        assert_eq!(after.status, 200, "after {script}");
+    }
+    // A chunked answer streams: by the time the bad chunk shows, the answer
+    // has begun (here hyper had not yet written the head), so the client's
+    // connection is cut rather than the body ended cleanly.
+    let reply = common::raw::exchange(
+        gateway.addr,
+        b"GET /things?script=bad-chunk HTTP/1.1\r\nHost: gw\r\n\r\n",
+        Duration::from_secs(3),
+    )
+    .await;
+    assert!(matches!(reply.status, None | Some(200)), "{}", reply.text);
+    assert!(reply.closed, "{}", reply.text);
+    assert!(!reply.text.ends_with("0\r\n\r\n"), "{}", reply.text);
+    let after = client.get("/things?script=plain").await;
+    assert_eq!(after.status, 200);
+}
+
+#[tokio::test]
+async fn request_bodies_keep_their_bytes_and_get_the_gateways_framing() {
+    let (_dir, seen, gateway) = setup("h1-request-framing").await;
+    // A small body: its length; a chunked one of unknown length: chunked,
+    // with the bytes intact.
+    let small = gateway
+        .client()
+        .send("PUT", "/things?script=plain", &[], "twelve bytes")
+        .await;
+    assert_eq!(small.status, 200);
+    let mut raw = TcpStream::connect(gateway.addr).await.unwrap();
+    raw.write_all(
+        b"POST /things?script=plain HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let reply = common::raw::read_reply(&mut raw, Duration::from_secs(3)).await;
+    assert_eq!(reply.status, Some(200), "{}", reply.text);
+    let seen = seen.lock().unwrap();
+    let (head, body) = &seen.requests[0];
+    assert!(
+        head.starts_with("PUT /things?script=plain HTTP/1.1\r\n"),
+        "{head}"
+    );
+    assert!(head.contains("content-length: 12\r\n"), "{head}");
+    assert_eq!(body, b"twelve bytes");
+    let (head, body) = &seen.requests[1];
+    assert!(head.contains("transfer-encoding: chunked\r\n"), "{head}");
+    assert_eq!(body, b"abcdefg");
+}
+
+#[tokio::test]
+async fn an_upstream_that_refuses_a_large_body_before_reading_it_is_relayed() {
+    let (_dir, _seen, gateway) = setup("h1-early-answer").await;
+    let started = std::time::Instant::now();
+    let reply = gateway
+        .client()
+        .send("PUT", "/things?script=refuse", &[], vec![b'x'; 32 << 20])
+        .await;
+    assert_eq!(reply.status, 413, "{}", reply.text());
+    assert_eq!(reply.text(), "big!");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
