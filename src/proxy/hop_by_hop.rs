@@ -46,7 +46,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-fn is_hop_by_hop(name: &HeaderName) -> bool {
+pub(super) fn is_hop_by_hop(name: &HeaderName) -> bool {
     HOP_BY_HOP.contains(name) || name == "keep-alive" || name.as_str().starts_with("proxy-")
 }
 

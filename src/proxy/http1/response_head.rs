@@ -8,6 +8,8 @@ use http::header::{self, HeaderName, HeaderValue};
 use http::response::Parts;
 use http::{HeaderMap, Method, Response, StatusCode, Version};
 
+use crate::proxy::hop_by_hop::is_hop_by_hop;
+
 /// Most header fields an answer may carry, and its largest head (hyper's
 /// client defaults, so upstreams that worked before still do).
 const MAX_HEADERS: usize = 100;
@@ -83,12 +85,19 @@ fn parse_one(buf: &mut BytesMut, method: &Method) -> Result<Option<AnswerHead>, 
         Version::HTTP_11
     };
     // Names are interned or copied; values are noted by position and then
-    // shared with the frozen head rather than copied one by one.
+    // shared with the frozen head rather than copied one by one. Fields that
+    // describe this connection are read here and not passed on: the caller
+    // never sees the connection (and would only strip them again).
     let base = buf.as_ptr() as usize;
+    let mut connection = ConnectionFields::default();
     let mut fields: Vec<(HeaderName, usize, usize)> = Vec::with_capacity(parsed.headers.len());
     for field in parsed.headers.iter() {
         let name = HeaderName::from_bytes(field.name.as_bytes())
             .map_err(|_| HeadError::Header("field name"))?;
+        if is_hop_by_hop(&name) {
+            connection.note(&name, field.value)?;
+            continue;
+        }
         let start = field.value.as_ptr() as usize - base;
         fields.push((name, start, start + field.value.len()));
     }
@@ -99,8 +108,11 @@ fn parse_one(buf: &mut BytesMut, method: &Method) -> Result<Option<AnswerHead>, 
             .map_err(|_| HeadError::Header("field value"))?;
         headers.append(name, value);
     }
-    let framing = framing(method, status, &headers)?;
-    let keep_alive = keeps_alive(version, &headers) && framing != Framing::UntilClose;
+    for listed in &connection.listed {
+        headers.remove(listed.as_str());
+    }
+    let framing = framing(method, status, &headers, connection.transfer_encoding)?;
+    let keep_alive = connection.keeps_alive(version) && framing != Framing::UntilClose;
     let mut response = Response::new(());
     *response.status_mut() = status;
     *response.version_mut() = version;
@@ -113,7 +125,12 @@ fn parse_one(buf: &mut BytesMut, method: &Method) -> Result<Option<AnswerHead>, 
     }))
 }
 
-fn framing(method: &Method, status: StatusCode, headers: &HeaderMap) -> Result<Framing, HeadError> {
+fn framing(
+    method: &Method,
+    status: StatusCode,
+    headers: &HeaderMap,
+    transfer_encoding: Option<bool>,
+) -> Result<Framing, HeadError> {
     if *method == Method::HEAD
         || status.is_informational()
         || status == StatusCode::NO_CONTENT
@@ -121,20 +138,12 @@ fn framing(method: &Method, status: StatusCode, headers: &HeaderMap) -> Result<F
     {
         return Ok(Framing::Length(0));
     }
-    if headers.contains_key(header::TRANSFER_ENCODING) {
-        // Chunked only when it is the final coding; otherwise the body runs
-        // to the close. A Content-Length beside it is ignored (§6.3 item 3).
-        let last = headers
-            .get_all(header::TRANSFER_ENCODING)
-            .iter()
-            .next_back()
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.rsplit(',').next())
-            .map(str::trim);
-        return Ok(match last {
-            Some(coding) if coding.eq_ignore_ascii_case("chunked") => Framing::Chunked,
-            _ => Framing::UntilClose,
-        });
+    // Chunked only when it is the final coding; otherwise the body runs to
+    // the close. A Content-Length beside it is ignored (§6.3 item 3).
+    match transfer_encoding {
+        Some(true) => return Ok(Framing::Chunked),
+        Some(false) => return Ok(Framing::UntilClose),
+        None => {}
     }
     let mut length = None;
     for value in headers.get_all(header::CONTENT_LENGTH) {
@@ -159,19 +168,46 @@ fn framing(method: &Method, status: StatusCode, headers: &HeaderMap) -> Result<F
     Ok(length.map_or(Framing::UntilClose, Framing::Length))
 }
 
-fn keeps_alive(version: Version, headers: &HeaderMap) -> bool {
-    let says = |token: &str| {
-        headers
-            .get_all(header::CONNECTION)
-            .iter()
-            .filter_map(|value| value.to_str().ok())
-            .flat_map(|value| value.split(','))
-            .any(|item| item.trim().eq_ignore_ascii_case(token))
-    };
-    if version == Version::HTTP_10 {
-        says("keep-alive")
-    } else {
-        !says("close")
+/// What the connection-scoped fields of an answer say.
+#[derive(Default)]
+struct ConnectionFields {
+    /// `Transfer-Encoding` was present; `true` when its final coding is chunked.
+    transfer_encoding: Option<bool>,
+    close: bool,
+    keep_alive: bool,
+    /// Other names `Connection` lists: connection-scoped too (RFC 9110 §7.6.1).
+    listed: Vec<String>,
+}
+
+impl ConnectionFields {
+    fn note(&mut self, name: &HeaderName, value: &[u8]) -> Result<(), HeadError> {
+        if *name == header::TRANSFER_ENCODING {
+            let value =
+                std::str::from_utf8(value).map_err(|_| HeadError::Header("Transfer-Encoding"))?;
+            // The last field's last coding is the final one.
+            let last = value.rsplit(',').next().unwrap_or("").trim();
+            self.transfer_encoding = Some(last.eq_ignore_ascii_case("chunked"));
+        } else if *name == header::CONNECTION {
+            let value = std::str::from_utf8(value).map_err(|_| HeadError::Header("Connection"))?;
+            for token in value.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+                if token.eq_ignore_ascii_case("close") {
+                    self.close = true;
+                } else if token.eq_ignore_ascii_case("keep-alive") {
+                    self.keep_alive = true;
+                } else {
+                    self.listed.push(token.to_ascii_lowercase());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn keeps_alive(&self, version: Version) -> bool {
+        if version == Version::HTTP_10 {
+            self.keep_alive
+        } else {
+            !self.close
+        }
     }
 }
 
@@ -294,6 +330,17 @@ mod tests {
             !head("HTTP/1.1 200 OK\r\n\r\n").keep_alive,
             "a body to the close"
         );
+    }
+
+    #[test]
+    fn connection_scoped_fields_are_read_and_not_passed_on() {
+        let head = head(
+            "HTTP/1.1 200 OK\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\nProxy-Authenticate: x\r\nTransfer-Encoding: chunked\r\nX-End: 2\r\n\r\n",
+        );
+        let names: Vec<&str> = head.parts.headers.keys().map(|n| n.as_str()).collect();
+        assert_eq!(names, ["x-end"]);
+        assert_eq!(head.framing, Framing::Chunked);
+        assert!(head.keep_alive);
     }
 
     #[test]
