@@ -54,3 +54,56 @@ where
         _ => Ok(stream(incoming)),
     }
 }
+
+/// A request's body as the listener hands it to a handler: already read
+/// whole (the usual small request, its bytes arrived with its head), read
+/// from the connection as the handler asks (large or chunked HTTP/1
+/// bodies), or an HTTP/2 stream.
+pub enum ClientBody {
+    Full(Option<Bytes>),
+    Streamed(Body),
+    Http2(hyper::body::Incoming),
+}
+
+impl ClientBody {
+    pub fn empty() -> Self {
+        Self::Full(None)
+    }
+}
+
+impl http_body::Body for ClientBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        use std::task::Poll;
+        match self.get_mut() {
+            Self::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(http_body::Frame::data(b)))),
+            Self::Streamed(body) => std::pin::Pin::new(body).poll_frame(cx),
+            Self::Http2(body) => std::pin::Pin::new(body)
+                .poll_frame(cx)
+                .map(|frame| frame.map(|frame| frame.map_err(BoxError::from))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Self::Full(bytes) => bytes.is_none(),
+            Self::Streamed(body) => body.is_end_stream(),
+            Self::Http2(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        match self {
+            Self::Full(bytes) => {
+                http_body::SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
+            }
+            Self::Streamed(body) => body.size_hint(),
+            Self::Http2(body) => body.size_hint(),
+        }
+    }
+}

@@ -6,6 +6,7 @@
 
 pub mod admin;
 pub mod body;
+pub mod chunked;
 pub mod cli;
 pub mod commands;
 pub mod config;

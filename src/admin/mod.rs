@@ -7,9 +7,9 @@ pub mod records;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::body::ClientBody;
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
-use hyper::body::Incoming;
 
 use crate::body::{self, Body};
 use crate::error::{GatewayError, PROBLEM_JSON};
@@ -29,7 +29,7 @@ impl AdminPlane {
         Self { gateway, reloader }
     }
 
-    pub async fn handle(&self, request: Request<Incoming>) -> Response<Body> {
+    pub async fn handle(&self, request: Request<ClientBody>) -> Response<Body> {
         let path = request.uri().path().to_string();
         match (request.method(), path.as_str()) {
             (&Method::GET, "/healthz") => text(StatusCode::OK, "ok\n"),

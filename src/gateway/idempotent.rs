@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
+use crate::body::ClientBody;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{Request, Response};
-use hyper::body::Incoming;
 
 use super::execute::{Execution, Slot};
 use super::passthrough;
@@ -27,7 +27,7 @@ pub async fn run(
     gateway: &Arc<Gateway>,
     exchange: Exchange,
     policy: &RoutePolicy,
-    request: Request<Incoming>,
+    request: Request<ClientBody>,
 ) -> Answer {
     let (mut head, incoming) = request.into_parts();
     let (key, body) = match request_key::extract(policy, &head, incoming).await {

@@ -21,9 +21,9 @@ mod waiters;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::body::ClientBody;
 use arc_swap::ArcSwap;
 use http::{Method, Request, Response, header};
-use hyper::body::Incoming;
 
 pub use answer::Answer;
 use runtime::BoundRoute;
@@ -99,7 +99,7 @@ impl Gateway {
 
     pub async fn handle(
         self: &Arc<Self>,
-        mut request: Request<Incoming>,
+        mut request: Request<ClientBody>,
         client: ClientInfo,
     ) -> Response<Body> {
         let started = Instant::now();
@@ -131,7 +131,7 @@ impl Gateway {
     async fn dispatch(
         self: &Arc<Self>,
         runtime: &Runtime,
-        request: Request<Incoming>,
+        request: Request<ClientBody>,
         client: ClientInfo,
     ) -> (Option<Arc<BoundRoute>>, Answer) {
         if let Err(error) = check_framing(&request, runtime.max_header_bytes, runtime.max_headers) {

@@ -2,8 +2,8 @@
 
 use std::time::Instant;
 
+use crate::body::ClientBody;
 use http::{Request, Response};
-use hyper::body::Incoming;
 
 use super::{Answer, Exchange, Gateway};
 use crate::body::{self, Body};
@@ -11,7 +11,7 @@ use crate::error::GatewayError;
 use crate::metrics::Outcome;
 use crate::proxy::{UpstreamBody, UpstreamError, prepare_request, strip_hop_by_hop};
 
-pub async fn run(gateway: &Gateway, exchange: &Exchange, request: Request<Incoming>) -> Answer {
+pub async fn run(gateway: &Gateway, exchange: &Exchange, request: Request<ClientBody>) -> Answer {
     let (parts, incoming) = request.into_parts();
     let body = match body::coalesce(&parts.headers, incoming).await {
         Ok(body) => body,

@@ -1,11 +1,11 @@
 //! Phase "key": find the request's idempotency key, reading (and bounding)
 //! the body where the key or the fingerprint needs it.
 
+use crate::body::ClientBody;
 use bytes::Bytes;
 use http::header;
 use http::request::Parts;
 use http_body_util::{BodyExt, Limited};
-use hyper::body::Incoming;
 
 use crate::body::{self, Body};
 use crate::error::GatewayError;
@@ -24,7 +24,7 @@ pub enum KeyedRequest {
 pub async fn extract(
     policy: &RoutePolicy,
     parts: &Parts,
-    incoming: Incoming,
+    incoming: ClientBody,
 ) -> Result<KeyedRequest, GatewayError> {
     match &policy.key {
         KeyLocation::Header(name) => {
@@ -66,7 +66,7 @@ fn key_error(error: KeyError) -> GatewayError {
 async fn read_body(
     policy: &RoutePolicy,
     parts: &Parts,
-    incoming: Incoming,
+    incoming: ClientBody,
 ) -> Result<Bytes, GatewayError> {
     let limit = policy.max_request_body;
     let too_large = GatewayError::BodyTooLarge { limit };

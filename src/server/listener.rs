@@ -1,9 +1,8 @@
-//! One accept loop for both planes: HTTP/1.1 and HTTP/2 through hyper-util's
-//! auto builder (h2c with prior knowledge in clear, ALPN over TLS), a bound on
-//! open connections, and graceful shutdown that lets requests in flight finish
-//! within a grace period.
+//! One accept loop for both planes: HTTP/1.1 through the gateway's own
+//! connection (http1/), HTTP/2 through hyper's (h2c with prior knowledge in
+//! clear, ALPN over TLS), a bound on open connections, and graceful
+//! shutdown that lets requests in flight finish within a grace period.
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,21 +10,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use bytes::BytesMut;
 use http::{Request, Response};
 use hyper::body::Incoming;
-use hyper::rt::{Read, Write};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
-use super::framing::{Verdicts, Watched};
-use crate::body::Body;
-use crate::error::GatewayError;
+use super::http1;
+use super::prefixed::Prefixed;
+use crate::body::{Body, ClientBody};
 use crate::proxy::ClientInfo;
 
 /// The listener's TLS configuration, swapped on reload so new certificates
@@ -42,6 +40,9 @@ pub struct Limits {
     pub tls: Option<TlsSettings>,
 }
 
+/// What opens an HTTP/2 connection (RFC 9113 §3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
 /// Serves `handler` on `listener` until `shutdown` is cancelled, then waits up
 /// to the grace period for open connections to finish their requests.
 pub async fn serve<H, F>(
@@ -51,13 +52,18 @@ pub async fn serve<H, F>(
     handler: H,
     shutdown: CancellationToken,
 ) where
-    H: Fn(Request<Incoming>, ClientInfo) -> F + Clone + Send + Sync + 'static,
+    H: Fn(Request<ClientBody>, ClientInfo) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Body>> + Send + 'static,
 {
-    let builder = Arc::new(connection_builder(&limits));
-    let graceful = GracefulShutdown::new();
+    // Every connection holds a receiver: told to close, and counted by it.
+    let (closing, closing_seen) = watch::channel(false);
     // Past the limit, further connections wait in the kernel's backlog.
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let settings = http1::Settings {
+        header_read_timeout: limits.header_read_timeout,
+        max_headers: limits.max_headers,
+        max_head_bytes: head_buffer(&limits),
+    };
 
     loop {
         let permit = tokio::select! {
@@ -82,88 +88,69 @@ pub async fn serve<H, F>(
         let _ = stream.set_nodelay(true);
         let connection = Connection {
             name,
-            builder: builder.clone(),
-            watcher: graceful.watcher(),
+            settings,
+            max_header_bytes: head_buffer(&limits),
+            closing: closing_seen.clone(),
             handler: handler.clone(),
-            first_request_timeout: limits.header_read_timeout,
         };
         let tls = limits.tls.as_ref().map(|tls| tls.load_full());
-        let handshake_timeout = limits.header_read_timeout;
         tokio::spawn(async move {
             match tls {
-                None => connection.serve_plain(stream, addr).await,
-                Some(config) => {
-                    connection
-                        .serve_tls(stream, addr, config, handshake_timeout)
-                        .await
+                None => {
+                    let client = ClientInfo::new(addr, "http", None);
+                    connection.serve_stream(stream, client, false).await;
                 }
+                Some(config) => connection.serve_tls(stream, addr, config).await,
             }
             drop(permit);
         });
     }
     drop(listener);
-    let open = graceful.count();
+    drop(closing_seen);
+    let open = closing.receiver_count();
     if open > 0 {
         tracing::info!(listener = name, open, "draining connections");
     }
+    let _ = closing.send(true);
     tokio::select! {
-        () = graceful.shutdown() => {}
+        () = closing.closed() => {}
         () = tokio::time::sleep(limits.shutdown_grace) => {
             tracing::warn!(listener = name, "shutdown grace elapsed; closing the remaining connections");
         }
     }
 }
 
-fn connection_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    // hyper answers a head larger than its buffer with a bare 431; a smaller
-    // excess reaches the gateway, which answers with a problem document.
-    let buffer = usize::try_from(limits.max_header_bytes.saturating_mul(2))
+/// The largest head a connection buffers: twice the configured limit, so a
+/// head a little over it still reaches the gateway, which answers it with a
+/// problem document; far over, the connection answers a bare 431.
+fn head_buffer(limits: &Limits) -> usize {
+    usize::try_from(limits.max_header_bytes.saturating_mul(2))
         .unwrap_or(usize::MAX)
-        .max(8192);
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout)
-        .max_headers(limits.max_headers)
-        .max_buf_size(buffer);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_header_list_size(u32::try_from(buffer).unwrap_or(u32::MAX));
-    builder
+        .max(8192)
 }
 
 struct Connection<H> {
     name: &'static str,
-    builder: Arc<auto::Builder<TokioExecutor>>,
-    watcher: Watcher,
+    settings: http1::Settings,
+    max_header_bytes: usize,
+    closing: watch::Receiver<bool>,
     handler: H,
-    /// A connection with no complete request head by then is closed.
-    first_request_timeout: Duration,
 }
 
 impl<H, F> Connection<H>
 where
-    H: Fn(Request<Incoming>, ClientInfo) -> F + Clone + Send + Sync + 'static,
+    H: Fn(Request<ClientBody>, ClientInfo) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Body>> + Send + 'static,
 {
-    async fn serve_plain(self, stream: TcpStream, addr: SocketAddr) {
-        let client = ClientInfo::new(addr, "http", None);
-        let verdicts = Arc::new(Verdicts::default());
-        let stream = Watched::new(stream, verdicts.clone());
-        self.serve(TokioIo::new(stream), client, verdicts).await;
-    }
-
     async fn serve_tls(
         self,
         stream: TcpStream,
         addr: SocketAddr,
         config: Arc<rustls::ServerConfig>,
-        handshake_timeout: Duration,
     ) {
         let handshake = TlsAcceptor::from(config).accept(stream);
-        let stream = match tokio::time::timeout(handshake_timeout, handshake).await {
+        let timeout = self.settings.header_read_timeout;
+        let stream = match tokio::time::timeout(timeout, handshake).await {
             Ok(Ok(stream)) => stream,
             Ok(Err(err)) => {
                 tracing::debug!(listener = self.name, %addr, error = %err, "TLS handshake failed");
@@ -174,79 +161,96 @@ where
                 return;
             }
         };
-        let cert_subject = stream
-            .get_ref()
-            .1
+        let session = stream.get_ref().1;
+        let cert_subject = session
             .peer_certificates()
             .and_then(|chain| chain.first())
             .and_then(|cert| crate::tls::certificate_subject(cert));
+        let h2 = session.alpn_protocol() == Some(b"h2");
         let client = ClientInfo::new(addr, "https", cert_subject);
-        let verdicts = Arc::new(Verdicts::default());
-        let stream = Watched::new(stream, verdicts.clone());
-        self.serve(TokioIo::new(stream), client, verdicts).await;
+        self.serve_stream(stream, client, h2).await;
     }
 
-    async fn serve<I>(self, io: I, client: ClientInfo, verdicts: Arc<Verdicts>)
+    /// HTTP/2 when ALPN chose it or the client opens with its preface;
+    /// HTTP/1 otherwise.
+    async fn serve_stream<S>(self, mut stream: S, client: ClientInfo, h2: bool)
     where
-        I: Read + Write + Unpin + Send + 'static,
+        S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    {
+        let mut read = BytesMut::with_capacity(8192);
+        if !h2 {
+            // Read until the bytes are, or cannot be, the HTTP/2 preface. A
+            // connection that sends nothing (or a bare "P") in time is closed.
+            let deadline = tokio::time::Instant::now() + self.settings.header_read_timeout;
+            while read.len() < H2_PREFACE.len() && H2_PREFACE.starts_with(&read) {
+                match tokio::time::timeout_at(deadline, stream.read_buf(&mut read)).await {
+                    Ok(Ok(n)) if n > 0 => {}
+                    _ => {
+                        tracing::debug!(listener = self.name, "no request head in time; closing");
+                        return;
+                    }
+                }
+            }
+        }
+        if h2 || read.starts_with(H2_PREFACE) {
+            let stream = Prefixed::new(read.freeze(), stream);
+            self.serve_h2(TokioIo::new(stream), client).await;
+        } else {
+            let handler = self.handler;
+            http1::serve(stream, read, client, self.settings, handler, self.closing).await;
+        }
+    }
+
+    async fn serve_h2<I>(self, io: I, client: ClientInfo)
+    where
+        I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     {
         let handler = self.handler;
         let started = Arc::new(AtomicBool::new(false));
         let seen = started.clone();
         let service = service_fn(move |request: Request<Incoming>| {
             seen.store(true, Ordering::Relaxed);
-            // Decided before the handler runs, so nothing of it is forwarded.
-            let refused = verdicts.next_is_ambiguous().then(ambiguous_framing);
-            // Boxed: the handler's future is kilobytes; inline, hyper would
-            // copy it on every move and every idle connection would carry it.
-            let response = refused
-                .is_none()
-                .then(|| Box::pin(handler(request, client.clone())));
-            async move {
-                Ok::<_, Infallible>(match (refused, response) {
-                    (Some(refused), _) => refused,
-                    (None, Some(response)) => response.await,
-                    (None, None) => GatewayError::BadRequest("request not handled").to_response(),
-                })
-            }
+            // Boxed: the handler's future is kilobytes.
+            let response = Box::pin(handler(request.map(ClientBody::Http2), client.clone()));
+            async move { Ok::<_, std::convert::Infallible>(response.await) }
         });
-        let connection = self.builder.serve_connection(io, service);
-        let connection = self.watcher.watch(connection);
+        let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+        builder
+            .timer(TokioTimer::new())
+            .max_header_list_size(u32::try_from(self.max_header_bytes).unwrap_or(u32::MAX));
+        let connection = builder.serve_connection(io, service);
         tokio::pin!(connection);
-        // hyper's header_read_timeout starts only once the auto builder has
-        // seen enough bytes to choose HTTP/1 or HTTP/2: a connection that sends
-        // nothing (or a bare "P") would hold its slot forever, and
-        // max_connections of them would lock the listener out. Until the first
-        // request head is complete, the same timeout applies here.
-        let result = tokio::select! {
-            result = &mut connection => result,
-            () = tokio::time::sleep(self.first_request_timeout) => {
-                if !started.load(Ordering::Relaxed) {
-                    tracing::debug!(listener = self.name, "no request head in time; closing");
+        let mut closing = self.closing;
+        // A connection with no request by the header read timeout is closed.
+        let first_request = tokio::time::sleep(self.settings.header_read_timeout);
+        tokio::pin!(first_request);
+        let mut waiting_first = true;
+        loop {
+            tokio::select! {
+                result = connection.as_mut() => {
+                    if let Err(err) = result {
+                        tracing::debug!(listener = self.name, error = %err, "connection ended with an error");
+                    }
                     return;
                 }
-                connection.await
+                () = first_request.as_mut(), if waiting_first => {
+                    waiting_first = false;
+                    if !started.load(Ordering::Relaxed) {
+                        tracing::debug!(listener = self.name, "no request in time; closing");
+                        return;
+                    }
+                }
+                changed = closing.changed() => {
+                    connection.as_mut().graceful_shutdown();
+                    if changed.is_err() {
+                        // The listener is gone; the connection ends as it will.
+                        let _ = connection.as_mut().await;
+                        return;
+                    }
+                }
             }
-        };
-        if let Err(err) = result {
-            tracing::debug!(listener = self.name, error = %err, "connection ended with an error");
         }
     }
-}
-
-/// 400 for a request with both `Content-Length` and `Transfer-Encoding`; the
-/// connection closes after it (hyper does so for such a request anyway).
-fn ambiguous_framing() -> Response<Body> {
-    tracing::debug!("refused a request with both Content-Length and Transfer-Encoding");
-    let mut response = GatewayError::BadRequest(
-        "a request may not carry both Content-Length and Transfer-Encoding",
-    )
-    .to_response();
-    response.headers_mut().insert(
-        http::header::CONNECTION,
-        http::HeaderValue::from_static("close"),
-    );
-    response
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! `idemgate serve`: opens the store, binds both listeners, runs until
 //! SIGTERM/SIGINT, reloads on SIGHUP.
 
-mod framing;
+mod http1;
 mod listener;
+mod prefixed;
 mod reload;
 mod signals;
 

@@ -8,10 +8,10 @@ use std::task::{Context, Poll, ready};
 use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 
-use super::chunked::{ChunkedDecoder, Step};
 use super::pool::Lease;
 use super::response_head::Framing;
 use crate::body::BoxError;
+use crate::chunked::{ChunkedDecoder, Step};
 
 pub struct AnswerBody {
     /// The connection, until the body has ended (or failed).

@@ -8,7 +8,6 @@
 //! request and reads the answer.
 
 mod body;
-mod chunked;
 mod connection;
 mod pool;
 mod request_head;

@@ -1,6 +1,7 @@
-//! The chunked transfer coding of an answer's body (RFC 9112 §7.1), decoded
-//! from the connection's read buffer as bytes arrive. Extensions and trailer
-//! fields are read past and dropped: the gateway forwards neither.
+//! The chunked transfer coding (RFC 9112 §7.1), decoded from a connection's
+//! read buffer as bytes arrive: request bodies from clients, answer bodies
+//! from upstreams. Extensions and trailer fields are read past and dropped:
+//! the gateway forwards neither.
 
 use bytes::{Bytes, BytesMut};
 
@@ -41,6 +42,12 @@ pub struct ChunkedError(&'static str);
 #[derive(Debug)]
 pub struct ChunkedDecoder {
     state: State,
+}
+
+impl Default for ChunkedDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl ChunkedDecoder {

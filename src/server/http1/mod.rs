@@ -1,0 +1,282 @@
+//! The gateway's own HTTP/1.1 server connection: reads a head, hands the
+//! request to the handler in the connection's task, writes the answer, and
+//! goes on with the next request (pipelined ones included) while both ends
+//! keep the connection.
+//!
+//! Not hyper's server connection, for a measured reason (bench/README.md
+//! (ai)): its share of a pass-through's instructions was about 40% of the
+//! gateway's user-space total, more than nginx spends on a whole request.
+
+mod date;
+mod reader;
+mod request_head;
+mod response;
+
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use http::{Method, Request, Response, StatusCode};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::watch;
+use tokio::time::{Instant, Sleep};
+
+use reader::{Progress, Reader, SharedReader, StreamingBody, lock};
+use request_head::{BodyFraming, Refusal, RequestHead};
+use response::Facts;
+
+use crate::body::{self, Body, ClientBody};
+use crate::chunked::ChunkedDecoder;
+use crate::error::GatewayError;
+use crate::proxy::ClientInfo;
+
+/// The limits of one connection.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// Longest wait for a whole head, idle time before it included.
+    pub header_read_timeout: Duration,
+    pub max_headers: usize,
+    /// A head not complete within this many bytes is refused (431).
+    pub max_head_bytes: usize,
+}
+
+/// How long a closing connection still reads (and drops) what the client
+/// sends, so its unread request does not reset the answer it is owed.
+const LINGER: Duration = Duration::from_millis(500);
+
+/// Serves HTTP/1 requests on `stream` until either end closes it, or
+/// `shutdown` turns true (then after the answer in progress). `read` holds
+/// bytes already read from the stream.
+pub async fn serve<S, H, F>(
+    stream: S,
+    read: BytesMut,
+    client: ClientInfo,
+    settings: Settings,
+    handler: H,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    H: Fn(Request<ClientBody>, ClientInfo) -> F,
+    F: Future<Output = Response<Body>> + Send + 'static,
+{
+    let (read_half, mut write) = tokio::io::split(stream);
+    let reader = Reader::shared(Box::new(read_half), read);
+    let mut out = Vec::with_capacity(1024);
+    let deadline = tokio::time::sleep(settings.header_read_timeout);
+    tokio::pin!(deadline);
+    loop {
+        let head = match next_head(&reader, settings, deadline.as_mut(), &mut shutdown).await {
+            Next::Head(head) => head,
+            Next::Closed => return,
+            Next::Refused(refusal) => {
+                let _ = refuse(&mut write, &mut out, refusal).await;
+                linger(&reader, write).await;
+                return;
+            }
+        };
+        let RequestHead {
+            parts,
+            framing,
+            keep_alive,
+            expect_continue,
+        } = head;
+        let facts = Facts {
+            head: parts.method == Method::HEAD,
+            version: parts.version,
+            keep_alive,
+        };
+        let body = request_body(&reader, framing);
+        if expect_continue
+            && matches!(body, ClientBody::Streamed(_))
+            && write
+                .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                .await
+                .is_err()
+        {
+            return;
+        }
+        let handling = Box::pin(handler(Request::from_parts(parts, body), client.clone()));
+        let Some(response) = until_client_leaves(handling, &reader, settings.max_head_bytes).await
+        else {
+            return;
+        };
+        let facts = Facts {
+            keep_alive: facts.keep_alive && !*shutdown.borrow(),
+            ..facts
+        };
+        match response::write(&mut write, &mut out, response, facts).await {
+            Ok(true) if lock(&reader).body_done() => {}
+            Ok(_) => {
+                linger(&reader, write).await;
+                return;
+            }
+            Err(err) => {
+                tracing::debug!(error = %err, "answer not written whole; connection closed");
+                return;
+            }
+        }
+    }
+}
+
+// Made once per request and moved straight out: boxing the head would cost
+// an allocation per request to save a copy.
+#[allow(clippy::large_enum_variant)]
+enum Next {
+    Head(RequestHead),
+    Refused(Refusal),
+    /// The client closed, sent nothing in time, or the listener is closing.
+    Closed,
+}
+
+/// The next request head: from what is buffered, or read within the
+/// header read timeout.
+async fn next_head(
+    reader: &SharedReader,
+    settings: Settings,
+    mut deadline: Pin<&mut Sleep>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Next {
+    let mut armed = false;
+    loop {
+        {
+            let mut guard = lock(reader);
+            if !guard.buf.is_empty() {
+                match request_head::parse(
+                    &mut guard.buf,
+                    settings.max_headers,
+                    settings.max_head_bytes,
+                ) {
+                    Ok(Some(head)) => return Next::Head(head),
+                    Ok(None) => {}
+                    Err(refusal) => return Next::Refused(refusal),
+                }
+            }
+        }
+        if *shutdown.borrow() {
+            return Next::Closed;
+        }
+        if !armed {
+            deadline
+                .as_mut()
+                .reset(Instant::now() + settings.header_read_timeout);
+            armed = true;
+        }
+        let read = poll_fn(|cx| lock(reader).poll_fill(cx));
+        tokio::select! {
+            biased;
+            read = read => match read {
+                Ok(0) | Err(_) => return Next::Closed,
+                Ok(_) => {}
+            },
+            () = deadline.as_mut() => {
+                tracing::debug!("no request head within header_read_timeout; closing");
+                return Next::Closed;
+            }
+            _ = shutdown.changed() => return Next::Closed,
+        }
+    }
+}
+
+/// The request's body: whole when it arrived with its head (the usual small
+/// request), else read from the connection as the handler asks.
+fn request_body(reader: &SharedReader, framing: BodyFraming) -> ClientBody {
+    let mut guard = lock(reader);
+    match framing {
+        BodyFraming::Length(0) => ClientBody::empty(),
+        BodyFraming::Length(length) if guard.buf.len() as u64 >= length => {
+            let whole = guard.buf.split_to(length as usize).freeze();
+            ClientBody::Full(Some(whole))
+        }
+        BodyFraming::Length(length) => {
+            guard.body = Progress::Length(length);
+            ClientBody::Streamed(body::stream(StreamingBody::new(reader.clone())))
+        }
+        BodyFraming::Chunked => {
+            guard.body = Progress::Chunked(ChunkedDecoder::new());
+            ClientBody::Streamed(body::stream(StreamingBody::new(reader.clone())))
+        }
+    }
+}
+
+/// Runs the handler; `None` when the client closed the connection first
+/// (its answer would have nowhere to go). Once the request's body is read,
+/// what the client sends next (a pipelined request) is kept for later.
+async fn until_client_leaves<F>(
+    mut handling: Pin<Box<F>>,
+    reader: &SharedReader,
+    max_buffered: usize,
+) -> Option<Response<Body>>
+where
+    F: Future<Output = Response<Body>>,
+{
+    poll_fn(|cx| {
+        if let Poll::Ready(response) = handling.as_mut().poll(cx) {
+            return Poll::Ready(Some(response));
+        }
+        let mut guard = lock(reader);
+        // While the body is unread it is the handler's to read.
+        if !guard.body_done() {
+            return Poll::Pending;
+        }
+        while guard.buf.len() < max_buffered {
+            match guard.poll_fill(cx) {
+                Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(None),
+                Poll::Ready(Ok(_)) => {}
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+async fn refuse<W: AsyncWrite + Unpin>(
+    write: &mut W,
+    out: &mut Vec<u8>,
+    refusal: Refusal,
+) -> std::io::Result<()> {
+    match refusal {
+        Refusal::Malformed => response::refusal(StatusCode::BAD_REQUEST, out),
+        Refusal::TooLarge => response::refusal(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, out),
+        Refusal::Ambiguous => {
+            let facts = Facts {
+                head: false,
+                version: http::Version::HTTP_11,
+                keep_alive: false,
+            };
+            response::write(write, out, ambiguous_framing(), facts).await?;
+            return Ok(());
+        }
+    }
+    write.write_all(out).await?;
+    write.flush().await
+}
+
+/// 400 for a request with both `Content-Length` and `Transfer-Encoding`.
+fn ambiguous_framing() -> Response<Body> {
+    tracing::debug!("refused a request with both Content-Length and Transfer-Encoding");
+    GatewayError::BadRequest("a request may not carry both Content-Length and Transfer-Encoding")
+        .to_response()
+}
+
+/// Closes the connection after its last answer: the write side first, then
+/// whatever the client still sends is read and dropped for a moment, so
+/// that unread bytes do not make the kernel reset the connection before the
+/// client has read the answer.
+async fn linger<W: AsyncWrite + Unpin>(reader: &SharedReader, mut write: W) {
+    let _ = write.shutdown().await;
+    let drain = poll_fn(|cx| {
+        let mut guard = lock(reader);
+        loop {
+            guard.buf.clear();
+            match guard.poll_fill(cx) {
+                Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(()),
+                Poll::Ready(Ok(_)) => {}
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    });
+    let _ = tokio::time::timeout(LINGER, drain).await;
+}

@@ -1,0 +1,324 @@
+//! A client's request head, parsed from the connection's read buffer, and
+//! how its body is framed (RFC 9112 §6). What two parsers could read two
+//! ways (request smuggling) is refused here, before anything is forwarded.
+
+use std::mem::MaybeUninit;
+
+use bytes::BytesMut;
+use http::header::{self, HeaderName, HeaderValue};
+use http::request::Parts;
+use http::{HeaderMap, Method, Request, Uri, Version};
+
+/// Most header slots kept on the stack; a larger `max_headers` uses the heap.
+const STACK_HEADERS: usize = 128;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFraming {
+    Length(u64),
+    Chunked,
+}
+
+#[derive(Debug)]
+pub struct RequestHead {
+    pub parts: Parts,
+    pub framing: BodyFraming,
+    /// The client lets the connection carry another request after this one.
+    pub keep_alive: bool,
+    /// `Expect: 100-continue`: the client waits for a go-ahead before its body.
+    pub expect_continue: bool,
+}
+
+/// Why a head is refused; each closes the connection after its answer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Not HTTP/1 as RFC 9112 writes it (400).
+    Malformed,
+    /// More fields than `max_headers`, or more bytes than the buffer (431).
+    TooLarge,
+    /// Both `Content-Length` and `Transfer-Encoding` (400, with a problem document).
+    Ambiguous,
+}
+
+/// Takes a complete request head off the front of `buf`; `None` while more
+/// bytes are needed.
+pub fn parse(
+    buf: &mut BytesMut,
+    max_headers: usize,
+    max_head_bytes: usize,
+) -> Result<Option<RequestHead>, Refusal> {
+    // Blank lines before a request line are allowed (RFC 9112 §2.2).
+    let blank = buf
+        .iter()
+        .take_while(|b| matches!(b, b'\r' | b'\n'))
+        .count();
+    if blank > 0 {
+        let _ = buf.split_to(blank);
+    }
+    let scanned = if max_headers <= STACK_HEADERS {
+        let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; STACK_HEADERS];
+        scan(buf, &mut slots[..max_headers])
+    } else {
+        let mut slots = vec![MaybeUninit::<httparse::Header<'_>>::uninit(); max_headers];
+        scan(buf, &mut slots)
+    }?;
+    let Some(scanned) = scanned else {
+        return if buf.len() > max_head_bytes {
+            Err(Refusal::TooLarge)
+        } else {
+            Ok(None)
+        };
+    };
+    // Values are shared with the frozen head rather than copied one by one.
+    let head = buf.split_to(scanned.length).freeze();
+    let uri = Uri::from_maybe_shared(head.slice(scanned.target.0..scanned.target.1))
+        .map_err(|_| Refusal::Malformed)?;
+    let mut headers = HeaderMap::with_capacity(scanned.positions.len());
+    for (name, start, end) in scanned.positions {
+        let value = HeaderValue::from_maybe_shared(head.slice(start..end))
+            .map_err(|_| Refusal::Malformed)?;
+        headers.append(name, value);
+    }
+    let fields = scanned.fields;
+    let framing = match (fields.transfer_encoding, fields.length) {
+        (Some(_), Some(_)) => return Err(Refusal::Ambiguous),
+        // Chunked must be the final coding; anything else cannot be delimited.
+        (Some(true), None) => BodyFraming::Chunked,
+        (Some(false), None) => return Err(Refusal::Malformed),
+        (None, length) => BodyFraming::Length(length.unwrap_or(0)),
+    };
+    let version = scanned.version;
+    let keep_alive = if version == Version::HTTP_10 {
+        fields.keep_alive
+    } else {
+        !fields.close
+    };
+    let mut request = Request::new(());
+    *request.method_mut() = scanned.method;
+    *request.uri_mut() = uri;
+    *request.version_mut() = version;
+    *request.headers_mut() = headers;
+    let (parts, ()) = request.into_parts();
+    Ok(Some(RequestHead {
+        parts,
+        framing,
+        keep_alive,
+        expect_continue: fields.expect_continue && version == Version::HTTP_11,
+    }))
+}
+
+/// A complete head, located in the buffer: positions, not borrows, so the
+/// buffer can be split once the parser is done with it.
+struct Scanned {
+    length: usize,
+    method: Method,
+    version: Version,
+    target: (usize, usize),
+    positions: Vec<(HeaderName, usize, usize)>,
+    fields: Framing,
+}
+
+fn scan<'b>(
+    bytes: &'b [u8],
+    slots: &mut [MaybeUninit<httparse::Header<'b>>],
+) -> Result<Option<Scanned>, Refusal> {
+    let mut parsed = httparse::Request::new(&mut []);
+    let length = match httparse::ParserConfig::default().parse_request_with_uninit_headers(
+        &mut parsed,
+        bytes,
+        slots,
+    ) {
+        Ok(httparse::Status::Complete(length)) => length,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => return Err(Refusal::TooLarge),
+        Err(_) => return Err(Refusal::Malformed),
+    };
+    let method = parsed
+        .method
+        .and_then(|m| Method::from_bytes(m.as_bytes()).ok())
+        .ok_or(Refusal::Malformed)?;
+    let version = match parsed.version {
+        Some(0) => Version::HTTP_10,
+        _ => Version::HTTP_11,
+    };
+    let base = bytes.as_ptr() as usize;
+    let target = parsed.path.ok_or(Refusal::Malformed)?;
+    let target_start = target.as_ptr() as usize - base;
+    let mut fields = Framing::default();
+    let mut positions = Vec::with_capacity(parsed.headers.len());
+    for field in parsed.headers.iter() {
+        let name = HeaderName::from_bytes(field.name.as_bytes()).map_err(|_| Refusal::Malformed)?;
+        fields.note(&name, field.value)?;
+        let start = field.value.as_ptr() as usize - base;
+        positions.push((name, start, start + field.value.len()));
+    }
+    Ok(Some(Scanned {
+        length,
+        method,
+        version,
+        target: (target_start, target_start + target.len()),
+        positions,
+        fields,
+    }))
+}
+
+/// What the framing and connection fields of a head say.
+#[derive(Default)]
+struct Framing {
+    /// `Transfer-Encoding` was present; `true` when its final coding is chunked.
+    transfer_encoding: Option<bool>,
+    length: Option<u64>,
+    close: bool,
+    keep_alive: bool,
+    expect_continue: bool,
+}
+
+impl Framing {
+    fn note(&mut self, name: &HeaderName, value: &[u8]) -> Result<(), Refusal> {
+        if *name == header::CONTENT_LENGTH {
+            // Digits only, and every value the same: `+5`, `0x5` or `5, 6`
+            // could be read another way by the next parser.
+            let length = std::str::from_utf8(value)
+                .ok()
+                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or(Refusal::Malformed)?;
+            if self.length.is_some_and(|seen| seen != length) {
+                return Err(Refusal::Malformed);
+            }
+            self.length = Some(length);
+        } else if *name == header::TRANSFER_ENCODING {
+            let value = std::str::from_utf8(value).map_err(|_| Refusal::Malformed)?;
+            let last = value.rsplit(',').next().unwrap_or("").trim();
+            self.transfer_encoding = Some(last.eq_ignore_ascii_case("chunked"));
+        } else if *name == header::CONNECTION {
+            let value = std::str::from_utf8(value).map_err(|_| Refusal::Malformed)?;
+            for token in value.split(',').map(str::trim) {
+                if token.eq_ignore_ascii_case("close") {
+                    self.close = true;
+                } else if token.eq_ignore_ascii_case("keep-alive") {
+                    self.keep_alive = true;
+                }
+            }
+        } else if *name == header::EXPECT {
+            self.expect_continue = value.eq_ignore_ascii_case(b"100-continue");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(text: &str) -> Result<Option<RequestHead>, Refusal> {
+        let mut buf = BytesMut::from(text.as_bytes());
+        parse(&mut buf, 100, 64 * 1024)
+    }
+
+    fn head(text: &str) -> RequestHead {
+        parse_str(text).expect("valid").expect("complete")
+    }
+
+    #[test]
+    fn parses_the_request_and_leaves_the_body() {
+        let mut buf = BytesMut::from(
+            &b"\r\nPOST /v1/charges?x=1 HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\nX-A: 1\r\nX-A: 2\r\n\r\n{}"[..],
+        );
+        let head = parse(&mut buf, 100, 8192)
+            .expect("valid")
+            .expect("complete");
+        assert_eq!(head.parts.method, Method::POST);
+        assert_eq!(head.parts.uri, "/v1/charges?x=1");
+        assert_eq!(head.parts.headers["host"], "gw");
+        assert_eq!(head.parts.headers.get_all("x-a").iter().count(), 2);
+        assert_eq!(head.framing, BodyFraming::Length(2));
+        assert!(head.keep_alive);
+        assert_eq!(&buf[..], b"{}");
+    }
+
+    #[test]
+    fn framing_and_connection_follow_rfc_9112() {
+        let chunked = head("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n");
+        assert_eq!(chunked.framing, BodyFraming::Chunked);
+        assert_eq!(
+            head("GET / HTTP/1.1\r\n\r\n").framing,
+            BodyFraming::Length(0)
+        );
+        assert!(!head("GET / HTTP/1.1\r\nConnection: close\r\n\r\n").keep_alive);
+        assert!(!head("GET / HTTP/1.0\r\n\r\n").keep_alive);
+        assert!(head("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").keep_alive);
+        assert!(
+            head("POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n")
+                .expect_continue
+        );
+        assert_eq!(
+            head("POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n").framing,
+            BodyFraming::Length(5)
+        );
+    }
+
+    #[test]
+    fn smuggling_shapes_are_refused() {
+        for (text, refusal) in [
+            (
+                "POST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+                Refusal::Ambiguous,
+            ),
+            (
+                "POST / HTTP/1.1\r\nTransfer-Encoding: chunked, identity\r\n\r\n",
+                Refusal::Malformed,
+            ),
+            (
+                "POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
+                Refusal::Malformed,
+            ),
+            (
+                "POST / HTTP/1.1\r\nTransfer-Encoding : chunked\r\n\r\n",
+                Refusal::Malformed,
+            ),
+            (
+                "POST / HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\n",
+                Refusal::Malformed,
+            ),
+            (
+                "POST / HTTP/1.1\r\nContent-Length: 0, 5\r\n\r\n",
+                Refusal::Malformed,
+            ),
+            (
+                "POST / HTTP/1.1\r\nContent-Length: +0\r\n\r\n",
+                Refusal::Malformed,
+            ),
+            (
+                "POST / HTTP/1.1\r\nContent-Length: 0x0\r\n\r\n",
+                Refusal::Malformed,
+            ),
+            (
+                "POST / HTTP/1.1\r\nContent-Length: 0\r\nTransfer-Encoding:\r\n chunked\r\n\r\n",
+                Refusal::Malformed,
+            ),
+            ("GARBAGE\r\n\r\n", Refusal::Malformed),
+        ] {
+            assert_eq!(parse_str(text).err(), Some(refusal), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn limits_are_431() {
+        let many: String = (0..101).map(|i| format!("X-{i}: 1\r\n")).collect();
+        assert_eq!(
+            parse_str(&format!("GET / HTTP/1.1\r\n{many}\r\n")).err(),
+            Some(Refusal::TooLarge)
+        );
+        let mut endless = BytesMut::from(&b"GET / HTTP/1.1\r\nX-Long: "[..]);
+        endless.extend_from_slice(&[b'a'; 9000]);
+        assert_eq!(
+            parse(&mut endless, 100, 8192).err(),
+            Some(Refusal::TooLarge)
+        );
+        assert!(
+            parse_str("GET / HTTP/1.1\r\nHost: g")
+                .expect("valid so far")
+                .is_none()
+        );
+    }
+}

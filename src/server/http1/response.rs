@@ -1,0 +1,260 @@
+//! An answer as HTTP/1.1 puts it on the wire to the client.
+
+use std::io::{self, Write as _};
+
+use futures_util::FutureExt;
+use http::{HeaderMap, Response, StatusCode, Version, header};
+use http_body::Body as _;
+use http_body_util::BodyExt;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+use super::date;
+use crate::body::Body;
+
+/// Bytes gathered before a write: a small answer leaves in one.
+const GATHER: usize = 64 * 1024;
+
+/// What of the request decides how its answer is written.
+#[derive(Debug, Clone, Copy)]
+pub struct Facts {
+    /// The request was HEAD: the head says what a GET would get, no body follows.
+    pub head: bool,
+    pub version: Version,
+    /// The connection may carry another request after this answer.
+    pub keep_alive: bool,
+}
+
+enum Framing {
+    None,
+    Length(u64),
+    Chunked,
+    /// HTTP/1.0 client, length unknown: the close ends the body.
+    UntilClose,
+}
+
+/// Writes `response`; `Ok(true)` when the connection can carry another request.
+pub async fn write<W: AsyncWrite + Unpin>(
+    io: &mut W,
+    out: &mut Vec<u8>,
+    response: Response<Body>,
+    facts: Facts,
+) -> io::Result<bool> {
+    let (parts, mut body) = response.into_parts();
+    let status = parts.status;
+    let mut keep_alive = facts.keep_alive && !says_close(&parts.headers);
+    let bodiless = status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED;
+    let framing = if bodiless || facts.head {
+        Framing::None
+    } else if body.is_end_stream() {
+        Framing::Length(0)
+    } else {
+        match body.size_hint().exact() {
+            Some(length) => Framing::Length(length),
+            None if facts.version == Version::HTTP_11 => Framing::Chunked,
+            None => {
+                keep_alive = false;
+                Framing::UntilClose
+            }
+        }
+    };
+    out.clear();
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(b"\r\n");
+    // A HEAD or 304 answer's Content-Length is the handler's to say; in any
+    // other, the framing below is the only one.
+    let own_length = !(facts.head || status == StatusCode::NOT_MODIFIED);
+    for (name, value) in &parts.headers {
+        if *name == header::CONNECTION
+            || *name == header::TRANSFER_ENCODING
+            || (*name == header::CONTENT_LENGTH && own_length)
+        {
+            continue;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if !parts.headers.contains_key(header::DATE) {
+        out.extend_from_slice(b"date: ");
+        date::append(out);
+        out.extend_from_slice(b"\r\n");
+    }
+    match framing {
+        Framing::Length(length) => {
+            let _ = write!(out, "content-length: {length}\r\n");
+        }
+        Framing::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+        Framing::None | Framing::UntilClose => {}
+    }
+    if !keep_alive {
+        out.extend_from_slice(b"connection: close\r\n");
+    } else if facts.version == Version::HTTP_10 {
+        out.extend_from_slice(b"connection: keep-alive\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+
+    if !matches!(framing, Framing::None) {
+        let chunked = matches!(framing, Framing::Chunked);
+        let mut written: u64 = 0;
+        loop {
+            // Gather what is ready; write before waiting for more, so a
+            // trickling body reaches the client as it comes.
+            let next = match body.frame().now_or_never() {
+                Some(next) => next,
+                None => {
+                    flush(io, out).await?;
+                    body.frame().await
+                }
+            };
+            let Some(frame) = next else { break };
+            let frame = frame.map_err(io::Error::other)?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            if data.is_empty() {
+                continue;
+            }
+            written += data.len() as u64;
+            if chunked {
+                let _ = write!(out, "{:x}\r\n", data.len());
+            }
+            if out.len() + data.len() > GATHER {
+                flush(io, out).await?;
+                io.write_all(&data).await?;
+            } else {
+                out.extend_from_slice(&data);
+            }
+            if chunked {
+                out.extend_from_slice(b"\r\n");
+            }
+            if out.len() >= GATHER {
+                flush(io, out).await?;
+            }
+        }
+        if let Framing::Length(length) = framing
+            && written != length
+        {
+            return Err(io::Error::other(format!(
+                "the answer body had {written} bytes, not the {length} declared"
+            )));
+        }
+        if chunked {
+            out.extend_from_slice(b"0\r\n\r\n");
+        }
+    }
+    flush(io, out).await?;
+    io.flush().await?;
+    Ok(keep_alive)
+}
+
+async fn flush<W: AsyncWrite + Unpin>(io: &mut W, out: &mut Vec<u8>) -> io::Result<()> {
+    if !out.is_empty() {
+        io.write_all(out).await?;
+        out.clear();
+    }
+    Ok(())
+}
+
+fn says_close(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|token| token.trim().eq_ignore_ascii_case("close"))
+}
+
+/// A bare refusal for a head that cannot be handled: the connection closes.
+pub fn refusal(status: StatusCode, out: &mut Vec<u8>) {
+    out.clear();
+    let _ = write!(
+        out,
+        "HTTP/1.1 {} {}\r\ncontent-length: 0\r\nconnection: close\r\ndate: ",
+        status.as_str(),
+        status.canonical_reason().unwrap_or("")
+    );
+    date::append(out);
+    out.extend_from_slice(b"\r\n\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::body;
+
+    async fn written(response: Response<Body>, facts: Facts) -> (String, bool) {
+        let mut wire = Vec::new();
+        let mut out = Vec::new();
+        let keep = write(&mut wire, &mut out, response, facts)
+            .await
+            .expect("written");
+        (String::from_utf8_lossy(&wire).to_string(), keep)
+    }
+
+    const KEEP: Facts = Facts {
+        head: false,
+        version: Version::HTTP_11,
+        keep_alive: true,
+    };
+
+    #[tokio::test]
+    async fn a_small_answer_is_one_block_with_its_length_and_date() {
+        let mut response = Response::new(body::full("{}"));
+        *response.status_mut() = StatusCode::CREATED;
+        response
+            .headers_mut()
+            .insert("content-length", "99".parse().expect("valid"));
+        let (wire, keep) = written(response, KEEP).await;
+        assert!(wire.starts_with("HTTP/1.1 201 Created\r\n"), "{wire}");
+        assert!(wire.contains("\r\ncontent-length: 2\r\n"), "{wire}");
+        assert!(!wire.contains("99"), "{wire}");
+        assert!(wire.contains("\r\ndate: "), "{wire}");
+        assert!(wire.ends_with("\r\n\r\n{}"), "{wire}");
+        assert!(keep);
+    }
+
+    #[tokio::test]
+    async fn unknown_lengths_are_chunked_or_end_with_the_connection() {
+        let stream = || {
+            body::stream(http_body_util::StreamBody::new(futures_util::stream::iter(
+                [Ok::<_, io::Error>(http_body::Frame::data(
+                    bytes::Bytes::from("abc"),
+                ))],
+            )))
+        };
+        let (wire, keep) = written(Response::new(stream()), KEEP).await;
+        assert!(wire.contains("transfer-encoding: chunked\r\n"), "{wire}");
+        assert!(wire.ends_with("\r\n\r\n3\r\nabc\r\n0\r\n\r\n"), "{wire}");
+        assert!(keep);
+        let old = Facts {
+            version: Version::HTTP_10,
+            ..KEEP
+        };
+        let (wire, keep) = written(Response::new(stream()), old).await;
+        assert!(wire.contains("connection: close\r\n"), "{wire}");
+        assert!(wire.ends_with("\r\n\r\nabc"), "{wire}");
+        assert!(!keep);
+    }
+
+    #[tokio::test]
+    async fn head_and_bodiless_answers_carry_no_body() {
+        let mut response = Response::new(body::empty());
+        response
+            .headers_mut()
+            .insert("content-length", "42".parse().expect("valid"));
+        let head = Facts { head: true, ..KEEP };
+        let (wire, _) = written(response, head).await;
+        assert!(wire.contains("content-length: 42\r\n"), "{wire}");
+        assert!(wire.ends_with("\r\n\r\n"), "{wire}");
+        let mut no_content = Response::new(body::empty());
+        *no_content.status_mut() = StatusCode::NO_CONTENT;
+        let (wire, _) = written(no_content, KEEP).await;
+        assert!(!wire.contains("content-length"), "{wire}");
+    }
+}
