@@ -6,7 +6,6 @@
 
 pub mod admin;
 pub mod body;
-pub mod chunked;
 pub mod cli;
 pub mod commands;
 pub mod config;
@@ -19,3 +18,4 @@ pub mod route;
 pub mod server;
 pub mod store;
 pub mod tls;
+pub mod wire;

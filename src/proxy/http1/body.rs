@@ -11,7 +11,7 @@ use http_body::{Body as HttpBody, Frame, SizeHint};
 use super::pool::Lease;
 use super::response_head::Framing;
 use crate::body::BoxError;
-use crate::chunked::{ChunkedDecoder, Step};
+use crate::wire::chunked::{ChunkedDecoder, Step};
 
 pub struct AnswerBody {
     /// The connection, until the body has ended (or failed).

@@ -107,8 +107,10 @@ impl Connection {
                     }
                     written += data.len() as u64;
                     let answered = if chunked {
-                        let size = format!("{:x}\r\n", data.len());
-                        let mut chunk = Buf::chain(Buf::chain(size.as_bytes(), data), &b"\r\n"[..]);
+                        let mut size = Vec::with_capacity(18);
+                        crate::wire::push_hex(&mut size, data.len() as u64);
+                        size.extend_from_slice(b"\r\n");
+                        let mut chunk = Buf::chain(Buf::chain(&size[..], data), &b"\r\n"[..]);
                         self.send_piece(&mut chunk).await
                     } else {
                         self.send_piece(&mut { data }).await

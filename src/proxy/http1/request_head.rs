@@ -1,8 +1,6 @@
 //! A request as HTTP/1.1 puts it on the wire: the head, and how the body is
 //! framed after it.
 
-use std::io::Write as _;
-
 use http::header;
 use http::request::Parts;
 use http::{HeaderMap, Method};
@@ -61,8 +59,9 @@ pub fn encode(parts: &Parts, framing: BodyFraming, out: &mut Vec<u8>) {
     match framing {
         BodyFraming::None => {}
         BodyFraming::Length(length) => {
-            // Writing into a Vec cannot fail.
-            let _ = write!(out, "content-length: {length}\r\n");
+            out.extend_from_slice(b"content-length: ");
+            crate::wire::push_decimal(out, length);
+            out.extend_from_slice(b"\r\n");
         }
         BodyFraming::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
     }

@@ -28,9 +28,9 @@ use request_head::{BodyFraming, Refusal, RequestHead};
 use response::Facts;
 
 use crate::body::{self, Body, ClientBody};
-use crate::chunked::ChunkedDecoder;
 use crate::error::GatewayError;
 use crate::proxy::ClientInfo;
+use crate::wire::chunked::ChunkedDecoder;
 
 /// The limits of one connection.
 #[derive(Debug, Clone, Copy)]

@@ -12,7 +12,7 @@ use http_body::{Frame, SizeHint};
 use tokio::io::AsyncRead;
 
 use crate::body::BoxError;
-use crate::chunked::{ChunkedDecoder, Step};
+use crate::wire::chunked::{ChunkedDecoder, Step};
 
 /// Room made in the buffer before each read.
 const READ_CHUNK: usize = 8 * 1024;
@@ -69,7 +69,7 @@ enum BodyError {
     #[error("the client closed the connection before the end of the body")]
     Truncated,
     #[error("{0}")]
-    Chunked(#[from] crate::chunked::ChunkedError),
+    Chunked(#[from] crate::wire::chunked::ChunkedError),
 }
 
 /// A request body read from the connection as the handler asks for it.

@@ -72,7 +72,9 @@ pub fn parse(
     let head = buf.split_to(scanned.length).freeze();
     let uri = Uri::from_maybe_shared(head.slice(scanned.target.0..scanned.target.1))
         .map_err(|_| Refusal::Malformed)?;
-    let mut headers = HeaderMap::with_capacity(scanned.positions.len());
+    // Room for what forwarding adds (X-Forwarded-*, X-Request-Id, Host), so
+    // the map is not grown and rehashed on the way to the upstream.
+    let mut headers = HeaderMap::with_capacity(scanned.positions.len() + 6);
     for (name, start, end) in scanned.positions {
         let value = HeaderValue::from_maybe_shared(head.slice(start..end))
             .map_err(|_| Refusal::Malformed)?;

@@ -10,6 +10,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::date;
 use crate::body::Body;
+use crate::wire;
 
 /// Bytes gathered before a write: a small answer leaves in one.
 const GATHER: usize = 64 * 1024;
@@ -87,7 +88,9 @@ pub async fn write<W: AsyncWrite + Unpin>(
     }
     match framing {
         Framing::Length(length) => {
-            let _ = write!(out, "content-length: {length}\r\n");
+            out.extend_from_slice(b"content-length: ");
+            wire::push_decimal(out, length);
+            out.extend_from_slice(b"\r\n");
         }
         Framing::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
         Framing::None | Framing::UntilClose => {}
@@ -122,7 +125,8 @@ pub async fn write<W: AsyncWrite + Unpin>(
             }
             written += data.len() as u64;
             if chunked {
-                let _ = write!(out, "{:x}\r\n", data.len());
+                wire::push_hex(out, data.len() as u64);
+                out.extend_from_slice(b"\r\n");
             }
             if out.len() + data.len() > GATHER {
                 flush(io, out).await?;

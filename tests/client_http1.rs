@@ -1,0 +1,137 @@
+//! The gateway's own HTTP/1 server connection, as clients other than a
+//! well-behaved HTTP/1.1 library use it: pipelining, HTTP/1.0, Expect,
+//! idle keep-alive.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::raw;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const WITHIN: Duration = Duration::from_secs(5);
+
+/// Reads until `count` answers have begun and the last is complete.
+async fn read_answers(stream: &mut TcpStream, count: usize) -> String {
+    let deadline = Instant::now() + WITHIN;
+    let mut text = String::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    while Instant::now() < deadline {
+        if text.matches("HTTP/1.1 ").count() >= count && text.trim_end().ends_with('}') {
+            break;
+        }
+        match tokio::time::timeout(Duration::from_millis(500), stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => text.push_str(&String::from_utf8_lossy(&buf[..n])),
+            Err(_) => {}
+        }
+    }
+    text
+}
+
+#[tokio::test]
+async fn pipelined_requests_are_answered_in_order() {
+    let (_dir, upstream, gateway) =
+        common::GatewayProcess::start_fresh("h1-pipelined", common::configs::CHARGES_AND_REST)
+            .await;
+    let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
+    stream
+        .write_all(
+            b"GET /things/1 HTTP/1.1\r\nHost: gw\r\n\r\nPOST /things/2 HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}GET /things/3 HTTP/1.1\r\nHost: gw\r\n\r\n",
+        )
+        .await
+        .expect("write");
+    let text = read_answers(&mut stream, 3).await;
+    let at = |path: &str| {
+        text.find(path)
+            .unwrap_or_else(|| panic!("{path} missing: {text}"))
+    };
+    assert!(
+        at("/things/1") < at("/things/2") && at("/things/2") < at("/things/3"),
+        "{text}"
+    );
+    assert_eq!(upstream.total(), 3);
+}
+
+#[tokio::test]
+async fn http10_clients_close_unless_they_ask_to_keep_alive() {
+    let (_dir, _upstream, gateway) =
+        common::GatewayProcess::start_fresh("h1-http10", common::configs::CHARGES_AND_REST).await;
+    let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
+    stream
+        .write_all(b"GET /things/a HTTP/1.0\r\n\r\n")
+        .await
+        .expect("write");
+    let reply = raw::read_reply(&mut stream, WITHIN).await;
+    assert_eq!(reply.status, Some(201), "{}", reply.text);
+    assert!(
+        raw::wait_closed(&mut stream, WITHIN).await,
+        "HTTP/1.0 left open"
+    );
+
+    let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
+    for i in 0..2 {
+        stream
+            .write_all(
+                format!("GET /things/{i} HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").as_bytes(),
+            )
+            .await
+            .expect("write");
+        let reply = raw::read_reply(&mut stream, WITHIN).await;
+        assert_eq!(reply.status, Some(201), "{}", reply.text);
+        assert_eq!(reply.header("connection").as_deref(), Some("keep-alive"));
+    }
+}
+
+#[tokio::test]
+async fn expect_continue_gets_a_go_ahead_before_the_body() {
+    let (_dir, upstream, gateway) =
+        common::GatewayProcess::start_fresh("h1-expect", common::configs::CHARGES_AND_REST).await;
+    let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
+    stream
+        .write_all(
+            b"POST /v1/charges HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: expect-1\r\nContent-Type: application/json\r\nContent-Length: 12\r\nExpect: 100-continue\r\n\r\n",
+        )
+        .await
+        .expect("write");
+    let mut buf = vec![0u8; 1024];
+    let n = tokio::time::timeout(WITHIN, stream.read(&mut buf))
+        .await
+        .expect("a go-ahead in time")
+        .expect("read");
+    assert!(
+        buf[..n].starts_with(b"HTTP/1.1 100 Continue\r\n\r\n"),
+        "{}",
+        String::from_utf8_lossy(&buf[..n])
+    );
+    stream.write_all(b"{\"amount\":1}").await.expect("write");
+    let reply = raw::read_reply(&mut stream, WITHIN).await;
+    assert_eq!(reply.status, Some(201), "{}", reply.text);
+    assert_eq!(upstream.executions("expect-1"), 1);
+}
+
+#[tokio::test]
+async fn idle_keep_alive_connections_close_after_the_header_read_timeout() {
+    let config = common::configs::CHARGES_AND_REST.replace(
+        "shutdown_grace = \"5s\"",
+        "shutdown_grace = \"5s\"\nheader_read_timeout = \"500ms\"",
+    );
+    let (_dir, _upstream, gateway) = common::GatewayProcess::start_fresh("h1-idle", &config).await;
+    let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
+    stream
+        .write_all(b"GET /things/1 HTTP/1.1\r\nHost: gw\r\n\r\n")
+        .await
+        .expect("write");
+    let reply = raw::read_reply(&mut stream, WITHIN).await;
+    assert_eq!(reply.status, Some(201), "{}", reply.text);
+    let idle = Instant::now();
+    assert!(
+        raw::wait_closed(&mut stream, WITHIN).await,
+        "idle connection kept"
+    );
+    assert!(
+        idle.elapsed() >= Duration::from_millis(400),
+        "closed too soon"
+    );
+}
