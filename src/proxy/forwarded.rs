@@ -92,7 +92,10 @@ fn set_forwarded(headers: &mut HeaderMap, client: &ClientInfo, host: Option<&Hea
 }
 
 /// The client's path and query on the upstream. Without a base path the
-/// parsed target is reused as it is (no copy, no second parse).
+/// parsed target is reused as it is (no copy, no second parse). HTTP/1 sends
+/// only the path and query (the authority travels in `Host`), so only an
+/// HTTP/2 upstream gets the absolute form its `:scheme` and `:authority`
+/// come from.
 fn upstream_uri(upstream: &Upstream, original: &Uri) -> Result<Uri, http::Error> {
     let base = upstream.base_path();
     let path_and_query = match original.path_and_query() {
@@ -103,6 +106,9 @@ fn upstream_uri(upstream: &Upstream, original: &Uri) -> Result<Uri, http::Error>
             PathAndQuery::try_from(format!("{base}{pq}"))?
         }
     };
+    if !upstream.http2() {
+        return Ok(Uri::from(path_and_query));
+    }
     let mut parts = http::uri::Parts::default();
     parts.scheme = Some(upstream.scheme().clone());
     parts.authority = Some(upstream.authority().clone());
@@ -117,12 +123,16 @@ mod tests {
     use std::time::Duration;
 
     fn upstream(url: &str) -> Upstream {
+        upstream_over(url, false)
+    }
+
+    fn upstream_over(url: &str, http2: bool) -> Upstream {
         Upstream::new(&UpstreamConfig {
             name: "api".into(),
             url: url.into(),
             connect_timeout: Duration::from_secs(1),
             timeout: Duration::from_secs(1),
-            http2: false,
+            http2,
             max_connections: 4,
             tls: None,
         })
@@ -151,12 +161,26 @@ mod tests {
             true,
         )
         .unwrap();
-        assert_eq!(parts.uri, "http://127.0.0.1:3000/v1/charges?a=1");
+        assert_eq!(parts.uri, "/v1/charges?a=1");
         assert_eq!(parts.headers["host"], "api.example.com");
         assert_eq!(parts.headers["x-forwarded-for"], "192.0.2.1, 10.0.0.7");
         assert_eq!(parts.headers["x-forwarded-proto"], "http");
         assert_eq!(parts.headers["x-forwarded-host"], "api.example.com");
         assert!(parts.headers.get("connection").is_none());
+    }
+
+    #[tokio::test]
+    async fn an_http2_upstream_gets_the_absolute_form() {
+        let (mut parts, ()) = http::Request::get("/x?y=1").body(()).unwrap().into_parts();
+        prepare_request(
+            &mut parts,
+            &upstream_over("http://127.0.0.1:3000/base", true),
+            &client(),
+            true,
+        )
+        .unwrap();
+        assert_eq!(parts.uri, "http://127.0.0.1:3000/base/x?y=1");
+        assert_eq!(parts.version, Version::HTTP_2);
     }
 
     #[tokio::test]
@@ -175,7 +199,7 @@ mod tests {
             true,
         )
         .unwrap();
-        assert_eq!(parts.uri, "http://127.0.0.1:3000/base/x");
+        assert_eq!(parts.uri, "/base/x");
         assert_eq!(parts.headers["host"], "api.example.com");
         assert_eq!(parts.version, Version::HTTP_11);
 

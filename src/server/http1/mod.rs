@@ -97,7 +97,9 @@ pub async fn serve<S, H, F>(
         {
             return;
         }
-        let handling = Box::pin(handler(Request::from_parts(parts, body), client.clone()));
+        // Pinned in place, not boxed: no allocation, and no copy of the
+        // handler's future (kilobytes) into one per request.
+        let handling = std::pin::pin!(handler(Request::from_parts(parts, body), client.clone()));
         let Some(response) = until_client_leaves(handling, &reader, settings.max_head_bytes).await
         else {
             return;
@@ -204,7 +206,7 @@ fn request_body(reader: &SharedReader, framing: BodyFraming) -> ClientBody {
 /// (its answer would have nowhere to go). Once the request's body is read,
 /// what the client sends next (a pipelined request) is kept for later.
 async fn until_client_leaves<F>(
-    mut handling: Pin<Box<F>>,
+    mut handling: Pin<&mut F>,
     reader: &SharedReader,
     max_buffered: usize,
 ) -> Option<Response<Body>>
