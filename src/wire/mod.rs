@@ -2,6 +2,7 @@
 //! (server/http1/) and the client's connections to upstreams (proxy/http1/).
 
 pub mod chunked;
+pub mod fields;
 
 /// Appends `value` in decimal, as `Content-Length` carries it (no `fmt`
 /// machinery on every message).

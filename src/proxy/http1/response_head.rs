@@ -4,11 +4,12 @@
 use std::mem::MaybeUninit;
 
 use bytes::BytesMut;
-use http::header::{self, HeaderName, HeaderValue};
+use http::header::{self, HeaderName};
 use http::response::Parts;
 use http::{HeaderMap, Method, Response, StatusCode, Version};
 
 use crate::proxy::hop_by_hop::is_hop_by_hop;
+use crate::wire::fields;
 
 /// Most header fields an answer may carry, and its largest head (hyper's
 /// client defaults, so upstreams that worked before still do).
@@ -90,7 +91,7 @@ fn parse_one(buf: &mut BytesMut, method: &Method) -> Result<Option<AnswerHead>, 
     // never sees the connection (and would only strip them again).
     let base = buf.as_ptr() as usize;
     let mut connection = ConnectionFields::default();
-    let mut fields: Vec<(HeaderName, usize, usize)> = Vec::with_capacity(parsed.headers.len());
+    let mut fields: Vec<fields::FieldAt> = Vec::with_capacity(parsed.headers.len());
     for field in parsed.headers.iter() {
         let name = HeaderName::from_bytes(field.name.as_bytes())
             .map_err(|_| HeadError::Header("field name"))?;
@@ -102,12 +103,8 @@ fn parse_one(buf: &mut BytesMut, method: &Method) -> Result<Option<AnswerHead>, 
         fields.push((name, start, start + field.value.len()));
     }
     let head = buf.split_to(length).freeze();
-    let mut headers = HeaderMap::with_capacity(fields.len());
-    for (name, start, end) in fields {
-        let value = HeaderValue::from_maybe_shared(head.slice(start..end))
-            .map_err(|_| HeadError::Header("field value"))?;
-        headers.append(name, value);
-    }
+    let mut headers =
+        fields::shared_map(&head, fields, 0).map_err(|_| HeadError::Header("field value"))?;
     for listed in &connection.listed {
         headers.remove(listed.as_str());
     }
@@ -182,14 +179,12 @@ struct ConnectionFields {
 impl ConnectionFields {
     fn note(&mut self, name: &HeaderName, value: &[u8]) -> Result<(), HeadError> {
         if *name == header::TRANSFER_ENCODING {
-            let value =
-                std::str::from_utf8(value).map_err(|_| HeadError::Header("Transfer-Encoding"))?;
-            // The last field's last coding is the final one.
-            let last = value.rsplit(',').next().unwrap_or("").trim();
-            self.transfer_encoding = Some(last.eq_ignore_ascii_case("chunked"));
+            let chunked =
+                fields::ends_chunked(value).ok_or(HeadError::Header("Transfer-Encoding"))?;
+            self.transfer_encoding = Some(chunked);
         } else if *name == header::CONNECTION {
-            let value = std::str::from_utf8(value).map_err(|_| HeadError::Header("Connection"))?;
-            for token in value.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            let tokens = fields::connection_tokens(value).ok_or(HeadError::Header("Connection"))?;
+            for token in tokens {
                 if token.eq_ignore_ascii_case("close") {
                     self.close = true;
                 } else if token.eq_ignore_ascii_case("keep-alive") {

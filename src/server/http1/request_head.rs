@@ -5,9 +5,11 @@
 use std::mem::MaybeUninit;
 
 use bytes::BytesMut;
-use http::header::{self, HeaderName, HeaderValue};
+use http::header::{self, HeaderName};
 use http::request::Parts;
-use http::{HeaderMap, Method, Request, Uri, Version};
+use http::{Method, Request, Uri, Version};
+
+use crate::wire::fields;
 
 /// Most header slots kept on the stack; a larger `max_headers` uses the heap.
 const STACK_HEADERS: usize = 128;
@@ -74,12 +76,8 @@ pub fn parse(
         .map_err(|_| Refusal::Malformed)?;
     // Room for what forwarding adds (X-Forwarded-*, X-Request-Id, Host), so
     // the map is not grown and rehashed on the way to the upstream.
-    let mut headers = HeaderMap::with_capacity(scanned.positions.len() + 6);
-    for (name, start, end) in scanned.positions {
-        let value = HeaderValue::from_maybe_shared(head.slice(start..end))
-            .map_err(|_| Refusal::Malformed)?;
-        headers.append(name, value);
-    }
+    let headers =
+        fields::shared_map(&head, scanned.positions, 6).map_err(|_| Refusal::Malformed)?;
     let fields = scanned.fields;
     let framing = match (fields.transfer_encoding, fields.length) {
         (Some(_), Some(_)) => return Err(Refusal::Ambiguous),
@@ -115,7 +113,7 @@ struct Scanned {
     method: Method,
     version: Version,
     target: (usize, usize),
-    positions: Vec<(HeaderName, usize, usize)>,
+    positions: Vec<fields::FieldAt>,
     fields: Framing,
 }
 
@@ -189,12 +187,9 @@ impl Framing {
             }
             self.length = Some(length);
         } else if *name == header::TRANSFER_ENCODING {
-            let value = std::str::from_utf8(value).map_err(|_| Refusal::Malformed)?;
-            let last = value.rsplit(',').next().unwrap_or("").trim();
-            self.transfer_encoding = Some(last.eq_ignore_ascii_case("chunked"));
+            self.transfer_encoding = Some(fields::ends_chunked(value).ok_or(Refusal::Malformed)?);
         } else if *name == header::CONNECTION {
-            let value = std::str::from_utf8(value).map_err(|_| Refusal::Malformed)?;
-            for token in value.split(',').map(str::trim) {
+            for token in fields::connection_tokens(value).ok_or(Refusal::Malformed)? {
                 if token.eq_ignore_ascii_case("close") {
                     self.close = true;
                 } else if token.eq_ignore_ascii_case("keep-alive") {

@@ -1,0 +1,75 @@
+//! What both kinds of head (requests from clients, answers from upstreams)
+//! are read for the same way: the connection's tokens, the final transfer
+//! coding, and a header map sharing the head's bytes.
+
+use bytes::Bytes;
+use http::HeaderMap;
+use http::header::{HeaderName, HeaderValue, InvalidHeaderValue};
+
+/// A field noted while parsing: its name, and where its value lies in the head.
+pub type FieldAt = (HeaderName, usize, usize);
+
+/// Whether a `Transfer-Encoding` value's last coding is chunked (the last
+/// field's last coding is the final one); `None` when it is not text.
+pub fn ends_chunked(value: &[u8]) -> Option<bool> {
+    let value = std::str::from_utf8(value).ok()?;
+    let last = value.rsplit(',').next().unwrap_or("").trim();
+    Some(last.eq_ignore_ascii_case("chunked"))
+}
+
+/// The tokens of a `Connection` value; `None` when it is not text.
+pub fn connection_tokens(value: &[u8]) -> Option<impl Iterator<Item = &str>> {
+    let value = std::str::from_utf8(value).ok()?;
+    Some(
+        value
+            .split(',')
+            .map(str::trim)
+            .filter(|token| !token.is_empty()),
+    )
+}
+
+/// The header map of a frozen head: each value a slice of `head`, not a
+/// copy. `room` is capacity kept for fields added later.
+pub fn shared_map(
+    head: &Bytes,
+    fields: Vec<FieldAt>,
+    room: usize,
+) -> Result<HeaderMap, InvalidHeaderValue> {
+    let mut headers = HeaderMap::with_capacity(fields.len() + room);
+    for (name, start, end) in fields {
+        headers.append(
+            name,
+            HeaderValue::from_maybe_shared(head.slice(start..end))?,
+        );
+    }
+    Ok(headers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_codings_and_tokens() {
+        assert_eq!(ends_chunked(b"gzip, Chunked"), Some(true));
+        assert_eq!(ends_chunked(b"chunked, gzip"), Some(false));
+        assert_eq!(ends_chunked(&[0xff]), None);
+        let tokens: Vec<&str> = connection_tokens(b" close , ,X-Hop")
+            .expect("text")
+            .collect();
+        assert_eq!(tokens, ["close", "X-Hop"]);
+    }
+
+    #[test]
+    fn values_are_slices_of_the_head() {
+        let head = Bytes::from_static(b"x-a: 1\r\nx-b: 22\r\n");
+        let fields = vec![
+            (HeaderName::from_static("x-a"), 5, 6),
+            (HeaderName::from_static("x-b"), 13, 15),
+        ];
+        let map = shared_map(&head, fields, 4).expect("valid");
+        assert_eq!(map["x-a"], "1");
+        assert_eq!(map["x-b"], "22");
+        assert!(map.capacity() >= 6);
+    }
+}
