@@ -3,10 +3,12 @@
 //! Each must get a clear 4xx or a closed connection, never a forwarded request
 //! (the counting upstream stays at 0), and never a panic.
 //!
-//! Who answers: hyper parses the request head, so malformed request lines and
-//! headers, obs-fold, conflicting framing and heads over its read buffer are
-//! refused by hyper itself with a bare status (400, 431) and no problem
-//! document; everything hyper accepts reaches the gateway, which answers with
+//! Who answers: the HTTP/1 parser (src/server/http1/) reads the request head,
+//! so malformed request lines and headers, obs-fold, conflicting framing and
+//! heads over its buffer (twice `max_header_bytes`) are refused by it with a
+//! bare status (400, 431) and no problem document, except both
+//! `Content-Length` and `Transfer-Encoding` (a 400 problem document);
+//! everything it accepts reaches the gateway, which answers with
 //! problem+json (`header-too-large`, `invalid-key`, `missing-key`,
 //! `body-too-large`).
 
@@ -101,7 +103,8 @@ fn assert_refused(case: &str, reply: &RawReply) {
     );
 }
 
-/// A problem document's `code`, when the gateway (not hyper) answered.
+/// A problem document's `code`, when the gateway (not a bare refusal of the
+/// HTTP/1 parser) answered.
 fn problem_code(reply: &RawReply) -> Option<String> {
     let is_problem = reply
         .header("content-type")
@@ -185,7 +188,7 @@ async fn malformed_request_lines_and_headers() {
 #[tokio::test(flavor = "multi_thread")]
 async fn header_over_max_header_bytes() {
     let s = setup("bad-head").await;
-    // Over max_header_bytes (4 KiB) but within hyper's buffer (8 KiB): the
+    // Over max_header_bytes (4 KiB) but within the head buffer (8 KiB): the
     // gateway answers with its problem document.
     let pad = format!("X-Pad: {}\r\n", "p".repeat(5000));
     let reply = s
@@ -194,7 +197,7 @@ async fn header_over_max_header_bytes() {
     assert_eq!(reply.status, Some(431), "{reply:?}");
     assert_eq!(problem_code(&reply).as_deref(), Some("header-too-large"));
 
-    // Far over hyper's buffer: hyper itself answers a bare 431 (no problem
+    // Far over the head buffer: the parser answers a bare 431 (no problem
     // document; the handler never sees the request) or closes.
     let pad = format!("X-Pad: {}\r\n", "p".repeat(64 * 1024));
     let reply = s
@@ -248,8 +251,8 @@ async fn invalid_keys() {
     for (case, key_line) in &cases {
         let reply = s.raw(&keyed(key_line, b"")).await;
         assert_eq!(reply.status, Some(400), "{case}: {reply:?}");
-        // hyper refuses some bytes in a header value before the gateway sees
-        // them (bare 400); whatever reaches the gateway is `invalid-key`.
+        // The parser refuses some bytes in a header value before the gateway
+        // sees them (bare 400); whatever reaches the gateway is `invalid-key`.
         if let Some(code) = problem_code(&reply) {
             assert_eq!(code, "invalid-key", "{case}");
         }
@@ -563,10 +566,10 @@ async fn request_smuggling_attempts() {
     }
     assert_eq!(s.upstream.total(), 0, "an ambiguous request was forwarded");
 
-    // Both Content-Length and Transfer-Encoding: hyper reads by TE alone and
-    // closes the connection after the answer (see README, "Request framing").
-    // What is forwarded is unambiguous: chunked framing, no Content-Length,
-    // and the hidden request never follows.
+    // Both Content-Length and Transfer-Encoding: refused with 400 and the
+    // connection closed (README, "Request framing"). Should it ever be
+    // forwarded instead, it must be unambiguous: chunked framing, no
+    // Content-Length, and the hidden request never follows.
     let both = format!(
         "POST /pass HTTP/1.1\r\nHost: gw\r\nContent-Length: {}\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n{HIDDEN}",
         5 + HIDDEN.len()

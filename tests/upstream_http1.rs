@@ -201,9 +201,9 @@ async fn answers_that_break_http_are_502_and_the_gateway_goes_on() {
         let after = client.get("/things?script=plain").await;
         assert_eq!(after.status, 200, "after {script}");
     }
-    // A chunked answer streams: by the time the bad chunk shows, the answer
-    // has begun (here hyper had not yet written the head), so the client's
-    // connection is cut rather than the body ended cleanly.
+    // A chunked answer streams: the bad chunk shows only once the answer has
+    // begun (here its head was still unsent, so nothing at all arrives), and
+    // the client's connection is cut rather than the body ended cleanly.
     let reply = common::raw::exchange(
         gateway.addr,
         b"GET /things?script=bad-chunk HTTP/1.1\r\nHost: gw\r\n\r\n",

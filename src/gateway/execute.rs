@@ -1,8 +1,8 @@
 //! Phase "execute": the one forwarding of a reserved key, and the recording
 //! of its outcome.
 //!
-//! It runs in its own task so that a client that goes away (hyper drops the
-//! handler's future) cancels neither the upstream call nor the recording: the
+//! It runs in its own task so that a client that goes away (the connection
+//! drops the handler's future) cancels neither the upstream call nor the recording: the
 //! client's retry then finds the answer instead of running the request again.
 
 use std::sync::Arc;

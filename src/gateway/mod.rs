@@ -179,7 +179,8 @@ fn check_framing<B>(
     max_headers: usize,
 ) -> Result<(), GatewayError> {
     let headers = request.headers();
-    // HTTP/1 heads are counted by hyper (`max_headers`); HTTP/2 ones here.
+    // HTTP/1 heads are counted by the server's parser (`max_headers`);
+    // HTTP/2 ones here.
     if headers.len() > max_headers {
         return Err(GatewayError::HeaderTooLarge {
             limit: max_header_bytes,
@@ -199,8 +200,8 @@ fn check_framing<B>(
             limit: max_header_bytes,
         });
     }
-    // Both Content-Length and Transfer-Encoding never get here: hyper drops one
-    // (HTTP/1, refused earlier by `server::framing`) or refuses the request (HTTP/2).
+    // Both Content-Length and Transfer-Encoding never get here: the HTTP/1
+    // parser refuses such a request, and hyper refuses it on HTTP/2.
     let lengths: Vec<_> = headers.get_all(header::CONTENT_LENGTH).iter().collect();
     let valid_length = |v: &&http::HeaderValue| {
         v.to_str()

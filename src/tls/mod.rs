@@ -68,7 +68,8 @@ pub fn client_config(
         .with_safe_default_protocol_versions()
         .map_err(|e| tls_error(&field("ca"), e))?
         .with_root_certificates(roots);
-    // ALPN is left to hyper-rustls, which sets it from the enabled HTTP versions.
+    // ALPN is set by the user of the config: `http/1.1` by the HTTP/1 dialer,
+    // `h2` by hyper-rustls for HTTP/2 upstreams.
     let config = match tls.and_then(|t| t.cert.as_ref().zip(t.key.as_ref())) {
         Some((cert, key)) => builder
             .with_client_auth_cert(
