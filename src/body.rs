@@ -83,9 +83,7 @@ impl http_body::Body for ClientBody {
         match self.get_mut() {
             Self::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(http_body::Frame::data(b)))),
             Self::Streamed(body) => std::pin::Pin::new(body).poll_frame(cx),
-            Self::Http2(body) => std::pin::Pin::new(body)
-                .poll_frame(cx)
-                .map(|frame| frame.map(|frame| frame.map_err(BoxError::from))),
+            Self::Http2(body) => poll_http2(body, cx),
         }
     }
 
@@ -106,4 +104,15 @@ impl http_body::Body for ClientBody {
             Self::Http2(body) => body.size_hint(),
         }
     }
+}
+
+/// A frame of an HTTP/2 stream's body (either direction), its error boxed.
+pub fn poll_http2(
+    body: &mut hyper::body::Incoming,
+    cx: &mut std::task::Context<'_>,
+) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+    use http_body::Body as _;
+    std::pin::Pin::new(body)
+        .poll_frame(cx)
+        .map(|frame| frame.map(|frame| frame.map_err(BoxError::from)))
 }

@@ -10,7 +10,7 @@ use http_body::Frame;
 use http_body_util::{BodyExt, BodyStream, StreamBody};
 
 use crate::body::{self, Body, BoxError};
-use crate::proxy::{UpstreamBody, strip_hop_by_hop};
+use crate::proxy::UpstreamBody;
 use crate::store::StoredResponse;
 
 pub enum Captured {
@@ -26,8 +26,7 @@ pub enum Captured {
 
 /// Reads the upstream's body up to `limit` bytes. Trailers are not kept.
 pub async fn capture(response: Response<UpstreamBody>, limit: u64) -> Result<Captured, BoxError> {
-    let (mut parts, mut incoming) = response.into_parts();
-    strip_hop_by_hop(&mut parts.headers);
+    let (parts, mut incoming) = response.into_parts();
     let declared = parts
         .headers
         .get(header::CONTENT_LENGTH)

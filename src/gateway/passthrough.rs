@@ -9,7 +9,7 @@ use super::{Answer, Exchange, Gateway};
 use crate::body::{self, Body};
 use crate::error::GatewayError;
 use crate::metrics::Outcome;
-use crate::proxy::{UpstreamBody, UpstreamError, prepare_request, strip_hop_by_hop};
+use crate::proxy::{UpstreamBody, UpstreamError, prepare_request};
 
 pub async fn run(gateway: &Gateway, exchange: &Exchange, request: Request<ClientBody>) -> Answer {
     let (parts, incoming) = request.into_parts();
@@ -69,21 +69,18 @@ pub fn observe_upstream(gateway: &Gateway, exchange: &Exchange, started: Instant
         .upstream_answered(gateway.metrics(), started.elapsed());
 }
 
-/// The upstream's answer as the client gets it: hop-by-hop headers dropped, a
-/// small body read whole (one write to the client), a larger one streamed.
+/// The upstream's answer as the client gets it (its hop-by-hop headers are
+/// gone already): a small body read whole (one write to the client), a
+/// larger one streamed.
 async fn relay_response(response: Response<UpstreamBody>) -> Result<Response<Body>, GatewayError> {
-    let (mut parts, incoming) = response.into_parts();
-    strip_hop_by_hop(&mut parts.headers);
+    let (parts, incoming) = response.into_parts();
     match body::coalesce(&parts.headers, incoming).await {
         Ok(body) => Ok(Response::from_parts(parts, body)),
         Err(_) => Err(GatewayError::UpstreamError),
     }
 }
 
-/// The upstream's answer as the client gets it: hop-by-hop headers dropped,
-/// the body streamed as it arrives.
+/// The upstream's answer as the client gets it, the body streamed as it arrives.
 pub fn stream_response(response: Response<UpstreamBody>) -> Response<Body> {
-    let (mut parts, incoming) = response.into_parts();
-    strip_hop_by_hop(&mut parts.headers);
-    Response::from_parts(parts, body::stream(incoming))
+    response.map(body::stream)
 }

@@ -11,6 +11,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::http1::{Dialer, Http1Pool, PoolLimits};
+use super::strip_hop_by_hop;
 use super::upstream_body::UpstreamBody;
 use crate::body::Body;
 use crate::config::{Config, UpstreamConfig};
@@ -139,6 +140,9 @@ impl Upstream {
     }
 
     /// Sends the request and waits for the answer head, at most `timeout`.
+    /// The answer carries end-to-end headers only: the HTTP/1 client never
+    /// puts connection-scoped ones in the map, and they are stripped here
+    /// from an HTTP/2 answer.
     pub async fn send(
         &self,
         request: Request<Body>,
@@ -151,7 +155,10 @@ impl Upstream {
             Connections::Http2(client) => {
                 match tokio::time::timeout(self.timeout, client.request(request)).await {
                     Err(_) => Err(UpstreamError::Timeout),
-                    Ok(Ok(response)) => Ok(response.map(UpstreamBody::http2)),
+                    Ok(Ok(mut response)) => {
+                        strip_hop_by_hop(response.headers_mut());
+                        Ok(response.map(UpstreamBody::http2))
+                    }
                     Ok(Err(err)) if err.is_connect() => {
                         Err(UpstreamError::Connect(error_chain(&err)))
                     }

@@ -36,9 +36,7 @@ impl HttpBody for UpstreamBody {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
             Self::Http1(body) => Pin::new(body).poll_frame(cx),
-            Self::Http2(body) => Pin::new(body)
-                .poll_frame(cx)
-                .map(|frame| frame.map(|frame| frame.map_err(BoxError::from))),
+            Self::Http2(body) => crate::body::poll_http2(body, cx),
         }
     }
 

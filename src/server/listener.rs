@@ -89,7 +89,6 @@ pub async fn serve<H, F>(
         let connection = Connection {
             name,
             settings,
-            max_header_bytes: head_buffer(&limits),
             closing: closing_seen.clone(),
             handler: handler.clone(),
         };
@@ -132,7 +131,6 @@ fn head_buffer(limits: &Limits) -> usize {
 struct Connection<H> {
     name: &'static str,
     settings: http1::Settings,
-    max_header_bytes: usize,
     closing: watch::Receiver<bool>,
     handler: H,
 }
@@ -217,7 +215,7 @@ where
         let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
         builder
             .timer(TokioTimer::new())
-            .max_header_list_size(u32::try_from(self.max_header_bytes).unwrap_or(u32::MAX));
+            .max_header_list_size(u32::try_from(self.settings.max_head_bytes).unwrap_or(u32::MAX));
         let connection = builder.serve_connection(io, service);
         tokio::pin!(connection);
         let mut closing = self.closing;

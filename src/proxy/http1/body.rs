@@ -123,7 +123,8 @@ impl HttpBody for AnswerBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.lease.is_none() || matches!(self.state, State::Length(0))
+        // The lease is given up the moment the body ends (at once for none).
+        self.lease.is_none()
     }
 
     fn size_hint(&self) -> SizeHint {
