@@ -226,6 +226,103 @@ async fn a_file_with_the_old_expiry_index_is_migrated_and_the_sweep_uses_the_new
     );
 }
 
+/// Version 1 files keyed records by (route, scope, key); opening one moves
+/// its rows, answers and in-flight leases alike, under the new primary key.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_version_1_file_keeps_its_records_under_the_new_primary_key() {
+    let path = temp_db();
+    let _dir = TempDirGuard(path.clone());
+    let (done, running) = {
+        let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(&path).unwrap());
+        let done = reserved(&store, &id("done"), "fp", Duration::from_secs(60)).await;
+        store
+            .complete(&done, &response(), Duration::from_secs(600))
+            .await
+            .unwrap();
+        let running = reserved(&store, &id("running"), "fp", Duration::from_secs(600)).await;
+        (done, running)
+    };
+    // Back to version 1's shape, as that binary made it.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let v1_table: String = conn
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE name = 'records'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert!(
+        v1_table.contains("PRIMARY KEY (route, key, scope)"),
+        "{v1_table}"
+    );
+    conn.execute_batch(&format!(
+        "{};
+         INSERT INTO records_v1 SELECT * FROM records;
+         DROP TABLE records;
+         ALTER TABLE records_v1 RENAME TO records;
+         CREATE INDEX records_expiry ON records (expires_at) WHERE expires_at IS NOT NULL;
+         PRAGMA user_version = 1;",
+        v1_table.replacen("records", "records_v1", 1).replace(
+            "PRIMARY KEY (route, key, scope)",
+            "PRIMARY KEY (route, scope, key)"
+        )
+    ))
+    .unwrap();
+    drop(conn);
+
+    let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(&path).unwrap());
+    assert_eq!(
+        store
+            .reserve(&id("done"), "fp", Duration::from_secs(60))
+            .await
+            .unwrap(),
+        Reservation::Completed(response())
+    );
+    assert!(matches!(
+        store
+            .reserve(&id("running"), "fp", Duration::from_secs(60))
+            .await
+            .unwrap(),
+        Reservation::InFlight { .. }
+    ));
+    assert_eq!(store.records("orders", "done").await.unwrap().len(), 1);
+    // The lease still holds, and new tokens continue the stored counter.
+    store
+        .complete(&running, &response(), Duration::from_secs(60))
+        .await
+        .unwrap();
+    let next = reserved(&store, &id("next"), "fp", Duration::from_secs(60)).await;
+    assert!(next.token > done.token.max(running.token), "{next:?}");
+    drop(store);
+
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    let plan: Vec<String> = conn
+        .prepare(
+            "EXPLAIN QUERY PLAN SELECT scope FROM records WHERE route = 'orders' AND key = 'done'",
+        )
+        .unwrap()
+        .query_map([], |row| row.get(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(
+        plan.iter().any(|step| step.contains("route=? AND key=?")),
+        "a key's records are one range of the primary key: {plan:?}"
+    );
+    let indexes: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'records_expiry'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(indexes, 1);
+}
+
 /// Answers go back through a task on the runtime that opened the store; a
 /// store that outlives that runtime still answers (from its own thread).
 #[test]

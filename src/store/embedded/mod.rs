@@ -77,18 +77,6 @@ impl EmbeddedStore {
         })
     }
 
-    /// `complete`, returning the record's fingerprint.
-    pub async fn complete_fingerprint(
-        &self,
-        lease: &Lease,
-        response: &StoredResponse,
-        retain_for: Duration,
-    ) -> Result<String, StoreError> {
-        let (lease, response) = (lease.clone(), response.clone());
-        self.call(move |txn| ops::complete(txn.conn, &lease, &response, retain_for, txn.now))
-            .await
-    }
-
     async fn call<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
@@ -145,9 +133,9 @@ impl Store for EmbeddedStore {
         response: &StoredResponse,
         retain_for: Duration,
     ) -> Result<(), StoreError> {
-        self.complete_fingerprint(lease, response, retain_for)
+        let (lease, response) = (lease.clone(), response.clone());
+        self.call(move |txn| ops::complete(txn.conn, &lease, &response, retain_for, txn.now))
             .await
-            .map(|_| ())
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {

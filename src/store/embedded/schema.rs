@@ -3,13 +3,13 @@
 use std::path::Path;
 use std::time::Duration;
 
-use rusqlite::Connection;
+use rusqlite::{Connection, TransactionBehavior};
 
 use crate::store::StoreError;
 
 /// Bumped by every schema change; an older binary refuses a newer file rather
 /// than misreading it.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Long enough to ride out another process (`idemgate sweep`, `keys purge`)
 /// holding the write lock for one transaction.
@@ -19,8 +19,14 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 pub(super) const IN_FLIGHT: i64 = 0;
 pub(super) const COMPLETED: i64 = 1;
 
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS records (
+/// The records table under `name`. The key comes before the scope in the
+/// primary key: the scope is the same 64-character hash for every row of a
+/// single-tenant route, and in front it was compared in full at every B-tree
+/// step; behind the key it is reached only by rows of the same key, and
+/// `records`/`purge` (route and key, every scope) read one range of the index.
+fn records_table(name: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {name} (
     route            TEXT    NOT NULL,
     scope            TEXT    NOT NULL,
     key              TEXT    NOT NULL,
@@ -35,13 +41,27 @@ CREATE TABLE IF NOT EXISTS records (
     completed_at     INTEGER NULL,
     expires_at       INTEGER NULL,
     lease_expires_at INTEGER NULL,
-    PRIMARY KEY (route, scope, key)
-);
+    PRIMARY KEY (route, key, scope)
+);"
+    )
+}
+
+/// Version 1 had the primary key (route, scope, key). Its rows move to a
+/// table of the new shape once, inside the opening transaction: a crash
+/// midway leaves the version 1 file as it was.
+const FROM_VERSION_1: &str = "
+INSERT INTO records_v2 SELECT route, scope, key, state, fingerprint, token, status,
+    headers, body, body_omitted, created_at, completed_at, expires_at, lease_expires_at
+    FROM records;
+DROP TABLE records;
+ALTER TABLE records_v2 RENAME TO records;
+";
+
+const INDEXES_AND_META: &str = "
 -- Only completed rows have an expiry, and only the sweeper looks rows up by
 -- it: in-flight rows stay out of the index, so a reservation and its
 -- completion touch it once, not three times. Files made before this index
--- had one over every row; it is dropped (an older binary would make it again,
--- which costs it speed, not correctness).
+-- had one over every row; it is dropped.
 CREATE INDEX IF NOT EXISTS records_expiry ON records (expires_at)
     WHERE expires_at IS NOT NULL;
 DROP INDEX IF EXISTS records_expires_at;
@@ -65,16 +85,8 @@ pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
 
     // Checked before anything writes to the file.
-    let version: i64 = conn
-        .pragma_query_value(None, "user_version", |row| row.get(0))
-        .map_err(fail)?;
-    if version > SCHEMA_VERSION {
-        return Err(StoreError::Unavailable(format!(
-            "{}: store schema version {version} is newer than this idemgate supports \
-             ({SCHEMA_VERSION}); upgrade idemgate or point it at another file",
-            path.display()
-        )));
-    }
+    let version = user_version(&conn).map_err(fail)?;
+    refuse_newer(path, version)?;
 
     let mode: String = conn
         .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
@@ -89,10 +101,38 @@ pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     conn.pragma_update(None, "synchronous", "FULL")
         .map_err(fail)?;
 
-    let tx = conn.transaction().map_err(fail)?;
-    tx.execute_batch(SCHEMA).map_err(fail)?;
+    // IMMEDIATE, and the version read again inside: two processes opening a
+    // version 1 file at once must not both move its rows.
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(fail)?;
+    let version = user_version(&tx).map_err(fail)?;
+    refuse_newer(path, version)?;
+    if version == 1 {
+        tx.execute_batch(&records_table("records_v2"))
+            .and_then(|()| tx.execute_batch(FROM_VERSION_1))
+            .map_err(fail)?;
+    } else {
+        tx.execute_batch(&records_table("records")).map_err(fail)?;
+    }
+    tx.execute_batch(INDEXES_AND_META).map_err(fail)?;
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(fail)?;
     tx.commit().map_err(fail)?;
     Ok(conn)
+}
+
+fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.pragma_query_value(None, "user_version", |row| row.get(0))
+}
+
+fn refuse_newer(path: &Path, version: i64) -> Result<(), StoreError> {
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::Unavailable(format!(
+            "{}: store schema version {version} is newer than this idemgate supports \
+             ({SCHEMA_VERSION}); upgrade idemgate or point it at another file",
+            path.display()
+        )));
+    }
+    Ok(())
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::SystemTime;
 
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use super::codec::to_ms;
@@ -108,12 +108,7 @@ where
 
 /// The writer thread's body; returns (closing the connection) once every
 /// sender is dropped.
-pub(super) fn run(
-    mut conn: Connection,
-    jobs: Receiver<Box<dyn Job>>,
-    clock: Clock,
-    replies: Replies,
-) {
+pub(super) fn run(conn: Connection, jobs: Receiver<Box<dyn Job>>, clock: Clock, replies: Replies) {
     while let Ok(first) = jobs.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -122,7 +117,7 @@ pub(super) fn run(
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
             }
         }
-        let outcome = execute(&mut conn, &mut batch, &clock);
+        let outcome = execute(&conn, &mut batch, &clock);
         let error = outcome.err().map(|e| format!("sqlite: {e}"));
         if let Some(err) = &error {
             tracing::error!(error = %err, jobs = batch.len(), "store transaction failed");
@@ -132,18 +127,16 @@ pub(super) fn run(
 }
 
 fn execute(
-    conn: &mut Connection,
+    conn: &Connection,
     batch: &mut [Box<dyn Job>],
     clock: &Clock,
 ) -> Result<(), rusqlite::Error> {
-    // IMMEDIATE takes the write lock up front (waiting out busy_timeout for
-    // another process) so no statement inside can fail with SQLITE_BUSY.
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = Batch::begin(conn)?;
     let mut tokens = Tokens::default();
     for job in batch.iter_mut() {
-        let written_before = tx.total_changes();
+        let written_before = conn.total_changes();
         let mut txn = Txn {
-            conn: &tx,
+            conn,
             now: to_ms(clock()),
             tokens: &mut tokens,
         };
@@ -153,15 +146,50 @@ fn execute(
         // Some errors (I/O, full disk) make SQLite roll the whole
         // transaction back; later statements would then autocommit one by
         // one, so stop and fail the batch instead.
-        if tx.is_autocommit() {
+        if conn.is_autocommit() {
             return Err(abort("transaction rolled back by sqlite"));
         }
-        if tx.total_changes() != written_before {
+        if conn.total_changes() != written_before {
             return Err(abort("a failed operation had written; batch rolled back"));
         }
     }
-    tokens.save(&tx)?;
+    tokens.save(conn)?;
     tx.commit()
+}
+
+/// The batch's write transaction. `BEGIN IMMEDIATE` and `COMMIT` run as
+/// prepared statements (rusqlite's `Transaction` parses them as SQL text for
+/// every batch); dropped uncommitted, it rolls back.
+struct Batch<'c> {
+    conn: &'c Connection,
+    open: bool,
+}
+
+impl<'c> Batch<'c> {
+    fn begin(conn: &'c Connection) -> Result<Batch<'c>, rusqlite::Error> {
+        // IMMEDIATE takes the write lock up front (waiting out busy_timeout
+        // for another process) so no statement inside fails with SQLITE_BUSY.
+        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        Ok(Batch { conn, open: true })
+    }
+
+    fn commit(mut self) -> Result<(), rusqlite::Error> {
+        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        self.open = false;
+        Ok(())
+    }
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        if self.open && !self.conn.is_autocommit() {
+            let rolled_back =
+                (self.conn.prepare_cached("ROLLBACK")).and_then(|mut stmt| stmt.execute([]));
+            if let Err(err) = rolled_back {
+                tracing::error!(error = %err, "rolling back a store batch failed");
+            }
+        }
+    }
 }
 
 fn abort(message: &str) -> rusqlite::Error {
