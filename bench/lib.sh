@@ -151,11 +151,13 @@ cpu_ticks() { # pid
 # last is the CPU time the proxy on that port spent per answered request
 # (threads and children included; a database's own work is not). On a
 # saturated core it is about 1/req/s; where the proxy waits (on a database)
-# it is what the proxy itself costs.
+# it is what the proxy itself costs. One wrk thread: two on wrk's one core
+# take turns, and every request of the waiting one was counted as slow
+# (bench/README.md, "Fairness").
 measure() { # port, lua, duration, connections
   local out pid=${CPU_PID[$1]:-} before=0 after=0
   [ -n "$pid" ] && before=$(cpu_ticks "$pid")
-  out=$(BENCH_RUN="${BENCH_RUN:-r$RANDOM$RANDOM}" taskset -c 1 wrk -t2 -c"$4" -d"$3" --latency \
+  out=$(BENCH_RUN="${BENCH_RUN:-r$RANDOM$RANDOM}" taskset -c 1 wrk -t1 -c"$4" -d"$3" --latency \
         -s "$ROOT/bench/lua/$2.lua" "http://127.0.0.1:$1" 2>&1)
   [ -n "$pid" ] && after=$(cpu_ticks "$pid")
   echo "$out" | awk -v ticks=$(( after - before )) -v hz="$(getconf CLK_TCK)" '
