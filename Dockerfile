@@ -19,9 +19,11 @@ ARG DEBIAN_RELEASE=bookworm
 FROM rust:${RUST_VERSION}-slim-${DEBIAN_RELEASE} AS build
 WORKDIR /src
 
-# Dependencies first, in their own layer: it is rebuilt only when Cargo.toml or
-# Cargo.lock change. The stub sources are replaced by the real ones below.
+# Dependencies first, in their own layer: it is rebuilt only when Cargo.toml,
+# Cargo.lock or .cargo/config.toml (SQLite's build flags) change. The stub
+# sources are replaced by the real ones below.
 COPY Cargo.toml Cargo.lock ./
+COPY .cargo ./.cargo
 RUN mkdir src \
  && echo 'fn main() {}' > src/main.rs \
  && touch src/lib.rs \
