@@ -220,13 +220,22 @@ struct Answer {
 
 impl Answer {
     /// A final answer: the gateway decided the key (not "in flight", not
-    /// "store unavailable").
+    /// "store unavailable", not "upstream unreachable": the spec frees the
+    /// key when nothing was sent, so a retry running it is right).
     fn is_final(&self) -> bool {
-        self.status != 409 && self.status != 503
+        self.status != 409
+            && self.status != 503
+            && self.code().as_deref() != Some("upstream-unreachable")
     }
 
     fn is_success(&self) -> bool {
         (200..300).contains(&self.status)
+    }
+
+    /// The problem `code` of a gateway error (`upstream-unreachable`, ...).
+    fn code(&self) -> Option<String> {
+        let doc: serde_json::Value = serde_json::from_slice(&self.body).ok()?;
+        Some(doc["code"].as_str()?.to_owned())
     }
 
     /// (key, execution) named by an upstream answer's body.
@@ -711,8 +720,9 @@ fn analyse(
     for s in samples {
         by_key.entry(&s.key).or_default().push(s);
         let label = match &s.reply {
-            Ok(a) => match a.replayed.as_deref() {
-                Some("true") => format!("{} replay", a.status),
+            Ok(a) => match (a.replayed.as_deref(), a.code()) {
+                (Some("true"), _) => format!("{} replay", a.status),
+                (_, Some(code)) => format!("{} {code}", a.status),
                 _ => a.status.to_string(),
             },
             Err(_) => "no answer".into(),
@@ -788,8 +798,9 @@ fn analyse(
         } else if lost {
             row.lost += 1;
             row.problems.push(format!(
-                "{key}: acknowledged with {} then ran or answered again ({} executions)",
+                "{key}: acknowledged with {} {} then ran or answered again ({} executions)",
                 ack_answer.status,
+                ack_answer.code().unwrap_or_default(),
                 ran.len()
             ));
         }
