@@ -4,19 +4,16 @@
 //! dedicated thread owns the connection and is fed jobs over a channel, each
 //! with a oneshot reply. It drains everything queued and runs it in one write
 //! transaction (group commit, see `writer`): a burst of reservations costs one
-//! commit and one sync. The batch's replies go back to the runtime together
-//! (`replies`), once the sync thread has made the commit durable.
+//! fsync. The batch's replies go back to the runtime together (`replies`).
 //! The thread exits, closing the file, when the last handle drops.
 //!
-//! **Durability.** A batch's replies go only after its commit is on disk:
-//! an answer the gateway reported as stored survives a process crash *and* a
-//! power loss or kernel panic (a lost completion would let a retried request
-//! run a second time, the one thing this store exists to prevent). SQLite
-//! commits in WAL mode with `synchronous = NORMAL` (no fsync inside `COMMIT`;
-//! checkpoints still sync the WAL before copying it and the database after,
-//! which is what keeps NORMAL free of corruption on power loss), and the sync
-//! thread (`syncer`) `fdatasync`s the WAL before it releases the replies: the
-//! guarantee of `FULL`, without the writer waiting for the disk.
+//! **Durability.** WAL journal with `synchronous = FULL`: a commit is fsynced
+//! before any reply leaves the thread, so an answer the gateway reported as
+//! stored survives a process crash *and* a power loss or kernel panic.
+//! `NORMAL` would survive SIGKILL but may lose the last commits on power loss,
+//! and a lost completion means a retried request runs a second time — the one
+//! thing this store exists to prevent. Group commit amortises the extra fsync
+//! across every concurrent request, which keeps FULL affordable.
 //!
 //! **Encoding.** Instants are unix milliseconds; headers use a compact
 //! length-prefixed binary layout (see `codec`) so byte values round-trip
@@ -27,7 +24,6 @@ pub(crate) mod codec;
 mod ops;
 mod replies;
 mod schema;
-mod syncer;
 mod tokens;
 mod writer;
 
@@ -44,8 +40,7 @@ pub use writer::Clock;
 
 use super::{Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse};
 use replies::Replies;
-use syncer::Syncer;
-use writer::{Input, Task, Txn};
+use writer::{Job, Task, Txn};
 
 /// A handle on the store; clones share one writer thread.
 #[derive(Clone)]
@@ -54,7 +49,7 @@ pub struct EmbeddedStore {
 }
 
 struct Inner {
-    jobs: Option<Sender<Input>>,
+    jobs: Option<Sender<Box<dyn Job>>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -68,17 +63,11 @@ impl EmbeddedStore {
     /// As `open`, with an injected clock (tests of expiry and retention).
     pub fn open_with_clock(path: &Path, clock: Clock) -> Result<EmbeddedStore, StoreError> {
         let conn = schema::open_connection(path)?;
-        let wal = schema::wal_file(path)?;
-        let (tx, rx) = mpsc::channel::<Input>();
-        let syncer = Syncer::start(
-            Box::new(move || wal.sync_data()),
-            Replies::start(),
-            tx.clone(),
-        )
-        .map_err(|e| StoreError::Unavailable(format!("starting the sync thread: {e}")))?;
+        let (tx, rx) = mpsc::channel::<Box<dyn Job>>();
+        let replies = Replies::start();
         let thread = std::thread::Builder::new()
             .name("idemgate-store".into())
-            .spawn(move || writer::run(conn, rx, clock, syncer))
+            .spawn(move || writer::run(conn, rx, clock, replies))
             .map_err(|e| StoreError::Unavailable(format!("starting the store thread: {e}")))?;
         Ok(EmbeddedStore {
             inner: Arc::new(Inner {
@@ -94,7 +83,7 @@ impl EmbeddedStore {
         F: FnOnce(&mut Txn<'_>) -> Result<T, StoreError> + Send + 'static,
     {
         let (job, reply) = Task::job(work);
-        let sent = (self.inner.jobs.as_ref()).is_some_and(|tx| tx.send(Input::Job(job)).is_ok());
+        let sent = (self.inner.jobs.as_ref()).is_some_and(|tx| tx.send(job).is_ok());
         if !sent {
             return Err(stopped());
         }
@@ -108,13 +97,9 @@ fn stopped() -> StoreError {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        // `Stop` ends the thread once its last batch is committed and synced
-        // (the sync thread holds a sender too, so closing the channel would
-        // not); joining makes the file closed (WAL checkpointed) when drop
-        // returns.
-        if let Some(jobs) = self.jobs.take() {
-            let _ = jobs.send(Input::Stop);
-        }
+        // Closing the channel ends the thread once it has finished its batch;
+        // joining makes the file closed (WAL checkpointed) when drop returns.
+        self.jobs.take();
         if let Some(thread) = self.thread.take()
             && thread.join().is_err()
         {

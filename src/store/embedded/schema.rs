@@ -97,9 +97,8 @@ pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
             path.display()
         )));
     }
-    // NORMAL: no fsync inside COMMIT; the sync thread makes every commit
-    // durable before it is acknowledged (module doc of `embedded`).
-    conn.pragma_update(None, "synchronous", "NORMAL")
+    // See the module doc of `embedded` for why FULL.
+    conn.pragma_update(None, "synchronous", "FULL")
         .map_err(fail)?;
 
     // IMMEDIATE, and the version read again inside: two processes opening a
@@ -121,20 +120,6 @@ pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
         .map_err(fail)?;
     tx.commit().map_err(fail)?;
     Ok(conn)
-}
-
-/// The open WAL file (`<path>-wal`), for the sync thread. It exists once
-/// `open_connection` has committed in WAL mode, and stays (same inode) while
-/// this process holds a connection: SQLite deletes it only when the last
-/// connection closes, and a checkpoint restarts or truncates it in place.
-pub(super) fn wal_file(path: &Path) -> Result<std::fs::File, StoreError> {
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&wal)
-        .map_err(|e| StoreError::Unavailable(format!("opening {}: {e}", Path::new(&wal).display())))
 }
 
 fn user_version(conn: &Connection) -> rusqlite::Result<i64> {

@@ -1,8 +1,6 @@
-//! The one thread that owns the SQLite connection, with group commit: jobs
-//! that arrive while the previous batch is being synced run in one write
-//! transaction, committed once, so N concurrent reservations write their
-//! pages and are synced once, not N times. The sync thread (`syncer`) makes
-//! each commit durable and sends its replies.
+//! The one thread that owns the SQLite connection, with group commit: it takes
+//! every queued job, runs them all in one write transaction and commits once,
+//! so N concurrent reservations cost one fsync instead of N.
 //!
 //! **One write per job.** Every job makes at most one writing statement
 //! (`ops`: a reservation is one `INSERT`, or one `UPDATE` of a row it took
@@ -20,7 +18,7 @@ use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use super::codec::to_ms;
-use super::syncer::Syncer;
+use super::replies::Replies;
 use super::tokens::Tokens;
 use crate::store::StoreError;
 
@@ -108,150 +106,55 @@ where
     }
 }
 
-/// What reaches the writer thread.
-pub(super) enum Input {
-    Job(Box<dyn Job>),
-    /// The sync thread made this many handed-over batches durable.
-    Synced(usize),
-    /// The store is closing: commit what is open and stop.
-    Stop,
-}
-
-/// The open batch: its transaction and the jobs that ran in it.
-struct Open<'c> {
-    tx: Batch<'c>,
-    jobs: Vec<Box<dyn Job>>,
-    tokens: Tokens,
-    written_before: u64,
-}
-
-/// The writer thread's body. A batch stays open, taking every job as it
-/// arrives, while the previous batch is being synced; it commits as soon as
-/// no sync is in flight (or at `MAX_BATCH`). So one commit is made per sync,
-/// as when the writer waited in the fsync itself, and the jobs run while the
-/// disk works instead of after it. Returns after `Stop`, once the sync
-/// thread has answered every batch, and then closes the connection.
-pub(super) fn run(conn: Connection, inputs: Receiver<Input>, clock: Clock, syncer: Syncer) {
-    let mut open: Option<Open<'_>> = None;
-    let mut unsynced = 0usize;
-    let mut stopping = false;
-    loop {
-        if let Some(batch) =
-            open.take_if(|b| unsynced == 0 || stopping || b.jobs.len() >= MAX_BATCH)
-        {
-            if commit(&conn, batch, &syncer) {
-                unsynced += 1;
+/// The writer thread's body; returns (closing the connection) once every
+/// sender is dropped.
+pub(super) fn run(conn: Connection, jobs: Receiver<Box<dyn Job>>, clock: Clock, replies: Replies) {
+    while let Ok(first) = jobs.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match jobs.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
             }
+        }
+        let outcome = execute(&conn, &mut batch, &clock);
+        let error = outcome.err().map(|e| format!("sqlite: {e}"));
+        if let Some(err) = &error {
+            tracing::error!(error = %err, jobs = batch.len(), "store transaction failed");
+        }
+        replies.send(batch, error);
+    }
+}
+
+fn execute(
+    conn: &Connection,
+    batch: &mut [Box<dyn Job>],
+    clock: &Clock,
+) -> Result<(), rusqlite::Error> {
+    let tx = Batch::begin(conn)?;
+    let mut tokens = Tokens::default();
+    for job in batch.iter_mut() {
+        let written_before = conn.total_changes();
+        let mut txn = Txn {
+            conn,
+            now: to_ms(clock()),
+            tokens: &mut tokens,
+        };
+        if job.run(&mut txn) {
             continue;
         }
-        if stopping {
-            break;
+        // Some errors (I/O, full disk) make SQLite roll the whole
+        // transaction back; later statements would then autocommit one by
+        // one, so stop and fail the batch instead.
+        if conn.is_autocommit() {
+            return Err(abort("transaction rolled back by sqlite"));
         }
-        // Block for one input, then take whatever else is queued, so the
-        // jobs that arrived together join the batch before it commits.
-        let mut next = inputs.recv().unwrap_or(Input::Stop);
-        loop {
-            match next {
-                Input::Job(job) => run_job(&conn, &clock, &syncer, &mut open, job),
-                Input::Synced(n) => unsynced = unsynced.saturating_sub(n),
-                Input::Stop => stopping = true,
-            }
-            next = match inputs.try_recv() {
-                Ok(input) => input,
-                Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) => Input::Stop,
-            };
-            if stopping {
-                break;
-            }
+        if conn.total_changes() != written_before {
+            return Err(abort("a failed operation had written; batch rolled back"));
         }
     }
-    drop(open);
-    drop(syncer);
-    drop(conn);
-}
-
-/// Runs one job in the open batch, opening one if none is.
-fn run_job<'c>(
-    conn: &'c Connection,
-    clock: &Clock,
-    syncer: &Syncer,
-    open: &mut Option<Open<'c>>,
-    mut job: Box<dyn Job>,
-) {
-    if let Some(refusal) = syncer.refusal() {
-        syncer.send(vec![job], Some(refusal.to_owned()), false);
-        return;
-    }
-    let batch = match open {
-        Some(batch) => batch,
-        None => match Batch::begin(conn) {
-            Ok(tx) => open.insert(Open {
-                tx,
-                jobs: Vec::new(),
-                tokens: Tokens::default(),
-                written_before: conn.total_changes(),
-            }),
-            Err(e) => {
-                fail(syncer, vec![job], &e);
-                return;
-            }
-        },
-    };
-    let written_before = conn.total_changes();
-    let mut txn = Txn {
-        conn,
-        now: to_ms(clock()),
-        tokens: &mut batch.tokens,
-    };
-    let ok = job.run(&mut txn);
-    batch.jobs.push(job);
-    if ok {
-        return;
-    }
-    // Some errors (I/O, full disk) make SQLite roll the whole transaction
-    // back; later statements would then autocommit one by one, so the batch
-    // fails instead. So it does when the failed job had written.
-    let reason = if conn.is_autocommit() {
-        "transaction rolled back by sqlite"
-    } else if conn.total_changes() != written_before {
-        "a failed operation had written; batch rolled back"
-    } else {
-        return;
-    };
-    if let Some(batch) = open.take() {
-        // Dropping the transaction uncommitted rolls it back.
-        let Open { tx, jobs, .. } = batch;
-        drop(tx);
-        fail(syncer, jobs, &abort(reason));
-    }
-}
-
-/// Commits the batch and hands it to the sync thread; returns whether a
-/// sync of it is now in flight.
-fn commit(conn: &Connection, batch: Open<'_>, syncer: &Syncer) -> bool {
-    let Open {
-        tx,
-        jobs,
-        tokens,
-        written_before,
-    } = batch;
-    match tokens.save(conn).and_then(|()| tx.commit()) {
-        Ok(()) => {
-            let wrote = conn.total_changes() != written_before;
-            syncer.send(jobs, None, wrote)
-        }
-        Err(e) => {
-            fail(syncer, jobs, &e);
-            false
-        }
-    }
-}
-
-fn fail(syncer: &Syncer, jobs: Vec<Box<dyn Job>>, error: &rusqlite::Error) {
-    let error = format!("sqlite: {error}");
-    tracing::error!(error = %error, jobs = jobs.len(), "store transaction failed");
-    syncer.send(jobs, Some(error), false);
+    tokens.save(conn)?;
+    tx.commit()
 }
 
 /// The batch's write transaction. `BEGIN IMMEDIATE` and `COMMIT` run as
@@ -298,15 +201,6 @@ fn abort(message: &str) -> rusqlite::Error {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::mpsc::{Sender, channel};
-    use std::thread::JoinHandle;
-    use std::time::Duration;
-
-    use tokio::sync::oneshot::error::TryRecvError as NoReply;
-
-    use super::super::replies::Replies;
-    use super::super::syncer::Flush;
     use super::*;
 
     fn unavailable(e: rusqlite::Error) -> StoreError {
@@ -349,54 +243,30 @@ mod tests {
         (TempDir(dir), path, conn)
     }
 
-    /// The writer on its own thread, with `flush` as the sync.
-    fn start(conn: Connection, flush: Flush) -> (Sender<Input>, JoinHandle<()>) {
-        let (tx, rx) = channel();
-        let syncer = Syncer::start(flush, Replies::start(), tx.clone()).unwrap();
-        let writer = std::thread::spawn(move || run(conn, rx, Arc::new(SystemTime::now), syncer));
-        (tx, writer)
-    }
-
-    fn send<T, F>(
-        tx: &Sender<Input>,
-        work: F,
-    ) -> tokio::sync::oneshot::Receiver<Result<T, StoreError>>
-    where
-        T: Send + 'static,
-        F: FnOnce(&mut Txn<'_>) -> Result<T, StoreError> + Send + 'static,
-    {
-        let (job, reply) = Task::job(work);
-        tx.send(Input::Job(job)).unwrap();
-        reply
-    }
-
-    fn stop(tx: &Sender<Input>, writer: JoinHandle<()>) {
-        tx.send(Input::Stop).unwrap();
-        writer.join().unwrap();
-    }
-
-    /// Jobs queued before the writer starts: one batch.
-    fn run_queued(conn: Connection, tx: Sender<Input>, rx: Receiver<Input>) {
-        tx.send(Input::Stop).unwrap();
-        let syncer = Syncer::start(Box::new(|| Ok(())), Replies::start(), tx).unwrap();
-        run(conn, rx, Arc::new(SystemTime::now), syncer);
-    }
-
     #[test]
     fn queued_jobs_share_one_transaction_and_a_failing_statement_only_undoes_itself() {
         let (_dir, path, conn) = open("batch.db");
-        let (tx, rx) = channel();
-        let replies: Vec<_> = (0..10).map(|v| send(&tx, insert(v))).collect();
+        let (tx, rx) = std::sync::mpsc::channel::<Box<dyn Job>>();
+        let mut replies = Vec::new();
+        for v in 0..10 {
+            let (job, reply) = Task::job(insert(v));
+            tx.send(job).unwrap();
+            replies.push(reply);
+        }
         // Refused by the CHECK: SQLite undoes that statement alone.
-        let refused = send(&tx, insert(100));
+        let (job, refused) = Task::job(insert(100));
+        tx.send(job).unwrap();
         // Inside the batch: this connection sees 10 rows, another sees none
         // (nothing committed yet), so the batch is one transaction.
         let observer = path.clone();
-        let seen = send(&tx, move |txn: &mut Txn<'_>| {
+        let (job, seen) = Task::job(move |txn: &mut Txn<'_>| {
             let other = Connection::open(&observer).map_err(unavailable)?;
             Ok((count(txn.conn)?, count(&other)?))
         });
-        run_queued(conn, tx, rx);
+        tx.send(job).unwrap();
+        drop(tx);
+
+        run(conn, rx, Arc::new(SystemTime::now), Replies::start());
         for (v, reply) in replies.into_iter().enumerate() {
             assert_eq!(reply.blocking_recv().unwrap().unwrap(), v as i64);
         }
@@ -412,13 +282,17 @@ mod tests {
     #[test]
     fn a_job_that_fails_after_writing_fails_its_whole_batch() {
         let (_dir, path, conn) = open("wrote-then-failed.db");
-        let (tx, rx) = channel();
-        let innocent = send(&tx, insert(1));
-        let culprit = send(&tx, |txn: &mut Txn<'_>| -> Result<(), StoreError> {
+        let (tx, rx) = std::sync::mpsc::channel::<Box<dyn Job>>();
+        let (job, innocent) = Task::job(insert(1));
+        tx.send(job).unwrap();
+        let (job, culprit) = Task::job(|txn: &mut Txn<'_>| -> Result<(), StoreError> {
             insert(2)(txn)?;
             Err(StoreError::Fenced)
         });
-        run_queued(conn, tx, rx);
+        tx.send(job).unwrap();
+        drop(tx);
+
+        run(conn, rx, Arc::new(SystemTime::now), Replies::start());
         for reply in [
             innocent.blocking_recv().unwrap().map(|_| ()),
             culprit.blocking_recv().unwrap(),
@@ -430,101 +304,5 @@ mod tests {
         }
         let after = Connection::open(&path).unwrap();
         assert_eq!(count(&after).unwrap(), 0, "nothing of the batch committed");
-    }
-
-    /// A sync that waits for the test's go, counting its calls.
-    fn gated() -> (Sender<()>, Arc<AtomicUsize>, Flush) {
-        let (go, gate) = channel::<()>();
-        let calls = Arc::new(AtomicUsize::new(0));
-        let counted = calls.clone();
-        let flush: Flush = Box::new(move || {
-            counted.fetch_add(1, Ordering::SeqCst);
-            gate.recv().map_err(std::io::Error::other)
-        });
-        (go, calls, flush)
-    }
-
-    #[test]
-    fn a_reply_waits_for_the_sync_of_its_commit() {
-        let (_dir, path, conn) = open("waits.db");
-        let (go, _, flush) = gated();
-        let (tx, writer) = start(conn, flush);
-        let mut reply = send(&tx, insert(7));
-        std::thread::sleep(Duration::from_millis(100));
-        // Committed (another connection sees it), not yet acknowledged.
-        let other = Connection::open(&path).unwrap();
-        assert_eq!(count(&other).unwrap(), 1);
-        assert!(
-            matches!(reply.try_recv(), Err(NoReply::Empty)),
-            "answered before its commit was synced"
-        );
-        go.send(()).unwrap();
-        assert_eq!(reply.blocking_recv().unwrap().unwrap(), 7);
-        drop(go);
-        stop(&tx, writer);
-    }
-
-    #[test]
-    fn jobs_arriving_during_a_sync_run_at_once_and_commit_together_after_it() {
-        let (_dir, path, conn) = open("during.db");
-        let (go, calls, flush) = gated();
-        let (tx, writer) = start(conn, flush);
-        let first = send(&tx, insert(1));
-        std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(
-            calls.load(Ordering::SeqCst),
-            1,
-            "the first commit is being synced"
-        );
-        // These run while that sync is held: inside one open transaction.
-        let later: Vec<_> = (2..5).map(|v| send(&tx, insert(v))).collect();
-        let observer = path.clone();
-        let seen = send(&tx, move |txn: &mut Txn<'_>| {
-            let other = Connection::open(&observer).map_err(unavailable)?;
-            Ok((count(txn.conn)?, count(&other)?))
-        });
-        std::thread::sleep(Duration::from_millis(50));
-        go.send(()).unwrap();
-        assert_eq!(first.blocking_recv().unwrap().unwrap(), 1);
-        // Released by the first sync's end: one commit, one more sync.
-        go.send(()).unwrap();
-        for (v, reply) in (2..5).zip(later) {
-            assert_eq!(reply.blocking_recv().unwrap().unwrap(), v);
-        }
-        assert_eq!(seen.blocking_recv().unwrap().unwrap(), (4, 1));
-        assert_eq!(calls.load(Ordering::SeqCst), 2, "two commits, two syncs");
-        drop(go);
-        stop(&tx, writer);
-    }
-
-    #[test]
-    fn after_a_failed_sync_every_batch_is_refused() {
-        let (_dir, path, conn) = open("sync-failed.db");
-        let calls = Arc::new(AtomicUsize::new(0));
-        let counted = calls.clone();
-        let flush: Flush = Box::new(move || {
-            counted.fetch_add(1, Ordering::SeqCst);
-            Err(std::io::Error::other("disk gone"))
-        });
-        let (tx, writer) = start(conn, flush);
-        let first = send(&tx, insert(1)).blocking_recv().unwrap();
-        assert!(
-            matches!(&first, Err(StoreError::Unavailable(e)) if e.contains("disk gone")),
-            "{first:?}"
-        );
-        // Sent after the failure: refused without running.
-        let later = send(&tx, insert(2)).blocking_recv().unwrap();
-        assert!(
-            matches!(&later, Err(StoreError::Unavailable(e)) if e.contains("restarts")),
-            "{later:?}"
-        );
-        stop(&tx, writer);
-        assert_eq!(
-            calls.load(Ordering::SeqCst),
-            1,
-            "no sync after the failed one"
-        );
-        let after = Connection::open(&path).unwrap();
-        assert_eq!(count(&after).unwrap(), 1, "the second job never ran");
     }
 }
