@@ -95,6 +95,12 @@ bench_setup() {
 
 }
 
+# Deletes a run's Redis keys (a run's prefix as a SCAN pattern): left behind,
+# they would stay for their retention, a day.
+forget_redis_keys() { # redis url, pattern
+  redis-cli -u "$1" --scan --pattern "$2" 2>/dev/null | xargs -r -n 1000 redis-cli -u "$1" del >/dev/null 2>&1
+}
+
 # idemgate, one process per store (or per build), each on core 0 while measured.
 # GATEWAY_WRAP, when set, is a command the gateway runs under (bench/instructions:
 # valgrind); it must exec the gateway in its own process, as valgrind does.

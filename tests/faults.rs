@@ -215,6 +215,8 @@ async fn execute(
 struct Answer {
     status: u16,
     replayed: Option<String>,
+    /// The problem `code` of a gateway error (`upstream-unreachable`, ...).
+    code: Option<String>,
     body: Bytes,
 }
 
@@ -225,17 +227,11 @@ impl Answer {
     fn is_final(&self) -> bool {
         self.status != 409
             && self.status != 503
-            && self.code().as_deref() != Some("upstream-unreachable")
+            && self.code.as_deref() != Some("upstream-unreachable")
     }
 
     fn is_success(&self) -> bool {
         (200..300).contains(&self.status)
-    }
-
-    /// The problem `code` of a gateway error (`upstream-unreachable`, ...).
-    fn code(&self) -> Option<String> {
-        let doc: serde_json::Value = serde_json::from_slice(&self.body).ok()?;
-        Some(doc["code"].as_str()?.to_owned())
     }
 
     /// (key, execution) named by an upstream answer's body.
@@ -279,6 +275,9 @@ async fn send(client: &Http, addrs: &[SocketAddr], gateway: usize, key: &str) ->
                 .get("idempotent-replayed")
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned),
+            code: serde_json::from_slice::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|doc| doc["code"].as_str().map(str::to_owned)),
             body,
         })
     };
@@ -720,7 +719,7 @@ fn analyse(
     for s in samples {
         by_key.entry(&s.key).or_default().push(s);
         let label = match &s.reply {
-            Ok(a) => match (a.replayed.as_deref(), a.code()) {
+            Ok(a) => match (a.replayed.as_deref(), a.code.as_deref()) {
                 (Some("true"), _) => format!("{} replay", a.status),
                 (_, Some(code)) => format!("{} {code}", a.status),
                 _ => a.status.to_string(),
@@ -800,7 +799,7 @@ fn analyse(
             row.problems.push(format!(
                 "{key}: acknowledged with {} {} then ran or answered again ({} executions)",
                 ack_answer.status,
-                ack_answer.code().unwrap_or_default(),
+                ack_answer.code.as_deref().unwrap_or_default(),
                 ran.len()
             ));
         }
