@@ -94,7 +94,7 @@ impl Execution {
             .await;
         observe_upstream(&gateway, &exchange, started);
         match sent {
-            Err(UpstreamError::Connect(detail)) => {
+            Err(UpstreamError::NotSent(detail)) => {
                 tracing::warn!(route = %id.route, upstream = exchange.upstream().name(), %detail, "upstream unreachable; key freed");
                 record.release(guard).await;
                 Answer::error(GatewayError::UpstreamUnreachable)

@@ -51,7 +51,7 @@ pub async fn forward(
     observe_upstream(gateway, exchange, started);
     match result {
         Ok(response) => relay_response(response).await,
-        Err(UpstreamError::Connect(detail)) => {
+        Err(UpstreamError::NotSent(detail)) => {
             tracing::warn!(route = %route.name, upstream = exchange.upstream().name(), %detail, "upstream unreachable");
             Err(GatewayError::UpstreamUnreachable)
         }

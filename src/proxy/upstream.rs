@@ -19,9 +19,11 @@ use crate::config::{Config, UpstreamConfig};
 /// How an upstream call failed, in the terms that decide a key's fate.
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
-    /// Nothing was sent (refused, unreachable, connect timeout): safe to retry.
-    #[error("connect failed: {0}")]
-    Connect(String),
+    /// The upstream cannot have the request (refused, unreachable, connect
+    /// timeout, or the connection failed before the whole head went out):
+    /// safe to retry.
+    #[error("request not sent: {0}")]
+    NotSent(String),
     /// Sent, and no answer head within the upstream's `timeout`.
     #[error("no answer within the timeout")]
     Timeout,
@@ -160,7 +162,7 @@ impl Upstream {
                         Ok(response.map(UpstreamBody::http2))
                     }
                     Ok(Err(err)) if err.is_connect() => {
-                        Err(UpstreamError::Connect(error_chain(&err)))
+                        Err(UpstreamError::NotSent(error_chain(&err)))
                     }
                     Ok(Err(err)) => Err(UpstreamError::Broken(error_chain(&err))),
                 }

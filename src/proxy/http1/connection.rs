@@ -31,7 +31,9 @@ pub struct Connection {
 /// How writing a request failed.
 #[derive(Debug)]
 pub struct WriteError {
-    /// The head went out, so the upstream may already be answering.
+    /// The whole head went out, so the upstream may already be answering.
+    /// `false`: the upstream cannot have taken the request (a head it did
+    /// not get in full is not a request), or the client's body failed first.
     pub head_sent: bool,
     pub detail: String,
 }
@@ -71,6 +73,7 @@ impl Connection {
         let framing = request_head::body_framing(&parts.method, &parts.headers, &body);
         let mut out = Vec::with_capacity(512);
         request_head::encode(parts, framing, &mut out);
+        let head_len = out.len();
         let unsent = |detail: String| WriteError {
             head_sent: false,
             detail,
@@ -132,10 +135,24 @@ impl Connection {
                 return Ok(true);
             }
         }
-        self.stream
-            .write_all(&out)
-            .await
-            .map_err(|err| unsent(write_error(&err)))?;
+        // Written by hand, not `write_all`: a failure is "not sent" only
+        // while part of the head is still here, so progress must be known.
+        let mut written = 0;
+        while written < out.len() {
+            let failed = match self.stream.write(&out[written..]).await {
+                Ok(0) => "the upstream stopped taking the request".to_owned(),
+                Ok(n) => {
+                    written += n;
+                    continue;
+                }
+                Err(err) => write_error(&err),
+            };
+            return Err(if written < head_len {
+                unsent(failed)
+            } else {
+                sent(failed)
+            });
+        }
         self.flush().await.map_err(sent)?;
         Ok(true)
     }

@@ -110,7 +110,7 @@ impl Http1Pool {
         {
             Ok(Ok(permit)) => permit,
             Ok(Err(_)) | Err(_) => {
-                return Err(UpstreamError::Connect(format!(
+                return Err(UpstreamError::NotSent(format!(
                     "all {} connections stayed busy for {:?}",
                     self.limits.max_connections, self.limits.connect_timeout
                 )));
@@ -134,19 +134,22 @@ impl Http1Pool {
                 Ok(whole) => connection
                     .read_head(&parts.method)
                     .await
-                    .map(|head| (head, whole)),
+                    .map(|head| (head, whole))
+                    .map_err(UpstreamError::Broken),
                 // The upstream may have answered (413, say) and closed
                 // before taking the whole body: that answer is the one to relay.
                 Err(write) if write.head_sent => match connection.read_head(&parts.method).await {
                     Ok(head) => Ok((head, false)),
-                    Err(_) => Err(write.detail),
+                    Err(_) => Err(UpstreamError::Broken(write.detail)),
                 },
-                Err(write) => Err(write.detail),
+                // Typically a pooled connection the upstream reset between
+                // our look at it and the write: it never had the request.
+                Err(write) => Err(UpstreamError::NotSent(write.detail)),
             }
         };
         let (head, complete) = match tokio::time::timeout(timeout, exchange).await {
             Err(_) => return Err(UpstreamError::Timeout),
-            Ok(Err(detail)) => return Err(UpstreamError::Broken(detail)),
+            Ok(Err(failed)) => return Err(failed),
             Ok(Ok(answered)) => answered,
         };
         let lease = Lease {
@@ -172,10 +175,10 @@ impl Http1Pool {
     async fn connect(&self) -> Result<Connection, UpstreamError> {
         match tokio::time::timeout(self.limits.connect_timeout, self.dialer.dial()).await {
             Ok(Ok(stream)) => Ok(Connection::new(stream)),
-            Ok(Err(err)) => Err(UpstreamError::Connect(crate::proxy::upstream::error_chain(
+            Ok(Err(err)) => Err(UpstreamError::NotSent(crate::proxy::upstream::error_chain(
                 &err,
             ))),
-            Err(_) => Err(UpstreamError::Connect(format!(
+            Err(_) => Err(UpstreamError::NotSent(format!(
                 "no connection within {:?}",
                 self.limits.connect_timeout
             ))),
@@ -228,4 +231,61 @@ fn spawn_reaper(pool: Weak<Http1Pool>, idle_timeout: Duration) {
             pool.close_expired(&mut idle, Instant::now());
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncReadExt;
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::*;
+    use crate::proxy::http1::stream::UpstreamStream;
+
+    fn limits() -> PoolLimits {
+        PoolLimits {
+            max_connections: 4,
+            connect_timeout: Duration::from_secs(2),
+            idle_timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// A pooled connection that fails on the first byte written (as one the
+    /// upstream reset just after our look at it does): the upstream never
+    /// had the request, so the caller must hear "not sent" (the key is
+    /// freed), not "broken" (outcome unknown, stored and replayed).
+    #[tokio::test]
+    async fn a_request_that_never_left_is_not_sent_not_broken() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let authority: Authority = listener.local_addr().unwrap().to_string().parse().unwrap();
+        let dialer = Dialer::new(
+            &http::uri::Scheme::HTTP,
+            &authority,
+            crate::tls::client_config("test", None).unwrap(),
+        )
+        .unwrap();
+        let pool = Http1Pool::new(dialer, &authority, limits());
+
+        let ours = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (mut theirs, _) = listener.accept().await.unwrap();
+        let ours = ours.into_std().unwrap();
+        ours.shutdown(std::net::Shutdown::Write).unwrap();
+        let ours = TcpStream::from_std(ours).unwrap();
+        pool.idle.lock().unwrap().push_back(Idle {
+            connection: Connection::new(UpstreamStream::Plain(ours)),
+            since: Instant::now(),
+        });
+
+        let request = Request::post("/v1/charges")
+            .body(crate::body::full("{}"))
+            .unwrap();
+        let sent = pool.send(request, Duration::from_secs(2)).await;
+        assert!(
+            matches!(sent, Err(UpstreamError::NotSent(_))),
+            "{:?}",
+            sent.err()
+        );
+        let mut received = Vec::new();
+        theirs.read_to_end(&mut received).await.unwrap();
+        assert!(received.is_empty(), "the upstream got {received:?}");
+    }
 }
