@@ -265,7 +265,9 @@ mod tests {
         .unwrap();
         let pool = Http1Pool::new(dialer, &authority, limits());
 
-        let ours = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let ours = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
         let (mut theirs, _) = listener.accept().await.unwrap();
         let ours = ours.into_std().unwrap();
         ours.shutdown(std::net::Shutdown::Write).unwrap();
