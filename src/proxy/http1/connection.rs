@@ -36,6 +36,17 @@ pub struct WriteError {
     /// not get in full is not a request), or the client's body failed first.
     pub head_sent: bool,
     pub detail: String,
+    /// With `head_sent: false`, the request as encoded when it can be
+    /// written again as is on another connection (a head and a body of at
+    /// most `INLINE_BODY`, both already read from the client).
+    pub resend: Option<Encoded>,
+}
+
+/// A request's bytes as they go on the wire: its head, then its body.
+#[derive(Debug)]
+pub struct Encoded {
+    pub bytes: Vec<u8>,
+    pub head_len: usize,
 }
 
 impl Connection {
@@ -77,10 +88,12 @@ impl Connection {
         let unsent = |detail: String| WriteError {
             head_sent: false,
             detail,
+            resend: None,
         };
         let sent = |detail: String| WriteError {
             head_sent: true,
             detail,
+            resend: None,
         };
         match framing {
             BodyFraming::None | BodyFraming::Length(0) => {}
@@ -135,11 +148,29 @@ impl Connection {
                 return Ok(true);
             }
         }
+        let request = Encoded {
+            bytes: out,
+            head_len,
+        };
+        match self.write_encoded(&request).await {
+            Ok(()) => Ok(true),
+            Err(mut failed) => {
+                if !failed.head_sent {
+                    failed.resend = Some(request);
+                }
+                Err(failed)
+            }
+        }
+    }
+
+    /// Writes a request encoded whole (head and body) in one go.
+    pub async fn write_encoded(&mut self, request: &Encoded) -> Result<(), WriteError> {
+        let out = &request.bytes;
         // Written by hand, not `write_all`: a failure is "not sent" only
         // while part of the head is still here, so progress must be known.
         let mut written = 0;
         while written < out.len() {
-            let failed = match self.stream.write(&out[written..]).await {
+            let detail = match self.stream.write(&out[written..]).await {
                 Ok(0) => "the upstream stopped taking the request".to_owned(),
                 Ok(n) => {
                     written += n;
@@ -147,14 +178,17 @@ impl Connection {
                 }
                 Err(err) => write_error(&err),
             };
-            return Err(if written < head_len {
-                unsent(failed)
-            } else {
-                sent(failed)
+            return Err(WriteError {
+                head_sent: written >= request.head_len,
+                detail,
+                resend: None,
             });
         }
-        self.flush().await.map_err(sent)?;
-        Ok(true)
+        self.flush().await.map_err(|detail| WriteError {
+            head_sent: true,
+            detail,
+            resend: None,
+        })
     }
 
     /// Writes `piece` unless the upstream starts answering first (`Ok(true)`):

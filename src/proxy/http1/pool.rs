@@ -6,18 +6,27 @@
 //! clients), and it hands each connection back through a task of its own.
 //! Here a request takes an idle connection or opens one, never both, and the
 //! connection goes back when its answer's body has been read to the end.
+//!
+//! An idle connection the upstream closes just as a request takes it fails
+//! that request's first write. When not all of the head had left, the
+//! upstream never had the request, so it goes once more on a new connection
+//! (if it was read whole, as bodies up to 16 KiB are); otherwise the caller
+//! hears `NotSent`. Once the whole head has left, a failure is `Broken`:
+//! the upstream may be running it, and nothing is sent again.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use http::header::{self, HeaderValue};
+use http::request::Parts;
 use http::uri::Authority;
 use http::{Request, Response};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::body::AnswerBody;
-use super::connection::Connection;
+use super::connection::{Connection, Encoded};
+use super::response_head::AnswerHead;
 use super::stream::Dialer;
 use crate::body::Body;
 use crate::proxy::upstream::UpstreamError;
@@ -123,34 +132,28 @@ impl Http1Pool {
         {
             parts.headers.insert(header::HOST, host.clone());
         }
-        let mut connection = match self.take_idle() {
-            Some(connection) => connection,
+        let (mut connection, reused) = match self.take_idle() {
+            Some(connection) => (connection, true),
             // Boxed: opening a connection is rare, and its future would
             // otherwise make every request's future (moved, copied) larger.
-            None => Box::pin(self.connect()).await?,
+            None => (Box::pin(self.connect()).await?, false),
         };
-        let exchange = async {
-            match connection.write_request(&parts, body).await {
-                Ok(whole) => connection
-                    .read_head(&parts.method)
-                    .await
-                    .map(|head| (head, whole))
-                    .map_err(UpstreamError::Broken),
-                // The upstream may have answered (413, say) and closed
-                // before taking the whole body: that answer is the one to relay.
-                Err(write) if write.head_sent => match connection.read_head(&parts.method).await {
-                    Ok(head) => Ok((head, false)),
-                    Err(_) => Err(UpstreamError::Broken(write.detail)),
-                },
-                // Typically a pooled connection the upstream reset between
-                // our look at it and the write: it never had the request.
-                Err(write) => Err(UpstreamError::NotSent(write.detail)),
-            }
-        };
-        let (head, complete) = match tokio::time::timeout(timeout, exchange).await {
+        let answered = tokio::time::timeout(timeout, exchange(&mut connection, &parts, body)).await;
+        let (head, complete) = match answered {
             Err(_) => return Err(UpstreamError::Timeout),
-            Ok(Err(failed)) => return Err(failed),
             Ok(Ok(answered)) => answered,
+            // A pooled connection failed before the upstream had the whole
+            // head (it closed it as we took it): the request goes again,
+            // once, on a new connection. Boxed: rare, like `connect`.
+            Ok(Err(Unanswered {
+                resend: Some(request),
+                ..
+            })) if reused => {
+                let (fresh, head) = Box::pin(self.resend(&parts, &request, timeout)).await?;
+                connection = fresh;
+                (head, true)
+            }
+            Ok(Err(unanswered)) => return Err(unanswered.error),
         };
         let lease = Lease {
             pool: Arc::downgrade(self),
@@ -159,6 +162,31 @@ impl Http1Pool {
         };
         let body = AnswerBody::new(lease, head.framing, head.keep_alive && complete);
         Ok(Response::from_parts(head.parts, body))
+    }
+
+    /// The second and last try of a request that never left, on a new
+    /// connection: a failure now is the upstream's.
+    async fn resend(
+        &self,
+        parts: &Parts,
+        request: &Encoded,
+        timeout: Duration,
+    ) -> Result<(Connection, AnswerHead), UpstreamError> {
+        let mut connection = self.connect().await?;
+        let answered = tokio::time::timeout(timeout, async {
+            match connection.write_encoded(request).await {
+                Ok(()) => {}
+                Err(write) if write.head_sent => return Err(UpstreamError::Broken(write.detail)),
+                Err(write) => return Err(UpstreamError::NotSent(write.detail)),
+            }
+            (connection.read_head(&parts.method).await).map_err(UpstreamError::Broken)
+        })
+        .await;
+        match answered {
+            Err(_) => Err(UpstreamError::Timeout),
+            Ok(Ok(head)) => Ok((connection, head)),
+            Ok(Err(failed)) => Err(failed),
+        }
     }
 
     /// The newest idle connection the upstream has not closed meanwhile.
@@ -214,6 +242,43 @@ impl Http1Pool {
     }
 }
 
+/// Why one connection gave no answer head, and the request's bytes when
+/// they never reached the upstream and can go again as they are.
+struct Unanswered {
+    error: UpstreamError,
+    resend: Option<Encoded>,
+}
+
+/// Writes the request on `connection` and reads the answer head; with it,
+/// whether the whole request went out.
+async fn exchange(
+    connection: &mut Connection,
+    parts: &Parts,
+    body: Body,
+) -> Result<(AnswerHead, bool), Unanswered> {
+    let broken = |detail| Unanswered {
+        error: UpstreamError::Broken(detail),
+        resend: None,
+    };
+    match connection.write_request(parts, body).await {
+        Ok(whole) => connection
+            .read_head(&parts.method)
+            .await
+            .map(|head| (head, whole))
+            .map_err(broken),
+        // The upstream may have answered (413, say) and closed
+        // before taking the whole body: that answer is the one to relay.
+        Err(write) if write.head_sent => match connection.read_head(&parts.method).await {
+            Ok(head) => Ok((head, false)),
+            Err(_) => Err(broken(write.detail)),
+        },
+        Err(write) => Err(Unanswered {
+            error: UpstreamError::NotSent(write.detail),
+            resend: write.resend,
+        }),
+    }
+}
+
 /// Closes idle connections that no request comes to take, and those the
 /// upstream closed; ends with the pool.
 fn spawn_reaper(pool: Weak<Http1Pool>, idle_timeout: Duration) {
@@ -235,40 +300,34 @@ fn spawn_reaper(pool: Weak<Http1Pool>, idle_timeout: Duration) {
 
 #[cfg(test)]
 mod tests {
-    use tokio::io::AsyncReadExt;
+    use bytes::Bytes;
+    use http_body::Frame;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::{TcpListener, TcpStream};
 
     use super::*;
     use crate::proxy::http1::stream::UpstreamStream;
 
-    fn limits() -> PoolLimits {
-        PoolLimits {
-            max_connections: 4,
-            connect_timeout: Duration::from_secs(2),
-            idle_timeout: Duration::from_secs(60),
-        }
-    }
-
-    /// A pooled connection that fails on the first byte written (as one the
-    /// upstream reset just after our look at it does): the upstream never
-    /// had the request, so the caller must hear "not sent" (the key is
-    /// freed), not "broken" (outcome unknown, stored and replayed).
-    #[tokio::test]
-    async fn a_request_that_never_left_is_not_sent_not_broken() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let authority: Authority = listener.local_addr().unwrap().to_string().parse().unwrap();
+    /// A pool for `listener`, holding one idle connection that fails on the
+    /// first byte written, as one the upstream reset just after our look at
+    /// it does; with the upstream's end of that connection.
+    async fn pool_with_a_dead_connection(listener: &TcpListener) -> (Arc<Http1Pool>, TcpStream) {
+        let address = listener.local_addr().unwrap();
+        let authority: Authority = address.to_string().parse().unwrap();
         let dialer = Dialer::new(
             &http::uri::Scheme::HTTP,
             &authority,
             crate::tls::client_config("test", None).unwrap(),
         )
         .unwrap();
-        let pool = Http1Pool::new(dialer, &authority, limits());
-
-        let ours = TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
-        let (mut theirs, _) = listener.accept().await.unwrap();
+        let limits = PoolLimits {
+            max_connections: 4,
+            connect_timeout: Duration::from_secs(2),
+            idle_timeout: Duration::from_secs(60),
+        };
+        let pool = Http1Pool::new(dialer, &authority, limits);
+        let ours = TcpStream::connect(address).await.unwrap();
+        let (theirs, _) = listener.accept().await.unwrap();
         let ours = ours.into_std().unwrap();
         ours.shutdown(std::net::Shutdown::Write).unwrap();
         let ours = TcpStream::from_std(ours).unwrap();
@@ -276,18 +335,79 @@ mod tests {
             connection: Connection::new(UpstreamStream::Plain(ours)),
             since: Instant::now(),
         });
+        (pool, theirs)
+    }
+
+    async fn received(mut stream: TcpStream) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        stream.read_to_end(&mut bytes).await.unwrap();
+        bytes
+    }
+
+    /// The upstream never had the request, so it goes again on a new
+    /// connection, and the upstream sees it exactly once.
+    #[tokio::test]
+    async fn a_request_that_never_left_a_pooled_connection_goes_once_on_a_new_one() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (pool, dead) = pool_with_a_dead_connection(&listener).await;
+        let upstream = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            while !request.ends_with(b"\r\n\r\n{}") {
+                let mut chunk = [0u8; 1024];
+                let n = stream.read(&mut chunk).await.unwrap();
+                assert!(n > 0, "the request ended early: {request:?}");
+                request.extend_from_slice(&chunk[..n]);
+            }
+            stream
+                .write_all(b"HTTP/1.1 201 Created\r\ncontent-length: 2\r\n\r\nok")
+                .await
+                .unwrap();
+            (request, listener)
+        });
 
         let request = Request::post("/v1/charges")
             .body(crate::body::full("{}"))
             .unwrap();
+        let answer = pool.send(request, Duration::from_secs(2)).await.unwrap();
+        assert_eq!(answer.status(), 201);
+        let (request, listener) = upstream.await.unwrap();
+        assert!(
+            request.starts_with(b"POST /v1/charges HTTP/1.1\r\n"),
+            "{request:?}"
+        );
+        assert_eq!(
+            received(dead).await,
+            b"",
+            "the dead connection carried nothing"
+        );
+        let another = tokio::time::timeout(Duration::from_millis(200), listener.accept()).await;
+        assert!(another.is_err(), "a third connection was opened");
+    }
+
+    /// A streamed body cannot be written again (it is read from the client
+    /// as it goes): the caller hears "not sent", so the key is freed rather
+    /// than stored as "outcome unknown".
+    #[tokio::test]
+    async fn a_streamed_request_that_never_left_is_not_sent_not_broken() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (pool, dead) = pool_with_a_dead_connection(&listener).await;
+        let frames = futures_util::stream::iter([Ok::<_, std::io::Error>(Frame::data(
+            Bytes::from_static(b"{}"),
+        ))]);
+        let body = crate::body::stream(http_body_util::StreamBody::new(frames));
+        let request = Request::post("/v1/charges").body(body).unwrap();
         let sent = pool.send(request, Duration::from_secs(2)).await;
         assert!(
             matches!(sent, Err(UpstreamError::NotSent(_))),
             "{:?}",
             sent.err()
         );
-        let mut received = Vec::new();
-        theirs.read_to_end(&mut received).await.unwrap();
-        assert!(received.is_empty(), "the upstream got {received:?}");
+        assert_eq!(received(dead).await, b"");
+        let another = tokio::time::timeout(Duration::from_millis(200), listener.accept()).await;
+        assert!(
+            another.is_err(),
+            "the request was tried on a new connection"
+        );
     }
 }
