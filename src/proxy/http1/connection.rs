@@ -42,6 +42,16 @@ pub struct WriteError {
     pub resend: Option<Encoded>,
 }
 
+impl WriteError {
+    fn new(head_sent: bool, detail: String) -> Self {
+        Self {
+            head_sent,
+            detail,
+            resend: None,
+        }
+    }
+}
+
 /// A request's bytes as they go on the wire: its head, then its body.
 #[derive(Debug)]
 pub struct Encoded {
@@ -85,16 +95,8 @@ impl Connection {
         let mut out = Vec::with_capacity(512);
         request_head::encode(parts, framing, &mut out);
         let head_len = out.len();
-        let unsent = |detail: String| WriteError {
-            head_sent: false,
-            detail,
-            resend: None,
-        };
-        let sent = |detail: String| WriteError {
-            head_sent: true,
-            detail,
-            resend: None,
-        };
+        let unsent = |detail| WriteError::new(false, detail);
+        let sent = |detail| WriteError::new(true, detail);
         match framing {
             BodyFraming::None | BodyFraming::Length(0) => {}
             BodyFraming::Length(length) if length <= INLINE_BODY => {
@@ -178,17 +180,11 @@ impl Connection {
                 }
                 Err(err) => write_error(&err),
             };
-            return Err(WriteError {
-                head_sent: written >= request.head_len,
-                detail,
-                resend: None,
-            });
+            return Err(WriteError::new(written >= request.head_len, detail));
         }
-        self.flush().await.map_err(|detail| WriteError {
-            head_sent: true,
-            detail,
-            resend: None,
-        })
+        self.flush()
+            .await
+            .map_err(|detail| WriteError::new(true, detail))
     }
 
     /// Writes `piece` unless the upstream starts answering first (`Ok(true)`):

@@ -25,7 +25,7 @@ use http::{Request, Response};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::body::AnswerBody;
-use super::connection::{Connection, Encoded};
+use super::connection::{Connection, Encoded, WriteError};
 use super::response_head::AnswerHead;
 use super::stream::Dialer;
 use crate::body::Body;
@@ -149,9 +149,9 @@ impl Http1Pool {
                 resend: Some(request),
                 ..
             })) if reused => {
-                let (fresh, head) = Box::pin(self.resend(&parts, &request, timeout)).await?;
+                let (fresh, head, whole) = Box::pin(self.resend(&parts, &request, timeout)).await?;
                 connection = fresh;
-                (head, true)
+                (head, whole)
             }
             Ok(Err(unanswered)) => return Err(unanswered.error),
         };
@@ -171,21 +171,17 @@ impl Http1Pool {
         parts: &Parts,
         request: &Encoded,
         timeout: Duration,
-    ) -> Result<(Connection, AnswerHead), UpstreamError> {
+    ) -> Result<(Connection, AnswerHead, bool), UpstreamError> {
         let mut connection = self.connect().await?;
         let answered = tokio::time::timeout(timeout, async {
-            match connection.write_encoded(request).await {
-                Ok(()) => {}
-                Err(write) if write.head_sent => return Err(UpstreamError::Broken(write.detail)),
-                Err(write) => return Err(UpstreamError::NotSent(write.detail)),
-            }
-            (connection.read_head(&parts.method).await).map_err(UpstreamError::Broken)
+            let written = connection.write_encoded(request).await.map(|()| true);
+            answer(&mut connection, parts, written).await
         })
         .await;
         match answered {
             Err(_) => Err(UpstreamError::Timeout),
-            Ok(Ok(head)) => Ok((connection, head)),
-            Ok(Err(failed)) => Err(failed),
+            Ok(Ok((head, whole))) => Ok((connection, head, whole)),
+            Ok(Err(unanswered)) => Err(unanswered.error),
         }
     }
 
@@ -256,11 +252,21 @@ async fn exchange(
     parts: &Parts,
     body: Body,
 ) -> Result<(AnswerHead, bool), Unanswered> {
+    let written = connection.write_request(parts, body).await;
+    answer(connection, parts, written).await
+}
+
+/// The answer head to a request once it was written, or failed to be.
+async fn answer(
+    connection: &mut Connection,
+    parts: &Parts,
+    written: Result<bool, WriteError>,
+) -> Result<(AnswerHead, bool), Unanswered> {
     let broken = |detail| Unanswered {
         error: UpstreamError::Broken(detail),
         resend: None,
     };
-    match connection.write_request(parts, body).await {
+    match written {
         Ok(whole) => connection
             .read_head(&parts.method)
             .await
