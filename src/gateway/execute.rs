@@ -60,7 +60,10 @@ pub struct Execution {
 impl Execution {
     /// Starts the execution detached from the caller and waits for its answer.
     pub async fn spawn(self) -> Answer {
-        match tokio::spawn(self.run()).await {
+        // Boxed first: tokio moves a spawned future by value through several
+        // calls before it rests in its task, and this one is ~3 KB; a box is
+        // one copy, then a pointer moves (bench/README (ap)).
+        match tokio::spawn(Box::pin(self.run())).await {
             Ok(answer) => answer,
             // A panic inside: the guard released the key; nothing more is known.
             Err(_) => Answer::error(GatewayError::UpstreamError),
