@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use http::Response;
 
 use crate::body::Body;
@@ -10,7 +12,7 @@ use crate::metrics::Outcome;
 pub struct Answer {
     pub response: Response<Body>,
     pub outcome: Option<Outcome>,
-    pub key: Option<String>,
+    pub key: Option<Arc<str>>,
 }
 
 impl Answer {
@@ -30,7 +32,7 @@ impl Answer {
         }
     }
 
-    pub fn with_key(mut self, key: String) -> Self {
+    pub fn with_key(mut self, key: Arc<str>) -> Self {
         self.key = Some(key);
         self
     }

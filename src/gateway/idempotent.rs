@@ -59,7 +59,7 @@ pub async fn run(
     let id = RecordId {
         route: exchange.route().name.clone(),
         scope: identity::scope(policy, &head, &exchange.client),
-        key,
+        key: Arc::from(key),
     };
     let fingerprint = identity::fingerprint(policy, &head, &body);
 

@@ -1,13 +1,15 @@
 //! Phase "fingerprint": what identifies a record (its scope) and what a reuse
 //! of its key must match (its fingerprint), read off the request.
 
+use std::sync::Arc;
+
 use http::request::Parts;
 
 use crate::key::{self, FingerprintInput};
 use crate::proxy::ClientInfo;
 use crate::route::{RoutePolicy, ScopeSource};
 
-pub fn scope(policy: &RoutePolicy, parts: &Parts, client: &ClientInfo) -> String {
+pub fn scope(policy: &RoutePolicy, parts: &Parts, client: &ClientInfo) -> Arc<str> {
     let values: Vec<(&str, Option<&[u8]>)> = policy
         .scope
         .iter()

@@ -114,7 +114,7 @@ impl Gateway {
         }
         let route = bound.as_ref().map(|bound| &bound.route);
         tracing::info!(
-            route = route.map_or("-", |r| r.name.as_str()),
+            route = route.map_or("-", |r| &*r.name),
             upstream = route.map_or("-", |r| r.upstream.as_str()),
             method = %method,
             status,

@@ -1,3 +1,5 @@
+use std::sync::{Arc, LazyLock};
+
 use sha2::{Digest, Sha256};
 
 /// Hex hash of the scope parts: each `(label, value)` in configured order, a
@@ -10,10 +12,11 @@ use sha2::{Digest, Sha256};
 /// Encoding per part, so no two different part lists share a byte stream:
 /// `len(label) as u64 BE`, `label`, then `0x00` if the value is absent or
 /// `0x01`, `len(value) as u64 BE`, `value`.
-pub fn scope_hash(parts: &[(&str, Option<&[u8]>)]) -> String {
-    // `scope = []`, the usual single-tenant setting: the same hash every time.
-    static NOTHING: std::sync::LazyLock<String> =
-        std::sync::LazyLock::new(|| super::hex_lower(&Sha256::digest([])));
+pub fn scope_hash(parts: &[(&str, Option<&[u8]>)]) -> Arc<str> {
+    // `scope = []`, the usual single-tenant setting: the same hash every time,
+    // shared rather than copied.
+    static NOTHING: LazyLock<Arc<str>> =
+        LazyLock::new(|| Arc::from(super::hex_lower(&Sha256::digest([]))));
     if parts.is_empty() {
         return NOTHING.clone();
     }
@@ -28,7 +31,7 @@ pub fn scope_hash(parts: &[(&str, Option<&[u8]>)]) -> String {
             }
         }
     }
-    super::hex_lower(&h.finalize())
+    Arc::from(super::hex_lower(&h.finalize()))
 }
 
 /// Feeds `bytes` preceded by its length, so field boundaries are unambiguous.
@@ -49,7 +52,7 @@ mod tests {
     #[test]
     fn no_parts_is_hash_of_nothing() {
         assert_eq!(
-            scope_hash(&[]),
+            &*scope_hash(&[]),
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         );
     }

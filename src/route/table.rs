@@ -10,7 +10,7 @@ use super::RoutePolicy;
 /// A route as the request path uses it.
 #[derive(Debug)]
 pub struct Route {
-    pub name: String,
+    pub name: Arc<str>,
     pub upstream: String,
     pub preserve_host: bool,
     matcher: RouteMatch,
@@ -31,7 +31,7 @@ impl Route {
                 .collect()
         });
         Self {
-            name: config.name.clone(),
+            name: Arc::from(config.name.as_str()),
             upstream: config.upstream.clone(),
             preserve_host: config.preserve_host,
             matcher: config.matcher.clone(),
@@ -92,7 +92,7 @@ impl RouteTable {
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<Route>> {
-        self.routes.iter().find(|route| route.name == name)
+        self.routes.iter().find(|route| &*route.name == name)
     }
 }
 

@@ -29,13 +29,34 @@ pub use postgres::PostgresStore;
 pub use replay_cache::ReplayCache;
 pub use sweeper::spawn_sweeper;
 
-/// Identity of one record.
+/// Identity of one record. Shared strings: a request's id is cloned into its
+/// lease and into each store call, and the route name and the scope of a
+/// single-tenant route are the same for every request (bench/README (ap)).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RecordId {
-    pub route: String,
+    pub route: Arc<str>,
     /// Hex hash of the configured scope parts ("" hashes to a fixed value too).
-    pub scope: String,
-    pub key: String,
+    pub scope: Arc<str>,
+    pub key: Arc<str>,
+}
+
+impl RecordId {
+    pub fn new(
+        route: impl Into<Arc<str>>,
+        scope: impl Into<Arc<str>>,
+        key: impl Into<Arc<str>>,
+    ) -> Self {
+        Self {
+            route: route.into(),
+            scope: scope.into(),
+            key: key.into(),
+        }
+    }
+
+    /// Route, scope and key as `&str`, the form SQL parameters take.
+    pub fn parts(&self) -> (&str, &str, &str) {
+        (&self.route, &self.scope, &self.key)
+    }
 }
 
 /// What the upstream answered, as kept for replays.

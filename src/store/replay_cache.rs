@@ -155,7 +155,7 @@ impl Copies {
             self.generation.fetch_add(1, Ordering::SeqCst);
             let Entries { map, bytes } = &mut *entries;
             map.retain(|id, entry| {
-                let keep = !(id.route == route && id.key == key);
+                let keep = !(&*id.route == route && &*id.key == key);
                 if !keep {
                     *bytes -= entry.bytes;
                 }

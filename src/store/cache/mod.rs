@@ -161,11 +161,7 @@ impl Store for CachedStore {
         let keys: Vec<String> = scopes
             .iter()
             .map(|scope| {
-                let id = RecordId {
-                    route: route.to_owned(),
-                    scope: scope.clone(),
-                    key: key.to_owned(),
-                };
+                let id = RecordId::new(route, scope.as_str(), key);
                 entry::key(&self.prefix, &id)
             })
             .collect();

@@ -67,9 +67,9 @@ pub async fn reserve(pool: &Pool, deadline: Duration, jobs: Vec<ReserveJob>) {
     for job in repeats {
         let _ = job.reply.send(Ok(Reserved::Alone));
     }
-    let routes: Vec<&str> = batch.iter().map(|j| j.id.route.as_str()).collect();
-    let scopes: Vec<&str> = batch.iter().map(|j| j.id.scope.as_str()).collect();
-    let keys: Vec<&str> = batch.iter().map(|j| j.id.key.as_str()).collect();
+    let routes: Vec<&str> = batch.iter().map(|j| &*j.id.route).collect();
+    let scopes: Vec<&str> = batch.iter().map(|j| &*j.id.scope).collect();
+    let keys: Vec<&str> = batch.iter().map(|j| &*j.id.key).collect();
     let fingerprints: Vec<&str> = batch.iter().map(|j| j.fingerprint.as_str()).collect();
     let leases: Vec<i64> = batch.iter().map(|j| j.lease_ms).collect();
     let result = run(
@@ -118,9 +118,9 @@ pub async fn reserve(pool: &Pool, deadline: Duration, jobs: Vec<ReserveJob>) {
 
 pub async fn complete(pool: &Pool, deadline: Duration, jobs: Vec<CompleteJob>) {
     let ids = || jobs.iter().map(|j| &j.lease.id);
-    let routes: Vec<&str> = ids().map(|id| id.route.as_str()).collect();
-    let scopes: Vec<&str> = ids().map(|id| id.scope.as_str()).collect();
-    let keys: Vec<&str> = ids().map(|id| id.key.as_str()).collect();
+    let routes: Vec<&str> = ids().map(|id| &*id.route).collect();
+    let scopes: Vec<&str> = ids().map(|id| &*id.scope).collect();
+    let keys: Vec<&str> = ids().map(|id| &*id.key).collect();
     let tokens: Vec<i64> = jobs.iter().map(|j| j.lease.token).collect();
     let statuses: Vec<i32> = jobs.iter().map(|j| i32::from(j.response.status)).collect();
     let (mut names, mut values) = (Vec::<&str>::new(), Vec::<&[u8]>::new());

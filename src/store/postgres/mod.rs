@@ -160,8 +160,8 @@ impl PostgresStore {
                 }
             }
         }
-        let params: [&(dyn ToSql + Sync); 5] =
-            [&id.route, &id.scope, &id.key, &fingerprint, &lease_ms];
+        let (route, scope, key) = id.parts();
+        let params: [&(dyn ToSql + Sync); 5] = [&route, &scope, &key, &fingerprint, &lease_ms];
         self.bounded(async {
             let client = self.pool.get().await.map_err(pool_error)?;
             let stmt = client
@@ -193,14 +193,15 @@ impl PostgresStore {
         retain_for: Duration,
     ) -> Result<String, StoreError> {
         let id = &lease.id;
+        let (route, scope, key) = id.parts();
         let (names, values) = rows::header_arrays(response);
         let status = i32::from(response.status);
         let body: &[u8] = &response.body;
         let retain_ms = millis(retain_for);
         let params: [&(dyn ToSql + Sync); 10] = [
-            &id.route,
-            &id.scope,
-            &id.key,
+            &route,
+            &scope,
+            &key,
             &lease.token,
             &status,
             &names,
@@ -256,7 +257,7 @@ impl PostgresStore {
                     None => match self
                         .try_query(
                             sql::COMPLETED_BY,
-                            &[&id.route, &id.scope, &id.key, &lease.token],
+                            &[&route, &scope, &key, &lease.token],
                             None,
                         )
                         .await
@@ -420,8 +421,8 @@ impl Store for PostgresStore {
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        let id = &lease.id;
-        self.execute(sql::RELEASE, &[&id.route, &id.scope, &id.key, &lease.token])
+        let (route, scope, key) = lease.id.parts();
+        self.execute(sql::RELEASE, &[&route, &scope, &key, &lease.token])
             .await?;
         Ok(())
     }
