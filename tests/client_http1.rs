@@ -135,3 +135,23 @@ async fn idle_keep_alive_connections_close_after_the_header_read_timeout() {
         "closed too soon"
     );
 }
+
+#[tokio::test]
+async fn a_body_its_client_cuts_short_is_answered_400_not_blamed_on_the_upstream() {
+    let (_dir, _upstream, gateway) =
+        common::GatewayProcess::start_fresh("h1-cut-short", common::configs::CHARGES_AND_REST)
+            .await;
+    let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
+    // Above what is read whole before forwarding: the body streams, so the
+    // upstream already has the head when the body stops.
+    stream
+        .write_all(b"POST /things/big HTTP/1.1\r\nHost: gw\r\nContent-Length: 100000\r\n\r\n")
+        .await
+        .expect("write");
+    stream.write_all(&[b'x'; 1000]).await.expect("write");
+    // A half-close: the client has nothing more to send and waits for the answer.
+    stream.shutdown().await.expect("shutdown");
+    let reply = raw::read_reply(&mut stream, WITHIN).await;
+    assert_eq!(reply.status, Some(400), "{}", reply.text);
+    assert!(reply.body().contains("bad-request"), "{}", reply.text);
+}

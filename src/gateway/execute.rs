@@ -102,6 +102,15 @@ impl Execution {
                 record.release(guard).await;
                 Answer::error(GatewayError::UpstreamUnreachable)
             }
+            // Not expected: a keyed body is read whole before its key is
+            // reserved. The upstream had at most part of a request.
+            Err(UpstreamError::RequestBody(detail)) => {
+                tracing::warn!(route = %id.route, %detail, "request body failed while forwarding; key freed");
+                record.release(guard).await;
+                Answer::error(GatewayError::BadRequest(
+                    "the request body could not be read completely",
+                ))
+            }
             Err(UpstreamError::Timeout) => {
                 record
                     .outcome_unknown(guard, GatewayError::OutcomeUnknownTimeout)

@@ -56,6 +56,12 @@ pub async fn forward(
             Err(GatewayError::UpstreamUnreachable)
         }
         Err(UpstreamError::Timeout) => Err(GatewayError::UpstreamTimeout),
+        Err(UpstreamError::RequestBody(detail)) => {
+            tracing::debug!(route = %route.name, %detail, "request body cut short by the client");
+            Err(GatewayError::BadRequest(
+                "the request body could not be read completely",
+            ))
+        }
         Err(UpstreamError::Broken(detail)) => {
             tracing::warn!(route = %route.name, upstream = exchange.upstream().name(), %detail, "upstream connection broke");
             Err(GatewayError::UpstreamError)

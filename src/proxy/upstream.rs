@@ -30,6 +30,11 @@ pub enum UpstreamError {
     /// Sent, and the connection failed before a complete answer.
     #[error("connection broke: {0}")]
     Broken(String),
+    /// The client's body failed before it was all sent (cut short, or the
+    /// client left): the upstream has none or part of a request, and its
+    /// connection is dropped. The client's fault, not the upstream's.
+    #[error("the request body failed: {0}")]
+    RequestBody(String),
 }
 
 /// One configured upstream with its own connection pool.

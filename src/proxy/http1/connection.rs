@@ -33,8 +33,12 @@ pub struct Connection {
 pub struct WriteError {
     /// The whole head went out, so the upstream may already be answering.
     /// `false`: the upstream cannot have taken the request (a head it did
-    /// not get in full is not a request), or the client's body failed first.
+    /// not get in full is not a request).
     pub head_sent: bool,
+    /// The client's body failed (cut short, or the client left), not the
+    /// connection: the upstream has at most part of a request, and no
+    /// answer to wait for.
+    pub client_body: bool,
     pub detail: String,
     /// With `head_sent: false`, the request as encoded when it can be
     /// written again as is on another connection (a head and a body of at
@@ -46,8 +50,16 @@ impl WriteError {
     fn new(head_sent: bool, detail: String) -> Self {
         Self {
             head_sent,
+            client_body: false,
             detail,
             resend: None,
+        }
+    }
+
+    fn client_body(head_sent: bool, detail: String) -> Self {
+        Self {
+            client_body: true,
+            ..Self::new(head_sent, detail)
         }
     }
 }
@@ -97,17 +109,19 @@ impl Connection {
         let head_len = out.len();
         let unsent = |detail| WriteError::new(false, detail);
         let sent = |detail| WriteError::new(true, detail);
+        let body_failed = |head_sent, detail| WriteError::client_body(head_sent, detail);
         match framing {
             BodyFraming::None | BodyFraming::Length(0) => {}
             BodyFraming::Length(length) if length <= INLINE_BODY => {
                 let start = out.len();
                 while let Some(frame) = body.frame().await {
-                    let frame = frame.map_err(|err| unsent(body_error(&*err)))?;
+                    let frame = frame.map_err(|err| body_failed(false, body_error(&*err)))?;
                     if let Ok(data) = frame.into_data() {
                         out.extend_from_slice(&data);
                     }
                 }
-                check_length((out.len() - start) as u64, length).map_err(unsent)?;
+                check_length((out.len() - start) as u64, length)
+                    .map_err(|detail| body_failed(false, detail))?;
             }
             BodyFraming::Length(_) | BodyFraming::Chunked => {
                 let chunked = framing == BodyFraming::Chunked;
@@ -116,7 +130,7 @@ impl Connection {
                 }
                 let mut written: u64 = 0;
                 while let Some(frame) = body.frame().await {
-                    let frame = frame.map_err(|err| sent(body_error(&*err)))?;
+                    let frame = frame.map_err(|err| body_failed(true, body_error(&*err)))?;
                     let Ok(data) = frame.into_data() else {
                         continue;
                     };
@@ -138,7 +152,7 @@ impl Connection {
                     }
                 }
                 if let BodyFraming::Length(length) = framing {
-                    check_length(written, length).map_err(sent)?;
+                    check_length(written, length).map_err(|detail| body_failed(true, detail))?;
                 } else if self
                     .send_piece(&mut &b"0\r\n\r\n"[..])
                     .await

@@ -267,6 +267,12 @@ async fn answer(
         resend: None,
     };
     match written {
+        // Nothing of the upstream's to wait for: it has at most part of a
+        // request, and would wait for the rest until our timeout.
+        Err(write) if write.client_body => Err(Unanswered {
+            error: UpstreamError::RequestBody(write.detail),
+            resend: None,
+        }),
         Ok(whole) => connection
             .read_head(&parts.method)
             .await
