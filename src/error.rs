@@ -14,6 +14,11 @@ use crate::metrics::Outcome;
 
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
+/// A request body that ended before its framing said (the client stopped
+/// sending, or left): 400, wherever it is found.
+pub const INCOMPLETE_BODY: GatewayError =
+    GatewayError::BadRequest("the request body could not be read completely");
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GatewayError {
     MissingKey,

@@ -19,7 +19,7 @@ use super::passthrough::{observe_upstream, stream_response};
 use super::replay;
 use super::{Answer, Exchange, Gateway};
 use crate::body;
-use crate::error::{GatewayError, PROBLEM_JSON};
+use crate::error::{GatewayError, INCOMPLETE_BODY, PROBLEM_JSON};
 use crate::metrics::Outcome;
 use crate::proxy::UpstreamError;
 use crate::route::{Route, RoutePolicy};
@@ -107,9 +107,7 @@ impl Execution {
             Err(UpstreamError::RequestBody(detail)) => {
                 tracing::warn!(route = %id.route, %detail, "request body failed while forwarding; key freed");
                 record.release(guard).await;
-                Answer::error(GatewayError::BadRequest(
-                    "the request body could not be read completely",
-                ))
+                Answer::error(INCOMPLETE_BODY)
             }
             Err(UpstreamError::Timeout) => {
                 record

@@ -7,7 +7,7 @@ use http::{Request, Response};
 
 use super::{Answer, Exchange, Gateway};
 use crate::body::{self, Body};
-use crate::error::GatewayError;
+use crate::error::{GatewayError, INCOMPLETE_BODY};
 use crate::metrics::Outcome;
 use crate::proxy::{UpstreamBody, UpstreamError, prepare_request};
 
@@ -16,9 +16,7 @@ pub async fn run(gateway: &Gateway, exchange: &Exchange, request: Request<Client
     let body = match body::coalesce(&parts.headers, incoming).await {
         Ok(body) => body,
         Err(_) => {
-            return Answer::error(GatewayError::BadRequest(
-                "the request body could not be read completely",
-            ));
+            return Answer::error(INCOMPLETE_BODY);
         }
     };
     let request = Request::from_parts(parts, body);
@@ -58,9 +56,7 @@ pub async fn forward(
         Err(UpstreamError::Timeout) => Err(GatewayError::UpstreamTimeout),
         Err(UpstreamError::RequestBody(detail)) => {
             tracing::debug!(route = %route.name, %detail, "request body cut short by the client");
-            Err(GatewayError::BadRequest(
-                "the request body could not be read completely",
-            ))
+            Err(INCOMPLETE_BODY)
         }
         Err(UpstreamError::Broken(detail)) => {
             tracing::warn!(route = %route.name, upstream = exchange.upstream().name(), %detail, "upstream connection broke");

@@ -8,7 +8,7 @@ use http::request::Parts;
 use http_body_util::{BodyExt, Limited};
 
 use crate::body::{self, Body};
-use crate::error::GatewayError;
+use crate::error::{GatewayError, INCOMPLETE_BODY};
 use crate::key::{self, KeyError};
 use crate::route::{KeyLocation, RoutePolicy};
 
@@ -82,8 +82,6 @@ async fn read_body(
     match Limited::new(incoming, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(too_large),
-        Err(_) => Err(GatewayError::BadRequest(
-            "the request body could not be read completely",
-        )),
+        Err(_) => Err(INCOMPLETE_BODY),
     }
 }
