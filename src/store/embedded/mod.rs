@@ -7,13 +7,18 @@
 //! fsync. The batch's replies go back to the runtime together (`replies`).
 //! The thread exits, closing the file, when the last handle drops.
 //!
-//! **Durability.** WAL journal with `synchronous = FULL`: a commit is fsynced
-//! before any reply leaves the thread, so an answer the gateway reported as
-//! stored survives a process crash *and* a power loss or kernel panic.
-//! `NORMAL` would survive SIGKILL but may lose the last commits on power loss,
-//! and a lost completion means a retried request runs a second time — the one
-//! thing this store exists to prevent. Group commit amortises the extra fsync
-//! across every concurrent request, which keeps FULL affordable.
+//! **Durability.** WAL journal, every batch's commit synced (`fdatasync`)
+//! before its answers leave the thread, so an answer the gateway reported as
+//! stored survives a process crash *and* a power loss or kernel panic: a
+//! lost completion would mean a retried request runs a second time, the one
+//! thing this store exists to prevent. Group commit amortises the sync
+//! across every concurrent request. One exception, for speed: a new lease is
+//! answered once committed, before that sync (`writer`), so its request is
+//! forwarded while the disk syncs. Its lease then survives a process crash
+//! at once and a power loss one sync later. Should the power fail within
+//! that sync, the key has no record after the reboot and a retry runs the
+//! request again at once; with the lease on disk it would have run again
+//! too, once the lease expired (a dead holder's key is taken over).
 //!
 //! **Encoding.** Instants are unix milliseconds; headers use a compact
 //! length-prefixed binary layout (see `codec`) so byte values round-trip
@@ -34,6 +39,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
+use tokio::sync::oneshot;
 
 pub use schema::SCHEMA_VERSION;
 pub use writer::Clock;
@@ -63,11 +69,20 @@ impl EmbeddedStore {
     /// As `open`, with an injected clock (tests of expiry and retention).
     pub fn open_with_clock(path: &Path, clock: Clock) -> Result<EmbeddedStore, StoreError> {
         let conn = schema::open_connection(path)?;
+        let sync_wal = schema::sync_wal(path)?;
+        Self::start(conn, clock, sync_wal)
+    }
+
+    fn start(
+        conn: rusqlite::Connection,
+        clock: Clock,
+        sync_wal: writer::SyncWal,
+    ) -> Result<EmbeddedStore, StoreError> {
         let (tx, rx) = mpsc::channel::<Box<dyn Job>>();
         let replies = Replies::start();
         let thread = std::thread::Builder::new()
             .name("idemgate-store".into())
-            .spawn(move || writer::run(conn, rx, clock, replies))
+            .spawn(move || writer::run(conn, rx, clock, replies, sync_wal))
             .map_err(|e| StoreError::Unavailable(format!("starting the store thread: {e}")))?;
         Ok(EmbeddedStore {
             inner: Arc::new(Inner {
@@ -77,12 +92,19 @@ impl EmbeddedStore {
         })
     }
 
+    /// Runs `work` on the writer thread; answered once its batch is synced.
     async fn call<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Txn<'_>) -> Result<T, StoreError> + Send + 'static,
     {
-        let (job, reply) = Task::job(work);
+        self.send(Task::job(work)).await
+    }
+
+    async fn send<T>(
+        &self,
+        (job, reply): (Box<dyn Job>, oneshot::Receiver<Result<T, StoreError>>),
+    ) -> Result<T, StoreError> {
         let sent = (self.inner.jobs.as_ref()).is_some_and(|tx| tx.send(job).is_ok());
         if !sent {
             return Err(stopped());
@@ -121,8 +143,12 @@ impl Store for EmbeddedStore {
         lease_for: Duration,
     ) -> Result<(Reservation, Option<SystemTime>), StoreError> {
         let (id, fingerprint) = (id.clone(), fingerprint.to_owned());
+        // A new lease is answered before its batch's sync (`writer`).
         let (reservation, expires_at) = self
-            .call(move |txn| ops::reserve(txn, &id, &fingerprint, lease_for))
+            .send(Task::job_answered_before_sync(
+                move |txn| ops::reserve(txn, &id, &fingerprint, lease_for),
+                |(reservation, _)| matches!(reservation, Reservation::Reserved(_)),
+            ))
             .await?;
         Ok((reservation, expires_at.map(codec::from_ms)))
     }
@@ -162,5 +188,52 @@ impl Store for EmbeddedStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         self.call(|txn| ops::ping(txn.conn)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_new_lease_is_answered_before_the_sync_and_a_failed_sync_stops_the_store() {
+        let dir =
+            std::env::temp_dir().join(format!("idemgate-embedded-sync-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let conn = schema::open_connection(&dir.join("store.db")).unwrap();
+        let failing: writer::SyncWal = Box::new(|| Err(std::io::Error::other("disk gone")));
+        let store = EmbeddedStore::start(conn, Arc::new(SystemTime::now), failing).unwrap();
+        let id = RecordId::new("charges", "", "k1");
+        let lease_for = Duration::from_secs(60);
+
+        // Answered between the commit and the (failing) sync.
+        let Reservation::Reserved(lease) = store.reserve(&id, "fp", lease_for).await.unwrap()
+        else {
+            panic!("a new key is reserved");
+        };
+        let response = StoredResponse {
+            status: 201,
+            headers: StoredResponse::header_list([("location", b"/v1/charges/1".as_slice())]),
+            body: bytes::Bytes::from_static(b"{}"),
+            body_omitted: false,
+        };
+        let completed = store.complete(&lease, &response, lease_for).await;
+        assert!(
+            matches!(&completed, Err(StoreError::Unavailable(m)) if m.contains("disk gone")),
+            "{completed:?}"
+        );
+        let later = store
+            .reserve(&RecordId::new("charges", "", "k2"), "fp", lease_for)
+            .await;
+        assert!(
+            matches!(later, Err(StoreError::Unavailable(_))),
+            "{later:?}"
+        );
+        assert!(
+            store.ping().await.is_err(),
+            "/readyz reports the store unready"
+        );
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

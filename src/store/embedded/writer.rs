@@ -2,6 +2,18 @@
 //! every queued job, runs them all in one write transaction and commits once,
 //! so N concurrent reservations cost one fsync instead of N.
 //!
+//! **Commit, then sync.** SQLite commits without syncing (`synchronous =
+//! NORMAL`: the commit is in the WAL, in the OS page cache, which a crash
+//! of this process does not lose) and this thread then syncs the WAL itself,
+//! once per batch that wrote. Between the two it answers the batch's new
+//! leases, so their requests go upstream while the disk syncs; every other
+//! answer (a stored completion above all) waits for the sync, as it would
+//! under `FULL`. A new lease only risks a power loss within that one sync,
+//! and a lease lost that way costs what a dead holder's lease costs anyway:
+//! a retry runs the request again (module doc of `embedded`). A sync that
+//! fails leaves the file's state on disk unknown, so that batch's waiting
+//! answers and every later job are refused (503) until a restart.
+//!
 //! **One write per job.** Every job makes at most one writing statement
 //! (`ops`: a reservation is one `INSERT`, or one `UPDATE` of a row it took
 //! over; a completion one `UPDATE`), and SQLite undoes a failed statement's
@@ -54,14 +66,18 @@ pub(super) trait Job: Send {
     /// `finish`; returns whether it succeeded.
     fn run(&mut self, txn: &mut Txn<'_>) -> bool;
     /// Sends the kept result, or `Unavailable(batch_error)` when the batch's
-    /// transaction did not commit.
+    /// transaction did not commit (or its sync failed).
     fn finish(self: Box<Self>, batch_error: Option<&str>);
+    /// Whether the kept result may be answered once committed, before the
+    /// batch's sync: only a new lease may (module doc).
+    fn answered_before_sync(&self) -> bool;
 }
 
 pub(super) struct Task<T, F> {
     work: Option<F>,
     result: Option<Result<T, StoreError>>,
     reply: oneshot::Sender<Result<T, StoreError>>,
+    before_sync: fn(&T) -> bool,
 }
 
 impl<T, F> Task<T, F>
@@ -69,12 +85,23 @@ where
     T: Send + 'static,
     F: FnOnce(&mut Txn<'_>) -> Result<T, StoreError> + Send + 'static,
 {
+    /// A job answered after its batch's sync.
     pub(super) fn job(work: F) -> (Box<dyn Job>, oneshot::Receiver<Result<T, StoreError>>) {
+        Self::job_answered_before_sync(work, |_| false)
+    }
+
+    /// A job whose successful result is answered before its batch's sync when
+    /// `before_sync` says so of it.
+    pub(super) fn job_answered_before_sync(
+        work: F,
+        before_sync: fn(&T) -> bool,
+    ) -> (Box<dyn Job>, oneshot::Receiver<Result<T, StoreError>>) {
         let (reply, rx) = oneshot::channel();
         let task = Task {
             work: Some(work),
             result: None,
             reply,
+            before_sync,
         };
         (Box::new(task), rx)
     }
@@ -95,6 +122,10 @@ where
         ok
     }
 
+    fn answered_before_sync(&self) -> bool {
+        matches!(&self.result, Some(Ok(value)) if (self.before_sync)(value))
+    }
+
     fn finish(self: Box<Self>, batch_error: Option<&str>) {
         let result = match (batch_error, self.result) {
             (None, Some(result)) => result,
@@ -106,9 +137,20 @@ where
     }
 }
 
+/// Makes what the WAL holds durable (`fdatasync` of the WAL file).
+pub(super) type SyncWal = Box<dyn FnMut() -> std::io::Result<()> + Send>;
+
 /// The writer thread's body; returns (closing the connection) once every
 /// sender is dropped.
-pub(super) fn run(conn: Connection, jobs: Receiver<Box<dyn Job>>, clock: Clock, replies: Replies) {
+pub(super) fn run(
+    conn: Connection,
+    jobs: Receiver<Box<dyn Job>>,
+    clock: Clock,
+    replies: Replies,
+    mut sync_wal: SyncWal,
+) {
+    // Set by a failed sync, for good (module doc).
+    let mut broken: Option<String> = None;
     while let Ok(first) = jobs.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -117,12 +159,40 @@ pub(super) fn run(conn: Connection, jobs: Receiver<Box<dyn Job>>, clock: Clock, 
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
             }
         }
-        let outcome = execute(&conn, &mut batch, &clock);
-        let error = outcome.err().map(|e| format!("sqlite: {e}"));
-        if let Some(err) = &error {
-            tracing::error!(error = %err, jobs = batch.len(), "store transaction failed");
+        if let Some(err) = &broken {
+            replies.send(batch, Some(err.clone()));
+            continue;
         }
-        replies.send(batch, error);
+        let changes_before = conn.total_changes();
+        if let Err(e) = execute(&conn, &mut batch, &clock) {
+            let err = format!("sqlite: {e}");
+            tracing::error!(error = %err, jobs = batch.len(), "store transaction failed");
+            replies.send(batch, Some(err));
+            continue;
+        }
+        // A batch that only read has nothing to sync.
+        if conn.total_changes() == changes_before {
+            replies.send(batch, None);
+            continue;
+        }
+        let (leases, rest): (Vec<_>, Vec<_>) = batch
+            .into_iter()
+            .partition(|job| job.answered_before_sync());
+        if !leases.is_empty() {
+            replies.send(leases, None);
+        }
+        let error = sync_wal().err().map(|e| {
+            let err = format!(
+                "syncing the store's WAL failed ({e}); what it holds on disk is unknown, \
+                 so the store refuses every operation until idemgate restarts"
+            );
+            tracing::error!(error = %err, "store sync failed");
+            broken = Some(err.clone());
+            err
+        });
+        if !rest.is_empty() {
+            replies.send(rest, error);
+        }
     }
 }
 
@@ -201,6 +271,8 @@ fn abort(message: &str) -> rusqlite::Error {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
     use super::*;
 
     fn unavailable(e: rusqlite::Error) -> StoreError {
@@ -266,7 +338,13 @@ mod tests {
         tx.send(job).unwrap();
         drop(tx);
 
-        run(conn, rx, Arc::new(SystemTime::now), Replies::start());
+        run(
+            conn,
+            rx,
+            Arc::new(SystemTime::now),
+            Replies::start(),
+            no_sync(),
+        );
         for (v, reply) in replies.into_iter().enumerate() {
             assert_eq!(reply.blocking_recv().unwrap().unwrap(), v as i64);
         }
@@ -277,6 +355,135 @@ mod tests {
         assert_eq!(seen.blocking_recv().unwrap().unwrap(), (10, 0));
         let after = Connection::open(&path).unwrap();
         assert_eq!(count(&after).unwrap(), 10);
+    }
+
+    fn no_sync() -> SyncWal {
+        Box::new(|| Ok(()))
+    }
+
+    type Reply<T> = Arc<Mutex<oneshot::Receiver<Result<T, StoreError>>>>;
+
+    fn shared<T>(reply: oneshot::Receiver<Result<T, StoreError>>) -> Reply<T> {
+        Arc::new(Mutex::new(reply))
+    }
+
+    fn answered<T>(reply: &Reply<T>) -> Option<Result<T, StoreError>> {
+        reply.lock().unwrap().try_recv().ok()
+    }
+
+    #[test]
+    fn a_new_lease_is_answered_before_the_sync_and_everything_else_after_it() {
+        let (_dir, _path, conn) = open("before-sync.db");
+        let (tx, rx) = std::sync::mpsc::channel::<Box<dyn Job>>();
+        let (job, lease) = Task::job_answered_before_sync(insert(1), |_| true);
+        tx.send(job).unwrap();
+        let (job, completion) = Task::job(insert(2));
+        tx.send(job).unwrap();
+        drop(tx);
+        let (lease, completion) = (shared(lease), shared(completion));
+        let at_sync = Arc::new(Mutex::new(Vec::new()));
+        let sync: SyncWal = Box::new({
+            let (lease, completion, at_sync) = (lease.clone(), completion.clone(), at_sync.clone());
+            move || {
+                let seen = (answered(&lease), answered(&completion).is_some());
+                at_sync.lock().unwrap().push(seen);
+                Ok(())
+            }
+        });
+
+        run(conn, rx, Arc::new(SystemTime::now), Replies::start(), sync);
+        let at_sync = at_sync.lock().unwrap();
+        assert_eq!(at_sync.len(), 1, "one sync for the batch");
+        assert!(
+            matches!(at_sync[0], (Some(Ok(1)), false)),
+            "{:?}",
+            at_sync[0]
+        );
+        assert!(matches!(answered(&completion), Some(Ok(2))));
+    }
+
+    #[test]
+    fn a_failed_sync_refuses_its_batch_and_every_later_job() {
+        let (_dir, path, conn) = open("sync-failed.db");
+        let (tx, rx) = std::sync::mpsc::channel::<Box<dyn Job>>();
+        let (job, lease) = Task::job_answered_before_sync(insert(1), |_| true);
+        tx.send(job).unwrap();
+        let (job, completion) = Task::job(insert(2));
+        tx.send(job).unwrap();
+        // The sync fails, and queues one more job for a later batch.
+        let later = Arc::new(Mutex::new(None));
+        let sync: SyncWal = Box::new({
+            let (mut tx, later) = (Some(tx), later.clone());
+            move || {
+                if let Some(tx) = tx.take() {
+                    let (job, reply) = Task::job(insert(3));
+                    tx.send(job).unwrap();
+                    *later.lock().unwrap() = Some(reply);
+                }
+                Err(std::io::Error::other("disk gone"))
+            }
+        });
+
+        run(conn, rx, Arc::new(SystemTime::now), Replies::start(), sync);
+        assert!(matches!(lease.blocking_recv().unwrap(), Ok(1)));
+        for reply in [
+            completion.blocking_recv().unwrap(),
+            later
+                .lock()
+                .unwrap()
+                .take()
+                .unwrap()
+                .blocking_recv()
+                .unwrap(),
+        ] {
+            let Err(StoreError::Unavailable(message)) = reply else {
+                panic!("{reply:?}");
+            };
+            assert!(message.contains("disk gone"), "{message}");
+        }
+        let after = Connection::open(&path).unwrap();
+        assert_eq!(count(&after).unwrap(), 2, "the later job never ran");
+    }
+
+    #[test]
+    fn a_batch_that_only_read_is_not_synced() {
+        let syncs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counting = || -> SyncWal {
+            let syncs = syncs.clone();
+            Box::new(move || {
+                syncs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Ok(())
+            })
+        };
+        let (_dir, _path, conn) = open("read-only.db");
+        let (tx, rx) = std::sync::mpsc::channel::<Box<dyn Job>>();
+        let (job, read) = Task::job(|txn: &mut Txn<'_>| count(txn.conn));
+        tx.send(job).unwrap();
+        drop(tx);
+        run(
+            conn,
+            rx,
+            Arc::new(SystemTime::now),
+            Replies::start(),
+            counting(),
+        );
+        assert!(matches!(read.blocking_recv().unwrap(), Ok(0)));
+        assert_eq!(syncs.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+        let (_dir, _path, conn) = open("written.db");
+        let (tx, rx) = std::sync::mpsc::channel::<Box<dyn Job>>();
+        let (job, written) = Task::job(insert(1));
+        tx.send(job).unwrap();
+        drop(tx);
+        run(
+            conn,
+            rx,
+            Arc::new(SystemTime::now),
+            Replies::start(),
+            counting(),
+        );
+        assert!(matches!(written.blocking_recv().unwrap(), Ok(1)));
+        assert_eq!(syncs.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[test]
@@ -292,7 +499,13 @@ mod tests {
         tx.send(job).unwrap();
         drop(tx);
 
-        run(conn, rx, Arc::new(SystemTime::now), Replies::start());
+        run(
+            conn,
+            rx,
+            Arc::new(SystemTime::now),
+            Replies::start(),
+            no_sync(),
+        );
         for reply in [
             innocent.blocking_recv().unwrap().map(|_| ()),
             culprit.blocking_recv().unwrap(),
