@@ -455,35 +455,33 @@ mod tests {
                 Ok(())
             })
         };
-        let (_dir, _path, conn) = open("read-only.db");
-        let (tx, rx) = std::sync::mpsc::channel::<Box<dyn Job>>();
-        let (job, read) = Task::job(|txn: &mut Txn<'_>| count(txn.conn));
-        tx.send(job).unwrap();
-        drop(tx);
-        run(
-            conn,
-            rx,
-            Arc::new(SystemTime::now),
-            Replies::start(),
+        let read = run_one(
+            "read-only.db",
+            |txn: &mut Txn<'_>| count(txn.conn),
             counting(),
         );
-        assert!(matches!(read.blocking_recv().unwrap(), Ok(0)));
+        assert!(matches!(read, Ok(0)));
         assert_eq!(syncs.load(std::sync::atomic::Ordering::SeqCst), 0);
+        assert!(matches!(
+            run_one("written.db", insert(1), counting()),
+            Ok(1)
+        ));
+        assert_eq!(syncs.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
 
-        let (_dir, _path, conn) = open("written.db");
+    /// Runs one job alone through a writer on a fresh file `name`.
+    fn run_one<T, F>(name: &str, work: F, sync: SyncWal) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Txn<'_>) -> Result<T, StoreError> + Send + 'static,
+    {
+        let (_dir, _path, conn) = open(name);
         let (tx, rx) = std::sync::mpsc::channel::<Box<dyn Job>>();
-        let (job, written) = Task::job(insert(1));
+        let (job, reply) = Task::job(work);
         tx.send(job).unwrap();
         drop(tx);
-        run(
-            conn,
-            rx,
-            Arc::new(SystemTime::now),
-            Replies::start(),
-            counting(),
-        );
-        assert!(matches!(written.blocking_recv().unwrap(), Ok(1)));
-        assert_eq!(syncs.load(std::sync::atomic::Ordering::SeqCst), 1);
+        run(conn, rx, Arc::new(SystemTime::now), Replies::start(), sync);
+        reply.blocking_recv().unwrap()
     }
 
     #[test]
