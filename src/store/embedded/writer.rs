@@ -338,13 +338,7 @@ mod tests {
         tx.send(job).unwrap();
         drop(tx);
 
-        run(
-            conn,
-            rx,
-            Arc::new(SystemTime::now),
-            Replies::start(),
-            no_sync(),
-        );
+        run_writer(conn, rx, no_sync());
         for (v, reply) in replies.into_iter().enumerate() {
             assert_eq!(reply.blocking_recv().unwrap().unwrap(), v as i64);
         }
@@ -357,13 +351,25 @@ mod tests {
         assert_eq!(count(&after).unwrap(), 10);
     }
 
+    /// The writer thread's body on this thread, answering from it too (no
+    /// runtime), until every sender of `jobs` is dropped.
+    fn run_writer(conn: Connection, jobs: Receiver<Box<dyn Job>>, sync: SyncWal) {
+        run(
+            conn,
+            jobs,
+            Arc::new(SystemTime::now),
+            Replies::start(),
+            sync,
+        );
+    }
+
     fn no_sync() -> SyncWal {
         Box::new(|| Ok(()))
     }
 
-    type Reply<T> = Arc<Mutex<oneshot::Receiver<Result<T, StoreError>>>>;
+    type Reply<T> = Arc<Mutex<Pending<T>>>;
 
-    fn shared<T>(reply: oneshot::Receiver<Result<T, StoreError>>) -> Reply<T> {
+    fn shared<T>(reply: Pending<T>) -> Reply<T> {
         Arc::new(Mutex::new(reply))
     }
 
@@ -371,14 +377,25 @@ mod tests {
         reply.lock().unwrap().try_recv().ok()
     }
 
-    #[test]
-    fn a_new_lease_is_answered_before_the_sync_and_everything_else_after_it() {
-        let (_dir, _path, conn) = open("before-sync.db");
-        let (tx, rx) = std::sync::mpsc::channel::<Box<dyn Job>>();
+    type Pending<T> = oneshot::Receiver<Result<T, StoreError>>;
+
+    /// Queues a job answered before the sync, as a new lease is (it inserts
+    /// 1), and one answered after it (it inserts 2).
+    fn queue_lease_and_completion(
+        tx: &std::sync::mpsc::Sender<Box<dyn Job>>,
+    ) -> (Pending<i64>, Pending<i64>) {
         let (job, lease) = Task::job_answered_before_sync(insert(1), |_| true);
         tx.send(job).unwrap();
         let (job, completion) = Task::job(insert(2));
         tx.send(job).unwrap();
+        (lease, completion)
+    }
+
+    #[test]
+    fn a_new_lease_is_answered_before_the_sync_and_everything_else_after_it() {
+        let (_dir, _path, conn) = open("before-sync.db");
+        let (tx, rx) = std::sync::mpsc::channel::<Box<dyn Job>>();
+        let (lease, completion) = queue_lease_and_completion(&tx);
         drop(tx);
         let (lease, completion) = (shared(lease), shared(completion));
         let at_sync = Arc::new(Mutex::new(Vec::new()));
@@ -391,7 +408,7 @@ mod tests {
             }
         });
 
-        run(conn, rx, Arc::new(SystemTime::now), Replies::start(), sync);
+        run_writer(conn, rx, sync);
         let at_sync = at_sync.lock().unwrap();
         assert_eq!(at_sync.len(), 1, "one sync for the batch");
         assert!(
@@ -406,10 +423,7 @@ mod tests {
     fn a_failed_sync_refuses_its_batch_and_every_later_job() {
         let (_dir, path, conn) = open("sync-failed.db");
         let (tx, rx) = std::sync::mpsc::channel::<Box<dyn Job>>();
-        let (job, lease) = Task::job_answered_before_sync(insert(1), |_| true);
-        tx.send(job).unwrap();
-        let (job, completion) = Task::job(insert(2));
-        tx.send(job).unwrap();
+        let (lease, completion) = queue_lease_and_completion(&tx);
         // The sync fails, and queues one more job for a later batch.
         let later = Arc::new(Mutex::new(None));
         let sync: SyncWal = Box::new({
@@ -424,7 +438,7 @@ mod tests {
             }
         });
 
-        run(conn, rx, Arc::new(SystemTime::now), Replies::start(), sync);
+        run_writer(conn, rx, sync);
         assert!(matches!(lease.blocking_recv().unwrap(), Ok(1)));
         for reply in [
             completion.blocking_recv().unwrap(),
@@ -480,7 +494,7 @@ mod tests {
         let (job, reply) = Task::job(work);
         tx.send(job).unwrap();
         drop(tx);
-        run(conn, rx, Arc::new(SystemTime::now), Replies::start(), sync);
+        run_writer(conn, rx, sync);
         reply.blocking_recv().unwrap()
     }
 
@@ -497,13 +511,7 @@ mod tests {
         tx.send(job).unwrap();
         drop(tx);
 
-        run(
-            conn,
-            rx,
-            Arc::new(SystemTime::now),
-            Replies::start(),
-            no_sync(),
-        );
+        run_writer(conn, rx, no_sync());
         for reply in [
             innocent.blocking_recv().unwrap().map(|_| ()),
             culprit.blocking_recv().unwrap(),
