@@ -101,11 +101,17 @@ struct Setup {
 }
 
 async fn setup(name: &str) -> Setup {
+    setup_with_store(name, "").await
+}
+
+/// `setup`, with `store_fields` added to `[store]`.
+async fn setup_with_store(name: &str, store_fields: &str) -> Setup {
     let dir = TestDir::new(name);
     let upstream = MockUpstream::start().await;
     let (broken, broken_count) = common::upstream::start_resetting().await;
     let down = common::gateway::free_port();
     let config = CONFIG
+        .replace("[store]\n", &format!("[store]\n{store_fields}\n"))
         .replace("{broken}", &format!("http://{broken}"))
         .replace("{down}", &format!("http://{down}"));
     let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
@@ -619,6 +625,33 @@ async fn answers_survive_sigkill_and_a_lease_of_a_dead_gateway_is_taken_over() {
         .await;
     assert_same_answer(&rerun, &replay);
     assert_eq!(s.upstream.executions("doomed"), 2);
+}
+
+#[tokio::test]
+async fn with_process_crash_durability_answers_committed_just_before_a_sigkill_replay() {
+    let mut s = setup_with_store("crash-unsynced", "durability = \"process_crash\"").await;
+    let client = s.gateway.client();
+    // Answered at their commit; the kill follows at once, before most of
+    // them can have been synced to the disk.
+    let answers = futures_util::future::join_all((0..40).map(|n| {
+        let client = client.clone();
+        async move {
+            client
+                .post("/v1/charges", Some(&format!("unsynced-{n}")), "{}")
+                .await
+        }
+    }))
+    .await;
+    s.gateway.kill();
+    s.gateway.restart();
+    let client = s.gateway.client();
+    for (n, answer) in answers.iter().enumerate() {
+        assert_eq!(answer.status, 201, "{}", answer.text());
+        let key = format!("unsynced-{n}");
+        let replay = client.post("/v1/charges", Some(&key), "{}").await;
+        assert_same_answer(answer, &replay);
+        assert_eq!(s.upstream.executions(&key), 1, "{key}");
+    }
 }
 
 #[tokio::test]

@@ -65,6 +65,7 @@ pub struct AdminFile {
 pub struct StoreFile {
     pub backend: Option<Text>,
     pub path: Option<Text>,
+    pub durability: Option<Text>,
     pub url: Option<Text>,
     pub url_env: Option<Text>,
     pub pool_size: Option<Int>,

@@ -63,10 +63,36 @@ pub enum StoreConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub struct EmbeddedStoreConfig {
     pub path: PathBuf,
+    /// What an acknowledged answer survives.
+    pub durability: Durability,
     /// How often expired records are deleted in the background.
     pub sweep_interval: Duration,
     /// At most this many records are deleted per sweep batch.
     pub sweep_batch: u32,
+}
+
+/// What an answer of the embedded store survives once it is acknowledged
+/// (`store.durability`). Either way the file stays consistent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Synced to the disk first (`fdatasync`): survives a power loss or a
+    /// kernel panic too.
+    #[default]
+    PowerLoss,
+    /// Handed to the operating system first, not synced: survives the
+    /// gateway's own crash; a power loss or kernel panic can lose the last
+    /// moments' answers.
+    ProcessCrash,
+}
+
+impl Durability {
+    /// As written in the config file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Durability::PowerLoss => "power_loss",
+            Durability::ProcessCrash => "process_crash",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -9,7 +9,7 @@ use super::{
 
 /// Memory for copies of replayed answers in front of every backend.
 const REPLAY_CACHE_BYTES: usize = 8 * 1024 * 1024;
-use crate::config::StoreConfig;
+use crate::config::{Durability, StoreConfig};
 use crate::metrics::Metrics;
 
 /// Opens the configured backend. Postgres applies pending migrations first
@@ -102,11 +102,20 @@ async fn open_embedded(config: &StoreConfig) -> Result<EmbeddedStore, StoreError
     let StoreConfig::Embedded(embedded) = config else {
         return Err(StoreError::Unavailable("not an embedded store".into()));
     };
-    let path = embedded.path.clone();
+    let (path, durability) = (embedded.path.clone(), embedded.durability);
+    if durability == Durability::ProcessCrash {
+        tracing::info!(
+            path = %path.display(),
+            "embedded store: durability = \"process_crash\": answers are acknowledged \
+             before they are synced; a power loss or kernel panic can lose the last ones"
+        );
+    }
     // Opening creates the file and runs the schema: blocking work.
-    tokio::task::spawn_blocking(move || EmbeddedStore::open(&path))
-        .await
-        .map_err(|err| StoreError::Unavailable(format!("opening the store: {err}")))?
+    tokio::task::spawn_blocking(move || {
+        EmbeddedStore::open_with(&path, durability, Arc::new(std::time::SystemTime::now))
+    })
+    .await
+    .map_err(|err| StoreError::Unavailable(format!("opening the store: {err}")))?
 }
 
 /// (interval, batch) of the background sweeper for the configured backend.

@@ -8,7 +8,9 @@ use super::context::Ctx;
 use super::names;
 use super::server::{env_name, positive_count, positive_duration};
 use crate::config::file::{RedisFile, StoreFile};
-use crate::config::{EmbeddedStoreConfig, PostgresStoreConfig, RedisConfig, StoreConfig};
+use crate::config::{
+    Durability, EmbeddedStoreConfig, PostgresStoreConfig, RedisConfig, StoreConfig,
+};
 
 pub fn store(ctx: &mut Ctx<'_>, file: &StoreFile) -> StoreConfig {
     let backend = file
@@ -26,12 +28,15 @@ pub fn store(ctx: &mut Ctx<'_>, file: &StoreFile) -> StoreConfig {
     });
     match backend {
         "postgres" => {
-            only_for(
-                ctx,
-                "store.path",
-                file.path.as_ref().map(Spanned::span),
-                "embedded",
-            );
+            for (field, span) in [
+                ("store.path", file.path.as_ref().map(Spanned::span)),
+                (
+                    "store.durability",
+                    file.durability.as_ref().map(Spanned::span),
+                ),
+            ] {
+                only_for(ctx, field, span, "embedded");
+            }
             StoreConfig::Postgres(postgres(ctx, file, sweep_interval, sweep_batch))
         }
         other => {
@@ -71,8 +76,21 @@ pub fn store(ctx: &mut Ctx<'_>, file: &StoreFile) -> StoreConfig {
                 "data/idemgate.db".into(),
                 |p| names::file_path(p),
             );
+            let durability = ctx.value(
+                file.durability.as_ref(),
+                "store.durability",
+                Durability::PowerLoss,
+                |d| match d.as_str() {
+                    "power_loss" => Ok(Durability::PowerLoss),
+                    "process_crash" => Ok(Durability::ProcessCrash),
+                    other => Err(format!(
+                        "{other:?} is not \"power_loss\" or \"process_crash\""
+                    )),
+                },
+            );
             StoreConfig::Embedded(EmbeddedStoreConfig {
                 path,
+                durability,
                 sweep_interval,
                 sweep_batch,
             })

@@ -4,8 +4,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::config::{
-    ConfigErrors, FingerprintPart, InFlightMode, KeySource, ScopePart, StoreConfig, StoreErrorMode,
-    describe, parse,
+    ConfigErrors, Durability, FingerprintPart, InFlightMode, KeySource, ScopePart, StoreConfig,
+    StoreErrorMode, describe, parse,
 };
 
 const MINIMAL: &str = r#"
@@ -67,6 +67,7 @@ fn store_admin_upstream_defaults() {
     assert_eq!(store.path, Path::new("data/idemgate.db"));
     assert_eq!(store.sweep_interval, Duration::from_secs(60));
     assert_eq!(store.sweep_batch, 1000);
+    assert_eq!(store.durability, Durability::PowerLoss);
     assert_eq!(config.admin.token_env, None);
     assert_eq!(config.admin.token, None);
     let api = &config.upstreams["api"];
@@ -168,6 +169,30 @@ fn redis_url_env_and_default_prefix() {
     assert_eq!(
         errors,
         ["t.toml:5:11: store.redis.url_env: environment variable R is not set or empty"]
+    );
+}
+
+#[test]
+fn embedded_durability_is_chosen_by_name_and_only_for_the_embedded_store() {
+    let text = format!("[store]\ndurability = \"process_crash\"\n{MINIMAL}");
+    let StoreConfig::Embedded(store) = ok(&text).store else {
+        panic!("embedded store expected");
+    };
+    assert_eq!(store.durability, Durability::ProcessCrash);
+
+    let text = format!("[store]\ndurability = \"fsync\"\n{MINIMAL}");
+    single(
+        &text,
+        "t.toml:2:14: store.durability:",
+        "\"fsync\" is not \"power_loss\" or \"process_crash\"",
+    );
+    let text = format!(
+        "[store]\nbackend = \"postgres\"\nurl = \"postgres://h/db\"\ndurability = \"power_loss\"\n{MINIMAL}"
+    );
+    single(
+        &text,
+        "t.toml:4:14: store.durability:",
+        "only allowed with backend = \"embedded\"",
     );
 }
 

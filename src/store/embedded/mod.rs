@@ -7,24 +7,33 @@
 //! fsync. The batch's replies go back to the runtime together (`replies`).
 //! The thread exits, closing the file, when the last handle drops.
 //!
-//! **Durability.** WAL journal, every batch's commit synced (`fdatasync`)
-//! before its answers leave the thread, so an answer the gateway reported as
-//! stored survives a process crash *and* a power loss or kernel panic: a
-//! lost completion would mean a retried request runs a second time, the one
-//! thing this store exists to prevent. Group commit amortises the sync
-//! across every concurrent request. One exception, for speed: a new lease is
-//! answered once committed, before that sync (`writer`), so its request is
-//! forwarded while the disk syncs. Its lease then survives a process crash
-//! at once and a power loss one sync later. Should the power fail within
-//! that sync, the key has no record after the reboot and a retry runs the
-//! request again at once; with the lease on disk it would have run again
-//! too, once the lease expired (a dead holder's key is taken over).
+//! **Durability** (`Durability::PowerLoss`, the default). WAL journal,
+//! every batch's commit synced (`fdatasync`) before its answers leave the
+//! thread, so an answer the gateway reported as stored survives a process
+//! crash *and* a power loss or kernel panic: a lost completion would mean a
+//! retried request runs a second time, the one thing this store exists to
+//! prevent. Group commit amortises the sync across every concurrent request.
+//! One exception, for speed: a new lease is answered once committed, before
+//! that sync (`writer`), so its request is forwarded while the disk syncs.
+//! Its lease then survives a process crash at once and a power loss one sync
+//! later. Should the power fail within that sync, the key has no record
+//! after the reboot and a retry runs the request again at once; with the
+//! lease on disk it would have run again too, once the lease expired (a dead
+//! holder's key is taken over).
+//!
+//! `Durability::ProcessCrash` (chosen by the operator): every answer leaves
+//! once committed, in the OS page cache, which the gateway's own crash does
+//! not lose, and a thread syncs the WAL behind the writer within
+//! `background_sync::INTERVAL`. A power loss never corrupts the file; it can
+//! lose the answers of that last interval, and a retry of those keys then
+//! runs again.
 //!
 //! **Encoding.** Instants are unix milliseconds; headers use a compact
 //! length-prefixed binary layout (see `codec`) so byte values round-trip
 //! exactly. Fencing tokens come from one store-wide sequence, so a token is
 //! never reused for a record id even after its row was released or purged.
 
+mod background_sync;
 pub(crate) mod codec;
 mod ops;
 mod replies;
@@ -41,12 +50,14 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use tokio::sync::oneshot;
 
+pub use crate::config::Durability;
 pub use schema::SCHEMA_VERSION;
 pub use writer::Clock;
 
 use super::{Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse};
+use background_sync::BackgroundSync;
 use replies::Replies;
-use writer::{Job, Task, Txn};
+use writer::{Job, Syncing, Task, Txn};
 
 /// A handle on the store; clones share one writer thread.
 #[derive(Clone)]
@@ -60,29 +71,45 @@ struct Inner {
 }
 
 impl EmbeddedStore {
-    /// Opens (creating if needed) the store file and its parent directories.
-    /// Refuses a file whose schema is newer than this binary's.
+    /// Opens (creating if needed) the store file and its parent directories,
+    /// every answer synced before it is acknowledged. Refuses a file whose
+    /// schema is newer than this binary's.
     pub fn open(path: &Path) -> Result<EmbeddedStore, StoreError> {
-        Self::open_with_clock(path, Arc::new(SystemTime::now))
+        Self::open_with(path, Durability::PowerLoss, Arc::new(SystemTime::now))
     }
 
     /// As `open`, with an injected clock (tests of expiry and retention).
     pub fn open_with_clock(path: &Path, clock: Clock) -> Result<EmbeddedStore, StoreError> {
+        Self::open_with(path, Durability::PowerLoss, clock)
+    }
+
+    /// As `open`, with the chosen durability and clock.
+    pub fn open_with(
+        path: &Path,
+        durability: Durability,
+        clock: Clock,
+    ) -> Result<EmbeddedStore, StoreError> {
         let conn = schema::open_connection(path)?;
         let sync_wal = schema::sync_wal(path)?;
-        Self::start(conn, clock, sync_wal)
+        let syncing = match durability {
+            Durability::PowerLoss => Syncing::BeforeAnswers(sync_wal),
+            Durability::ProcessCrash => {
+                Syncing::Behind(BackgroundSync::start(sync_wal, background_sync::INTERVAL)?)
+            }
+        };
+        Self::start(conn, clock, syncing)
     }
 
     fn start(
         conn: rusqlite::Connection,
         clock: Clock,
-        sync_wal: writer::SyncWal,
+        syncing: Syncing,
     ) -> Result<EmbeddedStore, StoreError> {
         let (tx, rx) = mpsc::channel::<Box<dyn Job>>();
         let replies = Replies::start();
         let thread = std::thread::Builder::new()
             .name("idemgate-store".into())
-            .spawn(move || writer::run(conn, rx, clock, replies, sync_wal))
+            .spawn(move || writer::run(conn, rx, clock, replies, syncing))
             .map_err(|e| StoreError::Unavailable(format!("starting the store thread: {e}")))?;
         Ok(EmbeddedStore {
             inner: Arc::new(Inner {
@@ -202,7 +229,12 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let conn = schema::open_connection(&dir.join("store.db")).unwrap();
         let failing: writer::SyncWal = Box::new(|| Err(std::io::Error::other("disk gone")));
-        let store = EmbeddedStore::start(conn, Arc::new(SystemTime::now), failing).unwrap();
+        let store = EmbeddedStore::start(
+            conn,
+            Arc::new(SystemTime::now),
+            Syncing::BeforeAnswers(failing),
+        )
+        .unwrap();
         let id = RecordId::new("charges", "", "k1");
         let lease_for = Duration::from_secs(60);
 
@@ -211,13 +243,7 @@ mod tests {
         else {
             panic!("a new key is reserved");
         };
-        let response = StoredResponse {
-            status: 201,
-            headers: StoredResponse::header_list([("location", b"/v1/charges/1".as_slice())]),
-            body: bytes::Bytes::from_static(b"{}"),
-            body_omitted: false,
-        };
-        let completed = store.complete(&lease, &response, lease_for).await;
+        let completed = store.complete(&lease, &answer(), lease_for).await;
         assert!(
             matches!(&completed, Err(StoreError::Unavailable(m)) if m.contains("disk gone")),
             "{completed:?}"
@@ -229,6 +255,122 @@ mod tests {
             matches!(later, Err(StoreError::Unavailable(_))),
             "{later:?}"
         );
+        assert!(
+            store.ping().await.is_err(),
+            "/readyz reports the store unready"
+        );
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn answer() -> StoredResponse {
+        StoredResponse {
+            status: 201,
+            headers: StoredResponse::header_list([("location", b"/v1/charges/1".as_slice())]),
+            body: bytes::Bytes::from_static(b"{}"),
+            body_omitted: false,
+        }
+    }
+
+    /// A store on a fresh file in `dir`, syncing behind the writer with `sync`.
+    fn synced_behind(dir: &std::path::Path, sync: writer::SyncWal) -> EmbeddedStore {
+        let _ = std::fs::remove_dir_all(dir);
+        let conn = schema::open_connection(&dir.join("store.db")).unwrap();
+        let background = BackgroundSync::start(sync, Duration::from_millis(5)).unwrap();
+        EmbeddedStore::start(conn, Arc::new(SystemTime::now), Syncing::Behind(background)).unwrap()
+    }
+
+    #[tokio::test]
+    async fn process_crash_durability_answers_at_the_commit_and_syncs_behind_it() {
+        let dir =
+            std::env::temp_dir().join(format!("idemgate-embedded-behind-{}", std::process::id()));
+        // The sync blocks until the test lets it through.
+        let (release, gate) = std::sync::mpsc::channel::<()>();
+        let synced = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let sync: writer::SyncWal = Box::new({
+            let synced = synced.clone();
+            move || {
+                let _ = gate.recv();
+                synced.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Ok(())
+            }
+        });
+        let store = synced_behind(&dir, sync);
+        let id = RecordId::new("charges", "", "k1");
+        let lease_for = Duration::from_secs(60);
+
+        // Both answered while the sync of the first is still held up (a
+        // store that waited for it would hit the timeout, not hang).
+        let answered = tokio::time::timeout(Duration::from_secs(5), async {
+            let Reservation::Reserved(lease) = store.reserve(&id, "fp", lease_for).await? else {
+                panic!("a new key is reserved");
+            };
+            store.complete(&lease, &answer(), lease_for).await
+        })
+        .await;
+        assert!(
+            matches!(answered, Ok(Ok(()))),
+            "answered before the sync: {answered:?}"
+        );
+        assert_eq!(synced.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+        release.send(()).unwrap();
+        for _ in 0..200 {
+            if synced.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            synced.load(std::sync::atomic::Ordering::SeqCst) > 0,
+            "the WAL was synced behind"
+        );
+        drop(release);
+        drop(store);
+
+        let reopened = EmbeddedStore::open(&dir.join("store.db")).unwrap();
+        let again = reopened.reserve(&id, "fp", lease_for).await.unwrap();
+        assert!(
+            matches!(&again, Reservation::Completed(stored) if stored.status == 201),
+            "{again:?}"
+        );
+        drop(reopened);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn a_failed_background_sync_stops_the_store() {
+        let dir = std::env::temp_dir().join(format!(
+            "idemgate-embedded-behind-fails-{}",
+            std::process::id()
+        ));
+        let failing: writer::SyncWal = Box::new(|| Err(std::io::Error::other("disk gone")));
+        let store = synced_behind(&dir, failing);
+        let lease_for = Duration::from_secs(60);
+        let first = store
+            .reserve(&RecordId::new("charges", "", "k1"), "fp", lease_for)
+            .await;
+        assert!(
+            matches!(first, Ok(Reservation::Reserved(_))),
+            "answered at its commit: {first:?}"
+        );
+        let mut refused = None;
+        for n in 0..200 {
+            let later = store
+                .reserve(
+                    &RecordId::new("charges", "", format!("k{}", n + 2).as_str()),
+                    "fp",
+                    lease_for,
+                )
+                .await;
+            if let Err(StoreError::Unavailable(message)) = later {
+                refused = Some(message);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let refused = refused.expect("the store refuses operations after a failed sync");
+        assert!(refused.contains("disk gone"), "{refused}");
         assert!(
             store.ping().await.is_err(),
             "/readyz reports the store unready"

@@ -1,0 +1,103 @@
+//! `Durability::ProcessCrash`: the WAL synced behind the writer, not before
+//! its answers leave.
+//!
+//! The writer answers a batch once it is committed (in the OS page cache)
+//! and tells this thread there is something to sync. The thread syncs the
+//! WAL, then rests `INTERVAL` before it looks again, so a power loss loses
+//! at most the answers of the last interval and a sync (never the file:
+//! SQLite's `synchronous = NORMAL` still syncs around every checkpoint).
+//! Keeping the WAL synced also keeps those checkpoint syncs short: without
+//! this thread, each one wrote megabytes of WAL while the writer, and every
+//! request waiting on it, stood still (bench/README (bb)). An idle store
+//! is not synced at all.
+//!
+//! A failed sync leaves what is on disk unknown, as in the default mode:
+//! the writer then refuses every operation until idemgate restarts.
+
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::writer::SyncWal;
+use crate::store::StoreError;
+
+/// The longest an acknowledged answer waits, under load, for its sync.
+pub(super) const INTERVAL: Duration = Duration::from_millis(20);
+
+/// The writer's side of the syncing thread; dropping it syncs what is left
+/// and ends the thread.
+pub(super) struct BackgroundSync {
+    dirty: Option<SyncSender<()>>,
+    failed: Arc<Mutex<Option<String>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl BackgroundSync {
+    pub(super) fn start(sync_wal: SyncWal, interval: Duration) -> Result<Self, StoreError> {
+        // One pending signal is enough: the sync takes whatever is there.
+        let (dirty, signals) = mpsc::sync_channel(1);
+        let failed = Arc::new(Mutex::new(None));
+        let thread = std::thread::Builder::new()
+            .name("idemgate-sync".into())
+            .spawn({
+                let failed = failed.clone();
+                move || run(sync_wal, &signals, &failed, interval)
+            })
+            .map_err(|e| StoreError::Unavailable(format!("starting the sync thread: {e}")))?;
+        Ok(BackgroundSync {
+            dirty: Some(dirty),
+            failed,
+            thread: Some(thread),
+        })
+    }
+
+    /// A batch wrote to the WAL: sync it soon.
+    pub(super) fn committed(&self) {
+        // Full: a sync is already due. Disconnected: the thread stopped after
+        // a failed sync, which `failure` reports.
+        if let Some(dirty) = &self.dirty {
+            let _ = dirty.try_send(());
+        }
+    }
+
+    /// Why the last sync failed, once one has.
+    pub(super) fn failure(&self) -> Option<String> {
+        self.failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl Drop for BackgroundSync {
+    fn drop(&mut self) {
+        self.dirty.take();
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            tracing::error!("the store's sync thread panicked");
+        }
+    }
+}
+
+fn run(
+    mut sync_wal: SyncWal,
+    signals: &Receiver<()>,
+    failed: &Mutex<Option<String>>,
+    interval: Duration,
+) {
+    // Ends once the writer has gone and its last signal was taken.
+    while signals.recv().is_ok() {
+        if let Err(e) = sync_wal() {
+            let err = format!(
+                "syncing the store's WAL failed ({e}); what it holds on disk is unknown, \
+                 so the store refuses every operation until idemgate restarts"
+            );
+            tracing::error!(error = %err, "store sync failed");
+            *failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(err);
+            return;
+        }
+        std::thread::sleep(interval);
+    }
+}
