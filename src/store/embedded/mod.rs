@@ -222,12 +222,32 @@ impl Store for EmbeddedStore {
 mod tests {
     use super::*;
 
+    /// A fresh directory for one test, removed when the test ends, passed or not.
+    struct TempDir(std::path::PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> TempDir {
+            let dir = std::env::temp_dir()
+                .join(format!("idemgate-embedded-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            TempDir(dir)
+        }
+
+        fn file(&self) -> std::path::PathBuf {
+            self.0.join("store.db")
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
     #[tokio::test]
     async fn a_new_lease_is_answered_before_the_sync_and_a_failed_sync_stops_the_store() {
-        let dir =
-            std::env::temp_dir().join(format!("idemgate-embedded-sync-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let conn = schema::open_connection(&dir.join("store.db")).unwrap();
+        let dir = TempDir::new("sync");
+        let conn = schema::open_connection(&dir.file()).unwrap();
         let failing: writer::SyncWal = Box::new(|| Err(std::io::Error::other("disk gone")));
         let store = EmbeddedStore::start(
             conn,
@@ -259,8 +279,6 @@ mod tests {
             store.ping().await.is_err(),
             "/readyz reports the store unready"
         );
-        drop(store);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     fn answer() -> StoredResponse {
@@ -273,17 +291,15 @@ mod tests {
     }
 
     /// A store on a fresh file in `dir`, syncing behind the writer with `sync`.
-    fn synced_behind(dir: &std::path::Path, sync: writer::SyncWal) -> EmbeddedStore {
-        let _ = std::fs::remove_dir_all(dir);
-        let conn = schema::open_connection(&dir.join("store.db")).unwrap();
+    fn synced_behind(dir: &TempDir, sync: writer::SyncWal) -> EmbeddedStore {
+        let conn = schema::open_connection(&dir.file()).unwrap();
         let background = BackgroundSync::start(sync, Duration::from_millis(5)).unwrap();
         EmbeddedStore::start(conn, Arc::new(SystemTime::now), Syncing::Behind(background)).unwrap()
     }
 
     #[tokio::test]
     async fn process_crash_durability_answers_at_the_commit_and_syncs_behind_it() {
-        let dir =
-            std::env::temp_dir().join(format!("idemgate-embedded-behind-{}", std::process::id()));
+        let dir = TempDir::new("behind");
         // The sync blocks until the test lets it through.
         let (release, gate) = std::sync::mpsc::channel::<()>();
         let synced = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -328,22 +344,18 @@ mod tests {
         drop(release);
         drop(store);
 
-        let reopened = EmbeddedStore::open(&dir.join("store.db")).unwrap();
+        let reopened = EmbeddedStore::open(&dir.file()).unwrap();
         let again = reopened.reserve(&id, "fp", lease_for).await.unwrap();
         assert!(
             matches!(&again, Reservation::Completed(stored) if stored.status == 201),
             "{again:?}"
         );
         drop(reopened);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]
     async fn a_failed_background_sync_stops_the_store() {
-        let dir = std::env::temp_dir().join(format!(
-            "idemgate-embedded-behind-fails-{}",
-            std::process::id()
-        ));
+        let dir = TempDir::new("behind-fails");
         let failing: writer::SyncWal = Box::new(|| Err(std::io::Error::other("disk gone")));
         let store = synced_behind(&dir, failing);
         let lease_for = Duration::from_secs(60);
@@ -376,6 +388,5 @@ mod tests {
             "/readyz reports the store unready"
         );
         drop(store);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
