@@ -79,20 +79,10 @@ pub enum Durability {
     /// kernel panic too.
     #[default]
     PowerLoss,
-    /// Handed to the operating system first, not synced: survives the
-    /// gateway's own crash; a power loss or kernel panic can lose the last
-    /// moments' answers.
+    /// Handed to the operating system first and synced within 20 ms after:
+    /// survives the gateway's own crash; a power loss or kernel panic can
+    /// lose the answers of those last 20 ms.
     ProcessCrash,
-}
-
-impl Durability {
-    /// As written in the config file.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Durability::PowerLoss => "power_loss",
-            Durability::ProcessCrash => "process_crash",
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

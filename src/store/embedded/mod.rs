@@ -312,6 +312,9 @@ mod tests {
             }
         });
         let store = synced_behind(&dir, sync);
+        // Declared after the store, so dropped before it: a failing
+        // assertion then frees the held sync instead of hanging the drop.
+        let release = release;
         let id = RecordId::new("charges", "", "k1");
         let lease_for = Duration::from_secs(60);
 

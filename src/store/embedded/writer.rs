@@ -12,7 +12,9 @@
 //! and a lease lost that way costs what a dead holder's lease costs anyway:
 //! a retry runs the request again (module doc of `embedded`). A sync that
 //! fails leaves the file's state on disk unknown, so that batch's waiting
-//! answers and every later job are refused (503) until a restart.
+//! answers and every later job are refused (503) until a restart. With
+//! `Durability::ProcessCrash` every answer leaves at the commit and
+//! `background_sync` syncs behind this thread (`Syncing::Behind`).
 //!
 //! **One write per job.** Every job makes at most one writing statement
 //! (`ops`: a reservation is one `INSERT`, or one `UPDATE` of a row it took
