@@ -14,7 +14,7 @@
 //! A failed sync leaves what is on disk unknown, as in the default mode:
 //! the writer then refuses every operation until idemgate restarts.
 
-use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -29,6 +29,8 @@ pub(super) const INTERVAL: Duration = Duration::from_millis(20);
 /// and ends the thread.
 pub(super) struct BackgroundSync {
     dirty: Option<SyncSender<()>>,
+    /// Never sent on: dropping it cuts the thread's rest short at shutdown.
+    closing: Option<Sender<()>>,
     failed: Arc<Mutex<Option<String>>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -37,16 +39,18 @@ impl BackgroundSync {
     pub(super) fn start(sync_wal: SyncWal, interval: Duration) -> Result<Self, StoreError> {
         // One pending signal is enough: the sync takes whatever is there.
         let (dirty, signals) = mpsc::sync_channel(1);
+        let (closing, closed) = mpsc::channel();
         let failed = Arc::new(Mutex::new(None));
         let thread = std::thread::Builder::new()
             .name("idemgate-sync".into())
             .spawn({
                 let failed = failed.clone();
-                move || run(sync_wal, &signals, &failed, interval)
+                move || run(sync_wal, &signals, &closed, &failed, interval)
             })
             .map_err(|e| StoreError::Unavailable(format!("starting the sync thread: {e}")))?;
         Ok(BackgroundSync {
             dirty: Some(dirty),
+            closing: Some(closing),
             failed,
             thread: Some(thread),
         })
@@ -73,6 +77,7 @@ impl BackgroundSync {
 impl Drop for BackgroundSync {
     fn drop(&mut self) {
         self.dirty.take();
+        self.closing.take();
         if let Some(thread) = self.thread.take()
             && thread.join().is_err()
         {
@@ -84,10 +89,11 @@ impl Drop for BackgroundSync {
 fn run(
     mut sync_wal: SyncWal,
     signals: &Receiver<()>,
+    closed: &Receiver<()>,
     failed: &Mutex<Option<String>>,
     interval: Duration,
 ) {
-    // Ends once the writer has gone and its last signal was taken.
+    // Ends once the writer has gone and its last signal was taken (synced).
     while signals.recv().is_ok() {
         if let Err(e) = sync_wal() {
             let err = format!(
@@ -98,6 +104,54 @@ fn run(
             *failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(err);
             return;
         }
-        std::thread::sleep(interval);
+        // The rest; at shutdown `closed` disconnects and ends it at once.
+        let _ = closed.recv_timeout(interval);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Instant;
+
+    use super::*;
+
+    #[test]
+    fn closing_syncs_what_is_left_without_waiting_out_the_rest() {
+        let synced = Arc::new(AtomicUsize::new(0));
+        let sync: SyncWal = Box::new({
+            let synced = synced.clone();
+            move || {
+                synced.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+        });
+        let background = BackgroundSync::start(sync, Duration::from_secs(60)).unwrap();
+        background.committed();
+        for _ in 0..400 {
+            if synced.load(Ordering::SeqCst) == 1 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(
+            synced.load(Ordering::SeqCst),
+            1,
+            "the first commit is synced"
+        );
+        // Committed during the rest: synced when the store closes, at once.
+        background.committed();
+        let closing = Instant::now();
+        drop(background);
+        assert!(
+            closing.elapsed() < Duration::from_secs(30),
+            "closing waited out the rest: {:?}",
+            closing.elapsed()
+        );
+        assert_eq!(
+            synced.load(Ordering::SeqCst),
+            2,
+            "the last commit is synced"
+        );
     }
 }
