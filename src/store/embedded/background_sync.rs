@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::writer::SyncWal;
+use super::writer::{SyncWal, sync_failed};
 use crate::store::StoreError;
 
 /// The longest an acknowledged answer waits, under load, for its sync.
@@ -96,12 +96,7 @@ fn run(
     // Ends once the writer has gone and its last signal was taken (synced).
     while signals.recv().is_ok() {
         if let Err(e) = sync_wal() {
-            let err = format!(
-                "syncing the store's WAL failed ({e}); what it holds on disk is unknown, \
-                 so the store refuses every operation until idemgate restarts"
-            );
-            tracing::error!(error = %err, "store sync failed");
-            *failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(err);
+            *failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(sync_failed(&e));
             return;
         }
         // The rest; at shutdown `closed` disconnects and ends it at once.

@@ -50,11 +50,11 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use tokio::sync::oneshot;
 
-pub use crate::config::Durability;
 pub use schema::SCHEMA_VERSION;
 pub use writer::Clock;
 
 use super::{Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse};
+use crate::config::Durability;
 use background_sync::BackgroundSync;
 use replies::Replies;
 use writer::{Job, Syncing, Task, Txn};

@@ -143,6 +143,16 @@ where
 /// Makes what the WAL holds durable (`fdatasync` of the WAL file).
 pub(super) type SyncWal = Box<dyn FnMut() -> std::io::Result<()> + Send>;
 
+/// Logs a failed sync; returns why every later operation is refused.
+pub(super) fn sync_failed(e: &std::io::Error) -> String {
+    let err = format!(
+        "syncing the store's WAL failed ({e}); what it holds on disk is unknown, \
+         so the store refuses every operation until idemgate restarts"
+    );
+    tracing::error!(error = %err, "store sync failed");
+    err
+}
+
 /// When a batch's commit reaches the disk (`Durability`).
 pub(super) enum Syncing {
     /// Before its answers leave, except a new lease's (module doc).
@@ -208,11 +218,7 @@ pub(super) fn run(
             replies.send(leases, None);
         }
         let error = sync_wal().err().map(|e| {
-            let err = format!(
-                "syncing the store's WAL failed ({e}); what it holds on disk is unknown, \
-                 so the store refuses every operation until idemgate restarts"
-            );
-            tracing::error!(error = %err, "store sync failed");
+            let err = sync_failed(&e);
             broken = Some(err.clone());
             err
         });
