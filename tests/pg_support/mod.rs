@@ -169,8 +169,14 @@ pub fn redis_config(prefix: &str) -> RedisConfig {
 /// would disturb tests running beside this one).
 pub async fn redis_flush_prefix(prefix: &str) {
     let client = redis::Client::open(redis_url()).unwrap();
+    // Generous deadlines, not the crate's 1 s / 500 ms: a loaded CI machine
+    // (three gateways storming in this process) can starve the runtime that
+    // long, and a helper's timeout would fail a test that is not at fault.
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(15)))
+        .set_response_timeout(Some(Duration::from_secs(15)));
     let mut conn = client
-        .get_multiplexed_async_connection()
+        .get_multiplexed_async_connection_with_config(&config)
         .await
         .unwrap_or_else(|e| {
             panic!(
