@@ -35,6 +35,11 @@ pub enum GatewayError {
     },
     /// A request whose framing is ambiguous or invalid (smuggling attempts).
     BadRequest(&'static str),
+    /// The client stopped sending a body the gateway reads whole (a keyed
+    /// request's) for this long.
+    RequestTimeout {
+        idle: Duration,
+    },
     NoRoute,
     /// Nothing was sent: connection refused or connect timeout.
     UpstreamUnreachable,
@@ -73,6 +78,7 @@ impl GatewayError {
         use GatewayError::*;
         match self {
             MissingKey | InvalidKey(_) | BadRequest(_) => StatusCode::BAD_REQUEST,
+            RequestTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             FingerprintMismatch => StatusCode::UNPROCESSABLE_ENTITY,
             KeyInFlight { .. } => StatusCode::CONFLICT,
             BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -97,6 +103,7 @@ impl GatewayError {
             BodyTooLarge { .. } => "body-too-large",
             HeaderTooLarge { .. } => "header-too-large",
             BadRequest(_) => "bad-request",
+            RequestTimeout { .. } => "request-timeout",
             NoRoute => "no-route",
             UpstreamUnreachable => "upstream-unreachable",
             UpstreamTimeout => "upstream-timeout",
@@ -120,6 +127,7 @@ impl GatewayError {
             BodyTooLarge { .. } => "Request body too large",
             HeaderTooLarge { .. } => "Request header fields too large",
             BadRequest(_) => "Bad request",
+            RequestTimeout { .. } => "Request body too slow",
             NoRoute => "No route",
             UpstreamUnreachable => "Upstream unreachable",
             UpstreamTimeout => "Upstream timed out",
@@ -147,6 +155,10 @@ impl GatewayError {
             }
             HeaderTooLarge { limit } => format!("The request head exceeds {limit} bytes."),
             BadRequest(why) => format!("{why}."),
+            RequestTimeout { idle } => format!(
+                "The request body stopped arriving for {} s; nothing was forwarded.",
+                idle.as_secs_f64()
+            ),
             NoRoute => "No route matches this request.".into(),
             UpstreamUnreachable => "The upstream could not be reached; nothing was sent.".into(),
             UpstreamTimeout => "The upstream did not answer in time.".into(),
@@ -192,7 +204,14 @@ impl GatewayError {
             RouteOverloaded { .. } => Outcome::Overloaded,
             OutcomeUnknownTimeout | OutcomeUnknownBroken => Outcome::OutcomeUnknown,
             UpstreamUnreachable | UpstreamTimeout | UpstreamError => Outcome::UpstreamError,
-            BadRequest(_) | NoRoute | Unauthorized | Forbidden | NotFound => return None,
+            BadRequest(_)
+            | RequestTimeout { .. }
+            | NoRoute
+            | Unauthorized
+            | Forbidden
+            | NotFound => {
+                return None;
+            }
         })
     }
 
@@ -264,6 +283,11 @@ mod tests {
                 "header-too-large",
             ),
             (GatewayError::BadRequest("x"), 400, "bad-request"),
+            (
+                GatewayError::RequestTimeout { idle: second },
+                408,
+                "request-timeout",
+            ),
             (GatewayError::NoRoute, 404, "no-route"),
             (
                 GatewayError::UpstreamUnreachable,

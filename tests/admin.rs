@@ -245,6 +245,33 @@ async fn reload_applies_new_routes_and_retention_and_refuses_bad_files() {
 }
 
 #[tokio::test]
+async fn reload_notes_compare_with_what_the_process_started_with() {
+    let (_dir, _upstream, gateway) = setup("reload-notes").await;
+    let admin = gateway.admin_client();
+    let (name, value) = bearer();
+    let auth = [(name, value.as_str())];
+    let original = std::fs::read_to_string(gateway.config_path()).unwrap();
+    let moved = original.replacen("[server]\n", "[server]\nheader_read_timeout = \"7s\"\n", 1);
+    std::fs::write(gateway.config_path(), &moved).unwrap();
+    let reply = admin.send("POST", "/admin/reload", &auth, "").await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert!(
+        reply.text().contains("takes effect only after a restart"),
+        "{}",
+        reply.text()
+    );
+    // Back to the file it started with: nothing is waiting for a restart.
+    std::fs::write(gateway.config_path(), &original).unwrap();
+    let reply = admin.send("POST", "/admin/reload", &auth, "").await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert!(
+        !reply.text().contains("restart"),
+        "a note about a setting that is in effect: {}",
+        reply.text()
+    );
+}
+
+#[tokio::test]
 async fn request_id_is_forwarded_or_generated() {
     let (_dir, upstream, gateway) = setup("request-id").await;
     let client = gateway.client();

@@ -446,6 +446,42 @@ async fn slowloris_head_is_cut_off() {
     s.assert_clean();
 }
 
+/// A keyed request whose body stops arriving (the head's timeout is behind
+/// it) gets a 408 problem after `header_read_timeout` without more data,
+/// and its connection is closed: on a keyed or JSON-pointer route the
+/// gateway reads the body before anything else, and nothing else bounds it.
+#[tokio::test(flavor = "multi_thread")]
+async fn slowloris_body_on_keyed_routes_is_cut_off() {
+    let s = setup("slow-body").await;
+    for head in [
+        "POST /v1/charges HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: stalled\r\n",
+        "POST /hook HTTP/1.1\r\nHost: gw\r\n",
+    ] {
+        let mut stream = TcpStream::connect(s.gateway.addr).await.expect("connect");
+        let started = Instant::now();
+        stream
+            .write_all(format!("{head}Content-Length: 1000\r\n\r\n{{\"id\": \"x").as_bytes())
+            .await
+            .expect("write");
+        let reply = raw::read_reply(&mut stream, WITHIN).await;
+        let took = started.elapsed();
+        assert_eq!(reply.status, Some(408), "{head}: {reply:?}");
+        let doc: serde_json::Value = serde_json::from_str(reply.body()).expect("problem+json");
+        assert_eq!(doc["code"], "request-timeout", "{doc}");
+        // header_read_timeout is 1s; allow a loaded machine plenty of slack.
+        assert!(
+            took >= Duration::from_millis(900),
+            "answered after {took:?}"
+        );
+        assert!(took < Duration::from_secs(8), "answered after {took:?}");
+        assert!(
+            raw::wait_closed(&mut stream, WITHIN).await,
+            "{head}: left open"
+        );
+    }
+    s.assert_clean();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn idle_connections_are_bounded() {
     let s = setup("idle").await;

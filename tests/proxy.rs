@@ -120,6 +120,53 @@ async fn refused_upstream_is_502_and_slow_upstream_is_504() {
     );
 }
 
+/// An upstream that sends its head and then goes quiet mid-body is cut off
+/// by its `timeout` (1 s here), not waited on for ever: a small body (read
+/// whole before the head goes out) is a 504; a streamed one ends the
+/// client's connection short of its declared length.
+#[tokio::test]
+async fn an_upstream_stalled_mid_body_is_cut_off_by_its_timeout() {
+    let (_dir, _upstream, gateway) = setup("stall").await;
+    let started = std::time::Instant::now();
+    let reply = tokio::time::timeout(
+        Duration::from_secs(10),
+        gateway.client().get("/stall?bytes=100&sent=10"),
+    )
+    .await
+    .expect("an answer, not a hang");
+    assert_problem(&reply, 504, "upstream-timeout");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let started = std::time::Instant::now();
+    let reply = common::raw::exchange(
+        gateway.addr,
+        b"GET /stall?bytes=100000&sent=70000 HTTP/1.1\r\nHost: gw\r\n\r\n",
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(
+        reply.status,
+        Some(200),
+        "{}",
+        &reply.text[..200.min(reply.text.len())]
+    );
+    assert!(reply.closed, "the connection must end, not hang");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let body = reply
+        .text
+        .split_once("\r\n\r\n")
+        .map_or(0, |(_, b)| b.len());
+    assert!((70_000..100_000).contains(&body), "{body} body bytes");
+}
+
 /// A request with both Content-Length and Transfer-Encoding is refused with a
 /// 400 before anything is forwarded, and its connection is closed, so nothing
 /// smuggled behind it is read either.

@@ -30,7 +30,7 @@ pub async fn run(
     request: Request<ClientBody>,
 ) -> Answer {
     let (mut head, incoming) = request.into_parts();
-    let (key, body) = match request_key::extract(policy, &head, incoming).await {
+    let (key, body) = match request_key::extract(policy, &head, incoming, gateway.body_idle).await {
         Err(error) => {
             let mut answer = Answer::error(error);
             if declares_body(&head.headers) {

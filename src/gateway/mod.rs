@@ -19,7 +19,7 @@ mod runtime;
 mod waiters;
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::body::ClientBody;
 use arc_swap::ArcSwap;
@@ -46,6 +46,9 @@ pub struct Gateway {
     /// Series of requests no route took (label `route=""`).
     unrouted: RouteMeters,
     waiters: Waiters,
+    /// Longest wait for the next piece of a body the gateway reads whole:
+    /// `server.header_read_timeout`, as the process started with it.
+    body_idle: Duration,
 }
 
 /// Per-request state every phase reads.
@@ -70,13 +73,19 @@ impl Exchange {
 }
 
 impl Gateway {
-    pub fn new(runtime: Runtime, store: Arc<dyn Store>, metrics: Metrics) -> Self {
+    pub fn new(
+        runtime: Runtime,
+        store: Arc<dyn Store>,
+        metrics: Metrics,
+        body_idle: Duration,
+    ) -> Self {
         Self {
             runtime: ArcSwap::from_pointee(runtime),
             store,
             metrics,
             unrouted: RouteMeters::new("", ""),
             waiters: Waiters::default(),
+            body_idle,
         }
     }
 

@@ -73,11 +73,13 @@ pub fn observe_upstream(gateway: &Gateway, exchange: &Exchange, started: Instant
 
 /// The upstream's answer as the client gets it (its hop-by-hop headers are
 /// gone already): a small body read whole (one write to the client), a
-/// larger one streamed.
+/// larger one streamed. A small body that stalls is a timeout (504), as a
+/// late head is; a streamed one that stalls cuts the client's connection.
 async fn relay_response(response: Response<UpstreamBody>) -> Result<Response<Body>, GatewayError> {
     let (parts, incoming) = response.into_parts();
     match body::coalesce(&parts.headers, incoming).await {
         Ok(body) => Ok(Response::from_parts(parts, body)),
+        Err(error) if body::is_stalled(&error) => Err(GatewayError::UpstreamTimeout),
         Err(_) => Err(GatewayError::UpstreamError),
     }
 }

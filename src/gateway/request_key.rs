@@ -1,6 +1,8 @@
 //! Phase "key": find the request's idempotency key, reading (and bounding)
 //! the body where the key or the fingerprint needs it.
 
+use std::time::Duration;
+
 use crate::body::ClientBody;
 use bytes::Bytes;
 use http::header;
@@ -21,10 +23,12 @@ pub enum KeyedRequest {
     Unkeyed { body: Body },
 }
 
+/// `body_idle` bounds the wait for each next piece of a body read here.
 pub async fn extract(
     policy: &RoutePolicy,
     parts: &Parts,
     incoming: ClientBody,
+    body_idle: Duration,
 ) -> Result<KeyedRequest, GatewayError> {
     match &policy.key {
         KeyLocation::Header(name) => {
@@ -32,11 +36,11 @@ pub async fn extract(
                 return missing(policy, body::stream(incoming));
             };
             let key = key::from_header_value(value.as_bytes()).map_err(key_error)?;
-            let body = read_body(policy, parts, incoming).await?;
+            let body = read_body(policy, parts, incoming, body_idle).await?;
             Ok(KeyedRequest::Keyed { key, body })
         }
         KeyLocation::JsonPointer(pointer) => {
-            let body = read_body(policy, parts, incoming).await?;
+            let body = read_body(policy, parts, incoming, body_idle).await?;
             match key::from_json_body(&body, pointer) {
                 Ok(key) => Ok(KeyedRequest::Keyed { key, body }),
                 Err(KeyError::Missing) => missing(policy, body::full(body)),
@@ -62,11 +66,14 @@ fn key_error(error: KeyError) -> GatewayError {
 }
 
 /// Reads the whole body, refusing more than `max_request_body` bytes before
-/// reading them when `Content-Length` already says so.
+/// reading them when `Content-Length` already says so. A client that stops
+/// sending for `idle` is answered 408: the head's timeout is behind it, and
+/// nothing else would end the wait (a slow-body attack on keyed routes).
 async fn read_body(
     policy: &RoutePolicy,
     parts: &Parts,
     incoming: ClientBody,
+    idle: Duration,
 ) -> Result<Bytes, GatewayError> {
     let limit = policy.max_request_body;
     let too_large = GatewayError::BodyTooLarge { limit };
@@ -79,9 +86,13 @@ async fn read_body(
         return Err(too_large);
     }
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    match Limited::new(incoming, limit).collect().await {
+    match Limited::new(body::IdleLimit::new(incoming, idle), limit)
+        .collect()
+        .await
+    {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(too_large),
+        Err(error) if body::is_stalled(&error) => Err(GatewayError::RequestTimeout { idle }),
         Err(_) => Err(INCOMPLETE_BODY),
     }
 }

@@ -146,7 +146,8 @@ impl Upstream {
         self.timeout
     }
 
-    /// Sends the request and waits for the answer head, at most `timeout`.
+    /// Sends the request and waits for the answer head, at most `timeout`;
+    /// the body then fails if the upstream sends nothing for `timeout`.
     /// The answer carries end-to-end headers only: the HTTP/1 client never
     /// puts connection-scoped ones in the map, and they are stripped here
     /// from an HTTP/2 answer.
@@ -157,14 +158,14 @@ impl Upstream {
         match &self.connections {
             Connections::Http1(pool) => {
                 let response = pool.send(request, self.timeout).await?;
-                Ok(response.map(UpstreamBody::http1))
+                Ok(response.map(|body| UpstreamBody::http1(body, self.timeout)))
             }
             Connections::Http2(client) => {
                 match tokio::time::timeout(self.timeout, client.request(request)).await {
                     Err(_) => Err(UpstreamError::Timeout),
                     Ok(Ok(mut response)) => {
                         strip_hop_by_hop(response.headers_mut());
-                        Ok(response.map(UpstreamBody::http2))
+                        Ok(response.map(|body| UpstreamBody::http2(body, self.timeout)))
                     }
                     Ok(Err(err)) if err.is_connect() => {
                         Err(UpstreamError::NotSent(error_chain(&err)))

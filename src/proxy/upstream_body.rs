@@ -1,32 +1,58 @@
 //! The body of an upstream's answer: read by the gateway's own HTTP/1
-//! client from a pooled connection, or by hyper's HTTP/2 client.
+//! client from a pooled connection, or by hyper's HTTP/2 client. An
+//! upstream that goes quiet mid-body for its `timeout` fails it
+//! ([`crate::body::Stalled`]): the deadline on the head alone would leave
+//! the client waiting for ever.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
 
 use super::http1::AnswerBody;
-use crate::body::BoxError;
+use crate::body::{BoxError, IdleLimit};
 
-pub enum UpstreamBody {
+pub struct UpstreamBody(IdleLimit<Source>);
+
+enum Source {
     Http1(AnswerBody),
     Http2(Incoming),
 }
 
 impl UpstreamBody {
-    pub(super) fn http1(body: AnswerBody) -> Self {
-        Self::Http1(body)
+    pub(super) fn http1(body: AnswerBody, idle: Duration) -> Self {
+        Self(IdleLimit::new(Source::Http1(body), idle))
     }
 
-    pub(super) fn http2(body: Incoming) -> Self {
-        Self::Http2(body)
+    pub(super) fn http2(body: Incoming, idle: Duration) -> Self {
+        Self(IdleLimit::new(Source::Http2(body), idle))
     }
 }
 
 impl HttpBody for UpstreamBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        Pin::new(&mut self.get_mut().0).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.0.size_hint()
+    }
+}
+
+impl HttpBody for Source {
     type Data = Bytes;
     type Error = BoxError;
 

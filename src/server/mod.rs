@@ -63,7 +63,12 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
         "idemgate serving"
     );
 
-    let gateway = Arc::new(Gateway::new(runtime, store.clone(), metrics.clone()));
+    let gateway = Arc::new(Gateway::new(
+        runtime,
+        store.clone(),
+        metrics.clone(),
+        config.server.header_read_timeout,
+    ));
     let reloader = Arc::new(Reloader::new(config_path, gateway.clone(), tls.clone()));
     let sweeper = {
         let metrics = metrics.clone();

@@ -12,6 +12,10 @@ use super::TlsSettings;
 pub struct Reloader {
     path: PathBuf,
     gateway: Arc<Gateway>,
+    /// The config the process started with: what restart-only settings
+    /// are compared against (the running runtime's config holds whatever
+    /// the last reload read, which for those settings is not in effect).
+    started: Arc<Config>,
     /// The listener's certificates, re-read on every reload.
     tls: Option<TlsSettings>,
     /// One reload at a time, so two quick SIGHUPs cannot interleave.
@@ -30,6 +34,7 @@ impl Reloader {
     pub fn new(path: PathBuf, gateway: Arc<Gateway>, tls: Option<TlsSettings>) -> Self {
         Self {
             path,
+            started: gateway.runtime().config.clone(),
             gateway,
             tls,
             lock: Mutex::new(()),
@@ -70,8 +75,7 @@ impl Reloader {
                 };
             }
         };
-        let current = self.gateway.runtime();
-        let mut notes = restart_only_changes(&current.config, &new);
+        let mut notes = restart_only_changes(&self.started, &new);
         notes.extend(new.warnings.iter().cloned());
         // Build everything before swapping anything: a refusal changes nothing.
         let certificates = match (&self.tls, &new.server.tls) {

@@ -193,6 +193,24 @@ async fn handle(
         }
         return Ok(Response::new(full(length.to_string())));
     }
+    if path == "/stall" {
+        // Declares `bytes`, sends `sent` of them, then nothing, connection open.
+        let param = |name| query_param(&req, name).and_then(|v| v.parse::<usize>().ok());
+        let (bytes, sent) = (param("bytes").unwrap_or(100), param("sent").unwrap_or(0));
+        let first = futures_util::stream::iter(
+            (sent > 0).then(|| Ok::<_, std::io::Error>(Frame::data(Bytes::from(vec![b'x'; sent])))),
+        );
+        let body = StreamBody::new(futures_util::StreamExt::chain(
+            first,
+            futures_util::stream::pending(),
+        ))
+        .boxed();
+        let mut response = Response::new(body);
+        response
+            .headers_mut()
+            .insert("content-length", bytes.to_string().parse().unwrap());
+        return Ok(response);
+    }
     if path == "/big" {
         let bytes: u64 = query_param(&req, "bytes")
             .and_then(|b| b.parse().ok())

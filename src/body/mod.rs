@@ -1,8 +1,12 @@
 //! The one body type that flows through the gateway in both directions, so a
 //! streamed upstream body, a buffered request and a stored replay look alike.
 
+mod idle;
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full, combinators::UnsyncBoxBody};
+
+pub use idle::{IdleLimit, Stalled, is_stalled};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
