@@ -4,13 +4,12 @@
 //! (the counting upstream stays at 0), and never a panic.
 //!
 //! Who answers: the HTTP/1 parser (src/server/http1/) reads the request head,
-//! so malformed request lines and headers, obs-fold, conflicting framing and
-//! heads over its buffer (twice `max_header_bytes`) are refused by it with a
-//! bare status (400, 431) and no problem document, except both
-//! `Content-Length` and `Transfer-Encoding` (a 400 problem document);
-//! everything it accepts reaches the gateway, which answers with
-//! problem+json (`header-too-large`, `invalid-key`, `missing-key`,
-//! `body-too-large`).
+//! so malformed request lines and headers, obs-fold, conflicting framing, a
+//! missing or repeated `Host`, and heads over its buffer (twice
+//! `max_header_bytes`) are refused by it (400 `bad-request`, 431
+//! `header-too-large`, the connection closed); everything it accepts
+//! reaches the gateway. Every refusal is problem+json (`header-too-large`,
+//! `invalid-key`, `missing-key`, `body-too-large`, `request-timeout`, ...).
 
 mod common;
 
@@ -222,6 +221,70 @@ async fn header_over_max_header_bytes() {
     s.assert_clean();
 }
 
+/// What the HTTP/1 parser refuses is answered like every other error: a
+/// problem document with a stable code, and the connection closed.
+#[tokio::test(flavor = "multi_thread")]
+async fn parser_refusals_are_problem_documents() {
+    let s = setup("parser-problems").await;
+    let many: String = (0..120).map(|i| format!("X-H{i}: v\r\n")).collect();
+    for (case, request, status, code) in [
+        (
+            "no Host in HTTP/1.1",
+            "POST /rest HTTP/1.1\r\nContent-Length: 0\r\n\r\n".to_string(),
+            400,
+            "bad-request",
+        ),
+        (
+            "two Host lines",
+            "POST /rest HTTP/1.1\r\nHost: a\r\nHost: b\r\nContent-Length: 0\r\n\r\n".into(),
+            400,
+            "bad-request",
+        ),
+        (
+            "invalid Content-Length",
+            "POST /rest HTTP/1.1\r\nHost: gw\r\nContent-Length: 5, 6\r\n\r\n".into(),
+            400,
+            "bad-request",
+        ),
+        (
+            "garbage",
+            "NOT HTTP AT ALL\r\n\r\n".into(),
+            400,
+            "bad-request",
+        ),
+        (
+            "more fields than max_headers",
+            format!("GET /rest HTTP/1.1\r\nHost: gw\r\n{many}\r\n"),
+            431,
+            "header-too-large",
+        ),
+    ] {
+        let mut stream = TcpStream::connect(s.gateway.addr).await.expect("connect");
+        let _ = stream.write_all(request.as_bytes()).await;
+        let reply = raw::read_reply(&mut stream, WITHIN).await;
+        assert_eq!(reply.status, Some(status), "{case}: {reply:?}");
+        assert_eq!(
+            problem_code(&reply).as_deref(),
+            Some(code),
+            "{case}: {reply:?}"
+        );
+        assert_eq!(
+            reply.header("connection").as_deref(),
+            Some("close"),
+            "{case}"
+        );
+        assert!(
+            reply.closed || raw::wait_closed(&mut stream, WITHIN).await,
+            "{case}: connection left open"
+        );
+    }
+    // HTTP/1.0 may leave Host out.
+    let reply = s.raw(b"GET /rest HTTP/1.0\r\n\r\n").await;
+    assert_eq!(reply.status, Some(201), "{reply:?}");
+    assert_eq!(s.upstream.total(), 1);
+    s.assert_no_panic();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn invalid_keys() {
     let s = setup("bad-keys").await;
@@ -247,15 +310,25 @@ async fn invalid_keys() {
         ("unterminated", b"Idempotency-Key: \"abc\r\n".to_vec()),
         ("parameters", b"Idempotency-Key: \"abc\";p=1\r\n".to_vec()),
         ("bad escape", b"Idempotency-Key: \"a\\nb\"\r\n".to_vec()),
+        (
+            "two lines",
+            b"Idempotency-Key: twice-a\r\nIdempotency-Key: twice-b\r\n".to_vec(),
+        ),
+        (
+            "comma list",
+            b"Idempotency-Key: list-a, list-b\r\n".to_vec(),
+        ),
     ];
     for (case, key_line) in &cases {
         let reply = s.raw(&keyed(key_line, b"")).await;
         assert_eq!(reply.status, Some(400), "{case}: {reply:?}");
         // The parser refuses some bytes in a header value before the gateway
-        // sees them (bare 400); whatever reaches the gateway is `invalid-key`.
-        if let Some(code) = problem_code(&reply) {
-            assert_eq!(code, "invalid-key", "{case}");
-        }
+        // sees them (`bad-request`); whatever reaches the gateway is `invalid-key`.
+        let code = problem_code(&reply);
+        assert!(
+            matches!(code.as_deref(), Some("invalid-key" | "bad-request")),
+            "{case}: {reply:?}"
+        );
         // The answer never echoes the key.
         assert!(!reply.text.contains("kkkkkkkk"), "{case}: {reply:?}");
     }

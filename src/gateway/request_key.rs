@@ -32,9 +32,16 @@ pub async fn extract(
 ) -> Result<KeyedRequest, GatewayError> {
     match &policy.key {
         KeyLocation::Header(name) => {
-            let Some(value) = parts.headers.get(name) else {
+            let mut values = parts.headers.get_all(name).iter();
+            let Some(value) = values.next() else {
                 return missing(policy, body::stream(incoming));
             };
+            // Two lines are one field, `a, b` (RFC 9110 §5.3): never one key.
+            if values.next().is_some() {
+                return Err(GatewayError::InvalidKey(
+                    "the key header is sent more than once",
+                ));
+            }
             let key = key::from_header_value(value.as_bytes()).map_err(key_error)?;
             let body = read_body(policy, parts, incoming, body_idle).await?;
             Ok(KeyedRequest::Keyed { key, body })

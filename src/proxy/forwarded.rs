@@ -72,15 +72,22 @@ pub fn prepare_request(
 }
 
 fn set_forwarded(headers: &mut HeaderMap, client: &ClientInfo, host: Option<&HeaderValue>) {
-    let existing = headers
-        .get(&X_FORWARDED_FOR)
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.trim().is_empty());
-    let forwarded_for = match (existing, &client.forwarded_ip) {
-        (Some(existing), _) => {
-            HeaderValue::try_from(format!("{existing}, {}", client.addr.ip())).ok()
+    // Every line the client sent is one list (RFC 9110 §5.3): each hop on
+    // it is kept, in order, and the client's address goes last.
+    let mut chain = String::new();
+    for value in headers.get_all(&X_FORWARDED_FOR) {
+        let Ok(value) = value.to_str() else { continue };
+        let value = value.trim();
+        if !value.is_empty() {
+            chain.push_str(value);
+            chain.push_str(", ");
         }
-        (None, ip) => ip.clone(),
+    }
+    let forwarded_for = if chain.is_empty() {
+        client.forwarded_ip.clone()
+    } else {
+        chain.push_str(&client.addr.ip().to_string());
+        HeaderValue::try_from(chain).ok()
     };
     if let Some(value) = forwarded_for {
         headers.insert(X_FORWARDED_FOR, value);
@@ -167,6 +174,25 @@ mod tests {
         assert_eq!(parts.headers["x-forwarded-proto"], "http");
         assert_eq!(parts.headers["x-forwarded-host"], "api.example.com");
         assert!(parts.headers.get("connection").is_none());
+    }
+
+    #[tokio::test]
+    async fn every_forwarded_for_line_is_kept_in_order() {
+        let request = http::Request::builder()
+            .uri("/")
+            .header("x-forwarded-for", "192.0.2.1")
+            .header("x-forwarded-for", " ")
+            .header("x-forwarded-for", "198.51.100.2, 203.0.113.3")
+            .body(())
+            .unwrap();
+        let (mut parts, ()) = request.into_parts();
+        prepare_request(&mut parts, &upstream("http://up"), &client(), true).unwrap();
+        let lines: Vec<_> = parts.headers.get_all("x-forwarded-for").iter().collect();
+        assert_eq!(
+            lines,
+            ["192.0.2.1, 198.51.100.2, 203.0.113.3, 10.0.0.7"],
+            "one line, every hop"
+        );
     }
 
     #[tokio::test]

@@ -63,6 +63,7 @@ pub async fn serve<H, F>(
         header_read_timeout: limits.header_read_timeout,
         max_headers: limits.max_headers,
         max_head_bytes: head_buffer(&limits),
+        max_header_bytes: limits.max_header_bytes,
     };
 
     loop {

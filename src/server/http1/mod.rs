@@ -18,7 +18,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Request, Response};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
@@ -40,6 +40,8 @@ pub struct Settings {
     pub max_headers: usize,
     /// A head not complete within this many bytes is refused (431).
     pub max_head_bytes: usize,
+    /// `server.max_header_bytes`, as a 431 names it.
+    pub max_header_bytes: u64,
 }
 
 /// How long a closing connection still reads (and drops) what the client
@@ -71,7 +73,7 @@ pub async fn serve<S, H, F>(
             Next::Head(head) => head,
             Next::Closed => return,
             Next::Refused(refusal) => {
-                let _ = refuse(&mut write, &mut out, refusal).await;
+                let _ = refuse(&mut write, &mut out, refusal, settings).await;
                 linger(&reader, write).await;
                 return;
             }
@@ -238,29 +240,31 @@ async fn refuse<W: AsyncWrite + Unpin>(
     write: &mut W,
     out: &mut Vec<u8>,
     refusal: Refusal,
+    settings: Settings,
 ) -> std::io::Result<()> {
-    match refusal {
-        Refusal::Malformed => response::refusal(StatusCode::BAD_REQUEST, out),
-        Refusal::TooLarge => response::refusal(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, out),
-        Refusal::Ambiguous => {
-            let facts = Facts {
-                head: false,
-                version: http::Version::HTTP_11,
-                keep_alive: false,
-            };
-            response::write(write, out, ambiguous_framing(), facts).await?;
-            return Ok(());
+    // A problem document like every other error, though the head never
+    // reached the gateway: clients branch on its `code`.
+    let error = match refusal {
+        Refusal::Malformed => GatewayError::BadRequest("the request is not valid HTTP/1.1"),
+        Refusal::TooLarge => GatewayError::HeaderTooLarge {
+            limit: settings.max_header_bytes,
+        },
+        Refusal::Ambiguous => GatewayError::BadRequest(
+            "a request may not carry both Content-Length and Transfer-Encoding",
+        ),
+        Refusal::InvalidLength => GatewayError::BadRequest("invalid Content-Length"),
+        Refusal::Host => {
+            GatewayError::BadRequest("an HTTP/1.1 request must carry exactly one Host header field")
         }
-    }
-    write.write_all(out).await?;
-    write.flush().await
-}
-
-/// 400 for a request with both `Content-Length` and `Transfer-Encoding`.
-fn ambiguous_framing() -> Response<Body> {
-    tracing::debug!("refused a request with both Content-Length and Transfer-Encoding");
-    GatewayError::BadRequest("a request may not carry both Content-Length and Transfer-Encoding")
-        .to_response()
+    };
+    tracing::debug!(?refusal, "refused a request head");
+    let facts = Facts {
+        head: false,
+        version: http::Version::HTTP_11,
+        keep_alive: false,
+    };
+    response::write(write, out, error.to_response(), facts).await?;
+    Ok(())
 }
 
 /// Closes the connection after its last answer: the write side first, then

@@ -37,8 +37,12 @@ pub enum Refusal {
     Malformed,
     /// More fields than `max_headers`, or more bytes than the buffer (431).
     TooLarge,
-    /// Both `Content-Length` and `Transfer-Encoding` (400, with a problem document).
+    /// Both `Content-Length` and `Transfer-Encoding` (400).
     Ambiguous,
+    /// A `Content-Length` that is not one decimal number (400).
+    InvalidLength,
+    /// No `Host` in HTTP/1.1, or more than one (400).
+    Host,
 }
 
 /// Takes a complete request head off the front of `buf`; `None` while more
@@ -87,6 +91,14 @@ pub fn parse(
         (None, length) => BodyFraming::Length(length.unwrap_or(0)),
     };
     let version = scanned.version;
+    // RFC 9112 §3.2: an HTTP/1.1 request names its host exactly once (1.0
+    // may leave it out). Two could be read two ways; none leaves the
+    // upstream's `Host` and `X-Forwarded-Host` to guesswork.
+    match fields.hosts {
+        0 if version == Version::HTTP_11 => return Err(Refusal::Host),
+        0 | 1 => {}
+        _ => return Err(Refusal::Host),
+    }
     let keep_alive = if version == Version::HTTP_10 {
         fields.keep_alive
     } else {
@@ -170,6 +182,8 @@ struct Framing {
     close: bool,
     keep_alive: bool,
     expect_continue: bool,
+    /// `Host` lines seen.
+    hosts: usize,
 }
 
 impl Framing {
@@ -181,9 +195,9 @@ impl Framing {
                 .ok()
                 .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
                 .and_then(|v| v.parse::<u64>().ok())
-                .ok_or(Refusal::Malformed)?;
+                .ok_or(Refusal::InvalidLength)?;
             if self.length.is_some_and(|seen| seen != length) {
-                return Err(Refusal::Malformed);
+                return Err(Refusal::InvalidLength);
             }
             self.length = Some(length);
         } else if *name == header::TRANSFER_ENCODING {
@@ -196,6 +210,8 @@ impl Framing {
                     self.keep_alive = true;
                 }
             }
+        } else if *name == header::HOST {
+            self.hosts += 1;
         } else if *name == header::EXPECT {
             self.expect_continue = value.eq_ignore_ascii_case(b"100-continue");
         }
@@ -235,21 +251,23 @@ mod tests {
 
     #[test]
     fn framing_and_connection_follow_rfc_9112() {
-        let chunked = head("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n");
+        let chunked =
+            head("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n");
         assert_eq!(chunked.framing, BodyFraming::Chunked);
         assert_eq!(
-            head("GET / HTTP/1.1\r\n\r\n").framing,
+            head("GET / HTTP/1.1\r\nHost: h\r\n\r\n").framing,
             BodyFraming::Length(0)
         );
-        assert!(!head("GET / HTTP/1.1\r\nConnection: close\r\n\r\n").keep_alive);
+        assert!(!head("GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n").keep_alive);
         assert!(!head("GET / HTTP/1.0\r\n\r\n").keep_alive);
         assert!(head("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").keep_alive);
         assert!(
-            head("POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n")
+            head("POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n")
                 .expect_continue
         );
         assert_eq!(
-            head("POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n").framing,
+            head("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n")
+                .framing,
             BodyFraming::Length(5)
         );
     }
@@ -258,39 +276,39 @@ mod tests {
     fn smuggling_shapes_are_refused() {
         for (text, refusal) in [
             (
-                "POST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+                "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
                 Refusal::Ambiguous,
             ),
             (
-                "POST / HTTP/1.1\r\nTransfer-Encoding: chunked, identity\r\n\r\n",
+                "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked, identity\r\n\r\n",
                 Refusal::Malformed,
             ),
             (
-                "POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
+                "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n",
                 Refusal::Malformed,
             ),
             (
-                "POST / HTTP/1.1\r\nTransfer-Encoding : chunked\r\n\r\n",
+                "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding : chunked\r\n\r\n",
                 Refusal::Malformed,
             ),
             (
-                "POST / HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\n",
-                Refusal::Malformed,
+                "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\n",
+                Refusal::InvalidLength,
             ),
             (
-                "POST / HTTP/1.1\r\nContent-Length: 0, 5\r\n\r\n",
-                Refusal::Malformed,
+                "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0, 5\r\n\r\n",
+                Refusal::InvalidLength,
             ),
             (
-                "POST / HTTP/1.1\r\nContent-Length: +0\r\n\r\n",
-                Refusal::Malformed,
+                "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: +0\r\n\r\n",
+                Refusal::InvalidLength,
             ),
             (
-                "POST / HTTP/1.1\r\nContent-Length: 0x0\r\n\r\n",
-                Refusal::Malformed,
+                "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0x0\r\n\r\n",
+                Refusal::InvalidLength,
             ),
             (
-                "POST / HTTP/1.1\r\nContent-Length: 0\r\nTransfer-Encoding:\r\n chunked\r\n\r\n",
+                "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nTransfer-Encoding:\r\n chunked\r\n\r\n",
                 Refusal::Malformed,
             ),
             ("GARBAGE\r\n\r\n", Refusal::Malformed),
@@ -300,13 +318,30 @@ mod tests {
     }
 
     #[test]
+    fn host_is_named_once_in_http_1_1() {
+        assert_eq!(
+            parse_str("GET / HTTP/1.1\r\n\r\n").err(),
+            Some(Refusal::Host)
+        );
+        assert_eq!(
+            parse_str("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n").err(),
+            Some(Refusal::Host)
+        );
+        assert_eq!(
+            parse_str("GET / HTTP/1.0\r\nHost: a\r\nhost: a\r\n\r\n").err(),
+            Some(Refusal::Host)
+        );
+        assert!(head("GET / HTTP/1.0\r\n\r\n").parts.headers.is_empty());
+    }
+
+    #[test]
     fn limits_are_431() {
         let many: String = (0..101).map(|i| format!("X-{i}: 1\r\n")).collect();
         assert_eq!(
-            parse_str(&format!("GET / HTTP/1.1\r\n{many}\r\n")).err(),
+            parse_str(&format!("GET / HTTP/1.1\r\nHost: h\r\n{many}\r\n")).err(),
             Some(Refusal::TooLarge)
         );
-        let mut endless = BytesMut::from(&b"GET / HTTP/1.1\r\nX-Long: "[..]);
+        let mut endless = BytesMut::from(&b"GET / HTTP/1.1\r\nHost: h\r\nX-Long: "[..]);
         endless.extend_from_slice(&[b'a'; 9000]);
         assert_eq!(
             parse(&mut endless, 100, 8192).err(),

@@ -1,6 +1,6 @@
 //! An answer as HTTP/1.1 puts it on the wire to the client.
 
-use std::io::{self, Write as _};
+use std::io;
 
 use futures_util::FutureExt;
 use http::{HeaderMap, Response, StatusCode, Version, header};
@@ -172,19 +172,6 @@ fn says_close(headers: &HeaderMap) -> bool {
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(','))
         .any(|token| token.trim().eq_ignore_ascii_case("close"))
-}
-
-/// A bare refusal for a head that cannot be handled: the connection closes.
-pub fn refusal(status: StatusCode, out: &mut Vec<u8>) {
-    out.clear();
-    let _ = write!(
-        out,
-        "HTTP/1.1 {} {}\r\ncontent-length: 0\r\nconnection: close\r\ndate: ",
-        status.as_str(),
-        status.canonical_reason().unwrap_or("")
-    );
-    date::append(out);
-    out.extend_from_slice(b"\r\n\r\n");
 }
 
 #[cfg(test)]
