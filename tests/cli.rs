@@ -41,6 +41,15 @@ fn check_accepts_the_shipped_configs_and_prints_the_routes() {
         stdout.contains("rest") && stdout.contains("pass-through"),
         "{stdout}"
     );
+    // The whole effective policy, the replay marker and exclusions included.
+    for line in [
+        "forward key    true",
+        "replay header  Idempotent-Replayed",
+        "replay exclude set-cookie",
+        "max in-flight  no limit",
+    ] {
+        assert!(stdout.contains(line), "{line:?} missing from:\n{stdout}");
+    }
 
     let out = Command::new(env!("CARGO_BIN_EXE_idemgate"))
         .args(["check", "-c", "config/examples/postgres-redis.toml"])

@@ -91,11 +91,20 @@ fn policy(out: &mut String, policy: &Policy) {
         ("canonical_json", policy.canonical_json.to_string()),
         ("release", list(statuses.into_iter())),
         ("store error", on_store_error.to_owned()),
+        ("forward key", policy.forward_key.to_string()),
+        ("replay header", policy.replay_header.clone()),
+        (
+            "replay exclude",
+            list(policy.replay_exclude_headers.iter().cloned()),
+        ),
+        (
+            "max in-flight",
+            match policy.max_in_flight {
+                0 => "no limit".to_owned(),
+                n => n.to_string(),
+            },
+        ),
     ];
-    let mut lines = lines.to_vec();
-    if policy.max_in_flight > 0 {
-        lines.push(("max in-flight", policy.max_in_flight.to_string()));
-    }
     let _ = writeln!(out, "  policy    idempotent");
     for (name, value) in lines {
         let _ = writeln!(out, "    {name:<15}{value}");
