@@ -1,5 +1,5 @@
 //! Canonical JSON for fingerprints: two bodies that mean the same JSON value
-//! serialize to the same bytes.
+//! serialize to the same bytes, and two that do not, never do.
 //!
 //! Close to RFC 8785 (JCS), simplified:
 //! - objects: keys sorted by their UTF-8 bytes (JCS sorts by UTF-16 code units;
@@ -8,80 +8,257 @@
 //! - strings: `"` and `\` escaped, `\b \t \n \f \r` by their short escape,
 //!   other control characters as `\u00xx`, everything else as raw UTF-8 (so
 //!   `"\u0041"` and `"A"` are equal);
-//! - numbers by value: integers as decimal digits; a float with an integral
-//!   value below 1e21 in magnitude as the integer it equals (so `1`, `1.0`,
-//!   `1.00` and `1e0` are all equal, as in JCS, and `-0.0` is `0`); other floats
-//!   by their shortest round-trip form (ryu, via serde_json), whose exponent
-//!   spelling differs from JCS (`1e21` rather than `1e+21`) but is stable.
-//!   Parsing is correctly rounded (serde_json's `float_roundtrip` feature), so
-//!   every spelling of a number reaches the same double.
+//! - numbers by their exact decimal value, never rounded to a double (so
+//!   `12345678901234567890123` and `...124` differ, and so do `0.1` and
+//!   `0.1000000000000000001`; `1`, `1.0`, `10e-1` are equal, `-0` is `0`):
+//!   1. an integer below 1e21 in magnitude as its digits (as in JCS);
+//!   2. else, when the double nearest the number, printed shortest (serde_json's
+//!      float text, e.g. `0.1`, `1.5e+300`), spells the number's exact value:
+//!      that text;
+//!   3. else `d.ddde±x` with every significant digit (`1.000000000000000001e-1`).
+//!
+//!   Rules 1 and 2 are what this module wrote when it read numbers as doubles,
+//!   for every number whose old form spelled its value exactly (`12.34`, `1e0`,
+//!   `2e-3`, `1e+21`): those fingerprints did not change. Only numbers the old
+//!   form rounded (more digits than a double holds) are now written by rule 3
+//!   or, for integers below 1e21, by their own digits. "Exactly" is about the
+//!   old text, not about the number being a double: `0.1` is no double, yet
+//!   its old form `0.1` spelled it and stays; the 55 digits of the double
+//!   nearest 0.1, which the old code also wrote `0.1`, now go by rule 3.
+//!   (Keeping only numbers that are doubles would have changed the fingerprint
+//!   of nearly every body with a decimal fraction, `12.34` included.)
+//!
+//! A body this module will not vouch for gets no canonical form, and the
+//! fingerprint hashes its bytes, as for a body that is not JSON at all (a false
+//! "different", a 422, is safe; a false "same" would replay another request's
+//! answer):
+//! - an object with a member name twice, at any depth: `{"a":1,"a":2}` must not
+//!   equal `{"a":2}`, yet which member "wins" is up to each reader;
+//! - a number out of a double's range (`1e400`): serde_json refused such a body
+//!   before it read numbers exactly, so its fingerprint stays the bytes' one;
+//!   likewise a non-zero number with an exponent of 10^18 or more;
+//! - an object whose member name is serde_json's private number marker (see
+//!   `NUMBER_TOKEN` below).
+//!
+//! Why a rule-3 text can never be an old canonical text of another number, so a
+//! fingerprint stored before this change cannot match a different number now:
+//! every old text was either integer digits (no `e`; rule 3 always has one) or
+//! the shortest text `s` of some double `x`. Rule 3 is only used when the
+//! shortest text of the double nearest the number does not spell the number.
+//! If a rule-3 text, which spells its number exactly, equalled such an `s`,
+//! the number would be the value `s` spells; the double nearest that value is
+//! `x` (a shortest text reads back as its double), whose shortest text is `s`,
+//! which spells the number: rule 2 would have applied, not rule 3. (Rules 1 and 2 always spell the number's exact value, so
+//! no two new texts of different numbers are equal either.) What stays possible
+//! is the old collision itself: a fingerprint stored before this change from
+//! `0.1000000000000000001` (written `0.1` then) still matches `0.1` now, for
+//! the rest of that record's retention.
 
-use serde_json::{Number, Value};
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use std::fmt;
 use std::io::Write;
 
-/// Appends the canonical serialization of `value` to `out`.
+use super::json_number::{Decimal, shortest_double};
+
+/// The canonical form of a JSON body, or `None`: not JSON, or JSON with no
+/// canonical form here (a duplicate member name, a number out of a double's
+/// range; see the module docs). The fingerprint hashes the raw bytes then.
 ///
-/// Recursive: meant for values parsed by serde_json, whose default recursion
-/// limit (128) bounds the depth.
-pub fn canonicalize(value: &Value, out: &mut Vec<u8>) {
+/// serde_json's recursion limit (128) bounds the depth of the parsed document,
+/// and so the recursion of the canonicalization.
+pub fn canonical(body: &[u8]) -> Option<Vec<u8>> {
+    let doc: Json = serde_json::from_slice(body).ok()?;
+    let mut out = Vec::with_capacity(body.len());
+    write(&doc, &mut out).ok()?;
+    Some(out)
+}
+
+/// A body the canonical form is refused for.
+struct NoCanonicalForm;
+
+/// A JSON document as read for canonicalization: numbers exact, object
+/// members in document order with duplicates kept. (serde_json's `Value`
+/// keeps only the last of duplicate members, and reads an object
+/// `{NUMBER_TOKEN: "1"}` as the number 1.)
+enum Json {
+    Null,
+    Bool(bool),
+    /// serde_json hands over integers that fit `u64` or `i64` as such.
+    Unsigned(u64),
+    Signed(i64),
+    /// Any other number, as written (serde_json's `arbitrary_precision`).
+    Number(String),
+    String(String),
+    Array(Vec<Json>),
+    Object(Vec<(String, Json)>),
+}
+
+/// The member name under which serde_json's `arbitrary_precision` hands a
+/// number's text to a visitor: a one-member map `{NUMBER_TOKEN: "12.5"}`
+/// (serde_json's own `Value` is built the same way). Private to serde_json;
+/// the number tests below fail if a release renames it.
+///
+/// A document's own object with that member name is told apart by how the
+/// member's value comes: serde_json passes a number's text as an owned
+/// `String` (`visit_string`), and a document's strings by reference
+/// (`visit_str`, `visit_borrowed_str`). [`NumberText`] takes only the first,
+/// so such a document is refused (hashed by bytes) rather than read, as
+/// `Value` would read it, as the number `12.5`.
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
+impl<'de> Deserialize<'de> for Json {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(JsonVisitor)
+    }
+}
+
+struct JsonVisitor;
+
+impl<'de> Visitor<'de> for JsonVisitor {
+    type Value = Json;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Json, E> {
+        Ok(Json::Null)
+    }
+
+    fn visit_bool<E: de::Error>(self, b: bool) -> Result<Json, E> {
+        Ok(Json::Bool(b))
+    }
+
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<Json, E> {
+        Ok(Json::Unsigned(n))
+    }
+
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<Json, E> {
+        Ok(Json::Signed(n))
+    }
+
+    // No visit_f64: with `arbitrary_precision` serde_json never rounds a number
+    // to a double; were it to, the default refuses the body rather than
+    // compare numbers inexactly.
+
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Json, E> {
+        Ok(Json::String(s.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, s: String) -> Result<Json, E> {
+        Ok(Json::String(s))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Json, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Json::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
+        let Some(first) = map.next_key::<String>()? else {
+            return Ok(Json::Object(Vec::new()));
+        };
+        if first == NUMBER_TOKEN {
+            let NumberText(text) = map.next_value()?;
+            return Ok(Json::Number(text));
+        }
+        let mut members = vec![(first, map.next_value()?)];
+        while let Some(member) = map.next_entry()? {
+            members.push(member);
+        }
+        Ok(Json::Object(members))
+    }
+}
+
+/// The text of a number, as serde_json's `arbitrary_precision` passes it (see
+/// [`NUMBER_TOKEN`]).
+struct NumberText(String);
+
+impl<'de> Deserialize<'de> for NumberText {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TextVisitor;
+        impl Visitor<'_> for TextVisitor {
+            type Value = NumberText;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a number's text from serde_json")
+            }
+            fn visit_string<E: de::Error>(self, s: String) -> Result<NumberText, E> {
+                Ok(NumberText(s))
+            }
+            // A string of the document (visit_borrowed_str comes here too):
+            // refused, see NUMBER_TOKEN.
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<NumberText, E> {
+                Err(E::invalid_type(de::Unexpected::Str(s), &self))
+            }
+        }
+        deserializer.deserialize_any(TextVisitor)
+    }
+}
+
+fn write(value: &Json, out: &mut Vec<u8>) -> Result<(), NoCanonicalForm> {
+    // Writes into a Vec cannot fail; their results are ignored for that reason.
     match value {
-        Value::Null => out.extend_from_slice(b"null"),
-        Value::Bool(true) => out.extend_from_slice(b"true"),
-        Value::Bool(false) => out.extend_from_slice(b"false"),
-        Value::Number(n) => number(n, out),
-        Value::String(s) => string(s, out),
-        Value::Array(items) => {
+        Json::Null => out.extend_from_slice(b"null"),
+        Json::Bool(true) => out.extend_from_slice(b"true"),
+        Json::Bool(false) => out.extend_from_slice(b"false"),
+        Json::Unsigned(n) => {
+            let _ = write!(out, "{n}");
+        }
+        Json::Signed(n) => {
+            let _ = write!(out, "{n}");
+        }
+        Json::Number(text) => number(text, out)?,
+        Json::String(s) => string(s, out),
+        Json::Array(items) => {
             out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }
-                canonicalize(item, out);
+                write(item, out)?;
             }
             out.push(b']');
         }
-        Value::Object(map) => {
-            // Sort explicitly: serde_json's map order depends on its
-            // `preserve_order` feature, which another crate could turn on.
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        Json::Object(members) => {
+            let mut sorted: Vec<&(String, Json)> = members.iter().collect();
+            sorted.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            // Sorted, a duplicate name is next to its twin.
+            if sorted.windows(2).any(|pair| pair[0].0 == pair[1].0) {
+                return Err(NoCanonicalForm);
+            }
             out.push(b'{');
-            for (i, (k, v)) in entries.into_iter().enumerate() {
+            for (i, (name, member)) in sorted.into_iter().enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }
-                string(k, out);
+                string(name, out);
                 out.push(b':');
-                canonicalize(v, out);
+                write(member, out)?;
             }
             out.push(b'}');
         }
     }
+    Ok(())
 }
 
-/// Integral floats below this magnitude are written as integers (JCS prints
-/// integral doubles under 1e21 without exponent or fraction).
-const INTEGRAL_FLOAT_LIMIT: f64 = 1e21;
-
-fn number(n: &Number, out: &mut Vec<u8>) {
-    // Writes into a Vec cannot fail; the results are ignored for that reason.
-    if let Some(u) = n.as_u64() {
-        let _ = write!(out, "{u}");
-    } else if let Some(i) = n.as_i64() {
-        let _ = write!(out, "{i}");
-    } else if let Some(f) = n.as_f64() {
-        if f.fract() == 0.0 && f.abs() < INTEGRAL_FLOAT_LIMIT {
-            // Exact: an integral f64 under 1e21 fits i128 without rounding.
-            let _ = write!(out, "{}", f as i128);
-        } else {
-            // serde_json's Display for a float is ryu's shortest round-trip.
-            let _ = write!(out, "{n}");
-        }
-    } else {
-        // Unreachable without serde_json's `arbitrary_precision`; fall back
-        // to the number's own text, which is still deterministic.
-        let _ = write!(out, "{n}");
+/// A number that is not a `u64`/`i64`, by the rules of the module docs.
+fn number(text: &str, out: &mut Vec<u8>) -> Result<(), NoCanonicalForm> {
+    let value = Decimal::parse(text).ok_or(NoCanonicalForm)?;
+    if value.is_integer_below_1e21() {
+        value.write_integer(out);
+        return Ok(());
     }
+    // None: the nearest double is infinite (see the module docs).
+    let shortest = shortest_double(text).ok_or(NoCanonicalForm)?;
+    if Decimal::parse(&shortest).as_ref() == Some(&value) {
+        out.extend_from_slice(shortest.as_bytes());
+    } else {
+        value.write_scientific(out);
+    }
+    Ok(())
 }
 
 fn string(s: &str, out: &mut Vec<u8>) {
@@ -112,12 +289,334 @@ fn string(s: &str, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+    use serde_json::Number;
 
     fn canon(json: &str) -> String {
-        let v: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{json}: {e}"));
-        let mut out = Vec::new();
-        canonicalize(&v, &mut out);
+        let out = canonical(json.as_bytes()).unwrap_or_else(|| panic!("no canonical form: {json}"));
         String::from_utf8(out).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn canon_opt(json: &str) -> Option<String> {
+        canonical(json.as_bytes()).map(|out| String::from_utf8(out).unwrap_or_default())
+    }
+
+    /// The canonical number of this module before numbers were exact (it read
+    /// them as serde_json's `Value` without `arbitrary_precision`: a `u64` or
+    /// `i64` if the text is an integer that fits, else the nearest `f64`),
+    /// `None` for a body serde_json refused. Checked against [`TODAY`].
+    fn old_number(text: &str) -> Option<String> {
+        if !text.contains(['.', 'e', 'E']) && text != "-0" {
+            if let Ok(u) = text.parse::<u64>() {
+                return Some(u.to_string());
+            }
+            if let Ok(i) = text.parse::<i64>() {
+                return Some(i.to_string());
+            }
+        }
+        let f: f64 = text.parse().ok()?;
+        if !f.is_finite() {
+            return None;
+        }
+        if f.fract() == 0.0 && f.abs() < 1e21 {
+            Some((f as i128).to_string())
+        } else {
+            Number::from_f64(f).map(|n| n.to_string())
+        }
+    }
+
+    /// Canonical forms written by this module before numbers were exact
+    /// (recorded by running it; `None`: no canonical form, bytes hashed).
+    const TODAY: &[(&str, Option<&str>)] = &[
+        ("0", Some("0")),
+        ("-0", Some("0")),
+        ("0.0", Some("0")),
+        ("-0.0", Some("0")),
+        ("0e0", Some("0")),
+        ("0E+5", Some("0")),
+        ("-0e-5", Some("0")),
+        ("0e400", Some("0")),
+        ("0.000e-99999999999999999999", Some("0")),
+        ("1", Some("1")),
+        ("-1", Some("-1")),
+        ("1.0", Some("1")),
+        ("1.00", Some("1")),
+        ("1e0", Some("1")),
+        ("1E0", Some("1")),
+        ("1e+0", Some("1")),
+        ("10e-1", Some("1")),
+        ("100E-2", Some("1")),
+        ("-5", Some("-5")),
+        ("42", Some("42")),
+        ("1.5", Some("1.5")),
+        ("1.50", Some("1.5")),
+        ("15e-1", Some("1.5")),
+        ("0.1", Some("0.1")),
+        ("0.10", Some("0.1")),
+        ("1e-1", Some("0.1")),
+        ("0.5", Some("0.5")),
+        ("0.25", Some("0.25")),
+        ("12.34", Some("12.34")),
+        ("99.99", Some("99.99")),
+        ("-12.34", Some("-12.34")),
+        ("0.3", Some("0.3")),
+        ("3.14159", Some("3.14159")),
+        ("2e-3", Some("0.002")),
+        ("1e-7", Some("1e-7")),
+        ("1.5e-7", Some("1.5e-7")),
+        ("0.000001", Some("1e-6")),
+        ("123456789.123", Some("123456789.123")),
+        ("4.35", Some("4.35")),
+        ("1e15", Some("1000000000000000")),
+        ("1e16", Some("10000000000000000")),
+        ("1.0e16", Some("10000000000000000")),
+        ("1e20", Some("100000000000000000000")),
+        ("1e21", Some("1e+21")),
+        ("1.0e21", Some("1e+21")),
+        ("1e22", Some("1e+22")),
+        ("1e23", Some("1e+23")),
+        ("1.5e300", Some("1.5e+300")),
+        ("15e299", Some("1.5e+300")),
+        ("1e300", Some("1e+300")),
+        ("-1e300", Some("-1e+300")),
+        ("5e-324", Some("5e-324")),
+        ("2.2250738585072014e-308", Some("2.2250738585072014e-308")),
+        ("1.7976931348623157e308", Some("1.7976931348623157e+308")),
+        ("9007199254740992", Some("9007199254740992")),
+        ("9007199254740993", Some("9007199254740993")),
+        ("12345678901234567", Some("12345678901234567")),
+        ("12345678901234567.0", Some("12345678901234568")),
+        ("123456789012345678", Some("123456789012345678")),
+        ("18446744073709551615", Some("18446744073709551615")),
+        ("18446744073709551615.0", Some("18446744073709551616")),
+        ("18446744073709551616", Some("18446744073709551616")),
+        ("-9223372036854775808", Some("-9223372036854775808")),
+        ("-9223372036854775809", Some("-9223372036854775808")),
+        ("99999999999999999999", Some("100000000000000000000")),
+        ("999999999999999999999", Some("1e+21")),
+        ("1000000000000000000000", Some("1e+21")),
+        ("12345678901234567890123", Some("1.2345678901234568e+22")),
+        ("12345678901234567890124", Some("1.2345678901234568e+22")),
+        ("1.2345678901234568e22", Some("1.2345678901234568e+22")),
+        ("0.1000000000000000001", Some("0.1")),
+        (
+            "0.1000000000000000055511151231257827021181583404541015625",
+            Some("0.1"),
+        ),
+        ("0.99999999999999999999", Some("1")),
+        ("1.947700395895162e-169", Some("1.947700395895162e-169")),
+        ("1947700395895162000e-187", Some("1.947700395895162e-169")),
+        ("1.870897432200965e-250", Some("1.870897432200965e-250")),
+        ("1e-400", Some("0")),
+        ("-1e-400", Some("0")),
+        ("1e400", None),
+        ("-1e400", None),
+        ("1e99999999999999999999", None),
+        ("1e-99999999999999999999", Some("0")),
+    ];
+
+    /// The entries of [`TODAY`] whose old form did not spell the number exactly,
+    /// with their new form. Every other entry must be unchanged.
+    const CHANGED: &[(&str, Option<&str>)] = &[
+        ("12345678901234567.0", Some("12345678901234567")),
+        ("18446744073709551615.0", Some("18446744073709551615")),
+        ("-9223372036854775809", Some("-9223372036854775809")),
+        ("99999999999999999999", Some("99999999999999999999")),
+        ("999999999999999999999", Some("999999999999999999999")),
+        (
+            "12345678901234567890123",
+            Some("1.2345678901234567890123e+22"),
+        ),
+        (
+            "12345678901234567890124",
+            Some("1.2345678901234567890124e+22"),
+        ),
+        ("0.1000000000000000001", Some("1.000000000000000001e-1")),
+        (
+            "0.1000000000000000055511151231257827021181583404541015625",
+            Some("1.000000000000000055511151231257827021181583404541015625e-1"),
+        ),
+        ("0.99999999999999999999", Some("9.9999999999999999999e-1")),
+        ("1e-400", Some("1e-400")),
+        ("-1e-400", Some("-1e-400")),
+        // An exponent of 10^18 or more: refused (was 0).
+        ("1e-99999999999999999999", None),
+    ];
+
+    #[test]
+    fn old_forms_that_were_exact_are_unchanged() {
+        for &(input, today) in TODAY {
+            assert_eq!(old_number(input).as_deref(), today, "reference, {input}");
+            let want = CHANGED
+                .iter()
+                .find(|(changed, _)| *changed == input)
+                .map_or(today, |&(_, new)| new);
+            assert_eq!(canon_opt(input).as_deref(), want, "{input}");
+            // Inside a document, too.
+            let doc = format!(r#"{{"x":[{input}]}}"#);
+            let want_doc = want.map(|n| format!(r#"{{"x":[{n}]}}"#));
+            assert_eq!(canon_opt(&doc), want_doc, "{doc}");
+        }
+        for &(input, _) in CHANGED {
+            assert!(
+                TODAY.iter().any(|(i, _)| *i == input),
+                "{input} not in TODAY"
+            );
+            let old = old_number(input);
+            let value = Decimal::parse(input);
+            // Changed only where the old form did not spell the number.
+            assert_ne!(old.as_deref().and_then(Decimal::parse), value, "{input}");
+        }
+    }
+
+    #[test]
+    fn numbers_compare_by_exact_value() {
+        for same in [
+            &[
+                "1", "1.0", "1.00", "1e0", "1E+0", "10e-1", "100E-2", "0.1e1",
+            ][..],
+            &["0", "-0", "0.0", "-0.0", "0e5", "-0E-5"],
+            &["0.1", "0.10", "1e-1", "100e-3"],
+            &[
+                "12345678901234567890123",
+                "1.2345678901234567890123e22",
+                "12345678901234567890123.000",
+            ],
+            &["0.1000000000000000001", "1000000000000000001e-19"],
+        ] {
+            for text in same {
+                assert_eq!(canon(text), canon(same[0]), "{text} vs {}", same[0]);
+            }
+        }
+        for (a, b) in [
+            ("12345678901234567890123", "12345678901234567890124"),
+            ("0.1000000000000000001", "0.1"),
+            ("1.2345678901234568e22", "12345678901234567890123"),
+            ("18446744073709551615.0", "18446744073709551616"),
+            ("-9223372036854775809", "-9223372036854775808"),
+            ("9007199254740993", "9007199254740992"),
+            ("9007199254740993.0", "9007199254740992"),
+            ("0.99999999999999999999", "1"),
+            ("1e-400", "0"),
+            ("1", "-1"),
+        ] {
+            assert_ne!(canon(a), canon(b), "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn out_of_range_numbers_have_no_canonical_form() {
+        // serde_json refused these before numbers were exact: still bytes.
+        for text in [
+            "1e400",
+            "-1e400",
+            "[1,{\"a\":1e309}]",
+            &format!("1{}", "0".repeat(400)),
+        ] {
+            assert_eq!(canon_opt(text), None, "{text}");
+        }
+        assert_eq!(canon_opt("1e99999999999999999999"), None);
+        assert_eq!(canon("0e99999999999999999999"), "0");
+        assert_eq!(canon("1.7976931348623157e308"), "1.7976931348623157e+308");
+    }
+
+    #[test]
+    fn duplicate_member_names_have_no_canonical_form() {
+        for json in [
+            r#"{"a":1,"a":2}"#,
+            r#"{"a":1,"a":1}"#,
+            r#"{"a":1,"\u0061":2}"#,
+            r#"{"b":0,"a":1,"c":2,"a":3}"#,
+            r#"[1,{"x":{"y":[{"k":null,"k":null}]}}]"#,
+            r#"{"":1,"":2}"#,
+        ] {
+            assert_eq!(canon_opt(json), None, "{json}");
+        }
+        // The same name in different objects is no duplicate.
+        assert_eq!(
+            canon(r#"{"a":{"a":1},"b":[{"a":2},{"a":3}]}"#),
+            r#"{"a":{"a":1},"b":[{"a":2},{"a":3}]}"#
+        );
+        assert_eq!(canon(r#"{"a":1,"A":2,"a ":3}"#), r#"{"A":2,"a":1,"a ":3}"#);
+    }
+
+    #[test]
+    fn an_object_named_like_serde_json_s_number_marker_is_not_a_number() {
+        // serde_json's Value reads these as the number 1; here they are refused.
+        for json in [
+            r#"{"$serde_json::private::Number":"1"}"#,
+            r#"{"\u0024serde_json::private::Number":"1"}"#,
+            r#"{"$serde_json::private::Number":1}"#,
+            r#"{"$serde_json::private::Number":"1","b":2}"#,
+            r#"[{"$serde_json::private::Number":"1.5"}]"#,
+        ] {
+            assert_eq!(canon_opt(json), None, "{json}");
+        }
+        assert_eq!(
+            canon(r#"{"$serde_json::private::Numbe":"1"}"#),
+            r#"{"$serde_json::private::Numbe":"1"}"#
+        );
+    }
+
+    fn literal() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "-?(0|[1-9][0-9]{0,24})(\\.[0-9]{1,24})?([eE][+-]?[0-9]{1,3})?",
+            (
+                any::<f64>().prop_filter("finite", |f| f.is_finite()),
+                0u8..6,
+                0usize..40
+            )
+                .prop_map(|(f, how, precision)| match how {
+                    0 => Number::from_f64(f)
+                        .map(|n| n.to_string())
+                        .unwrap_or_default(),
+                    1 => format!("{f:e}"),
+                    2 => format!("{f:E}"),
+                    3 => format!("{f}"),
+                    4 => format!("{f:.precision$e}"),
+                    // Every digit of the double: its exact value.
+                    _ => format!("{f:.800e}"),
+                }),
+            any::<i128>().prop_map(|i| i.to_string()),
+            (any::<i64>(), 0usize..20).prop_map(|(n, scale)| {
+                let digits = format!("{:0>width$}", n.unsigned_abs(), width = scale + 1);
+                let (int, frac) = digits.split_at(digits.len() - scale);
+                let sign = if n < 0 { "-" } else { "" };
+                if frac.is_empty() {
+                    format!("{sign}{int}")
+                } else {
+                    format!("{sign}{int}.{frac}")
+                }
+            }),
+        ]
+    }
+
+    proptest! {
+        /// Every number: canonical form exactly its value, the same for every
+        /// spelling, the old form when the old form spelled the value, and
+        /// otherwise, when written with an exponent, a text the old code never
+        /// wrote (every old text is a fixed point of the old code).
+        #[test]
+        fn numbers_are_exact_and_keep_their_exact_old_forms(text in literal()) {
+            let old = old_number(&text);
+            let value = Decimal::parse(&text);
+            let new = canon_opt(&text);
+            prop_assert_eq!(new.is_none(), old.is_none() || value.is_none(), "{}", text);
+            if let (Some(new), Some(value)) = (new, value) {
+                prop_assert_eq!(Decimal::parse(&new), Some(value.clone()), "{} -> {}", text, new);
+                if old.as_deref().and_then(Decimal::parse).as_ref() == Some(&value) {
+                    prop_assert_eq!(Some(&new), old.as_ref(), "{}", text);
+                } else if new.contains('e') {
+                    // (An integer's digits may be an old text: of this very
+                    // value, or of a number the old code rounded to it.)
+                    prop_assert_ne!(old_number(&new), Some(new.clone()), "{}", text);
+                }
+                prop_assert_eq!(canon(&new), new.clone(), "{}", text);
+                for other in value.spellings() {
+                    prop_assert_eq!(canon(&other), new.clone(), "{} vs {}", text, other);
+                }
+            }
+        }
     }
 
     #[test]
@@ -188,12 +687,28 @@ mod tests {
     }
 
     #[test]
-    fn output_reparses_to_the_same_value() {
-        let json = r#"{"k":[1,-2,3.25,1e300,"x\ny",{"\u0000":null}],"e":""}"#;
+    fn output_is_a_fixed_point() {
+        let json = r#"{"k":[1,-2,3.25,1e300,1e-400,"x\ny",{"\u0000":null}],"e":""}"#;
         let out = canon(json);
-        let a: Value = serde_json::from_str(json).unwrap_or_default();
-        let b: Value = serde_json::from_str(&out).unwrap_or_default();
-        assert_eq!(a, b);
+        assert_eq!(
+            out,
+            r#"{"e":"","k":[1,-2,3.25,1e+300,1e-400,"x\ny",{"\u0000":null}]}"#
+        );
         assert_eq!(canon(&out), out);
+    }
+
+    #[test]
+    fn not_json_has_no_canonical_form() {
+        for body in [
+            "",
+            "not json",
+            "{\"a\":1} x",
+            "[1,]",
+            "{\"a\":\"\\ud800\"}",
+            "01",
+        ] {
+            assert_eq!(canon_opt(body), None, "{body:?}");
+        }
+        assert_eq!(canonical(b"\"\xff\""), None);
     }
 }

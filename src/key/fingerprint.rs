@@ -1,6 +1,6 @@
 use sha2::{Digest, Sha256};
 
-use super::canonical_json::canonicalize;
+use super::canonical_json;
 use super::scope::update_len_prefixed;
 use crate::config::FingerprintPart;
 
@@ -26,7 +26,9 @@ const TAG_HEADER: u8 = b'H';
 
 /// Hex hash of the configured parts of a request. With `canonical_json`, a body
 /// that parses as JSON is hashed by value (object keys sorted, insignificant
-/// whitespace dropped, numbers by value); a body that does not parse is hashed by bytes.
+/// whitespace dropped, numbers by exact value); a body that does not parse, or
+/// has no canonical form (a member name twice in one object, a number out of a
+/// double's range), is hashed by bytes.
 ///
 /// Full SHA-256 as 64 lower-case hex characters. Each part, in configured
 /// order, is a tag byte then length-prefixed fields (u64 BE); optional values
@@ -65,15 +67,10 @@ pub fn fingerprint(
 }
 
 fn body(h: &mut Sha256, body: &[u8], canonical_json: bool) {
-    if canonical_json {
-        // serde_json's recursion limit (128) bounds canonicalize's recursion.
-        if let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) {
-            let mut canon = Vec::with_capacity(body.len());
-            canonicalize(&value, &mut canon);
-            h.update([TAG_BODY_JSON]);
-            update_len_prefixed(h, &canon);
-            return;
-        }
+    if canonical_json && let Some(canon) = canonical_json::canonical(body) {
+        h.update([TAG_BODY_JSON]);
+        update_len_prefixed(h, &canon);
+        return;
     }
     h.update([TAG_BODY_RAW]);
     update_len_prefixed(h, body);
@@ -274,6 +271,100 @@ mod tests {
             ..base()
         };
         assert_ne!(fingerprint(&parts, &d, true), fingerprint(&parts, &e, true));
+    }
+
+    fn body_fingerprint(body: &str, canonical_json: bool) -> String {
+        let input = FingerprintInput {
+            body: body.as_bytes(),
+            ..base()
+        };
+        fingerprint(&[FingerprintPart::Body], &input, canonical_json)
+    }
+
+    #[test]
+    fn canonical_fingerprints_of_exact_numbers_are_unchanged() {
+        // Recorded before numbers were read exactly: records stored then
+        // still match their retries.
+        for (body, recorded) in [
+            (
+                r#"{"amount":12.34,"currency":"EUR","n":[1,2.5,1e300,-0]}"#,
+                "79a0c796fcdc235405cd3b05b1506dde2dc2f5ce796ee6e248e260fadc66e150",
+            ),
+            (
+                r#"{"a":{"b":[0.1,true,null,"x\u0041"]}}"#,
+                "ac03451611424a801b11e3d8605f5eb89dcca01b180eccc0980e764dffe00c66",
+            ),
+            // Out of a double's range: refused then and now, so bytes.
+            (
+                "1e400",
+                "724614af30ffa7f086c560d42c9d70b77f4ac9fc65358d44832c6aca63f3b7bb",
+            ),
+        ] {
+            assert_eq!(body_fingerprint(body, true), recorded, "{body}");
+        }
+        assert_eq!(
+            body_fingerprint(
+                r#"{"n":[1.0,2.50,10e299,-0],"currency":"EUR","amount":1234e-2}"#,
+                true
+            ),
+            "79a0c796fcdc235405cd3b05b1506dde2dc2f5ce796ee6e248e260fadc66e150"
+        );
+    }
+
+    #[test]
+    fn canonical_json_numbers_by_exact_value() {
+        let fp = |body: &str| body_fingerprint(body, true);
+        assert_ne!(
+            fp(r#"{"a":12345678901234567890123}"#),
+            fp(r#"{"a":12345678901234567890124}"#)
+        );
+        assert_ne!(fp(r#"{"a":0.1000000000000000001}"#), fp(r#"{"a":0.1}"#));
+        // Before, both were this (the first rounded to the second).
+        assert_ne!(
+            fp(r#"{"id":12345678901234567890123}"#),
+            "a695360109501d05c24693e62b7fe5f0f627d8fe914f798b9f17ecf696139036"
+        );
+        assert_eq!(
+            fp(r#"{"id":1.2345678901234568e22}"#),
+            "a695360109501d05c24693e62b7fe5f0f627d8fe914f798b9f17ecf696139036"
+        );
+        for same in [
+            r#"{"a":1}"#,
+            r#"{"a":1.0}"#,
+            r#"{"a":1e0}"#,
+            r#"{"a":10e-1}"#,
+        ] {
+            assert_eq!(fp(same), fp(r#"{"a":1}"#), "{same}");
+        }
+        assert_eq!(fp(r#"[-0]"#), fp(r#"[0]"#));
+        assert_eq!(
+            fp(r#"{"a":12345678901234567890123}"#),
+            fp(r#"{"a":1.2345678901234567890123e22}"#)
+        );
+    }
+
+    #[test]
+    fn canonical_json_duplicate_names_hash_by_bytes() {
+        for body in [r#"{"a":1,"a":2}"#, r#"{"x":[{"a":2,"\u0061":2}]}"#] {
+            assert_eq!(
+                body_fingerprint(body, true),
+                body_fingerprint(body, false),
+                "{body}"
+            );
+        }
+        // Before, the first was the second (the last member won).
+        assert_ne!(
+            body_fingerprint(r#"{"a":1,"a":2}"#, true),
+            body_fingerprint(r#"{"a":2}"#, true)
+        );
+        assert_ne!(
+            body_fingerprint(r#"{"a":1,"a":2}"#, true),
+            "217afc67f98b618ba4c4c294d334d506dfe9a4b095134ae060eab7c4ce89a861"
+        );
+        assert_ne!(
+            body_fingerprint(r#"{"x":[{"a":2,"\u0061":2}]}"#, true),
+            body_fingerprint(r#"{"x":[{"a":2}]}"#, true)
+        );
     }
 
     #[test]

@@ -1,21 +1,49 @@
-use serde_json::Value;
+use serde_json::{Number, Value};
 
 use super::KeyError;
+use super::json_number::{Decimal, shortest_double};
 
 /// The key at an RFC 6901 `pointer` in a JSON body: a string is taken as is, a
-/// number by its JSON text. Not JSON, nothing there, or another type → `Missing`;
-/// a value that fails [`super::validate`] → `Invalid`.
+/// number by its JSON text (see `number_key`). Not JSON, nothing there, or
+/// another type → `Missing`; a value that fails [`super::validate`] → `Invalid`.
 pub fn from_json_body(body: &[u8], pointer: &str) -> Result<String, KeyError> {
     // serde_json caps nesting at 128 levels (its default recursion limit), so a
     // hostile deeply nested body is a parse error here, not a stack overflow.
     let doc: Value = serde_json::from_slice(body).map_err(|_| KeyError::Missing)?;
     let key = match doc.pointer(pointer) {
         Some(Value::String(s)) => s.clone(),
-        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::Number(n)) => number_key(n),
         _ => return Err(KeyError::Missing),
     };
     super::validate(&key)?;
     Ok(key)
+}
+
+/// The key of a number: the text it had before numbers were read exactly,
+/// when that text spells the number's exact value (so those keys did not
+/// change: `42` → `42`, `-0` → `-0.0`, `1E0` → `1.0`, `1.50` → `1.5`);
+/// otherwise the number as written (serde_json's `arbitrary_precision` keeps
+/// the text, only writing an exponent as `e+x` or `e-x`).
+///
+/// Before, a number that is no `u64`/`i64` was read as the nearest `f64` and
+/// printed shortest, so `12345678901234567890123` and `12345678901234567890124`
+/// both became `1.2345678901234568e+22`: two events, one key. Now every key
+/// spells its number's exact value, so two different numbers never share a
+/// key. (What remains of the old collision: a record stored before this
+/// change under `1.2345678901234568e+22` for `12345678901234567890123` is
+/// still found by a body whose number is `1.2345678901234568e22` itself.)
+fn number_key(n: &Number) -> String {
+    let text = n.as_str();
+    let integer = !text.contains(['.', 'e', 'E']) && text != "-0";
+    let old = if integer && (text.parse::<u64>().is_ok() || text.parse::<i64>().is_ok()) {
+        Some(text.to_owned())
+    } else {
+        shortest_double(text)
+    };
+    match (old, Decimal::parse(text)) {
+        (Some(old), Some(value)) if Decimal::parse(&old).as_ref() == Some(&value) => old,
+        _ => text.to_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -33,6 +61,205 @@ mod tests {
         assert_eq!(get(r#"{"id":-7}"#, "/id"), Ok("-7".into()));
         assert_eq!(get(r#"{"id":1.5}"#, "/id"), Ok("1.5".into()));
         assert_eq!(get(r#""whole""#, ""), Ok("whole".into()));
+    }
+
+    /// Keys of numbers before numbers were read exactly (recorded by running
+    /// that code on `{"id":NUMBER}`; `None`: missing, the body was refused).
+    const TODAY: &[(&str, Option<&str>)] = &[
+        ("0", Some("0")),
+        ("-0", Some("-0.0")),
+        ("0.0", Some("0.0")),
+        ("-0.0", Some("-0.0")),
+        ("0e0", Some("0.0")),
+        ("0E+5", Some("0.0")),
+        ("-0e-5", Some("-0.0")),
+        ("0e400", Some("0.0")),
+        ("0.000e-99999999999999999999", Some("0.0")),
+        ("1", Some("1")),
+        ("-1", Some("-1")),
+        ("1.0", Some("1.0")),
+        ("1.00", Some("1.0")),
+        ("1e0", Some("1.0")),
+        ("1E0", Some("1.0")),
+        ("1e+0", Some("1.0")),
+        ("10e-1", Some("1.0")),
+        ("100E-2", Some("1.0")),
+        ("-5", Some("-5")),
+        ("42", Some("42")),
+        ("1.5", Some("1.5")),
+        ("1.50", Some("1.5")),
+        ("15e-1", Some("1.5")),
+        ("0.1", Some("0.1")),
+        ("0.10", Some("0.1")),
+        ("1e-1", Some("0.1")),
+        ("0.5", Some("0.5")),
+        ("0.25", Some("0.25")),
+        ("12.34", Some("12.34")),
+        ("99.99", Some("99.99")),
+        ("-12.34", Some("-12.34")),
+        ("0.3", Some("0.3")),
+        ("3.14159", Some("3.14159")),
+        ("2e-3", Some("0.002")),
+        ("1e-7", Some("1e-7")),
+        ("1.5e-7", Some("1.5e-7")),
+        ("0.000001", Some("1e-6")),
+        ("123456789.123", Some("123456789.123")),
+        ("4.35", Some("4.35")),
+        ("1e15", Some("1000000000000000.0")),
+        ("1e16", Some("1e+16")),
+        ("1.0e16", Some("1e+16")),
+        ("1e20", Some("1e+20")),
+        ("1e21", Some("1e+21")),
+        ("1.0e21", Some("1e+21")),
+        ("1e22", Some("1e+22")),
+        ("1e23", Some("1e+23")),
+        ("1.5e300", Some("1.5e+300")),
+        ("15e299", Some("1.5e+300")),
+        ("1e300", Some("1e+300")),
+        ("-1e300", Some("-1e+300")),
+        ("5e-324", Some("5e-324")),
+        ("2.2250738585072014e-308", Some("2.2250738585072014e-308")),
+        ("1.7976931348623157e308", Some("1.7976931348623157e+308")),
+        ("9007199254740992", Some("9007199254740992")),
+        ("9007199254740993", Some("9007199254740993")),
+        ("12345678901234567", Some("12345678901234567")),
+        ("12345678901234567.0", Some("1.2345678901234568e+16")),
+        ("123456789012345678", Some("123456789012345678")),
+        ("18446744073709551615", Some("18446744073709551615")),
+        ("18446744073709551615.0", Some("1.8446744073709552e+19")),
+        ("18446744073709551616", Some("1.8446744073709552e+19")),
+        ("-9223372036854775808", Some("-9223372036854775808")),
+        ("-9223372036854775809", Some("-9.223372036854776e+18")),
+        ("99999999999999999999", Some("1e+20")),
+        ("999999999999999999999", Some("1e+21")),
+        ("1000000000000000000000", Some("1e+21")),
+        ("12345678901234567890123", Some("1.2345678901234568e+22")),
+        ("12345678901234567890124", Some("1.2345678901234568e+22")),
+        ("1.2345678901234568e22", Some("1.2345678901234568e+22")),
+        ("0.1000000000000000001", Some("0.1")),
+        (
+            "0.1000000000000000055511151231257827021181583404541015625",
+            Some("0.1"),
+        ),
+        ("0.99999999999999999999", Some("1.0")),
+        ("1.947700395895162e-169", Some("1.947700395895162e-169")),
+        ("1947700395895162000e-187", Some("1.947700395895162e-169")),
+        ("1.870897432200965e-250", Some("1.870897432200965e-250")),
+        ("1e-400", Some("0.0")),
+        ("-1e-400", Some("-0.0")),
+        ("1e400", None),
+        ("-1e400", None),
+        ("1e99999999999999999999", None),
+        ("1e-99999999999999999999", Some("0.0")),
+    ];
+
+    /// The entries of [`TODAY`] whose old key did not spell the number
+    /// exactly (or was missing), with their new key: the number as written
+    /// (serde_json writes an exponent as `e+` or `e-`). Every other key is
+    /// unchanged.
+    const CHANGED: &[(&str, &str)] = &[
+        ("12345678901234567.0", "12345678901234567.0"),
+        ("18446744073709551615.0", "18446744073709551615.0"),
+        ("18446744073709551616", "18446744073709551616"),
+        ("-9223372036854775809", "-9223372036854775809"),
+        ("99999999999999999999", "99999999999999999999"),
+        ("999999999999999999999", "999999999999999999999"),
+        ("12345678901234567890123", "12345678901234567890123"),
+        ("12345678901234567890124", "12345678901234567890124"),
+        ("0.1000000000000000001", "0.1000000000000000001"),
+        (
+            "0.1000000000000000055511151231257827021181583404541015625",
+            "0.1000000000000000055511151231257827021181583404541015625",
+        ),
+        ("0.99999999999999999999", "0.99999999999999999999"),
+        ("1e-400", "1e-400"),
+        ("-1e-400", "-1e-400"),
+        ("1e400", "1e+400"),
+        ("-1e400", "-1e+400"),
+        ("1e99999999999999999999", "1e+99999999999999999999"),
+        ("1e-99999999999999999999", "1e-99999999999999999999"),
+    ];
+
+    #[test]
+    fn number_keys_that_were_exact_are_unchanged() {
+        for &(number, today) in TODAY {
+            let got = get(&format!(r#"{{"id":{number}}}"#), "/id");
+            match CHANGED.iter().find(|(n, _)| *n == number) {
+                Some((_, new)) => assert_eq!(got, Ok((*new).to_owned()), "{number}"),
+                None => assert_eq!(got.ok().as_deref(), today, "{number}"),
+            }
+        }
+        for (number, _) in CHANGED {
+            assert!(
+                TODAY.iter().any(|(n, _)| n == number),
+                "{number} not in TODAY"
+            );
+        }
+    }
+
+    #[test]
+    fn different_numbers_never_share_a_key() {
+        let key = |n: &str| get(&format!(r#"{{"id":{n}}}"#), "/id");
+        for (a, b) in [
+            ("12345678901234567890123", "12345678901234567890124"),
+            ("12345678901234567890123", "1.2345678901234568e22"),
+            ("18446744073709551616", "18446744073709551617"),
+            ("-9223372036854775809", "-9223372036854775808"),
+            ("0.1000000000000000001", "0.1"),
+            ("1e-400", "0"),
+        ] {
+            assert_ne!(key(a), key(b), "{a} vs {b}");
+        }
+        // Every key spells its number's exact value.
+        for &(number, _) in TODAY {
+            if let Ok(k) = key(number) {
+                assert_eq!(
+                    Decimal::parse(&k),
+                    Decimal::parse(number),
+                    "{number} -> {k}"
+                );
+            }
+        }
+        // Big integer ids keep every digit.
+        assert_eq!(
+            key("123456789012345678901234567890"),
+            Ok("123456789012345678901234567890".into())
+        );
+        // serde_json writes the exponent of a number it keeps as text as
+        // `e+` or `e-`.
+        assert_eq!(
+            key("1.00000000000000000001E5"),
+            Ok("1.00000000000000000001e+5".into())
+        );
+    }
+
+    /// The key a number had before numbers were read exactly: the digits of a
+    /// `u64`/`i64`, else the nearest double printed shortest (`None`: refused).
+    fn old_key(text: &str) -> Option<String> {
+        if !text.contains(['.', 'e', 'E'])
+            && text != "-0"
+            && (text.parse::<u64>().is_ok() || text.parse::<i64>().is_ok())
+        {
+            return Some(text.to_owned());
+        }
+        let f: f64 = text.parse().ok()?;
+        serde_json::Number::from_f64(f).map(|n| n.to_string())
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn number_keys_spell_their_number_and_keep_exact_old_keys(
+            text in "-?(0|[1-9][0-9]{0,24})(\\.[0-9]{1,24})?([eE][+-]?[0-9]{1,3})?"
+        ) {
+            let key = get(&format!(r#"{{"id":{text}}}"#), "/id");
+            proptest::prop_assert!(key.is_ok(), "{}: {:?}", text, key);
+            let key = key.unwrap_or_default();
+            let value = Decimal::parse(&text);
+            proptest::prop_assert_eq!(Decimal::parse(&key), value.clone(), "{} -> {}", text, key);
+            if let Some(old) = old_key(&text).filter(|old| Decimal::parse(old) == value) {
+                proptest::prop_assert_eq!(key, old, "{}", text);
+            }
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 pub mod canonical_json;
 pub mod fingerprint;
 pub mod header;
+mod json_number;
 pub mod json_pointer;
 pub mod scope;
 
