@@ -540,6 +540,9 @@ async fn large_answers_stream_and_replay_status_and_headers_only() {
         .await;
     assert_eq!(first.status, 201);
     assert!(first.body.len() > 300_000);
+    // Streamed past the store's limit, it still says its length.
+    let length = first.body.len().to_string();
+    assert_eq!(first.header("content-length"), Some(length.as_str()));
     assert_eq!(first.header("idempotent-replayed"), Some("false"));
     let replay = client
         .post("/v1/charges?pad=300000", Some("big-answer"), "{}")

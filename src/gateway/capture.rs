@@ -1,13 +1,15 @@
 //! Reading an upstream answer into what the store keeps, without holding more
 //! than `max_stored_response` bytes of it in memory.
 
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use bytes::Bytes;
-use futures_util::StreamExt;
 use http::header::{self, HeaderName};
 use http::response::Parts;
 use http::{HeaderMap, Response};
-use http_body::Frame;
-use http_body_util::{BodyExt, BodyStream, StreamBody};
+use http_body::{Frame, SizeHint};
+use http_body_util::BodyExt;
 
 use crate::body::{self, Body, BoxError};
 use crate::proxy::UpstreamBody;
@@ -71,13 +73,55 @@ pub async fn capture(response: Response<UpstreamBody>, limit: u64) -> Result<Cap
 
 /// The body of an oversized answer as the client gets it: what was read, then the rest.
 pub fn resume(prefix: Vec<Bytes>, rest: UpstreamBody) -> Body {
-    let read = futures_util::stream::iter(
-        prefix
-            .into_iter()
-            .map(|chunk| Ok::<_, BoxError>(Frame::data(chunk))),
-    );
-    let rest = BodyStream::new(rest);
-    body::stream(StreamBody::new(read.chain(rest)))
+    let read = prefix.iter().map(|chunk| chunk.len() as u64).sum();
+    body::stream(Resumed {
+        prefix: prefix.into_iter(),
+        read,
+        rest,
+    })
+}
+
+/// What was read of an oversized answer, then the rest. Its length is
+/// known when the upstream's was, so the client still gets
+/// `Content-Length` (a chain of streams would say nothing, and go chunked).
+struct Resumed {
+    prefix: std::vec::IntoIter<Bytes>,
+    /// Bytes left in `prefix`.
+    read: u64,
+    rest: UpstreamBody,
+}
+
+impl http_body::Body for Resumed {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        if let Some(chunk) = this.prefix.next() {
+            this.read -= chunk.len() as u64;
+            return Poll::Ready(Some(Ok(Frame::data(chunk))));
+        }
+        Pin::new(&mut this.rest).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.prefix.len() == 0 && self.rest.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let rest = self.rest.size_hint();
+        match rest.exact() {
+            Some(rest) => SizeHint::with_exact(self.read + rest),
+            None => {
+                let mut hint = SizeHint::new();
+                hint.set_lower(self.read + rest.lower());
+                hint
+            }
+        }
+    }
 }
 
 /// What is kept of an answer: status and end-to-end headers, minus `Date`
