@@ -66,19 +66,18 @@ where
             this.moved = true;
             return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
         }
-        let deadline = Instant::now() + this.limit;
+        // The clock is read only when the deadline moves: at the first wait,
+        // and at the first wait after a frame.
+        let moved = std::mem::take(&mut this.moved);
         let timer = match &mut this.timer {
             Some(timer) => {
-                if this.moved {
-                    timer.as_mut().reset(deadline);
+                if moved {
+                    timer.as_mut().reset(Instant::now() + this.limit);
                 }
                 timer
             }
-            None => this
-                .timer
-                .insert(Box::pin(tokio::time::sleep_until(deadline))),
+            None => this.timer.insert(Box::pin(tokio::time::sleep(this.limit))),
         };
-        this.moved = false;
         match timer.as_mut().poll(cx) {
             Poll::Ready(()) => {
                 this.stalled = true;
