@@ -709,3 +709,57 @@ async fn request_smuggling_attempts() {
     );
     s.assert_no_panic();
 }
+
+/// An HTTP/2 request answered before its body is in (413 on the declared
+/// length, 400 without a key): the stream is not reset under the answer
+/// while the client is still sending. hyper's client keeps such an answer
+/// either way; curl 7.88 lost it in every try (exit 92), so this speaks
+/// HTTP/2 with the `h2` crate and looks for the reset itself.
+#[tokio::test(flavor = "multi_thread")]
+async fn http2_early_answers_are_not_reset_under_the_client() {
+    let s = setup("h2-early").await;
+    for (key, declared, status) in [
+        (Some("k-big"), 3 * 1024 * 1024, 413),
+        (None, 64 * 1024, 400),
+    ] {
+        let tcp = TcpStream::connect(s.gateway.addr).await.expect("connect");
+        let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
+        tokio::spawn(connection);
+        let mut client = client.ready().await.expect("ready");
+        let mut request = http::Request::post(format!("http://{}/v1/charges", s.gateway.addr))
+            .header("content-length", declared.to_string());
+        if let Some(key) = key {
+            request = request.header("idempotency-key", key);
+        }
+        let request = request.body(()).expect("request");
+        let (answer, mut upload) = client.send_request(request, false).expect("sent");
+        upload
+            .send_data(bytes::Bytes::from(vec![b'x'; 16 * 1024]), false)
+            .expect("first piece");
+        let answer = tokio::time::timeout(WITHIN, answer)
+            .await
+            .expect("an answer in time")
+            .expect("an answer, not a reset");
+        assert_eq!(answer.status(), status, "{key:?}");
+        let (_, mut body) = answer.into_parts();
+        let mut text = Vec::new();
+        while let Some(piece) = body.data().await {
+            text.extend_from_slice(&piece.expect("the answer body whole"));
+        }
+        assert!(
+            String::from_utf8_lossy(&text).contains("\"status\":"),
+            "{key:?}: a problem document"
+        );
+        // The client goes on sending, and the stream stays open for it.
+        let reset = tokio::time::timeout(
+            Duration::from_millis(200),
+            std::future::poll_fn(|cx| upload.poll_reset(cx)),
+        )
+        .await;
+        assert!(reset.is_err(), "{key:?}: the stream was reset: {reset:?}");
+        upload
+            .send_data(bytes::Bytes::from(vec![b'x'; 16 * 1024]), false)
+            .expect("more of the body");
+    }
+    s.assert_clean();
+}

@@ -1,11 +1,13 @@
 //! The one body type that flows through the gateway in both directions, so a
 //! streamed upstream body, a buffered request and a stored replay look alike.
 
+mod http2;
 mod idle;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full, combinators::UnsyncBoxBody};
 
+pub use http2::Http2Body;
 pub use idle::{IdleLimit, Stalled, is_stalled};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -66,7 +68,7 @@ where
 pub enum ClientBody {
     Full(Option<Bytes>),
     Streamed(Body),
-    Http2(hyper::body::Incoming),
+    Http2(Http2Body),
 }
 
 impl ClientBody {
@@ -87,7 +89,7 @@ impl http_body::Body for ClientBody {
         match self.get_mut() {
             Self::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(http_body::Frame::data(b)))),
             Self::Streamed(body) => std::pin::Pin::new(body).poll_frame(cx),
-            Self::Http2(body) => poll_http2(body, cx),
+            Self::Http2(body) => std::pin::Pin::new(body).poll_frame(cx),
         }
     }
 

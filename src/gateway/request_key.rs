@@ -46,13 +46,9 @@ pub async fn extract(
                 )),
                 (Some(value), None) => key::from_header_value(value.as_bytes()).map_err(key_error),
             };
-            let key = match key {
-                Ok(key) => key,
-                Err(error) => {
-                    discard_http2(incoming, policy.max_request_body, body_idle).await;
-                    return Err(error);
-                }
-            };
+            // Refused before its body is read: over HTTP/2 the body is
+            // still read for a moment after the answer (body::Http2Body).
+            let key = key?;
             let body = read_body(policy, parts, incoming, body_idle).await?;
             Ok(KeyedRequest::Keyed { key, body })
         }
@@ -72,25 +68,6 @@ fn missing(policy: &RoutePolicy, body: Body) -> Result<KeyedRequest, GatewayErro
         Err(GatewayError::MissingKey)
     } else {
         Ok(KeyedRequest::Unkeyed { body })
-    }
-}
-
-/// Reads and drops the body of an HTTP/2 request refused before its body
-/// was read (up to `limit` bytes, while it keeps coming). Answered first,
-/// the stream is reset after the answer (RST_STREAM with NO_ERROR, which
-/// RFC 9113 allows), and some clients (curl 7.88) then lose the answer
-/// itself. HTTP/1 closes the connection after such an answer instead.
-async fn discard_http2(incoming: ClientBody, limit: u64, idle: Duration) {
-    if !matches!(incoming, ClientBody::Http2(_)) {
-        return;
-    }
-    let mut body = body::IdleLimit::new(incoming, idle);
-    let mut read: u64 = 0;
-    while let Some(Ok(frame)) = body.frame().await {
-        read += frame.data_ref().map_or(0, |data| data.len() as u64);
-        if read > limit {
-            return;
-        }
     }
 }
 

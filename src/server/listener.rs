@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::http1;
 use super::prefixed::Prefixed;
-use crate::body::{Body, ClientBody};
+use crate::body::{Body, ClientBody, Http2Body};
 use crate::proxy::ClientInfo;
 
 /// The listener's TLS configuration, swapped on reload so new certificates
@@ -210,7 +210,10 @@ where
         let service = service_fn(move |request: Request<Incoming>| {
             seen.store(true, Ordering::Relaxed);
             // Boxed: the handler's future is kilobytes.
-            let response = Box::pin(handler(request.map(ClientBody::Http2), client.clone()));
+            let response = Box::pin(handler(
+                request.map(|body| ClientBody::Http2(Http2Body::new(body))),
+                client.clone(),
+            ));
             async move { Ok::<_, std::convert::Infallible>(response.await) }
         });
         let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
