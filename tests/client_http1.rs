@@ -111,6 +111,39 @@ async fn expect_continue_gets_a_go_ahead_before_the_body() {
     assert_eq!(upstream.executions("expect-1"), 1);
 }
 
+/// A request the gateway answers without its body (413 on the declared
+/// length, 400 for an invalid key) gets that answer in place of the
+/// go-ahead: the client, still waiting, never sends the body (RFC 9110
+/// §10.1.1).
+#[tokio::test]
+async fn expect_continue_answered_without_the_body_gets_no_go_ahead() {
+    let (_dir, upstream, gateway) =
+        common::GatewayProcess::start_fresh("h1-expect-early", common::configs::CHARGES_AND_REST)
+            .await;
+    let cases: [(&[u8], &[u8], u16); 2] = [
+        (
+            b"Idempotency-Key: big-1\r\n",
+            b"Content-Length: 2097152\r\n",
+            413,
+        ),
+        (b"Idempotency-Key: a, b\r\n", b"Content-Length: 12\r\n", 400),
+    ];
+    for (key, length, status) in cases {
+        let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
+        let mut head =
+            b"POST /v1/charges HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n".to_vec();
+        head.extend_from_slice(key);
+        head.extend_from_slice(length);
+        head.extend_from_slice(b"Expect: 100-continue\r\n\r\n");
+        stream.write_all(&head).await.expect("write");
+        let reply = raw::read_reply(&mut stream, WITHIN).await;
+        assert_eq!(reply.status, Some(status), "{}", reply.text);
+        assert!(!reply.text.contains("100 Continue"), "{}", reply.text);
+        assert_eq!(reply.header("connection").as_deref(), Some("close"));
+    }
+    assert_eq!(upstream.total(), 0);
+}
+
 #[tokio::test]
 async fn idle_keep_alive_connections_close_after_the_header_read_timeout() {
     let config = common::configs::CHARGES_AND_REST.replace(

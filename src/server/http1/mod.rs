@@ -14,7 +14,7 @@ mod response;
 
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
-use std::task::Poll;
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -23,7 +23,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
-use reader::{Progress, Reader, SharedReader, StreamingBody, lock};
+use reader::{GoAhead, Progress, Reader, SharedReader, StreamingBody, lock};
 use request_head::{BodyFraming, Refusal, RequestHead};
 use response::Facts;
 
@@ -89,20 +89,12 @@ pub async fn serve<S, H, F>(
             version: parts.version,
             keep_alive,
         };
-        let body = request_body(&reader, framing);
-        if expect_continue
-            && matches!(body, ClientBody::Streamed(_))
-            && write
-                .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-                .await
-                .is_err()
-        {
-            return;
-        }
+        let body = request_body(&reader, framing, expect_continue);
         // Pinned in place, not boxed: no allocation, and no copy of the
         // handler's future (kilobytes) into one per request.
         let handling = std::pin::pin!(handler(Request::from_parts(parts, body), client.clone()));
-        let Some(response) = until_client_leaves(handling, &reader, settings.max_head_bytes).await
+        let Some(response) =
+            until_client_leaves(handling, &reader, &mut write, settings.max_head_bytes).await
         else {
             return;
         };
@@ -184,9 +176,15 @@ async fn next_head(
 }
 
 /// The request's body: whole when it arrived with its head (the usual small
-/// request), else read from the connection as the handler asks.
-fn request_body(reader: &SharedReader, framing: BodyFraming) -> ClientBody {
+/// request), else read from the connection as the handler asks (with a
+/// go-ahead first, when the client waits for one).
+fn request_body(reader: &SharedReader, framing: BodyFraming, expect_continue: bool) -> ClientBody {
     let mut guard = lock(reader);
+    guard.go_ahead = if expect_continue && !matches!(framing, BodyFraming::Length(0)) {
+        GoAhead::Owed(None)
+    } else {
+        GoAhead::None
+    };
     match framing {
         BodyFraming::Length(0) => ClientBody::empty(),
         BodyFraming::Length(length) if guard.buf.len() as u64 >= length => {
@@ -205,21 +203,42 @@ fn request_body(reader: &SharedReader, framing: BodyFraming) -> ClientBody {
 }
 
 /// Runs the handler; `None` when the client closed the connection first
-/// (its answer would have nowhere to go). Once the request's body is read,
-/// what the client sends next (a pipelined request) is kept for later.
-async fn until_client_leaves<F>(
+/// (its answer would have nowhere to go). Writes the go-ahead when the
+/// handler wants a body the client waits to send. Once the request's body
+/// is read, what the client sends next (a pipelined request) is kept for
+/// later.
+async fn until_client_leaves<F, W>(
     mut handling: Pin<&mut F>,
     reader: &SharedReader,
+    write: &mut W,
     max_buffered: usize,
 ) -> Option<Response<Body>>
 where
     F: Future<Output = Response<Body>>,
+    W: AsyncWrite + Unpin,
 {
+    let mut go_ahead_sent = 0;
     poll_fn(|cx| {
         if let Poll::Ready(response) = handling.as_mut().poll(cx) {
             return Poll::Ready(Some(response));
         }
         let mut guard = lock(reader);
+        match &mut guard.go_ahead {
+            GoAhead::None => {}
+            GoAhead::Owed(waker) => {
+                if !waker
+                    .as_ref()
+                    .is_some_and(|known| known.will_wake(cx.waker()))
+                {
+                    *waker = Some(cx.waker().clone());
+                }
+            }
+            GoAhead::Wanted => match poll_go_ahead(write, &mut go_ahead_sent, cx) {
+                Poll::Ready(Ok(())) => guard.go_ahead = GoAhead::None,
+                Poll::Ready(Err(_)) => return Poll::Ready(None),
+                Poll::Pending => {}
+            },
+        }
         // While the body is unread it is the handler's to read.
         if !guard.body_done() {
             return Poll::Pending;
@@ -234,6 +253,24 @@ where
         Poll::Pending
     })
     .await
+}
+
+const GO_AHEAD: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// Writes what is left of the go-ahead, then flushes it (TLS buffers).
+fn poll_go_ahead<W: AsyncWrite + Unpin>(
+    write: &mut W,
+    sent: &mut usize,
+    cx: &mut Context<'_>,
+) -> Poll<std::io::Result<()>> {
+    while *sent < GO_AHEAD.len() {
+        let written = ready!(Pin::new(&mut *write).poll_write(cx, &GO_AHEAD[*sent..]))?;
+        if written == 0 {
+            return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
+        }
+        *sent += written;
+    }
+    Pin::new(write).poll_flush(cx)
 }
 
 async fn refuse<W: AsyncWrite + Unpin>(

@@ -5,7 +5,7 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll, Waker, ready};
 
 use bytes::{Bytes, BytesMut};
 use http_body::{Frame, SizeHint};
@@ -25,6 +25,23 @@ pub struct Reader {
     pub buf: BytesMut,
     /// Where the current request's body stands.
     pub body: Progress,
+    /// `Expect: 100-continue` and where its go-ahead stands.
+    pub go_ahead: GoAhead,
+}
+
+/// The `100 Continue` a client that sent `Expect: 100-continue` waits for.
+/// It is sent when the handler first wants body bytes that are not there,
+/// not before: an answer the gateway gives without the body (400 without a
+/// key, 413 on the declared length) then reaches a client that has not sent
+/// it, as RFC 9110 §10.1.1 intends.
+pub enum GoAhead {
+    /// Not asked for, sent already, or no longer useful.
+    None,
+    /// Owed once the body is wanted; the connection's task to wake then
+    /// (the body may be read from another task).
+    Owed(Option<Waker>),
+    /// The body is wanted: the connection's task writes the go-ahead.
+    Wanted,
 }
 
 pub enum Progress {
@@ -42,6 +59,7 @@ impl Reader {
             io,
             buf,
             body: Progress::Done,
+            go_ahead: GoAhead::None,
         }))
     }
 
@@ -51,6 +69,17 @@ impl Reader {
             self.buf.reserve(READ_CHUNK);
         }
         tokio_util::io::poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buf)
+    }
+
+    /// The body is wanted and its bytes are not there: a go-ahead owed is
+    /// now due.
+    fn want_body(&mut self) {
+        if let GoAhead::Owed(waker) = std::mem::replace(&mut self.go_ahead, GoAhead::None) {
+            self.go_ahead = GoAhead::Wanted;
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+        }
     }
 
     pub fn body_done(&self) -> bool {
@@ -133,6 +162,7 @@ impl http_body::Body for StreamingBody {
                     }
                 },
             }
+            reader.want_body();
             match ready!(reader.poll_fill(cx)) {
                 Ok(0) => {
                     reader.body = Progress::Failed;
