@@ -191,3 +191,52 @@ async fn a_body_its_client_cuts_short_is_answered_400_not_blamed_on_the_upstream
         assert!(reply.body().contains("bad-request"), "{}", reply.text);
     }
 }
+
+/// A client that shuts down its sending side after its request (a
+/// half-close) still gets its answer, pass-through and keyed alike, and
+/// pipelined requests sent before the half-close are all answered.
+#[tokio::test]
+async fn a_half_closed_client_still_gets_its_answers() {
+    let (_dir, upstream, gateway) =
+        common::GatewayProcess::start_fresh("h1-half-close", common::configs::CHARGES_AND_REST)
+            .await;
+    let requests: [&[u8]; 3] = [
+        b"GET /things/1 HTTP/1.1\r\nHost: gw\r\n\r\n",
+        b"POST /v1/charges HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: half-1\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{\"amount\":1}",
+        b"GET /things/1 HTTP/1.0\r\n\r\n",
+    ];
+    for request in requests {
+        let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
+        stream.write_all(request).await.expect("write");
+        stream.shutdown().await.expect("half-close");
+        let reply = raw::read_reply(&mut stream, WITHIN).await;
+        assert_eq!(
+            reply.status,
+            Some(201),
+            "{}: {}",
+            String::from_utf8_lossy(request),
+            reply.text
+        );
+        assert!(
+            raw::wait_closed(&mut stream, WITHIN).await,
+            "closed after it"
+        );
+    }
+    assert_eq!(upstream.executions("half-1"), 1);
+
+    let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
+    stream
+        .write_all(
+            b"GET /things/1 HTTP/1.1\r\nHost: gw\r\n\r\nGET /things/2 HTTP/1.1\r\nHost: gw\r\n\r\n",
+        )
+        .await
+        .expect("write");
+    stream.shutdown().await.expect("half-close");
+    let mut answers = Vec::new();
+    tokio::time::timeout(WITHIN, stream.read_to_end(&mut answers))
+        .await
+        .expect("closed in time")
+        .expect("read");
+    let text = String::from_utf8_lossy(&answers);
+    assert_eq!(text.matches("HTTP/1.1 201").count(), 2, "{text}");
+}

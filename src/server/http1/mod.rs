@@ -202,8 +202,11 @@ fn request_body(reader: &SharedReader, framing: BodyFraming, expect_continue: bo
     }
 }
 
-/// Runs the handler; `None` when the client closed the connection first
-/// (its answer would have nowhere to go). Writes the go-ahead when the
+/// Runs the handler; `None` when the client's connection broke first (its
+/// answer would have nowhere to go). A client that only closed its sending
+/// side (a half-close: FIN after its request) still waits for its answer,
+/// as HAProxy and Envoy assume; the connection closes after it, when the
+/// next read finds the end. Writes the go-ahead when the
 /// handler wants a body the client waits to send. Once the request's body
 /// is read, what the client sends next (a pipelined request) is kept for
 /// later.
@@ -218,6 +221,7 @@ where
     W: AsyncWrite + Unpin,
 {
     let mut go_ahead_sent = 0;
+    let mut half_closed = false;
     poll_fn(|cx| {
         if let Poll::Ready(response) = handling.as_mut().poll(cx) {
             return Poll::Ready(Some(response));
@@ -240,12 +244,16 @@ where
             },
         }
         // While the body is unread it is the handler's to read.
-        if !guard.body_done() {
+        if !guard.body_done() || half_closed {
             return Poll::Pending;
         }
         while guard.buf.len() < max_buffered {
             match guard.poll_fill(cx) {
-                Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(None),
+                Poll::Ready(Ok(0)) => {
+                    half_closed = true;
+                    return Poll::Pending;
+                }
+                Poll::Ready(Err(_)) => return Poll::Ready(None),
                 Poll::Ready(Ok(_)) => {}
                 Poll::Pending => return Poll::Pending,
             }
