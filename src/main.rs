@@ -61,14 +61,14 @@ async fn serve(path: &std::path::Path) -> i32 {
     let config = match idemgate::config::load(path) {
         Ok(config) => config,
         Err(errors) => {
-            eprintln!("idemgate: invalid configuration:\n{errors}");
+            eprintln!("idemgate: invalid configuration: {}", errors.one_line());
             return i32::from(EXIT_CONFIG);
         }
     };
     match server::run(path.to_path_buf(), config).await {
         Ok(()) => 0,
         Err(StartError::Config(errors)) => {
-            eprintln!("idemgate: invalid configuration:\n{errors}");
+            eprintln!("idemgate: invalid configuration: {}", errors.one_line());
             i32::from(EXIT_CONFIG)
         }
         Err(StartError::Other(message)) => {

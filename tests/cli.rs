@@ -200,3 +200,30 @@ fn keys_and_sweep_work_on_the_embedded_store() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("nosuchroute"));
 }
+
+/// SPEC §1: every failure to start is one clear line on stderr, a bad
+/// configuration too (one problem or several).
+#[test]
+fn serve_reports_a_bad_config_on_one_line() {
+    let dir = TestDir::new("cli-one-line");
+    let path = dir.path("bad.toml");
+    let cases = [
+        ("one problem", "[server]\nlisten = \"nowhere\"\n"),
+        (
+            "two problems",
+            "[server]\nlisten = \"nowhere\"\nmax_request_body = \"1XB\"\n",
+        ),
+    ];
+    for (what, config) in cases {
+        std::fs::write(&path, config).unwrap();
+        let out = idemgate(&["serve", "-c", path.to_str().unwrap()]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{what}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{what}: {stderr}");
+        assert!(stderr.contains("bad.toml:2:"), "{what}: {stderr}");
+        assert!(stderr.contains("server.listen"), "{what}: {stderr}");
+    }
+    let missing = idemgate(&["serve", "-c", "/nonexistent/idemgate.toml"]);
+    let stderr = text(&missing.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+}

@@ -39,6 +39,20 @@ impl ConfigErrors {
     pub fn single(error: ConfigError) -> Self {
         Self(vec![error])
     }
+
+    /// Every problem on one line, separated by `; `: how `serve` reports a
+    /// configuration it cannot start with (SPEC §1: one line on stderr).
+    /// `check` and reload answers keep one problem per line.
+    pub fn one_line(&self) -> String {
+        let mut line = String::new();
+        for (i, error) in self.0.iter().enumerate() {
+            if i > 0 {
+                line.push_str("; ");
+            }
+            line.push_str(&error.to_string().replace('\n', " "));
+        }
+        line
+    }
 }
 
 impl fmt::Display for ConfigErrors {
