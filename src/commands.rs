@@ -14,6 +14,13 @@ pub fn check(path: &Path) -> i32 {
     match config::load(path) {
         Ok(config) => {
             print!("{}", config::describe(&config));
+            let unusable = tls_material_errors(&config);
+            for error in &unusable {
+                eprintln!("{}: {error}", path.display());
+            }
+            if !unusable.is_empty() {
+                return EXIT_FAILURE;
+            }
             println!("{}: ok", path.display());
             EXIT_OK
         }
@@ -22,6 +29,24 @@ pub fn check(path: &Path) -> i32 {
             EXIT_FAILURE
         }
     }
+}
+
+/// The certificates and keys the file names, read and matched as `serve`
+/// (and a reload) would: a file that `check` passes must not then fail to
+/// start on a missing or unreadable PEM. Each error names its field.
+fn tls_material_errors(config: &Config) -> Vec<String> {
+    let mut errors = Vec::new();
+    if let Some(tls) = &config.server.tls
+        && let Err(error) = crate::tls::server_config(tls)
+    {
+        errors.push(error);
+    }
+    for upstream in config.upstreams.values() {
+        if let Err(error) = crate::tls::client_config(&upstream.name, upstream.tls.as_ref()) {
+            errors.push(error);
+        }
+    }
+    errors
 }
 
 fn load(path: &Path) -> Result<Config, i32> {

@@ -227,3 +227,40 @@ fn serve_reports_a_bad_config_on_one_line() {
     let stderr = text(&missing.stderr);
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
 }
+
+/// `check` reads the PEM files the config names, as `serve` does: a file it
+/// calls ok must not then fail to start on a missing certificate.
+#[test]
+fn check_refuses_certificates_it_cannot_read() {
+    let dir = TestDir::new("cli-check-tls");
+    let path = dir.path("tls.toml");
+    let missing = dir.path("missing.pem");
+    let cases = [
+        (
+            "server.tls.cert",
+            format!(
+                "[server.tls]\ncert = \"{0}\"\nkey = \"{0}\"\n{VALID}",
+                missing.display()
+            ),
+        ),
+        (
+            "upstreams.api.tls.ca",
+            VALID.replace(
+                "url = \"http://127.0.0.1:3000\"",
+                &format!(
+                    "url = \"https://127.0.0.1:3000\"\n[upstreams.api.tls]\nca = \"{}\"",
+                    missing.display()
+                ),
+            ),
+        ),
+    ];
+    for (field, config) in cases {
+        std::fs::write(&path, config).unwrap();
+        let out = idemgate(&["check", "-c", path.to_str().unwrap()]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{field}: {stderr}");
+        assert!(stderr.contains(path.to_str().unwrap()), "{field}: {stderr}");
+        assert!(stderr.contains(field), "{field}: {stderr}");
+        assert!(!text(&out.stdout).contains(": ok"), "{field}");
+    }
+}
