@@ -237,6 +237,10 @@ impl GatewayError {
         if let Some(after) = self.retry_after() {
             headers.insert(header::RETRY_AFTER, retry_after_value(after));
         }
+        if matches!(self, GatewayError::Unauthorized) {
+            // RFC 9110 §15.5.2: a 401 names the scheme it wants.
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
         response
     }
 }

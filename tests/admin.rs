@@ -69,6 +69,8 @@ async fn admin_token_matrix() {
     let none = admin.send("GET", path, &[], "").await;
     assert_eq!(none.status, 401);
     assert_eq!(none.json()["code"], "unauthorized");
+    // RFC 9110 §15.5.2: a 401 says which scheme it wants.
+    assert_eq!(none.header("www-authenticate"), Some("Bearer"));
     let wrong = admin
         .send("GET", path, &[("authorization", "Bearer guess")], "")
         .await;
