@@ -264,3 +264,31 @@ fn check_refuses_certificates_it_cannot_read() {
         assert!(!text(&out.stdout).contains(": ok"), "{field}");
     }
 }
+
+/// A file with warnings (a shadowed route) that cannot start because its port
+/// is taken still fails on exactly one stderr line: warnings are logged only
+/// by a gateway that runs.
+#[test]
+fn a_busy_port_is_one_line_even_with_warnings() {
+    let dir = TestDir::new("cli-busy-warn");
+    let path = dir.path("busy.toml");
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap();
+    let admin = common::gateway::free_port();
+    let config = format!(
+        "[server]\nlisten = \"{port}\"\nadmin_listen = \"{admin}\"\n[store]\npath = \"{}\"\n{VALID}\n[[routes]]\nname = \"shadowed\"\nupstream = \"api\"\nmatch = {{ path_prefix = \"/v1/charges/x\" }}\n",
+        dir.path("store.db").display()
+    );
+    std::fs::write(&path, config).unwrap();
+    let check = idemgate(&["check", "-c", path.to_str().unwrap()]);
+    let report = text(&check.stdout) + &text(&check.stderr);
+    assert!(
+        report.contains("warning:"),
+        "the file has a warning: {report}"
+    );
+    let out = idemgate(&["serve", "-c", path.to_str().unwrap()]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains(&port.to_string()), "{stderr}");
+}

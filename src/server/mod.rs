@@ -35,9 +35,6 @@ pub enum StartError {
 /// Runs the gateway until a termination signal, then drains and returns.
 pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError> {
     let config = Arc::new(config);
-    for warning in &config.warnings {
-        tracing::warn!("{warning}");
-    }
     let registry = prometheus::Registry::new();
     let metrics = Metrics::new(registry)
         .map_err(|err| StartError::Other(format!("metrics registry: {err}")))?;
@@ -55,6 +52,11 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
 
     let data = bind(config.server.listen, "listen").await?;
     let admin = bind(config.server.admin_listen, "admin_listen").await?;
+    // Only once the gateway will run: a failure to start is its one line on
+    // stderr (SPEC §1), not preceded by warnings about the file.
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
     tracing::info!(
         listen = %data.local_addr().map(|a| a.to_string()).unwrap_or_default(),
         admin = %admin.local_addr().map(|a| a.to_string()).unwrap_or_default(),
