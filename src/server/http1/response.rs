@@ -116,7 +116,16 @@ pub async fn write<W: AsyncWrite + Unpin>(
                 }
             };
             let Some(frame) = next else { break };
-            let frame = frame.map_err(io::Error::other)?;
+            let frame = match frame {
+                Ok(frame) => frame,
+                Err(err) => {
+                    // The head and the bytes gathered so far still go out:
+                    // the client sees the answer cut short (the connection
+                    // closes), rather than a connection closed on nothing.
+                    let _ = flush(io, out).await;
+                    return Err(io::Error::other(err));
+                }
+            };
             let Ok(data) = frame.into_data() else {
                 continue;
             };
@@ -144,6 +153,7 @@ pub async fn write<W: AsyncWrite + Unpin>(
         if let Framing::Length(length) = framing
             && written != length
         {
+            let _ = flush(io, out).await;
             return Err(io::Error::other(format!(
                 "the answer body had {written} bytes, not the {length} declared"
             )));
@@ -231,6 +241,30 @@ mod tests {
         assert!(wire.contains("connection: close\r\n"), "{wire}");
         assert!(wire.ends_with("\r\n\r\nabc"), "{wire}");
         assert!(!keep);
+    }
+
+    /// An upstream body that breaks after its first bytes (the error ready
+    /// at once, as when the upstream closed mid-body): the head and those
+    /// bytes still reach the client before the connection is dropped.
+    #[tokio::test]
+    async fn a_body_that_breaks_still_sends_what_it_had() {
+        let frames = [
+            Ok::<_, io::Error>(http_body::Frame::data(bytes::Bytes::from("partial"))),
+            Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "upstream closed",
+            )),
+        ];
+        let response = Response::new(body::stream(http_body_util::StreamBody::new(
+            futures_util::stream::iter(frames),
+        )));
+        let mut wire = Vec::new();
+        let mut out = Vec::new();
+        let result = write(&mut wire, &mut out, response, KEEP).await;
+        assert!(result.is_err(), "a broken body is an error");
+        let wire = String::from_utf8_lossy(&wire);
+        assert!(wire.starts_with("HTTP/1.1 200 OK\r\n"), "{wire}");
+        assert!(wire.ends_with("\r\n7\r\npartial\r\n"), "{wire}");
     }
 
     #[tokio::test]
