@@ -14,6 +14,16 @@ pub fn check(path: &Path) -> i32 {
     match config::load(path) {
         Ok(config) => {
             print!("{}", config::describe(&config));
+            // The report above lists the warnings; a script or a test that
+            // captures the streams apart finds them on stderr too. A person at
+            // a terminal reads them once.
+            let interactive = std::io::IsTerminal::is_terminal(&std::io::stdout())
+                && std::io::IsTerminal::is_terminal(&std::io::stderr());
+            if !interactive {
+                for warning in &config.warnings {
+                    eprintln!("warning: {warning}");
+                }
+            }
             let unusable = tls_material_errors(&config);
             for error in &unusable {
                 eprintln!("{}: {error}", path.display());

@@ -292,3 +292,26 @@ fn a_busy_port_is_one_line_even_with_warnings() {
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains(&port.to_string()), "{stderr}");
 }
+
+/// SPEC §1/§2: `check` warns about a route an earlier one shadows; the
+/// warning is in the report on stdout and, for whoever reads the streams
+/// apart, on stderr too. The file is still valid: exit 0.
+#[test]
+fn check_warns_about_a_shadowed_route_on_both_streams() {
+    let dir = TestDir::new("cli-shadow");
+    let path = dir.path("shadow.toml");
+    let config = format!(
+        "{VALID}\n[[routes]]\nname = \"shadowed\"\nupstream = \"api\"\nmatch = {{ path_prefix = \"/v1/charges/x\" }}\n"
+    );
+    std::fs::write(&path, config).unwrap();
+    let out = idemgate(&["check", "-c", path.to_str().unwrap()]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    for stream in [&stdout, &stderr] {
+        assert!(
+            stream.contains("warning:") && stream.contains("\"shadowed\" is shadowed"),
+            "stdout: {stdout}\nstderr: {stderr}"
+        );
+    }
+    assert!(stderr.contains("shadow.toml:9:"), "{stderr}");
+}
