@@ -252,6 +252,13 @@ async fn redis_down_still_one_execution_per_key() {
         metrics.contains("idemgate_cache_lookups_total{result=\"error\"}"),
         "{metrics}"
     );
+    // The store metrics' `backend` label is the configured `store.backend`,
+    // Redis in front or not.
+    assert!(
+        metrics
+            .contains("idemgate_store_duration_seconds_count{backend=\"postgres\",op=\"reserve\"}"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

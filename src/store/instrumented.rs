@@ -14,6 +14,10 @@ use crate::metrics::Metrics;
 pub struct InstrumentedStore {
     inner: Arc<dyn Store>,
     metrics: Metrics,
+    /// The `backend` label: the configured `store.backend` ("embedded" or
+    /// "postgres"), also with `[store.redis]` in front of Postgres (Redis
+    /// has its own series, `idemgate_cache_lookups_total`).
+    label: &'static str,
     /// Each operation's series, looked up once (`with_label_values` hashes
     /// and locks on every call; `reserve` runs on every keyed request).
     series: [OpSeries; Op::COUNT],
@@ -56,16 +60,21 @@ impl Op {
 
 impl InstrumentedStore {
     pub fn new(inner: Arc<dyn Store>, metrics: Metrics) -> Self {
+        let label = match inner.backend() {
+            "redis+postgres" => "postgres",
+            other => other,
+        };
         Self {
             inner,
             metrics,
+            label,
             series: std::array::from_fn(|_| OpSeries::default()),
         }
     }
 
     fn observe<T>(&self, op: Op, started: Instant, result: &Result<T, StoreError>) {
         let series = &self.series[op as usize];
-        let labels = || [self.inner.backend(), op.as_str()];
+        let labels = || [self.label, op.as_str()];
         series
             .duration
             .get_or_init(|| self.metrics.store_duration.with_label_values(&labels()))
