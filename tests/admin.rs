@@ -59,6 +59,14 @@ async fn probes_and_metrics_need_no_token() {
     let metrics = admin.get("/metrics").await;
     assert_eq!(metrics.status, 200);
     assert!(metrics.text().contains("idemgate_config_reloads_total"));
+    // A store that never failed still shows its error counters, at 0.
+    assert!(
+        metrics
+            .text()
+            .contains("idemgate_store_errors_total{backend=\"embedded\",op=\"reserve\"} 0"),
+        "{}",
+        metrics.text()
+    );
 }
 
 #[tokio::test]

@@ -23,8 +23,10 @@ pub struct InstrumentedStore {
     series: [OpSeries; Op::COUNT],
 }
 
-/// An error series is made only when the operation first fails, so a store
-/// that never failed shows no `idemgate_store_errors_total` lines.
+/// Every operation's error series exists from the start at 0 (Prometheus'
+/// advice for known label values: a counter that appears only at its first
+/// failure has no `rate()` before it, and `/metrics` would not show the
+/// family at all); a duration series appears with the operation's first run.
 #[derive(Default)]
 struct OpSeries {
     duration: OnceLock<Histogram>,
@@ -44,6 +46,15 @@ enum Op {
 
 impl Op {
     const COUNT: usize = Op::Ping as usize + 1;
+    const ALL: [Op; Op::COUNT] = [
+        Op::Reserve,
+        Op::Complete,
+        Op::Release,
+        Op::Records,
+        Op::Purge,
+        Op::Sweep,
+        Op::Ping,
+    ];
 
     fn as_str(self) -> &'static str {
         match self {
@@ -64,11 +75,19 @@ impl InstrumentedStore {
             "redis+postgres" => "postgres",
             other => other,
         };
+        let series: [OpSeries; Op::COUNT] = std::array::from_fn(|_| OpSeries::default());
+        for op in Op::ALL {
+            series[op as usize].errors.get_or_init(|| {
+                metrics
+                    .store_errors
+                    .with_label_values(&[label, op.as_str()])
+            });
+        }
         Self {
             inner,
             metrics,
             label,
-            series: std::array::from_fn(|_| OpSeries::default()),
+            series,
         }
     }
 
