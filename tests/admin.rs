@@ -56,6 +56,11 @@ async fn probes_and_metrics_need_no_token() {
     let admin = gateway.admin_client();
     assert_eq!(admin.get("/healthz").await.status, 200);
     assert_eq!(admin.get("/readyz").await.status, 200);
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        let head = admin.send("HEAD", path, &[], "").await;
+        assert_eq!(head.status, 200, "HEAD {path}");
+        assert!(head.body.is_empty(), "HEAD {path}");
+    }
     let metrics = admin.get("/metrics").await;
     assert_eq!(metrics.status, 200);
     assert!(metrics.text().contains("idemgate_config_reloads_total"));

@@ -31,10 +31,12 @@ impl AdminPlane {
 
     pub async fn handle(&self, request: Request<ClientBody>) -> Response<Body> {
         let path = request.uri().path().to_string();
+        // HEAD is answered as GET (RFC 9110 §9.3.2): some probes send it.
+        let read = matches!(*request.method(), Method::GET | Method::HEAD);
         match (request.method(), path.as_str()) {
-            (&Method::GET, "/healthz") => text(StatusCode::OK, "ok\n"),
-            (&Method::GET, "/readyz") => self.ready().await,
-            (&Method::GET, "/metrics") => {
+            (_, "/healthz") if read => text(StatusCode::OK, "ok\n"),
+            (_, "/readyz") if read => self.ready().await,
+            (_, "/metrics") if read => {
                 let mut response = Response::new(body::full(self.gateway.metrics().render()));
                 response.headers_mut().insert(
                     header::CONTENT_TYPE,
