@@ -765,3 +765,36 @@ async fn http2_early_answers_are_not_reset_under_the_client() {
     }
     s.assert_clean();
 }
+
+/// Dot segments cannot lead around a route: `/public/../v1/charges` is the
+/// charges route (a key required), and the upstream is sent the path the
+/// gateway matched, resolved.
+#[tokio::test(flavor = "multi_thread")]
+async fn dot_segments_are_resolved_before_routing() {
+    let s = setup("dot-segments").await;
+    for target in [
+        "/public/../v1/charges",
+        "/x/%2e%2E/v1/charges",
+        "/v1/./charges/../charges",
+    ] {
+        let request = format!(
+            "POST {target} HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}"
+        );
+        let reply = s.raw(request.as_bytes()).await;
+        assert_eq!(reply.status, Some(400), "{target}: {}", reply.text);
+        assert_eq!(
+            problem_code(&reply).as_deref(),
+            Some("missing-key"),
+            "{target}"
+        );
+    }
+    s.assert_clean();
+
+    let reply = s
+        .raw(b"GET /things/./1/../2?q=1 HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n")
+        .await;
+    assert_eq!(reply.status, Some(201), "{}", reply.text);
+    let seen: serde_json::Value = serde_json::from_str(reply.body()).expect("the upstream's JSON");
+    assert_eq!(seen["path"], "/things/2", "{seen}");
+    assert_eq!(seen["query"], "q=1", "{seen}");
+}

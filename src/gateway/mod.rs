@@ -33,7 +33,7 @@ use crate::body::Body;
 use crate::error::GatewayError;
 use crate::metrics::{Metrics, RouteMeters};
 use crate::proxy::{ClientInfo, Upstream};
-use crate::route::Route;
+use crate::route::{self, Route};
 use crate::store::Store;
 use waiters::Waiters;
 
@@ -140,11 +140,21 @@ impl Gateway {
     async fn dispatch(
         self: &Arc<Self>,
         runtime: &Runtime,
-        request: Request<ClientBody>,
+        mut request: Request<ClientBody>,
         client: ClientInfo,
     ) -> (Option<Arc<BoundRoute>>, Answer) {
         if let Err(error) = check_framing(&request, runtime.max_header_bytes, runtime.max_headers) {
             return (None, Answer::error(error));
+        }
+        // Matched and forwarded as one path: an upstream never resolves
+        // `..` into a route the gateway did not choose.
+        match route::resolve_dot_segments(request.uri()) {
+            None => {}
+            Some(Ok(resolved)) => *request.uri_mut() = resolved,
+            Some(Err(_)) => {
+                let error = GatewayError::BadRequest("the request target cannot be resolved");
+                return (None, Answer::error(error));
+            }
         }
         let Some(bound) = runtime.route(request.method(), request.uri().path()) else {
             return (None, Answer::error(GatewayError::NoRoute));

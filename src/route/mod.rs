@@ -3,8 +3,10 @@
 //! Built once per loaded config (and again on reload): header names, methods
 //! and limits are parsed here so the request path only compares.
 
+mod path;
 mod policy;
 mod table;
 
+pub use path::resolve_dot_segments;
 pub use policy::{KeyLocation, RoutePolicy, ScopeSource};
 pub use table::{Route, RouteTable};
