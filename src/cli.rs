@@ -16,10 +16,18 @@ pub struct Cli {
     #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
     pub log_format: LogFormat,
     /// Log filter, e.g. `info` or `idemgate=debug` (default: $RUST_LOG, else `info`).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, value_parser = log_filter)]
     pub log_level: Option<String>,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// Accepts a log filter (`--log-level`, `RUST_LOG`) only when tracing can
+/// parse it: a typo is refused at start, not replaced by `info`.
+pub fn log_filter(value: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::try_new(value)
+        .map(|_| value.to_owned())
+        .map_err(|error| error.to_string())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

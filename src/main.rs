@@ -1,15 +1,18 @@
 //! Thin entry point: parse the command line, set up logging, run, exit.
-//! `serve` exits 64 on a configuration error and 1 on any other start-up failure.
+//! `serve` exits 64 on a configuration error and 1 on any other start-up failure;
+//! a bad argument exits 2 (clap's usage error), an unparsable `RUST_LOG` too.
 
 use std::process::ExitCode;
 
 use clap::Parser;
-use idemgate::cli::{Cli, Command, KeysAction, LogFormat};
+use idemgate::cli::{self, Cli, Command, KeysAction, LogFormat};
 use idemgate::commands;
 use idemgate::server::{self, StartError};
 use tracing_subscriber::EnvFilter;
 
 const EXIT_CONFIG: u8 = 64;
+/// clap's exit code for a usage error, which a bad `--log-level` is.
+const EXIT_USAGE: u8 = 2;
 
 // Every request allocates futures of a few KB (the handler's, an
 // execution's), above what glibc's per-thread cache takes; with glibc each
@@ -21,7 +24,19 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_format, cli.log_level.as_deref());
+    // `--log-level` was checked by clap; `RUST_LOG` stands in for it and is
+    // checked as strictly, in the same words.
+    let level = match &cli.log_level {
+        Some(level) => Some(level.clone()),
+        None => match rust_log() {
+            Ok(level) => level,
+            Err(message) => {
+                eprintln!("{message}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+        },
+    };
+    init_logging(cli.log_format, level.as_deref());
     // With one core to run on (a CPU limit, taskset), one thread runs every
     // task: the work-stealing scheduler would only add its bookkeeping.
     let one_core = std::thread::available_parallelism().is_ok_and(|n| n.get() == 1);
@@ -78,12 +93,24 @@ async fn serve(path: &std::path::Path) -> i32 {
     }
 }
 
-fn init_logging(format: LogFormat, level: Option<&str>) {
-    let filter = match level {
-        Some(level) => EnvFilter::try_new(level).ok(),
-        None => EnvFilter::try_from_default_env().ok(),
+/// `RUST_LOG` when it is set: `Err` is the one line that refuses it.
+fn rust_log() -> Result<Option<String>, String> {
+    match std::env::var("RUST_LOG") {
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err("error: invalid value for RUST_LOG: not valid UTF-8".to_owned())
+        }
+        Ok(value) => cli::log_filter(&value)
+            .map(Some)
+            .map_err(|why| format!("error: invalid value '{value}' for RUST_LOG: {why}")),
     }
-    .unwrap_or_else(|| EnvFilter::new("info"));
+}
+
+/// `level` has been checked by [`cli::log_filter`]; without one, `info`.
+fn init_logging(format: LogFormat, level: Option<&str>) {
+    let filter = level
+        .and_then(|level| EnvFilter::try_new(level).ok())
+        .unwrap_or_else(|| EnvFilter::new("info"));
     // Colours only for a person at a terminal, not for log collectors.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()

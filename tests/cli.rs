@@ -315,3 +315,69 @@ fn check_warns_about_a_shadowed_route_on_both_streams() {
     }
     assert!(stderr.contains("shadow.toml:9:"), "{stderr}");
 }
+
+/// SPEC §1: a log filter tracing cannot parse is refused at start in one
+/// line, as clap refuses any bad argument (exit 2), not replaced by `info`.
+/// `RUST_LOG` stands in for `--log-level` and is held to the same rule; the
+/// flag, when given, wins over it.
+#[test]
+fn an_unparsable_log_level_is_a_one_line_usage_error() {
+    let shipped = "config/idemgate.toml";
+    let run = |args: &[&str], rust_log: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_idemgate"));
+        command.args(args).env_remove("IDEMGATE_CONFIG");
+        match rust_log {
+            Some(value) => command.env("RUST_LOG", value),
+            None => command.env_remove("RUST_LOG"),
+        };
+        command.output().unwrap()
+    };
+    let refused = [
+        (
+            "--log-level",
+            run(
+                &["--log-level", "idemgate=lots", "check", "-c", shipped],
+                None,
+            ),
+        ),
+        (
+            "--log-level",
+            run(&["check", "-c", shipped, "--log-level", "foo["], None),
+        ),
+        (
+            "RUST_LOG",
+            run(&["check", "-c", shipped], Some("idemgate=lots")),
+        ),
+    ];
+    for (source, out) in refused {
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{source}: {stderr}");
+        let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+        assert_eq!(errors.len(), 1, "{source}: {stderr}");
+        assert!(errors[0].contains(source), "{source}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{source}: {stderr}");
+        assert!(!text(&out.stdout).contains(": ok"), "{source}: check ran");
+    }
+    for (what, out) in [
+        (
+            "a valid flag",
+            run(
+                &["--log-level", "idemgate=debug,warn", "check", "-c", shipped],
+                None,
+            ),
+        ),
+        (
+            "a valid RUST_LOG",
+            run(&["check", "-c", shipped], Some("warn")),
+        ),
+        (
+            "the flag over RUST_LOG",
+            run(
+                &["--log-level", "info", "check", "-c", shipped],
+                Some("foo["),
+            ),
+        ),
+    ] {
+        assert_eq!(out.status.code(), Some(0), "{what}: {}", text(&out.stderr));
+    }
+}
