@@ -61,6 +61,11 @@ pub enum GatewayError {
     Unauthorized,
     Forbidden,
     NotFound,
+    /// An admin-plane path that exists, asked with a method it does not
+    /// answer; `allow` is the `Allow` header's value.
+    MethodNotAllowed {
+        allow: &'static str,
+    },
 }
 
 #[derive(Serialize)]
@@ -89,6 +94,7 @@ impl GatewayError {
             StoreUnavailable { .. } | RouteOverloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Unauthorized => StatusCode::UNAUTHORIZED,
             Forbidden => StatusCode::FORBIDDEN,
+            MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
         }
     }
 
@@ -114,6 +120,7 @@ impl GatewayError {
             Unauthorized => "unauthorized",
             Forbidden => "forbidden",
             NotFound => "not-found",
+            MethodNotAllowed { .. } => "method-not-allowed",
         }
     }
 
@@ -138,6 +145,7 @@ impl GatewayError {
             Unauthorized => "Unauthorized",
             Forbidden => "Forbidden",
             NotFound => "Not found",
+            MethodNotAllowed { .. } => "Method not allowed",
         }
     }
 
@@ -178,6 +186,7 @@ impl GatewayError {
             Unauthorized => "A bearer token is required.".into(),
             Forbidden => "The bearer token is not valid.".into(),
             NotFound => "Nothing here.".into(),
+            MethodNotAllowed { allow } => format!("This resource answers {allow} only."),
         }
     }
 
@@ -209,7 +218,8 @@ impl GatewayError {
             | NoRoute
             | Unauthorized
             | Forbidden
-            | NotFound => {
+            | NotFound
+            | MethodNotAllowed { .. } => {
                 return None;
             }
         })
@@ -240,6 +250,10 @@ impl GatewayError {
         if matches!(self, GatewayError::Unauthorized) {
             // RFC 9110 §15.5.2: a 401 names the scheme it wants.
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let GatewayError::MethodNotAllowed { allow } = self {
+            // RFC 9110 §15.5.6: a 405 lists the methods the resource answers.
+            headers.insert(header::ALLOW, HeaderValue::from_static(allow));
         }
         response
     }
@@ -319,6 +333,11 @@ mod tests {
             (GatewayError::Unauthorized, 401, "unauthorized"),
             (GatewayError::Forbidden, 403, "forbidden"),
             (GatewayError::NotFound, 404, "not-found"),
+            (
+                GatewayError::MethodNotAllowed { allow: "GET, HEAD" },
+                405,
+                "method-not-allowed",
+            ),
         ];
         for (error, status, code) in cases {
             let response = error.to_response();
@@ -343,5 +362,14 @@ mod tests {
         }
         .to_response();
         assert_eq!(response.headers()[header::RETRY_AFTER], "2");
+    }
+
+    #[test]
+    fn method_not_allowed_carries_allow() {
+        let response = GatewayError::MethodNotAllowed {
+            allow: "GET, DELETE",
+        }
+        .to_response();
+        assert_eq!(response.headers()[header::ALLOW], "GET, DELETE");
     }
 }

@@ -105,6 +105,67 @@ async fn admin_token_matrix() {
     assert_eq!(reply.status, 404);
 }
 
+/// A path the admin plane serves, asked with a method it does not answer:
+/// 405 problem+json `method-not-allowed` with `Allow`, not 404. Under
+/// `/admin/*` the token rules come first (401, 403, 404 when disabled), so a
+/// caller without the token learns nothing about the paths.
+#[tokio::test]
+async fn a_wrong_method_is_405_with_allow() {
+    let (_dir, _upstream, gateway) = setup("method").await;
+    let admin = gateway.admin_client();
+    let (name, value) = bearer();
+    let auth = [(name, value.as_str())];
+    // (method, path, with the token, Allow)
+    let cases = [
+        ("POST", "/healthz", false, "GET, HEAD"),
+        ("DELETE", "/readyz", false, "GET, HEAD"),
+        ("PUT", "/metrics", false, "GET, HEAD"),
+        ("POST", "/healthz", true, "GET, HEAD"),
+        ("GET", "/admin/reload", true, "POST"),
+        ("PUT", "/admin/keys/charges/k", true, "GET, DELETE"),
+        ("POST", "/admin/keys/charges/k", true, "GET, DELETE"),
+    ];
+    for (method, path, token, allow) in cases {
+        let headers: &[(&str, &str)] = if token { &auth } else { &[] };
+        let reply = admin.send(method, path, headers, "").await;
+        assert_eq!(reply.status, 405, "{method} {path}: {}", reply.text());
+        assert_eq!(reply.header("allow"), Some(allow), "{method} {path}");
+        assert_eq!(
+            reply.header("content-type"),
+            Some("application/problem+json"),
+            "{method} {path}"
+        );
+        let problem = reply.json();
+        assert_eq!(problem["code"], "method-not-allowed", "{method} {path}");
+        assert_eq!(problem["status"], 405, "{method} {path}");
+    }
+    // The token is checked before the method under /admin/*.
+    for (method, path) in [("GET", "/admin/reload"), ("PUT", "/admin/keys/charges/k")] {
+        let none = admin.send(method, path, &[], "").await;
+        assert_eq!(none.status, 401, "{method} {path}");
+        let wrong = admin
+            .send(method, path, &[("authorization", "Bearer guess")], "")
+            .await;
+        assert_eq!(wrong.status, 403, "{method} {path}");
+    }
+    // Paths that do not exist stay 404 whatever the method.
+    for (method, path) in [("POST", "/nowhere"), ("PUT", "/admin/nowhere")] {
+        let reply = admin.send(method, path, &auth, "").await;
+        assert_eq!(reply.status, 404, "{method} {path}");
+    }
+    // With /admin/* disabled, it does not exist for any method.
+    let dir = TestDir::new("method-no-token");
+    let upstream = MockUpstream::start().await;
+    let bare = GatewayProcess::start(&dir, &upstream.url(), CONFIG);
+    let reply = bare
+        .admin_client()
+        .send("GET", "/admin/reload", &auth, "")
+        .await;
+    assert_eq!(reply.status, 404);
+    let reply = bare.admin_client().send("POST", "/healthz", &[], "").await;
+    assert_eq!(reply.status, 405);
+}
+
 #[tokio::test]
 async fn show_and_purge_a_key_then_it_runs_again() {
     let (_dir, upstream, gateway) = setup("keys").await;

@@ -19,6 +19,17 @@ use crate::server::{ReloadOutcome, Reloader};
 /// `/readyz` gives up on a store that does not answer within this.
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// What each admin resource answers; any other method gets 405 with this as
+/// `Allow`. Under `/admin/*` the token is checked first: a caller without it
+/// learns nothing about which paths exist.
+const PROBE_METHODS: &str = "GET, HEAD";
+const RELOAD_METHODS: &str = "POST";
+const KEY_METHODS: &str = "GET, DELETE";
+
+fn method_not_allowed(allow: &'static str) -> Response<Body> {
+    GatewayError::MethodNotAllowed { allow }.to_response()
+}
+
 pub struct AdminPlane {
     gateway: Arc<Gateway>,
     reloader: Arc<Reloader>,
@@ -33,10 +44,11 @@ impl AdminPlane {
         let path = request.uri().path().to_string();
         // HEAD is answered as GET (RFC 9110 §9.3.2): some probes send it.
         let read = matches!(*request.method(), Method::GET | Method::HEAD);
-        match (request.method(), path.as_str()) {
-            (_, "/healthz") if read => text(StatusCode::OK, "ok\n"),
-            (_, "/readyz") if read => self.ready().await,
-            (_, "/metrics") if read => {
+        match path.as_str() {
+            "/healthz" | "/readyz" | "/metrics" if !read => method_not_allowed(PROBE_METHODS),
+            "/healthz" => text(StatusCode::OK, "ok\n"),
+            "/readyz" => self.ready().await,
+            "/metrics" => {
                 let mut response = Response::new(body::full(self.gateway.metrics().render()));
                 response.headers_mut().insert(
                     header::CONTENT_TYPE,
@@ -44,7 +56,7 @@ impl AdminPlane {
                 );
                 response
             }
-            (_, p) if p.starts_with("/admin/") => {
+            p if p.starts_with("/admin/") => {
                 let token = self.gateway.runtime().config.admin.token.clone();
                 if let Err(error) = auth::check(token.as_deref(), request.headers()) {
                     return error.to_response();
@@ -68,7 +80,7 @@ impl AdminPlane {
             return if method == Method::POST {
                 self.reload()
             } else {
-                GatewayError::NotFound.to_response()
+                method_not_allowed(RELOAD_METHODS)
             };
         }
         let Some((route, key)) = records::parse_key_path(path) else {
@@ -78,7 +90,7 @@ impl AdminPlane {
         let result = match *method {
             Method::GET => records::show(store.as_ref(), &route, &key).await,
             Method::DELETE => records::purge(store.as_ref(), &route, &key).await,
-            _ => return GatewayError::NotFound.to_response(),
+            _ => return method_not_allowed(KEY_METHODS),
         };
         result.unwrap_or_else(|error| error.to_response())
     }
