@@ -381,3 +381,53 @@ fn an_unparsable_log_level_is_a_one_line_usage_error() {
         assert_eq!(out.status.code(), Some(0), "{what}: {}", text(&out.stderr));
     }
 }
+
+/// `check` refuses a Postgres store URL that `serve` could not open: its
+/// scheme must be `postgres://` or `postgresql://`, given inline or through
+/// `url_env`. The error names file, line and field, never the URL (a secret).
+#[test]
+fn check_refuses_a_store_url_of_another_scheme() {
+    let dir = TestDir::new("cli-store-url");
+    let path = dir.path("pg.toml");
+    let config = path.to_str().unwrap();
+    let check = |store: &str, database_url: &str| {
+        std::fs::write(
+            &path,
+            format!("[store]\nbackend = \"postgres\"\n{store}\n{VALID}"),
+        )
+        .unwrap();
+        Command::new(env!("CARGO_BIN_EXE_idemgate"))
+            .args(["check", "-c", config])
+            .env("DATABASE_URL", database_url)
+            .output()
+            .unwrap()
+    };
+    let secret = "mysql://admin:hunter2@db/orders";
+    for (store, field) in [
+        (format!("url = \"{secret}\""), "pg.toml:3:7: store.url:"),
+        (
+            "url_env = \"DATABASE_URL\"".to_owned(),
+            "pg.toml:3:11: store.url_env:",
+        ),
+    ] {
+        let out = check(&store, secret);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{store}: {stderr}");
+        assert!(stderr.contains(config), "{store}: {stderr}");
+        assert!(stderr.contains(field), "{store}: {stderr}");
+        assert!(stderr.contains("postgres://"), "{store}: {stderr}");
+        assert!(!stderr.contains("hunter2"), "the URL is a secret: {stderr}");
+    }
+    for url in [
+        "postgres://postgres@127.0.0.1/test",
+        "postgresql://postgres@127.0.0.1/test",
+    ] {
+        for store in [
+            format!("url = \"{url}\""),
+            "url_env = \"DATABASE_URL\"".to_owned(),
+        ] {
+            let out = check(&store, url);
+            assert_eq!(out.status.code(), Some(0), "{store}: {}", text(&out.stderr));
+        }
+    }
+}

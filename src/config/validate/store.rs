@@ -115,13 +115,15 @@ fn postgres(
     sweep_batch: u32,
 ) -> PostgresStoreConfig {
     let at = file.backend.as_ref().map(Spanned::span);
+    // The schemes tokio-postgres takes a URL by; its `key=value` form is not
+    // a URL and is refused too, so `check` passes only what `serve` can open.
     let url = secret_url(
         ctx,
         "store",
         at,
         file.url.as_ref(),
         file.url_env.as_ref(),
-        &[],
+        &["postgres://", "postgresql://"],
     );
     PostgresStoreConfig {
         url,
