@@ -83,6 +83,7 @@ pub struct KeyArgs {
     pub config: ConfigArg,
     /// Route name.
     pub route: String,
-    /// The idempotency key, as the client sent it (unquoted).
+    /// The idempotency key as the client sent it: bare (`k1`) or as an
+    /// RFC 8941 string (`'"k1"'`), which is the same key.
     pub key: String,
 }

@@ -116,6 +116,16 @@ pub async fn sweep(path: &Path) -> i32 {
 }
 
 pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
+    // The key as the data plane reads its header: `"k1"` (RFC 8941) is `k1`.
+    // The message says what is wrong, never the key.
+    let key = match crate::key::from_header_value(key.as_bytes()) {
+        Ok(key) => key,
+        Err(error) => {
+            eprintln!("idemgate keys: {error}");
+            return EXIT_FAILURE;
+        }
+    };
+    let key = key.as_str();
     let config = match load(path) {
         Ok(config) => config,
         Err(code) => return code,

@@ -212,6 +212,59 @@ async fn show_and_purge_a_key_then_it_runs_again() {
     assert_eq!(upstream.executions("order/7"), 2);
 }
 
+/// SPEC §3: `"k1"` (an RFC 8941 string) is the key `k1`. The admin API reads
+/// the key in its path as the data plane reads the header, so either spelling
+/// finds and purges the record; a key the data plane would refuse is 400
+/// `invalid-key`, never quoted back.
+#[tokio::test]
+async fn the_key_in_the_path_is_read_as_the_data_plane_reads_it() {
+    let (_dir, upstream, gateway) = setup("key-syntax").await;
+    let client = gateway.client();
+    let admin = gateway.admin_client();
+    let (name, value) = bearer();
+    let auth = [(name, value.as_str())];
+    assert_eq!(
+        client.post("/v1/charges", Some("k1"), "{}").await.status,
+        201
+    );
+
+    for path in ["/admin/keys/charges/k1", "/admin/keys/charges/%22k1%22"] {
+        let shown = admin.send("GET", path, &auth, "").await;
+        assert_eq!(shown.status, 200, "{path}: {}", shown.text());
+        assert_eq!(shown.json()[0]["state"], "completed", "{path}");
+    }
+    let purged = admin
+        .send("DELETE", "/admin/keys/charges/%22k1%22", &auth, "")
+        .await;
+    assert_eq!(purged.status, 204, "{}", purged.text());
+    let again = client.post("/v1/charges", Some("k1"), "{}").await;
+    assert_eq!(again.header("idempotent-replayed"), Some("false"));
+    assert_eq!(upstream.executions("k1"), 2);
+
+    for (method, key) in [
+        ("GET", "%22k1"),
+        ("GET", "a%20secret"),
+        ("DELETE", "%22%22"),
+        ("GET", "%FF"),
+        ("DELETE", &"k".repeat(256)),
+    ] {
+        let path = format!("/admin/keys/charges/{key}");
+        let reply = admin.send(method, &path, &auth, "").await;
+        assert_eq!(reply.status, 400, "{method} {path}: {}", reply.text());
+        assert_eq!(reply.json()["code"], "invalid-key", "{method} {path}");
+        assert!(!reply.text().contains("secret"), "{}", reply.text());
+    }
+    // Still the key rules after the token and the method.
+    let reply = admin
+        .send("GET", "/admin/keys/charges/%22k1", &[], "")
+        .await;
+    assert_eq!(reply.status, 401);
+    let reply = admin
+        .send("PUT", "/admin/keys/charges/%22k1", &auth, "")
+        .await;
+    assert_eq!(reply.status, 405);
+}
+
 #[tokio::test]
 async fn in_flight_record_shows_its_lease() {
     let (_dir, _upstream, gateway) = setup("inflight").await;

@@ -4,7 +4,7 @@ mod common;
 
 use std::process::{Command, Output};
 
-use common::TestDir;
+use common::{GatewayProcess, TestDir};
 
 fn idemgate(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_idemgate"))
@@ -428,6 +428,42 @@ fn check_refuses_a_store_url_of_another_scheme() {
         ] {
             let out = check(&store, url);
             assert_eq!(out.status.code(), Some(0), "{store}: {}", text(&out.stderr));
+        }
+    }
+}
+
+/// SPEC §3: `"k1"` (an RFC 8941 string) is the key `k1`. `keys show|purge`
+/// read their KEY argument as the data plane reads the header, so either
+/// spelling finds the record; a key the data plane would refuse is one line
+/// on stderr and exit 1, without the key.
+#[tokio::test]
+async fn keys_reads_the_key_as_the_data_plane_does() {
+    let (_dir, _upstream, mut gateway) =
+        GatewayProcess::start_fresh("cli-key-syntax", common::configs::CHARGES_AND_REST).await;
+    let reply = gateway.client().post("/v1/charges", Some("k1"), "{}").await;
+    assert_eq!(reply.status, 201);
+    gateway.kill();
+    let config = gateway.config_path().to_str().unwrap().to_owned();
+
+    for key in ["k1", "\"k1\""] {
+        let out = idemgate(&["keys", "show", "-c", &config, "charges", key]);
+        assert_eq!(out.status.code(), Some(0), "{key}: {}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("\"completed\""), "{key}");
+    }
+    let out = idemgate(&["keys", "purge", "-c", &config, "charges", "\"k1\""]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("1 records deleted"));
+    let out = idemgate(&["keys", "show", "-c", &config, "charges", "k1"]);
+    assert_eq!(out.status.code(), Some(1), "purged");
+
+    for key in ["\"k1", "a secret", "\"\"", &"k".repeat(256)] {
+        for action in ["show", "purge"] {
+            let out = idemgate(&["keys", action, "-c", &config, "charges", key]);
+            let stderr = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{action} {key}: {stderr}");
+            assert_eq!(stderr.trim().lines().count(), 1, "{action} {key}: {stderr}");
+            assert!(stderr.contains("invalid idempotency key"), "{stderr}");
+            assert!(!stderr.contains("secret"), "{stderr}");
         }
     }
 }

@@ -14,6 +14,7 @@ use http::{Method, Request, Response, StatusCode};
 use crate::body::{self, Body};
 use crate::error::{GatewayError, PROBLEM_JSON};
 use crate::gateway::Gateway;
+use crate::key::KeyError;
 use crate::server::{ReloadOutcome, Reloader};
 
 /// `/readyz` gives up on a store that does not answer within this.
@@ -86,11 +87,20 @@ impl AdminPlane {
         let Some((route, key)) = records::parse_key_path(path) else {
             return GatewayError::NotFound.to_response();
         };
+        if !matches!(*method, Method::GET | Method::DELETE) {
+            return method_not_allowed(KEY_METHODS);
+        }
+        // The key as the data plane reads it: `"k1"` (RFC 8941) is `k1`.
+        let key = match crate::key::from_header_value(&key) {
+            Ok(key) => key,
+            Err(KeyError::Invalid(why)) => return GatewayError::InvalidKey(why).to_response(),
+            Err(KeyError::Missing) => return GatewayError::InvalidKey("empty").to_response(),
+        };
         let store = self.gateway.store();
-        let result = match *method {
-            Method::GET => records::show(store.as_ref(), &route, &key).await,
-            Method::DELETE => records::purge(store.as_ref(), &route, &key).await,
-            _ => return method_not_allowed(KEY_METHODS),
+        let result = if *method == Method::DELETE {
+            records::purge(store.as_ref(), &route, &key).await
+        } else {
+            records::show(store.as_ref(), &route, &key).await
         };
         result.unwrap_or_else(|error| error.to_response())
     }

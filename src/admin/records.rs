@@ -11,13 +11,15 @@ use crate::body::{self, Body};
 use crate::error::GatewayError;
 use crate::store::{RecordInfo, RecordState, Store};
 
-/// `/admin/keys/{route}/{key}` → (route, key), percent-decoded. The key is the
-/// rest of the path, so a key containing `/` can be sent as is or as `%2F`.
-pub fn parse_key_path(path: &str) -> Option<(String, String)> {
+/// `/admin/keys/{route}/{key}` → (route, key bytes), percent-decoded. The key
+/// is the rest of the path, so a key containing `/` can be sent as is or as
+/// `%2F`. Its bytes are read as the data plane reads a key header
+/// ([`crate::key::from_header_value`]): `%22k1%22` is the key `k1`.
+pub fn parse_key_path(path: &str) -> Option<(String, Vec<u8>)> {
     let rest = path.strip_prefix("/admin/keys/")?;
     let (route, key) = rest.split_once('/')?;
     let route = percent_decode_str(route).decode_utf8().ok()?.into_owned();
-    let key = percent_decode_str(key).decode_utf8().ok()?.into_owned();
+    let key: Vec<u8> = percent_decode_str(key).collect();
     (!route.is_empty() && !key.is_empty()).then_some((route, key))
 }
 
@@ -94,11 +96,20 @@ mod tests {
     fn key_paths() {
         assert_eq!(
             parse_key_path("/admin/keys/charges/abc"),
-            Some(("charges".into(), "abc".into()))
+            Some(("charges".into(), b"abc".to_vec()))
         );
         assert_eq!(
             parse_key_path("/admin/keys/charges/a%2Fb/c"),
-            Some(("charges".into(), "a/b/c".into()))
+            Some(("charges".into(), b"a/b/c".to_vec()))
+        );
+        assert_eq!(
+            parse_key_path("/admin/keys/charges/%22k1%22"),
+            Some(("charges".into(), b"\"k1\"".to_vec()))
+        );
+        // Not UTF-8: left for the key rules to refuse (400), not a 404.
+        assert_eq!(
+            parse_key_path("/admin/keys/charges/%FF"),
+            Some(("charges".into(), vec![0xFF]))
         );
         assert_eq!(parse_key_path("/admin/keys/charges/"), None);
         assert_eq!(parse_key_path("/admin/keys/charges"), None);
