@@ -467,3 +467,34 @@ async fn keys_reads_the_key_as_the_data_plane_does() {
         }
     }
 }
+
+/// `check` refuses a Redis URL that `serve` could not open: the Redis client
+/// is built without TLS, so `rediss://` fails at start; `check` says so first.
+#[test]
+fn check_refuses_a_redis_url_serve_cannot_open() {
+    let dir = TestDir::new("cli-redis-url");
+    let path = dir.path("redis.toml");
+    let config = path.to_str().unwrap();
+    for (url, code) in [
+        ("rediss://127.0.0.1:6379", 1),
+        ("redis://127.0.0.1:6379", 0),
+    ] {
+        std::fs::write(
+            &path,
+            format!(
+                "[store]\nbackend = \"postgres\"\nurl = \"postgres://postgres@127.0.0.1/test\"\n[store.redis]\nurl = \"{url}\"\n{VALID}"
+            ),
+        )
+        .unwrap();
+        let out = idemgate(&["check", "-c", config]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{url}: {stderr}");
+        if code == 1 {
+            assert!(
+                stderr.contains("redis.toml:5:7: store.redis.url:"),
+                "{stderr}"
+            );
+            assert!(stderr.contains("redis://"), "{stderr}");
+        }
+    }
+}

@@ -151,13 +151,15 @@ fn postgres(
 
 fn redis(ctx: &mut Ctx<'_>, redis: &Spanned<RedisFile>) -> RedisConfig {
     let file = redis.get_ref();
+    // Not `rediss://`: the redis crate is built without TLS here, and refuses
+    // it when `serve` opens the store.
     let url = secret_url(
         ctx,
         "store.redis",
         Some(redis.span()),
         file.url.as_ref(),
         file.url_env.as_ref(),
-        &["redis://", "rediss://"],
+        &["redis://"],
     );
     let key_prefix = file
         .key_prefix
