@@ -13,7 +13,10 @@ use http::uri::{self, PathAndQuery};
 /// (the usual request: one pass over the path, no allocation).
 pub fn resolve_dot_segments(uri: &Uri) -> Option<Result<Uri, http::Error>> {
     let path = uri.path();
-    if !path.split('/').any(is_dot_segment) {
+    // Most paths have no `.` or `%` at all: one byte scan, no segment split
+    // (`split` costs ~300 instructions, a pass-through ~28k; bench/README (be)).
+    let maybe = path.bytes().any(|b| b == b'.' || b == b'%');
+    if !maybe || !path.split('/').any(is_dot_segment) {
         return None;
     }
     let resolved = resolved_path(path);
