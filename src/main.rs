@@ -95,8 +95,14 @@ async fn serve(path: &std::path::Path) -> i32 {
 
 /// `RUST_LOG` when it is set: `Err` is the one line that refuses it.
 fn rust_log() -> Result<Option<String>, String> {
-    match std::env::var("RUST_LOG") {
+    read_rust_log(std::env::var("RUST_LOG"))
+}
+
+/// An empty `RUST_LOG` is unset (tracing would read it as "nothing").
+fn read_rust_log(value: Result<String, std::env::VarError>) -> Result<Option<String>, String> {
+    match value {
         Err(std::env::VarError::NotPresent) => Ok(None),
+        Ok(value) if value.trim().is_empty() => Ok(None),
         Err(std::env::VarError::NotUnicode(_)) => {
             Err("error: invalid value for RUST_LOG: not valid UTF-8".to_owned())
         }
@@ -120,5 +126,21 @@ fn init_logging(format: LogFormat, level: Option<&str>) {
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_rust_log_is_unset_and_a_bad_one_refused() {
+        assert_eq!(read_rust_log(Ok(String::new())), Ok(None));
+        assert_eq!(read_rust_log(Ok("  ".into())), Ok(None));
+        assert_eq!(
+            read_rust_log(Ok("idemgate=debug".into())),
+            Ok(Some("idemgate=debug".into()))
+        );
+        assert!(read_rust_log(Ok("idemgate=lots".into())).is_err());
     }
 }

@@ -122,8 +122,8 @@ async fn a_wrong_method_is_405_with_allow() {
         ("PUT", "/metrics", false, "GET, HEAD"),
         ("POST", "/healthz", true, "GET, HEAD"),
         ("GET", "/admin/reload", true, "POST"),
-        ("PUT", "/admin/keys/charges/k", true, "GET, DELETE"),
-        ("POST", "/admin/keys/charges/k", true, "GET, DELETE"),
+        ("PUT", "/admin/keys/charges/k", true, "GET, HEAD, DELETE"),
+        ("POST", "/admin/keys/charges/k", true, "GET, HEAD, DELETE"),
     ];
     for (method, path, token, allow) in cases {
         let headers: &[(&str, &str)] = if token { &auth } else { &[] };
@@ -139,6 +139,10 @@ async fn a_wrong_method_is_405_with_allow() {
         assert_eq!(problem["code"], "method-not-allowed", "{method} {path}");
         assert_eq!(problem["status"], 405, "{method} {path}");
     }
+    // HEAD is GET without the body, on the key resource as on the probes.
+    let head = admin.send("HEAD", "/admin/keys/charges/k", &auth, "").await;
+    assert_eq!(head.status, 404, "{}", head.text());
+    assert!(head.text().is_empty(), "{}", head.text());
     // The token is checked before the method under /admin/*.
     for (method, path) in [("GET", "/admin/reload"), ("PUT", "/admin/keys/charges/k")] {
         let none = admin.send(method, path, &[], "").await;

@@ -25,7 +25,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(2);
 /// learns nothing about which paths exist.
 const PROBE_METHODS: &str = "GET, HEAD";
 const RELOAD_METHODS: &str = "POST";
-const KEY_METHODS: &str = "GET, DELETE";
+const KEY_METHODS: &str = "GET, HEAD, DELETE";
 
 fn method_not_allowed(allow: &'static str) -> Response<Body> {
     GatewayError::MethodNotAllowed { allow }.to_response()
@@ -87,7 +87,7 @@ impl AdminPlane {
         let Some((route, key)) = records::parse_key_path(path) else {
             return GatewayError::NotFound.to_response();
         };
-        if !matches!(*method, Method::GET | Method::DELETE) {
+        if !matches!(*method, Method::GET | Method::HEAD | Method::DELETE) {
             return method_not_allowed(KEY_METHODS);
         }
         // The key as the data plane reads it: `"k1"` (RFC 8941) is `k1`.

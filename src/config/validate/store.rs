@@ -115,8 +115,9 @@ fn postgres(
     sweep_batch: u32,
 ) -> PostgresStoreConfig {
     let at = file.backend.as_ref().map(Spanned::span);
-    // The schemes tokio-postgres takes a URL by; its `key=value` form is not
-    // a URL and is refused too, so `check` passes only what `serve` can open.
+    // The schemes tokio-postgres takes a URL by. Its `key=value` form would
+    // open too, but the docs promise a URL, and a URL is what `check` can
+    // tell from a mistyped scheme (`mysql://...`, which `serve` refuses).
     let url = secret_url(
         ctx,
         "store",
