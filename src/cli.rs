@@ -24,7 +24,21 @@ pub struct Cli {
 
 /// Accepts a log filter (`--log-level`, `RUST_LOG`) only when tracing can
 /// parse it: a typo is refused at start, not replaced by `info`.
+///
+/// A directive without `=` must be a level. tracing reads any other bare
+/// word as a target at every level, so `infoo` silenced every log line
+/// but that target's; a target is named with its level (`hyper=trace`).
 pub fn log_filter(value: &str) -> Result<String, String> {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    for directive in value.split(',').map(str::trim) {
+        let bare = !directive.is_empty() && !directive.contains(['=', '[']);
+        if bare && !LEVELS.iter().any(|l| l.eq_ignore_ascii_case(directive)) {
+            return Err(format!(
+                "'{directive}' is not a level (off, error, warn, info, debug, trace); \
+                 name a target with its level, as in {directive}=debug"
+            ));
+        }
+    }
     tracing_subscriber::EnvFilter::try_new(value)
         .map(|_| value.to_owned())
         .map_err(|error| error.to_string())
@@ -86,4 +100,28 @@ pub struct KeyArgs {
     /// The idempotency key as the client sent it: bare (`k1`) or as an
     /// RFC 8941 string (`'"k1"'`), which is the same key.
     pub key: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_word_must_be_a_level() {
+        for good in [
+            "info",
+            "WARN",
+            "off",
+            "idemgate=debug",
+            "info,hyper=warn",
+            "[span]=debug",
+        ] {
+            assert_eq!(log_filter(good).as_deref(), Ok(good), "{good}");
+        }
+        for bad in ["infoo", "idemgate", "info,debugg", "idemgate=lots"] {
+            assert!(log_filter(bad).is_err(), "{bad}");
+        }
+        let why = log_filter("infoo").expect_err("not a level");
+        assert!(why.contains("'infoo' is not a level"), "{why}");
+    }
 }
