@@ -112,11 +112,15 @@ fn read_rust_log(value: Result<String, std::env::VarError>) -> Result<Option<Str
     }
 }
 
+/// Where a dependency logs data idemgate must keep out of its logs:
+/// tokio-postgres prints every statement's parameters at debug level, and
+/// ours are raw idempotency keys and stored bodies (SPEC §4). Capped at
+/// `info` whatever the filter says.
+const NEVER_VERBOSE: &str = "tokio_postgres::query=info";
+
 /// `level` has been checked by [`cli::log_filter`]; without one, `info`.
 fn init_logging(format: LogFormat, level: Option<&str>) {
-    let filter = level
-        .and_then(|level| EnvFilter::try_new(level).ok())
-        .unwrap_or_else(|| EnvFilter::new("info"));
+    let filter = log_filter(level);
     // Colours only for a person at a terminal, not for log collectors.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
@@ -126,6 +130,18 @@ fn init_logging(format: LogFormat, level: Option<&str>) {
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
+    }
+}
+
+/// The filter for `level`, with [`NEVER_VERBOSE`] on top (a later
+/// directive for the same target replaces the user's).
+fn log_filter(level: Option<&str>) -> EnvFilter {
+    let filter = level
+        .and_then(|level| EnvFilter::try_new(level).ok())
+        .unwrap_or_else(|| EnvFilter::new("info"));
+    match NEVER_VERBOSE.parse() {
+        Ok(directive) => filter.add_directive(directive),
+        Err(_) => filter,
     }
 }
 
@@ -142,5 +158,18 @@ mod tests {
             Ok(Some("idemgate=debug".into()))
         );
         assert!(read_rust_log(Ok("idemgate=lots".into())).is_err());
+    }
+
+    #[test]
+    fn statement_parameters_stay_out_of_the_log_whatever_the_level() {
+        for level in [
+            None,
+            Some("trace"),
+            Some("tokio_postgres::query=trace,info"),
+        ] {
+            let filter = log_filter(level).to_string();
+            assert!(filter.contains("tokio_postgres::query=info"), "{filter}");
+            assert!(!filter.contains("tokio_postgres::query=trace"), "{filter}");
+        }
     }
 }

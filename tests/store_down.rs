@@ -104,3 +104,68 @@ async fn store_down_rejects_or_passes_as_configured_and_counts_it() {
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
     assert_eq!(upstream.executions("s-1"), 1);
 }
+
+/// SPEC §4: raw keys never appear in logs, at any log level. tokio-postgres
+/// prints each statement's parameters at debug level (the key, and a
+/// completion's body): `keys show`/`purge` and a completion retried across an
+/// outage run such statements with the raw key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trace_logs_never_carry_the_raw_key() {
+    const KEY: &str = "raw-key-7f3a9c";
+    let schema = TestSchema::create().await;
+    let switch = Switch::start(pg_support::server_addr()).await;
+    let url = pg_support::via(&schema.url(), switch.addr);
+    let dir = TestDir::new("store-down-trace");
+    let upstream = MockUpstream::start().await;
+    let config = CONFIG.replace("{pg_url}", &url).replacen(
+        "[store]",
+        "[admin]\ntoken_env = \"IDEMGATE_TEST_ADMIN_TOKEN\"\n\n[store]",
+        1,
+    );
+    let gateway = GatewayProcess::start_with_env(
+        &dir,
+        &upstream.url(),
+        &config,
+        &[("RUST_LOG", "trace"), ("IDEMGATE_TEST_ADMIN_TOKEN", "t0k")],
+    );
+    let client = gateway.client();
+    let admin = gateway.admin_client();
+    let auth = [("authorization", "Bearer t0k")];
+
+    // A completion that has to wait out a short cut (retried statement by statement).
+    let slow = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .post("/v1/charges?delay_ms=400", Some(KEY), "{}")
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    switch.cut();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    switch.restore();
+    let first = slow.await.unwrap();
+    assert_eq!(first.status, 201, "{}", first.text());
+    assert_eq!(upstream.executions(KEY), 1);
+
+    let shown = admin
+        .send("GET", &format!("/admin/keys/strict/{KEY}"), &auth, "")
+        .await;
+    assert_eq!(shown.status, 200, "{}", shown.text());
+    let purged = admin
+        .send("DELETE", &format!("/admin/keys/strict/{KEY}"), &auth, "")
+        .await;
+    assert_eq!(purged.status, 204, "{}", purged.text());
+
+    let log = gateway.log_text();
+    assert!(log.contains("TRACE"), "not at trace level:\n{log}");
+    assert!(
+        !log.contains(KEY),
+        "the raw key is in the log:\n{}",
+        log.lines()
+            .filter(|line| line.contains(KEY))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
