@@ -154,3 +154,49 @@ async fn redis_down_serves_from_postgres_and_counts_errors() {
     // Purge cannot remove a cached copy it cannot reach: it says so.
     assert!(store.purge("orders", "k").await.is_err());
 }
+
+/// A purge that cannot reach Redis must leave something to retry: the
+/// records stay until their cached copies are gone. (It used to delete them
+/// in Postgres first; the retry then found no record, answered "none", and
+/// the copy Redis still held kept replaying the purged key until its TTL.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_purge_refused_by_redis_can_be_retried_and_leaves_no_copy() {
+    let redis_addr: std::net::SocketAddr = pg_support::redis_url()
+        .trim_start_matches("redis://")
+        .trim_end_matches('/')
+        .parse()
+        .expect("IDEMGATE_TEST_REDIS_URL as redis://IP:PORT");
+    let switch = pg_support::switch::Switch::start(redis_addr).await;
+    let prefix = format!("{}:", unique("idemgate-test"));
+    let via_switch = RedisConfig {
+        url: format!("redis://{}", switch.addr),
+        key_prefix: prefix.clone(),
+    };
+    let (store, counts, _schema) = cached(via_switch).await;
+    let lease = reserved(&store, &id("k"), "fp", LONG).await;
+    store.complete(&lease, &response(), LONG).await.unwrap();
+    assert_eq!(
+        store.reserve(&id("k"), "fp", LONG).await.unwrap(),
+        Reservation::Completed(response())
+    );
+    assert_eq!(counts.get().0, 1, "the answer is in redis");
+
+    switch.cut();
+    assert!(store.purge("orders", "k").await.is_err());
+    switch.restore();
+    // Until Redis answers again (reconnect, then the pause after a failure).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let purged = loop {
+        match store.purge("orders", "k").await {
+            Ok(n) => break n,
+            Err(err) => {
+                assert!(std::time::Instant::now() < deadline, "{err}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    assert_eq!(purged, 1, "the retry purges the record");
+    // The key runs again: no copy left in Redis to replay it.
+    reserved(&store, &id("k"), "fp", LONG).await;
+    redis_flush_prefix(&prefix).await;
+}

@@ -95,6 +95,21 @@ impl CachedStore {
     }
 }
 
+impl CachedStore {
+    /// Deletes the cached answers of these scopes of (route, key).
+    async fn forget(
+        &self,
+        route: &str,
+        key: &str,
+        scopes: impl Iterator<Item = &str>,
+    ) -> Result<(), conn::CacheError> {
+        let keys: Vec<String> = scopes
+            .map(|scope| entry::key(&self.prefix, &RecordId::new(route, scope, key)))
+            .collect();
+        self.redis.del(&keys).await
+    }
+}
+
 #[async_trait]
 impl Store for CachedStore {
     fn backend(&self) -> &'static str {
@@ -153,27 +168,35 @@ impl Store for CachedStore {
         self.authority.records(route, key).await
     }
 
-    /// Deletes in Postgres, then the cached answers of the deleted scopes.
-    /// A Redis failure here is reported: a cached answer left behind would
-    /// keep replaying a purged key until its TTL.
+    /// Deletes the cached answers of the key's scopes, then the records in
+    /// Postgres, then the cached answers of the scopes deleted (one recorded
+    /// or written back meanwhile). Redis goes first so that a Redis failure
+    /// leaves the records in place: the error is reported and a retry finds
+    /// the same scopes. The other way round, the records would be gone and a
+    /// retry could no longer name the copy, which would keep replaying the
+    /// purged key until its TTL.
     async fn purge(&self, route: &str, key: &str) -> Result<u64, StoreError> {
+        let known = self.authority.records(route, key).await?;
+        self.forget(route, key, known.iter().map(|record| record.scope.as_str()))
+            .await
+            .map_err(|err| {
+                StoreError::Unavailable(format!(
+                    "cannot delete the cached answers ({}); nothing was purged, retry once redis is reachable",
+                    err.0
+                ))
+            })?;
         let scopes = self.authority.purge_scopes(route, key).await?;
-        let keys: Vec<String> = scopes
-            .iter()
-            .map(|scope| {
-                let id = RecordId::new(route, scope.as_str(), key);
-                entry::key(&self.prefix, &id)
-            })
-            .collect();
-        self.redis.del(&keys).await.map_err(|err| {
-            StoreError::Unavailable(format!(
-                "deleted {} records in postgres but not their cached answers ({}); \
-                 retry once redis is reachable, or wait out the retention",
-                keys.len(),
-                err.0
-            ))
-        })?;
-        Ok(keys.len() as u64)
+        self.forget(route, key, scopes.iter().map(String::as_str))
+            .await
+            .map_err(|err| {
+                StoreError::Unavailable(format!(
+                    "purged {} records, but not the cached answers written meanwhile ({}); \
+                     one may replay until its retention ends",
+                    scopes.len(),
+                    err.0
+                ))
+            })?;
+        Ok(scopes.len() as u64)
     }
 
     async fn sweep(&self, batch: u32) -> Result<u64, StoreError> {
