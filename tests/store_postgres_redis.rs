@@ -10,6 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use sha2::Digest;
+
 use common::owned_store::OwnedStore;
 use idemgate::config::RedisConfig;
 use idemgate::store::{CachedStore, Lookup, PostgresStore, Reservation, Store};
@@ -161,12 +163,7 @@ async fn redis_down_serves_from_postgres_and_counts_errors() {
 /// the copy Redis still held kept replaying the purged key until its TTL.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_purge_refused_by_redis_can_be_retried_and_leaves_no_copy() {
-    let redis_addr: std::net::SocketAddr = pg_support::redis_url()
-        .trim_start_matches("redis://")
-        .trim_end_matches('/')
-        .parse()
-        .expect("IDEMGATE_TEST_REDIS_URL as redis://IP:PORT");
-    let switch = pg_support::switch::Switch::start(redis_addr).await;
+    let switch = pg_support::switch::Switch::start(redis_addr()).await;
     let prefix = format!("{}:", unique("idemgate-test"));
     let via_switch = RedisConfig {
         url: format!("redis://{}", switch.addr),
@@ -199,4 +196,62 @@ async fn a_purge_refused_by_redis_can_be_retried_and_leaves_no_copy() {
     // The key runs again: no copy left in Redis to replay it.
     reserved(&store, &id("k"), "fp", LONG).await;
     redis_flush_prefix(&prefix).await;
+}
+
+/// A value of another type under one key's entry (Redis answers `WRONGTYPE`)
+/// is that key's problem: it is served from Postgres, and the fast path stays
+/// on for every other key. (Any error used to pause Redis for everyone, and
+/// log it as unavailable, as if the connection had failed.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_value_of_another_type_under_one_key_does_not_stop_the_fast_path() {
+    let prefix = format!("{}:", unique("idemgate-test"));
+    let (store, counts, _schema) = cached(redis_config(&prefix)).await;
+    for key in ["bad", "good"] {
+        let lease = reserved(&store, &id(key), "fp", LONG).await;
+        store.complete(&lease, &response(), LONG).await.unwrap();
+    }
+    // The entry's name: prefix, "a:", SHA-256 of the length-prefixed parts.
+    let mut hash = sha2::Sha256::new();
+    for part in ["orders", "scope-a", "bad"] {
+        hash.update((part.len() as u64).to_be_bytes());
+        hash.update(part.as_bytes());
+    }
+    let entry = format!("{prefix}a:{}", hex::encode(hash.finalize()));
+    let client = redis::Client::open(pg_support::redis_url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let () = redis::cmd("DEL")
+        .arg(&entry)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let () = redis::cmd("RPUSH")
+        .arg(&entry)
+        .arg("garbage")
+        .query_async::<i64>(&mut conn)
+        .await
+        .map(drop)
+        .unwrap();
+
+    for key in ["bad", "good", "bad"] {
+        assert_eq!(
+            store.reserve(&id(key), "fp", LONG).await.unwrap(),
+            Reservation::Completed(response()),
+            "{key}"
+        );
+    }
+    assert_eq!(counts.get(), (1, 2, 2), "(hit, miss, error)");
+    redis_flush_prefix(&prefix).await;
+}
+
+fn redis_addr() -> std::net::SocketAddr {
+    let url = pg_support::redis_url();
+    let host_port = url
+        .trim_start_matches("redis://")
+        .split('/')
+        .next()
+        .unwrap();
+    host_port
+        .replace("localhost", "127.0.0.1")
+        .parse()
+        .expect("write IDEMGATE_TEST_REDIS_URL as redis://IP:PORT")
 }

@@ -1,7 +1,8 @@
 //! The Redis connection: short deadlines, reconnects by itself, and a pause
 //! after a failure so a down Redis costs requests nothing.
 //!
-//! Every call is bounded by `TIMEOUT`. After a failure, Redis is skipped for
+//! Every call is bounded by `TIMEOUT`. After a failure to reach it (an
+//! error reply about one command is not one), Redis is skipped for
 //! `PAUSE` (each skipped call is a failure to its caller, counted as a cache
 //! error) and then tried again; the connection manager reconnects on that try.
 //! So an outage costs one timeout per `PAUSE`, not one per request.
@@ -93,6 +94,10 @@ impl Redis {
         }
         let result = match tokio::time::timeout(TIMEOUT, call).await {
             Ok(Ok(value)) => return Ok(value),
+            // Redis answered, with an error about this one command (a value
+            // of another type under the key, OOM on a write): it is up, and
+            // pausing would skip every other key's lookup for nothing.
+            Ok(Err(e)) if answered(&e) => return Err(CacheError(format!("redis: {e}"))),
             Ok(Err(e)) => CacheError(format!("redis: {e}")),
             Err(_) => CacheError(format!("redis: no answer within {TIMEOUT:?}")),
         };
@@ -107,4 +112,16 @@ impl Redis {
     fn elapsed_ms(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
+}
+
+/// An error reply from the server (`WRONGTYPE`, `OOM`, ...), as opposed to a
+/// connection that failed, timed out or was refused.
+fn answered(e: &redis::RedisError) -> bool {
+    matches!(
+        e.kind(),
+        redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
+    ) && !e.is_io_error()
+        && !e.is_connection_dropped()
+        && !e.is_connection_refusal()
+        && !e.is_timeout()
 }
