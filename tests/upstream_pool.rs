@@ -200,3 +200,50 @@ async fn a_tls_handshake_that_never_ends_is_bounded_by_connect_timeout() {
     );
     held.abort();
 }
+
+/// `check` only asks that `lock_timeout` exceed the upstream `timeout`, so an
+/// execution must end within `timeout` — time spent waiting for a free
+/// connection included. It used to start the timeout once a connection was
+/// had: a request that waited for one outlived its lease while its gateway
+/// was alive, and a retry took the key over and ran it a second time.
+#[tokio::test]
+async fn waiting_for_a_connection_counts_against_the_timeout_so_the_lease_holds() {
+    let config = common::configs::CHARGES_AND_REST.replace(
+        "timeout = \"1s\"",
+        "timeout = \"4s\"\nconnect_timeout = \"3s\"\nmax_connections = 1",
+    );
+    assert!(config.contains("max_connections = 1") && config.contains("lock_timeout = \"5s\""));
+    let (_dir, upstream, gateway) = GatewayProcess::start_fresh("pool-lease", &config).await;
+    let client = gateway.client();
+    let started = std::time::Instant::now();
+    // The one connection is busy for 2 s.
+    let busy = {
+        let client = client.clone();
+        tokio::spawn(async move { client.get("/busy?delay_ms=2000").await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Waits ~1.9 s for the connection, then the upstream takes 3.5 s: past
+    // the 4 s timeout counted from the send, so outcome unknown, recorded
+    // before the 5 s lease runs out.
+    let first = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .post("/v1/charges?delay_ms=3500", Some("k-lease"), "{}")
+                .await
+        })
+    };
+    // After the lease: were the first still waiting, this retry would take
+    // the key over and run it again.
+    tokio::time::sleep(Duration::from_millis(5300).saturating_sub(started.elapsed())).await;
+    let retry = client
+        .post("/v1/charges?delay_ms=3500", Some("k-lease"), "{}")
+        .await;
+    let first = first.await.unwrap();
+    assert_eq!(first.status, 504, "{}", first.text());
+    assert_eq!(first.json()["code"], "outcome-unknown");
+    assert_eq!(retry.status, 504, "{}", retry.text());
+    assert_eq!(retry.header("idempotent-replayed"), Some("true"));
+    assert_eq!(busy.await.unwrap().status, 201);
+    assert_eq!(upstream.executions("k-lease"), 1);
+}

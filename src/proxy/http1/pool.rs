@@ -104,25 +104,38 @@ impl Http1Pool {
     }
 
     /// Sends `request` (its path and query are what the upstream gets) and
-    /// waits for the answer head at most `timeout` once a connection is had;
-    /// the body brings the connection back when read.
+    /// waits for the answer head; `timeout` counts from this call, waiting
+    /// for a free or a new connection included (as over HTTP/2). On an
+    /// idempotent route the whole execution must end within it: the lease
+    /// (`lock_timeout`) is only checked to exceed `timeout`, and a live
+    /// gateway still waiting past its lease would let a retry run the
+    /// request a second time. The body brings the connection back when read.
     pub async fn send(
         self: &Arc<Self>,
         request: Request<Body>,
         timeout: Duration,
     ) -> Result<Response<AnswerBody>, UpstreamError> {
-        let permit = match tokio::time::timeout(
-            self.limits.connect_timeout,
-            self.permits.clone().acquire_owned(),
-        )
-        .await
-        {
-            Ok(Ok(permit)) => permit,
-            Ok(Err(_)) | Err(_) => {
-                return Err(UpstreamError::NotSent(format!(
-                    "all {} connections stayed busy for {:?}",
-                    self.limits.max_connections, self.limits.connect_timeout
-                )));
+        // When this request started to wait: only measured when it does
+        // wait (a free slot and an idle connection cost no clock read).
+        let mut waiting: Option<Instant> = None;
+        let permit = match self.permits.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                waiting = Some(Instant::now());
+                match tokio::time::timeout(
+                    self.limits.connect_timeout,
+                    self.permits.clone().acquire_owned(),
+                )
+                .await
+                {
+                    Ok(Ok(permit)) => permit,
+                    Ok(Err(_)) | Err(_) => {
+                        return Err(UpstreamError::NotSent(format!(
+                            "all {} connections stayed busy for {:?}",
+                            self.limits.max_connections, self.limits.connect_timeout
+                        )));
+                    }
+                }
             }
         };
         let (mut parts, body) = request.into_parts();
@@ -136,8 +149,20 @@ impl Http1Pool {
             Some(connection) => (connection, true),
             // Boxed: opening a connection is rare, and its future would
             // otherwise make every request's future (moved, copied) larger.
-            None => (Box::pin(self.connect()).await?, false),
+            None => {
+                waiting.get_or_insert_with(Instant::now);
+                (Box::pin(self.connect()).await?, false)
+            }
         };
+        let timeout = match waiting {
+            Some(since) => timeout.saturating_sub(since.elapsed()),
+            None => timeout,
+        };
+        if timeout.is_zero() {
+            return Err(UpstreamError::NotSent(
+                "getting a connection took the whole upstream timeout".into(),
+            ));
+        }
         let answered = tokio::time::timeout(timeout, exchange(&mut connection, &parts, body)).await;
         let (head, complete) = match answered {
             Err(_) => return Err(UpstreamError::Timeout),
