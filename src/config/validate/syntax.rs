@@ -15,13 +15,17 @@ pub fn toml_error(ctx: &Ctx<'_>, text: &str, error: &TomlError) -> ConfigError {
         .replace('\n', "; ")
         .replace("expected i64", "expected an integer");
     let offset = error.span().map(|span| span.start);
+    let unknown = unknown_field(&message);
     let mut field = key_path(error);
-    if field.is_empty() {
+    if field.is_empty() && unknown.is_some() {
+        // toml tracks no path for the root table: a top-level `foo = 1` or
+        // `[foo]` is the field `foo` itself, whatever table came before it.
+    } else if field.is_empty() {
         field = offset.map(|at| written_field(text, at)).unwrap_or_default();
     } else if let Some(at) = offset {
         field = index_routes(text, at, &field);
     }
-    if let Some(unknown) = unknown_field(&message) {
+    if let Some(unknown) = unknown {
         field = join(&field, unknown);
     }
     ctx.located(error.span(), field, message)

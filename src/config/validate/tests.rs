@@ -280,6 +280,23 @@ fn unknown_field_names_field_and_line() {
         "t.toml:3:1: server.lisen:",
         "unknown field",
     );
+    // A table or key of the root is named by itself, not by the table
+    // written before it.
+    single(
+        &format!("{MINIMAL}[foo]\nbar = 1\n"),
+        "t.toml:9:2: foo:",
+        "unknown field `foo`",
+    );
+    single(
+        &format!("foo = 1\n{MINIMAL}"),
+        "t.toml:1:1: foo:",
+        "unknown field `foo`",
+    );
+    single(
+        &format!("[server]\n[serer]\n{MINIMAL}"),
+        "t.toml:2:2: serer:",
+        "unknown field `serer`",
+    );
 }
 
 #[test]
