@@ -9,11 +9,14 @@ use super::context::Ctx;
 use crate::config::ConfigError;
 
 pub fn toml_error(ctx: &Ctx<'_>, text: &str, error: &TomlError) -> ConfigError {
-    let message = error
-        .message()
-        .trim_end()
-        .replace('\n', "; ")
-        .replace("expected i64", "expected an integer");
+    let message = in_toml_words(
+        &error
+            .message()
+            .trim_end()
+            .replace('\n', "; ")
+            .replace("expected i64", "expected an integer")
+            .replace("expected a sequence", "expected an array"),
+    );
     let offset = error.span().map(|span| span.start);
     let unknown = unknown_field(&message);
     let mut field = key_path(error);
@@ -43,6 +46,22 @@ fn key_path(error: &TomlError) -> String {
         .find_map(|line| line.strip_prefix("in `")?.strip_suffix('`'))
         .unwrap_or_default()
         .to_owned()
+}
+
+/// serde names the Rust struct a table is read into (`expected struct
+/// MatchFile`); the person reading the message wrote a TOML table.
+fn in_toml_words(message: &str) -> String {
+    const STRUCT: &str = "expected struct ";
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find(STRUCT) {
+        out.push_str(&rest[..at]);
+        out.push_str("expected a table");
+        rest =
+            rest[at + STRUCT.len()..].trim_start_matches(|c: char| c.is_alphanumeric() || c == '_');
+    }
+    out.push_str(rest);
+    out
 }
 
 fn unknown_field(message: &str) -> Option<&str> {

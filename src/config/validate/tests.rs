@@ -311,6 +311,23 @@ fn wrong_type_names_field_and_line() {
         "t.toml:2:19: server.max_connections:",
         "expected an integer",
     );
+    // In TOML's words, not serde's nor the names of our structs.
+    let text = MINIMAL.replace("match = { path_prefix = \"/\" }", "match = \"/\"");
+    single(
+        &text,
+        "t.toml:8:9: routes[0].match:",
+        "invalid type: string \"/\", expected a table",
+    );
+    single(
+        &format!("[defaults]\nscope = \"header:X\"\n{MINIMAL}"),
+        "t.toml:2:9: defaults.scope:",
+        "expected an array",
+    );
+    single(
+        &format!("server = 5\n{MINIMAL}"),
+        "t.toml:1:10: server:",
+        "invalid type: integer `5`, expected a table",
+    );
 }
 
 #[test]
