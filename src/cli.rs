@@ -61,7 +61,13 @@ impl ConfigArg {
     pub fn path(&self) -> PathBuf {
         self.config
             .clone()
-            .or_else(|| std::env::var_os("IDEMGATE_CONFIG").map(PathBuf::from))
+            // An empty variable is unset, as an empty `RUST_LOG` is: a
+            // manifest's `IDEMGATE_CONFIG=` must not name the file "".
+            .or_else(|| {
+                std::env::var_os("IDEMGATE_CONFIG")
+                    .filter(|path| !path.is_empty())
+                    .map(PathBuf::from)
+            })
             .unwrap_or_else(|| PathBuf::from("config/idemgate.toml"))
     }
 }

@@ -59,6 +59,37 @@ fn check_accepts_the_shipped_configs_and_prints_the_routes() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
 
+/// `-c`, else `$IDEMGATE_CONFIG` (an empty one is unset), else
+/// `config/idemgate.toml` in the working directory.
+#[test]
+fn the_config_file_is_looked_up_in_order() {
+    let dir = TestDir::new("cli-lookup");
+    std::fs::create_dir_all(dir.path("config")).unwrap();
+    std::fs::write(dir.path("config/idemgate.toml"), VALID).unwrap();
+    std::fs::write(dir.path("from-env.toml"), VALID).unwrap();
+    std::fs::write(dir.path("from-flag.toml"), VALID).unwrap();
+    let check = |args: &[&str], env: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_idemgate"));
+        command.current_dir(&dir.0).arg("check").args(args);
+        match env {
+            Some(value) => command.env("IDEMGATE_CONFIG", value),
+            None => command.env_remove("IDEMGATE_CONFIG"),
+        };
+        let out = command.output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let ok = |file: &str| format!("{file}: ok");
+    let flag = check(&["-c", "from-flag.toml"], Some("from-env.toml"));
+    assert!(flag.contains(&ok("from-flag.toml")), "{flag}");
+    let env = check(&[], Some("from-env.toml"));
+    assert!(env.contains(&ok("from-env.toml")), "{env}");
+    let default = check(&[], None);
+    assert!(default.contains(&ok("config/idemgate.toml")), "{default}");
+    let empty = check(&[], Some(""));
+    assert!(empty.contains(&ok("config/idemgate.toml")), "{empty}");
+}
+
 const VALID: &str = r#"[upstreams.api]
 url = "http://127.0.0.1:3000"
 
