@@ -73,10 +73,10 @@ pub fn server(ctx: &mut Ctx<'_>, file: &ServerFile) -> ServerConfig {
             file.max_connections.as_ref(),
             "server.max_connections",
             10_000,
-            |n| positive_count(*n),
+            |n| count_up_to(*n, MAX_CONNECTIONS),
         ),
         max_headers: ctx.value(file.max_headers.as_ref(), "server.max_headers", 100, |n| {
-            positive_count(*n)
+            count_up_to(*n, MAX_HEADERS)
         }),
         shutdown_grace: ctx.value(
             file.shutdown_grace.as_ref(),
@@ -123,6 +123,21 @@ pub fn positive_count<T: TryFrom<i64>>(n: i64) -> Result<T, String> {
         return Err(format!("must be at least 1 (got {n})"));
     }
     T::try_from(n).map_err(|_| format!("{n} is too large"))
+}
+
+/// Most connections one process can hold: Linux's default `fs.nr_open`
+/// (file descriptors per process) is 1048576. A larger count cannot be
+/// reached, and one near `usize::MAX` could not even be set up.
+pub const MAX_CONNECTIONS: i64 = 1_000_000;
+/// Most header fields one request may be allowed: a slot is kept for each.
+pub const MAX_HEADERS: i64 = 10_000;
+
+/// [`positive_count`] that is also at most `max`.
+pub fn count_up_to<T: TryFrom<i64>>(n: i64, max: i64) -> Result<T, String> {
+    if n > max {
+        return Err(format!("must be at most {max} (got {n})"));
+    }
+    positive_count(n)
 }
 
 fn server_tls(ctx: &mut Ctx<'_>, tls: &Spanned<TlsFile>) -> Option<TlsConfig> {

@@ -6,11 +6,15 @@ use toml::Spanned;
 
 use super::context::Ctx;
 use super::names;
-use super::server::{env_name, positive_count, positive_duration};
+use super::server::{count_up_to, env_name, positive_count, positive_duration};
 use crate::config::file::{RedisFile, StoreFile};
 use crate::config::{
     Durability, EmbeddedStoreConfig, PostgresStoreConfig, RedisConfig, StoreConfig,
 };
+
+/// Far past what one Postgres serves (its default `max_connections` is 100);
+/// the pool sets aside room for each connection up front.
+const MAX_POOL_SIZE: i64 = 10_000;
 
 pub fn store(ctx: &mut Ctx<'_>, file: &StoreFile) -> StoreConfig {
     let backend = file
@@ -129,7 +133,7 @@ fn postgres(
     PostgresStoreConfig {
         url,
         pool_size: ctx.value(file.pool_size.as_ref(), "store.pool_size", 16, |n| {
-            positive_count(*n)
+            count_up_to(*n, MAX_POOL_SIZE)
         }),
         connect_timeout: ctx.value(
             file.connect_timeout.as_ref(),

@@ -341,6 +341,40 @@ fn upstream_max_connections_is_a_positive_count() {
     );
 }
 
+/// Counts the gateway sets aside room for have a ceiling: one near `i64::MAX`
+/// passed `check` and then panicked `serve` (or every request) on allocation.
+#[test]
+fn counts_that_size_buffers_have_a_ceiling() {
+    const HUGE: &str = "9223372036854775807";
+    single(
+        &format!("[server]\nmax_connections = {HUGE}\n{MINIMAL}"),
+        "t.toml:2:19: server.max_connections:",
+        "must be at most 1000000",
+    );
+    single(
+        &format!("[server]\nmax_headers = 10001\n{MINIMAL}"),
+        "t.toml:2:15: server.max_headers:",
+        "must be at most 10000",
+    );
+    single(
+        &MINIMAL.replace("url = ", &format!("max_connections = {HUGE}\nurl = ")),
+        "t.toml:3:19: upstreams.api.max_connections:",
+        "must be at most 1000000",
+    );
+    single(
+        &format!(
+            "[store]\nbackend = \"postgres\"\nurl = \"postgres://h/d\"\npool_size = {HUGE}\n{MINIMAL}"
+        ),
+        "t.toml:4:13: store.pool_size:",
+        "must be at most 10000",
+    );
+    let config = ok(&format!(
+        "[server]\nmax_connections = 1000000\nmax_headers = 10000\n{MINIMAL}"
+    ));
+    assert_eq!(config.server.max_connections, 1_000_000);
+    assert_eq!(config.server.max_headers, 10_000);
+}
+
 #[test]
 fn bare_and_quoted_durations() {
     // Unquoted with a unit is a TOML syntax error, still located and named.

@@ -7,7 +7,7 @@ use toml::Spanned;
 
 use super::context::Ctx;
 use super::names;
-use super::server::{positive_count, positive_duration};
+use super::server::{MAX_CONNECTIONS, count_up_to, positive_duration};
 use crate::config::UpstreamConfig;
 use crate::config::UpstreamTlsConfig;
 use crate::config::file::{UpstreamFile, UpstreamTlsFile};
@@ -64,7 +64,7 @@ fn upstream(ctx: &mut Ctx<'_>, name: &str, upstream: &Spanned<UpstreamFile>) -> 
             file.max_connections.as_ref(),
             &format!("{prefix}.max_connections"),
             DEFAULT_MAX_CONNECTIONS,
-            |n| positive_count(*n),
+            |n| count_up_to(*n, MAX_CONNECTIONS),
         ),
         tls: file.tls.as_ref().map(|tls| self::tls(ctx, &prefix, tls)),
     }
