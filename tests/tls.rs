@@ -286,6 +286,39 @@ async fn reload_rereads_certificates_without_dropping_connections() {
     assert!(post(&fresh_old, port, "/echo", "d").await.is_err());
 }
 
+/// A process started on plain HTTP asks no client for a certificate until a
+/// restart: a reload that scopes keys by `client_cert` would put every client
+/// in one namespace, so it is refused and the running config stays.
+#[tokio::test]
+async fn a_reload_cannot_scope_by_client_cert_on_a_plain_listener() {
+    let dir = TestDir::new("tls-reload-plain");
+    let pki = Pki::new("CA");
+    let server = pki.server(&dir, "server");
+    let ca = pki.write_ca(&dir, "clients-ca.pem");
+    let template = config(&server, Some(&ca), "[]");
+    let tls_table =
+        &template[template.find("[server.tls]").unwrap()..template.find("[store]").unwrap()];
+    let upstream = MockUpstream::start().await;
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &template.replace(tls_table, ""));
+    // The same file with TLS, mutual TLS and keys scoped by certificate.
+    let plain = std::fs::read_to_string(gateway.config_path()).unwrap();
+    let with_tls = plain
+        .replace("[store]", &format!("{tls_table}[store]"))
+        .replace("scope = []", "scope = [\"client_cert\"]");
+    std::fs::write(gateway.config_path(), with_tls).unwrap();
+    gateway.signal("HUP");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let metrics = gateway.admin_client().get("/metrics").await.text();
+    assert!(
+        metrics.contains("idemgate_config_reloads_total{result=\"rejected\"} 1"),
+        "{metrics}"
+    );
+    assert!(gateway.log_text().contains("scope client_cert"));
+    // Still the plain listener and the running config.
+    let reply = gateway.client().post("/v1/charges", Some("k"), "{}").await;
+    assert_eq!(reply.status, 201);
+}
+
 #[test]
 fn bad_certificate_files_fail_startup_with_a_clear_message() {
     let dir = TestDir::new("tls-bad");

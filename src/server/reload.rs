@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use crate::config::{self, Config};
+use crate::config::{self, Config, ScopePart};
 use crate::gateway::{Gateway, Runtime};
 
 use super::TlsSettings;
@@ -75,6 +75,23 @@ impl Reloader {
                 };
             }
         };
+        // A `client_cert` scope reads the certificate the listener verified. A
+        // listener started without TLS asks for none until a restart: applied
+        // now, every client would share one namespace.
+        if self.tls.is_none()
+            && let Some(route) = new.routes.iter().find(|route| {
+                route.idempotency && route.policy.scope.contains(&ScopePart::ClientCert)
+            })
+        {
+            return ReloadOutcome::Rejected {
+                errors: vec![format!(
+                    "{}: route {:?}: scope client_cert needs client certificates, and this \
+                     process serves plain HTTP until a restart turns server.tls on",
+                    self.path.display(),
+                    route.name
+                )],
+            };
+        }
         let mut notes = restart_only_changes(&self.started, &new);
         notes.extend(new.warnings.iter().cloned());
         // Build everything before swapping anything: a refusal changes nothing.
