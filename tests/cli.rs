@@ -324,6 +324,43 @@ fn a_busy_port_is_one_line_even_with_warnings() {
     assert!(stderr.contains(&port.to_string()), "{stderr}");
 }
 
+/// A SIGHUP while `serve` is still opening its store (here a "Postgres" that
+/// accepts the connection and never answers) does not end the process with
+/// the signal's default action: the start goes on (and here fails on the
+/// store, in its one line).
+#[test]
+fn a_sighup_while_starting_does_not_kill_serve() {
+    let dir = TestDir::new("cli-early-hup");
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let config = format!(
+        "[server]\nlisten = \"{}\"\nadmin_listen = \"{}\"\n\
+         [store]\nbackend = \"postgres\"\nurl = \"postgres://postgres@{}/test\"\nconnect_timeout = \"2s\"\n{VALID}",
+        common::gateway::free_port(),
+        common::gateway::free_port(),
+        silent.local_addr().unwrap(),
+    );
+    let path = dir.path("idemgate.toml");
+    std::fs::write(&path, config).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_idemgate"))
+        .args(["serve", "-c", path.to_str().unwrap()])
+        .env_remove("IDEMGATE_CONFIG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let sent = Command::new("kill")
+        .args(["-HUP", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{:?} {stderr}", out.status);
+    assert!(stderr.contains("cannot open the store"), "{stderr}");
+    drop(silent);
+}
+
 /// SPEC §1/§2: `check` warns about a route an earlier one shadows; the
 /// warning is in the report on stdout and, for whoever reads the streams
 /// apart, on stderr too. The file is still valid: exit 0.

@@ -34,6 +34,7 @@ pub enum StartError {
 
 /// Runs the gateway until a termination signal, then drains and returns.
 pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError> {
+    let hangup = signals::hangup();
     let config = Arc::new(config);
     let registry = prometheus::Registry::new();
     let metrics = Metrics::new(registry)
@@ -84,7 +85,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
     };
 
     let shutdown = CancellationToken::new();
-    tokio::spawn(signals::watch(shutdown.clone(), reloader.clone()));
+    tokio::spawn(signals::watch(shutdown.clone(), reloader.clone(), hangup));
 
     let limits = Limits {
         max_connections: config.server.max_connections,

@@ -1,16 +1,26 @@
 use std::sync::Arc;
 
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 use super::Reloader;
 
-/// SIGTERM and SIGINT start the graceful shutdown; SIGHUP reloads the config.
-pub async fn watch(shutdown: CancellationToken, reloader: Arc<Reloader>) {
+/// Takes SIGHUP over from its default action, which ends the process: called
+/// first thing, so a reload asked for while the store opens (a slow Postgres)
+/// is applied once serving rather than killing the gateway. SIGTERM keeps its
+/// default until [`watch`], so it still stops a start that hangs.
+pub fn hangup() -> Option<Signal> {
+    signal(SignalKind::hangup()).ok()
+}
+
+/// SIGTERM and SIGINT start the graceful shutdown; SIGHUP (`hangup`, from
+/// [`hangup`]) reloads the config.
+pub async fn watch(shutdown: CancellationToken, reloader: Arc<Reloader>, hangup: Option<Signal>) {
+    let hup = hangup.map_or_else(|| signal(SignalKind::hangup()), Ok);
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
+        hup,
     ) else {
         tracing::error!("cannot install signal handlers; stop the process with SIGKILL");
         return;
