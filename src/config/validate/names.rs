@@ -28,6 +28,46 @@ pub fn header_name(text: &str) -> Result<String, String> {
     }
 }
 
+/// The replay marker's name: a valid header name that is not one the answer
+/// needs for itself. The marker is set over any field of its name, so it
+/// would clobber `Content-Type` or `Date`; a connection or framing field is
+/// dropped or rewritten on the way out, taking the marker with it.
+pub fn replay_header_name(text: &str) -> Result<String, String> {
+    const CONNECTION: &[&str] = &[
+        "connection",
+        "content-length",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    ];
+    const ANSWER: &[&str] = &[
+        "content-encoding",
+        "content-type",
+        "date",
+        "idempotency-degraded",
+        "idempotency-replay",
+        "location",
+        "retry-after",
+    ];
+    let lower = header_name(text)?;
+    if CONNECTION.contains(&lower.as_str()) {
+        Err(format!(
+            "{text:?} describes the connection, not the answer: the marker would be lost; \
+             use a name of its own such as \"Idempotent-Replayed\""
+        ))
+    } else if ANSWER.contains(&lower.as_str()) {
+        Err(format!(
+            "{text:?} is a field answers carry: the marker would replace it; \
+             use a name of its own such as \"Idempotent-Replayed\""
+        ))
+    } else {
+        Ok(text.to_owned())
+    }
+}
+
 /// Route and upstream names appear in metric labels, logs and the `keys` command
 /// line, so they stay plain.
 pub fn name(text: &str) -> Result<String, String> {

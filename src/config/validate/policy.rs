@@ -100,10 +100,8 @@ pub fn resolve(ctx: &mut Ctx<'_>, base: &Policy, file: &PolicyFile, prefix: &str
         file.replay_header.as_ref(),
         &field("replay_header"),
         base.replay_header.clone(),
-        |name| {
-            // Kept as written: it is the spelling sent to clients.
-            names::header_name(name).map(|_| name.clone())
-        },
+        // Kept as written: it is the spelling sent to clients.
+        |name| names::replay_header_name(name),
     );
     if let Some(headers) = list(
         ctx,

@@ -341,6 +341,29 @@ fn upstream_max_connections_is_a_positive_count() {
     );
 }
 
+/// The marker is set over any field of its name: one the answer needs, or
+/// one dropped with the connection's fields, is refused.
+#[test]
+fn replay_header_is_not_a_field_the_answer_needs() {
+    for name in [
+        "Content-Type",
+        "date",
+        "Content-Length",
+        "Transfer-Encoding",
+        "Connection",
+    ] {
+        single(
+            &format!("[defaults]\nreplay_header = \"{name}\"\n{MINIMAL}"),
+            "t.toml:2:17: defaults.replay_header:",
+            "use a name of its own",
+        );
+    }
+    let config = ok(&format!(
+        "[defaults]\nreplay_header = \"X-Replayed\"\n{MINIMAL}"
+    ));
+    assert_eq!(config.routes[0].policy.replay_header, "X-Replayed");
+}
+
 /// Counts the gateway sets aside room for have a ceiling: one near `i64::MAX`
 /// passed `check` and then panicked `serve` (or every request) on allocation.
 #[test]
