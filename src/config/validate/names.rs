@@ -81,8 +81,10 @@ pub fn name(text: &str) -> Result<String, String> {
     }
 }
 
-/// A path or path prefix to match: absolute, no query, no whitespace.
-pub fn match_path(text: &str) -> Result<String, String> {
+/// A path (`exact`) or path prefix to match: absolute, no query, no
+/// whitespace, and no `.`/`..` segment (`%2e` too) where it could never
+/// match: requests are matched with their dot segments resolved.
+pub fn match_path(text: &str, exact: bool) -> Result<String, String> {
     if !text.starts_with('/') {
         return Err(format!("{text:?} must start with \"/\""));
     }
@@ -91,7 +93,38 @@ pub fn match_path(text: &str) -> Result<String, String> {
             "{text:?} must be a plain path: no query, fragment or whitespace"
         ));
     }
+    let segments: Vec<&str> = text.split('/').collect();
+    // A prefix's last segment may still begin a longer one (`/.` matches
+    // `/.well-known`); anywhere else a dot segment is resolved away.
+    let checked = if exact {
+        &segments[..]
+    } else {
+        &segments[..segments.len() - 1]
+    };
+    if checked.iter().any(|segment| is_dot_segment(segment)) {
+        return Err(format!(
+            "{text:?} has a \".\" or \"..\" segment: requests are matched with those \
+             resolved, so it would never match; write the path they resolve to"
+        ));
+    }
     Ok(text.to_owned())
+}
+
+/// `.` or `..`, either dot possibly written `%2e`, as the router reads them.
+fn is_dot_segment(segment: &str) -> bool {
+    let mut rest = segment.as_bytes();
+    let mut dots = 0;
+    while !rest.is_empty() {
+        rest = if let Some(after) = rest.strip_prefix(b".") {
+            after
+        } else if rest.len() >= 3 && rest[..3].eq_ignore_ascii_case(b"%2e") {
+            &rest[3..]
+        } else {
+            return false;
+        };
+        dots += 1;
+    }
+    matches!(dots, 1 | 2)
 }
 
 /// RFC 6901: empty (the whole body) or `/`-separated tokens with `~0`/`~1` escapes.
@@ -214,9 +247,9 @@ mod tests {
 
     #[test]
     fn match_paths() {
-        assert!(match_path("/v1/charges").is_ok());
-        assert!(match_path("v1").is_err());
-        assert!(match_path("/a?b").is_err());
-        assert!(match_path("/a b").is_err());
+        assert!(match_path("/v1/charges", false).is_ok());
+        assert!(match_path("v1", false).is_err());
+        assert!(match_path("/a?b", false).is_err());
+        assert!(match_path("/a b", false).is_err());
     }
 }

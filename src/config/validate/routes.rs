@@ -140,12 +140,12 @@ fn route_match(ctx: &mut Ctx<'_>, matcher: &Spanned<MatchFile>, prefix: &str) ->
     let field = |name: &str| format!("{prefix}.match.{name}");
     let path = file.path.as_ref().and_then(|p| {
         ctx.value(Some(p), &field("path"), None, |p| {
-            names::match_path(p).map(Some)
+            names::match_path(p, true).map(Some)
         })
     });
     let path_prefix = file.path_prefix.as_ref().and_then(|p| {
         ctx.value(Some(p), &field("path_prefix"), None, |p| {
-            names::match_path(p).map(Some)
+            names::match_path(p, false).map(Some)
         })
     });
     if file.path.is_some() == file.path_prefix.is_some() {

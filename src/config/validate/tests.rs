@@ -341,6 +341,34 @@ fn upstream_max_connections_is_a_positive_count() {
     );
 }
 
+/// Requests are routed with their dot segments resolved, so a match path
+/// with one where it cannot be part of a longer segment never matches.
+#[test]
+fn a_match_path_with_a_dot_segment_is_refused() {
+    for (kind, path) in [
+        ("path", "/v1/../charges"),
+        ("path", "/a/./b"),
+        ("path", "/v1/."),
+        ("path", "/v1/%2E%2e/x"),
+        ("path_prefix", "/v1/../charges"),
+        ("path_prefix", "/./v1"),
+    ] {
+        let text = MINIMAL.replace("path_prefix = \"/\"", &format!("{kind} = \"{path}\""));
+        single(
+            &text,
+            "t.toml:8:",
+            &format!("routes[0].match.{kind}: \"{path}\" has a \".\" or \"..\" segment"),
+        );
+    }
+    // A prefix may end in what begins a longer segment (`/.well-known`).
+    for prefix in ["/.", "/v1/..", "/v1/.well-known", "/a..b/"] {
+        ok(&MINIMAL.replace(
+            "path_prefix = \"/\"",
+            &format!("path_prefix = \"{prefix}\""),
+        ));
+    }
+}
+
 /// The marker is set over any field of its name: one the answer needs, or
 /// one dropped with the connection's fields, is refused.
 #[test]
