@@ -319,6 +319,53 @@ async fn a_reload_cannot_scope_by_client_cert_on_a_plain_listener() {
     assert_eq!(reply.status, 201);
 }
 
+/// A reload whose certificate cannot be used is refused naming the file
+/// and the field, as `check` names them; the running certificates stay.
+#[tokio::test]
+async fn a_reload_with_an_unusable_key_names_the_file_and_field() {
+    let dir = TestDir::new("tls-reload-bad-key");
+    let pki = Pki::new("CA");
+    let server = pki.server(&dir, "server");
+    let upstream = MockUpstream::start().await;
+    let template = config(&server, None, "[]").replacen(
+        "[store]",
+        "[admin]\ntoken_env = \"IDEMGATE_TEST_ADMIN_TOKEN\"\n\n[store]",
+        1,
+    );
+    let gateway = GatewayProcess::start_with_env(
+        &dir,
+        &upstream.url(),
+        &template,
+        &[("IDEMGATE_TEST_ADMIN_TOKEN", "t")],
+    );
+    let file = gateway.config_path().to_owned();
+    let running = std::fs::read_to_string(&file).unwrap();
+    let missing = dir.path("missing.key");
+    std::fs::write(
+        &file,
+        running.replace(server.key.to_str().unwrap(), missing.to_str().unwrap()),
+    )
+    .unwrap();
+    let reply = gateway
+        .admin_client()
+        .send(
+            "POST",
+            "/admin/reload",
+            &[("authorization", "Bearer t")],
+            "",
+        )
+        .await;
+    assert_eq!(reply.status, 400, "{}", reply.text());
+    let error = reply.json()["errors"][0].as_str().unwrap().to_owned();
+    assert!(
+        error.starts_with(&format!("{}: server.tls.key:", file.display())),
+        "{error}"
+    );
+    let client = tls_client(&pki.ca_pem(), None, false);
+    let port = gateway.addr.port();
+    assert_eq!(post(&client, port, "/echo", "a").await.unwrap().status, 200);
+}
+
 #[test]
 fn bad_certificate_files_fail_startup_with_a_clear_message() {
     let dir = TestDir::new("tls-bad");

@@ -66,6 +66,12 @@ impl Reloader {
         outcome
     }
 
+    /// `FILE: field: reason`, as `check` prints what it finds unusable in
+    /// the files a config names.
+    fn in_file(&self, error: &str) -> String {
+        format!("{}: {error}", self.path.display())
+    }
+
     fn try_reload(&self) -> ReloadOutcome {
         let new = match config::load(&self.path) {
             Ok(config) => config,
@@ -100,7 +106,7 @@ impl Reloader {
                 Ok(config) => Some(config),
                 Err(error) => {
                     return ReloadOutcome::Rejected {
-                        errors: vec![error],
+                        errors: vec![self.in_file(&error)],
                     };
                 }
             },
@@ -115,7 +121,7 @@ impl Reloader {
                 ReloadOutcome::Applied { notes }
             }
             Err(error) => ReloadOutcome::Rejected {
-                errors: vec![error],
+                errors: vec![self.in_file(&error)],
             },
         }
     }
