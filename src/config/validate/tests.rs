@@ -608,12 +608,28 @@ fn client_cert_scope_needs_client_ca() {
 fn tls_needs_cert_and_key() {
     let text = format!("[server.tls]\ncert = \"c.pem\"\n{MINIMAL}");
     single(&text, "t.toml:1:1: server.tls.key:", "both cert and key");
-    let text = MINIMAL.replace("3000\"", "3000\"\n[upstreams.api.tls]\nkey = \"k.pem\"");
+    let text = MINIMAL.replace(
+        "http://127.0.0.1:3000\"",
+        "https://127.0.0.1:3000\"\n[upstreams.api.tls]\nkey = \"k.pem\"",
+    );
     single(
         &text,
         "t.toml:4:1: upstreams.api.tls.cert:",
         "both cert and key",
     );
+}
+
+/// `[upstreams.NAME.tls]` beside an http:// url: nothing would be encrypted,
+/// which the table says it is (likely a url not switched to https://).
+#[test]
+fn upstream_tls_needs_an_https_url() {
+    let text = MINIMAL.replace("3000\"", "3000\"\n[upstreams.api.tls]\nca = \"ca.pem\"");
+    single(
+        &text,
+        "t.toml:4:1: upstreams.api.tls:",
+        "only applies to an https:// url",
+    );
+    ok(&text.replace("http://", "https://"));
 }
 
 #[test]

@@ -44,6 +44,18 @@ fn upstream(ctx: &mut Ctx<'_>, name: &str, upstream: &Spanned<UpstreamFile>) -> 
             String::new()
         }
     };
+    if let Some(tls) = &file.tls
+        && url.starts_with("http://")
+    {
+        // Likely a URL left at http:// by mistake: the certificates would
+        // go unused and the traffic in clear, which the table says it is not.
+        ctx.error(
+            Some(tls.span()),
+            format!("{prefix}.tls"),
+            "only applies to an https:// url; this upstream's url is http://, so nothing \
+             would be encrypted",
+        );
+    }
     UpstreamConfig {
         name: name.to_owned(),
         url,
