@@ -163,9 +163,11 @@ pub fn upstream_url(text: &str) -> Result<String, String> {
         .ok_or_else(|| format!("{text:?} must start with http:// or https://"))?;
     let (authority, tail) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
     if authority.contains('@') {
-        return Err(format!(
-            "{text:?}: credentials in the URL are not supported"
-        ));
+        // Not quoted: the part before `@` is likely a password, and this
+        // message goes to logs (a refused reload) and terminals.
+        const REFUSAL: &str =
+            "credentials in the URL are not supported (the URL is not repeated: it holds a secret)";
+        return Err(REFUSAL.to_owned());
     }
     let uri: http::Uri = text
         .parse()
@@ -243,6 +245,8 @@ mod tests {
         ] {
             assert!(upstream_url(bad).is_err(), "{bad}");
         }
+        let refusal = upstream_url("http://user:hunter2@h").unwrap_err();
+        assert!(!refusal.contains("hunter2"), "{refusal}");
     }
 
     #[test]
