@@ -173,9 +173,13 @@ pub fn admin(ctx: &mut Ctx<'_>, file: &AdminFile) -> AdminConfig {
         env_name(name).map(Some)
     });
     // An unset or empty variable disables /admin/* by design: not an error.
+    // Surrounding whitespace is not part of the token: a secret written from
+    // a file often ends in a newline, which no client can send in a header
+    // (clients' tokens are read trimmed too), so it would refuse every call.
     let token = token_env
         .as_deref()
         .and_then(|name| (ctx.env)(name))
+        .map(|token| token.trim().to_owned())
         .filter(|token| !token.is_empty());
     AdminConfig { token_env, token }
 }

@@ -213,6 +213,11 @@ fn admin_token_from_env_or_disabled() {
     assert_eq!(unset.admin.token, None);
     let empty = parse(&text, Path::new("t.toml"), &|_| Some(String::new())).expect("valid");
     assert_eq!(empty.admin.token, None);
+    // From a secret file, with its newline: the token is what precedes it.
+    let file = parse(&text, Path::new("t.toml"), &|_| Some("s3cret\n".into())).expect("valid");
+    assert_eq!(file.admin.token.as_deref(), Some("s3cret"));
+    let blank = parse(&text, Path::new("t.toml"), &|_| Some(" \n".into())).expect("valid");
+    assert_eq!(blank.admin.token, None);
 }
 
 #[test]
