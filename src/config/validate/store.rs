@@ -194,7 +194,12 @@ fn secret_url(
             let Some(name) = ctx.value(Some(var), &field, None, |n| env_name(n).map(Some)) else {
                 return String::new();
             };
-            let value = (ctx.env)(&name).filter(|v| !v.is_empty());
+            // A URL holds no whitespace: what surrounds it (a secret file's
+            // final newline) is not part of it, and would end up in the
+            // database name or the Redis address.
+            let value = (ctx.env)(&name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty());
             if value.is_none() {
                 ctx.error(
                     Some(var.span()),

@@ -136,6 +136,15 @@ fn unset_url_env_is_an_error_naming_the_field() {
     );
     let errors = errors_with(&text, &|_| Some(String::new()));
     assert_eq!(errors.len(), 1, "{errors:?}");
+    // From a secret file, with its newline.
+    let config = parse(&text, Path::new("t.toml"), &|_| {
+        Some("postgres://u@h/db\n".into())
+    })
+    .expect("valid");
+    let StoreConfig::Postgres(pg) = config.store else {
+        panic!("not postgres")
+    };
+    assert_eq!(pg.url, "postgres://u@h/db");
 }
 
 #[test]
