@@ -393,6 +393,17 @@ async fn reload_notes_compare_with_what_the_process_started_with() {
         "{}",
         reply.text()
     );
+    // The head limits size each connection's parser when the listener starts.
+    for limit in ["max_headers = 500", "max_header_bytes = \"64KiB\""] {
+        let raised = original.replacen("[server]\n", &format!("[server]\n{limit}\n"), 1);
+        std::fs::write(gateway.config_path(), &raised).unwrap();
+        let reply = admin.send("POST", "/admin/reload", &auth, "").await;
+        assert!(
+            reply.text().contains("server connection limits changed"),
+            "{limit}: {}",
+            reply.text()
+        );
+    }
     // Back to the file it started with: nothing is waiting for a restart.
     std::fs::write(gateway.config_path(), &original).unwrap();
     let reply = admin.send("POST", "/admin/reload", &auth, "").await;

@@ -146,10 +146,15 @@ fn restart_only_changes(current: &Config, new: &Config) -> Vec<String> {
         current.server.tls.is_some() != new.server.tls.is_some(),
         "server.tls (turning TLS on or off)",
     );
+    // The head limits too: the HTTP/1 parser of every connection is sized by
+    // the values the listener started with (a lower value still applies, as
+    // the gateway checks each head again; a higher one does not).
     note(
         current.server.max_connections != new.server.max_connections
             || current.server.header_read_timeout != new.server.header_read_timeout
-            || current.server.shutdown_grace != new.server.shutdown_grace,
+            || current.server.shutdown_grace != new.server.shutdown_grace
+            || current.server.max_header_bytes != new.server.max_header_bytes
+            || current.server.max_headers != new.server.max_headers,
         "server connection limits",
     );
     note(current.store != new.store, "store");
