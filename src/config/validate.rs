@@ -45,6 +45,7 @@ pub fn parse(text: &str, source: &Path, env: Env<'_>) -> Result<Config, ConfigEr
     client_cert_needs_ca(&mut ctx, &file, has_client_ca);
     shadow::warn_shadowed(&mut ctx, &routes);
     warn_unused_upstreams(&mut ctx, &file, &routes);
+    warn_grace_shorter_than_upstreams(&mut ctx, &file, &server, &upstreams, &routes);
 
     if !ctx.errors.is_empty() {
         // In file order, as an operator fixes them; unlocated ones first.
@@ -89,6 +90,39 @@ fn client_cert_needs_ca(ctx: &mut Ctx<'_>, file: &FileConfig, has_client_ca: boo
     {
         check(&route.get_ref().policy(), &format!("routes[{i}]"));
     }
+}
+
+/// At SIGTERM a keyed request still running when `shutdown_grace` ends is cut
+/// off unrecorded: its lease stays, and a retry runs it again once the lease
+/// expires, as after a crash. A grace at least as long as every idempotent
+/// route's upstream `timeout` lets each one finish or time out (recorded).
+fn warn_grace_shorter_than_upstreams(
+    ctx: &mut Ctx<'_>,
+    file: &FileConfig,
+    server: &super::ServerConfig,
+    upstreams: &std::collections::BTreeMap<String, super::UpstreamConfig>,
+    routes: &[(RouteConfig, std::ops::Range<usize>)],
+) {
+    let slowest = routes
+        .iter()
+        .filter(|(route, _)| route.idempotency)
+        .filter_map(|(route, _)| upstreams.get(&route.upstream))
+        .max_by_key(|upstream| upstream.timeout);
+    let Some(slowest) = slowest.filter(|u| u.timeout > server.shutdown_grace) else {
+        return;
+    };
+    ctx.warn(
+        file.server.shutdown_grace.as_ref().map(toml::Spanned::span),
+        "server.shutdown_grace",
+        format!(
+            "{} is shorter than the timeout {} of upstream {:?}: a keyed request still \
+             running at SIGTERM can be cut off unrecorded, and its retry run again once \
+             its lease expires",
+            super::units::format_duration(server.shutdown_grace),
+            super::units::format_duration(slowest.timeout),
+            slowest.name,
+        ),
+    );
 }
 
 fn warn_unused_upstreams(
