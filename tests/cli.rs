@@ -322,6 +322,15 @@ fn a_busy_port_is_one_line_even_with_warnings() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains(&port.to_string()), "{stderr}");
+    // Nor by the note an embedded store with durability = "process_crash" logs.
+    let noted = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("[store]\n", "[store]\ndurability = \"process_crash\"\n");
+    std::fs::write(&path, noted).unwrap();
+    let out = idemgate(&["serve", "-c", path.to_str().unwrap()]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
 }
 
 /// A SIGHUP while `serve` is still opening its store (here a "Postgres" that

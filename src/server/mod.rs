@@ -58,6 +58,15 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }
+    if let crate::config::StoreConfig::Embedded(embedded) = &config.store
+        && embedded.durability == crate::config::Durability::ProcessCrash
+    {
+        tracing::info!(
+            path = %embedded.path.display(),
+            "embedded store: durability = \"process_crash\": answers are acknowledged \
+             before they are synced; a power loss or kernel panic can lose the last ones"
+        );
+    }
     tracing::info!(
         listen = %data.local_addr().map(|a| a.to_string()).unwrap_or_default(),
         admin = %admin.local_addr().map(|a| a.to_string()).unwrap_or_default(),

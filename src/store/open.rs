@@ -9,7 +9,7 @@ use super::{
 
 /// Memory for copies of replayed answers in front of every backend.
 const REPLAY_CACHE_BYTES: usize = 8 * 1024 * 1024;
-use crate::config::{Durability, StoreConfig};
+use crate::config::StoreConfig;
 use crate::metrics::Metrics;
 
 /// Opens the configured backend. Postgres applies pending migrations first
@@ -103,13 +103,6 @@ async fn open_embedded(config: &StoreConfig) -> Result<EmbeddedStore, StoreError
         return Err(StoreError::Unavailable("not an embedded store".into()));
     };
     let (path, durability) = (embedded.path.clone(), embedded.durability);
-    if durability == Durability::ProcessCrash {
-        tracing::info!(
-            path = %path.display(),
-            "embedded store: durability = \"process_crash\": answers are acknowledged \
-             before they are synced; a power loss or kernel panic can lose the last ones"
-        );
-    }
     // Opening creates the file and runs the schema: blocking work.
     tokio::task::spawn_blocking(move || {
         EmbeddedStore::open_with(&path, durability, Arc::new(std::time::SystemTime::now))
