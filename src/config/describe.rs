@@ -27,7 +27,14 @@ fn route_block(out: &mut String, config: &Config, route: &RouteConfig) {
         .map_or(String::new(), |u| format!(" ({})", u.url));
     let _ = writeln!(out, "route {}", route.name);
     let _ = writeln!(out, "  match     {}", matcher(&route.matcher));
-    let _ = writeln!(out, "  upstream  {}{upstream}", route.upstream);
+    // The client's Host goes on unless the route says otherwise: only the
+    // exception is spelled out.
+    let host = if route.preserve_host {
+        ""
+    } else {
+        ", Host: the upstream's"
+    };
+    let _ = writeln!(out, "  upstream  {}{upstream}{host}", route.upstream);
     if route.idempotency {
         policy(out, &route.policy);
     } else {

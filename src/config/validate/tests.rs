@@ -709,6 +709,11 @@ fn describe_lists_routes_policy_and_warnings() {
     );
     assert!(out.contains("  policy    pass-through"), "{out}");
     assert!(out.contains("warning: t.toml:"), "{out}");
+    let rewritten = describe(&ok(&format!("{MINIMAL}preserve_host = false\n")));
+    assert!(
+        rewritten.contains("  upstream  api (http://127.0.0.1:3000), Host: the upstream's\n"),
+        "{rewritten}"
+    );
 }
 
 #[test]
