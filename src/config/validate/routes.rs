@@ -99,6 +99,24 @@ fn route(
     if idempotency && let Some(upstream) = inherited.upstreams.get(&upstream) {
         lock_outlives_upstream(ctx, &prefix, route, &policy, inherited, upstream);
     }
+    // An idempotent route that only matches methods idempotency does not
+    // apply to passes every request through, key or not.
+    if idempotency
+        && let Some(matched) = &matcher.methods
+        && !matched.is_empty()
+        && !matched.iter().any(|method| policy.methods.contains(method))
+    {
+        ctx.warn(
+            file.matcher.as_ref().map(Spanned::span),
+            format!("{prefix}.match.methods"),
+            format!(
+                "none of {} is in methods ({}): every request on this route passes through \
+                 without idempotency",
+                matched.join(","),
+                policy.methods.join(",")
+            ),
+        );
+    }
     RouteConfig {
         name,
         upstream,

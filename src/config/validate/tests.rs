@@ -667,6 +667,33 @@ fn shutdown_grace_shorter_than_an_upstream_timeout_warns() {
     assert!(ok(&passing).warnings.is_empty());
 }
 
+/// Matching only methods idempotency does not apply to leaves the route a
+/// pass-through in all but name.
+#[test]
+fn match_methods_outside_the_policy_methods_warn() {
+    let text = MINIMAL.replace(
+        "match = { path_prefix = \"/\" }",
+        "match = { path_prefix = \"/\", methods = [\"PUT\", \"DELETE\"] }",
+    );
+    assert_eq!(
+        ok(&text).warnings,
+        [
+            "t.toml:8:9: routes[0].match.methods: none of PUT,DELETE is in methods (POST,PATCH): \
+             every request on this route passes through without idempotency"
+        ]
+    );
+    assert!(
+        ok(&format!("{text}methods = [\"PUT\"]\n"))
+            .warnings
+            .is_empty()
+    );
+    assert!(
+        ok(&format!("{text}idempotency = false\n"))
+            .warnings
+            .is_empty()
+    );
+}
+
 #[test]
 fn shadowed_route_warns() {
     let text = format!(
