@@ -404,6 +404,18 @@ async fn reload_notes_compare_with_what_the_process_started_with() {
             reply.text()
         );
     }
+    // Records are kept per route name: renaming one leaves its answers behind.
+    let renamed = original.replace("name = \"charges\"", "name = \"payments\"");
+    std::fs::write(gateway.config_path(), &renamed).unwrap();
+    let reply = admin.send("POST", "/admin/reload", &auth, "").await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert!(
+        reply
+            .text()
+            .contains("route \\\"charges\\\" is no longer an idempotent route"),
+        "{}",
+        reply.text()
+    );
     // Back to the file it started with: nothing is waiting for a restart.
     std::fs::write(gateway.config_path(), &original).unwrap();
     let reply = admin.send("POST", "/admin/reload", &auth, "").await;

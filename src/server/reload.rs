@@ -99,6 +99,7 @@ impl Reloader {
             };
         }
         let mut notes = restart_only_changes(&self.started, &new);
+        notes.extend(dropped_routes(&self.gateway.runtime().config, &new));
         notes.extend(new.warnings.iter().cloned());
         // Build everything before swapping anything: a refusal changes nothing.
         let certificates = match (&self.tls, &new.server.tls) {
@@ -125,6 +126,29 @@ impl Reloader {
             },
         }
     }
+}
+
+/// Records are kept per route name: an idempotent route that is renamed,
+/// removed or made a pass-through leaves its answers and leases behind, and a
+/// retry of one of its keys runs again. Applied, but said.
+fn dropped_routes(current: &Config, new: &Config) -> Vec<String> {
+    current
+        .routes
+        .iter()
+        .filter(|route| route.idempotency)
+        .filter(|route| {
+            !new.routes
+                .iter()
+                .any(|kept| kept.idempotency && kept.name == route.name)
+        })
+        .map(|route| {
+            format!(
+                "route {:?} is no longer an idempotent route: the answers and leases stored \
+                 under it no longer apply, so a retry of one of its keys runs again",
+                route.name
+            )
+        })
+        .collect()
 }
 
 /// Settings a running process cannot change; reported, not silently ignored.
