@@ -416,6 +416,16 @@ async fn reload_notes_compare_with_what_the_process_started_with() {
         "{}",
         reply.text()
     );
+    // A record is found by its scope and matched by its fingerprint.
+    let rescoped = renamed.replace(
+        "required = true",
+        "required = true\nscope = []\nfingerprint = [\"body\"]",
+    );
+    std::fs::write(gateway.config_path(), &rescoped).unwrap();
+    let reply = admin.send("POST", "/admin/reload", &auth, "").await;
+    for part in ["scope changed", "fingerprint changed"] {
+        assert!(reply.text().contains(part), "{part}: {}", reply.text());
+    }
     // Back to the file it started with: nothing is waiting for a restart.
     std::fs::write(gateway.config_path(), &original).unwrap();
     let reply = admin.send("POST", "/admin/reload", &auth, "").await;

@@ -99,7 +99,9 @@ impl Reloader {
             };
         }
         let mut notes = restart_only_changes(&self.started, &new);
-        notes.extend(dropped_routes(&self.gateway.runtime().config, &new));
+        let running = self.gateway.runtime().config.clone();
+        notes.extend(dropped_routes(&running, &new));
+        notes.extend(changed_identities(&running, &new));
         notes.extend(new.warnings.iter().cloned());
         // Build everything before swapping anything: a refusal changes nothing.
         let certificates = match (&self.tls, &new.server.tls) {
@@ -149,6 +151,38 @@ fn dropped_routes(current: &Config, new: &Config) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// A record is found by its scope and matched by its fingerprint, both
+/// computed under the policy of the moment: changing how they are made
+/// orphans or refuses what was stored before. Applied, but said.
+fn changed_identities(current: &Config, new: &Config) -> Vec<String> {
+    let mut notes = Vec::new();
+    for route in current.routes.iter().filter(|route| route.idempotency) {
+        let Some(kept) = new
+            .routes
+            .iter()
+            .find(|kept| kept.idempotency && kept.name == route.name)
+        else {
+            continue;
+        };
+        let (old, now) = (&route.policy, &kept.policy);
+        if old.scope != now.scope {
+            notes.push(format!(
+                "route {:?}: scope changed: answers stored under the old scope are not found, \
+                 so a retry of one of their keys runs again",
+                route.name
+            ));
+        }
+        if old.fingerprint != now.fingerprint || old.canonical_json != now.canonical_json {
+            notes.push(format!(
+                "route {:?}: fingerprint changed: a retry of a key stored before gets 422 \
+                 fingerprint-mismatch",
+                route.name
+            ));
+        }
+    }
+    notes
 }
 
 /// Settings a running process cannot change; reported, not silently ignored.
