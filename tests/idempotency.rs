@@ -87,6 +87,12 @@ upstream = "down"
 match = { path_prefix = "/v1/down" }
 
 [[routes]]
+name = "tagged"
+upstream = "api"
+match = { path_prefix = "/v1/tagged" }
+fingerprint = ["method", "path", "query", "body", "header:X-Account"]
+
+[[routes]]
 name = "rest"
 upstream = "api"
 match = { path_prefix = "/" }
@@ -410,6 +416,55 @@ async fn scope_separates_tenants_with_the_same_key() {
             "{file}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_header_sent_on_two_lines_is_one_field_for_scope_and_fingerprint() {
+    let s = setup("field-lines").await;
+    let client = s.gateway.client();
+    let send = |path: &'static str, key: &'static str, headers: &'static [(&str, &str)]| {
+        let client = client.clone();
+        async move {
+            let mut all = vec![("idempotency-key", key)];
+            all.extend_from_slice(headers);
+            client.send("POST", path, &all, "{}").await
+        }
+    };
+    // Scope: a second Authorization line is part of the field, so it never
+    // rides on the first line's tenant and gets its answer.
+    let alice = send(
+        "/v1/charges",
+        "lines-1",
+        &[("authorization", "Bearer alice")],
+    )
+    .await;
+    assert_eq!(alice.header("idempotent-replayed"), Some("false"));
+    let two = &[
+        ("authorization", "Bearer alice"),
+        ("authorization", "Bearer bob"),
+    ];
+    let both = send("/v1/charges", "lines-1", two).await;
+    assert_eq!(both.header("idempotent-replayed"), Some("false"));
+    assert_ne!(both.body, alice.body);
+    assert_eq!(s.upstream.executions("lines-1"), 2);
+    // Two lines and one line joined with ", " are the same field.
+    let joined = &[("authorization", "Bearer alice, Bearer bob")];
+    assert_same_answer(&both, &send("/v1/charges", "lines-1", joined).await);
+
+    // Fingerprint: a request that adds a second line is another request.
+    let first = send("/v1/tagged", "lines-2", &[("x-account", "a")]).await;
+    assert_eq!(first.header("idempotent-replayed"), Some("false"));
+    let more = &[("x-account", "a"), ("x-account", "b")];
+    assert_problem(
+        &send("/v1/tagged", "lines-2", more).await,
+        422,
+        "fingerprint-mismatch",
+    );
+    assert_same_answer(
+        &first,
+        &send("/v1/tagged", "lines-2", &[("x-account", "a")]).await,
+    );
+    assert_eq!(s.upstream.executions("lines-2"), 1);
 }
 
 #[tokio::test]

@@ -1,8 +1,11 @@
 //! Phase "fingerprint": what identifies a record (its scope) and what a reuse
 //! of its key must match (its fingerprint), read off the request.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
+use http::HeaderMap;
+use http::header::AsHeaderName;
 use http::request::Parts;
 
 use crate::key::{self, FingerprintInput};
@@ -10,13 +13,16 @@ use crate::proxy::ClientInfo;
 use crate::route::{RoutePolicy, ScopeSource};
 
 pub fn scope(policy: &RoutePolicy, parts: &Parts, client: &ClientInfo) -> Arc<str> {
-    let values: Vec<(&str, Option<&[u8]>)> = policy
+    let values: Vec<(&str, Option<Cow<'_, [u8]>>)> = policy
         .scope
         .iter()
         .map(|(label, source)| {
             let value = match source {
-                ScopeSource::Header(name) => parts.headers.get(name).map(|v| v.as_bytes()),
-                ScopeSource::ClientCert => client.cert_subject.as_deref().map(str::as_bytes),
+                ScopeSource::Header(name) => field_value(&parts.headers, name),
+                ScopeSource::ClientCert => client
+                    .cert_subject
+                    .as_deref()
+                    .map(|subject| Cow::Borrowed(subject.as_bytes())),
             };
             (label.as_str(), value)
         })
@@ -25,7 +31,7 @@ pub fn scope(policy: &RoutePolicy, parts: &Parts, client: &ClientInfo) -> Arc<st
 }
 
 pub fn fingerprint(policy: &RoutePolicy, parts: &Parts, body: &[u8]) -> String {
-    let header = |name: &str| parts.headers.get(name).map(|v| v.as_bytes());
+    let header = |name: &str| field_value(&parts.headers, name);
     let input = FingerprintInput {
         method: parts.method.as_str(),
         path: parts.uri.path(),
@@ -34,4 +40,44 @@ pub fn fingerprint(policy: &RoutePolicy, parts: &Parts, body: &[u8]) -> String {
         header: &header,
     };
     key::fingerprint(&policy.fingerprint, &input, policy.canonical_json)
+}
+
+/// A header's field value as HTTP defines it: the lines of one name are one
+/// field, their values joined by ", " in order (RFC 9110 §5.3). So `a` and `b`
+/// on two lines are `a, b`, as on one line, and never just `a`: a second line
+/// cannot go unnoticed by the fingerprint, nor ride on the first's scope.
+fn field_value<'a>(headers: &'a HeaderMap, name: impl AsHeaderName) -> Option<Cow<'a, [u8]>> {
+    let mut lines = headers.get_all(name).iter();
+    let first = lines.next()?;
+    let Some(second) = lines.next() else {
+        return Some(Cow::Borrowed(first.as_bytes()));
+    };
+    let mut joined = first.as_bytes().to_vec();
+    for line in std::iter::once(second).chain(lines) {
+        joined.extend_from_slice(b", ");
+        joined.extend_from_slice(line.as_bytes());
+    }
+    Some(Cow::Owned(joined))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_of_one_name_are_one_field() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(field_value(&headers, "x-tenant"), None);
+        headers.append("x-tenant", "a".parse().unwrap());
+        assert_eq!(
+            field_value(&headers, "x-tenant").as_deref(),
+            Some(&b"a"[..])
+        );
+        headers.append("x-tenant", "b".parse().unwrap());
+        headers.append("x-tenant", "c".parse().unwrap());
+        assert_eq!(
+            field_value(&headers, "x-tenant").as_deref(),
+            Some(&b"a, b, c"[..])
+        );
+    }
 }

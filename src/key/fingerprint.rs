@@ -1,3 +1,5 @@
+use std::borrow::Cow;
+
 use sha2::{Digest, Sha256};
 
 use super::canonical_json;
@@ -10,8 +12,9 @@ pub struct FingerprintInput<'a> {
     pub path: &'a str,
     pub query: Option<&'a str>,
     pub body: &'a [u8],
-    /// Lower-case header name → its value, for the `header:NAME` parts.
-    pub header: &'a dyn Fn(&str) -> Option<&'a [u8]>,
+    /// Lower-case header name → its field value, for the `header:NAME` parts
+    /// (owned when several lines had to be joined into one).
+    pub header: &'a dyn Fn(&str) -> Option<Cow<'a, [u8]>>,
 }
 
 // One tag byte per field kind, so a value of one part can never be read as
@@ -59,7 +62,7 @@ pub fn fingerprint(
             FingerprintPart::Header(name) => {
                 h.update([TAG_HEADER]);
                 update_len_prefixed(&mut h, name.as_bytes());
-                update_optional(&mut h, (input.header)(name));
+                update_optional(&mut h, (input.header)(name).as_deref());
             }
         }
     }
@@ -90,7 +93,7 @@ fn update_optional(h: &mut Sha256, value: Option<&[u8]>) {
 mod tests {
     use super::*;
 
-    fn no_headers<'a>(_: &str) -> Option<&'a [u8]> {
+    fn no_headers<'a>(_: &str) -> Option<Cow<'a, [u8]>> {
         None
     }
 
@@ -147,7 +150,7 @@ mod tests {
                 ..base()
             },
             FingerprintInput {
-                header: &|n: &str| (n == "x-tenant").then_some(&b"t1"[..]),
+                header: &|n: &str| (n == "x-tenant").then_some(Cow::Borrowed(&b"t1"[..])),
                 ..base()
             },
         ];
@@ -206,7 +209,7 @@ mod tests {
     fn header_absent_differs_from_empty() {
         let parts = [FingerprintPart::Header("x-tenant".into())];
         let empty = FingerprintInput {
-            header: &|_: &str| Some(&b""[..]),
+            header: &|_: &str| Some(Cow::Borrowed(&b""[..])),
             ..base()
         };
         assert_ne!(
