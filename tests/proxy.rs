@@ -271,6 +271,58 @@ async fn speaks_http2_to_an_upstream_configured_for_it() {
     );
 }
 
+/// Sends a chunked body to `/sink` in `pieces` pieces `gap` apart; the
+/// answer (or what came instead) as read.
+async fn slow_upload(
+    gateway: &GatewayProcess,
+    pieces: usize,
+    gap: Duration,
+) -> common::raw::RawReply {
+    let mut stream = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    stream
+        .write_all(b"POST /sink HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n")
+        .await
+        .unwrap();
+    for _ in 0..pieces {
+        tokio::time::sleep(gap).await;
+        if stream.write_all(b"5\r\nabcde\r\n").await.is_err() {
+            break;
+        }
+    }
+    let _ = stream.write_all(b"0\r\n\r\n").await;
+    common::raw::read_reply(&mut stream, Duration::from_secs(10)).await
+}
+
+/// The upstream's `timeout` (1 s here) on a pass-through waits for each
+/// next piece of a streamed request body, then for the answer head: an
+/// upload that keeps flowing for longer is not cut off (it was: 504 once
+/// the whole exchange passed 1 s), one that stops still is.
+#[tokio::test]
+async fn a_streamed_upload_that_keeps_flowing_outlasts_the_upstream_timeout() {
+    for http2 in [false, true] {
+        let dir = TestDir::new("slow-upload");
+        let upstream = MockUpstream::start().await;
+        let config = if http2 {
+            CONFIG.replace("timeout = \"1s\"", "timeout = \"1s\"\nhttp2 = true")
+        } else {
+            CONFIG.to_string()
+        };
+        let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
+        let reply = slow_upload(&gateway, 6, Duration::from_millis(400)).await;
+        assert_eq!(reply.status, Some(200), "http2 {http2}: {}", reply.text);
+        assert_eq!(reply.body(), "30", "http2 {http2}");
+
+        let started = std::time::Instant::now();
+        let stalled = slow_upload(&gateway, 1, Duration::from_secs(3)).await;
+        assert_eq!(stalled.status, Some(504), "http2 {http2}: {}", stalled.text);
+        assert!(
+            started.elapsed() < Duration::from_secs(6),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+}
+
 #[tokio::test]
 async fn too_many_header_fields_is_431() {
     let (_dir, upstream, gateway) = setup("header-count").await;

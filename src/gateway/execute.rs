@@ -21,7 +21,7 @@ use super::{Answer, Exchange, Gateway};
 use crate::body;
 use crate::error::{GatewayError, INCOMPLETE_BODY, PROBLEM_JSON};
 use crate::metrics::Outcome;
-use crate::proxy::UpstreamError;
+use crate::proxy::{UpstreamError, Wait};
 use crate::route::{Route, RoutePolicy};
 use crate::store::{LeaseGuard, RecordId, StoreError, StoredResponse};
 
@@ -93,7 +93,8 @@ impl Execution {
         let started = Instant::now();
         let sent = exchange
             .upstream()
-            .send(Request::from_parts(head, body::full(body)))
+            // One deadline for the whole exchange: the lease outlasts it.
+            .send(Request::from_parts(head, body::full(body)), Wait::Whole)
             .await;
         observe_upstream(&gateway, &exchange, started);
         match sent {

@@ -9,7 +9,7 @@ use super::{Answer, Exchange, Gateway};
 use crate::body::{self, Body};
 use crate::error::{GatewayError, INCOMPLETE_BODY};
 use crate::metrics::Outcome;
-use crate::proxy::{UpstreamBody, UpstreamError, prepare_request};
+use crate::proxy::{UpstreamBody, UpstreamError, Wait, prepare_request};
 
 pub async fn run(gateway: &Gateway, exchange: &Exchange, request: Request<ClientBody>) -> Answer {
     let (parts, incoming) = request.into_parts();
@@ -44,7 +44,7 @@ pub async fn forward(
     let started = Instant::now();
     let result = exchange
         .upstream()
-        .send(Request::from_parts(parts, body))
+        .send(Request::from_parts(parts, body), Wait::Restarting)
         .await;
     observe_upstream(gateway, exchange, started);
     match result {

@@ -5,10 +5,12 @@
 mod forwarded;
 mod hop_by_hop;
 mod http1;
+mod progress;
 mod upstream;
 mod upstream_body;
 
 pub use forwarded::{ClientInfo, prepare_request};
 pub use hop_by_hop::strip_hop_by_hop;
+pub use progress::Wait;
 pub use upstream::{Upstream, UpstreamError, Upstreams};
 pub use upstream_body::UpstreamBody;

@@ -11,10 +11,13 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::http1::{Dialer, Http1Pool, PoolLimits};
+use super::progress::{Marking, Progress, Wait, within};
 use super::strip_hop_by_hop;
 use super::upstream_body::UpstreamBody;
-use crate::body::Body;
+use crate::body::{Body, COALESCE_LIMIT};
 use crate::config::{Config, UpstreamConfig};
+use http_body::Body as _;
+use http_body_util::BodyExt;
 
 /// How an upstream call failed, in the terms that decide a key's fate.
 #[derive(Debug, thiserror::Error)]
@@ -146,22 +149,41 @@ impl Upstream {
         self.timeout
     }
 
-    /// Sends the request and waits for the answer head, at most `timeout`;
-    /// the body then fails if the upstream sends nothing for `timeout`.
+    /// Sends the request and waits for the answer head, at most `timeout`
+    /// (see [`Wait`] for when it starts); the body then fails if the upstream
+    /// sends nothing for `timeout`.
     /// The answer carries end-to-end headers only: the HTTP/1 client never
     /// puts connection-scoped ones in the map, and they are stripped here
     /// from an HTTP/2 answer.
     pub async fn send(
         &self,
         request: Request<Body>,
+        wait: Wait,
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
         match &self.connections {
             Connections::Http1(pool) => {
-                let response = pool.send(request, self.timeout).await?;
+                let response = pool.send(request, self.timeout, wait).await?;
                 Ok(response.map(|body| UpstreamBody::http1(body, self.timeout)))
             }
             Connections::Http2(client) => {
-                match tokio::time::timeout(self.timeout, client.request(request)).await {
+                // hyper sends the body from a task of its own: the body
+                // itself marks each piece it hands over. Only a body still
+                // to come from the client (not one read whole) needs it.
+                let streamed = wait == Wait::Restarting
+                    && !request.body().is_end_stream()
+                    && request
+                        .body()
+                        .size_hint()
+                        .exact()
+                        .is_none_or(|length| length > COALESCE_LIMIT);
+                let progress = streamed.then(|| Arc::new(Progress::new()));
+                let request = match &progress {
+                    Some(progress) => {
+                        request.map(|body| Marking::new(body, progress.clone()).boxed_unsync())
+                    }
+                    None => request,
+                };
+                match within(self.timeout, progress.as_deref(), client.request(request)).await {
                     Err(_) => Err(UpstreamError::Timeout),
                     Ok(Ok(mut response)) => {
                         strip_hop_by_hop(response.headers_mut());

@@ -15,6 +15,7 @@ use super::request_head::{self, BodyFraming};
 use super::response_head::{self, AnswerHead};
 use super::stream::UpstreamStream;
 use crate::body::Body;
+use crate::proxy::progress::Progress;
 
 /// Bodies up to this size leave in the same write as the head (a copy of a
 /// few KiB costs less than a second packet).
@@ -98,10 +99,12 @@ impl Connection {
 
     /// Writes the request's head and body. `Ok(false)`: the upstream began
     /// answering before it had the whole body, and sending stopped there.
+    /// Each piece of a streamed body written marks `progress`.
     pub async fn write_request(
         &mut self,
         parts: &Parts,
         mut body: Body,
+        progress: Option<&Progress>,
     ) -> Result<bool, WriteError> {
         let framing = request_head::body_framing(&parts.method, &parts.headers, &body);
         let mut out = Vec::with_capacity(512);
@@ -149,6 +152,9 @@ impl Connection {
                     };
                     if answered.map_err(sent)? {
                         return Ok(false);
+                    }
+                    if let Some(progress) = progress {
+                        progress.mark();
                     }
                 }
                 if let BodyFraming::Length(length) = framing {

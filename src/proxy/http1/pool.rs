@@ -29,7 +29,9 @@ use super::connection::{Connection, Encoded, WriteError};
 use super::response_head::AnswerHead;
 use super::stream::Dialer;
 use crate::body::Body;
+use crate::proxy::progress::{Progress, Wait, within};
 use crate::proxy::upstream::UpstreamError;
+use tokio::time::Instant as TokioInstant;
 
 /// Limits of one pool.
 #[derive(Debug, Clone, Copy)]
@@ -109,11 +111,14 @@ impl Http1Pool {
     /// idempotent route the whole execution must end within it: the lease
     /// (`lock_timeout`) is only checked to exceed `timeout`, and a live
     /// gateway still waiting past its lease would let a retry run the
-    /// request a second time. The body brings the connection back when read.
+    /// request a second time. A pass-through's streamed body (`Wait::Restarting`)
+    /// gets `timeout` again after each piece written: an upload that keeps
+    /// flowing is not cut off. The body brings the connection back when read.
     pub async fn send(
         self: &Arc<Self>,
         request: Request<Body>,
         timeout: Duration,
+        wait: Wait,
     ) -> Result<Response<AnswerBody>, UpstreamError> {
         // When this request started to wait: only measured when it does
         // wait (a free slot and an idle connection cost no clock read).
@@ -154,16 +159,26 @@ impl Http1Pool {
                 (Box::pin(self.connect()).await?, false)
             }
         };
-        let timeout = match waiting {
+        let left = match waiting {
             Some(since) => timeout.saturating_sub(since.elapsed()),
             None => timeout,
         };
-        if timeout.is_zero() {
+        if left.is_zero() {
             return Err(UpstreamError::NotSent(
                 "getting a connection took the whole upstream timeout".into(),
             ));
         }
-        let answered = tokio::time::timeout(timeout, exchange(&mut connection, &parts, body)).await;
+        // Watched, each piece gets the whole `timeout`; the first counted,
+        // as `left` is, from when this request started to wait.
+        let progress = (wait == Wait::Restarting).then(|| {
+            Progress::since(waiting.map_or_else(TokioInstant::now, TokioInstant::from_std))
+        });
+        let answered = within(
+            if progress.is_some() { timeout } else { left },
+            progress.as_ref(),
+            exchange(&mut connection, &parts, body, progress.as_ref()),
+        )
+        .await;
         let (head, complete) = match answered {
             Err(_) => return Err(UpstreamError::Timeout),
             Ok(Ok(answered)) => answered,
@@ -276,8 +291,9 @@ async fn exchange(
     connection: &mut Connection,
     parts: &Parts,
     body: Body,
+    progress: Option<&Progress>,
 ) -> Result<(AnswerHead, bool), Unanswered> {
-    let written = connection.write_request(parts, body).await;
+    let written = connection.write_request(parts, body, progress).await;
     answer(connection, parts, written).await
 }
 
@@ -406,7 +422,10 @@ mod tests {
         let request = Request::post("/v1/charges")
             .body(crate::body::full("{}"))
             .unwrap();
-        let answer = pool.send(request, Duration::from_secs(2)).await.unwrap();
+        let answer = pool
+            .send(request, Duration::from_secs(2), Wait::Whole)
+            .await
+            .unwrap();
         assert_eq!(answer.status(), 201);
         let (request, listener) = upstream.await.unwrap();
         assert!(
@@ -434,7 +453,9 @@ mod tests {
         ))]);
         let body = crate::body::stream(http_body_util::StreamBody::new(frames));
         let request = Request::post("/v1/charges").body(body).unwrap();
-        let sent = pool.send(request, Duration::from_secs(2)).await;
+        let sent = pool
+            .send(request, Duration::from_secs(2), Wait::Whole)
+            .await;
         assert!(
             matches!(sent, Err(UpstreamError::NotSent(_))),
             "{:?}",
