@@ -271,6 +271,34 @@ async fn speaks_http2_to_an_upstream_configured_for_it() {
     );
 }
 
+/// Browsers over HTTP/2 send each cookie as a field of its own; the HTTP/1
+/// upstream gets one `Cookie` line (RFC 9113 §8.2.3), not the first alone.
+#[tokio::test]
+async fn http2_cookie_fields_reach_an_http1_upstream_as_one_line() {
+    let (_dir, upstream, gateway) = setup("h2-cookies").await;
+    let client = Client::h2c(gateway.addr);
+    for path in ["/echo", "/v1/charges"] {
+        let reply = client
+            .send(
+                "POST",
+                path,
+                &[
+                    ("cookie", "a=1"),
+                    ("cookie", "b=2"),
+                    ("idempotency-key", "cookies"),
+                ],
+                "{}",
+            )
+            .await;
+        assert!(reply.status.is_success(), "{path}: {}", reply.text());
+        assert_eq!(
+            upstream.last_header("cookie").as_deref(),
+            Some("a=1; b=2"),
+            "{path}"
+        );
+    }
+}
+
 /// Sends a chunked body to `/sink` in `pieces` pieces `gap` apart; the
 /// answer (or what came instead) as read.
 async fn slow_upload(

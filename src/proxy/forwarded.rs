@@ -62,6 +62,9 @@ pub fn prepare_request(
         }
         _ => {}
     }
+    if parts.version == Version::HTTP_2 && !upstream.http2() {
+        join_cookies(&mut parts.headers);
+    }
     parts.uri = upstream_uri(upstream, &parts.uri)?;
     parts.version = if upstream.http2() {
         Version::HTTP_2
@@ -69,6 +72,26 @@ pub fn prepare_request(
         Version::HTTP_11
     };
     Ok(())
+}
+
+/// An HTTP/2 client may send each cookie as a `Cookie` field of its own
+/// (browsers do, for header compression); an HTTP/1 upstream must get them
+/// as one field joined by "; " (RFC 9113 §8.2.3), as many servers read only
+/// the first line, or join lines with ", ", which is not a cookie separator.
+fn join_cookies(headers: &mut HeaderMap) {
+    let mut crumbs = headers.get_all(header::COOKIE).iter();
+    let (Some(first), Some(_)) = (crumbs.next(), crumbs.next()) else {
+        return;
+    };
+    let mut joined = first.as_bytes().to_vec();
+    for crumb in headers.get_all(header::COOKIE).iter().skip(1) {
+        joined.extend_from_slice(b"; ");
+        joined.extend_from_slice(crumb.as_bytes());
+    }
+    // Made of valid field values and "; ", so always valid itself.
+    if let Ok(value) = HeaderValue::from_bytes(&joined) {
+        headers.insert(header::COOKIE, value);
+    }
 }
 
 fn set_forwarded(headers: &mut HeaderMap, client: &ClientInfo, host: Option<&HeaderValue>) {
@@ -193,6 +216,42 @@ mod tests {
             ["192.0.2.1, 198.51.100.2, 203.0.113.3, 10.0.0.7"],
             "one line, every hop"
         );
+    }
+
+    #[tokio::test]
+    async fn http2_cookie_fields_are_joined_for_an_http1_upstream() {
+        let request = |version| {
+            http::Request::builder()
+                .version(version)
+                .uri("https://api.example.com/x")
+                .header("cookie", "a=1")
+                .header("cookie", "b=2; c=3")
+                .body(())
+                .unwrap()
+                .into_parts()
+                .0
+        };
+        let cookies = |parts: &Parts| -> Vec<String> {
+            parts
+                .headers
+                .get_all("cookie")
+                .iter()
+                .map(|v| v.to_str().unwrap().to_owned())
+                .collect()
+        };
+        let mut parts = request(Version::HTTP_2);
+        prepare_request(&mut parts, &upstream("http://up"), &client(), true).unwrap();
+        assert_eq!(cookies(&parts), ["a=1; b=2; c=3"]);
+        // An HTTP/2 upstream may take them as they came.
+        let mut parts = request(Version::HTTP_2);
+        prepare_request(
+            &mut parts,
+            &upstream_over("http://up", true),
+            &client(),
+            true,
+        )
+        .unwrap();
+        assert_eq!(cookies(&parts), ["a=1", "b=2; c=3"]);
     }
 
     #[tokio::test]
