@@ -13,7 +13,7 @@ use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use tokio::time::Instant;
 
-use crate::body::BoxError;
+use crate::body::{BoxError, COALESCE_LIMIT};
 
 /// What an upstream's `timeout` bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +22,20 @@ pub enum Wait {
     Whole,
     /// Each next piece of the request body, then the answer head after the last.
     Restarting,
+}
+
+impl Wait {
+    /// Whether sending `body` under this wait needs its progress watched:
+    /// only a body still to come from the client does (one read whole goes
+    /// out at once), so a plain request pays for nothing here.
+    pub fn watches(self, body: &impl HttpBody) -> bool {
+        self == Wait::Restarting
+            && !body.is_end_stream()
+            && body
+                .size_hint()
+                .exact()
+                .is_none_or(|length| length > COALESCE_LIMIT)
+    }
 }
 
 /// When a request last made headway.

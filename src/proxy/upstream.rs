@@ -14,9 +14,8 @@ use super::http1::{Dialer, Http1Pool, PoolLimits};
 use super::progress::{Marking, Progress, Wait, within};
 use super::strip_hop_by_hop;
 use super::upstream_body::UpstreamBody;
-use crate::body::{Body, COALESCE_LIMIT};
+use crate::body::Body;
 use crate::config::{Config, UpstreamConfig};
-use http_body::Body as _;
 use http_body_util::BodyExt;
 
 /// How an upstream call failed, in the terms that decide a key's fate.
@@ -167,16 +166,10 @@ impl Upstream {
             }
             Connections::Http2(client) => {
                 // hyper sends the body from a task of its own: the body
-                // itself marks each piece it hands over. Only a body still
-                // to come from the client (not one read whole) needs it.
-                let streamed = wait == Wait::Restarting
-                    && !request.body().is_end_stream()
-                    && request
-                        .body()
-                        .size_hint()
-                        .exact()
-                        .is_none_or(|length| length > COALESCE_LIMIT);
-                let progress = streamed.then(|| Arc::new(Progress::new()));
+                // itself marks each piece it hands over.
+                let progress = wait
+                    .watches(request.body())
+                    .then(|| Arc::new(Progress::new()));
                 let request = match &progress {
                     Some(progress) => {
                         request.map(|body| Marking::new(body, progress.clone()).boxed_unsync())

@@ -170,7 +170,7 @@ impl Http1Pool {
         }
         // Watched, each piece gets the whole `timeout`; the first counted,
         // as `left` is, from when this request started to wait.
-        let progress = (wait == Wait::Restarting).then(|| {
+        let progress = wait.watches(&body).then(|| {
             Progress::since(waiting.map_or_else(TokioInstant::now, TokioInstant::from_std))
         });
         let answered = within(
