@@ -15,7 +15,7 @@ use sha2::Digest;
 use common::owned_store::OwnedStore;
 use idemgate::config::RedisConfig;
 use idemgate::store::{CachedStore, Lookup, PostgresStore, Reservation, Store};
-use pg_support::{SchemaGuard, TestSchema, redis_config, redis_flush_prefix, unique};
+use pg_support::{RedisPrefix, SchemaGuard, TestSchema, redis_config, redis_flush_prefix, unique};
 use store_conformance::{id, reserved, response};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -74,8 +74,8 @@ store_conformance::conformance_tests!(fresh().await);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replays_come_from_redis_and_survive_postgres_losing_the_connection() {
-    let prefix = format!("{}:", unique("idemgate-test"));
-    let (store, counts, schema) = cached(redis_config(&prefix)).await;
+    let prefix = RedisPrefix::new("idemgate-test");
+    let (store, counts, schema) = cached(redis_config(&prefix.0)).await;
     let lease = reserved(&store, &id("k"), "fp", LONG).await;
     store.complete(&lease, &response(), LONG).await.unwrap();
     assert_eq!(counts.get(), (0, 1, 0));
@@ -93,16 +93,15 @@ async fn replays_come_from_redis_and_survive_postgres_losing_the_connection() {
         store.reserve(&id("k"), "fp", LONG).await.unwrap(),
         Reservation::Completed(response())
     );
-    redis_flush_prefix(&prefix).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_flushed_cache_falls_back_to_postgres_and_is_refilled() {
-    let prefix = format!("{}:", unique("idemgate-test"));
-    let (store, counts, _schema) = cached(redis_config(&prefix)).await;
+    let prefix = RedisPrefix::new("idemgate-test");
+    let (store, counts, _schema) = cached(redis_config(&prefix.0)).await;
     let lease = reserved(&store, &id("k"), "fp", LONG).await;
     store.complete(&lease, &response(), LONG).await.unwrap();
-    redis_flush_prefix(&prefix).await;
+    redis_flush_prefix(&prefix.0).await;
     // Miss → Postgres replays (no second reservation) and refills.
     assert_eq!(
         store.reserve(&id("k"), "fp", LONG).await.unwrap(),
@@ -121,7 +120,6 @@ async fn a_flushed_cache_falls_back_to_postgres_and_is_refilled() {
     // Purge removes the cached copy too: the key runs again.
     assert_eq!(store.purge("orders", "k").await.unwrap(), 1);
     reserved(&store, &id("k"), "fp", LONG).await;
-    redis_flush_prefix(&prefix).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -164,10 +162,10 @@ async fn redis_down_serves_from_postgres_and_counts_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_purge_refused_by_redis_can_be_retried_and_leaves_no_copy() {
     let switch = pg_support::switch::Switch::start(redis_addr()).await;
-    let prefix = format!("{}:", unique("idemgate-test"));
+    let prefix = RedisPrefix::new("idemgate-test");
     let via_switch = RedisConfig {
         url: format!("redis://{}", switch.addr),
-        key_prefix: prefix.clone(),
+        key_prefix: prefix.0.clone(),
     };
     let (store, counts, _schema) = cached(via_switch).await;
     let lease = reserved(&store, &id("k"), "fp", LONG).await;
@@ -195,7 +193,6 @@ async fn a_purge_refused_by_redis_can_be_retried_and_leaves_no_copy() {
     assert_eq!(purged, 1, "the retry purges the record");
     // The key runs again: no copy left in Redis to replay it.
     reserved(&store, &id("k"), "fp", LONG).await;
-    redis_flush_prefix(&prefix).await;
 }
 
 /// A value of another type under one key's entry (Redis answers `WRONGTYPE`)
@@ -204,8 +201,8 @@ async fn a_purge_refused_by_redis_can_be_retried_and_leaves_no_copy() {
 /// log it as unavailable, as if the connection had failed.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_value_of_another_type_under_one_key_does_not_stop_the_fast_path() {
-    let prefix = format!("{}:", unique("idemgate-test"));
-    let (store, counts, _schema) = cached(redis_config(&prefix)).await;
+    let prefix = RedisPrefix::new("idemgate-test");
+    let (store, counts, _schema) = cached(redis_config(&prefix.0)).await;
     for key in ["bad", "good"] {
         let lease = reserved(&store, &id(key), "fp", LONG).await;
         store.complete(&lease, &response(), LONG).await.unwrap();
@@ -216,7 +213,7 @@ async fn a_value_of_another_type_under_one_key_does_not_stop_the_fast_path() {
         hash.update((part.len() as u64).to_be_bytes());
         hash.update(part.as_bytes());
     }
-    let entry = format!("{prefix}a:{}", hex::encode(hash.finalize()));
+    let entry = format!("{}a:{}", prefix.0, hex::encode(hash.finalize()));
     let client = redis::Client::open(pg_support::redis_url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let () = redis::cmd("DEL")
@@ -240,7 +237,6 @@ async fn a_value_of_another_type_under_one_key_does_not_stop_the_fast_path() {
         );
     }
     assert_eq!(counts.get(), (1, 2, 2), "(hit, miss, error)");
-    redis_flush_prefix(&prefix).await;
 }
 
 fn redis_addr() -> std::net::SocketAddr {
