@@ -545,6 +545,43 @@ async fn keys_reads_the_key_as_the_data_plane_does() {
     }
 }
 
+/// The embedded store is for one gateway process: a second `serve` on the
+/// file of a running one fails at start with one line naming the file (its
+/// copies of replays would miss the first one's purges), while `keys` and
+/// `sweep` still work beside the running gateway, and once it has gone
+/// (killed: the kernel drops its lock) the file serves again.
+#[tokio::test]
+async fn a_second_serve_on_the_same_embedded_file_fails_at_start() {
+    let (_dir, _upstream, mut gateway) =
+        GatewayProcess::start_fresh("cli-serve-lock", common::configs::CHARGES_AND_REST).await;
+    let reply = gateway.client().post("/v1/charges", Some("k1"), "{}").await;
+    assert_eq!(reply.status, 201);
+    let config = gateway.config_path().to_str().unwrap().to_owned();
+
+    // The store is opened before the listeners are bound: the same config
+    // (same ports) meets the lock first.
+    let out = idemgate(&["serve", "-c", &config]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("store.db is already served by another idemgate process"),
+        "{stderr}"
+    );
+
+    let out = idemgate(&["keys", "show", "-c", &config, "charges", "k1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = idemgate(&["sweep", "-c", &config]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let replay = gateway.client().post("/v1/charges", Some("k1"), "{}").await;
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+
+    gateway.kill();
+    gateway.restart();
+    let replay = gateway.client().post("/v1/charges", Some("k1"), "{}").await;
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+}
+
 /// `check` refuses a Redis URL that `serve` could not open: the Redis client
 /// is built without TLS, so `rediss://` fails at start; `check` says so first.
 #[test]

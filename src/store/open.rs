@@ -14,12 +14,15 @@ use crate::metrics::Metrics;
 
 /// Opens the configured backend. Postgres applies pending migrations first
 /// unless `store.migrate = false` (then the schema must already match); with
-/// `[store.redis]` it is wrapped in the Redis fast path.
+/// `[store.redis]` it is wrapped in the Redis fast path. For the one-shot
+/// commands: an embedded file is opened beside a gateway that may serve it.
 pub async fn open(config: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
-    open_with_hook(config, Arc::new(|_| {})).await
+    open_with_hook(config, Arc::new(|_| {}), Serving::No).await
 }
 
-/// `open`, counting cache lookups in `idemgate_cache_lookups_total`.
+/// `open` for `serve`, counting cache lookups in
+/// `idemgate_cache_lookups_total`; an embedded file is locked against a
+/// second gateway (`EmbeddedStore::open_for_serving`).
 pub async fn open_with_metrics(
     config: &StoreConfig,
     metrics: &Metrics,
@@ -32,16 +35,17 @@ pub async fn open_with_metrics(
         Lookup::Miss => miss.inc(),
         Lookup::Error => error.inc(),
     });
-    open_with_hook(config, hook).await
+    open_with_hook(config, hook, Serving::Yes).await
 }
 
 async fn open_with_hook(
     config: &StoreConfig,
     on_lookup: LookupHook,
+    serving: Serving,
 ) -> Result<Arc<dyn Store>, StoreError> {
     match config {
         StoreConfig::Embedded(_) => {
-            let file = open_embedded(config).await?;
+            let file = open_embedded(config, serving).await?;
             Ok(Arc::new(ReplayCache::new(file, REPLAY_CACHE_BYTES)))
         }
         StoreConfig::Postgres(pg) => {
@@ -80,7 +84,7 @@ fn forget_purged(copies: &Arc<Copies>) -> PurgeHook {
 pub async fn migrate(config: &StoreConfig) -> Result<String, StoreError> {
     match config {
         StoreConfig::Embedded(_) => {
-            open_embedded(config).await?;
+            open_embedded(config, Serving::No).await?;
             Ok("embedded store schema is up to date".into())
         }
         StoreConfig::Postgres(pg) => {
@@ -98,14 +102,31 @@ pub async fn migrate(config: &StoreConfig) -> Result<String, StoreError> {
     }
 }
 
-async fn open_embedded(config: &StoreConfig) -> Result<EmbeddedStore, StoreError> {
+/// Whether the embedded store is opened by `serve`, which locks the file
+/// against a second gateway, or by a one-shot command, which must work
+/// beside a running one.
+#[derive(Clone, Copy, PartialEq)]
+enum Serving {
+    Yes,
+    No,
+}
+
+async fn open_embedded(
+    config: &StoreConfig,
+    serving: Serving,
+) -> Result<EmbeddedStore, StoreError> {
     let StoreConfig::Embedded(embedded) = config else {
         return Err(StoreError::Unavailable("not an embedded store".into()));
     };
     let (path, durability) = (embedded.path.clone(), embedded.durability);
     // Opening creates the file and runs the schema: blocking work.
     tokio::task::spawn_blocking(move || {
-        EmbeddedStore::open_with(&path, durability, Arc::new(std::time::SystemTime::now))
+        let clock = Arc::new(std::time::SystemTime::now);
+        if serving == Serving::Yes {
+            EmbeddedStore::open_for_serving(&path, durability, clock)
+        } else {
+            EmbeddedStore::open_with(&path, durability, clock)
+        }
     })
     .await
     .map_err(|err| StoreError::Unavailable(format!("opening the store: {err}")))?

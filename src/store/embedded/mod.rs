@@ -38,6 +38,7 @@ pub(crate) mod codec;
 mod ops;
 mod replies;
 mod schema;
+mod serve_lock;
 mod tokens;
 mod writer;
 
@@ -68,6 +69,9 @@ pub struct EmbeddedStore {
 struct Inner {
     jobs: Option<Sender<Box<dyn Job>>>,
     thread: Option<JoinHandle<()>>,
+    /// Held by `serve` (`open_for_serving`); released after the thread has
+    /// closed the file.
+    _serve_lock: Option<serve_lock::ServeLock>,
 }
 
 impl EmbeddedStore {
@@ -89,6 +93,27 @@ impl EmbeddedStore {
         durability: Durability,
         clock: Clock,
     ) -> Result<EmbeddedStore, StoreError> {
+        Self::open_locked(path, durability, clock, None)
+    }
+
+    /// As `open_with`, for `serve`: first takes the lock that refuses a
+    /// second gateway on the same file (`serve_lock`), held while the store
+    /// lives. `keys` and `sweep` open the file without it.
+    pub fn open_for_serving(
+        path: &Path,
+        durability: Durability,
+        clock: Clock,
+    ) -> Result<EmbeddedStore, StoreError> {
+        let lock = serve_lock::acquire(path)?;
+        Self::open_locked(path, durability, clock, Some(lock))
+    }
+
+    fn open_locked(
+        path: &Path,
+        durability: Durability,
+        clock: Clock,
+        lock: Option<serve_lock::ServeLock>,
+    ) -> Result<EmbeddedStore, StoreError> {
         let conn = schema::open_connection(path)?;
         let sync_wal = schema::sync_wal(path)?;
         let syncing = match durability {
@@ -97,13 +122,14 @@ impl EmbeddedStore {
                 Syncing::Behind(BackgroundSync::start(sync_wal, background_sync::INTERVAL)?)
             }
         };
-        Self::start(conn, clock, syncing)
+        Self::start(conn, clock, syncing, lock)
     }
 
     fn start(
         conn: rusqlite::Connection,
         clock: Clock,
         syncing: Syncing,
+        lock: Option<serve_lock::ServeLock>,
     ) -> Result<EmbeddedStore, StoreError> {
         let (tx, rx) = mpsc::channel::<Box<dyn Job>>();
         let replies = Replies::start();
@@ -115,6 +141,7 @@ impl EmbeddedStore {
             inner: Arc::new(Inner {
                 jobs: Some(tx),
                 thread: Some(thread),
+                _serve_lock: lock,
             }),
         })
     }
@@ -253,6 +280,7 @@ mod tests {
             conn,
             Arc::new(SystemTime::now),
             Syncing::BeforeAnswers(failing),
+            None,
         )
         .unwrap();
         let id = RecordId::new("charges", "", "k1");
@@ -294,7 +322,13 @@ mod tests {
     fn synced_behind(dir: &TempDir, sync: writer::SyncWal) -> EmbeddedStore {
         let conn = schema::open_connection(&dir.file()).unwrap();
         let background = BackgroundSync::start(sync, Duration::from_millis(5)).unwrap();
-        EmbeddedStore::start(conn, Arc::new(SystemTime::now), Syncing::Behind(background)).unwrap()
+        EmbeddedStore::start(
+            conn,
+            Arc::new(SystemTime::now),
+            Syncing::Behind(background),
+            None,
+        )
+        .unwrap()
     }
 
     #[tokio::test]

@@ -76,11 +76,17 @@ CREATE TABLE IF NOT EXISTS meta (
 INSERT OR IGNORE INTO meta (name, value) VALUES ('last_token', 0);
 ";
 
-pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
+/// Creates the directories the store file goes in.
+pub(super) fn create_parent(path: &Path) -> Result<(), StoreError> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
             .map_err(|e| StoreError::Unavailable(format!("creating {}: {e}", parent.display())))?;
     }
+    Ok(())
+}
+
+pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
+    create_parent(path)?;
     let fail = |e: rusqlite::Error| StoreError::Unavailable(format!("{}: {e}", path.display()));
     let mut conn = Connection::open(path).map_err(fail)?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
