@@ -35,6 +35,7 @@
 
 mod background_sync;
 pub(crate) mod codec;
+mod file_watch;
 mod ops;
 mod replies;
 mod schema;
@@ -115,6 +116,7 @@ impl EmbeddedStore {
         lock: Option<serve_lock::ServeLock>,
     ) -> Result<EmbeddedStore, StoreError> {
         let conn = schema::open_connection(path)?;
+        let file = file_watch::FileWatch::new(path);
         let sync_wal = schema::sync_wal(path)?;
         let syncing = match durability {
             Durability::PowerLoss => Syncing::BeforeAnswers(sync_wal),
@@ -122,20 +124,21 @@ impl EmbeddedStore {
                 Syncing::Behind(BackgroundSync::start(sync_wal, background_sync::INTERVAL)?)
             }
         };
-        Self::start(conn, clock, syncing, lock)
+        Self::start(conn, clock, syncing, file, lock)
     }
 
     fn start(
         conn: rusqlite::Connection,
         clock: Clock,
         syncing: Syncing,
+        file: Option<file_watch::FileWatch>,
         lock: Option<serve_lock::ServeLock>,
     ) -> Result<EmbeddedStore, StoreError> {
         let (tx, rx) = mpsc::channel::<Box<dyn Job>>();
         let replies = Replies::start();
         let thread = std::thread::Builder::new()
             .name("idemgate-store".into())
-            .spawn(move || writer::run(conn, rx, clock, replies, syncing))
+            .spawn(move || writer::run(conn, rx, clock, replies, syncing, file))
             .map_err(|e| StoreError::Unavailable(format!("starting the store thread: {e}")))?;
         Ok(EmbeddedStore {
             inner: Arc::new(Inner {
@@ -281,6 +284,7 @@ mod tests {
             Arc::new(SystemTime::now),
             Syncing::BeforeAnswers(failing),
             None,
+            None,
         )
         .unwrap();
         let id = RecordId::new("charges", "", "k1");
@@ -309,6 +313,35 @@ mod tests {
         );
     }
 
+    /// `rm` of the file under a running gateway: SQLite would go on writing
+    /// to the unlinked inode, and the next start would find none of it.
+    /// Within `file_watch::INTERVAL` the store refuses every operation and
+    /// `/readyz` reports it; a file put back at the path does not undo that.
+    #[tokio::test]
+    async fn a_store_file_deleted_under_the_store_stops_it() {
+        let dir = TempDir::new("deleted");
+        let store = EmbeddedStore::open(&dir.file()).unwrap();
+        let lease_for = Duration::from_secs(60);
+        let first = store
+            .reserve(&RecordId::new("charges", "", "k1"), "fp", lease_for)
+            .await;
+        assert!(matches!(first, Ok(Reservation::Reserved(_))), "{first:?}");
+        std::fs::remove_file(dir.file()).unwrap();
+        // Another file at the path is still not the one the store has open.
+        std::fs::write(dir.file(), b"").unwrap();
+        tokio::time::sleep(file_watch::INTERVAL + Duration::from_millis(100)).await;
+
+        let later = store
+            .reserve(&RecordId::new("charges", "", "k2"), "fp", lease_for)
+            .await;
+        assert!(
+            matches!(&later, Err(StoreError::Unavailable(m)) if m.contains("was replaced")),
+            "{later:?}"
+        );
+        assert!(store.ping().await.is_err(), "/readyz reports it");
+        drop(store);
+    }
+
     fn answer() -> StoredResponse {
         StoredResponse {
             status: 201,
@@ -326,6 +359,7 @@ mod tests {
             conn,
             Arc::new(SystemTime::now),
             Syncing::Behind(background),
+            None,
             None,
         )
         .unwrap()

@@ -12,7 +12,8 @@
 //! and a lease lost that way costs what a dead holder's lease costs anyway:
 //! a retry runs the request again (module doc of `embedded`). A sync that
 //! fails leaves the file's state on disk unknown, so that batch's waiting
-//! answers and every later job are refused (503) until a restart. With
+//! answers and every later job are refused (503) until a restart, as they
+//! are once the file is found deleted or replaced (`file_watch`). With
 //! `Durability::ProcessCrash` every answer leaves at the commit and
 //! `background_sync` syncs behind this thread (`Syncing::Behind`).
 //!
@@ -33,6 +34,7 @@ use tokio::sync::oneshot;
 
 use super::background_sync::BackgroundSync;
 use super::codec::to_ms;
+use super::file_watch::FileWatch;
 use super::replies::Replies;
 use super::tokens::Tokens;
 use crate::store::StoreError;
@@ -162,15 +164,17 @@ pub(super) enum Syncing {
 }
 
 /// The writer thread's body; returns (closing the connection) once every
-/// sender is dropped.
+/// sender is dropped. `file`, when given, is checked to still be the file
+/// at its path (`file_watch`).
 pub(super) fn run(
     conn: Connection,
     jobs: Receiver<Box<dyn Job>>,
     clock: Clock,
     replies: Replies,
     mut syncing: Syncing,
+    mut file: Option<FileWatch>,
 ) {
-    // Set by a failed sync, for good (module doc).
+    // Set by a failed sync, or the file gone, for good (module doc).
     let mut broken: Option<String> = None;
     while let Ok(first) = jobs.recv() {
         if let Syncing::Behind(background) = &syncing {
@@ -186,6 +190,9 @@ pub(super) fn run(
                 Ok(job) => batch.push(job),
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
             }
+        }
+        if broken.is_none() {
+            broken = file.as_mut().and_then(FileWatch::gone);
         }
         if let Some(err) = &broken {
             replies.send(batch, Some(err.clone()));
@@ -392,6 +399,7 @@ mod tests {
             Arc::new(SystemTime::now),
             Replies::start(),
             Syncing::BeforeAnswers(sync),
+            None,
         );
     }
 
