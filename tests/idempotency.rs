@@ -732,6 +732,43 @@ async fn with_process_crash_durability_answers_committed_just_before_a_sigkill_r
     }
 }
 
+/// The store file deleted under a running gateway: SQLite would go on
+/// writing to the unlinked file and the next start would find nothing. The
+/// gateway fails closed within a second (503 + Retry-After, `/readyz` 503),
+/// says why once, and does not log every refused request.
+#[tokio::test]
+async fn a_store_file_deleted_under_the_gateway_is_refused_and_logged_once() {
+    let s = setup("file-deleted").await;
+    let client = s.gateway.client();
+    let first = client.post("/v1/charges", Some("before"), "{}").await;
+    assert_eq!(first.status, 201);
+    for file in ["store.db", "store.db-wal", "store.db-shm"] {
+        std::fs::remove_file(s.dir.path(file)).unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+
+    for n in 0..40 {
+        let refused = client
+            .post("/v1/charges", Some(&format!("after-{n}")), "{}")
+            .await;
+        assert_problem(&refused, 503, "store-unavailable");
+        assert!(refused.header("retry-after").is_some());
+    }
+    let ready = s.gateway.admin_client().get("/readyz").await;
+    assert_eq!(ready.status, 503, "{}", ready.text());
+    assert_eq!(s.upstream.executions("after-0"), 0, "nothing forwarded");
+
+    let log = s.gateway.log_text();
+    let gone = log.matches("was deleted while idemgate ran").count();
+    assert!(gone >= 1, "{log}");
+    assert_eq!(log.matches("store file gone").count(), 1, "{log}");
+    let warned = log.matches("store unavailable route=").count();
+    assert!(
+        (1..=3).contains(&warned),
+        "{warned} warnings for 40 refused requests:\n{log}"
+    );
+}
+
 #[tokio::test]
 async fn metrics_count_every_outcome() {
     let s = setup("metrics").await;

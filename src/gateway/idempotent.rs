@@ -19,7 +19,7 @@ use crate::key;
 use crate::metrics::Outcome;
 use crate::proxy::prepare_request;
 use crate::route::{KeyLocation, RoutePolicy};
-use crate::store::{LeaseGuard, RecordId};
+use crate::store::{LeaseGuard, RecordId, StoreError};
 
 const DEGRADED: HeaderName = HeaderName::from_static("idempotency-degraded");
 
@@ -119,7 +119,7 @@ pub async fn run(
             .with_key(logged_key);
         }
         Err(error) => {
-            tracing::warn!(route = %id.route, key = %key::short_hash(&id.key), %error, "store unavailable");
+            warn_store_unavailable(&id, &error);
             match policy.on_store_error {
                 StoreErrorMode::Reject => Answer::error(GatewayError::StoreUnavailable {
                     retry_after: std::time::Duration::from_secs(1),
@@ -157,4 +157,26 @@ fn mark_degraded<B>(response: &mut Response<B>) {
     response
         .headers_mut()
         .insert(DEGRADED, HeaderValue::from_static("true"));
+}
+
+/// Logs a request refused (or degraded) for want of the store, at most once
+/// a second with the count left out since: a store that is down fails every
+/// keyed request, and each already has its own access-log line
+/// (`outcome="store_unavailable"`).
+fn warn_store_unavailable(id: &RecordId, error: &StoreError) {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    // The unix second of the last line, and the failures not logged since.
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    static LEFT_OUT: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs());
+    let last = LAST.load(Relaxed);
+    if now > last && LAST.compare_exchange(last, now, Relaxed, Relaxed).is_ok() {
+        let left_out = LEFT_OUT.swap(0, Relaxed);
+        tracing::warn!(route = %id.route, key = %key::short_hash(&id.key), %error,
+            not_logged_since = left_out, "store unavailable");
+    } else {
+        LEFT_OUT.fetch_add(1, Relaxed);
+    }
 }

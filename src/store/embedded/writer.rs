@@ -176,6 +176,9 @@ pub(super) fn run(
 ) {
     // Set by a failed sync, or the file gone, for good (module doc).
     let mut broken: Option<String> = None;
+    // The last failed batch's error while batches keep failing: a full disk
+    // fails every batch that writes, and is logged once, not per batch.
+    let mut failing: Option<String> = None;
     while let Ok(first) = jobs.recv() {
         if let Syncing::Behind(background) = &syncing {
             // Nothing makes this thread wait between batches here, so on a
@@ -201,14 +204,22 @@ pub(super) fn run(
         let changes_before = conn.total_changes();
         if let Err(e) = execute(&conn, &mut batch, &clock) {
             let err = format!("sqlite: {e}");
-            tracing::error!(error = %err, jobs = batch.len(), "store transaction failed");
+            if failing.as_ref() != Some(&err) {
+                tracing::error!(error = %err, jobs = batch.len(), "store transaction failed; \
+                    until one commits, the same failure is not logged again");
+                failing = Some(err.clone());
+            }
             replies.send(batch, Some(err));
             continue;
         }
-        // A batch that only read has nothing to sync.
+        // A batch that only read has nothing to sync, and says nothing of
+        // whether writes fail.
         if conn.total_changes() == changes_before {
             replies.send(batch, None);
             continue;
+        }
+        if failing.take().is_some() {
+            tracing::info!("store transactions commit again");
         }
         let sync_wal = match &mut syncing {
             Syncing::BeforeAnswers(sync_wal) => sync_wal,
@@ -536,6 +547,61 @@ mod tests {
         drop(tx);
         run_writer(conn, rx, sync);
         reply.blocking_recv().unwrap()
+    }
+
+    /// Where a test's log lines go.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A full disk fails every batch that writes: one error line while it
+    /// lasts (not one per batch), and a line once a batch that wrote commits.
+    #[test]
+    fn batches_failing_alike_are_logged_once_until_one_commits() {
+        let (_dir, _path, conn) = open("failing-alike.db");
+        let captured = Captured::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer({
+                let captured = captured.clone();
+                move || captured.clone()
+            })
+            .with_ansi(false)
+            .finish();
+        // Each batch of one fails as a whole (the job wrote, then failed),
+        // but for one that commits a write.
+        let failing = || {
+            Task::job(|txn: &mut Txn<'_>| -> Result<i64, StoreError> {
+                insert(1)(txn)?;
+                Err(StoreError::Fenced)
+            })
+        };
+        let mut jobs: Vec<_> = (0..5).map(|_| failing()).collect();
+        jobs.push(Task::job(insert(2)));
+        jobs.push(failing());
+        // Each job is queued once the one before was answered, so each is a
+        // batch of its own.
+        let (tx, rx) = std::sync::mpsc::channel::<Box<dyn Job>>();
+        let feeder = std::thread::spawn(move || {
+            for (job, reply) in jobs {
+                tx.send(job).unwrap();
+                let _ = reply.blocking_recv();
+            }
+        });
+        tracing::subscriber::with_default(subscriber, || run_writer(conn, rx, no_sync()));
+        feeder.join().unwrap();
+
+        let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(log.matches("store transaction failed").count(), 2, "{log}");
+        assert_eq!(log.matches("commit again").count(), 1, "{log}");
     }
 
     #[test]
