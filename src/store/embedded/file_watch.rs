@@ -18,45 +18,56 @@ use std::time::{Duration, Instant};
 /// that is already gone.
 pub(super) const INTERVAL: Duration = Duration::from_secs(1);
 
-/// The path and the identity (device, inode) of the file the writer opened.
+/// The paths and identities (device, inode) of the files the writer has
+/// open: the database and its WAL, which holds every commit not yet
+/// checkpointed (SQLite does not delete it while the connection is open).
 pub(super) struct FileWatch {
-    path: PathBuf,
-    identity: (u64, u64),
+    files: Vec<(PathBuf, (u64, u64))>,
     next: Instant,
 }
 
 impl FileWatch {
-    /// Watches `path` as it is now: call it right after opening the file.
-    /// `None` where the file's identity cannot be read (not a Unix system).
+    /// Watches the store file `path` and its WAL as they are now: call it
+    /// once the connection has opened both. `None` where a file's identity
+    /// cannot be read (not a Unix system).
     pub(super) fn new(path: &Path) -> Option<FileWatch> {
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        let files = [path.to_owned(), PathBuf::from(wal)]
+            .into_iter()
+            .map(|file| identity(&file).ok().flatten().map(|opened| (file, opened)))
+            .collect::<Option<Vec<_>>>()?;
         Some(FileWatch {
-            path: path.to_owned(),
-            identity: identity(path).ok()??,
+            files,
             next: Instant::now() + INTERVAL,
         })
     }
 
-    /// Why the store must stop, once the path no longer names the file;
-    /// `None` while it does, or before the next check is due.
+    /// Why the store must stop, once a path no longer names its file;
+    /// `None` while each does, or before the next check is due.
     pub(super) fn gone(&mut self) -> Option<String> {
         let now = Instant::now();
         if now < self.next {
             return None;
         }
         self.next = now + INTERVAL;
-        let why = match identity(&self.path) {
-            Ok(Some(found)) if found == self.identity => return None,
-            Ok(_) => "replaced by another file",
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => "deleted",
-            // Unreadable for another reason (permissions changed): the file
-            // open may still be the one; SQLite reports real trouble itself.
-            Err(_) => return None,
-        };
+        let (path, why) = self.files.iter().find_map(|(path, opened)| {
+            let why = match identity(path) {
+                Ok(Some(found)) if found == *opened => return None,
+                Ok(_) => "replaced by another file",
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => "deleted",
+                // Unreadable for another reason (permissions changed): the
+                // file open may still be the one; SQLite reports real
+                // trouble itself.
+                Err(_) => return None,
+            };
+            Some((path, why))
+        })?;
         let err = format!(
             "the store file {} was {why} while idemgate ran; answers recorded from now on \
              would be lost at the next start, so the store refuses every operation until \
              idemgate restarts",
-            self.path.display()
+            path.display()
         );
         tracing::error!(error = %err, "store file gone");
         Some(err)

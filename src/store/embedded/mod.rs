@@ -342,6 +342,30 @@ mod tests {
         drop(store);
     }
 
+    /// The WAL alone deleted: it holds every commit not yet checkpointed,
+    /// which a crash would then lose.
+    #[tokio::test]
+    async fn a_wal_deleted_under_the_store_stops_it() {
+        let dir = TempDir::new("wal-deleted");
+        let store = EmbeddedStore::open(&dir.file()).unwrap();
+        let mut wal = dir.file().into_os_string();
+        wal.push("-wal");
+        std::fs::remove_file(wal).unwrap();
+        tokio::time::sleep(file_watch::INTERVAL + Duration::from_millis(100)).await;
+        let later = store
+            .reserve(
+                &RecordId::new("charges", "", "k1"),
+                "fp",
+                Duration::from_secs(60),
+            )
+            .await;
+        assert!(
+            matches!(&later, Err(StoreError::Unavailable(m)) if m.contains("store.db-wal was deleted")),
+            "{later:?}"
+        );
+        drop(store);
+    }
+
     fn answer() -> StoredResponse {
         StoredResponse {
             status: 201,
