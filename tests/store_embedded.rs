@@ -346,3 +346,50 @@ fn a_store_outliving_the_runtime_that_opened_it_still_answers() {
         assert!(matches!(answered, Ok(Ok(()))), "{answered:?}");
     });
 }
+
+/// A file overwritten in place under the store (same inode, so not "gone"):
+/// every operation fails "malformed", and the ping behind `/readyz` must
+/// fail with it rather than answer a constant.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_damaged_under_the_store_fails_its_ping() {
+    use std::io::{Seek, SeekFrom, Write};
+    let path = temp_db();
+    let _dir = TempDirGuard(path.clone());
+    let store = EmbeddedStore::open(&path).unwrap();
+    for n in 0..200 {
+        let key = format!("k{n}");
+        let lease = reserved(
+            &(Arc::new(store.clone()) as Arc<dyn Store>),
+            &id(&key),
+            "fp",
+            Duration::from_secs(60),
+        )
+        .await;
+        store
+            .complete(&lease, &response(), Duration::from_secs(60))
+            .await
+            .unwrap();
+    }
+    store.ping().await.unwrap();
+    // Everything into the file itself, then every page but the first
+    // (the schema) overwritten.
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
+    let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    let length = file.metadata().unwrap().len();
+    file.seek(SeekFrom::Start(4096)).unwrap();
+    let garbage: Vec<u8> = (0..length.saturating_sub(4096))
+        .map(|n| (n * 7 + 13) as u8)
+        .collect();
+    file.write_all(&garbage).unwrap();
+    drop(file);
+
+    let ping = store.ping().await;
+    assert!(
+        matches!(&ping, Err(StoreError::Unavailable(m)) if m.contains("malformed")),
+        "{ping:?}"
+    );
+    drop(store);
+}

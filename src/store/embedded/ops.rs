@@ -298,9 +298,15 @@ pub(super) fn sweep(conn: &Connection, batch: u32, now: i64) -> Result<u64, Stor
     Ok(n as u64)
 }
 
+/// Reads both tables, not a constant: a file damaged under the gateway
+/// (overwritten in place) fails every operation with "malformed", and
+/// `/readyz` should say so. One page of each; nothing written.
 pub(super) fn ping(conn: &Connection) -> Result<(), StoreError> {
-    conn.prepare_cached("SELECT 1")
-        .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, i64>(0)))
-        .map_err(db)?;
+    conn.prepare_cached(
+        "SELECT (SELECT value FROM meta WHERE name = 'last_token'),
+                (SELECT count(*) FROM (SELECT 1 FROM records LIMIT 1))",
+    )
+    .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, Option<i64>>(0)))
+    .map_err(db)?;
     Ok(())
 }
