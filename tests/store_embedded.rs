@@ -393,3 +393,58 @@ async fn a_file_damaged_under_the_store_fails_its_ping() {
     );
     drop(store);
 }
+
+/// A reader left in a transaction holds back checkpoints and the WAL grows;
+/// once it is gone the WAL is truncated back to its limit (16 MiB) instead
+/// of keeping its largest size until the gateway restarts.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_wal_shrinks_back_after_checkpoints_were_held_back() {
+    let path = temp_db();
+    let _dir = TempDirGuard(path.clone());
+    let store = EmbeddedStore::open(&path).unwrap();
+    let mut wal = path.clone().into_os_string();
+    wal.push("-wal");
+    let wal_size = || std::fs::metadata(&wal).map_or(0, |m| m.len());
+    let big = idemgate::store::StoredResponse {
+        body: bytes::Bytes::from(vec![7u8; 1024 * 1024]),
+        ..response()
+    };
+    let store_answers = |from: usize, to: usize| {
+        let (store, big) = (store.clone(), big.clone());
+        async move {
+            for n in from..to {
+                let key = format!("big-{n}");
+                let lease = reserved(
+                    &(Arc::new(store.clone()) as Arc<dyn Store>),
+                    &id(&key),
+                    "fp",
+                    Duration::from_secs(60),
+                )
+                .await;
+                store
+                    .complete(&lease, &big, Duration::from_secs(60))
+                    .await
+                    .unwrap();
+            }
+        }
+    };
+
+    let reader = rusqlite::Connection::open(&path).unwrap();
+    reader
+        .execute_batch("BEGIN; SELECT count(*) FROM records;")
+        .unwrap();
+    store_answers(0, 24).await;
+    assert!(wal_size() > 20 * 1024 * 1024, "{}", wal_size());
+    reader.execute_batch("COMMIT").unwrap();
+    drop(reader);
+
+    // The next checkpoints catch up; a write after one restarts the WAL.
+    for round in 0..20 {
+        store_answers(100 + round * 4, 104 + round * 4).await;
+        if wal_size() <= 17 * 1024 * 1024 {
+            break;
+        }
+    }
+    assert!(wal_size() <= 17 * 1024 * 1024, "{}", wal_size());
+    drop(store);
+}

@@ -16,6 +16,10 @@ pub const SCHEMA_VERSION: i64 = 2;
 /// holding the write lock for one transaction.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Bytes of WAL kept after a checkpoint (`journal_size_limit`): four times
+/// what the automatic checkpoint (1000 pages) lets it reach in steady state.
+pub(super) const WAL_SIZE_LIMIT: i64 = 16 * 1024 * 1024;
+
 /// `state` column values.
 pub(super) const IN_FLIGHT: i64 = 0;
 pub(super) const COMPLETED: i64 = 1;
@@ -108,6 +112,12 @@ pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     // after each batch (`sync_wal`), which with NORMAL's own syncs around a
     // checkpoint makes every commit as durable as FULL would (`writer`).
     conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(fail)?;
+    // The WAL grows past its usual few MiB while something holds back
+    // checkpoints (a reader left in a transaction, a burst), and SQLite
+    // keeps a WAL at its largest size for good: truncated back to this
+    // once a checkpoint has caught up.
+    conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)
         .map_err(fail)?;
 
     // IMMEDIATE, and the version read again inside: two processes opening a
