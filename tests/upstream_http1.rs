@@ -55,6 +55,19 @@ async fn serve(mut stream: TcpStream, seen: Arc<Mutex<Seen>>) {
             tokio::time::sleep(Duration::from_secs(5)).await;
             return;
         }
+        if script == "continue-first" {
+            // The go-ahead an upstream sends to a request that asked for one
+            // (`Expect: 100-continue`, which the gateway forwards), then a
+            // pause that lets the gateway's writes fill the socket.
+            if stream
+                .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                .await
+                .is_err()
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
         let Some(body) = read_body(&mut stream, &mut buf, &head).await else {
             return;
         };
@@ -70,6 +83,7 @@ async fn serve(mut stream: TcpStream, seen: Arc<Mutex<Seen>>) {
                 b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}",
                 false,
             ),
+            "continue-first" => (b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}", false),
             "garbage" => (b"NOT HTTP AT ALL\r\n\r\n", true),
             "short" => (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", true),
             "bad-chunk" => (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", true),
@@ -259,4 +273,37 @@ async fn an_upstream_that_refuses_a_large_body_before_reading_it_is_relayed() {
     assert_eq!(reply.status, 413, "{}", reply.text());
     assert_eq!(reply.text(), "big!");
     assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+/// Found by a black-box pass: an upstream's `100 Continue` that came while
+/// the gateway was still writing a large body was taken for the start of
+/// the answer, so the gateway stopped sending the body and both sides
+/// waited until the timeout (504; on a keyed route, a stored
+/// `outcome-unknown`). curl asks for the go-ahead on every body over 1 MiB.
+#[tokio::test]
+async fn an_interim_answer_while_the_body_is_sent_does_not_stop_the_body() {
+    let (_dir, seen, gateway) = setup("h1-continue-mid-body").await;
+    let client = gateway.client();
+    let reply = client
+        .send(
+            "PUT",
+            "/things?script=continue-first",
+            &[],
+            vec![b'x'; 32 << 20],
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    let keyed = client
+        .send(
+            "POST",
+            "/v1/charges?script=continue-first",
+            &[("idempotency-key", "continue-1")],
+            vec![b'y'; 900 << 10],
+        )
+        .await;
+    assert_eq!(keyed.status, 201, "{}", keyed.text());
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.requests.len(), 2);
+    assert_eq!(seen.requests[0].1.len(), 32 << 20);
+    assert_eq!(seen.requests[1].1.len(), 900 << 10);
 }

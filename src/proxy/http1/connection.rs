@@ -228,6 +228,11 @@ impl Connection {
                     Poll::Ready(Ok(0)) => Poll::Ready(Err(
                         "the upstream closed the connection while the request was sent".into(),
                     )),
+                    // A `100 Continue` (the gateway forwards `Expect`) is no
+                    // answer: the upstream waits for the rest of the body.
+                    Poll::Ready(Ok(_)) if !response_head::final_answer_started(&mut self.buf) => {
+                        continue;
+                    }
                     Poll::Ready(Ok(_)) => Poll::Ready(Ok(true)),
                     Poll::Ready(Err(err)) => Poll::Ready(Err(write_error(&err))),
                     Poll::Pending => Poll::Pending,

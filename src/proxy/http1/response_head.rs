@@ -64,6 +64,42 @@ pub fn parse(buf: &mut BytesMut, method: &Method) -> Result<Option<AnswerHead>, 
     }
 }
 
+/// Takes complete interim answers (`100 Continue`, `103 Early Hints`) off
+/// the front of `buf`, which an upstream may send while it still reads the
+/// request; whether what is left can be the start of the final answer (or
+/// of a malformed one). A 1xx head not yet complete is not: it is waited for.
+pub fn final_answer_started(buf: &mut BytesMut) -> bool {
+    loop {
+        if buf.is_empty() {
+            return false;
+        }
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut parsed = httparse::Response::new(&mut headers);
+        let status = parsed.parse(buf);
+        let interim =
+            matches!(parsed.code, Some(code) if (100..200).contains(&code) && code != 101);
+        match status {
+            Ok(httparse::Status::Complete(length)) if interim => {
+                let _ = buf.split_to(length);
+            }
+            Ok(httparse::Status::Partial) if interim => return false,
+            Ok(httparse::Status::Partial) if parsed.code.is_none() => {
+                return !could_be_interim(buf);
+            }
+            _ => return true,
+        }
+    }
+}
+
+/// Whether `buf`, a status line not yet complete, can still turn out to be
+/// that of an interim answer.
+fn could_be_interim(buf: &[u8]) -> bool {
+    const PREFIX: &[u8] = b"HTTP/1.x 1";
+    buf.iter()
+        .zip(PREFIX)
+        .all(|(byte, expected)| *expected == b'x' || byte == expected)
+}
+
 fn parse_one(buf: &mut BytesMut, method: &Method) -> Result<Option<AnswerHead>, HeadError> {
     let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
     let mut parsed = httparse::Response::new(&mut []);
@@ -345,5 +381,35 @@ mod tests {
             text.push_str("X-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
         }
         assert!(parse_str(&text, Method::GET).is_err());
+    }
+
+    #[test]
+    fn interim_answers_sent_mid_request_are_taken_off_and_finals_are_not() {
+        let started = |text: &str| {
+            let mut buf = BytesMut::from(text.as_bytes());
+            (final_answer_started(&mut buf), buf)
+        };
+        for waiting in [
+            "",
+            "HTTP/1.1 100 Continue\r\n\r\n",
+            "HTTP/1.1 1",
+            "HTTP/1.1 100 Cont",
+            "HT",
+        ] {
+            assert!(!started(waiting).0, "{waiting:?}");
+        }
+        let (begun, left) = started("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 413 Too Large\r\n");
+        assert!(begun);
+        assert_eq!(&left[..], b"HTTP/1.1 413 Too Large\r\n");
+        for answer in [
+            "HTTP/1.1 4",
+            "HTTP/1.1 200 OK\r\n\r\n",
+            "HTTP/1.1 101 Switching\r\n\r\n",
+            "garbage",
+        ] {
+            assert!(started(answer).0, "{answer:?}");
+        }
+        // Left whole for the head parser, which skips it again: nothing lost.
+        assert_eq!(started("HTTP/1.1 103 Early").1.len(), 18);
     }
 }
