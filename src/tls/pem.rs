@@ -17,6 +17,70 @@ pub fn load_certs(path: &Path, field: &str) -> Result<Vec<CertificateDer<'static
 
 /// The first private key (PKCS#8, PKCS#1 or SEC1) in a PEM file.
 pub fn load_key(path: &Path, field: &str) -> Result<PrivateKeyDer<'static>, String> {
-    PrivateKeyDer::from_pem_file(path)
-        .map_err(|e| format!("{field}: no usable private key in {}: {e}", path.display()))
+    PrivateKeyDer::from_pem_file(path).map_err(|e| {
+        // The parser reads past an encrypted key ("no items found") or
+        // trips on its headers: say what is wrong and how to mend it.
+        if std::fs::read(path).is_ok_and(|pem| is_encrypted(&pem)) {
+            format!(
+                "{field}: the private key in {} is encrypted, and idemgate takes no \
+                 passphrase; decrypt it (openssl pkey -in KEY -out KEY.plain) and keep \
+                 the file readable by idemgate only",
+                path.display()
+            )
+        } else {
+            format!("{field}: no usable private key in {}: {e}", path.display())
+        }
+    })
+}
+
+/// A PKCS#8 `ENCRYPTED PRIVATE KEY`, or a traditional PEM key with
+/// `Proc-Type: 4,ENCRYPTED`.
+fn is_encrypted(pem: &[u8]) -> bool {
+    [
+        &b"-----BEGIN ENCRYPTED PRIVATE KEY-----"[..],
+        b"Proc-Type: 4,ENCRYPTED",
+    ]
+    .iter()
+    .any(|marker| pem.windows(marker.len()).any(|window| window == *marker))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by a black-box pass: an encrypted key was reported as "no items
+    /// found", which sent the operator looking for a wrong path.
+    #[test]
+    fn an_encrypted_key_is_named_as_such() {
+        let dir = std::env::temp_dir().join(format!("idemgate-pem-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pkcs8 = dir.join("pkcs8.key");
+        std::fs::write(
+            &pkcs8,
+            "-----BEGIN ENCRYPTED PRIVATE KEY-----\n\
+             MIHsMFcGCSqGSIb3DQEFDTBKMCkGCSqGSIb3DQEFDDAcBAh524GXk12D9AICCAAw\n\
+             DAYIKoZIhvcNAgkFADAdBglghkgBZQMEASoEEOYm5d21yVAQH0BEq7N5VtgEgZAe\n\
+             nOU1G/XbytNb+MY54RR0q1pYfeX+bHN4qJ2hdkbzKBLphMLwH/QGgty6IZNbQMgQ\n\
+             6ZiVLr1btCVlvhSd64yhUaQPoDhJ4LTnnN/HohWoOuLxQGO7M9TG4IAyuol0uhUN\n\
+             hCR6CxrzEwE44UXAnvrQpraENupz0LCmkAEzI0iExQSPBGOT9n+Hrvs6e+JPGno=\n\
+             -----END ENCRYPTED PRIVATE KEY-----\n",
+        )
+        .unwrap();
+        let traditional = dir.join("traditional.key");
+        std::fs::write(
+            &traditional,
+            "-----BEGIN EC PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n\
+             DEK-Info: AES-128-CBC,8DA9560A1BC2258A6B60A88BD8B8BA49\n\nAAAA\n\
+             -----END EC PRIVATE KEY-----\n",
+        )
+        .unwrap();
+        for path in [&pkcs8, &traditional] {
+            let error = load_key(path, "server.tls.key").unwrap_err();
+            assert!(error.starts_with("server.tls.key: "), "{error}");
+            assert!(error.contains("is encrypted"), "{error}");
+        }
+        let missing = load_key(&dir.join("missing.key"), "server.tls.key").unwrap_err();
+        assert!(!missing.contains("encrypted"), "{missing}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
