@@ -24,6 +24,13 @@ pub fn check(path: &Path) -> i32 {
                     eprintln!("warning: {warning}");
                 }
             }
+            for warning in crate::tls::validity_warnings(&config) {
+                let warning = format!("warning: {}: {warning}", path.display());
+                println!("{warning}");
+                if !interactive {
+                    eprintln!("{warning}");
+                }
+            }
             let unusable = tls_material_errors(&config);
             for error in &unusable {
                 eprintln!("{}: {error}", path.display());

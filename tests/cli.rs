@@ -296,6 +296,61 @@ fn check_refuses_certificates_it_cannot_read() {
     }
 }
 
+/// Found by a black-box pass: an expired server certificate passed `check`
+/// and started without a word, and every verifying client was refused. It
+/// is a warning (the gateway still serves its admin plane and the clients
+/// that do not verify), on `check`'s report and at start.
+#[test]
+fn check_and_serve_warn_about_an_expired_certificate() {
+    let dir = TestDir::new("cli-expired-cert");
+    let pki = common::certs::Pki::new("CA");
+    let expired = pki.expired_server(&dir, "expired");
+    let path = dir.path("expired.toml");
+    let config = format!(
+        "[server]\nlisten = \"{}\"\nadmin_listen = \"{}\"\n\
+         [server.tls]\ncert = \"{}\"\nkey = \"{}\"\n[store]\npath = \"{}\"\n{VALID}",
+        common::gateway::free_port(),
+        common::gateway::free_port(),
+        expired.cert.display(),
+        expired.key.display(),
+        dir.path("store.db").display()
+    );
+    std::fs::write(&path, config).unwrap();
+    let out = idemgate(&["check", "-c", path.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let warning = stdout
+        .lines()
+        .find(|line| line.contains("server.tls.cert"))
+        .unwrap_or_else(|| panic!("no warning about the certificate: {stdout}"));
+    assert!(warning.starts_with("warning: "), "{warning}");
+    assert!(warning.contains("expired on"), "{warning}");
+    assert!(text(&out.stderr).contains("expired on"));
+
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_idemgate"))
+        .args(["serve", "-c", path.to_str().unwrap()])
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stderr = serve.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut logged = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut logged);
+        logged
+    });
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let _ = serve.kill();
+    let _ = serve.wait();
+    let logged = reader.join().unwrap();
+    assert!(
+        logged.lines().any(|line| line.contains("WARN")
+            && line.contains("server.tls.cert")
+            && line.contains("expired on")),
+        "{logged}"
+    );
+}
+
 /// A file with warnings (a shadowed route) that cannot start because its port
 /// is taken still fails on exactly one stderr line: warnings are logged only
 /// by a gateway that runs.

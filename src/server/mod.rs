@@ -58,6 +58,9 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }
+    for warning in crate::tls::validity_warnings(&config) {
+        tracing::warn!("{}: {warning}", config_path.display());
+    }
     if let crate::config::StoreConfig::Embedded(embedded) = &config.store
         && embedded.durability == crate::config::Durability::ProcessCrash
     {

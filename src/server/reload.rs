@@ -103,6 +103,11 @@ impl Reloader {
         notes.extend(dropped_routes(&running, &new));
         notes.extend(changed_identities(&running, &new));
         notes.extend(new.warnings.iter().cloned());
+        notes.extend(
+            crate::tls::validity_warnings(&new)
+                .iter()
+                .map(|warning| self.in_file(warning)),
+        );
         // Build everything before swapping anything: a refusal changes nothing.
         let certificates = match (&self.tls, &new.server.tls) {
             (Some(_), Some(tls)) => match crate::tls::server_config(tls) {

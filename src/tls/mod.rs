@@ -12,7 +12,7 @@ use rustls::RootCertStore;
 use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
 
-use crate::config::{TlsConfig, UpstreamTlsConfig};
+use crate::config::{Config, TlsConfig, UpstreamTlsConfig};
 
 pub use pem::{load_certs, load_key};
 
@@ -89,6 +89,52 @@ fn root_store(path: &Path, field: &str, mut roots: RootCertStore) -> Result<Root
             .map_err(|e| tls_error(field, format!("{}: {e}", path.display())))?;
     }
     Ok(roots)
+}
+
+/// The certificates the gateway presents (`server.tls.cert`, each
+/// `upstreams.NAME.tls.cert`) that are not valid now, one `field: ...` line
+/// each. A warning, not an error: a gateway restarted with a lapsed
+/// certificate still serves its admin plane and the clients that do not
+/// verify, and refusing to start would not bring the certificate back; but
+/// every verifying peer now refuses it, and the operator must hear why.
+pub fn validity_warnings(config: &Config) -> Vec<String> {
+    let mut presented: Vec<(String, &Path)> = Vec::new();
+    if let Some(tls) = &config.server.tls {
+        presented.push(("server.tls.cert".to_string(), &tls.cert));
+    }
+    for upstream in config.upstreams.values() {
+        if let Some(cert) = upstream.tls.as_ref().and_then(|tls| tls.cert.as_ref()) {
+            presented.push((format!("upstreams.{}.tls.cert", upstream.name), cert));
+        }
+    }
+    presented.sort();
+    let now = x509_parser::time::ASN1Time::now();
+    presented
+        .into_iter()
+        .filter_map(|(field, path)| {
+            // An unreadable file is an error reported by `server_config` or
+            // `client_config`; only the leaf (the first) is the one presented.
+            let certs = load_certs(path, &field).ok()?;
+            let (_, cert) = x509_parser::parse_x509_certificate(certs.first()?).ok()?;
+            let validity = cert.validity();
+            if now > validity.not_after {
+                Some(format!(
+                    "{field}: the certificate in {} expired on {}; peers that verify it refuse it",
+                    path.display(),
+                    validity.not_after
+                ))
+            } else if now < validity.not_before {
+                Some(format!(
+                    "{field}: the certificate in {} is not valid before {}; peers that verify it \
+                     refuse it",
+                    path.display(),
+                    validity.not_before
+                ))
+            } else {
+                None
+            }
+        })
+        .collect()
 }
 
 /// The subject of a verified client certificate, e.g. `CN=tenant-a, O=Acme`.

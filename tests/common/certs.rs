@@ -52,6 +52,16 @@ impl Pki {
         self.issue(dir, name, params)
     }
 
+    /// A server certificate like [`Pki::server`]'s whose validity ended in 2020.
+    pub fn expired_server(&self, dir: &TestDir, name: &str) -> Identity {
+        let mut params =
+            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2020, 2, 1);
+        self.issue(dir, name, params)
+    }
+
     /// A client certificate whose subject is `CN=<common_name>`.
     pub fn client(&self, dir: &TestDir, common_name: &str) -> Identity {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
