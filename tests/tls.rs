@@ -408,3 +408,61 @@ fn bad_certificate_files_fail_startup_with_a_clear_message() {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
+
+/// Found by a black-box pass: `http2 = true` towards an https upstream that
+/// speaks HTTP/1.1 only and ignores ALPN sent it the HTTP/2 preface, which
+/// it refused, and every keyed request was stored as `outcome-unknown`
+/// (replayed for the whole retention) though none had run. The connection
+/// is now refused when ALPN did not choose h2: nothing sent, key freed.
+#[tokio::test]
+async fn an_http2_upstream_that_does_not_agree_to_h2_is_unreachable_not_outcome_unknown() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = TestDir::new("tls-h2-alpn");
+    let pki = Pki::new("upstream CA");
+    let identity = pki.server(&dir, "up");
+    let mut config = (*common::certs::server_config(&identity)).clone();
+    // An HTTP/1.1 server that does not take part in ALPN.
+    config.alpn_protocols.clear();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut stream) = acceptor.accept(stream).await else {
+                    return;
+                };
+                let mut buf = [0u8; 1024];
+                if stream.read(&mut buf).await.is_ok() {
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                        .await;
+                }
+            });
+        }
+    });
+    let ca = pki.write_ca(&dir, "upstream-ca.pem");
+    let config = format!(
+        "[server]\nlisten = \"{{listen}}\"\nadmin_listen = \"{{admin}}\"\n[store]\npath = \"{{db}}\"\n\
+         [upstreams.api]\nurl = \"{{upstream}}\"\ntimeout = \"2s\"\nhttp2 = true\n\
+         [upstreams.api.tls]\nca = \"{}\"\n\
+         [defaults]\nlock_timeout = \"5s\"\n\
+         [[routes]]\nname = \"charges\"\nupstream = \"api\"\nmatch = {{ path_prefix = \"/\" }}\n",
+        ca.display()
+    );
+    let gateway = GatewayProcess::start(&dir, &format!("https://localhost:{port}"), &config);
+    for _ in 0..2 {
+        let reply = gateway
+            .client()
+            .post("/v1/charges", Some("h2-1"), "{}")
+            .await;
+        assert_eq!(reply.status, 502, "{}", reply.text());
+        assert_eq!(
+            reply.json()["code"],
+            "upstream-unreachable",
+            "{}",
+            reply.text()
+        );
+    }
+}

@@ -1,5 +1,7 @@
 use std::collections::HashMap;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::HeaderValue;
@@ -7,14 +9,14 @@ use http::uri::{Authority, Scheme};
 use http::{Request, Response, Uri};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::{Connection, HttpConnector};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::http1::{Dialer, Http1Pool, PoolLimits};
 use super::progress::{Marking, Progress, Wait, within};
 use super::strip_hop_by_hop;
 use super::upstream_body::UpstreamBody;
-use crate::body::Body;
+use crate::body::{Body, BoxError};
 use crate::config::{Config, UpstreamConfig};
 use http_body_util::BodyExt;
 
@@ -60,7 +62,48 @@ pub struct Upstream {
 #[derive(Debug)]
 enum Connections {
     Http1(Arc<Http1Pool>),
-    Http2(Box<Client<HttpsConnector<HttpConnector>, Body>>),
+    Http2(Box<Client<RequireH2<HttpsConnector<HttpConnector>>, Body>>),
+}
+
+/// An HTTP/2 upstream over TLS must agree to `h2` by ALPN. One that speaks
+/// HTTP/1 only (and ignores ALPN, as many do) would otherwise get the
+/// HTTP/2 preface, refuse it, and every keyed request would be stored as
+/// `outcome-unknown` though none ran. Refused at connect instead, where
+/// nothing was sent: 502 `upstream-unreachable`, key freed.
+#[derive(Debug, Clone)]
+struct RequireH2<C>(C);
+
+impl<C> tower_service::Service<Uri> for RequireH2<C>
+where
+    C: tower_service::Service<Uri>,
+    C::Response: Connection + Send + 'static,
+    C::Error: Into<BoxError>,
+    C::Future: Send + 'static,
+{
+    type Response = C::Response;
+    type Error = BoxError;
+    // Boxed: a connection is opened rarely.
+    type Future = Pin<Box<dyn Future<Output = Result<C::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.0.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let tls = uri.scheme() == Some(&Scheme::HTTPS);
+        let connecting = self.0.call(uri);
+        Box::pin(async move {
+            let stream = connecting.await.map_err(Into::into)?;
+            if tls && !stream.connected().is_negotiated_h2() {
+                return Err(
+                    "the upstream did not agree to HTTP/2 (ALPN h2); if it speaks \
+                            HTTP/1.1 only, set http2 = false"
+                        .into(),
+                );
+            }
+            Ok(stream)
+        })
+    }
 }
 
 /// How long an unused upstream connection is kept open.
@@ -96,7 +139,7 @@ impl Upstream {
                     .pool_timer(TokioTimer::new())
                     .pool_idle_timeout(IDLE_TIMEOUT)
                     .http2_only(true)
-                    .build(connector),
+                    .build(RequireH2(connector)),
             ))
         } else {
             let dialer = Dialer::new(&scheme, &authority, tls)
