@@ -41,7 +41,9 @@ RUN touch src/main.rs src/lib.rs \
 # -------------------------------------------------------------- runtime stage
 FROM debian:${DEBIAN_RELEASE}-slim AS runtime
 
-# ca-certificates: https upstreams and TLS to Postgres/Redis use the system roots.
+# ca-certificates: TLS to Postgres (sslmode=require) uses the system roots. https
+# upstreams do not: they trust the Mozilla roots built into the binary, plus
+# [upstreams.NAME.tls] ca.
 # curl: only for the HEALTHCHECK below (about 1 MB with --no-install-recommends;
 # the gateway has no HTTP client subcommand of its own).
 # Versions are not pinned: a rebuild picks up Debian security updates.
