@@ -466,3 +466,86 @@ async fn an_http2_upstream_that_does_not_agree_to_h2_is_unreachable_not_outcome_
         );
     }
 }
+
+/// Found by a black-box pass: an https upstream that requires a client
+/// certificate the gateway does not present refuses the TLS 1.3 handshake
+/// only after the gateway has finished its side and written the request,
+/// so the refusal came where the answer was awaited, and every keyed
+/// request was stored as `outcome-unknown` though the upstream never read
+/// one. A handshake refusal before any byte from the upstream is now
+/// "not sent": 502 `upstream-unreachable`, key freed.
+#[tokio::test]
+async fn an_upstream_refusing_the_client_certificate_is_unreachable_not_outcome_unknown() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = TestDir::new("tls-upstream-mtls");
+    let pki = Pki::new("upstream CA");
+    let identity = pki.server(&dir, "up");
+    let certs = CertificateDer::pem_slice_iter(identity.cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(identity.key_pem.as_bytes()).unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_slice_iter(pki.ca_pem().as_bytes()) {
+        roots.add(ca.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certs, key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let read = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let requests = read.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            let requests = requests.clone();
+            tokio::spawn(async move {
+                let Ok(mut stream) = acceptor.accept(stream).await else {
+                    return;
+                };
+                let mut buf = [0u8; 4096];
+                if stream.read(&mut buf).await.is_ok_and(|n| n > 0) {
+                    requests.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                        .await;
+                }
+            });
+        }
+    });
+    let ca = pki.write_ca(&dir, "upstream-ca.pem");
+    let config = format!(
+        "[server]\nlisten = \"{{listen}}\"\nadmin_listen = \"{{admin}}\"\n[store]\npath = \"{{db}}\"\n\
+         [upstreams.api]\nurl = \"{{upstream}}\"\ntimeout = \"2s\"\n\
+         [upstreams.api.tls]\nca = \"{}\"\n\
+         [defaults]\nlock_timeout = \"5s\"\n\
+         [[routes]]\nname = \"charges\"\nupstream = \"api\"\nmatch = {{ path_prefix = \"/\" }}\n",
+        ca.display()
+    );
+    let gateway = GatewayProcess::start(&dir, &format!("https://localhost:{port}"), &config);
+    for _ in 0..2 {
+        let reply = gateway
+            .client()
+            .post("/v1/charges", Some("mtls-1"), "{}")
+            .await;
+        assert_eq!(reply.status, 502, "{}", reply.text());
+        assert_eq!(
+            reply.json()["code"],
+            "upstream-unreachable",
+            "{}",
+            reply.text()
+        );
+    }
+    assert_eq!(read.load(std::sync::atomic::Ordering::SeqCst), 0);
+}

@@ -27,6 +27,24 @@ pub struct Connection {
     stream: UpstreamStream,
     /// Bytes read and not yet consumed: the rest of a head, or body bytes.
     buf: BytesMut,
+    /// An answer head has come on this connection, so its TLS handshake
+    /// was accepted (every answer starts with a head read here).
+    received: bool,
+}
+
+/// Why no answer head came.
+#[derive(Debug)]
+pub enum NoAnswer {
+    /// The upstream's TLS refused the connection (our client certificate,
+    /// or the handshake) before it sent a byte. Under TLS 1.3 the client
+    /// finishes its side of the handshake and writes the request before the
+    /// server has judged its certificate, so the refusal comes where an
+    /// answer was awaited; but a server that refused the handshake never
+    /// took the request.
+    Refused(String),
+    /// The connection failed or the answer was not HTTP: the request may
+    /// have run.
+    Broken(String),
 }
 
 /// How writing a request failed.
@@ -77,6 +95,7 @@ impl Connection {
         Self {
             stream,
             buf: BytesMut::new(),
+            received: false,
         }
     }
 
@@ -248,19 +267,26 @@ impl Connection {
 
     /// Reads until a final answer head is complete (interim 1xx answers are
     /// read past).
-    pub async fn read_head(&mut self, method: &Method) -> Result<AnswerHead, String> {
+    pub async fn read_head(&mut self, method: &Method) -> Result<AnswerHead, NoAnswer> {
         loop {
             if !self.buf.is_empty()
-                && let Some(head) =
-                    response_head::parse(&mut self.buf, method).map_err(|err| err.to_string())?
+                && let Some(head) = response_head::parse(&mut self.buf, method)
+                    .map_err(|err| NoAnswer::Broken(err.to_string()))?
             {
                 return Ok(head);
             }
             self.buf.reserve(READ_CHUNK);
             match self.stream.read_buf(&mut self.buf).await {
-                Ok(0) => return Err("the upstream closed the connection before answering".into()),
-                Ok(_) => {}
-                Err(err) => return Err(format!("reading the answer: {err}")),
+                Ok(0) => {
+                    return Err(NoAnswer::Broken(
+                        "the upstream closed the connection before answering".into(),
+                    ));
+                }
+                Ok(_) => self.received = true,
+                Err(err) if !self.received && refused_handshake(&err) => {
+                    return Err(NoAnswer::Refused(format!("TLS handshake refused: {err}")));
+                }
+                Err(err) => return Err(NoAnswer::Broken(format!("reading the answer: {err}"))),
             }
         }
     }
@@ -277,6 +303,30 @@ impl Connection {
         }
         tokio_util::io::poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.buf)
     }
+}
+
+/// A fatal TLS alert by which a server refuses the handshake: it says
+/// nothing of a request, which the server never read.
+fn refused_handshake(err: &io::Error) -> bool {
+    use rustls::AlertDescription as Alert;
+    let Some(rustls::Error::AlertReceived(alert)) = err
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    else {
+        return false;
+    };
+    matches!(
+        alert,
+        Alert::CertificateRequired
+            | Alert::BadCertificate
+            | Alert::UnsupportedCertificate
+            | Alert::CertificateRevoked
+            | Alert::CertificateExpired
+            | Alert::CertificateUnknown
+            | Alert::UnknownCA
+            | Alert::AccessDenied
+            | Alert::HandshakeFailure
+    )
 }
 
 fn check_length(written: u64, declared: u64) -> Result<(), String> {

@@ -25,7 +25,7 @@ use http::{Request, Response};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::body::AnswerBody;
-use super::connection::{Connection, Encoded, WriteError};
+use super::connection::{Connection, Encoded, NoAnswer, WriteError};
 use super::response_head::AnswerHead;
 use super::stream::Dialer;
 use crate::body::Body;
@@ -307,6 +307,12 @@ async fn answer(
         error: UpstreamError::Broken(detail),
         resend: None,
     };
+    // Not sent, but not to be sent again either: another connection would
+    // be refused the same way.
+    let refused = |detail| Unanswered {
+        error: UpstreamError::NotSent(detail),
+        resend: None,
+    };
     match written {
         // Nothing of the upstream's to wait for: it has at most part of a
         // request, and would wait for the rest until our timeout.
@@ -314,16 +320,17 @@ async fn answer(
             error: UpstreamError::RequestBody(write.detail),
             resend: None,
         }),
-        Ok(whole) => connection
-            .read_head(&parts.method)
-            .await
-            .map(|head| (head, whole))
-            .map_err(broken),
+        Ok(whole) => match connection.read_head(&parts.method).await {
+            Ok(head) => Ok((head, whole)),
+            Err(NoAnswer::Refused(detail)) => Err(refused(detail)),
+            Err(NoAnswer::Broken(detail)) => Err(broken(detail)),
+        },
         // The upstream may have answered (413, say) and closed
         // before taking the whole body: that answer is the one to relay.
         Err(write) if write.head_sent => match connection.read_head(&parts.method).await {
             Ok(head) => Ok((head, false)),
-            Err(_) => Err(broken(write.detail)),
+            Err(NoAnswer::Refused(detail)) => Err(refused(detail)),
+            Err(NoAnswer::Broken(_)) => Err(broken(write.detail)),
         },
         Err(write) => Err(Unanswered {
             error: UpstreamError::NotSent(write.detail),
