@@ -3,8 +3,11 @@
 # idemgate container image.
 #
 #   docker build -t idemgate .
-#   docker run --rm -p 8080:8080 -p 9090:9090 \
+#   docker run --rm --stop-timeout 35 -p 8080:8080 -p 9090:9090 \
 #     --add-host=host.docker.internal:host-gateway idemgate
+#
+# --stop-timeout above shutdown_grace (30s): docker stop otherwise kills the
+# gateway after 10s, cutting off requests still in flight.
 #
 # The image ships deploy/docker/idemgate.toml as /etc/idemgate/idemgate.toml:
 # the quick-start config with 0.0.0.0 listeners, the embedded store in the
