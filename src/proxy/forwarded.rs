@@ -46,13 +46,14 @@ pub fn prepare_request(
     client: &ClientInfo,
     preserve_host: bool,
 ) -> Result<(), http::Error> {
-    // Over HTTP/2 the client's host is the `:authority`; HTTP/1.1 carries `Host`.
-    let host = match parts.headers.get(header::HOST) {
-        Some(host) => Some(host.clone()),
-        None => parts
-            .uri
-            .authority()
-            .and_then(|a| HeaderValue::from_str(a.as_str()).ok()),
+    // The target's authority, when there is one, wins over a `Host` field
+    // that says otherwise: over HTTP/2 it is the `:authority`, from which an
+    // intermediary must make `Host` (RFC 9113 §8.3.1), and an HTTP/1.1
+    // absolute-form target overrides `Host` too (RFC 9112 §3.2.2). Otherwise
+    // (an HTTP/1.1 origin-form target) `Host` is the client's host.
+    let host = match parts.uri.authority() {
+        Some(authority) => HeaderValue::from_str(authority.as_str()).ok(),
+        None => parts.headers.get(header::HOST).cloned(),
     };
     strip_hop_by_hop(&mut parts.headers);
     set_forwarded(&mut parts.headers, client, host.as_ref());
@@ -287,6 +288,27 @@ mod tests {
         assert_eq!(parts.uri, "/base/x");
         assert_eq!(parts.headers["host"], "api.example.com");
         assert_eq!(parts.version, Version::HTTP_11);
+
+        // Found by a black-box pass: a `host` field beside a different
+        // `:authority` was forwarded as the upstream's Host, so the gateway
+        // and the upstream disagreed on which site a request was for.
+        let request = http::Request::builder()
+            .method("GET")
+            .version(Version::HTTP_2)
+            .uri("https://api.example.com/x")
+            .header("host", "internal.example")
+            .body(())
+            .unwrap();
+        let (mut parts, ()) = request.into_parts();
+        prepare_request(
+            &mut parts,
+            &upstream("http://127.0.0.1:3000"),
+            &client(),
+            true,
+        )
+        .unwrap();
+        assert_eq!(parts.headers["host"], "api.example.com");
+        assert_eq!(parts.headers["x-forwarded-host"], "api.example.com");
 
         let (mut parts, ()) = http::Request::new(()).into_parts();
         prepare_request(
