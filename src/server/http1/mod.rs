@@ -301,6 +301,12 @@ async fn refuse<W: AsyncWrite + Unpin>(
         Refusal::Host => {
             GatewayError::BadRequest("an HTTP/1.1 request must carry exactly one Host header field")
         }
+        Refusal::Coding => GatewayError::BadRequest(
+            "Transfer-Encoding may only be chunked; no other transfer coding is supported",
+        ),
+        Refusal::Http10Coding => {
+            GatewayError::BadRequest("an HTTP/1.0 request may not carry Transfer-Encoding")
+        }
     };
     tracing::debug!(?refusal, "refused a request head");
     let facts = Facts {

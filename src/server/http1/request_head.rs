@@ -43,6 +43,11 @@ pub enum Refusal {
     InvalidLength,
     /// No `Host` in HTTP/1.1, or more than one (400).
     Host,
+    /// A transfer coding besides one final `chunked` (400): the gateway
+    /// decodes no other, and forwards the body re-framed without the field.
+    Coding,
+    /// `Transfer-Encoding` in an HTTP/1.0 request (400, RFC 9112 §6.1).
+    Http10Coding,
 }
 
 /// Takes a complete request head off the front of `buf`; `None` while more
@@ -83,14 +88,17 @@ pub fn parse(
     let headers =
         fields::shared_map(&head, scanned.positions, 6).map_err(|_| Refusal::Malformed)?;
     let fields = scanned.fields;
+    let version = scanned.version;
     let framing = match (fields.transfer_encoding, fields.length) {
         (Some(_), Some(_)) => return Err(Refusal::Ambiguous),
+        // RFC 9112 §6.1: its framing is faulty, whatever it says.
+        (Some(_), None) if version == Version::HTTP_10 => return Err(Refusal::Http10Coding),
+        (Some(true), None) if fields.other_codings => return Err(Refusal::Coding),
         // Chunked must be the final coding; anything else cannot be delimited.
         (Some(true), None) => BodyFraming::Chunked,
         (Some(false), None) => return Err(Refusal::Malformed),
         (None, length) => BodyFraming::Length(length.unwrap_or(0)),
     };
-    let version = scanned.version;
     // RFC 9112 §3.2: an HTTP/1.1 request names its host exactly once (1.0
     // may leave it out). Two could be read two ways; none leaves the
     // upstream's `Host` and `X-Forwarded-Host` to guesswork.
@@ -178,6 +186,9 @@ fn scan<'b>(
 struct Framing {
     /// `Transfer-Encoding` was present; `true` when its final coding is chunked.
     transfer_encoding: Option<bool>,
+    /// `Transfer-Encoding` named more than a single `chunked`: another
+    /// coding, or chunked twice (two fields, or a list).
+    other_codings: bool,
     length: Option<u64>,
     close: bool,
     keep_alive: bool,
@@ -201,7 +212,10 @@ impl Framing {
             }
             self.length = Some(length);
         } else if *name == header::TRANSFER_ENCODING {
-            self.transfer_encoding = Some(fields::ends_chunked(value).ok_or(Refusal::Malformed)?);
+            let chunked = fields::ends_chunked(value).ok_or(Refusal::Malformed)?;
+            self.other_codings |= self.transfer_encoding.is_some()
+                || !value.trim_ascii().eq_ignore_ascii_case(b"chunked");
+            self.transfer_encoding = Some(chunked);
         } else if *name == header::CONNECTION {
             for token in fields::connection_tokens(value).ok_or(Refusal::Malformed)? {
                 if token.eq_ignore_ascii_case("close") {
@@ -251,8 +265,7 @@ mod tests {
 
     #[test]
     fn framing_and_connection_follow_rfc_9112() {
-        let chunked =
-            head("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n");
+        let chunked = head("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: Chunked\r\n\r\n");
         assert_eq!(chunked.framing, BodyFraming::Chunked);
         assert_eq!(
             head("GET / HTTP/1.1\r\nHost: h\r\n\r\n").framing,
@@ -312,6 +325,27 @@ mod tests {
                 Refusal::Malformed,
             ),
             ("GARBAGE\r\n\r\n", Refusal::Malformed),
+            // The gateway would forward the body without its coding.
+            (
+                "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+                Refusal::Coding,
+            ),
+            (
+                "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n",
+                Refusal::Coding,
+            ),
+            (
+                "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+                Refusal::Coding,
+            ),
+            (
+                "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked, chunked\r\n\r\n",
+                Refusal::Coding,
+            ),
+            (
+                "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+                Refusal::Http10Coding,
+            ),
         ] {
             assert_eq!(parse_str(text).err(), Some(refusal), "{text:?}");
         }
