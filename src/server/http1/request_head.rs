@@ -79,6 +79,10 @@ pub fn parse(
             Ok(None)
         };
     };
+    // The same bound whether the head arrived in one read or in several.
+    if scanned.length > max_head_bytes {
+        return Err(Refusal::TooLarge);
+    }
     // Values are shared with the frozen head rather than copied one by one.
     let head = buf.split_to(scanned.length).freeze();
     let uri = Uri::from_maybe_shared(head.slice(scanned.target.0..scanned.target.1))
@@ -386,5 +390,11 @@ mod tests {
                 .expect("valid so far")
                 .is_none()
         );
+        // A head over the buffer is refused even when it arrived whole in
+        // one read, as it is when it arrives in pieces.
+        let mut whole = BytesMut::from(&b"GET / HTTP/1.1\r\nHost: h\r\nX-Long: "[..]);
+        whole.extend_from_slice(&[b'a'; 9000]);
+        whole.extend_from_slice(b"\r\n\r\n");
+        assert_eq!(parse(&mut whole, 100, 8192).err(), Some(Refusal::TooLarge));
     }
 }
