@@ -601,6 +601,44 @@ async fn idle_connections_are_bounded() {
     s.assert_no_panic();
 }
 
+/// HTTP/2 connections that each made a request and then stay open without
+/// another are closed after `header_read_timeout` of idleness, as idle
+/// HTTP/1 keep-alive connections are: `max_connections` of them used to
+/// hold every slot for good, and the listener served no one else.
+#[tokio::test(flavor = "multi_thread")]
+async fn idle_http2_connections_give_their_slots_back() {
+    let s = setup("h2-idle").await;
+    let mut idle = Vec::new();
+    for n in 0..50 {
+        let tcp = TcpStream::connect(s.gateway.addr).await.expect("connect");
+        let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
+        let connection = tokio::spawn(connection);
+        let mut client = client.ready().await.expect("ready");
+        let request = http::Request::get(format!("http://{}/pass/{n}", s.gateway.addr))
+            .body(())
+            .expect("request");
+        let (answer, _) = client.send_request(request, true).expect("sent");
+        let answer = tokio::time::timeout(WITHIN, answer)
+            .await
+            .expect("an answer in time")
+            .expect("an answer");
+        assert!(answer.status().is_success(), "{:?}", answer.status());
+        idle.push((client, connection));
+    }
+    // All 50 slots are taken by idle HTTP/2 connections; an HTTP/1 request
+    // waits in the backlog until they are closed.
+    let reply = s.raw(b"GET /pass/after HTTP/1.1\r\nHost: gw\r\n\r\n").await;
+    assert!(
+        reply.status.is_some_and(|status| status < 300),
+        "not served behind idle HTTP/2 connections: {reply:?}"
+    );
+    for (_, connection) in idle {
+        let ended = tokio::time::timeout(WITHIN, connection).await;
+        assert!(ended.is_ok(), "an idle HTTP/2 connection was left open");
+    }
+    s.assert_no_panic();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn request_smuggling_attempts() {
     let s = setup("smuggling").await;

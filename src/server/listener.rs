@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -205,16 +205,20 @@ where
         I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     {
         let handler = self.handler;
-        let started = Arc::new(AtomicBool::new(false));
-        let seen = started.clone();
+        let activity = Arc::new(Activity::default());
+        let seen = activity.clone();
         let service = service_fn(move |request: Request<Incoming>| {
-            seen.store(true, Ordering::Relaxed);
+            let busy = Busy::new(seen.clone());
             // Boxed: the handler's future is kilobytes.
             let response = Box::pin(handler(
                 request.map(|body| ClientBody::Http2(Http2Body::new(body))),
                 client.clone(),
             ));
-            async move { Ok::<_, std::convert::Infallible>(response.await) }
+            async move {
+                // Counted until hyper is done with the answer's body too.
+                let response = response.await.map(|body| Tracked { body, _busy: busy });
+                Ok::<_, std::convert::Infallible>(response)
+            }
         });
         let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
         builder
@@ -224,9 +228,15 @@ where
         tokio::pin!(connection);
         let mut closing = self.closing;
         // A connection with no request by the header read timeout is closed.
-        let first_request = tokio::time::sleep(self.settings.header_read_timeout);
-        tokio::pin!(first_request);
-        let mut waiting_first = true;
+        // So is one idle (no request started, none in progress) from one
+        // check to the next, as HTTP/1 closes an idle keep-alive connection:
+        // else `max_connections` clients that each sent one request would
+        // hold every slot for good.
+        let idle_limit = self.settings.header_read_timeout;
+        let idle = tokio::time::sleep(idle_limit);
+        tokio::pin!(idle);
+        let mut started_before = 0;
+        let mut idle_closing = false;
         loop {
             tokio::select! {
                 result = connection.as_mut() => {
@@ -235,12 +245,27 @@ where
                     }
                     return;
                 }
-                () = first_request.as_mut(), if waiting_first => {
-                    waiting_first = false;
-                    if !started.load(Ordering::Relaxed) {
+                () = idle.as_mut() => {
+                    let started = activity.started.load(Ordering::Relaxed);
+                    if started == 0 {
                         tracing::debug!(listener = self.name, "no request in time; closing");
                         return;
                     }
+                    let idle_now =
+                        started == started_before && activity.busy.load(Ordering::Relaxed) == 0;
+                    if idle_now && idle_closing {
+                        // A client that acknowledges no GOAWAY (hyper waits
+                        // for its PING back) is not waited on for ever.
+                        tracing::debug!(listener = self.name, "idle HTTP/2 connection did not close; dropping it");
+                        return;
+                    }
+                    if idle_now {
+                        tracing::debug!(listener = self.name, "idle HTTP/2 connection; closing");
+                        connection.as_mut().graceful_shutdown();
+                        idle_closing = true;
+                    }
+                    started_before = started;
+                    idle.as_mut().reset(tokio::time::Instant::now() + idle_limit);
                 }
                 changed = closing.changed() => {
                     connection.as_mut().graceful_shutdown();
@@ -252,6 +277,59 @@ where
                 }
             }
         }
+    }
+}
+
+/// An HTTP/2 answer's body, holding its request's [`Busy`] until hyper
+/// drops it (sent whole, or the stream reset).
+struct Tracked {
+    body: Body,
+    _busy: Busy,
+}
+
+impl http_body::Body for Tracked {
+    type Data = bytes::Bytes;
+    type Error = crate::body::BoxError;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// What an HTTP/2 connection's requests are doing, for its idle timeout.
+#[derive(Default)]
+struct Activity {
+    /// Requests started on the connection so far.
+    started: AtomicUsize,
+    /// Requests whose handler has not finished (or been dropped).
+    busy: AtomicUsize,
+}
+
+/// One request being handled; counted until dropped.
+struct Busy(Arc<Activity>);
+
+impl Busy {
+    fn new(activity: Arc<Activity>) -> Self {
+        activity.started.fetch_add(1, Ordering::Relaxed);
+        activity.busy.fetch_add(1, Ordering::Relaxed);
+        Self(activity)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.busy.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
