@@ -33,6 +33,10 @@ pub enum GatewayError {
     HeaderTooLarge {
         limit: u64,
     },
+    /// More header fields than `max_headers` (431 `header-too-large` too).
+    TooManyHeaders {
+        limit: usize,
+    },
     /// A request whose framing is ambiguous or invalid (smuggling attempts).
     BadRequest(&'static str),
     /// The client stopped sending a body the gateway reads whole (a keyed
@@ -87,7 +91,9 @@ impl GatewayError {
             FingerprintMismatch => StatusCode::UNPROCESSABLE_ENTITY,
             KeyInFlight { .. } => StatusCode::CONFLICT,
             BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            HeaderTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            HeaderTooLarge { .. } | TooManyHeaders { .. } => {
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
+            }
             NoRoute | NotFound => StatusCode::NOT_FOUND,
             UpstreamUnreachable | UpstreamError | OutcomeUnknownBroken => StatusCode::BAD_GATEWAY,
             UpstreamTimeout | OutcomeUnknownTimeout => StatusCode::GATEWAY_TIMEOUT,
@@ -107,7 +113,7 @@ impl GatewayError {
             FingerprintMismatch => "fingerprint-mismatch",
             KeyInFlight { .. } => "key-in-flight",
             BodyTooLarge { .. } => "body-too-large",
-            HeaderTooLarge { .. } => "header-too-large",
+            HeaderTooLarge { .. } | TooManyHeaders { .. } => "header-too-large",
             BadRequest(_) => "bad-request",
             RequestTimeout { .. } => "request-timeout",
             NoRoute => "no-route",
@@ -132,7 +138,7 @@ impl GatewayError {
             FingerprintMismatch => "Idempotency key reused with a different request",
             KeyInFlight { .. } => "A request with this idempotency key is in progress",
             BodyTooLarge { .. } => "Request body too large",
-            HeaderTooLarge { .. } => "Request header fields too large",
+            HeaderTooLarge { .. } | TooManyHeaders { .. } => "Request header fields too large",
             BadRequest(_) => "Bad request",
             RequestTimeout { .. } => "Request body too slow",
             NoRoute => "No route",
@@ -162,6 +168,9 @@ impl GatewayError {
                 format!("Requests with an idempotency key may carry at most {limit} bytes.")
             }
             HeaderTooLarge { limit } => format!("The request head exceeds {limit} bytes."),
+            TooManyHeaders { limit } => {
+                format!("The request carries more than {limit} header fields.")
+            }
             BadRequest(why) => format!("{why}."),
             RequestTimeout { idle } => format!(
                 "The request body stopped arriving for {} s; nothing was forwarded.",
@@ -208,7 +217,9 @@ impl GatewayError {
             InvalidKey(_) => Outcome::InvalidKey,
             FingerprintMismatch => Outcome::Mismatch,
             KeyInFlight { .. } => Outcome::Conflict,
-            BodyTooLarge { .. } | HeaderTooLarge { .. } => Outcome::TooLarge,
+            BodyTooLarge { .. } | HeaderTooLarge { .. } | TooManyHeaders { .. } => {
+                Outcome::TooLarge
+            }
             StoreUnavailable { .. } => Outcome::StoreUnavailable,
             RouteOverloaded { .. } => Outcome::Overloaded,
             OutcomeUnknownTimeout | OutcomeUnknownBroken => Outcome::OutcomeUnknown,

@@ -201,9 +201,7 @@ fn check_framing<B>(
     // HTTP/1 heads are counted by the server's parser (`max_headers`);
     // HTTP/2 ones here.
     if headers.len() > max_headers {
-        return Err(GatewayError::HeaderTooLarge {
-            limit: max_header_bytes,
-        });
+        return Err(GatewayError::TooManyHeaders { limit: max_headers });
     }
     let target = request
         .uri()

@@ -294,6 +294,9 @@ async fn refuse<W: AsyncWrite + Unpin>(
         Refusal::TooLarge => GatewayError::HeaderTooLarge {
             limit: settings.max_header_bytes,
         },
+        Refusal::TooManyHeaders => GatewayError::TooManyHeaders {
+            limit: settings.max_headers,
+        },
         Refusal::Ambiguous => GatewayError::BadRequest(
             "a request may not carry both Content-Length and Transfer-Encoding",
         ),

@@ -35,8 +35,10 @@ pub struct RequestHead {
 pub enum Refusal {
     /// Not HTTP/1 as RFC 9112 writes it (400).
     Malformed,
-    /// More fields than `max_headers`, or more bytes than the buffer (431).
+    /// More bytes than the buffer (431).
     TooLarge,
+    /// More fields than `max_headers` (431).
+    TooManyHeaders,
     /// Both `Content-Length` and `Transfer-Encoding` (400).
     Ambiguous,
     /// A `Content-Length` that is not one decimal number (400).
@@ -153,7 +155,7 @@ fn scan<'b>(
     ) {
         Ok(httparse::Status::Complete(length)) => length,
         Ok(httparse::Status::Partial) => return Ok(None),
-        Err(httparse::Error::TooManyHeaders) => return Err(Refusal::TooLarge),
+        Err(httparse::Error::TooManyHeaders) => return Err(Refusal::TooManyHeaders),
         Err(_) => return Err(Refusal::Malformed),
     };
     let method = parsed
@@ -377,7 +379,7 @@ mod tests {
         let many: String = (0..101).map(|i| format!("X-{i}: 1\r\n")).collect();
         assert_eq!(
             parse_str(&format!("GET / HTTP/1.1\r\nHost: h\r\n{many}\r\n")).err(),
-            Some(Refusal::TooLarge)
+            Some(Refusal::TooManyHeaders)
         );
         let mut endless = BytesMut::from(&b"GET / HTTP/1.1\r\nHost: h\r\nX-Long: "[..]);
         endless.extend_from_slice(&[b'a'; 9000]);
