@@ -258,6 +258,11 @@ impl GatewayError {
         if let Some(after) = self.retry_after() {
             headers.insert(header::RETRY_AFTER, retry_after_value(after));
         }
+        if *self == INCOMPLETE_BODY {
+            // The body's framing broke: the connection closes after this
+            // answer, and says so (HTTP/2 drops the field).
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         if matches!(self, GatewayError::Unauthorized) {
             // RFC 9110 §15.5.2: a 401 names the scheme it wants.
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

@@ -633,6 +633,39 @@ async fn idle_connections_are_bounded() {
     s.assert_no_panic();
 }
 
+/// A pass-through body whose chunked framing breaks mid-way: 400, and the
+/// answer says the connection closes, as it does.
+#[tokio::test(flavor = "multi_thread")]
+async fn broken_pass_through_body_closes_the_connection() {
+    let s = setup("broken-body").await;
+    for (case, request) in [
+        (
+            "bad chunk size",
+            &b"POST /pass HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n+3\r\nabc\r\n0\r\n\r\n"[..],
+        ),
+        (
+            "chunk data without its CRLF",
+            b"POST /pass HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n0\r\n\r\n",
+        ),
+    ] {
+        let mut stream = TcpStream::connect(s.gateway.addr).await.expect("connect");
+        stream.write_all(request).await.expect("write");
+        let reply = raw::read_reply(&mut stream, WITHIN).await;
+        assert_eq!(reply.status, Some(400), "{case}: {reply:?}");
+        assert_eq!(problem_code(&reply).as_deref(), Some("bad-request"), "{case}");
+        assert_eq!(
+            reply.header("connection").as_deref(),
+            Some("close"),
+            "{case}: {reply:?}"
+        );
+        assert!(
+            reply.closed || raw::wait_closed(&mut stream, WITHIN).await,
+            "{case}: connection left open"
+        );
+    }
+    s.assert_no_panic();
+}
+
 /// HTTP/2 connections that each made a request and then stay open without
 /// another are closed after `header_read_timeout` of idleness, as idle
 /// HTTP/1 keep-alive connections are: `max_connections` of them used to
