@@ -633,6 +633,39 @@ async fn idle_connections_are_bounded() {
     s.assert_no_panic();
 }
 
+/// A client that asks for a large answer and never reads it is cut off
+/// once its connection took nothing for `header_read_timeout` (1 s here),
+/// rather than holding its slot (and the upstream's stream) for good.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_never_reads_its_answer_is_cut_off() {
+    let s = setup("never-reads").await;
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    // A small receive window, so the answer backs up into the gateway.
+    socket.set_recv_buffer_size(4096).expect("rcvbuf");
+    let mut stream = socket.connect(s.gateway.addr).await.expect("connect");
+    stream
+        .write_all(b"GET /big?bytes=200000000 HTTP/1.1\r\nHost: gw\r\n\r\n")
+        .await
+        .expect("write");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Now read: what the kernel holds, then the end (or a reset), well
+    // short of 200 MB.
+    let mut total = 0usize;
+    let mut buf = vec![0u8; 64 * 1024];
+    let ended = tokio::time::timeout(WITHIN, async {
+        loop {
+            match tokio::io::AsyncReadExt::read(&mut stream, &mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => total += n,
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "still streaming after {total} bytes");
+    assert!(total < 100_000_000, "{total} bytes");
+    s.assert_no_panic();
+}
+
 /// A pass-through body whose chunked framing breaks mid-way: 400, and the
 /// answer says the connection closes, as it does.
 #[tokio::test(flavor = "multi_thread")]

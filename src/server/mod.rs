@@ -6,6 +6,7 @@ mod listener;
 mod prefixed;
 mod reload;
 mod signals;
+mod stall;
 
 use std::path::PathBuf;
 use std::sync::Arc;

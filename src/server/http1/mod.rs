@@ -27,6 +27,7 @@ use reader::{GoAhead, Progress, Reader, SharedReader, StreamingBody, lock};
 use request_head::{BodyFraming, Refusal, RequestHead};
 use response::Facts;
 
+use super::stall::WriteStall;
 use crate::body::{self, Body, ClientBody};
 use crate::error::GatewayError;
 use crate::proxy::ClientInfo;
@@ -63,7 +64,10 @@ pub async fn serve<S, H, F>(
     H: Fn(Request<ClientBody>, ClientInfo) -> F,
     F: Future<Output = Response<Body>> + Send + 'static,
 {
-    let (read_half, mut write) = tokio::io::split(stream);
+    let (read_half, write) = tokio::io::split(stream);
+    // A client that takes nothing of its answer for as long as it may take
+    // to send its head is cut off too.
+    let mut write = WriteStall::new(write, settings.header_read_timeout);
     let reader = Reader::shared(Box::new(read_half), read);
     let mut out = Vec::with_capacity(1024);
     let deadline = tokio::time::sleep(settings.header_read_timeout);
