@@ -590,11 +590,21 @@ fn render_number(n: &Number, rng: &mut Rng, out: &mut String) {
             3 if i == 0 => out.push_str("-0.0"),
             _ => out.push_str(&i.to_string()),
         }
-    } else if let Some(f) = n.as_f64() {
+    } else if n.as_f64().is_some() {
+        // Other spellings of the same decimal, made from its text. Not
+        // `{f:e}`: the shortest digits of one double can be two decimals
+        // (727888943311905.2 and 7.278889433119053e14), and canonical JSON
+        // compares exact decimal values, so it rightly tells those apart.
+        let text = n.to_string();
+        let (mantissa, exponent) = match text.split_once(['e', 'E']) {
+            Some((m, e)) => (m.to_owned(), e.parse::<i64>().expect("an exponent")),
+            None => (text.clone(), 0),
+        };
         match rng.pick(3) {
-            0 => out.push_str(&format!("{f:e}")),
-            1 => out.push_str(&format!("{f:E}")),
-            _ => out.push_str(&n.to_string()),
+            0 => out.push_str(&format!("{mantissa}e{exponent}")),
+            1 if mantissa.contains('.') => out.push_str(&format!("{mantissa}00E{exponent}")),
+            1 => out.push_str(&format!("{mantissa}.0E{exponent}")),
+            _ => out.push_str(&text),
         }
     } else {
         out.push_str(&n.to_string());
