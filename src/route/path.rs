@@ -35,7 +35,9 @@ fn rebuild(uri: &Uri, target: &str) -> Result<Uri, http::Error> {
     Ok(Uri::from_parts(parts)?)
 }
 
-fn is_dot_segment(segment: &str) -> bool {
+/// `.` or `..`, either dot possibly written `%2e`: a segment routing resolves
+/// (config validation refuses such segments in a route's match path).
+pub fn is_dot_segment(segment: &str) -> bool {
     dots(segment).is_some()
 }
 

@@ -101,30 +101,16 @@ pub fn match_path(text: &str, exact: bool) -> Result<String, String> {
     } else {
         &segments[..segments.len() - 1]
     };
-    if checked.iter().any(|segment| is_dot_segment(segment)) {
+    if checked
+        .iter()
+        .any(|segment| crate::route::is_dot_segment(segment))
+    {
         return Err(format!(
             "{text:?} has a \".\" or \"..\" segment: requests are matched with those \
              resolved, so it would never match; write the path they resolve to"
         ));
     }
     Ok(text.to_owned())
-}
-
-/// `.` or `..`, either dot possibly written `%2e`, as the router reads them.
-fn is_dot_segment(segment: &str) -> bool {
-    let mut rest = segment.as_bytes();
-    let mut dots = 0;
-    while !rest.is_empty() {
-        rest = if let Some(after) = rest.strip_prefix(b".") {
-            after
-        } else if rest.len() >= 3 && rest[..3].eq_ignore_ascii_case(b"%2e") {
-            &rest[3..]
-        } else {
-            return false;
-        };
-        dots += 1;
-    }
-    matches!(dots, 1 | 2)
 }
 
 /// RFC 6901: empty (the whole body) or `/`-separated tokens with `~0`/`~1` escapes.
