@@ -232,6 +232,36 @@ fn keys_and_sweep_work_on_the_embedded_store() {
     assert!(text(&out.stderr).contains("nosuchroute"));
 }
 
+/// `migrate` on the embedded store says what it did to the file: made it,
+/// or found it current (it used to say "up to date" in every case).
+#[test]
+fn migrate_reports_what_it_did_to_the_embedded_file() {
+    let dir = TestDir::new("cli-migrate");
+    let path = dir.path("idemgate.toml");
+    let store = dir.path("store.db");
+    std::fs::write(
+        &path,
+        format!("[store]\npath = \"{}\"\n{VALID}", store.display()),
+    )
+    .unwrap();
+    let config = path.to_str().unwrap();
+    let out = idemgate(&["migrate", "-c", config]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("store.db created (schema version"),
+        "{stdout}"
+    );
+    assert!(store.exists());
+    let out = idemgate(&["migrate", "-c", config]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("store.db schema is up to date (version"),
+        "{stdout}"
+    );
+}
+
 /// SPEC §1: every failure to start is one clear line on stderr, a bad
 /// configuration too (one problem or several).
 #[test]
@@ -628,6 +658,9 @@ async fn a_second_serve_on_the_same_embedded_file_fails_at_start() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let out = idemgate(&["sweep", "-c", &config]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = idemgate(&["migrate", "-c", &config]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("up to date"));
     let replay = gateway.client().post("/v1/charges", Some("k1"), "{}").await;
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
 

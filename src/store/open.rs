@@ -83,9 +83,20 @@ fn forget_purged(copies: &Arc<Copies>) -> PurgeHook {
 /// says; returns a line for the operator.
 pub async fn migrate(config: &StoreConfig) -> Result<String, StoreError> {
     match config {
-        StoreConfig::Embedded(_) => {
-            open_embedded(config, Serving::No).await?;
-            Ok("embedded store schema is up to date".into())
+        StoreConfig::Embedded(embedded) => {
+            let path = embedded.path.clone();
+            let found = tokio::task::spawn_blocking(move || EmbeddedStore::migrate(&path))
+                .await
+                .map_err(|err| StoreError::Unavailable(format!("opening the store: {err}")))??;
+            let current = super::embedded::SCHEMA_VERSION;
+            let file = embedded.path.display();
+            Ok(match found {
+                0 => format!("embedded store {file} created (schema version {current})"),
+                v if v == current => {
+                    format!("embedded store {file} schema is up to date (version {current})")
+                }
+                v => format!("embedded store {file} migrated from version {v} to {current}"),
+            })
         }
         StoreConfig::Postgres(pg) => {
             let applied = PostgresStore::lazy(pg)?.migrate().await?;

@@ -83,6 +83,14 @@ impl EmbeddedStore {
         Self::open_with(path, Durability::PowerLoss, Arc::new(SystemTime::now))
     }
 
+    /// Brings the file's schema to `SCHEMA_VERSION` (creating the file if
+    /// needed) and closes it; returns the version the file had, 0 for a new
+    /// file. `idemgate migrate`: it takes no serve lock, so it works beside a
+    /// running gateway, whose opening did the same already.
+    pub fn migrate(path: &Path) -> Result<i64, StoreError> {
+        schema::open_and_migrate(path).map(|(_, found)| found)
+    }
+
     /// As `open`, with an injected clock (tests of expiry and retention).
     pub fn open_with_clock(path: &Path, clock: Clock) -> Result<EmbeddedStore, StoreError> {
         Self::open_with(path, Durability::PowerLoss, clock)

@@ -90,6 +90,12 @@ pub(super) fn create_parent(path: &Path) -> Result<(), StoreError> {
 }
 
 pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
+    open_and_migrate(path).map(|(conn, _)| conn)
+}
+
+/// Opens the file and brings its schema to `SCHEMA_VERSION`; also returns
+/// the version the file had (0: a new file), for `idemgate migrate`'s report.
+pub(super) fn open_and_migrate(path: &Path) -> Result<(Connection, i64), StoreError> {
     create_parent(path)?;
     let fail = |e: rusqlite::Error| StoreError::Unavailable(format!("{}: {e}", path.display()));
     let mut conn = Connection::open(path).map_err(fail)?;
@@ -138,7 +144,7 @@ pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(fail)?;
     tx.commit().map_err(fail)?;
-    Ok(conn)
+    Ok((conn, version))
 }
 
 /// A descriptor of the file's WAL, for the writer's sync after each batch.
