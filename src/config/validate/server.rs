@@ -181,8 +181,27 @@ pub fn admin(ctx: &mut Ctx<'_>, file: &AdminFile) -> AdminConfig {
         .and_then(|name| (ctx.env)(name))
         .map(|token| token.trim().to_owned())
         .filter(|token| !token.is_empty());
+    if let Some(length) = token.as_ref().map(|token| token.chars().count())
+        && length < MIN_ADMIN_TOKEN_CHARS
+    {
+        // Not refused: a short token still works, and a test bed may want
+        // one. But a placeholder left in place ("CHANGE-ME") guards the purge
+        // of any key on any route; the length, never the token, is quoted.
+        ctx.warn(
+            file.token_env.as_ref().map(|t| t.span()),
+            "admin.token_env",
+            format!(
+                "the admin token is {length} characters long; anyone who guesses it can \
+                 purge keys and reload: use at least {MIN_ADMIN_TOKEN_CHARS} random \
+                 characters (e.g. `openssl rand -hex 32`)"
+            ),
+        );
+    }
     AdminConfig { token_env, token }
 }
+
+/// Shorter admin tokens are warned about (a guessable one guards `/admin/*`).
+const MIN_ADMIN_TOKEN_CHARS: usize = 16;
 
 /// The name of an environment variable, as given in a `*_env` field.
 pub fn env_name(text: &String) -> Result<String, String> {

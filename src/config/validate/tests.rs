@@ -229,6 +229,29 @@ fn admin_token_from_env_or_disabled() {
     assert_eq!(blank.admin.token, None);
 }
 
+/// A short admin token (a placeholder left in place) is warned about, by
+/// its length, never quoted; a long one is not.
+#[test]
+fn a_short_admin_token_is_warned_about_without_quoting_it() {
+    let text = format!("[admin]\ntoken_env = \"TOK\"\n{MINIMAL}");
+    let short = parse(&text, Path::new("t.toml"), &|_| Some("CHANGE-ME".into())).expect("valid");
+    assert_eq!(short.admin.token.as_deref(), Some("CHANGE-ME"));
+    assert_eq!(short.warnings.len(), 1, "{:?}", short.warnings);
+    let warning = &short.warnings[0];
+    assert!(
+        warning.starts_with("t.toml:2:13: admin.token_env:"),
+        "{warning}"
+    );
+    assert!(warning.contains("9 characters"), "{warning}");
+    assert!(!warning.contains("CHANGE-ME"), "{warning}");
+    let long = parse(&text, Path::new("t.toml"), &|_| {
+        Some("0123456789abcdef".into())
+    })
+    .expect("valid");
+    assert!(long.warnings.is_empty(), "{:?}", long.warnings);
+    assert!(ok(&text).warnings.is_empty());
+}
+
 #[test]
 fn defaults_inherit_and_routes_override() {
     let text = r#"
