@@ -254,6 +254,31 @@ async fn graceful_shutdown_lets_a_slow_request_finish() {
     assert!(status.success(), "{status}");
 }
 
+/// A second SIGTERM during the drain ends it at once: the gateway does not
+/// wait out `shutdown_grace` (30s here) for a request that will not finish
+/// soon (20s).
+#[tokio::test]
+async fn a_second_sigterm_ends_the_grace_at_once() {
+    let config = CONFIG
+        .replace("timeout = \"1s\"", "timeout = \"20s\"")
+        .replace("lock_timeout = \"5s\"", "lock_timeout = \"30s\"")
+        .replace("shutdown_grace = \"5s\"", "shutdown_grace = \"30s\"");
+    let (_dir, _upstream, mut gateway) =
+        GatewayProcess::start_fresh("second-sigterm", &config).await;
+    let client = gateway.client();
+    let _slow = tokio::spawn(async move { client.get("/v1/charges?delay_ms=20000").await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    gateway.signal("TERM");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        gateway.is_running(),
+        "the first SIGTERM waits for the request in flight"
+    );
+    gateway.signal("TERM");
+    let status = gateway.wait_exit(Duration::from_secs(3));
+    assert!(status.success(), "{status}");
+}
+
 #[tokio::test]
 async fn speaks_http2_to_an_upstream_configured_for_it() {
     let dir = TestDir::new("h2-upstream");

@@ -37,6 +37,8 @@ pub struct Limits {
     pub max_header_bytes: u64,
     pub max_headers: usize,
     pub shutdown_grace: Duration,
+    /// Cancelled to end the grace before its time (a second SIGTERM).
+    pub abandon: CancellationToken,
     pub tls: Option<TlsSettings>,
 }
 
@@ -117,6 +119,7 @@ pub async fn serve<H, F>(
         () = tokio::time::sleep(limits.shutdown_grace) => {
             tracing::warn!(listener = name, "shutdown grace elapsed; closing the remaining connections");
         }
+        () = limits.abandon.cancelled() => {}
     }
 }
 
@@ -351,6 +354,7 @@ mod tests {
             max_header_bytes: 8192,
             max_headers: 100,
             shutdown_grace: Duration::from_millis(100),
+            abandon: CancellationToken::new(),
             tls: None,
         };
         let shutdown = CancellationToken::new();

@@ -98,7 +98,13 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
     };
 
     let shutdown = CancellationToken::new();
-    tokio::spawn(signals::watch(shutdown.clone(), reloader.clone(), hangup));
+    let abandon = CancellationToken::new();
+    tokio::spawn(signals::watch(
+        shutdown.clone(),
+        abandon.clone(),
+        reloader.clone(),
+        hangup,
+    ));
 
     let limits = Limits {
         max_connections: config.server.max_connections,
@@ -106,6 +112,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
         max_header_bytes: config.server.max_header_bytes,
         max_headers: config.server.max_headers,
         shutdown_grace: config.server.shutdown_grace,
+        abandon,
         tls,
     };
     let data_plane = {

@@ -13,9 +13,16 @@ pub fn hangup() -> Option<Signal> {
     signal(SignalKind::hangup()).ok()
 }
 
-/// SIGTERM and SIGINT start the graceful shutdown; SIGHUP (`hangup`, from
+/// SIGTERM and SIGINT start the graceful shutdown; a second one during it
+/// ends the grace at once (`abandon`), as an operator pressing Ctrl-C twice
+/// or an orchestrator that will not wait expects; SIGHUP (`hangup`, from
 /// [`hangup`]) reloads the config.
-pub async fn watch(shutdown: CancellationToken, reloader: Arc<Reloader>, hangup: Option<Signal>) {
+pub async fn watch(
+    shutdown: CancellationToken,
+    abandon: CancellationToken,
+    reloader: Arc<Reloader>,
+    hangup: Option<Signal>,
+) {
     let hup = hangup.map_or_else(|| signal(SignalKind::hangup()), Ok);
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
@@ -37,4 +44,12 @@ pub async fn watch(shutdown: CancellationToken, reloader: Arc<Reloader>, hangup:
     }
     tracing::info!("shutting down: no new connections, finishing requests in flight");
     shutdown.cancel();
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    // Keyed requests cut off now keep their leases: they run again once the
+    // leases expire, as after a grace that ran out.
+    tracing::warn!("second signal: closing the connections still open without waiting");
+    abandon.cancel();
 }

@@ -233,6 +233,13 @@ impl GatewayProcess {
         assert!(status.success());
     }
 
+    /// Whether the process has not exited yet.
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|child| matches!(child.try_wait(), Ok(None)))
+    }
+
     /// Waits for the process to exit by itself.
     pub fn wait_exit(&mut self, within: Duration) -> ExitStatus {
         let deadline = Instant::now() + within;
