@@ -19,6 +19,11 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 pub const INCOMPLETE_BODY: GatewayError =
     GatewayError::BadRequest("the request body could not be read completely");
 
+/// A header field value with control characters (RFC 9110 §5.5), in a field
+/// that is not the route's key: the request is not forwarded.
+pub const CONTROL_CHARACTERS: GatewayError =
+    GatewayError::BadRequest("a header field value holds control characters");
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GatewayError {
     MissingKey,

@@ -30,11 +30,12 @@ use runtime::BoundRoute;
 pub use runtime::Runtime;
 
 use crate::body::Body;
-use crate::error::GatewayError;
+use crate::error::{CONTROL_CHARACTERS, GatewayError};
 use crate::metrics::{Metrics, RouteMeters};
 use crate::proxy::{ClientInfo, Upstream};
-use crate::route::{self, Route};
+use crate::route::{self, KeyLocation, Route};
 use crate::store::Store;
+use crate::wire::fields::UnreadableFields;
 use waiters::Waiters;
 
 /// Shared state of the data plane: the swappable config-derived runtime, the
@@ -156,7 +157,14 @@ impl Gateway {
                 return (None, Answer::error(error));
             }
         }
-        let Some(bound) = runtime.route(request.method(), request.uri().path()) else {
+        let bound = runtime.route(request.method(), request.uri().path());
+        if let Some(unreadable) = request.extensions().get::<UnreadableFields>() {
+            return (
+                bound.cloned(),
+                refuse_unreadable(bound, &request, unreadable),
+            );
+        }
+        let Some(bound) = bound else {
             return (None, Answer::error(GatewayError::NoRoute));
         };
         let exchange = Exchange {
@@ -172,6 +180,28 @@ impl Gateway {
         };
         (Some(bound.clone()), answer)
     }
+}
+
+/// A request whose head had field values with control characters, left
+/// out of its map: never forwarded. When the left-out field is the route's
+/// key, the answer is the `invalid-key` problem SPEC §3 names for a key with
+/// control characters; otherwise a plain 400.
+fn refuse_unreadable<B>(
+    bound: Option<&Arc<BoundRoute>>,
+    request: &Request<B>,
+    unreadable: &UnreadableFields,
+) -> Answer {
+    let key_unreadable = bound
+        .and_then(|bound| bound.route.policy.as_ref())
+        .filter(|policy| policy.applies_to(request.method()))
+        .is_some_and(|policy| {
+            matches!(&policy.key, KeyLocation::Header(name) if unreadable.0.contains(name))
+        });
+    Answer::error(if key_unreadable {
+        GatewayError::InvalidKey("it holds control characters")
+    } else {
+        CONTROL_CHARACTERS
+    })
 }
 
 const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");

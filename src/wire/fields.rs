@@ -9,6 +9,12 @@ use http::header::{HeaderName, HeaderValue, InvalidHeaderValue};
 /// A field noted while parsing: its name, and where its value lies in the head.
 pub type FieldAt = (HeaderName, usize, usize);
 
+/// A request extension: the fields of the client's head whose values held
+/// control characters, left out of its header map. The gateway answers
+/// such a request with a problem and never forwards it.
+#[derive(Debug, Clone)]
+pub struct UnreadableFields(pub Vec<HeaderName>);
+
 /// Whether a `Transfer-Encoding` value's last coding is chunked (the last
 /// field's last coding is the final one); `None` when it is not text.
 pub fn ends_chunked(value: &[u8]) -> Option<bool> {

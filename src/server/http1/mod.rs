@@ -7,6 +7,7 @@
 //! (ai)): its share of a pass-through's instructions was about 40% of the
 //! gateway's user-space total, more than nginx spends on a whole request.
 
+mod control_chars;
 mod date;
 mod reader;
 mod request_head;
@@ -29,7 +30,7 @@ use response::Facts;
 
 use super::stall::WriteStall;
 use crate::body::{self, Body, ClientBody};
-use crate::error::GatewayError;
+use crate::error::{CONTROL_CHARACTERS, GatewayError};
 use crate::proxy::ClientInfo;
 use crate::wire::chunked::ChunkedDecoder;
 
@@ -314,6 +315,7 @@ async fn refuse<W: AsyncWrite + Unpin>(
         Refusal::Http10Coding => {
             GatewayError::BadRequest("an HTTP/1.0 request may not carry Transfer-Encoding")
         }
+        Refusal::ControlCharacters => CONTROL_CHARACTERS,
     };
     tracing::debug!(?refusal, "refused a request head");
     let facts = Facts {

@@ -9,6 +9,7 @@ use http::header::{self, HeaderName};
 use http::request::Parts;
 use http::{Method, Request, Uri, Version};
 
+use super::control_chars;
 use crate::wire::fields;
 
 /// Most header slots kept on the stack; a larger `max_headers` uses the heap.
@@ -50,6 +51,9 @@ pub enum Refusal {
     Coding,
     /// `Transfer-Encoding` in an HTTP/1.0 request (400, RFC 9112 §6.1).
     Http10Coding,
+    /// A field value with control characters that the head could not be
+    /// read without (400).
+    ControlCharacters,
 }
 
 /// Takes a complete request head off the front of `buf`; `None` while more
@@ -69,10 +73,10 @@ pub fn parse(
     }
     let scanned = if max_headers <= STACK_HEADERS {
         let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; STACK_HEADERS];
-        scan(buf, &mut slots[..max_headers])
+        scan_or_skip_unreadable(buf, &mut slots[..max_headers])
     } else {
         let mut slots = vec![MaybeUninit::<httparse::Header<'_>>::uninit(); max_headers];
-        scan(buf, &mut slots)
+        scan_or_skip_unreadable(buf, &mut slots)
     }?;
     let Some(scanned) = scanned else {
         return if buf.len() > max_head_bytes {
@@ -123,6 +127,11 @@ pub fn parse(
     *request.uri_mut() = uri;
     *request.version_mut() = version;
     *request.headers_mut() = headers;
+    if !scanned.unreadable.is_empty() {
+        request
+            .extensions_mut()
+            .insert(fields::UnreadableFields(scanned.unreadable));
+    }
     let (parts, ()) = request.into_parts();
     Ok(Some(RequestHead {
         parts,
@@ -141,21 +150,47 @@ struct Scanned {
     target: (usize, usize),
     positions: Vec<fields::FieldAt>,
     fields: Framing,
+    /// Fields left out for control characters in their values.
+    unreadable: Vec<HeaderName>,
+}
+
+/// `scan`, and when a field value holds control characters, `scan` again
+/// with those fields left out, their names noted (`control_chars`).
+fn scan_or_skip_unreadable<'b>(
+    bytes: &'b [u8],
+    slots: &mut [MaybeUninit<httparse::Header<'b>>],
+) -> Result<Option<Scanned>, Refusal> {
+    match scan(bytes, slots, &httparse::ParserConfig::default()) {
+        Err(Refusal::ControlCharacters) => {}
+        scanned => return scanned,
+    }
+    let lines = control_chars::read(bytes).ok_or(Refusal::Malformed)?;
+    let mut lenient = httparse::ParserConfig::default();
+    lenient.ignore_invalid_headers_in_requests(true);
+    let Some(mut scanned) = scan(bytes, slots, &lenient)? else {
+        return Ok(None);
+    };
+    // httparse must have left out exactly the lines read as unreadable.
+    if lines.unreadable.is_empty()
+        || scanned.positions.len() + lines.unreadable.len() != lines.fields
+    {
+        return Err(Refusal::Malformed);
+    }
+    scanned.unreadable = lines.unreadable;
+    Ok(Some(scanned))
 }
 
 fn scan<'b>(
     bytes: &'b [u8],
     slots: &mut [MaybeUninit<httparse::Header<'b>>],
+    config: &httparse::ParserConfig,
 ) -> Result<Option<Scanned>, Refusal> {
     let mut parsed = httparse::Request::new(&mut []);
-    let length = match httparse::ParserConfig::default().parse_request_with_uninit_headers(
-        &mut parsed,
-        bytes,
-        slots,
-    ) {
+    let length = match config.parse_request_with_uninit_headers(&mut parsed, bytes, slots) {
         Ok(httparse::Status::Complete(length)) => length,
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(httparse::Error::TooManyHeaders) => return Err(Refusal::TooManyHeaders),
+        Err(httparse::Error::HeaderValue) => return Err(Refusal::ControlCharacters),
         Err(_) => return Err(Refusal::Malformed),
     };
     let method = parsed
@@ -184,6 +219,7 @@ fn scan<'b>(
         target: (target_start, target_start + target.len()),
         positions,
         fields,
+        unreadable: Vec::new(),
     }))
 }
 
