@@ -105,6 +105,22 @@ async fn admin_token_matrix() {
     assert_eq!(reply.status, 404);
 }
 
+/// A head whose field held control characters reaches the admin plane
+/// without that field: refused (400), not acted on as if it had not been
+/// sent, with the right token beside it or not.
+#[tokio::test]
+async fn a_field_with_control_characters_is_refused_on_the_admin_plane() {
+    let (_dir, _upstream, gateway) = setup("admin-ctl").await;
+    let (_, value) = bearer();
+    let request = format!(
+        "DELETE /admin/keys/charges/k HTTP/1.1\r\nHost: a\r\nAuthorization: {value}\r\nX-Note: a\x01b\r\n\r\n"
+    );
+    let reply =
+        common::raw::exchange(gateway.admin, request.as_bytes(), Duration::from_secs(5)).await;
+    assert_eq!(reply.status, Some(400), "{reply:?}");
+    assert!(reply.body().contains("control characters"), "{reply:?}");
+}
+
 /// A path the admin plane serves, asked with a method it does not answer:
 /// 405 problem+json `method-not-allowed` with `Allow`, not 404. Under
 /// `/admin/*` the token rules come first (401, 403, 404 when disabled), so a

@@ -12,10 +12,11 @@ use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 
 use crate::body::{self, Body};
-use crate::error::{GatewayError, PROBLEM_JSON};
+use crate::error::{CONTROL_CHARACTERS, GatewayError, PROBLEM_JSON};
 use crate::gateway::Gateway;
 use crate::key::KeyError;
 use crate::server::{ReloadOutcome, Reloader};
+use crate::wire::fields::UnreadableFields;
 
 /// `/readyz` gives up on a store that does not answer within this.
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -42,6 +43,11 @@ impl AdminPlane {
     }
 
     pub async fn handle(&self, request: Request<ClientBody>) -> Response<Body> {
+        // Its head lacks the fields it sent with control characters: not
+        // acted on as if they had not been sent.
+        if request.extensions().get::<UnreadableFields>().is_some() {
+            return CONTROL_CHARACTERS.to_response();
+        }
         let path = request.uri().path().to_string();
         // HEAD is answered as GET (RFC 9110 §9.3.2): some probes send it.
         let read = matches!(*request.method(), Method::GET | Method::HEAD);
