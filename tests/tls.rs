@@ -249,6 +249,24 @@ async fn https_upstream_with_a_private_ca() {
     assert_eq!(reply.status, 502);
     assert_eq!(reply.json()["code"], "upstream-unreachable");
     assert_eq!(upstream.executions("tls-2"), 0);
+    drop(gateway);
+
+    // A CA in the system's trust store (here named by SSL_CERT_FILE, as
+    // OpenSSL reads it) is trusted without `ca` (SPEC: "system or given CA").
+    let dir3 = TestDir::new("tls-upstream-system");
+    let ca_path = ca.to_str().expect("a UTF-8 path");
+    let gateway = GatewayProcess::start_with_env(
+        &dir3,
+        &url,
+        &template(""),
+        &[("SSL_CERT_FILE", ca_path), ("SSL_CERT_DIR", "/nonexistent")],
+    );
+    let reply = gateway
+        .client()
+        .post("/v1/charges", Some("tls-3"), "{}")
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    assert_eq!(upstream.executions("tls-3"), 1);
 }
 
 #[tokio::test]

@@ -51,16 +51,19 @@ pub fn server_config(tls: &TlsConfig) -> Result<Arc<rustls::ServerConfig>, Strin
     Ok(Arc::new(config))
 }
 
-/// An https upstream's configuration. Roots are the Mozilla set compiled into
-/// the binary (webpki-roots), so the image needs no CA bundle and behaves the
-/// same everywhere; `tls.ca` adds a private CA.
+/// An https upstream's configuration. Roots are the system's trust store
+/// (SPEC §2: "system or given CA"), read again at every load and reload;
+/// where the system has none (a minimal image), the Mozilla set compiled
+/// into the binary (webpki-roots). `tls.ca` adds a private CA to either.
 pub fn client_config(
     upstream: &str,
     tls: Option<&UpstreamTlsConfig>,
 ) -> Result<rustls::ClientConfig, String> {
     let field = |name: &str| format!("upstreams.{upstream}.tls.{name}");
-    let mut roots = RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    let mut roots = system_roots();
+    if roots.is_empty() {
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    }
     if let Some(ca) = tls.and_then(|t| t.ca.as_ref()) {
         roots = root_store(ca, &field("ca"), roots)?;
     }
@@ -80,6 +83,16 @@ pub fn client_config(
         None => builder.with_no_client_auth(),
     };
     Ok(config)
+}
+
+/// The system's trust store as OpenSSL finds it (`SSL_CERT_FILE` and
+/// `SSL_CERT_DIR` included); certificates it cannot parse are skipped, as
+/// OpenSSL skips them.
+fn system_roots() -> RootCertStore {
+    let mut roots = RootCertStore::empty();
+    let loaded = rustls_native_certs::load_native_certs();
+    let _ = roots.add_parsable_certificates(loaded.certs);
+    roots
 }
 
 fn root_store(path: &Path, field: &str, mut roots: RootCertStore) -> Result<RootCertStore, String> {
