@@ -170,7 +170,13 @@ impl GatewayError {
             }
             KeyInFlight { .. } => "Retry after the first request has completed.".into(),
             BodyTooLarge { limit } => {
-                format!("Requests with an idempotency key may carry at most {limit} bytes.")
+                // Also said to key-less requests on a `json_pointer` route,
+                // whose bodies are all read whole to look for the key.
+                format!(
+                    "The request body is over the {limit} bytes this route reads whole \
+                     (max_request_body): a keyed request's, or any on a route that finds \
+                     its key in the body."
+                )
             }
             HeaderTooLarge { limit } => format!("The request head exceeds {limit} bytes."),
             TooManyHeaders { limit } => {
