@@ -198,7 +198,8 @@ async fn a_purge_refused_by_redis_can_be_retried_and_leaves_no_copy() {
 /// A value of another type under one key's entry (Redis answers `WRONGTYPE`)
 /// is that key's problem: it is served from Postgres, and the fast path stays
 /// on for every other key. (Any error used to pause Redis for everyone, and
-/// log it as unavailable, as if the connection had failed.)
+/// log it as unavailable, as if the connection had failed.) The replay that
+/// Postgres served replaces the value, so the next one is a hit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_value_of_another_type_under_one_key_does_not_stop_the_fast_path() {
     let prefix = RedisPrefix::new("idemgate-test");
@@ -207,15 +208,8 @@ async fn a_value_of_another_type_under_one_key_does_not_stop_the_fast_path() {
         let lease = reserved(&store, &id(key), "fp", LONG).await;
         store.complete(&lease, &response(), LONG).await.unwrap();
     }
-    // The entry's name: prefix, "a:", SHA-256 of the length-prefixed parts.
-    let mut hash = sha2::Sha256::new();
-    for part in ["orders", "scope-a", "bad"] {
-        hash.update((part.len() as u64).to_be_bytes());
-        hash.update(part.as_bytes());
-    }
-    let entry = format!("{}a:{}", prefix.0, hex::encode(hash.finalize()));
-    let client = redis::Client::open(pg_support::redis_url()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let entry = entry_name(&prefix.0, "bad");
+    let mut conn = redis_conn().await;
     let () = redis::cmd("DEL")
         .arg(&entry)
         .query_async(&mut conn)
@@ -236,7 +230,99 @@ async fn a_value_of_another_type_under_one_key_does_not_stop_the_fast_path() {
             "{key}"
         );
     }
-    assert_eq!(counts.get(), (1, 2, 2), "(hit, miss, error)");
+    assert_eq!(counts.get(), (2, 2, 1), "(hit, miss, error)");
+}
+
+/// A string under a key's entry that does not decode is a miss, and the
+/// replay Postgres serves replaces it. (The write-back used `SET NX`, which
+/// never lands over a value: every replay of that key went to Postgres for
+/// as long as the garbage lived, for ever without a TTL.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn garbage_under_a_key_is_replaced_by_the_next_replay() {
+    let prefix = RedisPrefix::new("idemgate-test");
+    let (store, counts, _schema) = cached(redis_config(&prefix.0)).await;
+    let lease = reserved(&store, &id("k"), "fp", LONG).await;
+    store.complete(&lease, &response(), LONG).await.unwrap();
+    let entry = entry_name(&prefix.0, "k");
+    let mut conn = redis_conn().await;
+    let () = redis::cmd("SET")
+        .arg(&entry)
+        .arg(b"\x07garbage".as_slice())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        assert_eq!(
+            store.reserve(&id("k"), "fp", LONG).await.unwrap(),
+            Reservation::Completed(response())
+        );
+    }
+    assert_eq!(counts.get(), (2, 2, 0), "(hit, miss, error)");
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(&entry)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(ttl > 0 && ttl <= 60_000, "the record's retention: {ttl}");
+}
+
+/// An answer of another fingerprint left under a key's entry by an earlier
+/// record (purged, then a copy written back by a replay racing the purge) is
+/// replaced once Postgres replays the record that holds the key now: it no
+/// longer replays the purged answer to its fingerprint (Postgres says
+/// mismatch), nor sends the new one's replays to Postgres.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stale_answer_of_another_fingerprint_is_replaced() {
+    let prefix = RedisPrefix::new("idemgate-test");
+    let (store, counts, _schema) = cached(redis_config(&prefix.0)).await;
+    let entry = entry_name(&prefix.0, "k");
+    let mut conn = redis_conn().await;
+    let lease = reserved(&store, &id("k"), "old", LONG).await;
+    store.complete(&lease, &response(), LONG).await.unwrap();
+    let stale: Vec<u8> = redis::cmd("GET")
+        .arg(&entry)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(store.purge("orders", "k").await.unwrap(), 1);
+    let lease = reserved(&store, &id("k"), "new", LONG).await;
+    store.complete(&lease, &response(), LONG).await.unwrap();
+    let () = redis::cmd("SET")
+        .arg(&entry)
+        .arg(&stale)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    for _ in 0..2 {
+        assert_eq!(
+            store.reserve(&id("k"), "new", LONG).await.unwrap(),
+            Reservation::Completed(response())
+        );
+    }
+    assert_eq!(
+        store.reserve(&id("k"), "old", LONG).await.unwrap(),
+        Reservation::Mismatch
+    );
+    // (hit, miss, error): the reservations and the stale lookup miss, the
+    // second replay hits, the old fingerprint misses.
+    assert_eq!(counts.get(), (1, 4, 0), "(hit, miss, error)");
+}
+
+/// The Redis entry's name of ("orders", "scope-a", key): prefix, "a:",
+/// SHA-256 of the length-prefixed parts.
+fn entry_name(prefix: &str, key: &str) -> String {
+    let mut hash = sha2::Sha256::new();
+    for part in ["orders", "scope-a", key] {
+        hash.update((part.len() as u64).to_be_bytes());
+        hash.update(part.as_bytes());
+    }
+    format!("{prefix}a:{}", hex::encode(hash.finalize()))
+}
+
+async fn redis_conn() -> redis::aio::MultiplexedConnection {
+    let client = redis::Client::open(pg_support::redis_url()).unwrap();
+    client.get_multiplexed_async_connection().await.unwrap()
 }
 
 fn redis_addr() -> std::net::SocketAddr {

@@ -21,6 +21,24 @@ const PAUSE: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub struct CacheError(pub String);
 
+/// What a GET found under a key.
+pub enum Got {
+    Value(Vec<u8>),
+    Nothing,
+    /// A value of another type than a string (Redis answered `WRONGTYPE`):
+    /// never one of ours.
+    NotAString,
+}
+
+/// Writes `ARGV[2]` with a TTL of `ARGV[3]` ms when the key holds nothing,
+/// exactly `ARGV[1]` (the unusable value a lookup saw), or a value that is not
+/// a string; anything else (a value written meanwhile) is kept. Atomic, so an
+/// answer a completion wrote after the lookup is never overwritten.
+const REPLACE: &str = "local cur = redis.pcall('GET', KEYS[1]) \
+if cur == false or cur == ARGV[1] or (type(cur) == 'table' and cur.err) then \
+return redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) end \
+return false";
+
 pub struct Redis {
     manager: ConnectionManager,
     started: Instant,
@@ -50,9 +68,19 @@ impl Redis {
         })
     }
 
-    pub async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, CacheError> {
+    pub async fn get(&self, key: &str) -> Result<Got, CacheError> {
         let mut conn = self.manager.clone();
-        self.run(async move { conn.get(key).await }).await
+        let found = self
+            .run(async move {
+                match conn.get::<_, Option<Vec<u8>>>(key).await {
+                    Ok(Some(value)) => Ok(Got::Value(value)),
+                    Ok(None) => Ok(Got::Nothing),
+                    Err(e) if e.code() == Some("WRONGTYPE") => Ok(Got::NotAString),
+                    Err(e) => Err(e),
+                }
+            })
+            .await?;
+        Ok(found)
     }
 
     /// SET with a TTL; with `only_new`, keeps an existing value (NX).
@@ -72,6 +100,30 @@ impl Redis {
         let mut conn = self.manager.clone();
         // NX answers nil when the key exists: not an error.
         self.run(async move { cmd.query_async::<Option<String>>(&mut conn).await })
+            .await
+            .map(|_| ())
+    }
+
+    /// SET with a TTL over what a lookup found unusable (`seen`: the value
+    /// it read, or anything when it was not a string), but never over a value
+    /// written since (see `REPLACE`).
+    pub async fn replace(
+        &self,
+        key: &str,
+        seen: &[u8],
+        value: &[u8],
+        ttl: Duration,
+    ) -> Result<(), CacheError> {
+        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(REPLACE)
+            .arg(1)
+            .arg(key)
+            .arg(seen)
+            .arg(value)
+            .arg(ms);
+        let mut conn = self.manager.clone();
+        self.run(async move { cmd.query_async::<redis::Value>(&mut conn).await })
             .await
             .map(|_| ())
     }

@@ -6,7 +6,9 @@
 //!   and it still replays while Postgres is down). Anything else — a miss, a
 //!   different fingerprint, an undecodable value, an error — asks Postgres,
 //!   which alone reserves. A replay Postgres served is written back (`NX`,
-//!   TTL = the remaining retention) for the next retry.
+//!   TTL = the remaining retention) for the next retry; over a value the
+//!   lookup could not use (garbage, another type, a stale answer of another
+//!   fingerprint) it is written only if that value is still there, atomically.
 //! - `complete` writes Postgres first (fenced by the token) and only then
 //!   Redis, with the retention as TTL: Redis never holds an answer Postgres
 //!   refused, so it can only ever replay a final answer.
@@ -29,7 +31,7 @@ use super::{
     Lease, PostgresStore, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse,
 };
 use crate::config::RedisConfig;
-use conn::Redis;
+use conn::{Got, Redis};
 
 /// Result of one cache lookup, for `idemgate_cache_lookups_total{result}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,22 +79,41 @@ impl CachedStore {
         })
     }
 
-    /// The cached answer for this fingerprint, if Redis has one.
-    async fn lookup(&self, key: &str, fingerprint: &str) -> (Option<entry::Entry>, Lookup) {
+    /// The cached answer for this fingerprint, if Redis has one; otherwise
+    /// what stands in the way of writing one back.
+    async fn lookup(&self, key: &str, fingerprint: &str) -> (Result<entry::Entry, Seen>, Lookup) {
         match self.redis.get(key).await {
-            Ok(Some(value)) => match entry::decode(&value) {
-                Some(found) if found.fingerprint == fingerprint => (Some(found), Lookup::Hit),
+            Ok(Got::Value(value)) => match entry::decode(&value) {
+                Some(found) if found.fingerprint == fingerprint => (Ok(found), Lookup::Hit),
                 // Another fingerprint (or a value we cannot read): only
                 // Postgres may say Mismatch.
-                _ => (None, Lookup::Miss),
+                _ => (Err(Seen::Unusable(value)), Lookup::Miss),
             },
-            Ok(None) => (None, Lookup::Miss),
+            Ok(Got::Nothing) => (Err(Seen::Nothing), Lookup::Miss),
+            Ok(Got::NotAString) => {
+                tracing::debug!("cache lookup found a value that is not a string");
+                (Err(Seen::Unusable(Vec::new())), Lookup::Error)
+            }
             Err(err) => {
                 tracing::debug!(error = %err.0, "cache lookup failed");
-                (None, Lookup::Error)
+                (Err(Seen::Unreachable), Lookup::Error)
             }
         }
     }
+}
+
+/// Why a lookup was no hit, for the write-back of what Postgres replays.
+enum Seen {
+    /// Nothing under the key: written with `NX`.
+    Nothing,
+    /// A value we cannot use here: garbage, another type, or the answer of
+    /// another fingerprint (an earlier record under this id, since purged or
+    /// expired: Postgres just replayed a completed answer for this one).
+    /// Replaced, or it would send every replay of the key to Postgres for
+    /// ever (a write-back with `NX` never lands over it).
+    Unusable(Vec<u8>),
+    /// Redis failed: not written back.
+    Unreachable,
 }
 
 impl CachedStore {
@@ -125,21 +146,26 @@ impl Store for CachedStore {
         let key = entry::key(&self.prefix, id);
         let (cached, lookup) = self.lookup(&key, fingerprint).await;
         (self.on_lookup)(lookup);
-        if let Some(found) = cached {
-            return Ok((Reservation::Completed(found.response), found.expires_at));
-        }
+        let seen = match cached {
+            Ok(found) => return Ok((Reservation::Completed(found.response), found.expires_at)),
+            Err(seen) => seen,
+        };
         let (reservation, remaining) = self
             .authority
             .reserve_with_ttl(id, fingerprint, lease_for)
             .await?;
         let expires_at = remaining.map(|ttl| SystemTime::now() + ttl);
-        if let (Reservation::Completed(response), Some(ttl), Some(at), Lookup::Miss) =
-            (&reservation, remaining, expires_at, lookup)
+        if let (Reservation::Completed(response), Some(ttl), Some(at)) =
+            (&reservation, remaining, expires_at)
             && !ttl.is_zero()
         {
-            // NX: never overwrite what a completion wrote meanwhile.
             let value = entry::encode(fingerprint, response, at);
-            let _ = self.redis.set(&key, &value, ttl, true).await;
+            let _ = match seen {
+                // NX: never overwrite what a completion wrote meanwhile.
+                Seen::Nothing => self.redis.set(&key, &value, ttl, true).await,
+                Seen::Unusable(old) => self.redis.replace(&key, &old, &value, ttl).await,
+                Seen::Unreachable => Ok(()),
+            };
         }
         Ok((reservation, expires_at))
     }
