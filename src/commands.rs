@@ -10,10 +10,33 @@ use crate::store;
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILURE: i32 = 1;
 
+/// Writes (part of) a report to stdout. A reader that went away (`idemgate keys
+/// show … | head`) is no failure of the command: the rest is dropped
+/// quietly (`println!` panicked, with a backtrace). Any other write error (a
+/// full disk) is said on stderr and fails the command: a script must not take
+/// a cut report for a whole one.
+fn say(text: &str) -> Result<(), i32> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(err) => {
+            eprintln!("idemgate: cannot write to stdout: {err}");
+            Err(EXIT_FAILURE)
+        }
+    }
+}
+
 pub fn check(path: &Path) -> i32 {
     match config::load(path) {
         Ok(config) => {
-            print!("{}", config::describe(&config));
+            if let Err(code) = say(&config::describe(&config)) {
+                return code;
+            }
             // The report above lists the warnings; a script or a test that
             // captures the streams apart finds them on stderr too. A person at
             // a terminal reads them once.
@@ -26,7 +49,9 @@ pub fn check(path: &Path) -> i32 {
             }
             for warning in crate::tls::validity_warnings(&config) {
                 let warning = format!("warning: {}: {warning}", path.display());
-                println!("{warning}");
+                if let Err(code) = say(&format!("{warning}\n")) {
+                    return code;
+                }
                 if !interactive {
                     eprintln!("{warning}");
                 }
@@ -38,8 +63,7 @@ pub fn check(path: &Path) -> i32 {
             if !unusable.is_empty() {
                 return EXIT_FAILURE;
             }
-            println!("{}: ok", path.display());
-            EXIT_OK
+            say(&format!("{}: ok\n", path.display())).map_or_else(|code| code, |()| EXIT_OK)
         }
         Err(errors) => {
             eprintln!("{errors}");
@@ -79,10 +103,7 @@ pub async fn migrate(path: &Path) -> i32 {
         Err(code) => return code,
     };
     match store::migrate(&config.store).await {
-        Ok(report) => {
-            println!("{report}");
-            EXIT_OK
-        }
+        Ok(report) => say(&format!("{report}\n")).map_or_else(|code| code, |()| EXIT_OK),
         Err(err) => {
             eprintln!("idemgate migrate: {err}");
             EXIT_FAILURE
@@ -118,8 +139,7 @@ pub async fn sweep(path: &Path) -> i32 {
             }
         }
     }
-    println!("{total} expired records deleted");
-    EXIT_OK
+    say(&format!("{total} expired records deleted\n")).map_or_else(|code| code, |()| EXIT_OK)
 }
 
 pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
@@ -155,20 +175,20 @@ pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
         store
             .purge(route, key)
             .await
-            .inspect(|n| println!("{n} records deleted"))
+            .map(|n| (n, say(&format!("{n} records deleted\n"))))
     } else {
         store.records(route, key).await.map(|found| {
             let text = serde_json::to_string_pretty(&records::to_json(&found)).unwrap_or_default();
-            println!("{text}");
-            found.len() as u64
+            (found.len() as u64, say(&format!("{text}\n")))
         })
     };
     match result {
-        Ok(0) => {
+        Ok((_, Err(code))) => code,
+        Ok((0, Ok(()))) => {
             eprintln!("no records for this key on route {route:?}");
             EXIT_FAILURE
         }
-        Ok(_) => EXIT_OK,
+        Ok((_, Ok(()))) => EXIT_OK,
         Err(err) => {
             eprintln!("idemgate keys: {err}");
             EXIT_FAILURE

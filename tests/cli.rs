@@ -232,6 +232,59 @@ fn keys_and_sweep_work_on_the_embedded_store() {
     assert!(text(&out.stderr).contains("nosuchroute"));
 }
 
+/// A report piped to a reader that has gone away (`idemgate keys show … |
+/// head`) is cut short quietly, with the command's own exit code: it used
+/// to panic on the broken pipe, backtrace and all.
+#[test]
+fn a_closed_stdout_is_no_panic() {
+    let dir = TestDir::new("cli-epipe");
+    let path = dir.path("idemgate.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[store]\npath = \"{}\"\n{VALID}",
+            dir.path("store.db").display()
+        ),
+    )
+    .unwrap();
+    let config = path.to_str().unwrap();
+    for (args, code) in [
+        (&["check", "-c", config][..], 0),
+        (&["migrate", "-c", config][..], 0),
+        (&["sweep", "-c", config][..], 0),
+        // No records: `[]` on stdout, the reason on stderr, exit 1.
+        (&["keys", "show", "-c", config, "charges", "nope"][..], 1),
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_idemgate"))
+            .args(args)
+            .env_remove("IDEMGATE_CONFIG")
+            .stdout(writer)
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+    }
+    // Any other failure to write (a full disk) fails the command, in one line.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_idemgate"))
+        .args(["sweep", "-c", config])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("idemgate: cannot write to stdout") && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+}
+
 /// `migrate` on the embedded store says what it did to the file: made it,
 /// or found it current (it used to say "up to date" in every case).
 #[test]
