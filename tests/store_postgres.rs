@@ -88,6 +88,28 @@ async fn migrate_false_on_an_empty_schema_says_to_run_migrate() {
     PostgresStore::connect(&config).await.unwrap();
 }
 
+/// A search_path naming a schema that does not exist is said so, with the
+/// path, by `migrate` and by a start with `store.migrate = false` (they said
+/// "no schema has been selected to create in", and "run idemgate migrate").
+#[tokio::test]
+async fn a_schema_that_does_not_exist_is_named() {
+    let missing = pg_support::unique("idemgate_missing");
+    let mut config = TestSchema::create().await.config();
+    config.url = pg_support::url_in_schema(&missing);
+    for migrate in [true, false] {
+        config.migrate = migrate;
+        let msg = PostgresStore::connect(&config)
+            .await
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            msg.contains("no schema of the search_path") && msg.contains(&missing),
+            "{msg}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn errors_never_carry_the_password() {
     let schema = TestSchema::create().await;

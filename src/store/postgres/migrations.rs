@@ -6,7 +6,7 @@
 //! transactional in PostgreSQL, so a failed migration leaves no half schema,
 //! and the lock is released by the commit, the rollback or a dropped session.
 
-use deadpool_postgres::Client;
+use deadpool_postgres::{Client, GenericClient};
 
 use super::pool::db_error;
 use crate::store::StoreError;
@@ -31,6 +31,10 @@ const CREATE_LEDGER: &str = "CREATE TABLE IF NOT EXISTS idemgate_schema_migratio
 
 const CURRENT: &str = "SELECT coalesce(max(version), 0) FROM idemgate_schema_migrations";
 
+/// Where the tables go: the first schema of `search_path` that exists (NULL
+/// when none does), and the path itself for the message.
+const TARGET: &str = "SELECT current_schema(), current_setting('search_path')";
+
 const LEDGER_EXISTS: &str = "SELECT to_regclass('idemgate_schema_migrations') IS NOT NULL";
 
 /// Applies every migration the database lacks; returns the versions applied.
@@ -42,6 +46,7 @@ pub async fn migrate(client: &mut Client) -> Result<Vec<i64>, StoreError> {
     tx.batch_execute("SET LOCAL client_min_messages = warning")
         .await
         .map_err(db_error)?;
+    require_schema(&tx).await?;
     tx.execute(LOCK, &[&LOCK_CLASS]).await.map_err(db_error)?;
     tx.batch_execute(CREATE_LEDGER).await.map_err(db_error)?;
     let current: i64 = tx
@@ -74,6 +79,7 @@ pub async fn migrate(client: &mut Client) -> Result<Vec<i64>, StoreError> {
 /// For `store.migrate = false`: the schema must already be exactly this
 /// binary's (older: run `idemgate migrate`; newer: upgrade idemgate).
 pub async fn check(client: &Client) -> Result<(), StoreError> {
+    require_schema(client).await?;
     let exists: bool = client
         .query_one(LEDGER_EXISTS, &[])
         .await
@@ -98,6 +104,23 @@ pub async fn check(client: &Client) -> Result<(), StoreError> {
         )));
     }
     Ok(())
+}
+
+/// A `search_path` naming no schema that exists (a schema not created yet, a
+/// typo in the URL) is said in those words: PostgreSQL's own "no schema has
+/// been selected to create in" does not tell an operator what to fix, and
+/// `store.migrate = false` would say to run a migrate that fails with it.
+async fn require_schema(client: &impl GenericClient) -> Result<(), StoreError> {
+    let row = client.query_one(TARGET, &[]).await.map_err(db_error)?;
+    let schema: Option<String> = row.try_get(0).map_err(db_error)?;
+    if schema.is_some() {
+        return Ok(());
+    }
+    let path: String = row.try_get(1).map_err(db_error)?;
+    Err(StoreError::Unavailable(format!(
+        "postgres: no schema of the search_path ({path}) exists in this database (or this user may \
+         not use it): create it (CREATE SCHEMA) or fix the search_path in store.url"
+    )))
 }
 
 fn refuse_newer(current: i64) -> Result<(), StoreError> {
