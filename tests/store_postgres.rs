@@ -110,6 +110,24 @@ async fn a_schema_that_does_not_exist_is_named() {
     }
 }
 
+/// Readiness needs the records table, not only a database that answers:
+/// a schema dropped (or restored without the tables) under a running gateway
+/// fails every keyed request, and `ping` said ready all the same.
+#[tokio::test]
+async fn ping_fails_while_the_tables_are_gone() {
+    let schema = TestSchema::create().await;
+    let store = PostgresStore::connect(&schema.config()).await.unwrap();
+    store.ping().await.unwrap();
+    pg_support::admin_sql(&format!(
+        "DROP SCHEMA {0} CASCADE; CREATE SCHEMA {0}",
+        schema.name
+    ))
+    .await;
+    assert!(store.ping().await.is_err(), "ready without the tables");
+    store.migrate().await.unwrap();
+    store.ping().await.unwrap();
+}
+
 #[tokio::test]
 async fn errors_never_carry_the_password() {
     let schema = TestSchema::create().await;

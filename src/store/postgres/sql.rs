@@ -205,4 +205,8 @@ DELETE FROM idemgate_records WHERE ctid IN (
     LIMIT $1
     FOR UPDATE SKIP LOCKED)";
 
-pub const PING: &str = "SELECT 1";
+/// `/readyz`: planned against the records table (it must exist, in the
+/// search_path, and be readable), never reads a row. A bare `SELECT 1` said
+/// ready over a schema that was dropped or never migrated, where every keyed
+/// request fails.
+pub const PING: &str = "SELECT 1 FROM idemgate_records WHERE false";
