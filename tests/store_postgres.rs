@@ -256,6 +256,32 @@ async fn a_completion_survives_its_session_being_cut() {
     );
 }
 
+/// A reservation or a release whose pooled connection was cut (a session
+/// terminated, the database restarted) runs again on another: it failed (the
+/// first statement on a connection the pool had not yet seen die), answering
+/// 503, or passing the request without a record; a failed release left the
+/// key in flight, refusing its retries until the lease ran out. (The race
+/// with the pool noticing the death is lost often enough over a few rounds.)
+#[tokio::test]
+async fn reservations_and_releases_survive_their_session_being_cut() {
+    let schema = TestSchema::create().await;
+    let mut config = schema.config();
+    config.pool_size = 1;
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&config).await.unwrap());
+    let lease_for = Duration::from_secs(60);
+    for round in 0..8 {
+        let lease = reserved(&store, &id(&format!("r{round}")), "fp", lease_for).await;
+        assert_eq!(pg_support::terminate_sessions(&schema.name).await, 1);
+        store.release(&lease).await.expect("released");
+        reserved(&store, &id(&format!("r{round}")), "fp", lease_for).await;
+        assert_eq!(pg_support::terminate_sessions(&schema.name).await, 1);
+        store
+            .reserve(&id(&format!("n{round}")), "fp", lease_for)
+            .await
+            .expect("reserved");
+    }
+}
+
 /// Regression (found by `tests/faults.rs`): a completion that could not reach
 /// the database failed at once, the gateway acknowledged the upstream's answer
 /// anyway, and once the lease ran out a retry took the key over and ran the

@@ -53,7 +53,7 @@ enum Failed {
     /// written, each operation may try alone.
     Refused,
     /// The connection died under it: it may have committed.
-    ConnectionLost(StoreError),
+    ConnectionLost,
     /// No connection, or no answer in time.
     Unavailable(StoreError),
 }
@@ -89,9 +89,12 @@ pub async fn reserve(pool: &Pool, deadline: Duration, jobs: Vec<ReserveJob>) {
         Ok(rows) => rows,
         Err(failed) => {
             for job in batch {
+                // A lost connection may have committed the batch: each
+                // reservation runs again alone, and finds its key in flight
+                // if so (never reserved twice).
                 let _ = job.reply.send(match &failed {
-                    Failed::Refused => Ok(Reserved::Alone),
-                    Failed::ConnectionLost(err) | Failed::Unavailable(err) => Err(err.clone()),
+                    Failed::Refused | Failed::ConnectionLost => Ok(Reserved::Alone),
+                    Failed::Unavailable(err) => Err(err.clone()),
                 });
             }
             return;
@@ -170,7 +173,7 @@ pub async fn complete(pool: &Pool, deadline: Duration, jobs: Vec<CompleteJob>) {
             None
         }
         Err(Failed::Refused) => Some(false),
-        Err(Failed::ConnectionLost(_) | Failed::Unavailable(_)) => Some(true),
+        Err(Failed::ConnectionLost | Failed::Unavailable(_)) => Some(true),
     };
     for (job, fingerprint) in jobs.into_iter().zip(fingerprints) {
         let _ = job.reply.send(match (alone, fingerprint) {
@@ -208,8 +211,8 @@ async fn run(
             .await
             .map_err(|err| Failed::Unavailable(pool_error(err)))?;
         client.query_typed(statement, params).await.map_err(|err| {
-            if client.is_closed() || err.is_closed() {
-                Failed::ConnectionLost(db_error(err))
+            if super::pool::session_lost(&client, &err) {
+                Failed::ConnectionLost
             } else if err.as_db_error().is_some() {
                 Failed::Refused
             } else {

@@ -46,6 +46,10 @@ use rows::{Decided, millis};
 /// error instead of a spin.
 const RESERVE_ATTEMPTS: usize = 10;
 
+/// How many times a reservation or a release whose connection died under it
+/// runs again, each time on another connection.
+const RECONNECTS: usize = 2;
+
 /// Pause before retrying a failed completion, doubled up to `COMPLETE_RETRY_MAX`.
 const COMPLETE_RETRY_FIRST: Duration = Duration::from_millis(50);
 const COMPLETE_RETRY_MAX: Duration = Duration::from_millis(500);
@@ -162,25 +166,44 @@ impl PostgresStore {
         }
         let (route, scope, key) = id.parts();
         let params: [&(dyn ToSql + Sync); 5] = [&route, &scope, &key, &fingerprint, &lease_ms];
+        // A connection that died under the statement (a session cut, the
+        // database restarted; the pool may still hold such connections) is
+        // left for another: the request would otherwise fail (503, or pass
+        // without a record). Running `RESERVE` again is safe even if the lost
+        // run committed: the key is then found in flight, never reserved twice.
         self.bounded(async {
-            let client = self.pool.get().await.map_err(pool_error)?;
-            let stmt = client
-                .prepare_cached(sql::RESERVE)
-                .await
-                .map_err(db_error)?;
-            for _ in 0..RESERVE_ATTEMPTS {
-                let rows = client.query(&stmt, &params).await.map_err(db_error)?;
-                if let Decided::Done {
-                    reservation,
-                    remaining,
-                } = rows::decide(id, &rows)?
-                {
-                    return Ok((reservation, remaining));
+            let mut lost = 0;
+            'connection: loop {
+                let client = self.pool.get().await.map_err(pool_error)?;
+                let stmt = match client.prepare_cached(sql::RESERVE).await {
+                    Ok(stmt) => stmt,
+                    Err(e) if Failure::lost(&client, &e) && lost < RECONNECTS => {
+                        lost += 1;
+                        continue 'connection;
+                    }
+                    Err(e) => return Err(db_error(e)),
+                };
+                for _ in 0..RESERVE_ATTEMPTS {
+                    let rows = match client.query(&stmt, &params).await {
+                        Ok(rows) => rows,
+                        Err(e) if Failure::lost(&client, &e) && lost < RECONNECTS => {
+                            lost += 1;
+                            continue 'connection;
+                        }
+                        Err(e) => return Err(db_error(e)),
+                    };
+                    if let Decided::Done {
+                        reservation,
+                        remaining,
+                    } = rows::decide(id, &rows)?
+                    {
+                        return Ok((reservation, remaining));
+                    }
                 }
+                return Err(StoreError::Unavailable(
+                    "postgres: the key changed under every reservation attempt".into(),
+                ));
             }
-            Err(StoreError::Unavailable(
-                "postgres: the key changed under every reservation attempt".into(),
-            ))
         })
         .await
     }
@@ -378,8 +401,13 @@ enum Failure {
 }
 
 impl Failure {
+    /// Whether the statement failed because its connection is gone.
+    fn lost(client: &deadpool_postgres::Client, err: &tokio_postgres::Error) -> bool {
+        pool::session_lost(client, err)
+    }
+
     fn classify(client: &deadpool_postgres::Client, err: tokio_postgres::Error) -> Failure {
-        if client.is_closed() || err.is_closed() {
+        if Failure::lost(client, &err) {
             Failure::ConnectionLost(db_error(err))
         } else {
             Failure::Other(db_error(err))
@@ -420,11 +448,21 @@ impl Store for PostgresStore {
             .map(drop)
     }
 
+    /// A statement lost with its connection (a session cut, the database
+    /// restarted: the pool may still hold such connections) is run again on
+    /// another: a release that fails leaves the key in flight, refusing its
+    /// retries until the lease runs out. Deleting by token is idempotent.
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         let (route, scope, key) = lease.id.parts();
-        self.execute(sql::RELEASE, &[&route, &scope, &key, &lease.token])
-            .await?;
-        Ok(())
+        let params: [&(dyn ToSql + Sync); 4] = [&route, &scope, &key, &lease.token];
+        let mut lost = 0;
+        loop {
+            match self.try_query(sql::RELEASE, &params, None).await {
+                Ok(_) => return Ok(()),
+                Err(Failure::ConnectionLost(_)) if lost < RECONNECTS => lost += 1,
+                Err(failure) => return Err(failure.into_error()),
+            }
+        }
     }
 
     async fn records(&self, route: &str, key: &str) -> Result<Vec<RecordInfo>, StoreError> {

@@ -85,6 +85,18 @@ pub fn describe(err: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
+/// Whether a statement failed because its session is gone: the connection
+/// closed, or the server ended the session (a FATAL error, such as
+/// `pg_terminate_backend`'s "terminating connection due to administrator
+/// command", which arrives before the driver sees the connection close).
+pub fn session_lost(client: &tokio_postgres::Client, err: &tokio_postgres::Error) -> bool {
+    client.is_closed()
+        || err.is_closed()
+        || err
+            .as_db_error()
+            .is_some_and(|db| db.severity() == "FATAL" || db.severity() == "PANIC")
+}
+
 pub fn db_error(err: tokio_postgres::Error) -> StoreError {
     StoreError::Unavailable(format!("postgres: {}", describe(&err)))
 }
