@@ -93,6 +93,13 @@ match = { path_prefix = "/v1/tagged" }
 fingerprint = ["method", "path", "query", "body", "header:X-Account"]
 
 [[routes]]
+name = "cookies"
+upstream = "api"
+match = { path_prefix = "/v1/cookies" }
+scope = ["header:Cookie"]
+fingerprint = ["method", "path", "body", "header:Cookie"]
+
+[[routes]]
 name = "rest"
 upstream = "api"
 match = { path_prefix = "/" }
@@ -465,6 +472,33 @@ async fn a_header_sent_on_two_lines_is_one_field_for_scope_and_fingerprint() {
         &send("/v1/tagged", "lines-2", &[("x-account", "a")]).await,
     );
     assert_eq!(s.upstream.executions("lines-2"), 1);
+}
+
+/// Cookies are one field joined by "; " (RFC 9113 §8.2.3), not ", ": an HTTP/2
+/// client sending a line per cookie is the same tenant and the same request
+/// as an HTTP/1 client sending one line, for scope and fingerprint alike.
+#[tokio::test]
+async fn cookie_lines_are_one_cookie_string_for_scope_and_fingerprint() {
+    let s = setup("cookie-lines").await;
+    let h1 = s.gateway.client();
+    let h2 = common::Client::h2c(s.gateway.addr);
+    let one_line = [("idempotency-key", "ck-1"), ("cookie", "sid=a; lang=fr")];
+    let first = h1.send("POST", "/v1/cookies", &one_line, "{}").await;
+    assert_eq!(first.status, 201, "{}", first.text());
+    let split = [
+        ("idempotency-key", "ck-1"),
+        ("cookie", "sid=a"),
+        ("cookie", "lang=fr"),
+    ];
+    for client in [&h2, &h1] {
+        let again = client.send("POST", "/v1/cookies", &split, "{}").await;
+        assert_same_answer(&first, &again);
+    }
+    // Another cookie string is another tenant.
+    let other = [("idempotency-key", "ck-1"), ("cookie", "sid=b; lang=fr")];
+    let bob = h2.send("POST", "/v1/cookies", &other, "{}").await;
+    assert_eq!(bob.header("idempotent-replayed"), Some("false"));
+    assert_eq!(s.upstream.executions("ck-1"), 2);
 }
 
 #[tokio::test]
