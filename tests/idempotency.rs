@@ -93,6 +93,13 @@ match = { path_prefix = "/v1/tagged" }
 fingerprint = ["method", "path", "query", "body", "header:X-Account"]
 
 [[routes]]
+name = "hidden-lenient"
+upstream = "api"
+match = { path_prefix = "/v1/lenient-hidden" }
+forward_key = false
+on_store_error = "pass"
+
+[[routes]]
 name = "cookies"
 upstream = "api"
 match = { path_prefix = "/v1/cookies" }
@@ -800,6 +807,29 @@ async fn a_store_file_deleted_under_the_gateway_is_refused_and_logged_once() {
     assert!(
         (1..=3).contains(&warned),
         "{warned} warnings for 40 refused requests:\n{log}"
+    );
+}
+
+/// `forward_key = false` holds on every way a keyed request reaches the
+/// upstream, forwarded without a record while the store is down included.
+#[tokio::test]
+async fn a_key_not_forwarded_stays_behind_when_the_store_is_down() {
+    let s = setup("hidden-degraded").await;
+    let client = s.gateway.client();
+    let stored = client.post("/v1/lenient-hidden", Some("hd-1"), "{}").await;
+    assert_eq!(stored.header("idempotent-replayed"), Some("false"));
+    assert_eq!(s.upstream.last_header("idempotency-key"), None);
+    for file in ["store.db", "store.db-wal", "store.db-shm"] {
+        std::fs::remove_file(s.dir.path(file)).unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let degraded = client.post("/v1/lenient-hidden", Some("hd-2"), "{}").await;
+    assert_eq!(degraded.status, 201, "{}", degraded.text());
+    assert_eq!(degraded.header("idempotency-degraded"), Some("true"));
+    assert_eq!(
+        s.upstream.last_header("idempotency-key"),
+        None,
+        "forward_key = false, store down"
     );
 }
 

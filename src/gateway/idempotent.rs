@@ -62,6 +62,13 @@ pub async fn run(
         key: Arc::from(key),
     };
     let fingerprint = identity::fingerprint(policy, &head, &body);
+    // Whichever way the request goes on from here (executed, or forwarded
+    // without a record when the store is down), the key stays behind.
+    if !policy.forward_key
+        && let KeyLocation::Header(name) = &policy.key
+    {
+        head.headers.remove(name);
+    }
 
     let answer = match reserve::reserve(gateway, policy, &id, &fingerprint).await {
         Ok(Decision::Replay(stored)) => Answer::new(
@@ -85,11 +92,6 @@ pub async fn run(
                 })
                 .with_key(id.key);
             };
-            if !policy.forward_key
-                && let KeyLocation::Header(name) = &policy.key
-            {
-                head.headers.remove(name);
-            }
             let route = exchange.route();
             if prepare_request(
                 &mut head,
