@@ -185,6 +185,47 @@ async fn first_request_executes_once_and_retries_replay_byte_for_byte() {
     assert_eq!(s.upstream.executions("k-1"), 1);
 }
 
+/// Answers under no key carry no marker, even when the upstream sends a field
+/// of its name; answers under a key carry the gateway's, never the upstream's.
+#[tokio::test]
+async fn only_keyed_answers_carry_the_marker_and_it_is_the_gateways() {
+    let s = setup("marker-spoof").await;
+    let client = s.gateway.client();
+    let keyless = client.post("/v1/optional?marker=true", None, "{}").await;
+    assert_eq!(keyless.status, 201);
+    assert_eq!(keyless.header("idempotent-replayed"), None, "key-less");
+    let get = client
+        .send(
+            "GET",
+            "/v1/charges?marker=true",
+            &[("idempotency-key", "mk-0")],
+            "",
+        )
+        .await;
+    assert_eq!(get.status, 201);
+    assert_eq!(
+        get.header("idempotent-replayed"),
+        None,
+        "method not covered"
+    );
+    // A plain reverse-proxy route has no marker of its own to protect.
+    let plain = client.post("/other?marker=true", None, "{}").await;
+    assert_eq!(plain.header("idempotent-replayed"), Some("true"));
+
+    let fresh = client
+        .post("/v1/charges?marker=true", Some("mk-1"), "{}")
+        .await;
+    assert_eq!(fresh.header("idempotent-replayed"), Some("false"));
+    let replay = client
+        .post("/v1/charges?marker=true", Some("mk-1"), "{}")
+        .await;
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    let released = client
+        .post("/v1/charges?marker=true&status=503", Some("mk-2"), "{}")
+        .await;
+    assert_eq!(released.header("idempotent-replayed"), Some("false"));
+}
+
 #[tokio::test]
 async fn methods_outside_the_policy_pass_through_without_a_record() {
     let s = setup("methods").await;
@@ -823,9 +864,13 @@ async fn a_key_not_forwarded_stays_behind_when_the_store_is_down() {
         std::fs::remove_file(s.dir.path(file)).unwrap();
     }
     tokio::time::sleep(Duration::from_millis(1_200)).await;
-    let degraded = client.post("/v1/lenient-hidden", Some("hd-2"), "{}").await;
+    // An upstream's field of the marker's name is not passed off as ours.
+    let degraded = client
+        .post("/v1/lenient-hidden?marker=true", Some("hd-2"), "{}")
+        .await;
     assert_eq!(degraded.status, 201, "{}", degraded.text());
     assert_eq!(degraded.header("idempotency-degraded"), Some("true"));
+    assert_eq!(degraded.header("idempotent-replayed"), None, "no marker");
     assert_eq!(
         s.upstream.last_header("idempotency-key"),
         None,

@@ -50,7 +50,10 @@ pub async fn run(
             return match passthrough::forward(gateway, &exchange, Request::from_parts(head, body))
                 .await
             {
-                Ok(response) => Answer::new(response, Outcome::Passthrough),
+                Ok(mut response) => {
+                    replay::unmark(response.headers_mut(), &policy.replay_header);
+                    Answer::new(response, Outcome::Passthrough)
+                }
                 Err(error) => Answer::error(error),
             };
         }
@@ -130,7 +133,7 @@ pub async fn run(
                     // Boxed: a rare path, which inline would make every
                     // request's future (allocated and copied) larger.
                     let request = Request::from_parts(head, body::full(body));
-                    Box::pin(degraded(gateway, &exchange, request)).await
+                    Box::pin(degraded(gateway, &exchange, policy, request)).await
                 }
             }
         }
@@ -145,10 +148,16 @@ fn declares_body(headers: &http::HeaderMap) -> bool {
 
 /// The store cannot be reached and the route prefers availability: forward
 /// without a record, and say so on the answer.
-async fn degraded(gateway: &Gateway, exchange: &Exchange, request: Request<body::Body>) -> Answer {
+async fn degraded(
+    gateway: &Gateway,
+    exchange: &Exchange,
+    policy: &RoutePolicy,
+    request: Request<body::Body>,
+) -> Answer {
     match passthrough::forward(gateway, exchange, request).await {
         Ok(mut response) => {
             mark_degraded(&mut response);
+            replay::unmark(response.headers_mut(), &policy.replay_header);
             Answer::new(response, Outcome::Degraded)
         }
         Err(error) => Answer::error(error),

@@ -176,7 +176,14 @@ impl Gateway {
             Some(policy) if policy.applies_to(request.method()) => {
                 idempotent::run(self, exchange, policy, request).await
             }
-            _ => passthrough::run(self, &exchange, request).await,
+            _ => {
+                let mut answer = passthrough::run(self, &exchange, request).await;
+                // A method the policy does not cover: no key, so no marker.
+                if let Some(policy) = &bound.route.policy {
+                    replay::unmark(answer.response.headers_mut(), &policy.replay_header);
+                }
+                answer
+            }
         };
         (Some(bound.clone()), answer)
     }

@@ -48,6 +48,13 @@ fn from_stored(stored: &StoredResponse, marker: &HeaderName, replay: bool) -> Re
     response
 }
 
+/// Removes a marker the upstream may have sent from an answer given under no
+/// key (pass-through, or forwarded without a record): SPEC §3 says those carry
+/// none, and a client must not read an upstream's field of that name as ours.
+pub fn unmark(headers: &mut HeaderMap, marker: &HeaderName) {
+    headers.remove(marker);
+}
+
 /// Sets the replay marker, replacing any the upstream may have sent.
 pub fn mark(headers: &mut HeaderMap, marker: &HeaderName, replay: bool) {
     let value = if replay { "true" } else { "false" };

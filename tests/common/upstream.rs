@@ -4,7 +4,8 @@
 //! - `/v1/charges...`, `/hook...`, anything else: 201, `Location`, a JSON body
 //!   naming the execution number, method, path, query and body length;
 //!   `?delay_ms=N` waits first; `?status=N` answers N; `?cookie=1` adds Set-Cookie;
-//!   `?pad=N` pads the body with N bytes.
+//!   `?pad=N` pads the body with N bytes; `?marker=V` adds `Idempotent-Replayed: V`
+//!   (an upstream that answers with a field of the gateway's marker's name).
 //! - `/echo`: 200, JSON of method, path, query, headers, body sha-less length.
 //! - `/big?bytes=N`: streams N bytes in 64 KiB chunks.
 //! - `/sink`: reads the body as it streams and answers its length.
@@ -243,6 +244,7 @@ async fn handle(
         .and_then(|s| s.parse().ok())
         .unwrap_or(201);
     let cookie = query_param(&req, "cookie").is_some();
+    let marker = query_param(&req, "marker");
     let pad: usize = query_param(&req, "pad")
         .and_then(|p| p.parse().ok())
         .unwrap_or(0);
@@ -298,6 +300,9 @@ async fn handle(
         .header("x-execution", n.to_string());
     if cookie {
         builder = builder.header("set-cookie", format!("session={n}"));
+    }
+    if let Some(marker) = marker {
+        builder = builder.header("idempotent-replayed", marker);
     }
     Ok(builder.body(full(doc.to_string())).unwrap())
 }
