@@ -436,6 +436,40 @@ async fn wait_mode_coalesces_concurrent_duplicates_into_one_execution() {
     assert_eq!(fresh, 1);
 }
 
+/// A first answer that frees its key stores nothing to replay: its waiters
+/// are retries of a free key, run one at a time, each answered by its own run.
+#[tokio::test]
+async fn waiters_of_a_released_first_answer_run_in_turn() {
+    let s = setup("wait-released").await;
+    let client = s.gateway.client();
+    let started = std::time::Instant::now();
+    let tasks: Vec<_> = (0..3)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                client
+                    .post("/v1/wait?delay_ms=300&status=503", Some("wr-1"), "{}")
+                    .await
+            })
+        })
+        .collect();
+    let mut executions = Vec::new();
+    for task in tasks {
+        let reply = task.await.unwrap();
+        assert_eq!(reply.status, 503, "{}", reply.text());
+        assert_eq!(reply.header("idempotent-replayed"), Some("false"));
+        executions.push(reply.header("x-execution").unwrap().to_owned());
+    }
+    executions.sort();
+    executions.dedup();
+    assert_eq!(executions.len(), 3, "each waiter got its own run");
+    assert_eq!(s.upstream.executions("wr-1"), 3);
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "never two runs of the key at once"
+    );
+}
+
 #[tokio::test]
 async fn scope_separates_tenants_with_the_same_key() {
     let s = setup("scope").await;
