@@ -107,6 +107,13 @@ scope = ["header:Cookie"]
 fingerprint = ["method", "path", "body", "header:Cookie"]
 
 [[routes]]
+name = "hosts"
+upstream = "api"
+match = { path_prefix = "/v1/hosts" }
+scope = ["header:Host"]
+fingerprint = ["method", "path", "body", "header:Host"]
+
+[[routes]]
 name = "rest"
 upstream = "api"
 match = { path_prefix = "/" }
@@ -581,6 +588,33 @@ async fn cookie_lines_are_one_cookie_string_for_scope_and_fingerprint() {
     let bob = h2.send("POST", "/v1/cookies", &other, "{}").await;
     assert_eq!(bob.header("idempotent-replayed"), Some("false"));
     assert_eq!(s.upstream.executions("ck-1"), 2);
+}
+
+/// `header:Host` reads the request's host as the upstream gets it: over
+/// HTTP/2 that is the `:authority`, and no `Host` field comes with it.
+#[tokio::test]
+async fn host_is_one_tenant_over_http1_and_http2() {
+    let s = setup("host-scope").await;
+    let h1 = s.gateway.client();
+    let h2 = common::Client::h2c(s.gateway.addr);
+    let first = h1.post("/v1/hosts", Some("hs-1"), "{}").await;
+    assert_eq!(first.status, 201, "{}", first.text());
+    assert_same_answer(&first, &h2.post("/v1/hosts", Some("hs-1"), "{}").await);
+    assert_eq!(s.upstream.executions("hs-1"), 1);
+
+    let second = h2.post("/v1/hosts", Some("hs-2"), "{}").await;
+    assert_same_answer(&second, &h1.post("/v1/hosts", Some("hs-2"), "{}").await);
+    // Another host is another tenant.
+    let other = h1
+        .send(
+            "POST",
+            "/v1/hosts",
+            &[("idempotency-key", "hs-2"), ("host", "other.example")],
+            "{}",
+        )
+        .await;
+    assert_eq!(other.header("idempotent-replayed"), Some("false"));
+    assert_eq!(s.upstream.executions("hs-2"), 2);
 }
 
 #[tokio::test]

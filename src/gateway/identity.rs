@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use http::HeaderMap;
-use http::header::AsHeaderName;
+use http::header::{self, AsHeaderName};
 use http::request::Parts;
 
 use crate::key::{self, FingerprintInput};
@@ -18,9 +18,7 @@ pub fn scope(policy: &RoutePolicy, parts: &Parts, client: &ClientInfo) -> Arc<st
         .iter()
         .map(|(label, source)| {
             let value = match source {
-                ScopeSource::Header(name) => {
-                    field_value(&parts.headers, name, *name == http::header::COOKIE)
-                }
+                ScopeSource::Header(name) => header_part(parts, name.as_str()),
                 ScopeSource::ClientCert => client
                     .cert_subject
                     .as_deref()
@@ -33,8 +31,7 @@ pub fn scope(policy: &RoutePolicy, parts: &Parts, client: &ClientInfo) -> Arc<st
 }
 
 pub fn fingerprint(policy: &RoutePolicy, parts: &Parts, body: &[u8]) -> String {
-    // Fingerprint header names are lower case (config::FingerprintPart).
-    let header = |name: &str| field_value(&parts.headers, name, name == "cookie");
+    let header = |name: &str| header_part(parts, name);
     let input = FingerprintInput {
         method: parts.method.as_str(),
         path: parts.uri.path(),
@@ -43,6 +40,23 @@ pub fn fingerprint(policy: &RoutePolicy, parts: &Parts, body: &[u8]) -> String {
         header: &header,
     };
     key::fingerprint(&policy.fingerprint, &input, policy.canonical_json)
+}
+
+/// What a `header:NAME` part of scope or fingerprint reads; `name` is lower
+/// case (config). `Host` is the request's host however it was sent: over
+/// HTTP/2 the `:authority` (no `Host` field comes with it), and the authority
+/// of an HTTP/1.1 absolute-form target wins over a `Host` field (RFC 9112
+/// §3.2.2), as for the `Host` the upstream gets (`proxy::prepare_request`).
+/// Else an HTTP/2 client would be another tenant than an HTTP/1 one.
+fn header_part<'a>(parts: &'a Parts, name: &str) -> Option<Cow<'a, [u8]>> {
+    match name {
+        "host" => match parts.uri.authority() {
+            Some(authority) => Some(Cow::Borrowed(authority.as_str().as_bytes())),
+            None => field_value(&parts.headers, header::HOST, false),
+        },
+        "cookie" => field_value(&parts.headers, header::COOKIE, true),
+        _ => field_value(&parts.headers, name, false),
+    }
 }
 
 /// A header's field value as HTTP defines it: the lines of one name are one
@@ -92,6 +106,34 @@ mod tests {
             field_value(&headers, "x-tenant", false).as_deref(),
             Some(&b"a, b, c"[..])
         );
+    }
+
+    #[test]
+    fn host_is_the_target_authority_when_there_is_one() {
+        let parts = |uri: &str, host: Option<&str>| {
+            let mut request = http::Request::builder().uri(uri);
+            if let Some(host) = host {
+                request = request.header("host", host);
+            }
+            request.body(()).unwrap().into_parts().0
+        };
+        let origin_form = parts("/v1/x", Some("api.example"));
+        assert_eq!(
+            header_part(&origin_form, "host").as_deref(),
+            Some(&b"api.example"[..])
+        );
+        // HTTP/2: `:authority`, no Host field.
+        let h2 = parts("http://api.example/v1/x", None);
+        assert_eq!(
+            header_part(&h2, "host").as_deref(),
+            Some(&b"api.example"[..])
+        );
+        let absolute = parts("http://api.example/v1/x", Some("other.example"));
+        assert_eq!(
+            header_part(&absolute, "host").as_deref(),
+            Some(&b"api.example"[..])
+        );
+        assert_eq!(header_part(&parts("/v1/x", None), "host"), None);
     }
 
     #[test]
