@@ -786,6 +786,44 @@ async fn forward_key_and_excluded_headers() {
     );
 }
 
+/// A header added to `replay_exclude_headers` by a reload is not replayed
+/// from answers stored before it either: "never stored nor replayed".
+#[tokio::test]
+async fn headers_excluded_by_a_reload_leave_older_replays_too() {
+    let s = setup("exclude-reload").await;
+    let client = s.gateway.client();
+    let first = client.post("/v1/charges", Some("xr-1"), "{}").await;
+    assert!(first.header("x-execution").is_some());
+
+    let config = std::fs::read_to_string(s.gateway.config_path()).unwrap();
+    let route = "match = { path_prefix = \"/v1/charges\" }\n";
+    assert!(config.contains(route));
+    let excluding = config.replacen(
+        route,
+        &format!("{route}replay_exclude_headers = [\"set-cookie\", \"X-Execution\"]\n"),
+        1,
+    );
+    std::fs::write(s.gateway.config_path(), excluding).unwrap();
+    s.gateway.signal("HUP");
+    let admin = s.gateway.admin_client();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !admin
+        .get("/metrics")
+        .await
+        .text()
+        .contains("idemgate_config_reloads_total{result=\"ok\"} 1")
+    {
+        assert!(std::time::Instant::now() < deadline, "not reloaded");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let replay = client.post("/v1/charges", Some("xr-1"), "{}").await;
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.body, first.body);
+    assert_eq!(replay.header("location"), first.header("location"));
+    assert_eq!(replay.header("x-execution"), None, "excluded since");
+}
+
 #[tokio::test]
 async fn client_gone_mid_request_still_records_the_answer() {
     let s = setup("disconnect").await;

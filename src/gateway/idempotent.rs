@@ -75,7 +75,11 @@ pub async fn run(
 
     let answer = match reserve::reserve(gateway, policy, &id, &fingerprint).await {
         Ok(Decision::Replay(stored)) => Answer::new(
-            replay::replayed(&stored, &policy.replay_header),
+            replay::replayed(
+                &stored,
+                &policy.replay_header,
+                &policy.replay_exclude_headers,
+            ),
             Outcome::Replayed,
         ),
         Ok(Decision::Mismatch) => Answer::error(GatewayError::FingerprintMismatch),

@@ -9,18 +9,29 @@ use crate::store::StoredResponse;
 
 const REPLAY_OMITTED: HeaderName = HeaderName::from_static("idempotency-replay");
 
-/// A stored answer as a replay.
-pub fn replayed(stored: &StoredResponse, marker: &HeaderName) -> Response<Body> {
-    from_stored(stored, marker, true)
+/// A stored answer as a replay. `exclude` is the route's
+/// `replay_exclude_headers` now: a header added to it after an answer was
+/// stored is not replayed either ("never stored nor replayed").
+pub fn replayed(
+    stored: &StoredResponse,
+    marker: &HeaderName,
+    exclude: &[HeaderName],
+) -> Response<Body> {
+    from_stored(stored, marker, exclude, true)
 }
 
 /// A stored answer given to the request that produced it (an outcome-unknown
 /// problem is stored first, then answered like this).
 pub fn fresh_from_stored(stored: &StoredResponse, marker: &HeaderName) -> Response<Body> {
-    from_stored(stored, marker, false)
+    from_stored(stored, marker, &[], false)
 }
 
-fn from_stored(stored: &StoredResponse, marker: &HeaderName, replay: bool) -> Response<Body> {
+fn from_stored(
+    stored: &StoredResponse,
+    marker: &HeaderName,
+    exclude: &[HeaderName],
+    replay: bool,
+) -> Response<Body> {
     let body = if stored.body_omitted {
         body::empty()
     } else {
@@ -35,7 +46,8 @@ fn from_stored(stored: &StoredResponse, marker: &HeaderName, replay: bool) -> Re
         if let (Ok(name), Ok(value)) = (
             HeaderName::from_bytes(name.as_bytes()),
             HeaderValue::from_maybe_shared(value.clone()),
-        ) {
+        ) && !exclude.contains(&name)
+        {
             headers.append(name, value);
         }
     }
