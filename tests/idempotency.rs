@@ -231,6 +231,28 @@ async fn only_keyed_answers_carry_the_marker_and_it_is_the_gateways() {
         .post("/v1/charges?marker=true&status=503", Some("mk-2"), "{}")
         .await;
     assert_eq!(released.header("idempotent-replayed"), Some("false"));
+
+    // Nor are the gateway's other fields taken from the upstream, on any answer.
+    let claims = |reply: &Reply, what: &str| {
+        for name in ["idempotency-degraded", "idempotency-replay"] {
+            assert_eq!(reply.header(name), None, "{what}: {name}");
+        }
+    };
+    let keyless = client.post("/v1/optional?claims=1", None, "{}").await;
+    claims(&keyless, "key-less");
+    let fresh = client
+        .post("/v1/charges?claims=1", Some("mk-3"), "{}")
+        .await;
+    claims(&fresh, "fresh");
+    let replay = client
+        .post("/v1/charges?claims=1", Some("mk-3"), "{}")
+        .await;
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    claims(&replay, "replay");
+    let released = client
+        .post("/v1/charges?claims=1&status=503", Some("mk-4"), "{}")
+        .await;
+    claims(&released, "released");
 }
 
 #[tokio::test]
@@ -977,6 +999,11 @@ async fn a_key_not_forwarded_stays_behind_when_the_store_is_down() {
     assert_eq!(degraded.status, 201, "{}", degraded.text());
     assert_eq!(degraded.header("idempotency-degraded"), Some("true"));
     assert_eq!(degraded.header("idempotent-replayed"), None, "no marker");
+    let claiming = client
+        .post("/v1/lenient-hidden?claims=1", Some("hd-3"), "{}")
+        .await;
+    assert_eq!(claiming.header("idempotency-degraded"), Some("true"));
+    assert_eq!(claiming.header("idempotency-replay"), None);
     assert_eq!(
         s.upstream.last_header("idempotency-key"),
         None,

@@ -128,6 +128,7 @@ impl Execution {
             {
                 record.release(guard).await;
                 let mut response = stream_response(response);
+                replay::drop_gateway_fields(response.headers_mut());
                 replay::mark(response.headers_mut(), &policy.replay_header, false);
                 Answer::new(response, Outcome::Released)
             }
@@ -182,16 +183,18 @@ impl Recorder<'_> {
     async fn answered(&self, guard: LeaseGuard, captured: Captured) -> Answer {
         let exclude = &self.policy.replay_exclude_headers;
         let (parts, body) = match captured {
-            Captured::Whole { parts, body } => {
+            Captured::Whole { mut parts, body } => {
+                replay::drop_gateway_fields(&mut parts.headers);
                 let stored = capture::stored(&parts, body.clone(), false, exclude);
                 self.complete(guard, &stored).await;
                 (parts, body::full(body))
             }
             Captured::Oversized {
-                parts,
+                mut parts,
                 prefix,
                 rest,
             } => {
+                replay::drop_gateway_fields(&mut parts.headers);
                 let stored = capture::stored(&parts, Bytes::new(), true, exclude);
                 self.complete(guard, &stored).await;
                 (parts, capture::resume(prefix, rest))

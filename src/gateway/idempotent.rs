@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::body::ClientBody;
-use http::header::{self, HeaderName, HeaderValue};
+use http::header::{self, HeaderValue};
 use http::{Request, Response};
 
 use super::execute::{Execution, Slot};
@@ -20,8 +20,6 @@ use crate::metrics::Outcome;
 use crate::proxy::prepare_request;
 use crate::route::{KeyLocation, RoutePolicy};
 use crate::store::{LeaseGuard, RecordId, StoreError};
-
-const DEGRADED: HeaderName = HeaderName::from_static("idempotency-degraded");
 
 pub async fn run(
     gateway: &Arc<Gateway>,
@@ -160,8 +158,8 @@ async fn degraded(
 ) -> Answer {
     match passthrough::forward(gateway, exchange, request).await {
         Ok(mut response) => {
-            mark_degraded(&mut response);
             replay::unmark(response.headers_mut(), &policy.replay_header);
+            mark_degraded(&mut response);
             Answer::new(response, Outcome::Degraded)
         }
         Err(error) => Answer::error(error),
@@ -171,7 +169,7 @@ async fn degraded(
 fn mark_degraded<B>(response: &mut Response<B>) {
     response
         .headers_mut()
-        .insert(DEGRADED, HeaderValue::from_static("true"));
+        .insert(replay::DEGRADED, HeaderValue::from_static("true"));
 }
 
 /// Logs a request refused (or degraded) for want of the store, at most once

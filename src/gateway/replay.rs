@@ -8,6 +8,10 @@ use crate::body::{self, Body};
 use crate::store::StoredResponse;
 
 const REPLAY_OMITTED: HeaderName = HeaderName::from_static("idempotency-replay");
+pub(super) const DEGRADED: HeaderName = HeaderName::from_static("idempotency-degraded");
+
+/// The gateway's own fields about a key, besides the marker.
+const GATEWAY_FIELDS: [HeaderName; 2] = [REPLAY_OMITTED, DEGRADED];
 
 /// A stored answer as a replay. `exclude` is the route's
 /// `replay_exclude_headers` now: a header added to it after an answer was
@@ -63,8 +67,19 @@ fn from_stored(
 /// Removes a marker the upstream may have sent from an answer given under no
 /// key (pass-through, or forwarded without a record): SPEC §3 says those carry
 /// none, and a client must not read an upstream's field of that name as ours.
+/// The gateway's other fields go too (see [`drop_gateway_fields`]).
 pub fn unmark(headers: &mut HeaderMap, marker: &HeaderName) {
     headers.remove(marker);
+    drop_gateway_fields(headers);
+}
+
+/// Removes what an upstream sent under the names of the gateway's own fields
+/// (`Idempotency-Replay`, `Idempotency-Degraded`), before an answer is stored
+/// or given: only the gateway says a body was omitted or a record not kept.
+pub fn drop_gateway_fields(headers: &mut HeaderMap) {
+    for name in GATEWAY_FIELDS {
+        headers.remove(name);
+    }
 }
 
 /// Sets the replay marker, replacing any the upstream may have sent.

@@ -5,7 +5,8 @@
 //!   naming the execution number, method, path, query and body length;
 //!   `?delay_ms=N` waits first; `?status=N` answers N; `?cookie=1` adds Set-Cookie;
 //!   `?pad=N` pads the body with N bytes; `?marker=V` adds `Idempotent-Replayed: V`
-//!   (an upstream that answers with a field of the gateway's marker's name).
+//!   (an upstream that answers with a field of the gateway's marker's name);
+//!   `?claims=1` adds `Idempotency-Degraded: true` and `Idempotency-Replay: omitted`.
 //! - `/echo`: 200, JSON of method, path, query, headers, body sha-less length.
 //! - `/big?bytes=N`: streams N bytes in 64 KiB chunks.
 //! - `/sink`: reads the body as it streams and answers its length.
@@ -245,6 +246,7 @@ async fn handle(
         .unwrap_or(201);
     let cookie = query_param(&req, "cookie").is_some();
     let marker = query_param(&req, "marker");
+    let claims = query_param(&req, "claims").is_some();
     let pad: usize = query_param(&req, "pad")
         .and_then(|p| p.parse().ok())
         .unwrap_or(0);
@@ -303,6 +305,11 @@ async fn handle(
     }
     if let Some(marker) = marker {
         builder = builder.header("idempotent-replayed", marker);
+    }
+    if claims {
+        builder = builder
+            .header("idempotency-degraded", "true")
+            .header("idempotency-replay", "omitted");
     }
     Ok(builder.body(full(doc.to_string())).unwrap())
 }
