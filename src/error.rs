@@ -24,6 +24,12 @@ pub const INCOMPLETE_BODY: GatewayError =
 pub const CONTROL_CHARACTERS: GatewayError =
     GatewayError::BadRequest("a header field value holds control characters");
 
+/// A `Host` (or target authority) that is not `uri-host [ ":" port ]`:
+/// 400 (RFC 9112 §3.2), nothing forwarded.
+pub const INVALID_HOST: GatewayError = GatewayError::BadRequest(
+    "the request's host is not a host name or address with an optional port",
+);
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GatewayError {
     MissingKey,

@@ -390,3 +390,68 @@ async fn too_many_header_fields_is_431() {
     );
     assert!(upstream.last_header("x-h60").is_none());
 }
+
+/// Found by a black-box pass: `Host: a b`, `user@evil`, `x/y` and an empty
+/// `Host` were forwarded as they were (and echoed in `X-Forwarded-Host`),
+/// where RFC 9112 §3.2 has a server answer 400. The target's authority,
+/// which becomes `Host` when there is one (an absolute-form target, an
+/// HTTP/2 `:authority`), is held to the same grammar.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_invalid_host_is_a_400_problem_and_nothing_is_forwarded() {
+    let (_dir, upstream, gateway) = setup("invalid-host").await;
+    for head in [
+        "GET /echo HTTP/1.1\r\nHost: a b\r\n\r\n",
+        "GET /echo HTTP/1.1\r\nHost: user@evil\r\n\r\n",
+        "GET /echo HTTP/1.1\r\nHost: x/y\r\n\r\n",
+        "GET /echo HTTP/1.1\r\nHost:\r\n\r\n",
+        "GET /echo HTTP/1.1\r\nHost: gw:http\r\n\r\n",
+        "GET /echo HTTP/1.0\r\nHost: [::1\r\n\r\n",
+        "GET http://user@evil/echo HTTP/1.1\r\nHost: gw\r\n\r\n",
+        "POST /v1/charges HTTP/1.1\r\nHost: a b\r\nIdempotency-Key: k\r\nContent-Length: 2\r\n\r\n{}",
+    ] {
+        let reply =
+            common::raw::exchange(gateway.addr, head.as_bytes(), Duration::from_secs(5)).await;
+        assert_eq!(reply.status, Some(400), "{head:?}: {}", reply.text);
+        assert_eq!(
+            reply.header("content-type").as_deref(),
+            Some("application/problem+json"),
+            "{head:?}"
+        );
+        assert!(
+            reply.body().contains("\"code\":\"bad-request\""),
+            "{}",
+            reply.text
+        );
+    }
+    assert_eq!(upstream.total(), 0);
+
+    let tcp = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    let (h2, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    let mut h2 = h2.ready().await.unwrap();
+    for (authority, host) in [("user@evil", None), ("gw", Some("a b"))] {
+        let mut request = http::Request::get(format!("http://{authority}/echo"));
+        if let Some(host) = host {
+            request = request.header("host", host);
+        }
+        let (answer, _) = h2.send_request(request.body(()).unwrap(), true).unwrap();
+        let answer = answer.await.unwrap();
+        assert_eq!(answer.status(), 400, "{authority} {host:?}");
+        h2 = h2.ready().await.unwrap();
+    }
+    assert_eq!(upstream.total(), 0);
+
+    let client = gateway.client();
+    for host in [
+        "gw",
+        "gw:8080",
+        "[::1]:8443",
+        "127.0.0.1",
+        "[v1.x]",
+        "a%2Db",
+    ] {
+        let reply = client.send("GET", "/echo", &[("host", host)], "").await;
+        assert_eq!(reply.status, 200, "{host}: {}", reply.text());
+        assert_eq!(reply.json()["headers"]["host"], host);
+    }
+}

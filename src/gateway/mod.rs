@@ -23,19 +23,20 @@ use std::time::{Duration, Instant};
 
 use crate::body::ClientBody;
 use arc_swap::ArcSwap;
-use http::{Method, Request, Response, header};
+use http::{Method, Request, Response, Version, header};
 
 pub use answer::Answer;
 use runtime::BoundRoute;
 pub use runtime::Runtime;
 
 use crate::body::Body;
-use crate::error::{CONTROL_CHARACTERS, GatewayError};
+use crate::error::{CONTROL_CHARACTERS, GatewayError, INVALID_HOST};
 use crate::metrics::{Metrics, RouteMeters};
 use crate::proxy::{ClientInfo, Upstream};
 use crate::route::{self, KeyLocation, Route};
 use crate::store::Store;
 use crate::wire::fields::UnreadableFields;
+use crate::wire::host;
 use waiters::Waiters;
 
 /// Shared state of the data plane: the swappable config-derived runtime, the
@@ -270,5 +271,28 @@ fn check_framing<B>(
     if request.method() == Method::CONNECT {
         return Err(GatewayError::BadRequest("CONNECT is not proxied"));
     }
-    Ok(())
+    check_host(request)
+}
+
+/// The host the upstream is told (`Host`, made from the target's authority
+/// when there is one) must be one (RFC 9112 §3.2, RFC 9113 §8.3.1): the
+/// HTTP/1 parser checks the `Host` field; the authority of an HTTP/1.1
+/// absolute-form target (`http://user@evil/`), an HTTP/2 `:authority` and
+/// an HTTP/2 `host` field are checked here.
+fn check_host<B>(request: &Request<B>) -> Result<(), GatewayError> {
+    let authority_ok = request
+        .uri()
+        .authority()
+        .is_none_or(|authority| host::is_valid(authority.as_str().as_bytes()));
+    let fields_ok = request.version() != Version::HTTP_2
+        || request
+            .headers()
+            .get_all(header::HOST)
+            .iter()
+            .all(|value| host::is_valid(value.as_bytes().trim_ascii()));
+    if authority_ok && fields_ok {
+        Ok(())
+    } else {
+        Err(INVALID_HOST)
+    }
 }

@@ -3,6 +3,7 @@
 
 pub mod chunked;
 pub mod fields;
+pub mod host;
 
 /// Appends `value` in decimal, as `Content-Length` carries it (no `fmt`
 /// machinery on every message).

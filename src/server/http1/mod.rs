@@ -30,7 +30,7 @@ use response::Facts;
 
 use super::stall::WriteStall;
 use crate::body::{self, Body, ClientBody};
-use crate::error::{CONTROL_CHARACTERS, GatewayError};
+use crate::error::{CONTROL_CHARACTERS, GatewayError, INVALID_HOST};
 use crate::proxy::ClientInfo;
 use crate::wire::chunked::ChunkedDecoder;
 
@@ -309,6 +309,7 @@ async fn refuse<W: AsyncWrite + Unpin>(
         Refusal::Host => {
             GatewayError::BadRequest("an HTTP/1.1 request must carry exactly one Host header field")
         }
+        Refusal::InvalidHost => INVALID_HOST,
         Refusal::Coding => GatewayError::BadRequest(
             "Transfer-Encoding may only be chunked; no other transfer coding is supported",
         ),

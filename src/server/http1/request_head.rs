@@ -10,7 +10,7 @@ use http::request::Parts;
 use http::{Method, Request, Uri, Version};
 
 use super::control_chars;
-use crate::wire::fields;
+use crate::wire::{fields, host};
 
 /// Most header slots kept on the stack; a larger `max_headers` uses the heap.
 const STACK_HEADERS: usize = 128;
@@ -46,6 +46,8 @@ pub enum Refusal {
     InvalidLength,
     /// No `Host` in HTTP/1.1, or more than one (400).
     Host,
+    /// A `Host` that is not `uri-host [ ":" port ]` (400, RFC 9112 §3.2).
+    InvalidHost,
     /// A transfer coding besides one final `chunked` (400): the gateway
     /// decodes no other, and forwards the body re-framed without the field.
     Coding,
@@ -267,6 +269,9 @@ impl Framing {
                 }
             }
         } else if *name == header::HOST {
+            if !host::is_valid(value.trim_ascii()) {
+                return Err(Refusal::InvalidHost);
+            }
             self.hosts += 1;
         } else if *name == header::EXPECT {
             self.expect_continue = value.eq_ignore_ascii_case(b"100-continue");
@@ -408,6 +413,27 @@ mod tests {
             Some(Refusal::Host)
         );
         assert!(head("GET / HTTP/1.0\r\n\r\n").parts.headers.is_empty());
+    }
+
+    /// Found by a black-box pass: `Host: a b`, `user@evil`, `x/y` and an
+    /// empty `Host` were forwarded as they were, to be read by the upstream
+    /// as another site than the one the gateway logged.
+    #[test]
+    fn an_invalid_host_is_refused() {
+        for value in ["a b", "user@evil", "x/y", "", "a:b", "[::1"] {
+            for version in ["1.1", "1.0"] {
+                let text = format!("GET / HTTP/{version}\r\nHost: {value}\r\n\r\n");
+                assert_eq!(
+                    parse_str(&text).err(),
+                    Some(Refusal::InvalidHost),
+                    "{text:?}"
+                );
+            }
+        }
+        for value in ["gw", "gw:8080", "[::1]:8443", "127.0.0.1", "[v1.x]"] {
+            let text = format!("GET / HTTP/1.1\r\nHost: {value} \r\n\r\n");
+            assert_eq!(head(&text).parts.headers["host"], value, "{text:?}");
+        }
     }
 
     #[test]
