@@ -84,6 +84,11 @@ async fn serve(mut stream: TcpStream, seen: Arc<Mutex<Seen>>) {
                 false,
             ),
             "continue-first" => (b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}", false),
+            "gzip-chunked" => (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\nContent-Type: text/plain\r\n\r\n5\r\nGZGZG\r\n0\r\n\r\n",
+                false,
+            ),
+            "gzip-close" => (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nGZGZGZ", true),
             "garbage" => (b"NOT HTTP AT ALL\r\n\r\n", true),
             "short" => (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", true),
             "bad-chunk" => (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", true),
@@ -306,4 +311,66 @@ async fn an_interim_answer_while_the_body_is_sent_does_not_stop_the_body() {
     assert_eq!(seen.requests.len(), 2);
     assert_eq!(seen.requests[0].1.len(), 32 << 20);
     assert_eq!(seen.requests[1].1.len(), 900 << 10);
+}
+
+/// Found by a black-box pass: an answer with `Transfer-Encoding: gzip,
+/// chunked` (or `gzip`, to the close) reached the client de-chunked with
+/// its `Transfer-Encoding` dropped, so gzip bytes arrived labelled as
+/// nothing, and a keyed route stored them so. An HTTP/1.1 client is now
+/// told the coding; a client that cannot be (HTTP/1.0, HTTP/2) gets a 502;
+/// a keyed route records the exchange as `outcome-unknown` rather than
+/// store a body it cannot label.
+#[tokio::test(flavor = "multi_thread")]
+async fn answers_with_codings_besides_chunked_keep_them_or_are_refused() {
+    let (_dir, seen, gateway) = setup("h1-codings").await;
+    for (script, body) in [("gzip-chunked", "GZGZG"), ("gzip-close", "GZGZGZ")] {
+        let request = format!("GET /things?script={script} HTTP/1.1\r\nHost: gw\r\n\r\n");
+        let reply =
+            common::raw::exchange(gateway.addr, request.as_bytes(), Duration::from_secs(5)).await;
+        assert_eq!(reply.status, Some(200), "{}", reply.text);
+        assert_eq!(
+            reply.header("transfer-encoding").as_deref(),
+            Some("gzip, chunked"),
+            "{}",
+            reply.text
+        );
+        assert_eq!(reply.header("content-length"), None, "{}", reply.text);
+        assert!(
+            reply
+                .text
+                .ends_with(&format!("\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n", body.len())),
+            "{}",
+            reply.text
+        );
+
+        let request = format!("GET /things?script={script} HTTP/1.0\r\nHost: gw\r\n\r\n");
+        let reply =
+            common::raw::exchange(gateway.addr, request.as_bytes(), Duration::from_secs(5)).await;
+        assert_eq!(reply.status, Some(502), "{}", reply.text);
+        assert!(reply.body().contains("upstream-error"), "{}", reply.text);
+
+        let reply = common::Client::h2c(gateway.addr)
+            .get(&format!("/things?script={script}"))
+            .await;
+        assert_eq!(reply.status, 502, "{}", reply.text());
+    }
+    let client = gateway.client();
+    for _ in 0..2 {
+        let reply = client
+            .post("/v1/charges?script=gzip-chunked", Some("codings-1"), "{}")
+            .await;
+        assert_eq!(reply.status, 502, "{}", reply.text());
+        assert_eq!(reply.json()["code"], "outcome-unknown");
+    }
+    let keyed = seen
+        .lock()
+        .unwrap()
+        .requests
+        .iter()
+        .filter(|(head, _)| head.starts_with("POST"))
+        .count();
+    assert_eq!(keyed, 1, "the keyed request ran once");
+    // The upstream connection the coded answers came on still serves.
+    let after = client.get("/things?script=plain").await;
+    assert_eq!(after.status, 200);
 }

@@ -24,6 +24,7 @@ use crate::metrics::Outcome;
 use crate::proxy::{UpstreamError, Wait};
 use crate::route::{Route, RoutePolicy};
 use crate::store::{LeaseGuard, RecordId, StoreError, StoredResponse};
+use crate::wire::fields::TransferCodings;
 
 /// One of a route's `max_in_flight` places, held for the whole execution.
 pub struct Slot(Arc<Route>);
@@ -131,6 +132,16 @@ impl Execution {
                 replay::drop_gateway_fields(response.headers_mut());
                 replay::mark(response.headers_mut(), &policy.replay_header, false);
                 Answer::new(response, Outcome::Released)
+            }
+            // Stored, the answer would lose the coding its body still
+            // carries (the store keeps no transfer codings, and a replay may
+            // go to any client): the request ran, and what it returned
+            // cannot be kept faithfully.
+            Ok(response) if response.extensions().get::<TransferCodings>().is_some() => {
+                tracing::warn!(route = %id.route, upstream = exchange.upstream().name(), "the upstream's answer has a transfer coding besides chunked, which cannot be stored; recorded as outcome-unknown");
+                record
+                    .outcome_unknown(guard, GatewayError::OutcomeUnknownBroken)
+                    .await
             }
             Ok(response) => {
                 let remaining = exchange

@@ -35,7 +35,7 @@ use crate::metrics::{Metrics, RouteMeters};
 use crate::proxy::{ClientInfo, Upstream};
 use crate::route::{self, KeyLocation, Route};
 use crate::store::Store;
-use crate::wire::fields::UnreadableFields;
+use crate::wire::fields::{TransferCodings, UnreadableFields};
 use crate::wire::host;
 use waiters::Waiters;
 
@@ -115,9 +115,18 @@ impl Gateway {
     ) -> Response<Body> {
         let started = Instant::now();
         let method = request.method().clone();
+        let version = request.version();
         let request_id = request_id(request.headers_mut());
         let runtime = self.runtime.load_full();
-        let (bound, answer) = self.dispatch(&runtime, request, client).await;
+        let (bound, mut answer) = self.dispatch(&runtime, request, client).await;
+        if version != Version::HTTP_11 && carries_codings(&answer) {
+            tracing::warn!(
+                route = bound.as_ref().map_or("-", |b| &*b.route.name),
+                ?version,
+                "the upstream's answer has a transfer coding besides chunked, which only an HTTP/1.1 client can be sent"
+            );
+            answer = Answer::error(GatewayError::UpstreamError);
+        }
         let status = answer.response.status().as_u16();
         if let Some(outcome) = answer.outcome {
             let meters = bound.as_ref().map_or(&self.unrouted, |bound| &bound.meters);
@@ -188,6 +197,20 @@ impl Gateway {
         };
         (Some(bound.clone()), answer)
     }
+}
+
+/// Whether the answer's body still carries a transfer coding besides
+/// chunked (`gzip` of an upstream's `Transfer-Encoding: gzip, chunked`),
+/// which the gateway does not decode. An HTTP/1.1 client is told it in the
+/// `Transfer-Encoding` it gets; HTTP/1.0 has no transfer codings and HTTP/2
+/// none but its framing, so those clients get a 502: the body, unlabelled,
+/// would be taken for the representation itself.
+fn carries_codings(answer: &Answer) -> bool {
+    answer
+        .response
+        .extensions()
+        .get::<TransferCodings>()
+        .is_some()
 }
 
 /// A request whose head had field values with control characters, left

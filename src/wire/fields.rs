@@ -15,6 +15,14 @@ pub type FieldAt = (HeaderName, usize, usize);
 #[derive(Debug, Clone)]
 pub struct UnreadableFields(pub Vec<HeaderName>);
 
+/// A response extension: the transfer codings an upstream applied to the
+/// body besides chunked (`gzip` of `Transfer-Encoding: gzip, chunked`), in
+/// order. The gateway decodes none of them and relays the body still coded,
+/// so an HTTP/1.1 client is told them in the `Transfer-Encoding` it gets;
+/// no other client, nor the store, can be (README, "Transfer codings").
+#[derive(Debug, Clone)]
+pub struct TransferCodings(pub HeaderValue);
+
 /// Whether a `Transfer-Encoding` value's last coding is chunked (the last
 /// field's last coding is the final one); `None` when it is not text.
 pub fn ends_chunked(value: &[u8]) -> Option<bool> {

@@ -4,12 +4,12 @@
 use std::mem::MaybeUninit;
 
 use bytes::BytesMut;
-use http::header::{self, HeaderName};
+use http::header::{self, HeaderName, HeaderValue};
 use http::response::Parts;
 use http::{HeaderMap, Method, Response, StatusCode, Version};
 
 use crate::proxy::hop_by_hop::is_hop_by_hop;
-use crate::wire::fields;
+use crate::wire::fields::{self, TransferCodings};
 
 /// Most header fields an answer may carry, and its largest head (hyper's
 /// client defaults, so upstreams that worked before still do).
@@ -144,12 +144,20 @@ fn parse_one(buf: &mut BytesMut, method: &Method) -> Result<Option<AnswerHead>, 
     for listed in &connection.listed {
         headers.remove(listed.as_str());
     }
-    let framing = framing(method, status, &headers, connection.transfer_encoding)?;
+    let framing = framing(method, status, &headers, connection.transfer_encoding())?;
     let keep_alive = connection.keeps_alive(version) && framing != Framing::UntilClose;
     let mut response = Response::new(());
     *response.status_mut() = status;
     *response.version_mut() = version;
     *response.headers_mut() = headers;
+    // A body (none to HEAD, 204, 304) still coded: the client must be told.
+    if let Some(codings) = connection.codings
+        && framing != Framing::Length(0)
+    {
+        let codings =
+            HeaderValue::try_from(codings).map_err(|_| HeadError::Header("Transfer-Encoding"))?;
+        response.extensions_mut().insert(TransferCodings(codings));
+    }
     let (parts, ()) = response.into_parts();
     Ok(Some(AnswerHead {
         parts,
@@ -204,8 +212,13 @@ fn framing(
 /// What the connection-scoped fields of an answer say.
 #[derive(Default)]
 struct ConnectionFields {
-    /// `Transfer-Encoding` was present; `true` when its final coding is chunked.
-    transfer_encoding: Option<bool>,
+    /// `Transfer-Encoding` was present.
+    transfer_encoding: bool,
+    /// Its final coding is chunked (then it is the only chunked).
+    chunked: bool,
+    /// Its codings besides chunked, in order (`gzip` of `gzip, chunked`);
+    /// `None` for the usual none.
+    codings: Option<String>,
     close: bool,
     keep_alive: bool,
     /// Other names `Connection` lists: connection-scoped too (RFC 9110 §7.6.1).
@@ -215,9 +228,27 @@ struct ConnectionFields {
 impl ConnectionFields {
     fn note(&mut self, name: &HeaderName, value: &[u8]) -> Result<(), HeadError> {
         if *name == header::TRANSFER_ENCODING {
-            let chunked =
-                fields::ends_chunked(value).ok_or(HeadError::Header("Transfer-Encoding"))?;
-            self.transfer_encoding = Some(chunked);
+            let value =
+                std::str::from_utf8(value).map_err(|_| HeadError::Header("Transfer-Encoding"))?;
+            self.transfer_encoding = true;
+            for coding in value.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+                // Chunked is applied last and once (RFC 9112 §6.1): a coding
+                // after it could not be relayed without chunking twice.
+                if self.chunked {
+                    return Err(HeadError::Header("Transfer-Encoding"));
+                }
+                if coding.eq_ignore_ascii_case("chunked") {
+                    self.chunked = true;
+                } else if !coding.eq_ignore_ascii_case("identity") {
+                    // `identity` (RFC 2616's "no coding", since dropped) is
+                    // what old servers send for none.
+                    let codings = self.codings.get_or_insert_with(String::new);
+                    if !codings.is_empty() {
+                        codings.push_str(", ");
+                    }
+                    codings.push_str(coding);
+                }
+            }
         } else if *name == header::CONNECTION {
             let tokens = fields::connection_tokens(value).ok_or(HeadError::Header("Connection"))?;
             for token in tokens {
@@ -231,6 +262,12 @@ impl ConnectionFields {
             }
         }
         Ok(())
+    }
+
+    /// `Some(true)` when the body is chunked, `Some(false)` when it runs to
+    /// the close, `None` without `Transfer-Encoding`.
+    fn transfer_encoding(&self) -> Option<bool> {
+        self.transfer_encoding.then_some(self.chunked)
     }
 
     fn keeps_alive(&self, version: Version) -> bool {
@@ -330,6 +367,65 @@ mod tests {
             .expect("valid")
             .expect("complete");
         assert_eq!(to_head.framing, Framing::Length(0));
+    }
+
+    /// Found by a black-box pass: `gzip, chunked` was read as chunked and
+    /// the `gzip` dropped with the field, so the client got gzip bytes
+    /// labelled as nothing.
+    #[test]
+    fn codings_besides_chunked_are_kept_for_the_client() {
+        let codings = |text: &str, method: Method| {
+            parse_str(text, method)
+                .expect("valid")
+                .expect("complete")
+                .parts
+                .extensions
+                .get::<TransferCodings>()
+                .map(|codings| codings.0.to_str().expect("text").to_owned())
+        };
+        for (text, expected) in [
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+                Some("gzip"),
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: br,chunked\r\n\r\n",
+                Some("gzip, br"),
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+                Some("gzip"),
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+                None,
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: Identity\r\n\r\n",
+                None,
+            ),
+            ("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", None),
+            (
+                "HTTP/1.1 204 No Content\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+                None,
+            ),
+        ] {
+            assert_eq!(codings(text, Method::GET).as_deref(), expected, "{text:?}");
+        }
+        assert_eq!(
+            codings(
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+                Method::HEAD
+            ),
+            None
+        );
+        // Chunked applied before another coding, or twice, cannot be relayed.
+        for text in [
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+        ] {
+            assert!(parse_str(text, Method::GET).is_err(), "accepted {text:?}");
+        }
     }
 
     #[test]

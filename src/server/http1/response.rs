@@ -11,6 +11,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use super::date;
 use crate::body::Body;
 use crate::wire;
+use crate::wire::fields::TransferCodings;
 
 /// Bytes gathered before a write: a small answer leaves in one.
 const GATHER: usize = 64 * 1024;
@@ -46,8 +47,17 @@ pub async fn write<W: AsyncWrite + Unpin>(
     let bodiless = status.is_informational()
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED;
+    // Codings an upstream applied besides chunked: the body is still coded,
+    // and only chunked framing can follow them (RFC 9112 §6.1). The gateway
+    // answers any client but HTTP/1.1 with a 502 instead (README).
+    let codings = parts
+        .extensions
+        .get::<TransferCodings>()
+        .filter(|_| facts.version == Version::HTTP_11);
     let framing = if bodiless || facts.head {
         Framing::None
+    } else if codings.is_some() {
+        Framing::Chunked
     } else if body.is_end_stream() {
         Framing::Length(0)
     } else {
@@ -92,7 +102,14 @@ pub async fn write<W: AsyncWrite + Unpin>(
             wire::push_decimal(out, length);
             out.extend_from_slice(b"\r\n");
         }
-        Framing::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+        Framing::Chunked => {
+            out.extend_from_slice(b"transfer-encoding: ");
+            if let Some(TransferCodings(codings)) = codings {
+                out.extend_from_slice(codings.as_bytes());
+                out.extend_from_slice(b", ");
+            }
+            out.extend_from_slice(b"chunked\r\n");
+        }
         Framing::None | Framing::UntilClose => {}
     }
     if !keep_alive {
@@ -265,6 +282,25 @@ mod tests {
         let wire = String::from_utf8_lossy(&wire);
         assert!(wire.starts_with("HTTP/1.1 200 OK\r\n"), "{wire}");
         assert!(wire.ends_with("\r\n7\r\npartial\r\n"), "{wire}");
+    }
+
+    /// An upstream's `Transfer-Encoding: gzip, chunked`: the client is
+    /// told the gzip its body still carries, even when the body was read
+    /// whole (its length known).
+    #[tokio::test]
+    async fn codings_besides_chunked_are_written_before_it() {
+        let mut response = Response::new(body::full("GZ"));
+        response
+            .extensions_mut()
+            .insert(TransferCodings(http::HeaderValue::from_static("gzip")));
+        let (wire, keep) = written(response, KEEP).await;
+        assert!(
+            wire.contains("\r\ntransfer-encoding: gzip, chunked\r\n"),
+            "{wire}"
+        );
+        assert!(!wire.contains("content-length"), "{wire}");
+        assert!(wire.ends_with("\r\n\r\n2\r\nGZ\r\n0\r\n\r\n"), "{wire}");
+        assert!(keep);
     }
 
     #[tokio::test]
