@@ -117,8 +117,16 @@ fn set_forwarded(headers: &mut HeaderMap, client: &ClientInfo, host: Option<&Hea
         headers.insert(X_FORWARDED_FOR, value);
     }
     headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static(client.proto));
-    if let Some(host) = host {
-        headers.insert(X_FORWARDED_HOST, host.clone());
+    match host {
+        Some(host) => {
+            headers.insert(X_FORWARDED_HOST, host.clone());
+        }
+        // No host named (HTTP/1.0 may leave `Host` out): a client's own
+        // `X-Forwarded-Host` must not reach the upstream as if the gateway
+        // had set it.
+        None => {
+            headers.remove(X_FORWARDED_HOST);
+        }
     }
 }
 
@@ -217,6 +225,23 @@ mod tests {
             ["192.0.2.1, 198.51.100.2, 203.0.113.3, 10.0.0.7"],
             "one line, every hop"
         );
+    }
+
+    /// Found by a black-box pass: an HTTP/1.0 request without `Host` had
+    /// its own `X-Forwarded-Host: evil` forwarded as if the gateway had set it.
+    #[tokio::test]
+    async fn a_clients_forwarded_host_never_passes_for_the_gateways() {
+        let request = http::Request::builder()
+            .version(Version::HTTP_10)
+            .uri("/x")
+            .header("x-forwarded-host", "evil.example")
+            .header("x-forwarded-proto", "https")
+            .body(())
+            .unwrap();
+        let (mut parts, ()) = request.into_parts();
+        prepare_request(&mut parts, &upstream("http://up"), &client(), true).unwrap();
+        assert_eq!(parts.headers.get("x-forwarded-host"), None);
+        assert_eq!(parts.headers["x-forwarded-proto"], "http");
     }
 
     #[tokio::test]
