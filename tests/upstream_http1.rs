@@ -89,6 +89,10 @@ async fn serve(mut stream: TcpStream, seen: Arc<Mutex<Seen>>) {
                 false,
             ),
             "gzip-close" => (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nGZGZGZ", true),
+            "te-and-length" => (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\nb\r\nhello world\r\n0\r\n\r\n",
+                false,
+            ),
             "garbage" => (b"NOT HTTP AT ALL\r\n\r\n", true),
             "short" => (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", true),
             "bad-chunk" => (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", true),
@@ -373,4 +377,27 @@ async fn answers_with_codings_besides_chunked_keep_them_or_are_refused() {
     // The upstream connection the coded answers came on still serves.
     let after = client.get("/things?script=plain").await;
     assert_eq!(after.status, 200);
+}
+
+/// Found by a black-box pass: an answer with `Transfer-Encoding: chunked`
+/// and a `Content-Length` (which it overrides, RFC 9112 §6.3) had the
+/// length sent on: an HTTP/2 client got a stream error instead of the
+/// answer, first-hand or replayed from the store.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_length_beside_transfer_encoding_is_not_passed_on() {
+    let (_dir, seen, gateway) = setup("h1-te-and-length").await;
+    let h2 = common::Client::h2c(gateway.addr);
+    let reply = h2.get("/things?script=te-and-length").await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.text(), "hello world");
+    for replayed in ["false", "true"] {
+        let reply = h2
+            .post("/v1/charges?script=te-and-length", Some("te-cl-1"), "{}")
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        assert_eq!(reply.text(), "hello world");
+        assert_eq!(reply.header("idempotent-replayed"), Some(replayed));
+        assert_ne!(reply.header("content-length"), Some("3"));
+    }
+    assert_eq!(seen.lock().unwrap().requests.len(), 2);
 }

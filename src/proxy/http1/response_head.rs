@@ -145,6 +145,7 @@ fn parse_one(buf: &mut BytesMut, method: &Method) -> Result<Option<AnswerHead>, 
         headers.remove(listed.as_str());
     }
     let framing = framing(method, status, &headers, connection.transfer_encoding())?;
+    settle_length(&mut headers, connection.transfer_encoding);
     let keep_alive = connection.keeps_alive(version) && framing != Framing::UntilClose;
     let mut response = Response::new(());
     *response.status_mut() = status;
@@ -186,6 +187,12 @@ fn framing(
         Some(false) => return Ok(Framing::UntilClose),
         None => {}
     }
+    Ok(declared_length(headers)?.map_or(Framing::UntilClose, Framing::Length))
+}
+
+/// The one length the `Content-Length` fields declare: `5, 5` and repeated
+/// fields are one length; differing or non-digit ones are an error.
+fn declared_length(headers: &HeaderMap) -> Result<Option<u64>, HeadError> {
     let mut length = None;
     for value in headers.get_all(header::CONTENT_LENGTH) {
         let value = value
@@ -206,7 +213,38 @@ fn framing(
             length = Some(parsed);
         }
     }
-    Ok(length.map_or(Framing::UntilClose, Framing::Length))
+    Ok(length)
+}
+
+/// The `Content-Length` passed on is one the client reads as the body's:
+/// none beside `Transfer-Encoding`, which overrides it and whose sender
+/// must remove it before forwarding (RFC 9112 §6.3); one number for `7, 7`
+/// or a repeated field. An HTTP/2 client refuses either (PROTOCOL_ERROR),
+/// the HTTP/1 writer aside, which frames bodies itself; a stored answer
+/// is replayed to both.
+fn settle_length(headers: &mut HeaderMap, transfer_encoding: bool) {
+    if transfer_encoding {
+        headers.remove(header::CONTENT_LENGTH);
+        return;
+    }
+    let mut values = headers.get_all(header::CONTENT_LENGTH).iter();
+    let Some(first) = values.next() else {
+        return;
+    };
+    let plain = !first.is_empty() && first.as_bytes().iter().all(u8::is_ascii_digit);
+    if plain && values.next().is_none() {
+        return;
+    }
+    // Only a HEAD, 204 or 304 answer gets here with lengths that differ
+    // (the others were refused): they frame nothing, and are dropped.
+    match declared_length(headers) {
+        Ok(Some(length)) => {
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+        }
+        _ => {
+            headers.remove(header::CONTENT_LENGTH);
+        }
+    }
 }
 
 /// What the connection-scoped fields of an answer say.
@@ -367,6 +405,68 @@ mod tests {
             .expect("valid")
             .expect("complete");
         assert_eq!(to_head.framing, Framing::Length(0));
+    }
+
+    /// Found by a black-box pass: `Transfer-Encoding: chunked` beside
+    /// `Content-Length: 3` sent the 3 on with an 11-byte body, and an
+    /// HTTP/2 client reset the stream (a stored answer kept it too).
+    #[test]
+    fn the_length_passed_on_is_the_one_the_body_has() {
+        let length = |text: &str, method: Method| {
+            let head = parse_str(text, method).expect("valid").expect("complete");
+            let lengths: Vec<String> = head
+                .parts
+                .headers
+                .get_all("content-length")
+                .iter()
+                .map(|v| v.to_str().expect("text").to_owned())
+                .collect();
+            lengths
+        };
+        for (text, method, expected) in [
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+                Method::GET,
+                &[][..],
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: gzip\r\n\r\n",
+                Method::GET,
+                &[],
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nContent-Length: 7, 7\r\n\r\n",
+                Method::GET,
+                &["7"],
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nContent-Length: 7\r\nContent-Length: 7\r\n\r\n",
+                Method::GET,
+                &["7"],
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n",
+                Method::GET,
+                &["7"],
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n",
+                Method::HEAD,
+                &["7"],
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nContent-Length: 7, 8\r\n\r\n",
+                Method::HEAD,
+                &[],
+            ),
+            (
+                "HTTP/1.1 304 Not Modified\r\nContent-Length: 7, 7\r\n\r\n",
+                Method::GET,
+                &["7"],
+            ),
+        ] {
+            assert_eq!(length(text, method.clone()), expected, "{method} {text:?}");
+        }
     }
 
     /// Found by a black-box pass: `gzip, chunked` was read as chunked and
