@@ -395,7 +395,8 @@ async fn too_many_header_fields_is_431() {
 /// `Host` were forwarded as they were (and echoed in `X-Forwarded-Host`),
 /// where RFC 9112 §3.2 has a server answer 400. The target's authority,
 /// which becomes `Host` when there is one (an absolute-form target, an
-/// HTTP/2 `:authority`), is held to the same grammar.
+/// HTTP/2 `:authority`), is held to the same grammar, and an absolute-form
+/// target must be http(s) (`ftp://evil/x` was forwarded as `/x`).
 #[tokio::test(flavor = "multi_thread")]
 async fn an_invalid_host_is_a_400_problem_and_nothing_is_forwarded() {
     let (_dir, upstream, gateway) = setup("invalid-host").await;
@@ -407,6 +408,7 @@ async fn an_invalid_host_is_a_400_problem_and_nothing_is_forwarded() {
         "GET /echo HTTP/1.1\r\nHost: gw:http\r\n\r\n",
         "GET /echo HTTP/1.0\r\nHost: [::1\r\n\r\n",
         "GET http://user@evil/echo HTTP/1.1\r\nHost: gw\r\n\r\n",
+        "GET ftp://evil/echo HTTP/1.1\r\nHost: gw\r\n\r\n",
         "POST /v1/charges HTTP/1.1\r\nHost: a b\r\nIdempotency-Key: k\r\nContent-Length: 2\r\n\r\n{}",
     ] {
         let reply =

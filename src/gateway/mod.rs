@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use crate::body::ClientBody;
 use arc_swap::ArcSwap;
+use http::uri::Scheme;
 use http::{Method, Request, Response, Version, header};
 
 pub use answer::Answer;
@@ -303,6 +304,17 @@ fn check_framing<B>(
 /// absolute-form target (`http://user@evil/`), an HTTP/2 `:authority` and
 /// an HTTP/2 `host` field are checked here.
 fn check_host<B>(request: &Request<B>) -> Result<(), GatewayError> {
+    // An absolute-form target names an http(s) resource or none the
+    // gateway serves (`ftp://evil/x` is not `http://evil/x`).
+    if request
+        .uri()
+        .scheme()
+        .is_some_and(|scheme| *scheme != Scheme::HTTP && *scheme != Scheme::HTTPS)
+    {
+        return Err(GatewayError::BadRequest(
+            "the request target's scheme is not http or https",
+        ));
+    }
     let authority_ok = request
         .uri()
         .authority()
