@@ -93,6 +93,7 @@ async fn serve(mut stream: TcpStream, seen: Arc<Mutex<Seen>>) {
                 b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\nb\r\nhello world\r\n0\r\n\r\n",
                 false,
             ),
+            "no-content-length" => (b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n", false),
             "garbage" => (b"NOT HTTP AT ALL\r\n\r\n", true),
             "short" => (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", true),
             "bad-chunk" => (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", true),
@@ -380,9 +381,9 @@ async fn answers_with_codings_besides_chunked_keep_them_or_are_refused() {
 }
 
 /// Found by a black-box pass: an answer with `Transfer-Encoding: chunked`
-/// and a `Content-Length` (which it overrides, RFC 9112 §6.3) had the
-/// length sent on: an HTTP/2 client got a stream error instead of the
-/// answer, first-hand or replayed from the store.
+/// and a `Content-Length` (which it overrides, RFC 9112 §6.3), or a 204
+/// with a `Content-Length`, had the length sent on: an HTTP/2 client got a
+/// stream error instead of the answer, first-hand or replayed from the store.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_length_beside_transfer_encoding_is_not_passed_on() {
     let (_dir, seen, gateway) = setup("h1-te-and-length").await;
@@ -399,5 +400,19 @@ async fn a_length_beside_transfer_encoding_is_not_passed_on() {
         assert_eq!(reply.header("idempotent-replayed"), Some(replayed));
         assert_ne!(reply.header("content-length"), Some("3"));
     }
-    assert_eq!(seen.lock().unwrap().requests.len(), 2);
+    // A 204 has no Content-Length (RFC 9110 §8.6), whatever the upstream said.
+    let reply = h2.get("/things?script=no-content-length").await;
+    assert_eq!(reply.status, 204);
+    for _ in 0..2 {
+        let reply = h2
+            .post(
+                "/v1/charges?script=no-content-length",
+                Some("te-cl-2"),
+                "{}",
+            )
+            .await;
+        assert_eq!(reply.status, 204);
+        assert_eq!(reply.header("content-length"), None);
+    }
+    assert_eq!(seen.lock().unwrap().requests.len(), 4);
 }

@@ -145,7 +145,7 @@ fn parse_one(buf: &mut BytesMut, method: &Method) -> Result<Option<AnswerHead>, 
         headers.remove(listed.as_str());
     }
     let framing = framing(method, status, &headers, connection.transfer_encoding())?;
-    settle_length(&mut headers, connection.transfer_encoding);
+    settle_length(&mut headers, status, connection.transfer_encoding);
     let keep_alive = connection.keeps_alive(version) && framing != Framing::UntilClose;
     let mut response = Response::new(());
     *response.status_mut() = status;
@@ -218,12 +218,13 @@ fn declared_length(headers: &HeaderMap) -> Result<Option<u64>, HeadError> {
 
 /// The `Content-Length` passed on is one the client reads as the body's:
 /// none beside `Transfer-Encoding`, which overrides it and whose sender
-/// must remove it before forwarding (RFC 9112 §6.3); one number for `7, 7`
-/// or a repeated field. An HTTP/2 client refuses either (PROTOCOL_ERROR),
-/// the HTTP/1 writer aside, which frames bodies itself; a stored answer
-/// is replayed to both.
-fn settle_length(headers: &mut HeaderMap, transfer_encoding: bool) {
-    if transfer_encoding {
+/// must remove it before forwarding (RFC 9112 §6.3), nor on a 204 (RFC 9110
+/// §8.6: a server must not send one); one number for `7, 7` or a repeated
+/// field. An HTTP/2 client refuses any of those (PROTOCOL_ERROR), the
+/// HTTP/1 writer aside, which frames bodies itself; a stored answer is
+/// replayed to both.
+fn settle_length(headers: &mut HeaderMap, status: StatusCode, transfer_encoding: bool) {
+    if transfer_encoding || status == StatusCode::NO_CONTENT {
         headers.remove(header::CONTENT_LENGTH);
         return;
     }
@@ -409,7 +410,8 @@ mod tests {
 
     /// Found by a black-box pass: `Transfer-Encoding: chunked` beside
     /// `Content-Length: 3` sent the 3 on with an 11-byte body, and an
-    /// HTTP/2 client reset the stream (a stored answer kept it too).
+    /// HTTP/2 client reset the stream (a stored answer kept it too); so did
+    /// a 204 with a `Content-Length`.
     #[test]
     fn the_length_passed_on_is_the_one_the_body_has() {
         let length = |text: &str, method: Method| {
@@ -463,6 +465,11 @@ mod tests {
                 "HTTP/1.1 304 Not Modified\r\nContent-Length: 7, 7\r\n\r\n",
                 Method::GET,
                 &["7"],
+            ),
+            (
+                "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n",
+                Method::GET,
+                &[],
             ),
         ] {
             assert_eq!(length(text, method.clone()), expected, "{method} {text:?}");
