@@ -141,10 +141,12 @@ fn parse_one(buf: &mut BytesMut, method: &Method) -> Result<Option<AnswerHead>, 
     let head = buf.split_to(length).freeze();
     let mut headers =
         fields::shared_map(&head, fields, 0).map_err(|_| HeadError::Header("field value"))?;
+    // Framed before the fields `Connection` names are dropped: naming
+    // `Content-Length` there does not make the body run to the close.
+    let framing = framing(method, status, &headers, connection.transfer_encoding())?;
     for listed in &connection.listed {
         headers.remove(listed.as_str());
     }
-    let framing = framing(method, status, &headers, connection.transfer_encoding())?;
     settle_length(&mut headers, status, connection.transfer_encoding);
     let keep_alive = connection.keeps_alive(version) && framing != Framing::UntilClose;
     let mut response = Response::new(());
@@ -574,6 +576,14 @@ mod tests {
         let names: Vec<&str> = head.parts.headers.keys().map(|n| n.as_str()).collect();
         assert_eq!(names, ["x-end"]);
         assert_eq!(head.framing, Framing::Chunked);
+        assert!(head.keep_alive);
+    }
+
+    #[test]
+    fn a_length_named_in_connection_still_frames_the_body() {
+        let head =
+            head("HTTP/1.1 200 OK\r\nConnection: Content-Length\r\nContent-Length: 2\r\n\r\nok");
+        assert_eq!(head.framing, Framing::Length(2));
         assert!(head.keep_alive);
     }
 
