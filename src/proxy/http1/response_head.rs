@@ -148,7 +148,11 @@ fn parse_one(buf: &mut BytesMut, method: &Method) -> Result<Option<AnswerHead>, 
         headers.remove(listed.as_str());
     }
     settle_length(&mut headers, status, connection.transfer_encoding);
-    let keep_alive = connection.keeps_alive(version) && framing != Framing::UntilClose;
+    // An HTTP/1.0 answer with `Transfer-Encoding` is faultily framed: the
+    // connection closes after it (RFC 9112 §6.1), whatever it says.
+    let keep_alive = connection.keeps_alive(version)
+        && framing != Framing::UntilClose
+        && !(version == Version::HTTP_10 && connection.transfer_encoding);
     let mut response = Response::new(());
     *response.status_mut() = status;
     *response.version_mut() = version;
@@ -565,6 +569,13 @@ mod tests {
         assert!(
             !head("HTTP/1.1 200 OK\r\n\r\n").keep_alive,
             "a body to the close"
+        );
+        assert!(
+            !head(
+                "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n"
+            )
+            .keep_alive,
+            "HTTP/1.0 has no transfer codings"
         );
     }
 
