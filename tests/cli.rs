@@ -208,18 +208,22 @@ fn serve_exits_64_on_a_config_error_and_1_on_a_busy_port() {
     );
 }
 
+/// `VALID` on an embedded store file of `dir`'s own (`store.db`).
+fn embedded_config(dir: &TestDir) -> std::path::PathBuf {
+    let path = dir.path("idemgate.toml");
+    let store = dir.path("store.db");
+    std::fs::write(
+        &path,
+        format!("[store]\npath = \"{}\"\n{VALID}", store.display()),
+    )
+    .unwrap();
+    path
+}
+
 #[test]
 fn keys_and_sweep_work_on_the_embedded_store() {
     let dir = TestDir::new("cli-keys");
-    let path = dir.path("idemgate.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "[store]\npath = \"{}\"\n{VALID}",
-            dir.path("store.db").display()
-        ),
-    )
-    .unwrap();
+    let path = embedded_config(&dir);
     let config = path.to_str().unwrap();
     let out = idemgate(&["sweep", "-c", config]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -238,15 +242,7 @@ fn keys_and_sweep_work_on_the_embedded_store() {
 #[test]
 fn a_closed_stdout_is_no_panic() {
     let dir = TestDir::new("cli-epipe");
-    let path = dir.path("idemgate.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "[store]\npath = \"{}\"\n{VALID}",
-            dir.path("store.db").display()
-        ),
-    )
-    .unwrap();
+    let path = embedded_config(&dir);
     let config = path.to_str().unwrap();
     for (args, code) in [
         (&["check", "-c", config][..], 0),
@@ -290,13 +286,8 @@ fn a_closed_stdout_is_no_panic() {
 #[test]
 fn migrate_reports_what_it_did_to_the_embedded_file() {
     let dir = TestDir::new("cli-migrate");
-    let path = dir.path("idemgate.toml");
+    let path = embedded_config(&dir);
     let store = dir.path("store.db");
-    std::fs::write(
-        &path,
-        format!("[store]\npath = \"{}\"\n{VALID}", store.display()),
-    )
-    .unwrap();
     let config = path.to_str().unwrap();
     let out = idemgate(&["migrate", "-c", config]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
