@@ -59,9 +59,31 @@ fn from_stored(
         // The original length no longer describes the (empty) body sent.
         headers.remove(header::CONTENT_LENGTH);
         headers.insert(REPLAY_OMITTED, HeaderValue::from_static("omitted"));
+    } else if stale_length(stored, headers) {
+        // Records stored before the upstream client dropped a length beside
+        // `Transfer-Encoding` (or a 204's) hold one that does not describe
+        // the body: HTTP/2 clients refuse such an answer. Each writer sets
+        // the body's own length.
+        headers.remove(header::CONTENT_LENGTH);
     }
     mark(headers, marker, replay);
     response
+}
+
+/// Whether the stored `Content-Length` is not the stored body's: any on a
+/// 204, or another number beside a body (an empty body keeps it: a HEAD
+/// answer's length describes the representation, not the body).
+fn stale_length(stored: &StoredResponse, headers: &HeaderMap) -> bool {
+    let Some(length) = headers.get(header::CONTENT_LENGTH) else {
+        return false;
+    };
+    stored.status == 204
+        || (!stored.body.is_empty()
+            && length
+                .to_str()
+                .ok()
+                .and_then(|text| text.trim().parse::<usize>().ok())
+                != Some(stored.body.len()))
 }
 
 /// Removes a marker the upstream may have sent from an answer given under no
@@ -86,4 +108,39 @@ pub fn drop_gateway_fields(headers: &mut HeaderMap) {
 pub fn mark(headers: &mut HeaderMap, marker: &HeaderName, replay: bool) {
     let value = if replay { "true" } else { "false" };
     headers.insert(marker.clone(), HeaderValue::from_static(value));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn replay_of(status: u16, length: &str, body: &'static [u8]) -> Response<Body> {
+        let stored = StoredResponse {
+            status,
+            headers: vec![("content-length".to_owned(), Bytes::from(length.to_owned()))].into(),
+            body: Bytes::from_static(body),
+            body_omitted: false,
+        };
+        from_stored(
+            &stored,
+            &HeaderName::from_static("idempotent-replayed"),
+            &[],
+            true,
+        )
+    }
+
+    /// A length stored before the upstream client dropped stale ones is not
+    /// replayed when it does not describe the body.
+    #[test]
+    fn a_stale_stored_length_is_not_replayed() {
+        let stale = replay_of(201, "99", b"{}");
+        assert!(stale.headers().get(header::CONTENT_LENGTH).is_none());
+        let no_content = replay_of(204, "0", b"");
+        assert!(no_content.headers().get(header::CONTENT_LENGTH).is_none());
+        let right = replay_of(201, "2", b"{}");
+        assert_eq!(right.headers()[header::CONTENT_LENGTH], "2");
+        let head = replay_of(200, "42", b"");
+        assert_eq!(head.headers()[header::CONTENT_LENGTH], "42");
+    }
 }
