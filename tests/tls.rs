@@ -130,6 +130,24 @@ fn config(server: &Identity, client_ca: Option<&std::path::Path>, scope: &str) -
         .replace("{scope}", scope)
 }
 
+/// A gateway on the embedded store with one route to an https upstream
+/// `api`; `upstream_extra` and `tls` are lines of `[upstreams.api]` and of
+/// `[upstreams.api.tls]` (no table when empty).
+fn https_upstream_config(upstream_extra: &str, tls: &str) -> String {
+    let tls = if tls.is_empty() {
+        String::new()
+    } else {
+        format!("[upstreams.api.tls]\n{tls}")
+    };
+    format!(
+        "[server]\nlisten = \"{{listen}}\"\nadmin_listen = \"{{admin}}\"\n[store]\npath = \"{{db}}\"\n\
+         [upstreams.api]\nurl = \"{{upstream}}\"\ntimeout = \"2s\"\n{upstream_extra}\
+         {tls}\
+         [defaults]\nlock_timeout = \"5s\"\n\
+         [[routes]]\nname = \"charges\"\nupstream = \"api\"\nmatch = {{ path_prefix = \"/\" }}\n"
+    )
+}
+
 #[tokio::test]
 async fn tls_listener_speaks_http1_and_h2_by_alpn() {
     let dir = TestDir::new("tls-alpn");
@@ -221,15 +239,8 @@ async fn https_upstream_with_a_private_ca() {
         MockUpstream::start_tls(common::certs::server_config(&pki.server(&dir, "up"))).await;
     let ca = pki.write_ca(&dir, "upstream-ca.pem");
     let url = format!("https://localhost:{}", upstream.addr.port());
-    let template = |extra: &str| {
-        format!(
-            "[server]\nlisten = \"{{listen}}\"\nadmin_listen = \"{{admin}}\"\n[store]\npath = \"{{db}}\"\n\
-             [upstreams.api]\nurl = \"{{upstream}}\"\ntimeout = \"2s\"\n{extra}\n\
-             [defaults]\nlock_timeout = \"5s\"\n\
-             [[routes]]\nname = \"charges\"\nupstream = \"api\"\nmatch = {{ path_prefix = \"/\" }}\n"
-        )
-    };
-    let trusted = template(&format!("[upstreams.api.tls]\nca = \"{}\"\n", ca.display()));
+    let template = |tls: &str| https_upstream_config("", tls);
+    let trusted = template(&format!("ca = \"{}\"\n", ca.display()));
     let gateway = GatewayProcess::start(&dir, &url, &trusted);
     let reply = gateway
         .client()
@@ -461,14 +472,7 @@ async fn an_http2_upstream_that_does_not_agree_to_h2_is_unreachable_not_outcome_
         }
     });
     let ca = pki.write_ca(&dir, "upstream-ca.pem");
-    let config = format!(
-        "[server]\nlisten = \"{{listen}}\"\nadmin_listen = \"{{admin}}\"\n[store]\npath = \"{{db}}\"\n\
-         [upstreams.api]\nurl = \"{{upstream}}\"\ntimeout = \"2s\"\nhttp2 = true\n\
-         [upstreams.api.tls]\nca = \"{}\"\n\
-         [defaults]\nlock_timeout = \"5s\"\n\
-         [[routes]]\nname = \"charges\"\nupstream = \"api\"\nmatch = {{ path_prefix = \"/\" }}\n",
-        ca.display()
-    );
+    let config = https_upstream_config("http2 = true\n", &format!("ca = \"{}\"\n", ca.display()));
     let gateway = GatewayProcess::start(&dir, &format!("https://localhost:{port}"), &config);
     for _ in 0..2 {
         let reply = gateway
@@ -543,14 +547,7 @@ async fn an_upstream_refusing_the_client_certificate_is_unreachable_not_outcome_
         }
     });
     let ca = pki.write_ca(&dir, "upstream-ca.pem");
-    let config = format!(
-        "[server]\nlisten = \"{{listen}}\"\nadmin_listen = \"{{admin}}\"\n[store]\npath = \"{{db}}\"\n\
-         [upstreams.api]\nurl = \"{{upstream}}\"\ntimeout = \"2s\"\n\
-         [upstreams.api.tls]\nca = \"{}\"\n\
-         [defaults]\nlock_timeout = \"5s\"\n\
-         [[routes]]\nname = \"charges\"\nupstream = \"api\"\nmatch = {{ path_prefix = \"/\" }}\n",
-        ca.display()
-    );
+    let config = https_upstream_config("", &format!("ca = \"{}\"\n", ca.display()));
     let gateway = GatewayProcess::start(&dir, &format!("https://localhost:{port}"), &config);
     for _ in 0..2 {
         let reply = gateway

@@ -182,6 +182,13 @@ mod tests {
         ClientInfo::new("10.0.0.7:5555".parse().unwrap(), "http", None)
     }
 
+    /// The head `request` becomes on its way to `upstream`.
+    fn prepared(request: http::Request<()>, upstream: &Upstream, preserve_host: bool) -> Parts {
+        let (mut parts, ()) = request.into_parts();
+        prepare_request(&mut parts, upstream, &client(), preserve_host).unwrap();
+        parts
+    }
+
     #[tokio::test]
     async fn rewrites_target_and_sets_forwarded_headers() {
         let request = http::Request::builder()
@@ -192,14 +199,7 @@ mod tests {
             .header("connection", "keep-alive")
             .body(())
             .unwrap();
-        let (mut parts, ()) = request.into_parts();
-        prepare_request(
-            &mut parts,
-            &upstream("http://127.0.0.1:3000"),
-            &client(),
-            true,
-        )
-        .unwrap();
+        let parts = prepared(request, &upstream("http://127.0.0.1:3000"), true);
         assert_eq!(parts.uri, "/v1/charges?a=1");
         assert_eq!(parts.headers["host"], "api.example.com");
         assert_eq!(parts.headers["x-forwarded-for"], "192.0.2.1, 10.0.0.7");
@@ -217,8 +217,7 @@ mod tests {
             .header("x-forwarded-for", "198.51.100.2, 203.0.113.3")
             .body(())
             .unwrap();
-        let (mut parts, ()) = request.into_parts();
-        prepare_request(&mut parts, &upstream("http://up"), &client(), true).unwrap();
+        let parts = prepared(request, &upstream("http://up"), true);
         let lines: Vec<_> = parts.headers.get_all("x-forwarded-for").iter().collect();
         assert_eq!(
             lines,
@@ -238,8 +237,7 @@ mod tests {
             .header("x-forwarded-proto", "https")
             .body(())
             .unwrap();
-        let (mut parts, ()) = request.into_parts();
-        prepare_request(&mut parts, &upstream("http://up"), &client(), true).unwrap();
+        let parts = prepared(request, &upstream("http://up"), true);
         assert_eq!(parts.headers.get("x-forwarded-host"), None);
         assert_eq!(parts.headers["x-forwarded-proto"], "http");
     }
@@ -282,14 +280,11 @@ mod tests {
 
     #[tokio::test]
     async fn an_http2_upstream_gets_the_absolute_form() {
-        let (mut parts, ()) = http::Request::get("/x?y=1").body(()).unwrap().into_parts();
-        prepare_request(
-            &mut parts,
+        let parts = prepared(
+            http::Request::get("/x?y=1").body(()).unwrap(),
             &upstream_over("http://127.0.0.1:3000/base", true),
-            &client(),
             true,
-        )
-        .unwrap();
+        );
         assert_eq!(parts.uri, "http://127.0.0.1:3000/base/x?y=1");
         assert_eq!(parts.version, Version::HTTP_2);
     }
@@ -302,14 +297,7 @@ mod tests {
             .uri("https://api.example.com/x")
             .body(())
             .unwrap();
-        let (mut parts, ()) = request.into_parts();
-        prepare_request(
-            &mut parts,
-            &upstream("http://127.0.0.1:3000/base"),
-            &client(),
-            true,
-        )
-        .unwrap();
+        let parts = prepared(request, &upstream("http://127.0.0.1:3000/base"), true);
         assert_eq!(parts.uri, "/base/x");
         assert_eq!(parts.headers["host"], "api.example.com");
         assert_eq!(parts.version, Version::HTTP_11);
@@ -324,25 +312,15 @@ mod tests {
             .header("host", "internal.example")
             .body(())
             .unwrap();
-        let (mut parts, ()) = request.into_parts();
-        prepare_request(
-            &mut parts,
-            &upstream("http://127.0.0.1:3000"),
-            &client(),
-            true,
-        )
-        .unwrap();
+        let parts = prepared(request, &upstream("http://127.0.0.1:3000"), true);
         assert_eq!(parts.headers["host"], "api.example.com");
         assert_eq!(parts.headers["x-forwarded-host"], "api.example.com");
 
-        let (mut parts, ()) = http::Request::new(()).into_parts();
-        prepare_request(
-            &mut parts,
+        let parts = prepared(
+            http::Request::new(()),
             &upstream("http://127.0.0.1:3000"),
-            &client(),
             false,
-        )
-        .unwrap();
+        );
         assert_eq!(parts.headers["host"], "127.0.0.1:3000");
     }
 }
