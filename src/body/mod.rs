@@ -56,9 +56,39 @@ where
         return Ok(empty());
     }
     match declared_length(headers) {
-        Some(length) if length <= COALESCE_LIMIT => Ok(full(incoming.collect().await?.to_bytes())),
+        Some(length) if length <= COALESCE_LIMIT => Ok(full(read_whole(incoming).await?)),
         _ => Ok(stream(incoming)),
     }
+}
+
+/// A small body's bytes: its one data frame as it came (the usual case: no
+/// copy, no list of frames as `collect` keeps), or its frames joined.
+/// Trailers are dropped, as `collect().to_bytes()` drops them.
+async fn read_whole<B>(body: B) -> Result<Bytes, B::Error>
+where
+    B: http_body::Body<Data = Bytes>,
+{
+    let mut body = std::pin::pin!(body);
+    let mut first = Bytes::new();
+    let mut joined = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame?.into_data() else {
+            continue;
+        };
+        if first.is_empty() {
+            first = data;
+        } else {
+            if joined.is_empty() {
+                joined.extend_from_slice(&first);
+            }
+            joined.extend_from_slice(&data);
+        }
+    }
+    Ok(if joined.is_empty() {
+        first
+    } else {
+        joined.freeze()
+    })
 }
 
 /// A request's body as the listener hands it to a handler: already read
@@ -121,4 +151,40 @@ pub fn poll_http2(
     std::pin::Pin::new(body)
         .poll_frame(cx)
         .map(|frame| frame.map(|frame| frame.map_err(BoxError::from)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body::Frame;
+    use http_body_util::StreamBody;
+
+    fn frames(parts: Vec<Frame<Bytes>>) -> impl http_body::Body<Data = Bytes, Error = BoxError> {
+        StreamBody::new(futures_util::stream::iter(
+            parts.into_iter().map(Ok::<_, BoxError>),
+        ))
+    }
+
+    #[tokio::test]
+    async fn a_small_body_is_read_whole_its_one_frame_uncopied() {
+        let one = Bytes::from_static(b"{\"id\":1}");
+        let read = read_whole(frames(vec![Frame::data(one.clone())]))
+            .await
+            .expect("read");
+        assert_eq!(read, one);
+        assert_eq!(read.as_ptr(), one.as_ptr(), "the frame itself, not a copy");
+
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("x-sum", http::HeaderValue::from_static("1"));
+        let parts = vec![
+            Frame::data(Bytes::new()),
+            Frame::data(Bytes::from_static(b"ab")),
+            Frame::data(Bytes::from_static(b"")),
+            Frame::data(Bytes::from_static(b"cd")),
+            Frame::data(Bytes::from_static(b"e")),
+            Frame::trailers(trailers),
+        ];
+        assert_eq!(read_whole(frames(parts)).await.expect("read"), "abcde");
+        assert_eq!(read_whole(frames(vec![])).await.expect("read"), "");
+    }
 }

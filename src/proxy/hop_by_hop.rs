@@ -47,6 +47,15 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 }
 
 pub(super) fn is_hop_by_hop(name: &HeaderName) -> bool {
+    // Every such name begins with one of these letters; the usual fields
+    // (host, accept, date, location, ...) are passed over on that alone,
+    // which matters as every field of both heads is asked (bench/README (bh)).
+    if !matches!(
+        name.as_str().as_bytes().first(),
+        Some(b'c' | b't' | b'u' | b'p' | b'k')
+    ) {
+        return false;
+    }
     HOP_BY_HOP.contains(name) || name == "keep-alive" || name.as_str().starts_with("proxy-")
 }
 

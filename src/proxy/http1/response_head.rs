@@ -127,6 +127,7 @@ fn parse_one(buf: &mut BytesMut, method: &Method) -> Result<Option<AnswerHead>, 
     // never sees the connection (and would only strip them again).
     let base = buf.as_ptr() as usize;
     let mut connection = ConnectionFields::default();
+    let mut lengths = LengthFields::default();
     let mut fields: Vec<fields::FieldAt> = Vec::with_capacity(parsed.headers.len());
     for field in parsed.headers.iter() {
         let name = HeaderName::from_bytes(field.name.as_bytes())
@@ -134,6 +135,9 @@ fn parse_one(buf: &mut BytesMut, method: &Method) -> Result<Option<AnswerHead>, 
         if is_hop_by_hop(&name) {
             connection.note(&name, field.value)?;
             continue;
+        }
+        if name == header::CONTENT_LENGTH {
+            lengths.note(field.value);
         }
         let start = field.value.as_ptr() as usize - base;
         fields.push((name, start, start + field.value.len()));
@@ -143,11 +147,11 @@ fn parse_one(buf: &mut BytesMut, method: &Method) -> Result<Option<AnswerHead>, 
         fields::shared_map(&head, fields, 0).map_err(|_| HeadError::Header("field value"))?;
     // Framed before the fields `Connection` names are dropped: naming
     // `Content-Length` there does not make the body run to the close.
-    let framing = framing(method, status, &headers, connection.transfer_encoding())?;
+    let framing = framing(method, status, &headers, &connection, &lengths)?;
     for listed in &connection.listed {
         headers.remove(listed.as_str());
     }
-    settle_length(&mut headers, status, connection.transfer_encoding);
+    settle_length(&mut headers, status, connection.transfer_encoding, &lengths);
     // An HTTP/1.0 answer with `Transfer-Encoding` is faultily framed: the
     // connection closes after it (RFC 9112 §6.1), whatever it says.
     let keep_alive = connection.keeps_alive(version)
@@ -177,7 +181,8 @@ fn framing(
     method: &Method,
     status: StatusCode,
     headers: &HeaderMap,
-    transfer_encoding: Option<bool>,
+    connection: &ConnectionFields,
+    lengths: &LengthFields,
 ) -> Result<Framing, HeadError> {
     if *method == Method::HEAD
         || status.is_informational()
@@ -188,10 +193,13 @@ fn framing(
     }
     // Chunked only when it is the final coding; otherwise the body runs to
     // the close. A Content-Length beside it is ignored (§6.3 item 3).
-    match transfer_encoding {
+    match connection.transfer_encoding() {
         Some(true) => return Ok(Framing::Chunked),
         Some(false) => return Ok(Framing::UntilClose),
         None => {}
+    }
+    if let Some(length) = lengths.plain {
+        return Ok(Framing::Length(length));
     }
     Ok(declared_length(headers)?.map_or(Framing::UntilClose, Framing::Length))
 }
@@ -229,9 +237,20 @@ fn declared_length(headers: &HeaderMap) -> Result<Option<u64>, HeadError> {
 /// field. An HTTP/2 client refuses any of those (PROTOCOL_ERROR), the
 /// HTTP/1 writer aside, which frames bodies itself; a stored answer is
 /// replayed to both.
-fn settle_length(headers: &mut HeaderMap, status: StatusCode, transfer_encoding: bool) {
+fn settle_length(
+    headers: &mut HeaderMap,
+    status: StatusCode,
+    transfer_encoding: bool,
+    lengths: &LengthFields,
+) {
+    if lengths.count == 0 {
+        return;
+    }
     if transfer_encoding || status == StatusCode::NO_CONTENT {
         headers.remove(header::CONTENT_LENGTH);
+        return;
+    }
+    if lengths.plain.is_some() {
         return;
     }
     let mut values = headers.get_all(header::CONTENT_LENGTH).iter();
@@ -251,6 +270,30 @@ fn settle_length(headers: &mut HeaderMap, status: StatusCode, transfer_encoding:
         _ => {
             headers.remove(header::CONTENT_LENGTH);
         }
+    }
+}
+
+/// The answer's `Content-Length` fields, seen while parsing, so that the
+/// usual answer (one field, digits only, no `Transfer-Encoding`) is framed
+/// and passed on without looking the field up again (bench/README (bh)).
+#[derive(Default)]
+struct LengthFields {
+    count: usize,
+    /// The length, when there is one field and it is nothing but digits.
+    plain: Option<u64>,
+}
+
+impl LengthFields {
+    fn note(&mut self, value: &[u8]) {
+        self.count += 1;
+        self.plain = if self.count == 1 && !value.is_empty() && value.iter().all(u8::is_ascii_digit)
+        {
+            std::str::from_utf8(value)
+                .ok()
+                .and_then(|text| text.parse().ok())
+        } else {
+            None
+        };
     }
 }
 
