@@ -3,7 +3,7 @@
 use std::io;
 
 use futures_util::FutureExt;
-use http::{HeaderMap, Response, StatusCode, Version, header};
+use http::{HeaderValue, Response, StatusCode, Version, header};
 use http_body::Body as _;
 use http_body_util::BodyExt;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -43,7 +43,7 @@ pub async fn write<W: AsyncWrite + Unpin>(
 ) -> io::Result<bool> {
     let (parts, mut body) = response.into_parts();
     let status = parts.status;
-    let mut keep_alive = facts.keep_alive && !says_close(&parts.headers);
+    let mut keep_alive = facts.keep_alive;
     let bodiless = status.is_informational()
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED;
@@ -79,19 +79,24 @@ pub async fn write<W: AsyncWrite + Unpin>(
     // A HEAD or 304 answer's Content-Length is the handler's to say; in any
     // other, the framing below is the only one.
     let own_length = !(facts.head || status == StatusCode::NOT_MODIFIED);
+    // What the handler's `Connection` and `Date` say is read in this one
+    // pass over the fields, not looked up by name before and after it.
+    let mut has_date = false;
     for (name, value) in &parts.headers {
-        if *name == header::CONNECTION
-            || *name == header::TRANSFER_ENCODING
-            || (*name == header::CONTENT_LENGTH && own_length)
-        {
+        if *name == header::CONNECTION {
+            keep_alive &= !says_close(value);
             continue;
         }
+        if *name == header::TRANSFER_ENCODING || (*name == header::CONTENT_LENGTH && own_length) {
+            continue;
+        }
+        has_date |= *name == header::DATE;
         out.extend_from_slice(name.as_str().as_bytes());
         out.extend_from_slice(b": ");
         out.extend_from_slice(value.as_bytes());
         out.extend_from_slice(b"\r\n");
     }
-    if !parts.headers.contains_key(header::DATE) {
+    if !has_date {
         out.extend_from_slice(b"date: ");
         date::append(out);
         out.extend_from_slice(b"\r\n");
@@ -192,13 +197,13 @@ async fn flush<W: AsyncWrite + Unpin>(io: &mut W, out: &mut Vec<u8>) -> io::Resu
     Ok(())
 }
 
-fn says_close(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .any(|token| token.trim().eq_ignore_ascii_case("close"))
+/// Whether a `Connection` field's value lists `close`.
+fn says_close(value: &HeaderValue) -> bool {
+    value.to_str().is_ok_and(|value| {
+        value
+            .split(',')
+            .any(|token| token.trim().eq_ignore_ascii_case("close"))
+    })
 }
 
 #[cfg(test)]
@@ -258,6 +263,35 @@ mod tests {
         assert!(wire.contains("connection: close\r\n"), "{wire}");
         assert!(wire.ends_with("\r\n\r\nabc"), "{wire}");
         assert!(!keep);
+    }
+
+    /// A handler's `Connection: close` (on any of its lines, in any case)
+    /// closes the connection after the answer and is written once; a
+    /// handler's own `Date` is kept and not written twice.
+    #[tokio::test]
+    async fn the_handlers_connection_and_date_fields_are_heeded() {
+        let mut response = Response::new(body::full("{}"));
+        let headers = response.headers_mut();
+        headers.append(header::CONNECTION, HeaderValue::from_static("x-hop"));
+        headers.append(header::CONNECTION, HeaderValue::from_static("x-a, Close"));
+        headers.insert(
+            header::DATE,
+            HeaderValue::from_static("Tue, 01 Dec 2026 00:00:00 GMT"),
+        );
+        let (wire, keep) = written(response, KEEP).await;
+        assert!(!keep);
+        assert_eq!(wire.matches("connection: close\r\n").count(), 1, "{wire}");
+        assert!(!wire.contains("x-hop"), "{wire}");
+        assert_eq!(wire.matches("date: ").count(), 1, "{wire}");
+        assert!(
+            wire.contains("date: Tue, 01 Dec 2026 00:00:00 GMT\r\n"),
+            "{wire}"
+        );
+
+        let (wire, keep) = written(Response::new(body::full("{}")), KEEP).await;
+        assert!(keep);
+        assert_eq!(wire.matches("date: ").count(), 1, "{wire}");
+        assert!(!wire.contains("connection:"), "{wire}");
     }
 
     /// An upstream body that breaks after its first bytes (the error ready
