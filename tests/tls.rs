@@ -489,6 +489,49 @@ async fn an_http2_upstream_that_does_not_agree_to_h2_is_unreachable_not_outcome_
     }
 }
 
+/// Found by a black-box pass: an `http2 = true` https upstream that takes
+/// the TCP connection but never finishes the TLS handshake held a keyed
+/// request for the whole upstream `timeout` (hyper's connector bounds the
+/// TCP connect only), which then stored it as 504 `outcome-unknown`,
+/// replayed for the whole retention, though no byte of it had been sent.
+/// The connect, handshake included, is now bounded by `connect_timeout`,
+/// as towards HTTP/1 upstreams: 502 `upstream-unreachable`, key freed.
+#[tokio::test]
+async fn an_http2_upstream_that_never_finishes_the_handshake_is_unreachable_not_outcome_unknown() {
+    let dir = TestDir::new("tls-h2-stalled-handshake");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Accepts and holds every connection, reading nothing: the ClientHello
+    // is never answered.
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    let config = https_upstream_config("http2 = true\nconnect_timeout = \"300ms\"\n", "");
+    let gateway = GatewayProcess::start(&dir, &format!("https://localhost:{port}"), &config);
+    for _ in 0..2 {
+        let started = std::time::Instant::now();
+        let reply = gateway
+            .client()
+            .post("/v1/charges", Some("stalled-1"), "{}")
+            .await;
+        assert_eq!(reply.status, 502, "{}", reply.text());
+        assert_eq!(
+            reply.json()["code"],
+            "upstream-unreachable",
+            "{}",
+            reply.text()
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "waited out the upstream timeout: {:?}",
+            started.elapsed()
+        );
+    }
+}
+
 /// Found by a black-box pass: an https upstream that requires a client
 /// certificate the gateway does not present refuses the TLS 1.3 handshake
 /// only after the gateway has finished its side and written the request,

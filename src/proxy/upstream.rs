@@ -70,8 +70,17 @@ enum Connections {
 /// HTTP/2 preface, refuse it, and every keyed request would be stored as
 /// `outcome-unknown` though none ran. Refused at connect instead, where
 /// nothing was sent: 502 `upstream-unreachable`, key freed.
+///
+/// The whole connect (TCP, the TLS handshake, the ALPN check) is bounded by
+/// `connect_timeout`, as the HTTP/1 dialer's is: hyper's connector bounds
+/// the TCP connect only, so a handshake the upstream never finished ran
+/// into the request's `timeout` and a keyed request was stored as
+/// `outcome-unknown` though nothing of it was sent.
 #[derive(Debug, Clone)]
-struct RequireH2<C>(C);
+struct RequireH2<C> {
+    inner: C,
+    connect_timeout: Duration,
+}
 
 impl<C> tower_service::Service<Uri> for RequireH2<C>
 where
@@ -86,14 +95,18 @@ where
     type Future = Pin<Box<dyn Future<Output = Result<C::Response, BoxError>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.0.poll_ready(cx).map_err(Into::into)
+        self.inner.poll_ready(cx).map_err(Into::into)
     }
 
     fn call(&mut self, uri: Uri) -> Self::Future {
         let tls = uri.scheme() == Some(&Scheme::HTTPS);
-        let connecting = self.0.call(uri);
+        let connecting = self.inner.call(uri);
+        let connect_timeout = self.connect_timeout;
         Box::pin(async move {
-            let stream = connecting.await.map_err(Into::into)?;
+            let stream = match tokio::time::timeout(connect_timeout, connecting).await {
+                Ok(connected) => connected.map_err(Into::into)?,
+                Err(_) => return Err(format!("no connection within {connect_timeout:?}").into()),
+            };
             if tls && !stream.connected().is_negotiated_h2() {
                 return Err(
                     "the upstream did not agree to HTTP/2 (ALPN h2); if it speaks \
@@ -139,7 +152,10 @@ impl Upstream {
                     .pool_timer(TokioTimer::new())
                     .pool_idle_timeout(IDLE_TIMEOUT)
                     .http2_only(true)
-                    .build(RequireH2(connector)),
+                    .build(RequireH2 {
+                        inner: connector,
+                        connect_timeout: config.connect_timeout,
+                    }),
             ))
         } else {
             let dialer = Dialer::new(&scheme, &authority, tls)
