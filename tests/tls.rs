@@ -489,27 +489,31 @@ async fn an_http2_upstream_that_does_not_agree_to_h2_is_unreachable_not_outcome_
     }
 }
 
-/// Found by a black-box pass: an `http2 = true` https upstream that takes
-/// the TCP connection but never finishes the TLS handshake held a keyed
-/// request for the whole upstream `timeout` (hyper's connector bounds the
-/// TCP connect only), which then stored it as 504 `outcome-unknown`,
-/// replayed for the whole retention, though no byte of it had been sent.
-/// The connect, handshake included, is now bounded by `connect_timeout`,
-/// as towards HTTP/1 upstreams: 502 `upstream-unreachable`, key freed.
-#[tokio::test]
-async fn an_http2_upstream_that_never_finishes_the_handshake_is_unreachable_not_outcome_unknown() {
-    let dir = TestDir::new("tls-h2-stalled-handshake");
+/// An https upstream that takes TCP connections but never answers the
+/// TLS ClientHello: the handshake never finishes.
+async fn stalled_handshake_upstream() -> u16 {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    // Accepts and holds every connection, reading nothing: the ClientHello
-    // is never answered.
     tokio::spawn(async move {
         let mut held = Vec::new();
         while let Ok((stream, _)) = listener.accept().await {
             held.push(stream);
         }
     });
-    let config = https_upstream_config("http2 = true\nconnect_timeout = \"300ms\"\n", "");
+    port
+}
+
+/// Keyed requests to an `http2 = true` upstream configured with
+/// `upstream_extra` whose handshake never finishes: each is 502
+/// `upstream-unreachable` (nothing sent, key freed) within `within`.
+async fn unreachable_while_the_handshake_stalls(
+    name: &str,
+    upstream_extra: &str,
+    within: Duration,
+) {
+    let dir = TestDir::new(name);
+    let port = stalled_handshake_upstream().await;
+    let config = https_upstream_config(upstream_extra, "");
     let gateway = GatewayProcess::start(&dir, &format!("https://localhost:{port}"), &config);
     for _ in 0..2 {
         let started = std::time::Instant::now();
@@ -524,12 +528,41 @@ async fn an_http2_upstream_that_never_finishes_the_handshake_is_unreachable_not_
             "{}",
             reply.text()
         );
-        assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "waited out the upstream timeout: {:?}",
-            started.elapsed()
-        );
+        assert!(started.elapsed() < within, "took {:?}", started.elapsed());
     }
+}
+
+/// Found by a black-box pass: an `http2 = true` https upstream that takes
+/// the TCP connection but never finishes the TLS handshake held a keyed
+/// request for the whole upstream `timeout` (hyper's connector bounds the
+/// TCP connect only), which then stored it as 504 `outcome-unknown`,
+/// replayed for the whole retention, though no byte of it had been sent.
+/// The connect, handshake included, is now bounded by `connect_timeout`,
+/// as towards HTTP/1 upstreams: 502 `upstream-unreachable`, key freed.
+#[tokio::test]
+async fn an_http2_upstream_that_never_finishes_the_handshake_is_unreachable_not_outcome_unknown() {
+    let extra = "http2 = true\nconnect_timeout = \"300ms\"\n";
+    // The upstream `timeout` is 2s.
+    unreachable_while_the_handshake_stalls(
+        "tls-h2-stalled-handshake",
+        extra,
+        Duration::from_secs(2),
+    )
+    .await;
+}
+
+/// Found by a black-box pass: with a `connect_timeout` longer than the
+/// upstream's `timeout`, a keyed request still waiting for the first
+/// HTTP/2 connection when `timeout` ran out was stored as 504
+/// `outcome-unknown` though nothing was sent (towards HTTP/1 upstreams it
+/// is "not sent"). A request handed over while no connection was open,
+/// and none opened since, is now 502 `upstream-unreachable`, key freed.
+#[tokio::test]
+async fn an_http2_connect_slower_than_the_timeout_is_unreachable_not_outcome_unknown() {
+    let extra = "http2 = true\nconnect_timeout = \"10s\"\n";
+    // The upstream `timeout` (2s) runs out first.
+    unreachable_while_the_handshake_stalls("tls-h2-slow-connect", extra, Duration::from_secs(4))
+        .await;
 }
 
 /// Found by a black-box pass: an https upstream that requires a client

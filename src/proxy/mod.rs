@@ -5,6 +5,7 @@
 mod forwarded;
 mod hop_by_hop;
 mod http1;
+mod http2_connections;
 mod progress;
 mod upstream;
 mod upstream_body;

@@ -13,6 +13,7 @@ use hyper_util::client::legacy::connect::{Connection, HttpConnector};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::http1::{Dialer, Http1Pool, PoolLimits};
+use super::http2_connections::{Http2Connections, Tracked};
 use super::progress::{Marking, Progress, Wait, within};
 use super::strip_hop_by_hop;
 use super::upstream_body::UpstreamBody;
@@ -62,7 +63,10 @@ pub struct Upstream {
 #[derive(Debug)]
 enum Connections {
     Http1(Arc<Http1Pool>),
-    Http2(Box<Client<RequireH2<HttpsConnector<HttpConnector>>, Body>>),
+    Http2 {
+        client: Box<Client<RequireH2<HttpsConnector<HttpConnector>>, Body>>,
+        connections: Arc<Http2Connections>,
+    },
 }
 
 /// An HTTP/2 upstream over TLS must agree to `h2` by ALPN. One that speaks
@@ -80,6 +84,7 @@ enum Connections {
 struct RequireH2<C> {
     inner: C,
     connect_timeout: Duration,
+    connections: Arc<Http2Connections>,
 }
 
 impl<C> tower_service::Service<Uri> for RequireH2<C>
@@ -89,10 +94,10 @@ where
     C::Error: Into<BoxError>,
     C::Future: Send + 'static,
 {
-    type Response = C::Response;
+    type Response = Tracked<C::Response>;
     type Error = BoxError;
     // Boxed: a connection is opened rarely.
-    type Future = Pin<Box<dyn Future<Output = Result<C::Response, BoxError>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         self.inner.poll_ready(cx).map_err(Into::into)
@@ -102,6 +107,7 @@ where
         let tls = uri.scheme() == Some(&Scheme::HTTPS);
         let connecting = self.inner.call(uri);
         let connect_timeout = self.connect_timeout;
+        let connections = self.connections.clone();
         Box::pin(async move {
             let stream = match tokio::time::timeout(connect_timeout, connecting).await {
                 Ok(connected) => connected.map_err(Into::into)?,
@@ -114,7 +120,7 @@ where
                         .into(),
                 );
             }
-            Ok(stream)
+            Ok(connections.track(stream))
         })
     }
 }
@@ -147,16 +153,21 @@ impl Upstream {
                 .https_or_http()
                 .enable_http2()
                 .wrap_connector(http);
-            Connections::Http2(Box::new(
-                Client::builder(TokioExecutor::new())
-                    .pool_timer(TokioTimer::new())
-                    .pool_idle_timeout(IDLE_TIMEOUT)
-                    .http2_only(true)
-                    .build(RequireH2 {
-                        inner: connector,
-                        connect_timeout: config.connect_timeout,
-                    }),
-            ))
+            let connections = Arc::new(Http2Connections::default());
+            Connections::Http2 {
+                client: Box::new(
+                    Client::builder(TokioExecutor::new())
+                        .pool_timer(TokioTimer::new())
+                        .pool_idle_timeout(IDLE_TIMEOUT)
+                        .http2_only(true)
+                        .build(RequireH2 {
+                            inner: connector,
+                            connect_timeout: config.connect_timeout,
+                            connections: connections.clone(),
+                        }),
+                ),
+                connections,
+            }
         } else {
             let dialer = Dialer::new(&scheme, &authority, tls)
                 .map_err(|err| format!("upstream {}: {err}", config.name))?;
@@ -223,7 +234,10 @@ impl Upstream {
                 let response = pool.send(request, self.timeout, wait).await?;
                 Ok(response.map(|body| UpstreamBody::http1(body, self.timeout)))
             }
-            Connections::Http2(client) => {
+            Connections::Http2 {
+                client,
+                connections,
+            } => {
                 // hyper sends the body from a task of its own: the body
                 // itself marks each piece it hands over.
                 let progress = wait
@@ -235,7 +249,14 @@ impl Upstream {
                     }
                     None => request,
                 };
+                let before = connections.before();
                 match within(self.timeout, progress.as_deref(), client.request(request)).await {
+                    // Still waiting for the first connection (one slower to
+                    // open than `timeout`): nothing went out, as when an
+                    // HTTP/1 connect takes the whole timeout.
+                    Err(_) if connections.never_connected_since(&before) => Err(
+                        UpstreamError::NotSent("no connection within the upstream timeout".into()),
+                    ),
                     Err(_) => Err(UpstreamError::Timeout),
                     Ok(Ok(mut response)) => {
                         strip_hop_by_hop(response.headers_mut());

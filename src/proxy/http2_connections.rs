@@ -1,0 +1,135 @@
+//! What an HTTP/2 upstream's connections are doing, as far as a request
+//! that timed out needs to know: hyper's pool opens them out of sight, and
+//! a request that waited the whole `timeout` for the first one was never
+//! sent (502, key freed); it is not one that went out and got no answer
+//! (504 `outcome-unknown`).
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+
+use hyper::rt::{Read, ReadBufCursor, Write};
+use hyper_util::client::legacy::connect::{Connected, Connection};
+
+/// Connections opened and still open.
+#[derive(Debug, Default)]
+pub struct Http2Connections {
+    /// Opened so far (a connect that succeeded).
+    opened: AtomicU64,
+    /// Opened and not yet dropped by hyper.
+    open: AtomicUsize,
+}
+
+/// What a request saw of the connections when it was handed over.
+pub struct Before {
+    opened: u64,
+    none_open: bool,
+}
+
+impl Http2Connections {
+    pub fn before(&self) -> Before {
+        Before {
+            opened: self.opened.load(Ordering::SeqCst),
+            none_open: self.open.load(Ordering::SeqCst) == 0,
+        }
+    }
+
+    /// Whether a request handed over at `before` cannot have been sent: no
+    /// connection was open then, and none has been opened since. (One open
+    /// then, even closing, may have carried it.)
+    pub fn never_connected_since(&self, before: &Before) -> bool {
+        before.none_open && self.opened.load(Ordering::SeqCst) == before.opened
+    }
+
+    /// Counts a connection just opened, for as long as hyper keeps it.
+    pub fn track<S>(self: &Arc<Self>, stream: S) -> Tracked<S> {
+        // `open` first: a request that sees the new `opened` sees it open.
+        self.open.fetch_add(1, Ordering::SeqCst);
+        self.opened.fetch_add(1, Ordering::SeqCst);
+        Tracked {
+            stream,
+            connections: self.clone(),
+        }
+    }
+}
+
+/// An upstream connection counted in [`Http2Connections`] until dropped.
+pub struct Tracked<S> {
+    stream: S,
+    connections: Arc<Http2Connections>,
+}
+
+impl<S> Drop for Tracked<S> {
+    fn drop(&mut self) {
+        self.connections.open.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl<S: Connection> Connection for Tracked<S> {
+    fn connected(&self) -> Connected {
+        self.stream.connected()
+    }
+}
+
+impl<S: Read + Unpin> Read for Tracked<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+    }
+}
+
+impl<S: Write + Unpin> Write for Tracked<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_is_unsent_only_while_no_connection_was_open_or_opened() {
+        let connections = Arc::new(Http2Connections::default());
+        let first = connections.before();
+        assert!(connections.never_connected_since(&first));
+        let open = connections.track(());
+        assert!(!connections.never_connected_since(&first), "opened since");
+        let second = connections.before();
+        drop(open);
+        assert!(
+            !connections.never_connected_since(&second),
+            "one was open when it was handed over"
+        );
+        assert!(connections.never_connected_since(&connections.before()));
+    }
+}
