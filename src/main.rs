@@ -126,7 +126,13 @@ fn init_logging(format: LogFormat, level: Option<&str>) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(ansi)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // A log line that cannot be written (stderr closed: a collector
+        // gone, `2>&1 | head`) is dropped. tracing would report it with
+        // `eprintln!`, which panics on that same stderr, inside whichever
+        // task logged: a request's, before its answer, or the signal task's,
+        // so that SIGTERM no longer stopped the process.
+        .log_internal_errors(false);
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),

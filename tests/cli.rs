@@ -744,3 +744,75 @@ fn check_refuses_a_redis_url_serve_cannot_open() {
         }
     }
 }
+
+/// SPEC §1: logs go to stderr, and a log reader that goes away (a collector
+/// restarted, `serve 2>&1 | head`) must not take the gateway with it. Each
+/// log line then failed to write, tracing reported that with `eprintln!`,
+/// which panics on a closed stderr: every request's task died before its
+/// answer, and the signal task at "shutting down", so SIGTERM stopped
+/// nothing.
+#[tokio::test]
+async fn a_closed_stderr_stops_neither_requests_nor_shutdown() {
+    use std::io::BufRead;
+
+    let dir = TestDir::new("cli-closed-stderr");
+    let upstream = common::MockUpstream::start().await;
+    let (listen, admin) = (common::gateway::free_port(), common::gateway::free_port());
+    let path = dir.path("idemgate.toml");
+    let config = common::gateway::render(
+        common::configs::CHARGES_AND_REST,
+        &dir,
+        &upstream.url(),
+        listen,
+        admin,
+    );
+    std::fs::write(&path, config).unwrap();
+    // Killed on drop: a failing run would otherwise leave a gateway that
+    // SIGTERM does not stop.
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_idemgate"))
+            .args(["serve", "-c", path.to_str().unwrap()])
+            .env_remove("IDEMGATE_CONFIG")
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stderr = std::io::BufReader::new(child.0.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("idemgate serving") {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "serve exited");
+    }
+    drop(stderr);
+
+    let client = common::Client::new(listen);
+    let reply = client.post("/v1/charges", Some("k1"), "{}").await;
+    assert_eq!(reply.status, 201);
+    assert_eq!(client.get("/echo").await.status, 200);
+
+    let sent = Command::new("kill")
+        .args(["-TERM", &child.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            panic!("serve did not stop on SIGTERM with its stderr closed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}
