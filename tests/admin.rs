@@ -105,6 +105,30 @@ async fn admin_token_matrix() {
     assert_eq!(reply.status, 404);
 }
 
+/// A token written inline in the config (SPEC §2: secrets *can* be given
+/// as `*_env`) guards `/admin/*` the same way.
+#[tokio::test]
+async fn an_inline_admin_token_guards_the_admin_plane() {
+    let dir = TestDir::new("inline-token");
+    let upstream = MockUpstream::start().await;
+    let config = CONFIG.replace(
+        "token_env = \"IDEMGATE_TEST_ADMIN_TOKEN\"",
+        &format!("token = \"{TOKEN}\""),
+    );
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
+    let admin = gateway.admin_client();
+    let path = "/admin/keys/charges/nope";
+    assert_eq!(admin.send("GET", path, &[], "").await.status, 401);
+    let wrong = admin
+        .send("GET", path, &[("authorization", "Bearer guess")], "")
+        .await;
+    assert_eq!(wrong.status, 403);
+    let (name, value) = bearer();
+    let right = admin.send("GET", path, &[(name, &value)], "").await;
+    assert_eq!(right.status, 404, "authorized, but no such key");
+    assert_eq!(right.json()["code"], "not-found");
+}
+
 /// A head whose field held control characters reaches the admin plane
 /// without that field: refused (400), not acted on as if it had not been
 /// sent, with the right token beside it or not.

@@ -57,6 +57,7 @@ pub struct TlsFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AdminFile {
+    pub token: Option<Text>,
     pub token_env: Option<Text>,
 }
 

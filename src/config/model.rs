@@ -49,8 +49,9 @@ pub struct TlsConfig {
 pub struct AdminConfig {
     /// Name of the environment variable holding the bearer token, as configured.
     pub token_env: Option<String>,
-    /// The token itself, read from `token_env` at load time. `None` (variable absent,
-    /// unset or empty) disables `/admin/*`.
+    /// The token itself: given inline (`token`) or read from `token_env` at
+    /// load time. `None` (neither given, or the variable unset or empty)
+    /// disables `/admin/*`.
     pub token: Option<String>,
 }
 

@@ -176,11 +176,37 @@ pub fn admin(ctx: &mut Ctx<'_>, file: &AdminFile) -> AdminConfig {
     // Surrounding whitespace is not part of the token: a secret written from
     // a file often ends in a newline, which no client can send in a header
     // (clients' tokens are read trimmed too), so it would refuse every call.
-    let token = token_env
+    let from_env = token_env
         .as_deref()
         .and_then(|name| (ctx.env)(name))
         .map(|token| token.trim().to_owned())
         .filter(|token| !token.is_empty());
+    // Inline, as SPEC §2 allows any secret ("`*_env` instead of inline").
+    // An empty one is a mistake, not a way to disable /admin/* (leaving the
+    // field out is); the value, a secret, is never quoted back.
+    let (token, field, span) = match (&file.token, &file.token_env) {
+        (Some(inline), Some(_)) => {
+            ctx.error(
+                Some(inline.span()),
+                "admin.token",
+                "give token or token_env, not both",
+            );
+            (None, "admin.token", Some(inline.span()))
+        }
+        (Some(inline), None) => {
+            let token = inline.get_ref().trim();
+            if token.is_empty() {
+                ctx.error(
+                    Some(inline.span()),
+                    "admin.token",
+                    "the token is empty; leave admin.token out to disable /admin/*",
+                );
+            }
+            let token = Some(token.to_owned()).filter(|token| !token.is_empty());
+            (token, "admin.token", Some(inline.span()))
+        }
+        (None, env) => (from_env, "admin.token_env", env.as_ref().map(|t| t.span())),
+    };
     if let Some(length) = token.as_ref().map(|token| token.chars().count())
         && length < MIN_ADMIN_TOKEN_CHARS
     {
@@ -188,8 +214,8 @@ pub fn admin(ctx: &mut Ctx<'_>, file: &AdminFile) -> AdminConfig {
         // one. But a placeholder left in place ("CHANGE-ME") guards the purge
         // of any key on any route; the length, never the token, is quoted.
         ctx.warn(
-            file.token_env.as_ref().map(|t| t.span()),
-            "admin.token_env",
+            span,
+            field,
             format!(
                 "the admin token is {length} characters long; anyone who guesses it can \
                  purge keys and reload: use at least {MIN_ADMIN_TOKEN_CHARS} random \

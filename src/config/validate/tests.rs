@@ -229,6 +229,38 @@ fn admin_token_from_env_or_disabled() {
     assert_eq!(blank.admin.token, None);
 }
 
+/// SPEC §2: a secret may be inline as well as in `*_env`. Both at once, or
+/// an empty inline token, is an error naming the field; the token itself is
+/// never quoted back.
+#[test]
+fn admin_token_inline() {
+    let text = format!("[admin]\ntoken = \"0123456789abcdef-inline\"\n{MINIMAL}");
+    let config = ok(&text);
+    assert_eq!(
+        config.admin.token.as_deref(),
+        Some("0123456789abcdef-inline")
+    );
+    assert_eq!(config.admin.token_env, None);
+    assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+
+    let both = format!("[admin]\ntoken = \"0123456789abcdef\"\ntoken_env = \"TOK\"\n{MINIMAL}");
+    single(&both, "t.toml:2:9: admin.token:", "not both");
+    for message in errors(&both) {
+        assert!(!message.contains("0123456789abcdef"), "{message}");
+    }
+    let empty = format!("[admin]\ntoken = \"  \"\n{MINIMAL}");
+    single(&empty, "t.toml:2:9: admin.token:", "empty");
+
+    let short = ok(&format!("[admin]\ntoken = \"CHANGE-ME\"\n{MINIMAL}"));
+    assert_eq!(short.warnings.len(), 1, "{:?}", short.warnings);
+    assert!(
+        short.warnings[0].starts_with("t.toml:2:9: admin.token:"),
+        "{:?}",
+        short.warnings
+    );
+    assert!(!short.warnings[0].contains("CHANGE-ME"));
+}
+
 /// A short admin token (a placeholder left in place) is warned about, by
 /// its length, never quoted; a long one is not.
 #[test]
