@@ -475,18 +475,21 @@ async fn an_http2_upstream_that_does_not_agree_to_h2_is_unreachable_not_outcome_
     let config = https_upstream_config("http2 = true\n", &format!("ca = \"{}\"\n", ca.display()));
     let gateway = GatewayProcess::start(&dir, &format!("https://localhost:{port}"), &config);
     for _ in 0..2 {
-        let reply = gateway
-            .client()
-            .post("/v1/charges", Some("h2-1"), "{}")
-            .await;
-        assert_eq!(reply.status, 502, "{}", reply.text());
-        assert_eq!(
-            reply.json()["code"],
-            "upstream-unreachable",
-            "{}",
-            reply.text()
-        );
+        assert_unreachable(&gateway, "h2-1").await;
     }
+}
+
+/// A keyed request answered 502 `upstream-unreachable`: nothing was sent,
+/// and the key is free for the next try (which gets the same).
+async fn assert_unreachable(gateway: &GatewayProcess, key: &str) {
+    let reply = gateway.client().post("/v1/charges", Some(key), "{}").await;
+    assert_eq!(reply.status, 502, "{}", reply.text());
+    assert_eq!(
+        reply.json()["code"],
+        "upstream-unreachable",
+        "{}",
+        reply.text()
+    );
 }
 
 /// An https upstream that takes TCP connections but never answers the
@@ -517,17 +520,7 @@ async fn unreachable_while_the_handshake_stalls(
     let gateway = GatewayProcess::start(&dir, &format!("https://localhost:{port}"), &config);
     for _ in 0..2 {
         let started = std::time::Instant::now();
-        let reply = gateway
-            .client()
-            .post("/v1/charges", Some("stalled-1"), "{}")
-            .await;
-        assert_eq!(reply.status, 502, "{}", reply.text());
-        assert_eq!(
-            reply.json()["code"],
-            "upstream-unreachable",
-            "{}",
-            reply.text()
-        );
+        assert_unreachable(&gateway, "stalled-1").await;
         assert!(started.elapsed() < within, "took {:?}", started.elapsed());
     }
 }
@@ -626,17 +619,7 @@ async fn an_upstream_refusing_the_client_certificate_is_unreachable_not_outcome_
     let config = https_upstream_config("", &format!("ca = \"{}\"\n", ca.display()));
     let gateway = GatewayProcess::start(&dir, &format!("https://localhost:{port}"), &config);
     for _ in 0..2 {
-        let reply = gateway
-            .client()
-            .post("/v1/charges", Some("mtls-1"), "{}")
-            .await;
-        assert_eq!(reply.status, 502, "{}", reply.text());
-        assert_eq!(
-            reply.json()["code"],
-            "upstream-unreachable",
-            "{}",
-            reply.text()
-        );
+        assert_unreachable(&gateway, "mtls-1").await;
     }
     assert_eq!(read.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
