@@ -6,6 +6,7 @@ use http::{HeaderMap, Response, StatusCode};
 
 use crate::body::{self, Body};
 use crate::store::StoredResponse;
+use crate::wire::fields;
 
 const REPLAY_OMITTED: HeaderName = HeaderName::from_static("idempotency-replay");
 pub(super) const DEGRADED: HeaderName = HeaderName::from_static("idempotency-degraded");
@@ -91,7 +92,7 @@ fn stale_length(stored: &StoredResponse, headers: &HeaderMap) -> bool {
 /// none, and a client must not read an upstream's field of that name as ours.
 /// The gateway's other fields go too (see [`drop_gateway_fields`]).
 pub fn unmark(headers: &mut HeaderMap, marker: &HeaderName) {
-    remove_fields(headers, |name| {
+    fields::remove_where(headers, |name| {
         name == marker || GATEWAY_FIELDS.contains(name)
     });
 }
@@ -100,24 +101,7 @@ pub fn unmark(headers: &mut HeaderMap, marker: &HeaderName) {
 /// (`Idempotency-Replay`, `Idempotency-Degraded`), before an answer is stored
 /// or given: only the gateway says a body was omitted or a record not kept.
 pub fn drop_gateway_fields(headers: &mut HeaderMap) {
-    remove_fields(headers, |name| GATEWAY_FIELDS.contains(name));
-}
-
-/// Removes every field `unwanted` picks. An answer almost never has one, and
-/// comparing its few names costs less than a removal by name, which hashes
-/// the name to find nothing (bench/README (bh)).
-fn remove_fields(headers: &mut HeaderMap, unwanted: impl Fn(&HeaderName) -> bool) {
-    if !headers.keys().any(&unwanted) {
-        return;
-    }
-    let names: Vec<HeaderName> = headers
-        .keys()
-        .filter(|name| unwanted(name))
-        .cloned()
-        .collect();
-    for name in names {
-        headers.remove(name);
-    }
+    fields::remove_where(headers, |name| GATEWAY_FIELDS.contains(name));
 }
 
 /// Sets the replay marker, replacing any the upstream may have sent.

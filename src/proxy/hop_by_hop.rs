@@ -1,6 +1,8 @@
 use http::HeaderMap;
 use http::header::{self, HeaderName};
 
+use crate::wire::fields;
+
 /// Headers that describe one connection, not the message (RFC 9110 §7.6.1),
 /// plus the `Proxy-*` family.
 const HOP_BY_HOP: &[HeaderName] = &[
@@ -23,27 +25,21 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // Most that do (every answer from an upstream that keeps connections
     // open) carry only `Connection: keep-alive`: remove what is present, not
     // every name that could be.
-    let listed: Vec<&str> = headers
+    let listed: Vec<String> = headers
         .get_all(header::CONNECTION)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(','))
         .map(str::trim)
         .filter(|name| !name.is_empty())
+        .map(str::to_owned)
         .collect();
-    let doomed: Vec<HeaderName> = headers
-        .keys()
-        .filter(|name| {
-            is_hop_by_hop(name)
-                || listed
-                    .iter()
-                    .any(|listed| listed.eq_ignore_ascii_case(name.as_str()))
-        })
-        .cloned()
-        .collect();
-    for name in doomed {
-        headers.remove(name);
-    }
+    fields::remove_where(headers, |name| {
+        is_hop_by_hop(name)
+            || listed
+                .iter()
+                .any(|listed| listed.eq_ignore_ascii_case(name.as_str()))
+    });
 }
 
 pub(super) fn is_hop_by_hop(name: &HeaderName) -> bool {

@@ -147,7 +147,13 @@ fn parse_one(buf: &mut BytesMut, method: &Method) -> Result<Option<AnswerHead>, 
         fields::shared_map(&head, fields, 0).map_err(|_| HeadError::Header("field value"))?;
     // Framed before the fields `Connection` names are dropped: naming
     // `Content-Length` there does not make the body run to the close.
-    let framing = framing(method, status, &headers, &connection, &lengths)?;
+    let framing = framing(
+        method,
+        status,
+        &headers,
+        connection.transfer_encoding(),
+        lengths.plain,
+    )?;
     for listed in &connection.listed {
         headers.remove(listed.as_str());
     }
@@ -181,8 +187,8 @@ fn framing(
     method: &Method,
     status: StatusCode,
     headers: &HeaderMap,
-    connection: &ConnectionFields,
-    lengths: &LengthFields,
+    transfer_encoding: Option<bool>,
+    plain_length: Option<u64>,
 ) -> Result<Framing, HeadError> {
     if *method == Method::HEAD
         || status.is_informational()
@@ -193,12 +199,12 @@ fn framing(
     }
     // Chunked only when it is the final coding; otherwise the body runs to
     // the close. A Content-Length beside it is ignored (§6.3 item 3).
-    match connection.transfer_encoding() {
+    match transfer_encoding {
         Some(true) => return Ok(Framing::Chunked),
         Some(false) => return Ok(Framing::UntilClose),
         None => {}
     }
-    if let Some(length) = lengths.plain {
+    if let Some(length) = plain_length {
         return Ok(Framing::Length(length));
     }
     Ok(declared_length(headers)?.map_or(Framing::UntilClose, Framing::Length))
