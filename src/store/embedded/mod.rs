@@ -40,6 +40,7 @@ mod ops;
 mod replies;
 mod schema;
 mod serve_lock;
+mod statements;
 mod tokens;
 mod writer;
 
@@ -161,7 +162,7 @@ impl EmbeddedStore {
     async fn call<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&mut Txn<'_>) -> Result<T, StoreError> + Send + 'static,
+        F: FnOnce(&mut Txn<'_, '_>) -> Result<T, StoreError> + Send + 'static,
     {
         self.send(Task::job(work)).await
     }
@@ -225,34 +226,31 @@ impl Store for EmbeddedStore {
         retain_for: Duration,
     ) -> Result<(), StoreError> {
         let (lease, response) = (lease.clone(), response.clone());
-        self.call(move |txn| ops::complete(txn.conn, &lease, &response, retain_for, txn.now))
+        self.call(move |txn| ops::complete(txn, &lease, &response, retain_for))
             .await
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         let lease = lease.clone();
-        self.call(move |txn| ops::release(txn.conn, &lease)).await
+        self.call(move |txn| ops::release(txn, &lease)).await
     }
 
     async fn records(&self, route: &str, key: &str) -> Result<Vec<RecordInfo>, StoreError> {
         let (route, key) = (route.to_owned(), key.to_owned());
-        self.call(move |txn| ops::records(txn.conn, &route, &key))
-            .await
+        self.call(move |txn| ops::records(txn, &route, &key)).await
     }
 
     async fn purge(&self, route: &str, key: &str) -> Result<u64, StoreError> {
         let (route, key) = (route.to_owned(), key.to_owned());
-        self.call(move |txn| ops::purge(txn.conn, &route, &key))
-            .await
+        self.call(move |txn| ops::purge(txn, &route, &key)).await
     }
 
     async fn sweep(&self, batch: u32) -> Result<u64, StoreError> {
-        self.call(move |txn| ops::sweep(txn.conn, batch, txn.now))
-            .await
+        self.call(move |txn| ops::sweep(txn, batch)).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        self.call(|txn| ops::ping(txn.conn)).await
+        self.call(ops::ping).await
     }
 }
 

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{OptionalExtension, params};
 
 use super::codec::{decode_headers, duration_ms, encode_headers, from_ms};
 use super::schema::{COMPLETED, IN_FLIGHT};
@@ -28,7 +28,7 @@ struct Existing {
 }
 
 pub(super) fn reserve(
-    txn: &mut Txn<'_>,
+    txn: &mut Txn<'_, '_>,
     id: &RecordId,
     fingerprint: &str,
     lease_for: Duration,
@@ -51,24 +51,21 @@ pub(super) fn reserve(
         return Ok((lease(id, token, lease_expires_at), None));
     }
 
-    let conn = txn.conn;
-    let row = conn
-        .prepare_cached(
+    let row = txn
+        .statement(
             "SELECT state, fingerprint, token, expires_at, lease_expires_at
              FROM records WHERE route = ?1 AND scope = ?2 AND key = ?3",
-        )
-        .and_then(|mut stmt| {
-            stmt.query_row(params![id.route, id.scope, id.key], |row| {
-                Ok(Existing {
-                    state: row.get(0)?,
-                    fingerprint: row.get(1)?,
-                    token: row.get(2)?,
-                    expires_at: row.get(3)?,
-                    lease_expires_at: row.get(4)?,
-                })
+        )?
+        .query_row(params![id.route, id.scope, id.key], |row| {
+            Ok(Existing {
+                state: row.get(0)?,
+                fingerprint: row.get(1)?,
+                token: row.get(2)?,
+                expires_at: row.get(3)?,
+                lease_expires_at: row.get(4)?,
             })
-            .optional()
         })
+        .optional()
         .map_err(db)?
         // The batch holds the write lock: what conflicted is still there.
         .ok_or_else(|| StoreError::Unavailable("the conflicting record vanished".into()))?;
@@ -82,7 +79,7 @@ pub(super) fn reserve(
         if !same {
             return Ok((Reservation::Mismatch, row.expires_at));
         }
-        return load_response(conn, id, row.token)
+        return load_response(txn, id, row.token)
             .map(|response| (Reservation::Completed(response), row.expires_at));
     }
     match row.lease_expires_at {
@@ -122,7 +119,7 @@ const TAKE_OVER: &str = "UPDATE records SET state = ?4, fingerprint = ?5, token 
      WHERE route = ?1 AND scope = ?2 AND key = ?3";
 
 fn take_over(
-    txn: &mut Txn<'_>,
+    txn: &mut Txn<'_, '_>,
     id: &RecordId,
     fingerprint: &str,
     token: i64,
@@ -135,49 +132,45 @@ fn take_over(
 
 /// Runs `INSERT_IN_FLIGHT` or `TAKE_OVER`; returns the rows written.
 fn write_in_flight(
-    txn: &Txn<'_>,
-    sql: &str,
+    txn: &mut Txn<'_, '_>,
+    sql: &'static str,
     id: &RecordId,
     fingerprint: &str,
     token: i64,
     lease_expires_at: i64,
 ) -> Result<usize, StoreError> {
-    txn.conn
-        .prepare_cached(sql)
-        .and_then(|mut stmt| {
-            stmt.execute(params![
-                id.route,
-                id.scope,
-                id.key,
-                IN_FLIGHT,
-                fingerprint,
-                token,
-                txn.now,
-                lease_expires_at
-            ])
-        })
+    let now = txn.now;
+    txn.statement(sql)?
+        .execute(params![
+            id.route,
+            id.scope,
+            id.key,
+            IN_FLIGHT,
+            fingerprint,
+            token,
+            now,
+            lease_expires_at
+        ])
         .map_err(db)
 }
 
 fn load_response(
-    conn: &Connection,
+    txn: &mut Txn<'_, '_>,
     id: &RecordId,
     token: i64,
 ) -> Result<StoredResponse, StoreError> {
-    let (status, headers, body, body_omitted) = conn
-        .prepare_cached(
+    let (status, headers, body, body_omitted) = txn
+        .statement(
             "SELECT status, headers, body, body_omitted FROM records
              WHERE route = ?1 AND scope = ?2 AND key = ?3 AND token = ?4",
-        )
-        .and_then(|mut stmt| {
-            stmt.query_row(params![id.route, id.scope, id.key, token], |row| {
-                Ok((
-                    row.get::<_, Option<i64>>(0)?,
-                    row.get::<_, Option<Vec<u8>>>(1)?,
-                    row.get::<_, Option<Vec<u8>>>(2)?,
-                    row.get::<_, bool>(3)?,
-                ))
-            })
+        )?
+        .query_row(params![id.route, id.scope, id.key, token], |row| {
+            Ok((
+                row.get::<_, Option<i64>>(0)?,
+                row.get::<_, Option<Vec<u8>>>(1)?,
+                row.get::<_, Option<Vec<u8>>>(2)?,
+                row.get::<_, bool>(3)?,
+            ))
         })
         .map_err(db)?;
     let status = status
@@ -194,36 +187,34 @@ fn load_response(
 /// No `RETURNING`: SQLite runs it through an ephemeral table and a statement
 /// journal, which made this statement cost twice the reservation's insert.
 pub(super) fn complete(
-    conn: &Connection,
+    txn: &mut Txn<'_, '_>,
     lease: &Lease,
     response: &StoredResponse,
     retain_for: Duration,
-    now: i64,
 ) -> Result<(), StoreError> {
     let id = &lease.id;
-    let updated = conn
-        .prepare_cached(
+    let now = txn.now;
+    let updated = txn
+        .statement(
             "UPDATE records SET state = ?6, status = ?7, headers = ?8, body = ?9,
                  body_omitted = ?10, completed_at = ?11, expires_at = ?12,
                  lease_expires_at = NULL
              WHERE route = ?1 AND scope = ?2 AND key = ?3 AND token = ?4 AND state = ?5",
-        )
-        .and_then(|mut stmt| {
-            stmt.execute(params![
-                id.route,
-                id.scope,
-                id.key,
-                lease.token,
-                IN_FLIGHT,
-                COMPLETED,
-                i64::from(response.status),
-                encode_headers(&response.headers),
-                response.body.as_ref(),
-                response.body_omitted,
-                now,
-                now.saturating_add(duration_ms(retain_for)),
-            ])
-        })
+        )?
+        .execute(params![
+            id.route,
+            id.scope,
+            id.key,
+            lease.token,
+            IN_FLIGHT,
+            COMPLETED,
+            i64::from(response.status),
+            encode_headers(&response.headers),
+            response.body.as_ref(),
+            response.body_omitted,
+            now,
+            now.saturating_add(duration_ms(retain_for)),
+        ])
         .map_err(db)?;
     // No row: the token is no longer the record's (taken over or purged).
     if updated == 0 {
@@ -232,29 +223,27 @@ pub(super) fn complete(
     Ok(())
 }
 
-pub(super) fn release(conn: &Connection, lease: &Lease) -> Result<(), StoreError> {
+pub(super) fn release(txn: &mut Txn<'_, '_>, lease: &Lease) -> Result<(), StoreError> {
     let id = &lease.id;
-    conn.prepare_cached(
+    txn.statement(
         "DELETE FROM records
          WHERE route = ?1 AND scope = ?2 AND key = ?3 AND token = ?4 AND state = ?5",
-    )
-    .and_then(|mut stmt| stmt.execute(params![id.route, id.scope, id.key, lease.token, IN_FLIGHT]))
+    )?
+    .execute(params![id.route, id.scope, id.key, lease.token, IN_FLIGHT])
     .map_err(db)?;
     Ok(())
 }
 
 pub(super) fn records(
-    conn: &Connection,
+    txn: &mut Txn<'_, '_>,
     route: &str,
     key: &str,
 ) -> Result<Vec<RecordInfo>, StoreError> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT scope, state, fingerprint, status, created_at, completed_at,
-                 expires_at, lease_expires_at
-             FROM records WHERE route = ?1 AND key = ?2 ORDER BY scope",
-        )
-        .map_err(db)?;
+    let mut stmt = txn.statement(
+        "SELECT scope, state, fingerprint, status, created_at, completed_at,
+             expires_at, lease_expires_at
+         FROM records WHERE route = ?1 AND key = ?2 ORDER BY scope",
+    )?;
     let rows = stmt
         .query_map(params![route, key], |row| {
             let state: i64 = row.get(1)?;
@@ -278,22 +267,23 @@ pub(super) fn records(
     rows.collect::<Result<Vec<_>, _>>().map_err(db)
 }
 
-pub(super) fn purge(conn: &Connection, route: &str, key: &str) -> Result<u64, StoreError> {
-    let n = conn
-        .prepare_cached("DELETE FROM records WHERE route = ?1 AND key = ?2")
-        .and_then(|mut stmt| stmt.execute(params![route, key]))
+pub(super) fn purge(txn: &mut Txn<'_, '_>, route: &str, key: &str) -> Result<u64, StoreError> {
+    let n = txn
+        .statement("DELETE FROM records WHERE route = ?1 AND key = ?2")?
+        .execute(params![route, key])
         .map_err(db)?;
     Ok(n as u64)
 }
 
-pub(super) fn sweep(conn: &Connection, batch: u32, now: i64) -> Result<u64, StoreError> {
-    let n = conn
-        .prepare_cached(
+pub(super) fn sweep(txn: &mut Txn<'_, '_>, batch: u32) -> Result<u64, StoreError> {
+    let now = txn.now;
+    let n = txn
+        .statement(
             "DELETE FROM records WHERE rowid IN (
                  SELECT rowid FROM records
                  WHERE expires_at <= ?1 AND state = ?2 LIMIT ?3)",
-        )
-        .and_then(|mut stmt| stmt.execute(params![now, COMPLETED, i64::from(batch)]))
+        )?
+        .execute(params![now, COMPLETED, i64::from(batch)])
         .map_err(db)?;
     Ok(n as u64)
 }
@@ -301,12 +291,12 @@ pub(super) fn sweep(conn: &Connection, batch: u32, now: i64) -> Result<u64, Stor
 /// Reads both tables, not a constant: a file damaged under the gateway
 /// (overwritten in place) fails every operation with "malformed", and
 /// `/readyz` should say so. One page of each; nothing written.
-pub(super) fn ping(conn: &Connection) -> Result<(), StoreError> {
-    conn.prepare_cached(
+pub(super) fn ping(txn: &mut Txn<'_, '_>) -> Result<(), StoreError> {
+    txn.statement(
         "SELECT (SELECT value FROM meta WHERE name = 'last_token'),
                 (SELECT count(*) FROM (SELECT 1 FROM records LIMIT 1))",
-    )
-    .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, Option<i64>>(0)))
+    )?
+    .query_row([], |row| row.get::<_, Option<i64>>(0))
     .map_err(db)?;
     Ok(())
 }

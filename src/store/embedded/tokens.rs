@@ -9,9 +9,8 @@
 //! counter in between and hand out the same tokens; a batch that rolls back
 //! drops its tokens with its rows.
 
-use rusqlite::Connection;
-
 use super::ops::db;
+use super::statements::Statements;
 use crate::store::StoreError;
 
 #[derive(Default)]
@@ -25,12 +24,12 @@ impl Tokens {
     /// The token the next reservation gets. It stays unspent (the next call
     /// returns it again) until `spend`: a reservation that finds its key
     /// taken writes nothing, and a batch of those leaves the counter alone.
-    pub(super) fn peek(&mut self, conn: &Connection) -> Result<i64, StoreError> {
+    pub(super) fn peek(&mut self, statements: &mut Statements<'_>) -> Result<i64, StoreError> {
         let (_, last) = match self.counter {
             Some(counter) => counter,
             None => {
-                let read = conn
-                    .prepare_cached("SELECT value FROM meta WHERE name = 'last_token'")
+                let read = statements
+                    .get("SELECT value FROM meta WHERE name = 'last_token'")
                     .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, i64>(0)))
                     .map_err(db)?;
                 *self.counter.insert((read, read))
@@ -49,11 +48,12 @@ impl Tokens {
 
     /// Writes the last token handed out back to the counter; part of the
     /// batch's transaction, so it commits with the rows that carry the tokens.
-    pub(super) fn save(&self, conn: &Connection) -> rusqlite::Result<()> {
+    pub(super) fn save(&self, statements: &mut Statements<'_>) -> rusqlite::Result<()> {
         if let Some((read, last)) = self.counter
             && last != read
         {
-            conn.prepare_cached("UPDATE meta SET value = ?1 WHERE name = 'last_token'")?
+            statements
+                .get("UPDATE meta SET value = ?1 WHERE name = 'last_token'")?
                 .execute([last])?;
         }
         Ok(())
@@ -62,6 +62,8 @@ impl Tokens {
 
 #[cfg(test)]
 mod tests {
+    use rusqlite::Connection;
+
     use super::*;
 
     fn counter(conn: &Connection) -> i64 {
@@ -81,21 +83,22 @@ mod tests {
              INSERT INTO meta VALUES ('last_token', 41);",
         )
         .unwrap();
+        let mut statements = Statements::new(&conn);
         let mut tokens = Tokens::default();
-        tokens.save(&conn).unwrap();
+        tokens.save(&mut statements).unwrap();
         assert_eq!(counter(&conn), 41, "a batch without reservations leaves it");
-        assert_eq!(tokens.peek(&conn).unwrap(), 42);
-        assert_eq!(tokens.peek(&conn).unwrap(), 42, "not spent yet");
-        tokens.save(&conn).unwrap();
+        assert_eq!(tokens.peek(&mut statements).unwrap(), 42);
+        assert_eq!(tokens.peek(&mut statements).unwrap(), 42, "not spent yet");
+        tokens.save(&mut statements).unwrap();
         assert_eq!(counter(&conn), 41, "nothing spent, nothing written");
         tokens.spend(42);
-        assert_eq!(tokens.peek(&conn).unwrap(), 43);
+        assert_eq!(tokens.peek(&mut statements).unwrap(), 43);
         tokens.spend(43);
         assert_eq!(counter(&conn), 41, "not written before save");
-        tokens.save(&conn).unwrap();
+        tokens.save(&mut statements).unwrap();
         assert_eq!(counter(&conn), 43);
 
         let mut next_batch = Tokens::default();
-        assert_eq!(next_batch.peek(&conn).unwrap(), 44);
+        assert_eq!(next_batch.peek(&mut statements).unwrap(), 44);
     }
 }

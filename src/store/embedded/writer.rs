@@ -35,7 +35,9 @@ use tokio::sync::oneshot;
 use super::background_sync::BackgroundSync;
 use super::codec::to_ms;
 use super::file_watch::FileWatch;
+use super::ops::db;
 use super::replies::Replies;
+use super::statements::{Held, Statements};
 use super::tokens::Tokens;
 use crate::store::StoreError;
 
@@ -46,18 +48,24 @@ const MAX_BATCH: usize = 512;
 pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 
 /// The batch's open transaction, as one job sees it.
-pub(super) struct Txn<'a> {
-    pub conn: &'a Connection,
+pub(super) struct Txn<'a, 'c> {
     /// The job's "now", in unix milliseconds.
     pub now: i64,
     tokens: &'a mut Tokens,
+    statements: &'a mut Statements<'c>,
 }
 
-impl Txn<'_> {
+impl<'c> Txn<'_, 'c> {
+    /// `sql` as a statement prepared once for the writer's life
+    /// (`statements`); `sql` must be a literal or a `const`.
+    pub fn statement(&mut self, sql: &'static str) -> Result<Held<'_, 'c>, StoreError> {
+        self.statements.get(sql).map_err(db)
+    }
+
     /// The fencing token a reservation would get: unique across the store's
     /// life once `spend_token` records that a row carries it.
     pub fn next_token(&mut self) -> Result<i64, StoreError> {
-        self.tokens.peek(self.conn)
+        self.tokens.peek(self.statements)
     }
 
     pub fn spend_token(&mut self, token: i64) {
@@ -69,7 +77,7 @@ impl Txn<'_> {
 pub(super) trait Job: Send {
     /// Runs the operation on the open transaction, keeping its result for
     /// `finish`; returns whether it succeeded.
-    fn run(&mut self, txn: &mut Txn<'_>) -> bool;
+    fn run(&mut self, txn: &mut Txn<'_, '_>) -> bool;
     /// Sends the kept result, or `Unavailable(batch_error)` when the batch's
     /// transaction did not commit (or its sync failed).
     fn finish(self: Box<Self>, batch_error: Option<&str>);
@@ -88,7 +96,7 @@ pub(super) struct Task<T, F> {
 impl<T, F> Task<T, F>
 where
     T: Send + 'static,
-    F: FnOnce(&mut Txn<'_>) -> Result<T, StoreError> + Send + 'static,
+    F: FnOnce(&mut Txn<'_, '_>) -> Result<T, StoreError> + Send + 'static,
 {
     /// A job answered after its batch's sync.
     pub(super) fn job(work: F) -> (Box<dyn Job>, oneshot::Receiver<Result<T, StoreError>>) {
@@ -115,9 +123,9 @@ where
 impl<T, F> Job for Task<T, F>
 where
     T: Send + 'static,
-    F: FnOnce(&mut Txn<'_>) -> Result<T, StoreError> + Send + 'static,
+    F: FnOnce(&mut Txn<'_, '_>) -> Result<T, StoreError> + Send + 'static,
 {
-    fn run(&mut self, txn: &mut Txn<'_>) -> bool {
+    fn run(&mut self, txn: &mut Txn<'_, '_>) -> bool {
         let Some(work) = self.work.take() else {
             return false;
         };
@@ -179,6 +187,7 @@ pub(super) fn run(
     // The last failed batch's error while batches keep failing: a full disk
     // fails every batch that writes, and is logged once, not per batch.
     let mut failing: Option<String> = None;
+    let mut statements = Statements::new(&conn);
     while let Ok(first) = jobs.recv() {
         if let Syncing::Behind(background) = &syncing {
             // Nothing makes this thread wait between batches here, so on a
@@ -202,7 +211,7 @@ pub(super) fn run(
             continue;
         }
         let changes_before = conn.total_changes();
-        if let Err(e) = execute(&conn, &mut batch, &clock) {
+        if let Err(e) = execute(&conn, &mut statements, &mut batch, &clock) {
             let err = format!("sqlite: {e}");
             if failing.as_ref() != Some(&err) {
                 tracing::error!(error = %err, jobs = batch.len(), "store transaction failed; \
@@ -246,19 +255,20 @@ pub(super) fn run(
     }
 }
 
-fn execute(
-    conn: &Connection,
+fn execute<'c>(
+    conn: &'c Connection,
+    statements: &mut Statements<'c>,
     batch: &mut [Box<dyn Job>],
     clock: &Clock,
 ) -> Result<(), rusqlite::Error> {
-    let tx = Batch::begin(conn)?;
+    let mut tx = Batch::begin(conn, statements)?;
     let mut tokens = Tokens::default();
     for job in batch.iter_mut() {
         let written_before = conn.total_changes();
         let mut txn = Txn {
-            conn,
             now: to_ms(clock()),
             tokens: &mut tokens,
+            statements: tx.statements(),
         };
         if job.run(&mut txn) {
             continue;
@@ -273,38 +283,51 @@ fn execute(
             return Err(abort("a failed operation had written; batch rolled back"));
         }
     }
-    tokens.save(conn)?;
+    tokens.save(tx.statements())?;
     tx.commit()
 }
 
 /// The batch's write transaction. `BEGIN IMMEDIATE` and `COMMIT` run as
 /// prepared statements (rusqlite's `Transaction` parses them as SQL text for
 /// every batch); dropped uncommitted, it rolls back.
-struct Batch<'c> {
+struct Batch<'s, 'c> {
     conn: &'c Connection,
+    statements: &'s mut Statements<'c>,
     open: bool,
 }
 
-impl<'c> Batch<'c> {
-    fn begin(conn: &'c Connection) -> Result<Batch<'c>, rusqlite::Error> {
+impl<'s, 'c> Batch<'s, 'c> {
+    fn begin(
+        conn: &'c Connection,
+        statements: &'s mut Statements<'c>,
+    ) -> Result<Batch<'s, 'c>, rusqlite::Error> {
         // IMMEDIATE takes the write lock up front (waiting out busy_timeout
         // for another process) so no statement inside fails with SQLITE_BUSY.
-        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-        Ok(Batch { conn, open: true })
+        statements.get("BEGIN IMMEDIATE")?.execute([])?;
+        Ok(Batch {
+            conn,
+            statements,
+            open: true,
+        })
+    }
+
+    /// The writer's statements, for the batch's jobs.
+    fn statements(&mut self) -> &mut Statements<'c> {
+        self.statements
     }
 
     fn commit(mut self) -> Result<(), rusqlite::Error> {
-        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        self.statements.get("COMMIT")?.execute([])?;
         self.open = false;
         Ok(())
     }
 }
 
-impl Drop for Batch<'_> {
+impl Drop for Batch<'_, '_> {
     fn drop(&mut self) {
         if self.open && !self.conn.is_autocommit() {
             let rolled_back =
-                (self.conn.prepare_cached("ROLLBACK")).and_then(|mut stmt| stmt.execute([]));
+                (self.statements.get("ROLLBACK")).and_then(|mut stmt| stmt.execute([]));
             if let Err(err) = rolled_back {
                 tracing::error!(error = %err, "rolling back a store batch failed");
             }
@@ -329,13 +352,20 @@ mod tests {
         StoreError::Unavailable(e.to_string())
     }
 
-    fn insert(v: i64) -> impl FnOnce(&mut Txn<'_>) -> Result<i64, StoreError> + Send {
+    fn insert(v: i64) -> impl FnOnce(&mut Txn<'_, '_>) -> Result<i64, StoreError> + Send {
         move |txn| {
-            txn.conn
-                .execute("INSERT INTO t (v) VALUES (?1)", [v])
+            txn.statement("INSERT INTO t (v) VALUES (?1)")?
+                .execute([v])
                 .map_err(unavailable)?;
             Ok(v)
         }
+    }
+
+    /// `count`, inside the batch's transaction.
+    fn count_in(txn: &mut Txn<'_, '_>) -> Result<i64, StoreError> {
+        txn.statement("SELECT count(*) FROM t")?
+            .query_row([], |r| r.get(0))
+            .map_err(unavailable)
     }
 
     fn count(conn: &Connection) -> Result<i64, StoreError> {
@@ -381,9 +411,9 @@ mod tests {
         // Inside the batch: this connection sees 10 rows, another sees none
         // (nothing committed yet), so the batch is one transaction.
         let observer = path.clone();
-        let (job, seen) = Task::job(move |txn: &mut Txn<'_>| {
+        let (job, seen) = Task::job(move |txn: &mut Txn<'_, '_>| {
             let other = Connection::open(&observer).map_err(unavailable)?;
-            Ok((count(txn.conn)?, count(&other)?))
+            Ok((count_in(txn)?, count(&other)?))
         });
         tx.send(job).unwrap();
         drop(tx);
@@ -522,7 +552,7 @@ mod tests {
         };
         let read = run_one(
             "read-only.db",
-            |txn: &mut Txn<'_>| count(txn.conn),
+            |txn: &mut Txn<'_, '_>| count_in(txn),
             counting(),
         );
         assert!(matches!(read, Ok(0)));
@@ -538,7 +568,7 @@ mod tests {
     fn run_one<T, F>(name: &str, work: F, sync: SyncWal) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&mut Txn<'_>) -> Result<T, StoreError> + Send + 'static,
+        F: FnOnce(&mut Txn<'_, '_>) -> Result<T, StoreError> + Send + 'static,
     {
         let (_dir, _path, conn) = open(name);
         let (tx, rx) = std::sync::mpsc::channel::<Box<dyn Job>>();
@@ -579,7 +609,7 @@ mod tests {
         // Each batch of one fails as a whole (the job wrote, then failed),
         // but for one that commits a write.
         let failing = || {
-            Task::job(|txn: &mut Txn<'_>| -> Result<i64, StoreError> {
+            Task::job(|txn: &mut Txn<'_, '_>| -> Result<i64, StoreError> {
                 insert(1)(txn)?;
                 Err(StoreError::Fenced)
             })
@@ -610,7 +640,7 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel::<Box<dyn Job>>();
         let (job, innocent) = Task::job(insert(1));
         tx.send(job).unwrap();
-        let (job, culprit) = Task::job(|txn: &mut Txn<'_>| -> Result<(), StoreError> {
+        let (job, culprit) = Task::job(|txn: &mut Txn<'_, '_>| -> Result<(), StoreError> {
             insert(2)(txn)?;
             Err(StoreError::Fenced)
         });
