@@ -252,7 +252,7 @@ impl Recorder<'_> {
 
     async fn release(&self, guard: LeaseGuard) {
         if let Err(err) = guard.release().await {
-            tracing::warn!(route = %self.id.route, error = %err, "releasing the key failed; it is held until its lease expires");
+            tracing::warn!(route = %self.id.route, error = %err, "releasing the key failed; retrying in the background while its lease holds");
         }
         self.gateway.waiters.wake(self.id);
     }
