@@ -49,6 +49,24 @@ pub enum Outcome {
 impl Outcome {
     const COUNT: usize = Outcome::Overloaded as usize + 1;
 
+    /// SPEC §6's outcomes: every route can end a request in any of them.
+    /// (`Overloaded` only a route with `max_in_flight`.)
+    const SPEC: [Outcome; 13] = [
+        Outcome::New,
+        Outcome::Replayed,
+        Outcome::Conflict,
+        Outcome::Mismatch,
+        Outcome::MissingKey,
+        Outcome::InvalidKey,
+        Outcome::TooLarge,
+        Outcome::Passthrough,
+        Outcome::Released,
+        Outcome::StoreUnavailable,
+        Outcome::UpstreamError,
+        Outcome::OutcomeUnknown,
+        Outcome::Degraded,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::New => "new",
@@ -164,14 +182,14 @@ impl Metrics {
 /// One route's series, each looked up once: `with_label_values` hashes its
 /// labels and takes the vector's lock on every call, and the request path
 /// would otherwise do that three to four times per request. A series is
-/// made on first use, so `/metrics` lists only what happened (as before);
-/// a config reload builds new routes and with them new, empty caches of the
-/// same series.
+/// made on first use, unless `announce` made it before; a config reload
+/// builds new routes and with them new, empty caches of the same series.
 #[derive(Debug)]
 pub struct RouteMeters {
     route: String,
     upstream: String,
-    outcomes: [OnceLock<(IntCounter, Histogram)>; Outcome::COUNT],
+    counts: [OnceLock<IntCounter>; Outcome::COUNT],
+    durations: [OnceLock<Histogram>; Outcome::COUNT],
     upstream_duration: OnceLock<Histogram>,
     inflight: OnceLock<IntGauge>,
 }
@@ -181,23 +199,43 @@ impl RouteMeters {
         Self {
             route: route.to_owned(),
             upstream: upstream.to_owned(),
-            outcomes: std::array::from_fn(|_| OnceLock::new()),
+            counts: std::array::from_fn(|_| OnceLock::new()),
+            durations: std::array::from_fn(|_| OnceLock::new()),
             upstream_duration: OnceLock::new(),
             inflight: OnceLock::new(),
         }
     }
 
+    /// Makes the route's `idemgate_requests_total` (one per SPEC outcome)
+    /// and `idemgate_inflight` read 0 before its first request. A counter
+    /// that first appears at 1 hides that increment from `increase()` and
+    /// `rate()`: an alert on the first mismatch of a route would never fire.
+    /// Histograms are still made on first use (21 lines a series).
+    pub fn announce(&self, metrics: &Metrics) {
+        for outcome in Outcome::SPEC {
+            self.count(metrics, outcome);
+        }
+        self.inflight(metrics);
+    }
+
+    fn count(&self, metrics: &Metrics, outcome: Outcome) -> &IntCounter {
+        self.counts[outcome as usize].get_or_init(|| {
+            metrics
+                .requests
+                .with_label_values(&[self.route.as_str(), outcome.as_str()])
+        })
+    }
+
     /// `idemgate_requests_total` and `idemgate_request_duration_seconds`.
     pub fn finished(&self, metrics: &Metrics, outcome: Outcome, took: Duration) {
-        let (count, duration) = self.outcomes[outcome as usize].get_or_init(|| {
-            let labels = [self.route.as_str(), outcome.as_str()];
-            (
-                metrics.requests.with_label_values(&labels),
-                metrics.request_duration.with_label_values(&labels),
-            )
-        });
-        count.inc();
-        duration.observe(took.as_secs_f64());
+        self.count(metrics, outcome).inc();
+        self.durations[outcome as usize]
+            .get_or_init(|| {
+                metrics
+                    .request_duration
+                    .with_label_values(&[self.route.as_str(), outcome.as_str()])
+            })
+            .observe(took.as_secs_f64());
     }
 
     /// `idemgate_upstream_duration_seconds`.
@@ -255,7 +293,38 @@ mod tests {
         let text = String::from_utf8(metrics.render()).expect("utf-8 exposition");
         assert!(
             !text.contains("outcome=\"mismatch\""),
-            "unused outcomes stay absent"
+            "unused outcomes stay absent unless announced"
+        );
+    }
+
+    #[test]
+    fn an_announced_route_reads_zero_before_its_first_request() {
+        let metrics = Metrics::new(Registry::new()).expect("metrics register");
+        let meters = RouteMeters::new("charges", "api");
+        meters.announce(&metrics);
+        let text = String::from_utf8(metrics.render()).expect("utf-8 exposition");
+        for outcome in Outcome::SPEC {
+            let line = format!(
+                "idemgate_requests_total{{outcome=\"{}\",route=\"charges\"}} 0",
+                outcome.as_str()
+            );
+            assert!(text.contains(&line), "missing `{line}`:\n{text}");
+        }
+        assert!(
+            text.contains("idemgate_inflight{route=\"charges\"} 0"),
+            "{text}"
+        );
+        assert!(!text.contains("outcome=\"overloaded\""), "{text}");
+        assert!(
+            !text.contains("idemgate_request_duration_seconds"),
+            "histograms stay made on first use:\n{text}"
+        );
+
+        meters.finished(&metrics, Outcome::Mismatch, Duration::from_millis(1));
+        let text = String::from_utf8(metrics.render()).expect("utf-8 exposition");
+        assert!(
+            text.contains("idemgate_requests_total{outcome=\"mismatch\",route=\"charges\"} 1"),
+            "{text}"
         );
     }
 }

@@ -64,6 +64,20 @@ async fn probes_and_metrics_need_no_token() {
     let metrics = admin.get("/metrics").await;
     assert_eq!(metrics.status, 200);
     assert!(metrics.text().contains("idemgate_config_reloads_total"));
+    // Before any request every route's counters read 0 (an alert on the
+    // first mismatch needs the series to exist before it), and so does its
+    // in-flight gauge.
+    for line in [
+        "idemgate_requests_total{outcome=\"mismatch\",route=\"charges\"} 0",
+        "idemgate_requests_total{outcome=\"replayed\",route=\"charges\"} 0",
+        "idemgate_inflight{route=\"charges\"} 0",
+    ] {
+        assert!(
+            metrics.text().contains(line),
+            "missing `{line}`:\n{}",
+            metrics.text()
+        );
+    }
     // A store that never failed still shows its error counters, at 0.
     assert!(
         metrics
@@ -368,6 +382,12 @@ async fn reload_applies_new_routes_and_retention_and_refuses_bad_files() {
         let reply = admin.send("POST", "/admin/reload", &auth, "").await;
         assert_eq!(reply.status, 200, "{}", reply.text());
     }
+    // A route added by a reload has its counters at 0 before its first request.
+    let metrics = admin.get("/metrics").await.text();
+    assert!(
+        metrics.contains("idemgate_requests_total{outcome=\"new\",route=\"refunds\"} 0"),
+        "{metrics}"
+    );
     assert_eq!(
         client.post("/v1/refunds", Some("r"), "{}").await.status,
         201

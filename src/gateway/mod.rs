@@ -82,6 +82,7 @@ impl Gateway {
         metrics: Metrics,
         body_idle: Duration,
     ) -> Self {
+        runtime.announce_routes(&metrics);
         Self {
             runtime: ArcSwap::from_pointee(runtime),
             store,
@@ -98,6 +99,7 @@ impl Gateway {
 
     /// Swaps in a new runtime; requests already running keep the one they started with.
     pub fn replace_runtime(&self, runtime: Runtime) {
+        runtime.announce_routes(&self.metrics);
         self.runtime.store(Arc::new(runtime));
     }
 

@@ -62,6 +62,13 @@ impl Runtime {
         })
     }
 
+    /// Every route's series made before its first request (`RouteMeters::announce`).
+    pub fn announce_routes(&self, metrics: &crate::metrics::Metrics) {
+        for bound in &self.bound {
+            bound.meters.announce(metrics);
+        }
+    }
+
     /// The first route (in file order) that takes this request.
     pub fn route(&self, method: &Method, path: &str) -> Option<&Arc<BoundRoute>> {
         self.bound.get(self.routes.position(method, path)?)
