@@ -342,6 +342,9 @@ async fn in_flight_record_shows_its_lease() {
     assert_eq!(record["state"], "in_flight");
     assert!(record["status"].is_null() && record["completed_at"].is_null());
     assert!(record["lease_expires_at"].is_string());
+    // In flight, the record expires with its lease (SPEC §5 lists the
+    // fields that are null in flight; this is not one).
+    assert_eq!(record["expires_at"], record["lease_expires_at"], "{record}");
     slow.await.unwrap();
 }
 
