@@ -76,6 +76,15 @@ async fn store_down_rejects_or_passes_as_configured_and_counts_it() {
     assert_eq!(passed.header("idempotency-degraded"), Some("true"));
     assert!(passed.header("idempotent-replayed").is_none());
     assert_eq!(upstream.executions("p-1"), 1);
+    // The gateway's own answer when the upstream fails says so too: no
+    // record was kept, so a retry runs again.
+    let timed_out = client
+        .post("/v1/events?delay_ms=2500", Some("p-2"), "{}")
+        .await;
+    assert_eq!(timed_out.status, 504, "{}", timed_out.text());
+    assert_eq!(timed_out.json()["code"], "upstream-timeout");
+    assert_eq!(timed_out.header("idempotency-degraded"), Some("true"));
+    assert!(timed_out.header("idempotent-replayed").is_none());
     assert_eq!(admin.get("/readyz").await.status, 503);
 
     let metrics = admin.get("/metrics").await.text();

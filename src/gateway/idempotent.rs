@@ -149,7 +149,9 @@ fn declares_body(headers: &http::HeaderMap) -> bool {
 }
 
 /// The store cannot be reached and the route prefers availability: forward
-/// without a record, and say so on the answer.
+/// without a record, and say so on the answer, the gateway's own too (502
+/// or 504 when the upstream failed): with no record, a retry of it runs
+/// again, which is what the marker tells the client.
 async fn degraded(
     gateway: &Gateway,
     exchange: &Exchange,
@@ -162,7 +164,11 @@ async fn degraded(
             mark_degraded(&mut response);
             Answer::new(response, Outcome::Degraded)
         }
-        Err(error) => Answer::error(error),
+        Err(error) => {
+            let mut answer = Answer::error(error);
+            mark_degraded(&mut answer.response);
+            answer
+        }
     }
 }
 
