@@ -6,6 +6,7 @@ mod forwarded;
 mod hop_by_hop;
 mod http1;
 mod http2_connections;
+mod http2_dialer;
 mod progress;
 mod upstream;
 mod upstream_body;

@@ -1,23 +1,20 @@
 use std::collections::HashMap;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::HeaderValue;
 use http::uri::{Authority, Scheme};
 use http::{Request, Response, Uri};
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::{Connection, HttpConnector};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::http1::{Dialer, Http1Pool, PoolLimits};
-use super::http2_connections::{Http2Connections, Tracked};
+use super::http2_connections::Http2Connections;
+use super::http2_dialer::{self, H2Connector, RequireH2};
 use super::progress::{Marking, Progress, Wait, within};
 use super::strip_hop_by_hop;
 use super::upstream_body::UpstreamBody;
-use crate::body::{Body, BoxError};
+use crate::body::Body;
 use crate::config::{Config, UpstreamConfig};
 use http_body_util::BodyExt;
 
@@ -64,65 +61,9 @@ pub struct Upstream {
 enum Connections {
     Http1(Arc<Http1Pool>),
     Http2 {
-        client: Box<Client<RequireH2<HttpsConnector<HttpConnector>>, Body>>,
+        client: Box<Client<RequireH2<H2Connector>, Body>>,
         connections: Arc<Http2Connections>,
     },
-}
-
-/// An HTTP/2 upstream over TLS must agree to `h2` by ALPN. One that speaks
-/// HTTP/1 only (and ignores ALPN, as many do) would otherwise get the
-/// HTTP/2 preface, refuse it, and every keyed request would be stored as
-/// `outcome-unknown` though none ran. Refused at connect instead, where
-/// nothing was sent: 502 `upstream-unreachable`, key freed.
-///
-/// The whole connect (TCP, the TLS handshake, the ALPN check) is bounded by
-/// `connect_timeout`, as the HTTP/1 dialer's is: hyper's connector bounds
-/// the TCP connect only, so a handshake the upstream never finished ran
-/// into the request's `timeout` and a keyed request was stored as
-/// `outcome-unknown` though nothing of it was sent.
-#[derive(Debug, Clone)]
-struct RequireH2<C> {
-    inner: C,
-    connect_timeout: Duration,
-    connections: Arc<Http2Connections>,
-}
-
-impl<C> tower_service::Service<Uri> for RequireH2<C>
-where
-    C: tower_service::Service<Uri>,
-    C::Response: Connection + Send + 'static,
-    C::Error: Into<BoxError>,
-    C::Future: Send + 'static,
-{
-    type Response = Tracked<C::Response>;
-    type Error = BoxError;
-    // Boxed: a connection is opened rarely.
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
-    }
-
-    fn call(&mut self, uri: Uri) -> Self::Future {
-        let tls = uri.scheme() == Some(&Scheme::HTTPS);
-        let connecting = self.inner.call(uri);
-        let connect_timeout = self.connect_timeout;
-        let connections = self.connections.clone();
-        Box::pin(async move {
-            let stream = match tokio::time::timeout(connect_timeout, connecting).await {
-                Ok(connected) => connected.map_err(Into::into)?,
-                Err(_) => return Err(format!("no connection within {connect_timeout:?}").into()),
-            };
-            if tls && !stream.connected().is_negotiated_h2() {
-                return Err(
-                    "the upstream did not agree to HTTP/2 (ALPN h2); if it speaks \
-                            HTTP/1.1 only, set http2 = false"
-                        .into(),
-                );
-            }
-            Ok(connections.track(stream))
-        })
-    }
 }
 
 /// How long an unused upstream connection is kept open.
@@ -143,28 +84,15 @@ impl Upstream {
 
         let tls = crate::tls::client_config(&config.name, config.tls.as_ref())?;
         let connections = if config.http2 {
-            let mut http = HttpConnector::new();
-            http.set_connect_timeout(Some(config.connect_timeout));
-            http.set_nodelay(true);
-            // The TLS layer decides by scheme; it needs the inner connector to accept https.
-            http.enforce_http(false);
-            let connector = HttpsConnectorBuilder::new()
-                .with_tls_config(tls)
-                .https_or_http()
-                .enable_http2()
-                .wrap_connector(http);
             let connections = Arc::new(Http2Connections::default());
+            let dialer = http2_dialer::dialer(tls, config.connect_timeout, connections.clone());
             Connections::Http2 {
                 client: Box::new(
                     Client::builder(TokioExecutor::new())
                         .pool_timer(TokioTimer::new())
                         .pool_idle_timeout(IDLE_TIMEOUT)
                         .http2_only(true)
-                        .build(RequireH2 {
-                            inner: connector,
-                            connect_timeout: config.connect_timeout,
-                            connections: connections.clone(),
-                        }),
+                        .build(dialer),
                 ),
                 connections,
             }
