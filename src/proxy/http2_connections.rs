@@ -1,8 +1,8 @@
 //! What an HTTP/2 upstream's connections are doing, as far as a request
-//! that timed out needs to know: hyper's pool opens them out of sight, and
-//! a request that waited the whole `timeout` for the first one was never
-//! sent (502, key freed); it is not one that went out and got no answer
-//! (504 `outcome-unknown`).
+//! that timed out needs to know: they are opened apart from the requests
+//! that wait for them (http2_upstream.rs), and a request that waited the
+//! whole `timeout` for the first one was never sent (502, key freed); it is
+//! not one that went out and got no answer (504 `outcome-unknown`).
 
 use std::io;
 use std::pin::Pin;

@@ -7,6 +7,7 @@ mod hop_by_hop;
 mod http1;
 mod http2_connections;
 mod http2_dialer;
+mod http2_upstream;
 mod progress;
 mod upstream;
 mod upstream_body;

@@ -5,12 +5,11 @@ use std::time::Duration;
 use http::HeaderValue;
 use http::uri::{Authority, Scheme};
 use http::{Request, Response, Uri};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::http1::{Dialer, Http1Pool, PoolLimits};
 use super::http2_connections::Http2Connections;
-use super::http2_dialer::{self, H2Connector, RequireH2};
+use super::http2_dialer;
+use super::http2_upstream::Http2Upstream;
 use super::progress::{Marking, Progress, Wait, within};
 use super::strip_hop_by_hop;
 use super::upstream_body::UpstreamBody;
@@ -55,15 +54,12 @@ pub struct Upstream {
     connections: Connections,
 }
 
-/// HTTP/1 upstreams get the gateway's own client (http1/); HTTP/2
-/// multiplexes on one connection, which hyper-util's client keeps well.
+/// HTTP/1 upstreams get the gateway's own client (http1/); an HTTP/2 one
+/// its one multiplexed connection (http2_upstream.rs).
 #[derive(Debug)]
 enum Connections {
     Http1(Arc<Http1Pool>),
-    Http2 {
-        client: Box<Client<RequireH2<H2Connector>, Body>>,
-        connections: Arc<Http2Connections>,
-    },
+    Http2(Http2Upstream),
 }
 
 /// How long an unused upstream connection is kept open.
@@ -86,16 +82,12 @@ impl Upstream {
         let connections = if config.http2 {
             let connections = Arc::new(Http2Connections::default());
             let dialer = http2_dialer::dialer(tls, config.connect_timeout, connections.clone());
-            Connections::Http2 {
-                client: Box::new(
-                    Client::builder(TokioExecutor::new())
-                        .pool_timer(TokioTimer::new())
-                        .pool_idle_timeout(IDLE_TIMEOUT)
-                        .http2_only(true)
-                        .build(dialer),
-                ),
+            Connections::Http2(Http2Upstream::new(
+                dialer,
+                uri.clone(),
+                IDLE_TIMEOUT,
                 connections,
-            }
+            ))
         } else {
             let dialer = Dialer::new(&scheme, &authority, tls)
                 .map_err(|err| format!("upstream {}: {err}", config.name))?;
@@ -162,10 +154,7 @@ impl Upstream {
                 let response = pool.send(request, self.timeout, wait).await?;
                 Ok(response.map(|body| UpstreamBody::http1(body, self.timeout)))
             }
-            Connections::Http2 {
-                client,
-                connections,
-            } => {
+            Connections::Http2(http2) => {
                 // hyper sends the body from a task of its own: the body
                 // itself marks each piece it hands over.
                 let progress = wait
@@ -177,8 +166,9 @@ impl Upstream {
                     }
                     None => request,
                 };
+                let connections = http2.connections();
                 let before = connections.before();
-                match within(self.timeout, progress.as_deref(), client.request(request)).await {
+                match within(self.timeout, progress.as_deref(), http2.send(request)).await {
                     // Still waiting for the first connection (one slower to
                     // open than `timeout`): nothing went out, as when an
                     // HTTP/1 connect takes the whole timeout.
@@ -190,10 +180,7 @@ impl Upstream {
                         strip_hop_by_hop(response.headers_mut());
                         Ok(response.map(|body| UpstreamBody::http2(body, self.timeout)))
                     }
-                    Ok(Err(err)) if err.is_connect() => {
-                        Err(UpstreamError::NotSent(error_chain(&err)))
-                    }
-                    Ok(Err(err)) => Err(UpstreamError::Broken(error_chain(&err))),
+                    Ok(Err(err)) => Err(err),
                 }
             }
         }
