@@ -2,7 +2,7 @@ use std::net::SocketAddr;
 
 use http::header::{self, HeaderName, HeaderValue};
 use http::request::Parts;
-use http::uri::PathAndQuery;
+use http::uri::{Authority, PathAndQuery};
 use http::{HeaderMap, Uri, Version};
 
 use super::strip_hop_by_hop;
@@ -66,7 +66,7 @@ pub fn prepare_request(
     if parts.version == Version::HTTP_2 && !upstream.http2() {
         join_cookies(&mut parts.headers);
     }
-    parts.uri = upstream_uri(upstream, &parts.uri)?;
+    parts.uri = upstream_uri(upstream, &parts.uri, &mut parts.headers)?;
     parts.version = if upstream.http2() {
         Version::HTTP_2
     } else {
@@ -134,8 +134,13 @@ fn set_forwarded(headers: &mut HeaderMap, client: &ClientInfo, host: Option<&Hea
 /// parsed target is reused as it is (no copy, no second parse). HTTP/1 sends
 /// only the path and query (the authority travels in `Host`), so only an
 /// HTTP/2 upstream gets the absolute form its `:scheme` and `:authority`
-/// come from.
-fn upstream_uri(upstream: &Upstream, original: &Uri) -> Result<Uri, http::Error> {
+/// come from: the `Host` chosen above moves into it, as a client should
+/// send it (RFC 9113 §8.3.1), and never a `host` field that says otherwise.
+fn upstream_uri(
+    upstream: &Upstream,
+    original: &Uri,
+    headers: &mut HeaderMap,
+) -> Result<Uri, http::Error> {
     let base = upstream.base_path();
     let path_and_query = match original.path_and_query() {
         Some(pq) if base.is_empty() => pq.clone(),
@@ -150,9 +155,32 @@ fn upstream_uri(upstream: &Upstream, original: &Uri) -> Result<Uri, http::Error>
     }
     let mut parts = http::uri::Parts::default();
     parts.scheme = Some(upstream.scheme().clone());
-    parts.authority = Some(upstream.authority().clone());
+    parts.authority = Some(http2_authority(upstream, headers));
     parts.path_and_query = Some(path_and_query);
     Ok(Uri::from_parts(parts)?)
+}
+
+/// The `:authority` of a request to an HTTP/2 upstream: the `Host` field,
+/// taken out of the headers. Only safe because that upstream's connection
+/// is dialed by configuration, never by this authority
+/// (http2_upstream.rs); a client that dials by URI would go wherever the
+/// client's `Host` said.
+///
+/// No `Host` (an HTTP/1.0 client may send none), or one the URI grammar
+/// refuses though the gateway let it pass: the upstream's own authority,
+/// what every HTTP/2 request carried before, and the field stays, so an
+/// upstream that reads `Host` still sees the client's.
+fn http2_authority(upstream: &Upstream, headers: &mut HeaderMap) -> Authority {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|host| Authority::try_from(host.as_bytes()).ok());
+    match host {
+        Some(authority) => {
+            headers.remove(header::HOST);
+            authority
+        }
+        None => upstream.authority().clone(),
+    }
 }
 
 #[cfg(test)]
@@ -287,6 +315,63 @@ mod tests {
         );
         assert_eq!(parts.uri, "http://127.0.0.1:3000/base/x?y=1");
         assert_eq!(parts.version, Version::HTTP_2);
+    }
+
+    /// Found by review: an HTTP/2 upstream was sent `:authority` = its own
+    /// authority and a `host` field = the client's, which RFC 9113 §8.3.1
+    /// says must not differ; servers that read `:authority` (hyper, Go)
+    /// never saw the client's host, so `preserve_host` did nothing.
+    #[tokio::test]
+    async fn an_http2_upstream_gets_the_host_as_its_authority_and_no_host_field() {
+        let upstream = upstream_over("https://10.1.2.3:8443/base", true);
+        let request = || {
+            http::Request::get("/x?y=1")
+                .header("host", "api.example.com")
+                .body(())
+                .unwrap()
+        };
+        let parts = prepared(request(), &upstream, true);
+        assert_eq!(parts.uri, "https://api.example.com/base/x?y=1");
+        assert_eq!(parts.headers.get("host"), None);
+        assert_eq!(parts.headers["x-forwarded-host"], "api.example.com");
+
+        let parts = prepared(request(), &upstream, false);
+        assert_eq!(parts.uri, "https://10.1.2.3:8443/base/x?y=1");
+        assert_eq!(parts.headers.get("host"), None);
+
+        // From an HTTP/2 client: its `:authority`, whatever `host` said.
+        let request = http::Request::get("https://api.example.com:444/x")
+            .version(Version::HTTP_2)
+            .header("host", "internal.example")
+            .body(())
+            .unwrap();
+        let parts = prepared(request, &upstream, true);
+        assert_eq!(parts.uri, "https://api.example.com:444/base/x");
+        assert_eq!(parts.headers.get("host"), None);
+    }
+
+    /// A `Host` the gateway accepts (RFC 3986 allows `%` in a reg-name)
+    /// but `http`'s URI grammar refuses must not fail the request: the
+    /// upstream's own authority, with the field kept.
+    #[tokio::test]
+    async fn a_host_no_uri_can_hold_falls_back_to_the_upstreams_authority() {
+        let upstream = upstream_over("http://127.0.0.1:3000", true);
+        let request = http::Request::get("/x")
+            .header("host", "a%2Db")
+            .body(())
+            .unwrap();
+        let parts = prepared(request, &upstream, true);
+        assert_eq!(parts.uri, "http://127.0.0.1:3000/x");
+        assert_eq!(parts.headers["host"], "a%2Db");
+        for host in ["[v1.x]", "[::1]:8443", "gw:8080"] {
+            let request = http::Request::get("/x")
+                .header("host", host)
+                .body(())
+                .unwrap();
+            let parts = prepared(request, &upstream, true);
+            assert_eq!(parts.uri.authority().map(|a| a.as_str()), Some(host));
+            assert_eq!(parts.headers.get("host"), None, "{host}");
+        }
     }
 
     #[tokio::test]

@@ -1,0 +1,309 @@
+//! The gateway's connection to an `http2 = true` upstream: the `:authority`
+//! it is sent, one connection for every request, and a new one once the
+//! upstream has closed it.
+
+mod common;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::{GatewayProcess, TestDir};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// An h2c upstream (prior knowledge) that answers each request with the
+/// `:authority` and the `host` field it got, and counts its connections.
+struct H2cUpstream {
+    addr: SocketAddr,
+    accepted: Arc<AtomicU64>,
+    open: Arc<AtomicU64>,
+    /// Each new value makes every open connection send GOAWAY and close.
+    goaway: watch::Sender<u64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Counts a connection as open while it lives.
+struct Open(Arc<AtomicU64>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl H2cUpstream {
+    /// On a port no outgoing connection takes, so it can restart on it.
+    async fn start() -> Self {
+        Self::start_on(common::gateway::free_port()).await
+    }
+
+    async fn start_on(addr: SocketAddr) -> Self {
+        let listener = TcpListener::bind(addr).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(AtomicU64::new(0));
+        let open = Arc::new(AtomicU64::new(0));
+        let (goaway, _) = watch::channel(0);
+        let (counted, opened, closer) = (accepted.clone(), open.clone(), goaway.clone());
+        let task = tokio::spawn(async move {
+            // Held here, so that stopping the upstream closes every connection.
+            let mut connections = tokio::task::JoinSet::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                opened.fetch_add(1, Ordering::SeqCst);
+                let open = Open(opened.clone());
+                let mut goaway = closer.subscribe();
+                connections.spawn(async move {
+                    let _open = open;
+                    let connection = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .timer(TokioTimer::new())
+                        .serve_connection(TokioIo::new(stream), service_fn(answer));
+                    let mut connection = std::pin::pin!(connection);
+                    tokio::select! {
+                        _ = connection.as_mut() => {}
+                        _ = goaway.changed() => {
+                            connection.as_mut().graceful_shutdown();
+                            let _ = connection.await;
+                        }
+                    }
+                });
+            }
+        });
+        H2cUpstream {
+            addr,
+            accepted,
+            open,
+            goaway,
+            task,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn accepted(&self) -> u64 {
+        self.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Sends GOAWAY on every open connection and waits until they are closed.
+    async fn go_away(&self) {
+        self.goaway.send_modify(|n| *n += 1);
+        wait_until(|| self.open.load(Ordering::SeqCst) == 0).await;
+    }
+
+    /// Closes the listener and every connection (no GOAWAY: the sockets go).
+    async fn stop(self) -> SocketAddr {
+        self.task.abort();
+        let _ = self.task.await;
+        self.addr
+    }
+}
+
+async fn wait_until(done: impl Fn() -> bool) {
+    for _ in 0..500 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("not within 5 s");
+}
+
+async fn answer(request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let doc = serde_json::json!({
+        "version": format!("{:?}", request.version()),
+        "authority": request.uri().authority().map(|a| a.to_string()),
+        "host": request
+            .headers()
+            .get_all("host")
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect::<Vec<_>>(),
+    });
+    let status = if request.method() == "POST" { 201 } else { 200 };
+    Ok(Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(doc.to_string())))
+        .unwrap())
+}
+
+fn config(preserve_host: bool) -> String {
+    let config = common::configs::CHARGES_AND_REST
+        .replace("timeout = \"1s\"", "timeout = \"1s\"\nhttp2 = true")
+        .replace(
+            "idempotency = false",
+            &format!("idempotency = false\npreserve_host = {preserve_host}"),
+        );
+    assert!(config.contains("http2 = true") && config.contains("preserve_host"));
+    config
+}
+
+async fn setup(name: &str, preserve_host: bool) -> (TestDir, H2cUpstream, GatewayProcess) {
+    let dir = TestDir::new(name);
+    let upstream = H2cUpstream::start().await;
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config(preserve_host));
+    (dir, upstream, gateway)
+}
+
+/// What the upstream saw of `host`: its `:authority` and its `host` fields.
+fn seen(reply: &common::Reply) -> (serde_json::Value, serde_json::Value) {
+    assert!(
+        reply.status.is_success(),
+        "{}: {}",
+        reply.status,
+        reply.text()
+    );
+    let doc = reply.json();
+    assert_eq!(doc["version"], "HTTP/2.0");
+    (doc["authority"].clone(), doc["host"].clone())
+}
+
+/// Found by review: the gateway sent an HTTP/2 upstream its own authority
+/// as `:authority` and the client's host in a `host` field beside it, which
+/// RFC 9113 §8.3.1 says must not differ; a server that reads `:authority`
+/// (hyper, Go) never saw the client's host, so `preserve_host` (the
+/// default) did nothing over HTTP/2.
+#[tokio::test]
+async fn the_clients_host_is_the_authority_an_http2_upstream_gets() {
+    let (_dir, gateway_upstream, gateway) = setup("h2-authority", true).await;
+    let client = gateway.client();
+    for host in ["shop.example", "shop.example:8080", "127.0.0.1:9"] {
+        let reply = client.send("GET", "/x", &[("host", host)], "").await;
+        let (authority, hosts) = seen(&reply);
+        assert_eq!(authority, host);
+        assert_eq!(hosts, serde_json::json!([]), "no host field beside it");
+    }
+    // A host the gateway lets pass but no URI authority can hold: sent as
+    // before, the upstream's authority and the client's `host` field.
+    let reply = client.send("GET", "/x", &[("host", "a%2Db")], "").await;
+    let upstream_authority = serde_json::Value::from(gateway_upstream.addr.to_string());
+    assert_eq!(
+        seen(&reply),
+        (upstream_authority, serde_json::json!(["a%2Db"]))
+    );
+    // A keyed request, the same.
+    let reply = client
+        .send(
+            "POST",
+            "/v1/charges",
+            &[("host", "shop.example"), ("idempotency-key", "k1")],
+            "{}",
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    assert_eq!(seen(&reply), ("shop.example".into(), serde_json::json!([])));
+
+    // From an HTTP/2 client, its `:authority`, whatever `host` came with it.
+    let tcp = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    let (h2, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    let mut h2 = h2.ready().await.unwrap();
+    let request = http::Request::get("http://shop.example:8443/x")
+        .header("host", "internal.example")
+        .body(())
+        .unwrap();
+    let (answer, _) = h2.send_request(request, true).unwrap();
+    let answer = answer.await.unwrap();
+    assert_eq!(answer.status(), 200);
+    let mut body = answer.into_body();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+        bytes.extend_from_slice(&chunk);
+    }
+    let doc: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(doc["authority"], "shop.example:8443");
+    assert_eq!(doc["host"], serde_json::json!([]));
+}
+
+#[tokio::test]
+async fn without_preserve_host_an_http2_upstream_gets_its_own_authority() {
+    let (_dir, upstream, gateway) = setup("h2-own-authority", false).await;
+    let reply = gateway
+        .client()
+        .send("GET", "/x", &[("host", "shop.example")], "")
+        .await;
+    let (authority, hosts) = seen(&reply);
+    assert_eq!(authority, upstream.addr.to_string());
+    assert_eq!(hosts, serde_json::json!([]));
+}
+
+/// One connection carries every request, one after another and many at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_request_shares_one_connection() {
+    let (_dir, upstream, gateway) = setup("h2-one-connection", true).await;
+    // The first ones all at once: they wait for the one connect.
+    let client = gateway.client();
+    let burst = |n: usize| {
+        let client = client.clone();
+        futures_util::future::join_all((0..n).map(move |i| {
+            let client = client.clone();
+            async move {
+                let host = format!("tenant{i}.example");
+                let reply = client.send("GET", "/x", &[("host", &host)], "").await;
+                assert_eq!(seen(&reply).0, host.as_str());
+            }
+        }))
+    };
+    burst(50).await;
+    for _ in 0..20 {
+        assert!(client.get("/x").await.status.is_success());
+    }
+    burst(50).await;
+    assert_eq!(upstream.accepted(), 1);
+}
+
+/// The upstream says GOAWAY (a graceful restart, a server's connection
+/// limit): the next request gets a new connection, not the closed one.
+#[tokio::test]
+async fn after_a_goaway_the_next_request_opens_a_new_connection() {
+    let (_dir, upstream, gateway) = setup("h2-goaway", true).await;
+    let client = gateway.client();
+    assert!(client.get("/x").await.status.is_success());
+    upstream.go_away().await;
+    let reply = client.post("/v1/charges", Some("after-goaway"), "{}").await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    assert_eq!(upstream.accepted(), 2);
+}
+
+/// The upstream restarts on its port, its connections gone without a
+/// GOAWAY: the next keyed request is sent on a new connection and answered,
+/// never refused or stored as `outcome-unknown` for the dead one.
+#[tokio::test]
+async fn after_the_upstream_restarts_a_keyed_request_succeeds() {
+    let (_dir, upstream, gateway) = setup("h2-restart", true).await;
+    let client = gateway.client();
+    assert!(client.get("/x").await.status.is_success());
+    let addr = upstream.stop().await;
+    // Time to see the connection close: a request sent on it before that
+    // is lost with it (as with any client), which is not what this is about.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Down: nothing sent, the key freed.
+    let refused = client.post("/v1/charges", Some("restart"), "{}").await;
+    assert_eq!(refused.status, 502, "{}", refused.text());
+    assert!(
+        refused.text().contains("upstream-unreachable"),
+        "{}",
+        refused.text()
+    );
+
+    let upstream = H2cUpstream::start_on(addr).await;
+    let first = client.post("/v1/charges", Some("restart"), "{}").await;
+    assert_eq!(first.status, 201, "{}", first.text());
+    assert_eq!(first.header("idempotent-replayed"), Some("false"));
+    let replay = client.post("/v1/charges", Some("restart"), "{}").await;
+    assert_eq!(replay.status, 201, "{}", replay.text());
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(upstream.accepted(), 1);
+}
