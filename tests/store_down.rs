@@ -190,32 +190,16 @@ async fn a_release_that_failed_in_an_outage_is_retried_once_the_store_is_back() 
     let url = pg_support::via(&schema.url(), switch.addr);
     let dir = TestDir::new("release-in-outage");
     let upstream = MockUpstream::start().await;
-    let config = r#"
-[server]
-listen = "{listen}"
-admin_listen = "{admin}"
-
-[store]
-backend = "postgres"
-url = "{pg_url}"
-pool_size = 4
-connect_timeout = "500ms"
-statement_timeout = "1s"
-
-[upstreams.api]
-url = "{upstream}"
-timeout = "5s"
-
-[defaults]
-lock_timeout = "30s"
-
-[[routes]]
-name = "strict"
-upstream = "api"
-match = { path_prefix = "/v1/charges" }
-fingerprint = ["method", "path", "body"]
-"#
-    .replace("{pg_url}", &url);
+    // CONFIG with a lease long enough to tell a retried release from an
+    // expired lease, and a fingerprint the upstream's query does not enter.
+    let config = CONFIG
+        .replace("lock_timeout = \"10s\"", "lock_timeout = \"30s\"")
+        .replace(
+            "on_store_error = \"reject\"",
+            "on_store_error = \"reject\"\nfingerprint = [\"method\", \"path\", \"body\"]",
+        )
+        .replace("{pg_url}", &url);
+    assert!(config.contains("\"30s\"") && config.contains("fingerprint"));
     let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
     let client = gateway.client();
 
