@@ -43,11 +43,27 @@ impl Drop for Open {
 impl H2cUpstream {
     /// On a port no outgoing connection takes, so it can restart on it.
     async fn start() -> Self {
-        Self::start_on(common::gateway::free_port()).await
+        let listener = common::gateway::free_listener();
+        listener.set_nonblocking(true).unwrap();
+        Self::serve(TcpListener::from_std(listener).unwrap())
     }
 
+    /// Again on the port it had; the bind is retried while the last
+    /// connections' sockets still hold it.
     async fn start_on(addr: SocketAddr) -> Self {
-        let listener = TcpListener::bind(addr).await.unwrap();
+        for _ in 0..100 {
+            match TcpListener::bind(addr).await {
+                Ok(listener) => return Self::serve(listener),
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => panic!("binding {addr}: {e}"),
+            }
+        }
+        panic!("{addr} still in use after 2 s");
+    }
+
+    fn serve(listener: TcpListener) -> Self {
         let addr = listener.local_addr().unwrap();
         let accepted = Arc::new(AtomicU64::new(0));
         let open = Arc::new(AtomicU64::new(0));

@@ -39,6 +39,13 @@ impl Drop for TestDir {
 /// CI as "Address already in use"), and again between a stop and a restart on
 /// the same port. One below that range is only ever taken by a listener.
 pub fn free_port() -> SocketAddr {
+    free_listener().local_addr().unwrap()
+}
+
+/// A listener on a port chosen as `free_port` chooses, kept bound: a test
+/// that listens in its own process takes this one, so no other process can
+/// take the port between the check and the bind.
+pub fn free_listener() -> TcpListener {
     const LOWEST: u64 = 10_000;
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let highest = ephemeral_start().max(LOWEST + 1_000);
@@ -58,11 +65,10 @@ pub fn free_port() -> SocketAddr {
             continue;
         };
         if let Ok(listener) = TcpListener::bind(("127.0.0.1", port)) {
-            return listener.local_addr().unwrap();
+            return listener;
         }
     }
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap()
+    TcpListener::bind("127.0.0.1:0").unwrap()
 }
 
 /// The first port of the kernel's ephemeral range (Linux: 32768 by default).
