@@ -323,3 +323,74 @@ async fn after_the_upstream_restarts_a_keyed_request_succeeds() {
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
     assert_eq!(upstream.accepted(), 1);
 }
+
+/// An h2c upstream that resets its first `refuse` streams with
+/// `REFUSED_STREAM` (a server at its limit does) and answers the rest 201;
+/// counts the streams it answered.
+async fn refusing_upstream(refuse: u64) -> (SocketAddr, Arc<AtomicU64>) {
+    let listener = common::gateway::free_listener();
+    listener.set_nonblocking(true).unwrap();
+    let listener = TcpListener::from_std(listener).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let answered = Arc::new(AtomicU64::new(0));
+    let seen = Arc::new(AtomicU64::new(0));
+    let counted = answered.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (answered, seen) = (counted.clone(), seen.clone());
+            tokio::spawn(async move {
+                let Ok(mut connection) = h2::server::handshake(stream).await else {
+                    return;
+                };
+                while let Some(Ok((_request, mut respond))) = connection.accept().await {
+                    if seen.fetch_add(1, Ordering::SeqCst) < refuse {
+                        respond.send_reset(h2::Reason::REFUSED_STREAM);
+                        continue;
+                    }
+                    answered.fetch_add(1, Ordering::SeqCst);
+                    let head = Response::builder().status(201).body(()).unwrap();
+                    if let Ok(mut body) = respond.send_response(head, false) {
+                        let _ = body.send_data(Bytes::from_static(b"{\"ok\":true}"), true);
+                    }
+                }
+            });
+        }
+    });
+    (addr, answered)
+}
+
+/// Found by review: a stream the upstream reset with `REFUSED_STREAM` was
+/// taken for a broken exchange, its key stored as `outcome-unknown`, so a
+/// retry was refused for a request the upstream never processed. It is
+/// "nothing was sent": 502 `upstream-unreachable` and the key freed, so the
+/// retry runs it.
+#[tokio::test]
+async fn a_refused_stream_frees_the_key_for_the_retry() {
+    let dir = TestDir::new("h2-refused-stream");
+    let (addr, answered) = refusing_upstream(2).await;
+    let gateway = GatewayProcess::start(&dir, &format!("http://{addr}"), &config(true));
+    let client = gateway.client();
+
+    let refused = client.post("/v1/charges", Some("refused"), "{}").await;
+    assert_eq!(refused.status, 502, "{}", refused.text());
+    assert!(
+        refused.text().contains("upstream-unreachable"),
+        "{}",
+        refused.text()
+    );
+    // On a pass-through route, the same: nothing was sent.
+    let passed = client.get("/x").await;
+    assert_eq!(passed.status, 502, "{}", passed.text());
+    assert!(
+        passed.text().contains("upstream-unreachable"),
+        "{}",
+        passed.text()
+    );
+
+    let retry = client.post("/v1/charges", Some("refused"), "{}").await;
+    assert_eq!(retry.status, 201, "{}", retry.text());
+    assert_eq!(retry.header("idempotent-replayed"), Some("false"));
+    let replay = client.post("/v1/charges", Some("refused"), "{}").await;
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(answered.load(Ordering::SeqCst), 1);
+}

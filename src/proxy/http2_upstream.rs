@@ -109,6 +109,11 @@ impl Http2Upstream {
                 Err(mut failed) => match failed.take_message() {
                     Some(unsent) if !fresh => request = unsent,
                     Some(_) => return Err(UpstreamError::NotSent(error_chain(failed.error()))),
+                    // Refused before any processing (RFC 9113 §8.7): as safe
+                    // to retry as a connection never made.
+                    None if refused_unprocessed(failed.error()) => {
+                        return Err(UpstreamError::NotSent(error_chain(failed.error())));
+                    }
                     None => return Err(UpstreamError::Broken(error_chain(failed.error()))),
                 },
             }
@@ -143,6 +148,23 @@ impl Http2Upstream {
         };
         connecting.await.map(|sender| (sender, true))
     }
+}
+
+/// The upstream reset the stream with `REFUSED_STREAM`, which a server
+/// sends only for a stream it did no processing of: the request was, in
+/// effect, never sent. Any other reset (`CANCEL`, `INTERNAL_ERROR`), or a
+/// GOAWAY that closed the stream, leaves its outcome unknown.
+fn refused_unprocessed(error: &hyper::Error) -> bool {
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        if let Some(h2) = cause.downcast_ref::<h2::Error>() {
+            return h2.is_remote()
+                && h2.is_reset()
+                && h2.reason() == Some(h2::Reason::REFUSED_STREAM);
+        }
+        source = cause.source();
+    }
+    false
 }
 
 impl Holder {
