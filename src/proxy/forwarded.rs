@@ -51,15 +51,21 @@ pub fn prepare_request(
     // intermediary must make `Host` (RFC 9113 §8.3.1), and an HTTP/1.1
     // absolute-form target overrides `Host` too (RFC 9112 §3.2.2). Otherwise
     // (an HTTP/1.1 origin-form target) `Host` is the client's host.
-    let host = match parts.uri.authority() {
-        Some(authority) => HeaderValue::from_str(authority.as_str()).ok(),
-        None => parts.headers.get(header::HOST).cloned(),
+    let (host, in_field) = match parts.uri.authority() {
+        Some(authority) => (HeaderValue::from_str(authority.as_str()).ok(), false),
+        None => (parts.headers.get(header::HOST).cloned(), true),
     };
     strip_hop_by_hop(&mut parts.headers);
     set_forwarded(&mut parts.headers, client, host.as_ref());
-    match (preserve_host, host, upstream.host_header().cloned()) {
-        (true, Some(host), _) | (false, _, Some(host)) => {
+    match (preserve_host, host, upstream.host_header()) {
+        // Already the head's one `Host` field (the server refuses an HTTP/1
+        // head with two): left as it is, not put back in its own place.
+        (true, Some(_), _) if in_field && parts.version != Version::HTTP_2 => {}
+        (true, Some(host), _) => {
             parts.headers.insert(header::HOST, host);
+        }
+        (false, _, Some(host)) => {
+            parts.headers.insert(header::HOST, host.clone());
         }
         _ => {}
     }
