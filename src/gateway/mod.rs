@@ -119,7 +119,12 @@ impl Gateway {
         let started = Instant::now();
         let method = request.method().clone();
         let version = request.version();
-        let request_id = request_id(request.headers_mut());
+        // Kept for the log line only when it will be written: a copy of the
+        // value costs an allocation and reference counting per request.
+        let request_id = request_id(
+            request.headers_mut(),
+            tracing::enabled!(tracing::Level::INFO),
+        );
         let runtime = self.runtime.load_full();
         let (bound, mut answer) = self.dispatch(&runtime, request, client).await;
         if version != Version::HTTP_11 && carries_codings(&answer) {
@@ -145,7 +150,7 @@ impl Gateway {
             // Evaluated only when the line is written.
             key = answer.key.as_deref().map(crate::key::short_hash).as_deref().unwrap_or("-"),
             latency_ms = started.elapsed().as_secs_f64() * 1000.0,
-            request_id = request_id.to_str().unwrap_or("-"),
+            request_id = request_id.as_ref().and_then(|id| id.to_str().ok()).unwrap_or("-"),
             "request"
         );
         answer.response
@@ -242,16 +247,17 @@ const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-
 
 /// The client's `X-Request-Id` when it sent a usable one, else a new one set on
 /// the request so the upstream's logs and ours can be joined.
-fn request_id(headers: &mut http::HeaderMap) -> http::HeaderValue {
+fn request_id(headers: &mut http::HeaderMap, keep: bool) -> Option<http::HeaderValue> {
     if let Some(id) = headers
         .get(&X_REQUEST_ID)
         .filter(|v| v.to_str().is_ok_and(|v| !v.is_empty() && v.len() <= 128))
     {
-        return id.clone();
+        return keep.then(|| id.clone());
     }
     let id = request_ids::next();
-    headers.insert(X_REQUEST_ID, id.clone());
-    id
+    let kept = keep.then(|| id.clone());
+    headers.insert(X_REQUEST_ID, id);
+    kept
 }
 
 /// Refuses what a reverse proxy must not pass on: an oversized head, and
