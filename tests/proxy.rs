@@ -120,6 +120,29 @@ async fn refused_upstream_is_502_and_slow_upstream_is_504() {
     );
 }
 
+/// The upstream `timeout` (1 s) counts from each request, also on a pooled
+/// connection whose last request started most of a timeout ago: a slow
+/// answer within its own second is relayed, and one past it is a 504 at
+/// about that second, not sooner.
+#[tokio::test]
+async fn each_request_on_a_reused_connection_gets_the_whole_timeout() {
+    let (_dir, _upstream, gateway) = setup("timeout-reused").await;
+    let client = gateway.client();
+    assert!(client.get("/things/1").await.status.is_success());
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let slow = client.get("/things/2?delay_ms=700").await;
+    assert!(slow.status.is_success(), "{}", slow.text());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = std::time::Instant::now();
+    let late = client.get("/things/3?delay_ms=3000").await;
+    assert_problem(&late, 504, "upstream-timeout");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_millis(2500),
+        "cut off after {waited:?}"
+    );
+}
+
 /// An upstream that sends its head and then goes quiet mid-body is cut off
 /// by its `timeout` (1 s here), not waited on for ever: a small body (read
 /// whole before the head goes out) is a 504; a streamed one ends the

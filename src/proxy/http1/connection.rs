@@ -15,6 +15,7 @@ use super::request_head::{self, BodyFraming};
 use super::response_head::{self, AnswerHead};
 use super::stream::UpstreamStream;
 use crate::body::Body;
+use crate::deadline::Deadline;
 use crate::proxy::progress::Progress;
 
 /// Bodies up to this size leave in the same write as the head (a copy of a
@@ -30,6 +31,9 @@ pub struct Connection {
     /// An answer head has come on this connection, so its TLS handshake
     /// was accepted (every answer starts with a head read here).
     received: bool,
+    /// The timer each request's upstream timeout runs on, kept with the
+    /// connection; out of it while a request is on the way.
+    deadline: Option<Deadline>,
 }
 
 /// Why no answer head came.
@@ -96,7 +100,18 @@ impl Connection {
             stream,
             buf: BytesMut::new(),
             received: false,
+            deadline: None,
         }
+    }
+
+    /// The connection's timer, for the request about to go out on it.
+    pub fn take_deadline(&mut self) -> Deadline {
+        self.deadline.take().unwrap_or_default()
+    }
+
+    /// Gives the timer back for the next request.
+    pub fn keep_deadline(&mut self, deadline: Deadline) {
+        self.deadline = Some(deadline);
     }
 
     /// Whether an idle connection can carry a request: the upstream has

@@ -29,6 +29,7 @@ use super::connection::{Connection, Encoded, NoAnswer, WriteError};
 use super::response_head::AnswerHead;
 use super::stream::Dialer;
 use crate::body::Body;
+use crate::deadline::TimedOut;
 use crate::proxy::progress::{Progress, Wait, within};
 use crate::proxy::upstream::UpstreamError;
 use tokio::time::Instant as TokioInstant;
@@ -173,12 +174,25 @@ impl Http1Pool {
         let progress = wait.watches(&body).then(|| {
             Progress::since(waiting.map_or_else(TokioInstant::now, TokioInstant::from_std))
         });
-        let answered = within(
-            if progress.is_some() { timeout } else { left },
-            progress.as_ref(),
-            exchange(&mut connection, &parts, body, progress.as_ref()),
-        )
-        .await;
+        let answered = match progress.as_ref() {
+            Some(progress) => within(
+                timeout,
+                Some(progress),
+                exchange(&mut connection, &parts, body, Some(progress)),
+            )
+            .await
+            .map_err(|_| TimedOut),
+            // The usual request: on the connection's own timer (`Deadline`).
+            None => {
+                let mut deadline = connection.take_deadline();
+                let due = TokioInstant::now() + left;
+                let answered = deadline
+                    .run(due, exchange(&mut connection, &parts, body, None))
+                    .await;
+                connection.keep_deadline(deadline);
+                answered
+            }
+        };
         let (head, complete) = match answered {
             Err(_) => return Err(UpstreamError::Timeout),
             Ok(Ok(answered)) => answered,

@@ -22,7 +22,7 @@ use bytes::BytesMut;
 use http::{Method, Request, Response};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
 use reader::{GoAhead, Progress, Reader, SharedReader, StreamingBody, lock};
 use request_head::{BodyFraming, Refusal, RequestHead};
@@ -30,6 +30,7 @@ use response::Facts;
 
 use super::stall::WriteStall;
 use crate::body::{self, Body, ClientBody};
+use crate::deadline::Deadline;
 use crate::error::{CONTROL_CHARACTERS, GatewayError, INVALID_HOST};
 use crate::proxy::ClientInfo;
 use crate::wire::chunked::ChunkedDecoder;
@@ -71,10 +72,9 @@ pub async fn serve<S, H, F>(
     let mut write = WriteStall::new(write, settings.header_read_timeout);
     let reader = Reader::shared(Box::new(read_half), read);
     let mut out = Vec::with_capacity(1024);
-    let deadline = tokio::time::sleep(settings.header_read_timeout);
-    tokio::pin!(deadline);
+    let mut deadline = Deadline::new();
     loop {
-        let head = match next_head(&reader, settings, deadline.as_mut(), &mut shutdown).await {
+        let head = match next_head(&reader, settings, &mut deadline, &mut shutdown).await {
             Next::Head(head) => head,
             Next::Closed => return,
             Next::Refused(refusal) => {
@@ -136,10 +136,11 @@ enum Next {
 async fn next_head(
     reader: &SharedReader,
     settings: Settings,
-    mut deadline: Pin<&mut Sleep>,
+    deadline: &mut Deadline,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Next {
-    let mut armed = false;
+    // When the head must have come: from when it was first waited for.
+    let mut due_at: Option<Instant> = None;
     loop {
         {
             let mut guard = lock(reader);
@@ -158,12 +159,7 @@ async fn next_head(
         if *shutdown.borrow() {
             return Next::Closed;
         }
-        if !armed {
-            deadline
-                .as_mut()
-                .reset(Instant::now() + settings.header_read_timeout);
-            armed = true;
-        }
+        let due = *due_at.get_or_insert_with(|| Instant::now() + settings.header_read_timeout);
         let read = poll_fn(|cx| lock(reader).poll_fill(cx));
         tokio::select! {
             biased;
@@ -171,7 +167,7 @@ async fn next_head(
                 Ok(0) | Err(_) => return Next::Closed,
                 Ok(_) => {}
             },
-            () = deadline.as_mut() => {
+            () = deadline.reached(due) => {
                 tracing::debug!("no request head within header_read_timeout; closing");
                 return Next::Closed;
             }
