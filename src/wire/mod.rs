@@ -4,6 +4,7 @@
 pub mod chunked;
 pub mod fields;
 pub mod host;
+pub mod names;
 
 /// Appends `value` in decimal, as `Content-Length` carries it (no `fmt`
 /// machinery on every message).

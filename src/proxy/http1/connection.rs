@@ -17,6 +17,7 @@ use super::stream::UpstreamStream;
 use crate::body::Body;
 use crate::deadline::Deadline;
 use crate::proxy::progress::Progress;
+use crate::wire::names::FieldNames;
 
 /// Bodies up to this size leave in the same write as the head (a copy of a
 /// few KiB costs less than a second packet).
@@ -34,6 +35,8 @@ pub struct Connection {
     /// The timer each request's upstream timeout runs on, kept with the
     /// connection; out of it while a request is on the way.
     deadline: Option<Deadline>,
+    /// The last answer's field names, which the next one mostly repeats.
+    names: FieldNames,
 }
 
 /// Why no answer head came.
@@ -101,6 +104,7 @@ impl Connection {
             buf: BytesMut::new(),
             received: false,
             deadline: None,
+            names: FieldNames::default(),
         }
     }
 
@@ -285,7 +289,7 @@ impl Connection {
     pub async fn read_head(&mut self, method: &Method) -> Result<AnswerHead, NoAnswer> {
         loop {
             if !self.buf.is_empty()
-                && let Some(head) = response_head::parse(&mut self.buf, method)
+                && let Some(head) = response_head::parse(&mut self.buf, method, &mut self.names)
                     .map_err(|err| NoAnswer::Broken(err.to_string()))?
             {
                 return Ok(head);

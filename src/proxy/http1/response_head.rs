@@ -10,6 +10,7 @@ use http::{HeaderMap, Method, Response, StatusCode, Version};
 
 use crate::proxy::hop_by_hop::is_hop_by_hop;
 use crate::wire::fields::{self, TransferCodings};
+use crate::wire::names::FieldNames;
 
 /// Most header fields an answer may carry, and its largest head (hyper's
 /// client defaults, so upstreams that worked before still do).
@@ -48,9 +49,13 @@ pub enum HeadError {
 
 /// Takes a complete final answer head off the front of `buf`, skipping
 /// interim (1xx) answers; `None` while more bytes are needed.
-pub fn parse(buf: &mut BytesMut, method: &Method) -> Result<Option<AnswerHead>, HeadError> {
+pub fn parse(
+    buf: &mut BytesMut,
+    method: &Method,
+    names: &mut FieldNames,
+) -> Result<Option<AnswerHead>, HeadError> {
     loop {
-        let Some(head) = parse_one(buf, method)? else {
+        let Some(head) = parse_one(buf, method, names)? else {
             if buf.len() > MAX_HEAD_BYTES {
                 return Err(HeadError::TooLarge);
             }
@@ -100,7 +105,11 @@ fn could_be_interim(buf: &[u8]) -> bool {
         .all(|(byte, expected)| *expected == b'x' || byte == expected)
 }
 
-fn parse_one(buf: &mut BytesMut, method: &Method) -> Result<Option<AnswerHead>, HeadError> {
+fn parse_one(
+    buf: &mut BytesMut,
+    method: &Method,
+    names: &mut FieldNames,
+) -> Result<Option<AnswerHead>, HeadError> {
     let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
     let mut parsed = httparse::Response::new(&mut []);
     let length = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
@@ -121,7 +130,8 @@ fn parse_one(buf: &mut BytesMut, method: &Method) -> Result<Option<AnswerHead>, 
     } else {
         Version::HTTP_11
     };
-    // Names are interned or copied; values are noted by position and then
+    // Names are parsed once per connection while they repeat (`FieldNames`);
+    // values are noted by position and then
     // shared with the frozen head rather than copied one by one. Fields that
     // describe this connection are read here and not passed on: the caller
     // never sees the connection (and would only strip them again).
@@ -129,8 +139,9 @@ fn parse_one(buf: &mut BytesMut, method: &Method) -> Result<Option<AnswerHead>, 
     let mut connection = ConnectionFields::default();
     let mut lengths = LengthFields::default();
     let mut fields: Vec<fields::FieldAt> = Vec::with_capacity(parsed.headers.len());
-    for field in parsed.headers.iter() {
-        let name = HeaderName::from_bytes(field.name.as_bytes())
+    for (at, field) in parsed.headers.iter().enumerate() {
+        let name = names
+            .name(at, field.name.as_bytes())
             .map_err(|_| HeadError::Header("field name"))?;
         if is_hop_by_hop(&name) {
             connection.note(&name, field.value)?;
@@ -379,7 +390,7 @@ mod tests {
 
     fn parse_str(text: &str, method: Method) -> Result<Option<AnswerHead>, HeadError> {
         let mut buf = BytesMut::from(text.as_bytes());
-        parse(&mut buf, &method)
+        parse(&mut buf, &method, &mut FieldNames::default())
     }
 
     fn head(text: &str) -> AnswerHead {
@@ -393,7 +404,7 @@ mod tests {
         let mut buf = BytesMut::from(
             &b"HTTP/1.1 201 Created\r\nLocation: /v1/charges/1\r\nContent-Length: 2\r\nX-A: 1\r\nX-A: 2\r\n\r\n{}"[..],
         );
-        let head = parse(&mut buf, &Method::POST)
+        let head = parse(&mut buf, &Method::POST, &mut FieldNames::default())
             .expect("valid")
             .expect("complete");
         assert_eq!(head.parts.status, 201);

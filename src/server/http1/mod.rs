@@ -34,6 +34,7 @@ use crate::deadline::Deadline;
 use crate::error::{CONTROL_CHARACTERS, GatewayError, INVALID_HOST};
 use crate::proxy::ClientInfo;
 use crate::wire::chunked::ChunkedDecoder;
+use crate::wire::names::FieldNames;
 
 /// The limits of one connection.
 #[derive(Debug, Clone, Copy)]
@@ -73,16 +74,18 @@ pub async fn serve<S, H, F>(
     let reader = Reader::shared(Box::new(read_half), read);
     let mut out = Vec::with_capacity(1024);
     let mut deadline = Deadline::new();
+    let mut names = FieldNames::default();
     loop {
-        let head = match next_head(&reader, settings, &mut deadline, &mut shutdown).await {
-            Next::Head(head) => head,
-            Next::Closed => return,
-            Next::Refused(refusal) => {
-                let _ = refuse(&mut write, &mut out, refusal, settings).await;
-                linger(&reader, write).await;
-                return;
-            }
-        };
+        let head =
+            match next_head(&reader, settings, &mut deadline, &mut names, &mut shutdown).await {
+                Next::Head(head) => head,
+                Next::Closed => return,
+                Next::Refused(refusal) => {
+                    let _ = refuse(&mut write, &mut out, refusal, settings).await;
+                    linger(&reader, write).await;
+                    return;
+                }
+            };
         let RequestHead {
             parts,
             framing,
@@ -137,6 +140,7 @@ async fn next_head(
     reader: &SharedReader,
     settings: Settings,
     deadline: &mut Deadline,
+    names: &mut FieldNames,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Next {
     // When the head must have come: from when it was first waited for.
@@ -149,6 +153,7 @@ async fn next_head(
                     &mut guard.buf,
                     settings.max_headers,
                     settings.max_head_bytes,
+                    names,
                 ) {
                     Ok(Some(head)) => return Next::Head(head),
                     Ok(None) => {}

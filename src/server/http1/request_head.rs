@@ -10,6 +10,7 @@ use http::request::Parts;
 use http::{Method, Request, Uri, Version};
 
 use super::control_chars;
+use crate::wire::names::FieldNames;
 use crate::wire::{fields, host};
 
 /// Most header slots kept on the stack; a larger `max_headers` uses the heap.
@@ -64,6 +65,7 @@ pub fn parse(
     buf: &mut BytesMut,
     max_headers: usize,
     max_head_bytes: usize,
+    names: &mut FieldNames,
 ) -> Result<Option<RequestHead>, Refusal> {
     // Blank lines before a request line are allowed (RFC 9112 §2.2).
     let blank = buf
@@ -75,10 +77,10 @@ pub fn parse(
     }
     let scanned = if max_headers <= STACK_HEADERS {
         let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; STACK_HEADERS];
-        scan_or_skip_unreadable(buf, &mut slots[..max_headers])
+        scan_or_skip_unreadable(buf, &mut slots[..max_headers], names)
     } else {
         let mut slots = vec![MaybeUninit::<httparse::Header<'_>>::uninit(); max_headers];
-        scan_or_skip_unreadable(buf, &mut slots)
+        scan_or_skip_unreadable(buf, &mut slots, names)
     }?;
     let Some(scanned) = scanned else {
         return if buf.len() > max_head_bytes {
@@ -161,15 +163,16 @@ struct Scanned {
 fn scan_or_skip_unreadable<'b>(
     bytes: &'b [u8],
     slots: &mut [MaybeUninit<httparse::Header<'b>>],
+    names: &mut FieldNames,
 ) -> Result<Option<Scanned>, Refusal> {
-    match scan(bytes, slots, &httparse::ParserConfig::default()) {
+    match scan(bytes, slots, &httparse::ParserConfig::default(), names) {
         Err(Refusal::ControlCharacters) => {}
         scanned => return scanned,
     }
     let lines = control_chars::read(bytes).ok_or(Refusal::Malformed)?;
     let mut lenient = httparse::ParserConfig::default();
     lenient.ignore_invalid_headers_in_requests(true);
-    let Some(mut scanned) = scan(bytes, slots, &lenient)? else {
+    let Some(mut scanned) = scan(bytes, slots, &lenient, names)? else {
         return Ok(None);
     };
     // httparse must have left out exactly the lines read as unreadable.
@@ -186,6 +189,7 @@ fn scan<'b>(
     bytes: &'b [u8],
     slots: &mut [MaybeUninit<httparse::Header<'b>>],
     config: &httparse::ParserConfig,
+    names: &mut FieldNames,
 ) -> Result<Option<Scanned>, Refusal> {
     let mut parsed = httparse::Request::new(&mut []);
     let length = match config.parse_request_with_uninit_headers(&mut parsed, bytes, slots) {
@@ -208,8 +212,10 @@ fn scan<'b>(
     let target_start = target.as_ptr() as usize - base;
     let mut fields = Framing::default();
     let mut positions = Vec::with_capacity(parsed.headers.len());
-    for field in parsed.headers.iter() {
-        let name = HeaderName::from_bytes(field.name.as_bytes()).map_err(|_| Refusal::Malformed)?;
+    for (at, field) in parsed.headers.iter().enumerate() {
+        let name = names
+            .name(at, field.name.as_bytes())
+            .map_err(|_| Refusal::Malformed)?;
         fields.note(&name, field.value)?;
         let start = field.value.as_ptr() as usize - base;
         positions.push((name, start, start + field.value.len()));
@@ -286,7 +292,7 @@ mod tests {
 
     fn parse_str(text: &str) -> Result<Option<RequestHead>, Refusal> {
         let mut buf = BytesMut::from(text.as_bytes());
-        parse(&mut buf, 100, 64 * 1024)
+        parse(&mut buf, 100, 64 * 1024, &mut FieldNames::default())
     }
 
     fn head(text: &str) -> RequestHead {
@@ -298,7 +304,7 @@ mod tests {
         let mut buf = BytesMut::from(
             &b"\r\nPOST /v1/charges?x=1 HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\nX-A: 1\r\nX-A: 2\r\n\r\n{}"[..],
         );
-        let head = parse(&mut buf, 100, 8192)
+        let head = parse(&mut buf, 100, 8192, &mut FieldNames::default())
             .expect("valid")
             .expect("complete");
         assert_eq!(head.parts.method, Method::POST);
@@ -446,7 +452,7 @@ mod tests {
         let mut endless = BytesMut::from(&b"GET / HTTP/1.1\r\nHost: h\r\nX-Long: "[..]);
         endless.extend_from_slice(&[b'a'; 9000]);
         assert_eq!(
-            parse(&mut endless, 100, 8192).err(),
+            parse(&mut endless, 100, 8192, &mut FieldNames::default()).err(),
             Some(Refusal::TooLarge)
         );
         assert!(
@@ -459,6 +465,9 @@ mod tests {
         let mut whole = BytesMut::from(&b"GET / HTTP/1.1\r\nHost: h\r\nX-Long: "[..]);
         whole.extend_from_slice(&[b'a'; 9000]);
         whole.extend_from_slice(b"\r\n\r\n");
-        assert_eq!(parse(&mut whole, 100, 8192).err(), Some(Refusal::TooLarge));
+        assert_eq!(
+            parse(&mut whole, 100, 8192, &mut FieldNames::default()).err(),
+            Some(Refusal::TooLarge)
+        );
     }
 }
