@@ -43,9 +43,7 @@ impl Drop for Open {
 impl H2cUpstream {
     /// On a port no outgoing connection takes, so it can restart on it.
     async fn start() -> Self {
-        let listener = common::gateway::free_listener();
-        listener.set_nonblocking(true).unwrap();
-        Self::serve(TcpListener::from_std(listener).unwrap())
+        Self::serve(free_listener())
     }
 
     /// Again on the port it had; the bind is retried while the last
@@ -122,6 +120,13 @@ impl H2cUpstream {
         let _ = self.task.await;
         self.addr
     }
+}
+
+/// `common::gateway::free_listener`, for tokio.
+fn free_listener() -> TcpListener {
+    let listener = common::gateway::free_listener();
+    listener.set_nonblocking(true).unwrap();
+    TcpListener::from_std(listener).unwrap()
 }
 
 async fn wait_until(done: impl Fn() -> bool) {
@@ -328,9 +333,7 @@ async fn after_the_upstream_restarts_a_keyed_request_succeeds() {
 /// `REFUSED_STREAM` (a server at its limit does) and answers the rest 201;
 /// counts the streams it answered.
 async fn refusing_upstream(refuse: u64) -> (SocketAddr, Arc<AtomicU64>) {
-    let listener = common::gateway::free_listener();
-    listener.set_nonblocking(true).unwrap();
-    let listener = TcpListener::from_std(listener).unwrap();
+    let listener = free_listener();
     let addr = listener.local_addr().unwrap();
     let answered = Arc::new(AtomicU64::new(0));
     let seen = Arc::new(AtomicU64::new(0));
