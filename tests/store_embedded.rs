@@ -448,3 +448,52 @@ async fn the_wal_shrinks_back_after_checkpoints_were_held_back() {
     assert!(wal_size() <= 17 * 1024 * 1024, "{}", wal_size());
     drop(store);
 }
+
+/// A lease's row hint (`Lease::row`) only saves a lookup: pointing at another
+/// record's row (as after an operator's `VACUUM` renumbered rows), or at no
+/// row, the completion and the release still find their own record by key,
+/// and never touch the record the hint names.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lease_whose_row_hint_is_wrong_still_completes_and_releases_its_own_record() {
+    let store = fresh().await;
+    let long = Duration::from_secs(60);
+    let mine = reserved(&store, &id("mine"), "fp", long).await;
+    let other = reserved(&store, &id("other"), "fp", long).await;
+    let (Some(mine_row), Some(other_row)) = (mine.row, other.row) else {
+        panic!("the embedded store names its rows: {mine:?} {other:?}");
+    };
+    assert_ne!(mine_row, other_row);
+
+    // Completed through a hint that names the other record's row.
+    let misled = idemgate::store::Lease {
+        row: Some(other_row),
+        ..mine.clone()
+    };
+    store.complete(&misled, &response(), long).await.unwrap();
+    assert_eq!(
+        store.reserve(&id("mine"), "fp", long).await.unwrap(),
+        Reservation::Completed(response())
+    );
+    assert!(
+        matches!(
+            store.reserve(&id("other"), "fp", long).await.unwrap(),
+            Reservation::InFlight { .. }
+        ),
+        "the record the hint named is untouched"
+    );
+
+    // Released through a hint that names no row at all.
+    let lost = idemgate::store::Lease {
+        row: Some(i64::MAX),
+        ..other.clone()
+    };
+    store.release(&lost).await.unwrap();
+    reserved(&store, &id("other"), "fp", long).await;
+
+    // A stale lease is fenced whichever way it finds the row.
+    let stale = idemgate::store::Lease { row: None, ..mine };
+    assert!(matches!(
+        store.complete(&stale, &response(), long).await,
+        Err(StoreError::Fenced)
+    ));
+}

@@ -95,6 +95,11 @@ pub struct Lease {
     pub id: RecordId,
     pub token: i64,
     pub expires_at: SystemTime,
+    /// Where the backend wrote the record, when it can say (the embedded
+    /// store: the row's SQLite rowid), so that the completion or release
+    /// goes straight to it instead of looking the key up again. Only a
+    /// hint: `token` decides whether the row is still this lease's.
+    pub row: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

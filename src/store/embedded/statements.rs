@@ -24,6 +24,11 @@ impl<'c> Statements<'c> {
         }
     }
 
+    /// The rowid of the last row this connection inserted.
+    pub(super) fn last_insert_rowid(&self) -> i64 {
+        self.conn.last_insert_rowid()
+    }
+
     /// `sql`, prepared the first time it is asked for. A statement that
     /// fails to prepare is not kept, and is tried again next time.
     pub(super) fn get(&mut self, sql: &'static str) -> rusqlite::Result<Held<'_, 'c>> {

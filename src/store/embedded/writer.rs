@@ -71,6 +71,11 @@ impl<'c> Txn<'_, 'c> {
     pub fn spend_token(&mut self, token: i64) {
         self.tokens.spend(token);
     }
+
+    /// The rowid of the row the job's last `INSERT` wrote.
+    pub fn last_insert_rowid(&self) -> i64 {
+        self.statements.last_insert_rowid()
+    }
 }
 
 /// One store operation travelling to the writer thread.

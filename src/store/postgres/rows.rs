@@ -40,6 +40,7 @@ pub fn decide(id: &RecordId, rows: &[Row]) -> Result<Decided, StoreError> {
             id: id.clone(),
             token: row.try_get("token").map_err(db_error)?,
             expires_at: row.try_get("lease_expires_at").map_err(db_error)?,
+            row: None,
         };
         return Ok(Decided::Done {
             reservation: Reservation::Reserved(lease),
