@@ -189,6 +189,20 @@ fn load_response(
     })
 }
 
+/// A statement's two forms for `on_lease_row`: the lease's row by rowid,
+/// and by key; both fenced by the token (?1) and the in-flight state (?2).
+macro_rules! by_row_then_key {
+    ($head:literal) => {
+        [
+            concat!($head, " WHERE rowid = ?10 AND token = ?1 AND state = ?2"),
+            concat!(
+                $head,
+                " WHERE route = ?10 AND scope = ?11 AND key = ?12 AND token = ?1 AND state = ?2"
+            ),
+        ]
+    };
+}
+
 /// A lease's row found by its rowid (`Lease::row`), or by its key when the
 /// lease has none or the rowid no longer holds it (an operator's `VACUUM`
 /// renumbers rows). Either way `token` decides: tokens are unique across
@@ -200,16 +214,11 @@ fn load_response(
 ///
 /// No `RETURNING`: SQLite runs it through an ephemeral table and a statement
 /// journal, which made this statement cost twice the reservation's insert.
-const COMPLETE_BY_ROW: &str = "UPDATE records SET state = ?3, status = ?4, headers = ?5, body = ?6,
-         body_omitted = ?7, completed_at = ?8, expires_at = ?9, lease_expires_at = NULL
-     WHERE rowid = ?10 AND token = ?1 AND state = ?2";
-const COMPLETE_BY_KEY: &str = "UPDATE records SET state = ?3, status = ?4, headers = ?5, body = ?6,
-         body_omitted = ?7, completed_at = ?8, expires_at = ?9, lease_expires_at = NULL
-     WHERE route = ?10 AND scope = ?11 AND key = ?12 AND token = ?1 AND state = ?2";
-
-const RELEASE_BY_ROW: &str = "DELETE FROM records WHERE rowid = ?10 AND token = ?1 AND state = ?2";
-const RELEASE_BY_KEY: &str = "DELETE FROM records
-     WHERE route = ?10 AND scope = ?11 AND key = ?12 AND token = ?1 AND state = ?2";
+const COMPLETE: [&str; 2] = by_row_then_key!(
+    "UPDATE records SET state = ?3, status = ?4, headers = ?5, body = ?6,
+         body_omitted = ?7, completed_at = ?8, expires_at = ?9, lease_expires_at = NULL"
+);
+const RELEASE: [&str; 2] = by_row_then_key!("DELETE FROM records");
 
 pub(super) fn complete(
     txn: &mut Txn<'_, '_>,
@@ -228,7 +237,7 @@ pub(super) fn complete(
         stmt.raw_bind_parameter(8, now)?;
         stmt.raw_bind_parameter(9, now.saturating_add(duration_ms(retain_for)))
     };
-    let updated = on_lease_row(txn, lease, [COMPLETE_BY_ROW, COMPLETE_BY_KEY], answer)?;
+    let updated = on_lease_row(txn, lease, COMPLETE, answer)?;
     // No row: the token is no longer the record's (taken over or purged).
     if updated == 0 {
         return Err(StoreError::Fenced);
@@ -237,7 +246,7 @@ pub(super) fn complete(
 }
 
 pub(super) fn release(txn: &mut Txn<'_, '_>, lease: &Lease) -> Result<(), StoreError> {
-    on_lease_row(txn, lease, [RELEASE_BY_ROW, RELEASE_BY_KEY], |_| Ok(()))?;
+    on_lease_row(txn, lease, RELEASE, |_| Ok(()))?;
     Ok(())
 }
 
