@@ -13,7 +13,7 @@ use crate::proxy::{UpstreamBody, UpstreamError, Wait, prepare_request};
 
 pub async fn run(gateway: &Gateway, exchange: &Exchange, request: Request<ClientBody>) -> Answer {
     let (parts, incoming) = request.into_parts();
-    let body = match body::coalesce(&parts.headers, incoming).await {
+    let body = match body::coalesce(incoming).await {
         Ok(body) => body,
         Err(_) => {
             return Answer::error(INCOMPLETE_BODY);
@@ -77,7 +77,7 @@ pub fn observe_upstream(gateway: &Gateway, exchange: &Exchange, started: Instant
 /// late head is; a streamed one that stalls cuts the client's connection.
 async fn relay_response(response: Response<UpstreamBody>) -> Result<Response<Body>, GatewayError> {
     let (parts, incoming) = response.into_parts();
-    match body::coalesce(&parts.headers, incoming).await {
+    match body::coalesce(incoming).await {
         Ok(body) => Ok(Response::from_parts(parts, body)),
         Err(error) if body::is_stalled(&error) => Err(GatewayError::UpstreamTimeout),
         Err(_) => Err(GatewayError::UpstreamError),
