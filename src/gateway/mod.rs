@@ -57,7 +57,7 @@ pub struct Gateway {
 /// Per-request state every phase reads.
 pub(crate) struct Exchange {
     bound: Arc<BoundRoute>,
-    pub client: ClientInfo,
+    pub client: Arc<ClientInfo>,
     pub max_stored_response: u64,
 }
 
@@ -112,9 +112,9 @@ impl Gateway {
     }
 
     pub async fn handle(
-        self: &Arc<Self>,
+        self: Arc<Self>,
         mut request: Request<ClientBody>,
-        client: ClientInfo,
+        client: Arc<ClientInfo>,
     ) -> Response<Body> {
         let started = Instant::now();
         let method = request.method().clone();
@@ -160,7 +160,7 @@ impl Gateway {
         self: &Arc<Self>,
         runtime: &Runtime,
         mut request: Request<ClientBody>,
-        client: ClientInfo,
+        client: Arc<ClientInfo>,
     ) -> (Option<Arc<BoundRoute>>, Answer) {
         if let Err(error) = check_framing(&request, runtime.max_header_bytes, runtime.max_headers) {
             return (None, Answer::error(error));

@@ -54,7 +54,7 @@ pub async fn serve<H, F>(
     handler: H,
     shutdown: CancellationToken,
 ) where
-    H: Fn(Request<ClientBody>, ClientInfo) -> F + Clone + Send + Sync + 'static,
+    H: Fn(Request<ClientBody>, Arc<ClientInfo>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Body>> + Send + 'static,
 {
     // Every connection holds a receiver: told to close, and counted by it.
@@ -99,7 +99,7 @@ pub async fn serve<H, F>(
         tokio::spawn(async move {
             match tls {
                 None => {
-                    let client = ClientInfo::new(addr, "http", None);
+                    let client = Arc::new(ClientInfo::new(addr, "http", None));
                     connection.serve_stream(stream, client, false).await;
                 }
                 Some(config) => connection.serve_tls(stream, addr, config).await,
@@ -141,7 +141,7 @@ struct Connection<H> {
 
 impl<H, F> Connection<H>
 where
-    H: Fn(Request<ClientBody>, ClientInfo) -> F + Clone + Send + Sync + 'static,
+    H: Fn(Request<ClientBody>, Arc<ClientInfo>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Body>> + Send + 'static,
 {
     async fn serve_tls(
@@ -169,13 +169,13 @@ where
             .and_then(|chain| chain.first())
             .and_then(|cert| crate::tls::certificate_subject(cert));
         let h2 = session.alpn_protocol() == Some(b"h2");
-        let client = ClientInfo::new(addr, "https", cert_subject);
+        let client = Arc::new(ClientInfo::new(addr, "https", cert_subject));
         self.serve_stream(stream, client, h2).await;
     }
 
     /// HTTP/2 when ALPN chose it or the client opens with its preface;
     /// HTTP/1 otherwise.
-    async fn serve_stream<S>(self, mut stream: S, client: ClientInfo, h2: bool)
+    async fn serve_stream<S>(self, mut stream: S, client: Arc<ClientInfo>, h2: bool)
     where
         S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
     {
@@ -203,7 +203,7 @@ where
         }
     }
 
-    async fn serve_h2<I>(self, io: I, client: ClientInfo)
+    async fn serve_h2<I>(self, io: I, client: Arc<ClientInfo>)
     where
         I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     {

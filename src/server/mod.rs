@@ -121,10 +121,9 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
             "data",
             data,
             limits.clone(),
-            move |request, client| {
-                let gateway = gateway.clone();
-                async move { gateway.handle(request, client).await }
-            },
+            // The handler's own future, not one wrapping it: each layer of
+            // future moves (copies) the whole of the one inside it.
+            move |request, client| gateway.clone().handle(request, client),
             shutdown.clone(),
         )
     };

@@ -15,6 +15,7 @@
 //! the upstream may be running it, and nothing is sent again.
 
 use std::collections::VecDeque;
+use std::pin::pin;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -186,9 +187,10 @@ impl Http1Pool {
             None => {
                 let mut deadline = connection.take_deadline();
                 let due = TokioInstant::now() + left;
-                let answered = deadline
-                    .run(due, exchange(&mut connection, &parts, body, None))
-                    .await;
+                let answered = {
+                    let work = pin!(exchange(&mut connection, &parts, body, None));
+                    deadline.run(due, work).await
+                };
                 connection.keep_deadline(deadline);
                 answered
             }

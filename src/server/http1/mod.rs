@@ -15,6 +15,7 @@ mod response;
 
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -58,13 +59,13 @@ const LINGER: Duration = Duration::from_millis(500);
 pub async fn serve<S, H, F>(
     stream: S,
     read: BytesMut,
-    client: ClientInfo,
+    client: Arc<ClientInfo>,
     settings: Settings,
     handler: H,
     mut shutdown: watch::Receiver<bool>,
 ) where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
-    H: Fn(Request<ClientBody>, ClientInfo) -> F,
+    H: Fn(Request<ClientBody>, Arc<ClientInfo>) -> F,
     F: Future<Output = Response<Body>> + Send + 'static,
 {
     let (read_half, write) = tokio::io::split(stream);
