@@ -8,8 +8,9 @@
 //! once per timeout's length on a busy connection, not once per request. The
 //! same lazy timer nginx keeps (bench/README (bk)).
 
-use std::future::Future;
+use std::future::{Future, poll_fn};
 use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use tokio::time::{Instant, Sleep};
@@ -42,16 +43,50 @@ impl Deadline {
 
     /// Completes once `due` has passed.
     pub async fn reached(&mut self, due: Instant) {
-        if self.sleep.deadline() > due {
+        self.move_back_to(due);
+        poll_fn(|cx| self.poll_reached(cx, due, None)).await;
+    }
+
+    fn move_back_to(&mut self, due: Instant) -> bool {
+        let later = self.sleep.deadline() > due;
+        if later {
             self.sleep.as_mut().reset(due);
         }
+        later
+    }
+
+    /// With `armed_for`, the waker the timer was last polled with (and will
+    /// wake when it fires): polled again with it before then, the timer is
+    /// not asked, as it would only register the same waker again.
+    fn poll_reached(
+        &mut self,
+        cx: &mut Context<'_>,
+        due: Instant,
+        mut armed_for: Option<&mut Option<Waker>>,
+    ) -> Poll<()> {
         loop {
-            self.sleep.as_mut().await;
+            let armed = armed_for
+                .as_deref()
+                .and_then(Option::as_ref)
+                .is_some_and(|waker| waker.will_wake(cx.waker()));
+            if armed && !self.sleep.is_elapsed() {
+                return Poll::Pending;
+            }
+            if self.sleep.as_mut().poll(cx).is_pending() {
+                if let Some(slot) = armed_for.as_deref_mut().filter(|_| !armed) {
+                    *slot = Some(cx.waker().clone());
+                }
+                return Poll::Pending;
+            }
             if Instant::now() >= due {
-                return;
+                return Poll::Ready(());
             }
             // Set for an earlier deadline, and fired before this one.
             self.sleep.as_mut().reset(due);
+            if let Some(slot) = armed_for.as_deref_mut() {
+                // Moved in the timer wheel: polled afresh before trusted again.
+                *slot = None;
+            }
         }
     }
 
@@ -68,6 +103,31 @@ impl Deadline {
             output = work => Ok(output),
             () = self.reached(due) => Err(TimedOut),
         }
+    }
+}
+
+/// A `Deadline` only one task ever awaits (a client connection's, for its
+/// next head), which remembers the waker its timer holds: every wait for a
+/// head polls the timer once, and all it would do is take the same waker
+/// again (bench/README (bo)). An upstream connection's `Deadline` goes from
+/// task to task, and its answer body carries it: it stays the plain one.
+#[derive(Debug, Default)]
+pub struct TaskDeadline {
+    deadline: Deadline,
+    armed_for: Option<Waker>,
+}
+
+impl TaskDeadline {
+    /// Completes once `due` has passed.
+    pub async fn reached(&mut self, due: Instant) {
+        if self.deadline.move_back_to(due) {
+            self.armed_for = None;
+        }
+        poll_fn(|cx| {
+            self.deadline
+                .poll_reached(cx, due, Some(&mut self.armed_for))
+        })
+        .await;
     }
 }
 
@@ -113,5 +173,63 @@ mod tests {
         tokio::time::advance(Duration::from_secs(2)).await;
         let cut = deadline.run(due, pin!(std::future::pending::<()>())).await;
         assert_eq!(cut, Err(TimedOut));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn work_that_wakes_often_is_still_cut_at_its_deadline() {
+        // Every wake-up of the work polls the deadline again, with the same
+        // waker: the timer is not asked again, and still ends the work.
+        let mut deadline = TaskDeadline::default();
+        let due = Instant::now() + Duration::from_millis(1000);
+        let ticks = std::cell::Cell::new(0u32);
+        let work = async {
+            loop {
+                tokio::time::sleep(Duration::from_millis(70)).await;
+                ticks.set(ticks.get() + 1);
+            }
+        };
+        tokio::select! {
+            biased;
+            () = work => unreachable!("the work never ends"),
+            () = deadline.reached(due) => {}
+        }
+        assert_eq!(Instant::now(), due);
+        assert_eq!(ticks.get(), 14);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_handed_to_another_task_wakes_that_task() {
+        // An upstream connection's timer goes from request to request, and
+        // so from one client's task to another's.
+        let mut deadline = Deadline::new();
+        let first = Instant::now() + Duration::from_secs(60);
+        let yielded = deadline.run(first, pin!(tokio::task::yield_now())).await;
+        assert_eq!(yielded, Ok(()));
+        let due = Instant::now() + Duration::from_secs(1);
+        let other =
+            tokio::spawn(
+                async move { deadline.run(due, pin!(std::future::pending::<()>())).await },
+            );
+        assert_eq!(other.await.expect("task"), Err(TimedOut));
+        assert_eq!(Instant::now(), due);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_task_deadline_moved_earlier_or_to_another_task_still_fires() {
+        let mut deadline = TaskDeadline::default();
+        let long = Instant::now() + Duration::from_secs(60);
+        tokio::select! {
+            biased;
+            () = tokio::task::yield_now() => {}
+            () = deadline.reached(long) => unreachable!("not yet"),
+        }
+        // Earlier than the timer: moved back, and polled afresh.
+        let short = Instant::now() + Duration::from_secs(1);
+        deadline.reached(short).await;
+        assert_eq!(Instant::now(), short);
+        let due = Instant::now() + Duration::from_secs(1);
+        let other = tokio::spawn(async move { deadline.reached(due).await });
+        other.await.expect("task");
+        assert_eq!(Instant::now(), due);
     }
 }

@@ -31,7 +31,7 @@ use response::Facts;
 
 use super::stall::WriteStall;
 use crate::body::{self, Body, ClientBody};
-use crate::deadline::Deadline;
+use crate::deadline::TaskDeadline;
 use crate::error::{CONTROL_CHARACTERS, GatewayError, INVALID_HOST};
 use crate::proxy::ClientInfo;
 use crate::wire::chunked::ChunkedDecoder;
@@ -74,7 +74,7 @@ pub async fn serve<S, H, F>(
     let mut write = WriteStall::new(write, settings.header_read_timeout);
     let reader = Reader::shared(Box::new(read_half), read);
     let mut out = Vec::with_capacity(1024);
-    let mut deadline = Deadline::new();
+    let mut deadline = TaskDeadline::default();
     let mut names = FieldNames::default();
     loop {
         let head =
@@ -140,7 +140,7 @@ enum Next {
 async fn next_head(
     reader: &SharedReader,
     settings: Settings,
-    deadline: &mut Deadline,
+    deadline: &mut TaskDeadline,
     names: &mut FieldNames,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Next {
