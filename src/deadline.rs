@@ -41,8 +41,9 @@ impl Deadline {
         }
     }
 
-    /// Completes once `due` has passed.
-    pub async fn reached(&mut self, due: Instant) {
+    /// Completes once `due` has passed (for `run`; a client connection
+    /// waits on a `TaskDeadline`).
+    async fn reached(&mut self, due: Instant) {
         self.move_back_to(due);
         poll_fn(|cx| self.poll_reached(cx, due, None)).await;
     }
