@@ -3,11 +3,15 @@
 
 need() {
   command -v "$1" >/dev/null 2>&1 && return 0
-  echo "bench: installing $2 (apt-get)" >&2
-  if ! { apt-get update -qq && apt-get install -y -qq "$2"; } >/dev/null 2>&1; then
-    echo "bench: $1 is missing; install the Debian package $2" >&2
-    exit 1
+  # wrk and nginx come from Debian's archive, unpacked into a cache directory
+  # (scripts/tools); anything else must be installed.
+  if [ "$1" = wrk ] || [ "$1" = nginx ]; then
+    # shellcheck source=scripts/lib/tools.sh
+    . "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib/tools.sh"
+    ensure_tools "$1" && return 0
   fi
+  echo "bench: $1 is missing; install the Debian package $2" >&2
+  exit 1
 }
 
 # pgbench: /usr/bin/pgbench is a wrapper (postgresql-client-common) that fails
@@ -48,7 +52,13 @@ events { worker_connections 4096; }
 http {
   access_log off;
   keepalive_requests 1000000;
+  # Every temp path in the work directory: an nginx unpacked outside /
+  # (scripts/tools) has no /var/lib/nginx to fall back on.
   client_body_temp_path $WORK/nginx/$1-body;
+  fastcgi_temp_path $WORK/nginx/$1-fastcgi;
+  uwsgi_temp_path $WORK/nginx/$1-uwsgi;
+  scgi_temp_path $WORK/nginx/$1-scgi;
+  proxy_temp_path $WORK/nginx/$1-proxy;
   $2
 }
 CONF
@@ -75,7 +85,6 @@ bench_setup() {
       }
     }"
   nginx_conf proxy "
-    proxy_temp_path $WORK/nginx/proxy-temp;
     upstream api { server 127.0.0.1:$UPSTREAM_PORT; keepalive 128; }
     server {
       listen 127.0.0.1:$NGINX_PROXY_PORT;

@@ -3,7 +3,7 @@
 //! runs on the wall clock: `Advance` sleeps, and an expiry that falls inside
 //! an operation's time window may be observed either way.
 //!
-//! Needs PostgreSQL as for `store_postgres.rs` (`.ci/services`).
+//! Needs PostgreSQL as for `store_postgres.rs` (`scripts/test` starts one for its run).
 
 mod pg_support;
 mod store_model;

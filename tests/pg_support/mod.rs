@@ -5,7 +5,8 @@
 //! Base URLs: `IDEMGATE_TEST_PG_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/test`) and `IDEMGATE_TEST_REDIS_URL`
 //! (default `redis://127.0.0.1:6379`). A service that is not there fails the
-//! test: nothing is skipped silently (`.ci/services` starts both).
+//! test: nothing is skipped silently (`scripts/test` starts a throwaway
+//! server of each for its run, scripts/lib/services.sh).
 #![allow(dead_code)]
 
 pub mod switch;
@@ -97,7 +98,7 @@ pub async fn admin_sql(sql: &str) {
         .await
         .unwrap_or_else(|e| {
             panic!(
-                "PostgreSQL must be running at {} (see .ci/services): {e}",
+                "PostgreSQL must be running at {} (scripts/test starts one for its run; else set IDEMGATE_TEST_PG_URL): {e}",
                 base_url()
             )
         });
@@ -180,7 +181,7 @@ pub async fn redis_flush_prefix(prefix: &str) {
         .await
         .unwrap_or_else(|e| {
             panic!(
-                "Redis must be running at {} (see .ci/services): {e}",
+                "Redis must be running at {} (scripts/test starts one for its run; else set IDEMGATE_TEST_PG_URL): {e}",
                 redis_url()
             )
         });
