@@ -181,7 +181,7 @@ pub async fn redis_flush_prefix(prefix: &str) {
         .await
         .unwrap_or_else(|e| {
             panic!(
-                "Redis must be running at {} (scripts/test starts one for its run; else set IDEMGATE_TEST_PG_URL): {e}",
+                "Redis must be running at {} (scripts/test starts one for its run; else set IDEMGATE_TEST_REDIS_URL): {e}",
                 redis_url()
             )
         });
