@@ -530,3 +530,110 @@ async fn request_id_is_forwarded_or_generated() {
         "raw keys never appear in logs"
     );
 }
+
+/// `/admin/*` with no token is disabled, and says so: one log line at start
+/// naming the variable and why, and a 404 whose code and words are not
+/// those of a key with no record.
+#[tokio::test]
+async fn a_disabled_admin_api_says_why_in_the_log_and_the_answer() {
+    let (name, value) = bearer();
+    for (env, why) in [
+        (None, "IDEMGATE_TEST_ADMIN_TOKEN, which is not set"),
+        (Some(" \n"), "IDEMGATE_TEST_ADMIN_TOKEN, which is empty"),
+    ] {
+        let dir = TestDir::new("admin-disabled");
+        let upstream = MockUpstream::start().await;
+        let envs: Vec<(&str, &str)> = env
+            .map(|value| ("IDEMGATE_TEST_ADMIN_TOKEN", value))
+            .into_iter()
+            .collect();
+        let gateway = GatewayProcess::start_with_env(&dir, &upstream.url(), CONFIG, &envs);
+        let reply = gateway
+            .admin_client()
+            .send("GET", "/admin/keys/charges/nope", &[(name, &value)], "")
+            .await;
+        assert_eq!(reply.status, 404, "{}", reply.text());
+        assert_eq!(
+            reply.header("content-type"),
+            Some("application/problem+json")
+        );
+        let problem = reply.json();
+        assert_eq!(problem["code"], "admin-disabled", "{problem}");
+        let words = format!("{} {}", problem["title"], problem["detail"]);
+        assert!(words.contains("disabled"), "{words}");
+        assert!(!words.contains("Nothing here"), "{words}");
+        // The caller is not told which variable guards the API; the log is.
+        assert!(!words.contains("IDEMGATE_TEST_ADMIN_TOKEN"), "{words}");
+        let log = gateway.log_text();
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|line| line.contains("/admin/* is disabled"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{log}");
+        assert!(lines[0].contains(why), "{log}");
+    }
+    // With the token, a key with no record is still `not-found`.
+    let (_dir, _upstream, gateway) = setup("admin-enabled").await;
+    assert!(!gateway.log_text().contains("/admin/* is disabled"));
+    let reply = gateway
+        .admin_client()
+        .send("GET", "/admin/keys/charges/nope", &[(name, &value)], "")
+        .await;
+    assert_eq!(reply.json()["code"], "not-found");
+}
+
+/// A reload reads the token variable the file names again, as it re-reads
+/// certificates: by SIGHUP and by `POST /admin/reload`.
+#[tokio::test]
+async fn a_reload_reads_the_admin_token_variable_again() {
+    let dir = TestDir::new("admin-token-reload");
+    let upstream = MockUpstream::start().await;
+    // Started naming a variable it was not given: disabled.
+    let unset = CONFIG.replace("IDEMGATE_TEST_ADMIN_TOKEN", "IDEMGATE_TEST_OTHER_TOKEN");
+    let gateway = GatewayProcess::start_with_env(
+        &dir,
+        &upstream.url(),
+        &unset,
+        &[("IDEMGATE_TEST_ADMIN_TOKEN", TOKEN)],
+    );
+    let admin = gateway.admin_client();
+    let (name, value) = bearer();
+    let auth = [(name, value.as_str())];
+    let path = "/admin/keys/charges/nope";
+    assert_eq!(
+        admin.send("GET", path, &auth, "").await.json()["code"],
+        "admin-disabled"
+    );
+    // The file now names the variable the process has: SIGHUP enables it.
+    let disabled_file = std::fs::read_to_string(gateway.config_path()).unwrap();
+    let enabled_file =
+        disabled_file.replace("IDEMGATE_TEST_OTHER_TOKEN", "IDEMGATE_TEST_ADMIN_TOKEN");
+    std::fs::write(gateway.config_path(), &enabled_file).unwrap();
+    gateway.signal("HUP");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = admin.send("GET", path, &auth, "").await;
+        if reply.json()["code"] == "not-found" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "SIGHUP did not enable /admin/*: {}\n{}",
+            reply.text(),
+            gateway.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // And the reload endpoint disables it again, saying why in the log.
+    std::fs::write(gateway.config_path(), &disabled_file).unwrap();
+    let reply = admin.send("POST", "/admin/reload", &auth, "").await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let reply = admin.send("GET", path, &auth, "").await;
+    assert_eq!(reply.json()["code"], "admin-disabled", "{}", reply.text());
+    let log = gateway.log_text();
+    let lines = log
+        .lines()
+        .filter(|line| line.contains("IDEMGATE_TEST_OTHER_TOKEN, which is not set"))
+        .count();
+    assert_eq!(lines, 2, "once at start, once at the reload:\n{log}");
+}

@@ -62,6 +62,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
     for warning in crate::tls::validity_warnings(&config) {
         tracing::warn!("{}: {warning}", config_path.display());
     }
+    crate::admin::log_if_disabled(&config.admin);
     if let crate::config::StoreConfig::Embedded(embedded) = &config.store
         && embedded.durability == crate::config::Durability::ProcessCrash
     {
