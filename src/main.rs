@@ -114,7 +114,7 @@ fn read_rust_log(value: Result<String, std::env::VarError>) -> Result<Option<Str
 
 /// Where a dependency logs data idemgate must keep out of its logs:
 /// tokio-postgres prints every statement's parameters at debug level, and
-/// ours are raw idempotency keys and stored bodies (SPEC §4). Capped at
+/// ours are raw idempotency keys and stored bodies (docs/operating.md#logs). Capped at
 /// `info` whatever the filter says.
 const NEVER_VERBOSE: &str = "tokio_postgres::query=info";
 

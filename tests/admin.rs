@@ -119,7 +119,7 @@ async fn admin_token_matrix() {
     assert_eq!(reply.status, 404);
 }
 
-/// A token written inline in the config (SPEC §2: secrets *can* be given
+/// A token written inline in the config (docs/configuration.md: secrets *can* be given
 /// as `*_env`) guards `/admin/*` the same way.
 #[tokio::test]
 async fn an_inline_admin_token_guards_the_admin_plane() {
@@ -270,7 +270,7 @@ async fn show_and_purge_a_key_then_it_runs_again() {
     assert_eq!(upstream.executions("order/7"), 2);
 }
 
-/// SPEC §3: `"k1"` (an RFC 8941 string) is the key `k1`. The admin API reads
+/// docs/operating.md: `"k1"` (an RFC 8941 string) is the key `k1`. The admin API reads
 /// the key in its path as the data plane reads the header, so either spelling
 /// finds and purges the record; a key the data plane would refuse is 400
 /// `invalid-key`, never quoted back.
@@ -342,7 +342,7 @@ async fn in_flight_record_shows_its_lease() {
     assert_eq!(record["state"], "in_flight");
     assert!(record["status"].is_null() && record["completed_at"].is_null());
     assert!(record["lease_expires_at"].is_string());
-    // In flight, the record expires with its lease (SPEC §5 lists the
+    // In flight, the record expires with its lease (docs/operating.md lists the
     // fields that are null in flight; this is not one).
     assert_eq!(record["expires_at"], record["lease_expires_at"], "{record}");
     slow.await.unwrap();

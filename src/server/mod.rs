@@ -55,7 +55,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
     let data = bind(config.server.listen, "listen").await?;
     let admin = bind(config.server.admin_listen, "admin_listen").await?;
     // Only once the gateway will run: a failure to start is its one line on
-    // stderr (SPEC §1), not preceded by warnings about the file.
+    // stderr (docs/operating.md), not preceded by warnings about the file.
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }
