@@ -1,4 +1,4 @@
-//! The command line (SPEC section 1).
+//! The command line (docs/operating.md#command-line).
 
 use std::path::PathBuf;
 

@@ -6,7 +6,7 @@
 //! is later than the one before, so the timer is left where it is and, when
 //! it fires before the current deadline, moved on to it: re-registered about
 //! once per timeout's length on a busy connection, not once per request. The
-//! same lazy timer nginx keeps (bench/README (bk)).
+//! same lazy timer nginx keeps (docs/adr/0007-hot-path-costs.md).
 
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
@@ -93,7 +93,7 @@ impl Deadline {
 
     /// Runs `work` until `due`. Pinned by the caller: the work (an upstream
     /// exchange, a kilobyte or more) stays where it was made instead of being
-    /// copied into this future and again into a pinned place (bench/README (bo)).
+    /// copied into this future and again into a pinned place (docs/adr/0007-hot-path-costs.md).
     pub async fn run<F: Future>(
         &mut self,
         due: Instant,
@@ -110,7 +110,7 @@ impl Deadline {
 /// A `Deadline` only one task ever awaits (a client connection's, for its
 /// next head), which remembers the waker its timer holds: every wait for a
 /// head polls the timer once, and all it would do is take the same waker
-/// again (bench/README (bo)). An upstream connection's `Deadline` goes from
+/// again (docs/adr/0007-hot-path-costs.md). An upstream connection's `Deadline` goes from
 /// task to task, and its answer body carries it: it stays the plain one.
 #[derive(Debug, Default)]
 pub struct TaskDeadline {

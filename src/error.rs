@@ -81,6 +81,8 @@ pub enum GatewayError {
     MethodNotAllowed {
         allow: &'static str,
     },
+    /// `/admin/*` while no admin token is configured (the log says why).
+    AdminDisabled,
 }
 
 #[derive(Serialize)]
@@ -112,6 +114,7 @@ impl GatewayError {
             Unauthorized => StatusCode::UNAUTHORIZED,
             Forbidden => StatusCode::FORBIDDEN,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            AdminDisabled => StatusCode::NOT_FOUND,
         }
     }
 
@@ -138,6 +141,7 @@ impl GatewayError {
             Forbidden => "forbidden",
             NotFound => "not-found",
             MethodNotAllowed { .. } => "method-not-allowed",
+            AdminDisabled => "admin-disabled",
         }
     }
 
@@ -163,6 +167,7 @@ impl GatewayError {
             Forbidden => "Forbidden",
             NotFound => "Not found",
             MethodNotAllowed { .. } => "Method not allowed",
+            AdminDisabled => "Admin API disabled",
         }
     }
 
@@ -213,6 +218,9 @@ impl GatewayError {
             Forbidden => "The bearer token is not valid.".into(),
             NotFound => "Nothing here.".into(),
             MethodNotAllowed { allow } => format!("This resource answers {allow} only."),
+            AdminDisabled => "The operator API is disabled: no admin token is configured. \
+                 The gateway's log says why; set the token and restart it."
+                .into(),
         }
     }
 
@@ -247,7 +255,8 @@ impl GatewayError {
             | Unauthorized
             | Forbidden
             | NotFound
-            | MethodNotAllowed { .. } => {
+            | MethodNotAllowed { .. }
+            | AdminDisabled => {
                 return None;
             }
         })
@@ -371,6 +380,7 @@ mod tests {
                 405,
                 "method-not-allowed",
             ),
+            (GatewayError::AdminDisabled, 404, "admin-disabled"),
         ];
         for (error, status, code) in cases {
             let response = error.to_response();

@@ -18,7 +18,7 @@ const EXIT_USAGE: u8 = 2;
 // execution's), above what glibc's per-thread cache takes; with glibc each
 // took malloc's slow path. mimalloc 2.x (Cargo.toml: `v2`, `no_thp`) serves
 // them from per-thread pages: ~5% less CPU per pass-through request, ~15%
-// per new key; its 3.x made replays slower (bench/README (af)).
+// per new key; its 3.x made replays slower (docs/adr/0003-allocator.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -114,7 +114,7 @@ fn read_rust_log(value: Result<String, std::env::VarError>) -> Result<Option<Str
 
 /// Where a dependency logs data idemgate must keep out of its logs:
 /// tokio-postgres prints every statement's parameters at debug level, and
-/// ours are raw idempotency keys and stored bodies (SPEC §4). Capped at
+/// ours are raw idempotency keys and stored bodies (docs/operating.md#logs). Capped at
 /// `info` whatever the filter says.
 const NEVER_VERBOSE: &str = "tokio_postgres::query=info";
 

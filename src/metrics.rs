@@ -42,14 +42,14 @@ pub enum Outcome {
     UpstreamError,
     OutcomeUnknown,
     Degraded,
-    /// Not in SPEC's list: refused by the route's `max_in_flight`.
+    /// Listed apart: refused by the route's `max_in_flight`.
     Overloaded,
 }
 
 impl Outcome {
     const COUNT: usize = Outcome::Overloaded as usize + 1;
 
-    /// SPEC §6's outcomes: every route can end a request in any of them.
+    /// The outcomes of docs/operating.md#metrics: every route can end a request in any of them.
     /// (`Overloaded` only a route with `max_in_flight`.)
     const SPEC: [Outcome; 13] = [
         Outcome::New,
@@ -206,7 +206,7 @@ impl RouteMeters {
         }
     }
 
-    /// Makes the route's `idemgate_requests_total` (one per SPEC outcome)
+    /// Makes the route's `idemgate_requests_total` (one per listed outcome)
     /// and `idemgate_inflight` read 0 before its first request. A counter
     /// that first appears at 1 hides that increment from `increase()` and
     /// `rate()`: an alert on the first mismatch of a route would never fire.

@@ -119,7 +119,7 @@ async fn admin_token_matrix() {
     assert_eq!(reply.status, 404);
 }
 
-/// A token written inline in the config (SPEC §2: secrets *can* be given
+/// A token written inline in the config (docs/configuration.md: secrets *can* be given
 /// as `*_env`) guards `/admin/*` the same way.
 #[tokio::test]
 async fn an_inline_admin_token_guards_the_admin_plane() {
@@ -270,7 +270,7 @@ async fn show_and_purge_a_key_then_it_runs_again() {
     assert_eq!(upstream.executions("order/7"), 2);
 }
 
-/// SPEC §3: `"k1"` (an RFC 8941 string) is the key `k1`. The admin API reads
+/// docs/operating.md: `"k1"` (an RFC 8941 string) is the key `k1`. The admin API reads
 /// the key in its path as the data plane reads the header, so either spelling
 /// finds and purges the record; a key the data plane would refuse is 400
 /// `invalid-key`, never quoted back.
@@ -342,7 +342,7 @@ async fn in_flight_record_shows_its_lease() {
     assert_eq!(record["state"], "in_flight");
     assert!(record["status"].is_null() && record["completed_at"].is_null());
     assert!(record["lease_expires_at"].is_string());
-    // In flight, the record expires with its lease (SPEC §5 lists the
+    // In flight, the record expires with its lease (docs/operating.md lists the
     // fields that are null in flight; this is not one).
     assert_eq!(record["expires_at"], record["lease_expires_at"], "{record}");
     slow.await.unwrap();
@@ -529,4 +529,111 @@ async fn request_id_is_forwarded_or_generated() {
         !log.contains("raw-key-5cbe") && !log.contains("raw-key-8d1a"),
         "raw keys never appear in logs"
     );
+}
+
+/// `/admin/*` with no token is disabled, and says so: one log line at start
+/// naming the variable and why, and a 404 whose code and words are not
+/// those of a key with no record.
+#[tokio::test]
+async fn a_disabled_admin_api_says_why_in_the_log_and_the_answer() {
+    let (name, value) = bearer();
+    for (env, why) in [
+        (None, "IDEMGATE_TEST_ADMIN_TOKEN, which is not set"),
+        (Some(" \n"), "IDEMGATE_TEST_ADMIN_TOKEN, which is empty"),
+    ] {
+        let dir = TestDir::new("admin-disabled");
+        let upstream = MockUpstream::start().await;
+        let envs: Vec<(&str, &str)> = env
+            .map(|value| ("IDEMGATE_TEST_ADMIN_TOKEN", value))
+            .into_iter()
+            .collect();
+        let gateway = GatewayProcess::start_with_env(&dir, &upstream.url(), CONFIG, &envs);
+        let reply = gateway
+            .admin_client()
+            .send("GET", "/admin/keys/charges/nope", &[(name, &value)], "")
+            .await;
+        assert_eq!(reply.status, 404, "{}", reply.text());
+        assert_eq!(
+            reply.header("content-type"),
+            Some("application/problem+json")
+        );
+        let problem = reply.json();
+        assert_eq!(problem["code"], "admin-disabled", "{problem}");
+        let words = format!("{} {}", problem["title"], problem["detail"]);
+        assert!(words.contains("disabled"), "{words}");
+        assert!(!words.contains("Nothing here"), "{words}");
+        // The caller is not told which variable guards the API; the log is.
+        assert!(!words.contains("IDEMGATE_TEST_ADMIN_TOKEN"), "{words}");
+        let log = gateway.log_text();
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|line| line.contains("/admin/* is disabled"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{log}");
+        assert!(lines[0].contains(why), "{log}");
+    }
+    // With the token, a key with no record is still `not-found`.
+    let (_dir, _upstream, gateway) = setup("admin-enabled").await;
+    assert!(!gateway.log_text().contains("/admin/* is disabled"));
+    let reply = gateway
+        .admin_client()
+        .send("GET", "/admin/keys/charges/nope", &[(name, &value)], "")
+        .await;
+    assert_eq!(reply.json()["code"], "not-found");
+}
+
+/// A reload reads the token variable the file names again, as it re-reads
+/// certificates: by SIGHUP and by `POST /admin/reload`.
+#[tokio::test]
+async fn a_reload_reads_the_admin_token_variable_again() {
+    let dir = TestDir::new("admin-token-reload");
+    let upstream = MockUpstream::start().await;
+    // Started naming a variable it was not given: disabled.
+    let unset = CONFIG.replace("IDEMGATE_TEST_ADMIN_TOKEN", "IDEMGATE_TEST_OTHER_TOKEN");
+    let gateway = GatewayProcess::start_with_env(
+        &dir,
+        &upstream.url(),
+        &unset,
+        &[("IDEMGATE_TEST_ADMIN_TOKEN", TOKEN)],
+    );
+    let admin = gateway.admin_client();
+    let (name, value) = bearer();
+    let auth = [(name, value.as_str())];
+    let path = "/admin/keys/charges/nope";
+    assert_eq!(
+        admin.send("GET", path, &auth, "").await.json()["code"],
+        "admin-disabled"
+    );
+    // The file now names the variable the process has: SIGHUP enables it.
+    let disabled_file = std::fs::read_to_string(gateway.config_path()).unwrap();
+    let enabled_file =
+        disabled_file.replace("IDEMGATE_TEST_OTHER_TOKEN", "IDEMGATE_TEST_ADMIN_TOKEN");
+    std::fs::write(gateway.config_path(), &enabled_file).unwrap();
+    gateway.signal("HUP");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = admin.send("GET", path, &auth, "").await;
+        if reply.json()["code"] == "not-found" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "SIGHUP did not enable /admin/*: {}\n{}",
+            reply.text(),
+            gateway.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // And the reload endpoint disables it again, saying why in the log.
+    std::fs::write(gateway.config_path(), &disabled_file).unwrap();
+    let reply = admin.send("POST", "/admin/reload", &auth, "").await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let reply = admin.send("GET", path, &auth, "").await;
+    assert_eq!(reply.json()["code"], "admin-disabled", "{}", reply.text());
+    let log = gateway.log_text();
+    let lines = log
+        .lines()
+        .filter(|line| line.contains("IDEMGATE_TEST_OTHER_TOKEN, which is not set"))
+        .count();
+    assert_eq!(lines, 2, "once at start, once at the reload:\n{log}");
 }

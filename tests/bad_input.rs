@@ -354,7 +354,7 @@ async fn invalid_keys() {
     for (case, key_line) in &cases {
         let reply = s.raw(&keyed(key_line, b"")).await;
         assert_eq!(reply.status, Some(400), "{case}: {reply:?}");
-        // Control characters too (SPEC §3), though RFC 9110 lets no field
+        // Control characters too (docs/behaviour.md), though RFC 9110 lets no field
         // value hold them: the head is read without the field, and the
         // gateway, knowing it is the route's key, says so.
         assert_eq!(

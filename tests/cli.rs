@@ -306,7 +306,7 @@ fn migrate_reports_what_it_did_to_the_embedded_file() {
     );
 }
 
-/// SPEC §1: every failure to start is one clear line on stderr, a bad
+/// docs/operating.md: every failure to start is one clear line on stderr, a bad
 /// configuration too (one problem or several).
 #[test]
 fn serve_reports_a_bad_config_on_one_line() {
@@ -499,7 +499,7 @@ fn a_sighup_while_starting_does_not_kill_serve() {
     drop(silent);
 }
 
-/// SPEC §1/§2: `check` warns about a route an earlier one shadows; the
+/// docs/configuration.md: `check` warns about a route an earlier one shadows; the
 /// warning is in the report on stdout and, for whoever reads the streams
 /// apart, on stderr too. The file is still valid: exit 0.
 #[test]
@@ -522,7 +522,7 @@ fn check_warns_about_a_shadowed_route_on_both_streams() {
     assert!(stderr.contains("shadow.toml:9:"), "{stderr}");
 }
 
-/// SPEC §1: a log filter tracing cannot parse is refused at start in one
+/// docs/operating.md: a log filter tracing cannot parse is refused at start in one
 /// line, as clap refuses any bad argument (exit 2), not replaced by `info`.
 /// `RUST_LOG` stands in for `--log-level` and is held to the same rule; the
 /// flag, when given, wins over it.
@@ -638,7 +638,7 @@ fn check_refuses_a_store_url_of_another_scheme() {
     }
 }
 
-/// SPEC §3: `"k1"` (an RFC 8941 string) is the key `k1`. `keys show|purge`
+/// docs/operating.md: `"k1"` (an RFC 8941 string) is the key `k1`. `keys show|purge`
 /// read their KEY argument as the data plane reads the header, so either
 /// spelling finds the record; a key the data plane would refuse is one line
 /// on stderr and exit 1, without the key.
@@ -745,7 +745,7 @@ fn check_refuses_a_redis_url_serve_cannot_open() {
     }
 }
 
-/// SPEC §1: logs go to stderr, and a log reader that goes away (a collector
+/// docs/operating.md: logs go to stderr, and a log reader that goes away (a collector
 /// restarted, `serve 2>&1 | head`) must not take the gateway with it. Each
 /// log line then failed to write, tracing reported that with `eprintln!`,
 /// which panics on a closed stderr: every request's task died before its

@@ -1,4 +1,4 @@
-//! Every row of SPEC section 3's table, against the real binary on the
+//! Every row of docs/behaviour.md's table, against the real binary on the
 //! embedded store, with a counting upstream.
 
 mod common;

@@ -114,7 +114,7 @@ async fn store_down_rejects_or_passes_as_configured_and_counts_it() {
     assert_eq!(upstream.executions("s-1"), 1);
 }
 
-/// SPEC §4: raw keys never appear in logs, at any log level. tokio-postgres
+/// docs/operating.md#logs: raw keys never appear in logs, at any log level. tokio-postgres
 /// prints each statement's parameters at debug level (the key, and a
 /// completion's body): `keys show`/`purge` and a completion retried across an
 /// outage run such statements with the raw key.

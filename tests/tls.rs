@@ -263,7 +263,7 @@ async fn https_upstream_with_a_private_ca() {
     drop(gateway);
 
     // A CA in the system's trust store (here named by SSL_CERT_FILE, as
-    // OpenSSL reads it) is trusted without `ca` (SPEC: "system or given CA").
+    // OpenSSL reads it) is trusted without `ca` (docs/configuration.md#tls).
     let dir3 = TestDir::new("tls-upstream-system");
     let ca_path = ca.to_str().expect("a UTF-8 path");
     let gateway = GatewayProcess::start_with_env(

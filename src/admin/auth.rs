@@ -3,11 +3,11 @@ use http::header;
 
 use crate::error::GatewayError;
 
-/// `/admin/*` without a configured token does not exist (404); with one, a
-/// missing bearer token is 401 and a wrong one 403.
+/// `/admin/*` without a configured token is disabled (404 `admin-disabled`);
+/// with one, a missing bearer token is 401 and a wrong one 403.
 pub fn check(expected: Option<&str>, headers: &HeaderMap) -> Result<(), GatewayError> {
     let Some(expected) = expected.filter(|t| !t.is_empty()) else {
-        return Err(GatewayError::NotFound);
+        return Err(GatewayError::AdminDisabled);
     };
     let presented = headers
         .get(header::AUTHORIZATION)
@@ -50,9 +50,12 @@ mod tests {
     fn token_matrix() {
         assert_eq!(
             check(None, &headers(Some("Bearer x"))),
-            Err(GatewayError::NotFound)
+            Err(GatewayError::AdminDisabled)
         );
-        assert_eq!(check(Some(""), &headers(None)), Err(GatewayError::NotFound));
+        assert_eq!(
+            check(Some(""), &headers(None)),
+            Err(GatewayError::AdminDisabled)
+        );
         assert_eq!(
             check(Some("s3cret"), &headers(None)),
             Err(GatewayError::Unauthorized)

@@ -2,7 +2,9 @@
 //! operator API under `/admin/*` (bearer token).
 
 mod auth;
+mod disabled;
 pub mod records;
+pub use disabled::log as log_if_disabled;
 
 use std::sync::Arc;
 use std::time::Duration;

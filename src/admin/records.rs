@@ -38,7 +38,7 @@ fn record_json(record: &RecordInfo) -> Value {
         "status": record.status,
         "created_at": rfc3339(Some(record.created_at)),
         "completed_at": rfc3339(record.completed_at),
-        // SPEC §5 names the fields null while in flight (status,
+        // docs/operating.md names the fields null while in flight (status,
         // completed_at), and expires_at is not one: an in-flight record
         // holds its key until its lease runs out (a retry then takes it
         // over), so that is when it expires.

@@ -50,7 +50,7 @@ pub fn declared_length(headers: &http::HeaderMap) -> Option<u64> {
 /// The body's exact size is its declared length: each reader (ours for
 /// HTTP/1, hyper's for HTTP/2) frames it by the `Content-Length` it checked,
 /// and one of unknown length (chunked, or to the close) has none. Asking the
-/// body spares a lookup and a parse of the field per body (bench/README (bo)).
+/// body spares a lookup and a parse of the field per body (docs/adr/0007-hot-path-costs.md).
 pub async fn coalesce<B>(incoming: B) -> Result<Body, B::Error>
 where
     B: http_body::Body<Data = Bytes> + Send + 'static,

@@ -41,7 +41,7 @@ impl ConfigErrors {
     }
 
     /// Every problem on one line, separated by `; `: how `serve` reports a
-    /// configuration it cannot start with (SPEC §1: one line on stderr).
+    /// configuration it cannot start with (docs/operating.md: one line on stderr).
     /// `check` and reload answers keep one problem per line.
     pub fn one_line(&self) -> String {
         let mut line = String::new();

@@ -63,7 +63,7 @@ impl Execution {
     pub async fn spawn(self) -> Answer {
         // Boxed first: tokio moves a spawned future by value through several
         // calls before it rests in its task, and this one is ~3 KB; a box is
-        // one copy, then a pointer moves (bench/README (ap)).
+        // one copy, then a pointer moves (docs/adr/0007-hot-path-costs.md).
         match tokio::spawn(Box::pin(self.run())).await {
             Ok(answer) => answer,
             // A panic inside: the guard released the key; nothing more is known.

@@ -43,7 +43,7 @@ pub async fn run(
         }
         // Not boxed like `degraded` below, though it makes every keyed
         // request's future larger: a key-less request would then pay an
-        // allocation of its own (bench/README (ad)).
+        // allocation of its own (docs/adr/0007-hot-path-costs.md).
         Ok(KeyedRequest::Unkeyed { body }) => {
             return match passthrough::forward(gateway, &exchange, Request::from_parts(head, body))
                 .await

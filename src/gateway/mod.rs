@@ -223,7 +223,7 @@ fn carries_codings(answer: &Answer) -> bool {
 
 /// A request whose head had field values with control characters, left
 /// out of its map: never forwarded. When the left-out field is the route's
-/// key, the answer is the `invalid-key` problem SPEC §3 names for a key with
+/// key, the answer is the `invalid-key` problem docs/behaviour.md names for a key with
 /// control characters; otherwise a plain 400.
 fn refuse_unreadable<B>(
     bound: Option<&Arc<BoundRoute>>,

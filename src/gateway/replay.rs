@@ -88,7 +88,7 @@ fn stale_length(stored: &StoredResponse, headers: &HeaderMap) -> bool {
 }
 
 /// Removes a marker the upstream may have sent from an answer given under no
-/// key (pass-through, or forwarded without a record): SPEC §3 says those carry
+/// key (pass-through, or forwarded without a record): docs/behaviour.md: those carry
 /// none, and a client must not read an upstream's field of that name as ours.
 /// The gateway's other fields go too (see [`drop_gateway_fields`]).
 pub fn unmark(headers: &mut HeaderMap, marker: &HeaderName) {

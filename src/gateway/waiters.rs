@@ -15,7 +15,7 @@ pub struct Waiters {
     by_record: Mutex<HashMap<RecordId, Arc<Notify>>>,
     /// Tickets alive: while none are, `wake` has no one to find and skips
     /// the lock and the key's hashing (every execution wakes its key;
-    /// almost none has a waiter, bench/README (bn)).
+    /// almost none has a waiter, docs/adr/0007-hot-path-costs.md).
     tickets: AtomicUsize,
 }
 

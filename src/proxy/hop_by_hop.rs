@@ -36,7 +36,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 pub(super) fn is_hop_by_hop(name: &HeaderName) -> bool {
     // One `match` on the name's text: its length picks the candidates, so
     // the usual fields (host, content-type, date, ...) cost a comparison or
-    // none. Every field of both heads is asked (bench/README (bh), (bo)).
+    // none. Every field of both heads is asked (docs/adr/0007-hot-path-costs.md).
     match name.as_str() {
         "connection" | "keep-alive" | "te" | "trailer" | "transfer-encoding" | "upgrade" => true,
         other => other.starts_with("proxy-"),

@@ -14,7 +14,7 @@ use http::uri::{self, PathAndQuery};
 pub fn resolve_dot_segments(uri: &Uri) -> Option<Result<Uri, http::Error>> {
     let path = uri.path();
     // Most paths have no `.` or `%` at all: one byte scan, no segment split
-    // (`split` costs ~300 instructions, a pass-through ~28k; bench/README (be)).
+    // (`split` costs ~300 instructions, a pass-through ~28k; docs/adr/0007-hot-path-costs.md).
     let maybe = path.bytes().any(|b| b == b'.' || b == b'%');
     if !maybe || !path.split('/').any(is_dot_segment) {
         return None;

@@ -55,13 +55,14 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
     let data = bind(config.server.listen, "listen").await?;
     let admin = bind(config.server.admin_listen, "admin_listen").await?;
     // Only once the gateway will run: a failure to start is its one line on
-    // stderr (SPEC §1), not preceded by warnings about the file.
+    // stderr (docs/operating.md), not preceded by warnings about the file.
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }
     for warning in crate::tls::validity_warnings(&config) {
         tracing::warn!("{}: {warning}", config_path.display());
     }
+    crate::admin::log_if_disabled(&config.admin);
     if let crate::config::StoreConfig::Embedded(embedded) = &config.store
         && embedded.durability == crate::config::Durability::ProcessCrash
     {

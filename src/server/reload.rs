@@ -52,6 +52,7 @@ impl Reloader {
                 for note in notes {
                     tracing::warn!("{note}");
                 }
+                crate::admin::log_if_disabled(&self.gateway.runtime().config.admin);
             }
             ReloadOutcome::Rejected { errors } => {
                 metrics

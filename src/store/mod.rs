@@ -31,7 +31,7 @@ pub use sweeper::spawn_sweeper;
 
 /// Identity of one record. Shared strings: a request's id is cloned into its
 /// lease and into each store call, and the route name and the scope of a
-/// single-tenant route are the same for every request (bench/README (ap)).
+/// single-tenant route are the same for every request (docs/adr/0007-hot-path-costs.md).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RecordId {
     pub route: Arc<str>,

@@ -52,7 +52,7 @@ pub fn server_config(tls: &TlsConfig) -> Result<Arc<rustls::ServerConfig>, Strin
 }
 
 /// An https upstream's configuration. Roots are the system's trust store
-/// (SPEC §2: "system or given CA"), read again at every load and reload;
+/// (docs/configuration.md#tls), read again at every load and reload;
 /// where the system has none (a minimal image), the Mozilla set compiled
 /// into the binary (webpki-roots). `tls.ca` adds a private CA to either.
 pub fn client_config(

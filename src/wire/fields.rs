@@ -44,7 +44,7 @@ pub fn connection_tokens(value: &[u8]) -> Option<impl Iterator<Item = &str>> {
 
 /// Removes every field `unwanted` picks. Most heads have none, and a look at
 /// each of their few names (a comparison) costs less than a removal by name,
-/// which hashes the name and probes to find nothing (bench/README (bh)).
+/// which hashes the name and probes to find nothing (docs/adr/0007-hot-path-costs.md).
 pub fn remove_where(headers: &mut HeaderMap, unwanted: impl Fn(&HeaderName) -> bool) {
     if !headers.keys().any(&unwanted) {
         return;

@@ -40,7 +40,7 @@ fn is_uri_host(host: &[u8]) -> bool {
 
 /// `reg-name = *( unreserved / pct-encoded / sub-delims )`. Every request's
 /// `Host` is checked here, so the usual name (no `%`) is one table look-up
-/// per byte (bench/README (bo)).
+/// per byte (docs/adr/0007-hot-path-costs.md).
 fn is_reg_name(name: &[u8]) -> bool {
     let mut at = 0;
     while at < name.len() {

@@ -13,7 +13,7 @@ use super::server::positive_duration;
 use crate::config::file::{KeyFile, PolicyFile};
 use crate::config::{FingerprintPart, InFlightMode, KeySource, Policy, ScopePart, StoreErrorMode};
 
-/// The policy when `[defaults]` says nothing (SPEC section 2).
+/// The policy when `[defaults]` says nothing (docs/configuration.md).
 pub fn builtin() -> Policy {
     Policy {
         methods: vec!["POST".into(), "PATCH".into()],

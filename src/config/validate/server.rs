@@ -181,7 +181,7 @@ pub fn admin(ctx: &mut Ctx<'_>, file: &AdminFile) -> AdminConfig {
         .and_then(|name| (ctx.env)(name))
         .map(|token| token.trim().to_owned())
         .filter(|token| !token.is_empty());
-    // Inline, as SPEC §2 allows any secret ("`*_env` instead of inline").
+    // Inline, as docs/configuration.md allows any secret (`*_env` or inline).
     // An empty one is a mistake, not a way to disable /admin/* (leaving the
     // field out is); the value, a secret, is never quoted back.
     let (token, field, span) = match (&file.token, &file.token_env) {

@@ -229,7 +229,7 @@ fn admin_token_from_env_or_disabled() {
     assert_eq!(blank.admin.token, None);
 }
 
-/// SPEC §2: a secret may be inline as well as in `*_env`. Both at once, or
+/// docs/configuration.md: a secret may be inline as well as in `*_env`. Both at once, or
 /// an empty inline token, is an error naming the field; the token itself is
 /// never quoted back.
 #[test]

@@ -1,8 +1,8 @@
 //! The gateway's own HTTP/1.1 client for upstreams: a pool of connections,
 //! each carrying one request at a time in the task that sends it.
 //!
-//! Not hyper's client connection, for a measured reason (bench/README.md
-//! (ah)): hyper drives each connection from a task of its own and hands
+//! Not hyper's client connection, for a measured reason (docs/adr/0001-own-http1.md):
+//! hyper drives each connection from a task of its own and hands
 //! requests and answers to it through channels, which cost about a third
 //! of a pass-through's instructions; here the request's own task writes the
 //! request and reads the answer.

@@ -1,6 +1,6 @@
 //! Connections to one HTTP/1 upstream, reused newest first.
 //!
-//! Not hyper-util's pool, for two measured reasons (bench/README.md (p)):
+//! Not hyper-util's pool, for two measured reasons (docs/adr/0002-upstream-pool.md):
 //! while a request waits for an idle connection it also opens a new one and
 //! keeps both (about 1.3 upstream connections per client connection at 1,000
 //! clients), and it hands each connection back through a task of its own.

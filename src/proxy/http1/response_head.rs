@@ -292,7 +292,7 @@ fn settle_length(
 
 /// The answer's `Content-Length` fields, seen while parsing, so that the
 /// usual answer (one field, digits only, no `Transfer-Encoding`) is framed
-/// and passed on without looking the field up again (bench/README (bh)).
+/// and passed on without looking the field up again (docs/adr/0007-hot-path-costs.md).
 #[derive(Default)]
 struct LengthFields {
     count: usize,

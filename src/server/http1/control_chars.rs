@@ -1,7 +1,7 @@
 //! Field values that hold control characters. RFC 9110 §5.5 does not allow
 //! them and httparse refuses such a head whole; but when the field is a
 //! route's idempotency key, the client is owed the `invalid-key` problem
-//! that SPEC §3 names for "control characters", which only the gateway,
+//! that docs/behaviour.md names for control characters, which only the gateway,
 //! knowing the route, can give. So such a head is parsed again without
 //! those fields, and their names travel with the request
 //! ([`crate::wire::fields::UnreadableFields`]); the gateway refuses it either

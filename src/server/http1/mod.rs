@@ -3,8 +3,8 @@
 //! goes on with the next request (pipelined ones included) while both ends
 //! keep the connection.
 //!
-//! Not hyper's server connection, for a measured reason (bench/README.md
-//! (ai)): its share of a pass-through's instructions was about 40% of the
+//! Not hyper's server connection, for a measured reason (docs/adr/0001-own-http1.md):
+//! its share of a pass-through's instructions was about 40% of the
 //! gateway's user-space total, more than nginx spends on a whole request.
 
 mod control_chars;

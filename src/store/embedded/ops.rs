@@ -210,7 +210,7 @@ macro_rules! by_row_then_key {
 ///
 /// By rowid, a completion or release skips a descent of the primary key's
 /// index (comparing route, key and scope strings at every level): ~3% of
-/// a new key's instructions (bench/README (bn)).
+/// a new key's instructions (docs/adr/0004-embedded-store.md).
 ///
 /// No `RETURNING`: SQLite runs it through an ephemeral table and a statement
 /// journal, which made this statement cost twice the reservation's insert.

@@ -3,7 +3,7 @@
 //! rusqlite's `prepare_cached` finds a statement by hashing its SQL text,
 //! once to take it out of the cache and again to put it back: ~4k
 //! instructions per new key on the embedded store, a statement's text being
-//! a few hundred bytes (bench/README (bi)). Every statement the writer runs
+//! a few hundred bytes (docs/adr/0004-embedded-store.md). Every statement the writer runs
 //! is a `&'static str` of this crate, so here it is found by its address
 //! instead: a comparison per statement held, of which there are a dozen.
 
