@@ -81,6 +81,8 @@ pub enum GatewayError {
     MethodNotAllowed {
         allow: &'static str,
     },
+    /// A webhook route's signature check failed: nothing was forwarded or stored.
+    InvalidSignature(crate::webhook::InvalidSignature),
 }
 
 #[derive(Serialize)]
@@ -112,6 +114,7 @@ impl GatewayError {
             Unauthorized => StatusCode::UNAUTHORIZED,
             Forbidden => StatusCode::FORBIDDEN,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            InvalidSignature(_) => StatusCode::UNAUTHORIZED,
         }
     }
 
@@ -138,6 +141,7 @@ impl GatewayError {
             Forbidden => "forbidden",
             NotFound => "not-found",
             MethodNotAllowed { .. } => "method-not-allowed",
+            InvalidSignature(_) => "invalid-signature",
         }
     }
 
@@ -163,6 +167,7 @@ impl GatewayError {
             Forbidden => "Forbidden",
             NotFound => "Not found",
             MethodNotAllowed { .. } => "Method not allowed",
+            InvalidSignature(_) => "Invalid webhook signature",
         }
     }
 
@@ -213,6 +218,11 @@ impl GatewayError {
             Forbidden => "The bearer token is not valid.".into(),
             NotFound => "Nothing here.".into(),
             MethodNotAllowed { allow } => format!("This resource answers {allow} only."),
+            InvalidSignature(invalid) => format!(
+                "The {} webhook signature was refused: {}; nothing was forwarded.",
+                invalid.scheme.as_str(),
+                invalid.rejection
+            ),
         }
     }
 
@@ -241,6 +251,7 @@ impl GatewayError {
             RouteOverloaded { .. } => Outcome::Overloaded,
             OutcomeUnknownTimeout | OutcomeUnknownBroken => Outcome::OutcomeUnknown,
             UpstreamUnreachable | UpstreamTimeout | UpstreamError => Outcome::UpstreamError,
+            InvalidSignature(_) => Outcome::InvalidSignature,
             BadRequest(_)
             | RequestTimeout { .. }
             | NoRoute
@@ -288,8 +299,22 @@ impl GatewayError {
             // RFC 9110 §15.5.6: a 405 lists the methods the resource answers.
             headers.insert(header::ALLOW, HeaderValue::from_static(allow));
         }
+        if let GatewayError::InvalidSignature(invalid) = self {
+            headers.insert(header::WWW_AUTHENTICATE, webhook_challenge(invalid.scheme));
+        }
         response
     }
+}
+
+/// A webhook route's 401 names the scheme its sender must sign with.
+fn webhook_challenge(scheme: crate::config::WebhookScheme) -> HeaderValue {
+    use crate::config::WebhookScheme::*;
+    HeaderValue::from_static(match scheme {
+        Standard => "Webhook scheme=\"standard\"",
+        Stripe => "Webhook scheme=\"stripe\"",
+        Github => "Webhook scheme=\"github\"",
+        Shopify => "Webhook scheme=\"shopify\"",
+    })
 }
 
 /// `Retry-After` as whole seconds, rounded up, at least 1.
@@ -371,6 +396,14 @@ mod tests {
                 405,
                 "method-not-allowed",
             ),
+            (
+                GatewayError::InvalidSignature(crate::webhook::InvalidSignature {
+                    scheme: crate::config::WebhookScheme::Stripe,
+                    rejection: crate::webhook::Rejection::NoMatch,
+                }),
+                401,
+                "invalid-signature",
+            ),
         ];
         for (error, status, code) in cases {
             let response = error.to_response();
@@ -395,6 +428,22 @@ mod tests {
         }
         .to_response();
         assert_eq!(response.headers()[header::RETRY_AFTER], "2");
+    }
+
+    #[test]
+    fn invalid_signature_names_the_scheme_and_counts_apart() {
+        for scheme in crate::config::WebhookScheme::ALL {
+            let error = GatewayError::InvalidSignature(crate::webhook::InvalidSignature {
+                scheme,
+                rejection: crate::webhook::Rejection::TooOld,
+            });
+            let response = error.to_response();
+            assert_eq!(
+                response.headers()[header::WWW_AUTHENTICATE],
+                format!("Webhook scheme=\"{}\"", scheme.as_str()).as_str()
+            );
+            assert_eq!(error.outcome(), Some(Outcome::InvalidSignature));
+        }
     }
 
     #[test]

@@ -44,10 +44,12 @@ pub enum Outcome {
     Degraded,
     /// Not in SPEC's list: refused by the route's `max_in_flight`.
     Overloaded,
+    /// A webhook route refused the request's signature.
+    InvalidSignature,
 }
 
 impl Outcome {
-    const COUNT: usize = Outcome::Overloaded as usize + 1;
+    const COUNT: usize = Outcome::InvalidSignature as usize + 1;
 
     /// SPEC §6's outcomes: every route can end a request in any of them.
     /// (`Overloaded` only a route with `max_in_flight`.)
@@ -83,6 +85,7 @@ impl Outcome {
             Outcome::OutcomeUnknown => "outcome_unknown",
             Outcome::Degraded => "degraded",
             Outcome::Overloaded => "overloaded",
+            Outcome::InvalidSignature => "invalid_signature",
         }
     }
 }
