@@ -477,6 +477,9 @@ async fn an_oversized_body_gets_413_and_reaches_nothing() {
 async fn every_method_is_verified_and_only_post_is_deduplicated() {
     let (_dir, upstream, gateway) = start("webhook-methods").await;
     let sender = Sender::Github;
+    // Announced at 0, so an alert on its first increase fires.
+    let zero = "idemgate_requests_total{outcome=\"invalid_signature\",route=\"github\"} 0";
+    assert!(metrics(&gateway).await.contains(zero));
     let unsigned = gateway.client().get(&sender.path()).await;
     assert_refused(&unsigned, sender, "unsigned GET");
     assert_eq!(upstream.total(), 0);
