@@ -682,3 +682,33 @@ async fn signatures_made_by_the_senders_own_libraries_verify() {
         assert_refused(&reply, sender, "stale, signed by the library");
     }
 }
+
+/// The check reads an HTTP/2 body as it reads an HTTP/1 one.
+#[tokio::test]
+async fn a_delivery_over_http2_is_verified_and_deduplicated_alike() {
+    let (_dir, upstream, gateway) = start("webhook-h2c").await;
+    let client = common::Client::h2c(gateway.addr);
+    let sender = Sender::Stripe;
+    let send = |delivery: Delivery| {
+        let client = client.clone();
+        async move {
+            let headers: Vec<(&str, &str)> = delivery
+                .headers
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.as_str()))
+                .collect();
+            client
+                .send("POST", &sender.path(), &headers, delivery.body.clone())
+                .await
+        }
+    };
+    let forged = Delivery::new(sender, "whsec_forged", "evt_h2", now());
+    assert_refused(&send(forged).await, sender, "forged over h2");
+    for replayed in ["false", "true"] {
+        let genuine = Delivery::new(sender, sender.secret(), "evt_h2", now());
+        let reply = send(genuine).await;
+        assert_eq!(reply.status, 201, "{}", reply.text());
+        assert_eq!(reply.header("idempotent-replayed"), Some(replayed));
+    }
+    assert_eq!(upstream.total(), 1);
+}
