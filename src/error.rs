@@ -83,6 +83,8 @@ pub enum GatewayError {
     },
     /// `/admin/*` while no admin token is configured (the log says why).
     AdminDisabled,
+    /// A webhook route's signature check failed: nothing was forwarded or stored.
+    InvalidSignature(crate::webhook::InvalidSignature),
 }
 
 #[derive(Serialize)]
@@ -115,6 +117,7 @@ impl GatewayError {
             Forbidden => StatusCode::FORBIDDEN,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             AdminDisabled => StatusCode::NOT_FOUND,
+            InvalidSignature(_) => StatusCode::UNAUTHORIZED,
         }
     }
 
@@ -142,6 +145,7 @@ impl GatewayError {
             NotFound => "not-found",
             MethodNotAllowed { .. } => "method-not-allowed",
             AdminDisabled => "admin-disabled",
+            InvalidSignature(_) => "invalid-signature",
         }
     }
 
@@ -168,6 +172,7 @@ impl GatewayError {
             NotFound => "Not found",
             MethodNotAllowed { .. } => "Method not allowed",
             AdminDisabled => "Admin API disabled",
+            InvalidSignature(_) => "Invalid webhook signature",
         }
     }
 
@@ -221,6 +226,11 @@ impl GatewayError {
             AdminDisabled => "The operator API is disabled: no admin token is configured. \
                  The gateway's log says why; set the token and restart it."
                 .into(),
+            InvalidSignature(invalid) => format!(
+                "The {} webhook signature was refused: {}; nothing was forwarded.",
+                invalid.scheme.as_str(),
+                invalid.rejection
+            ),
         }
     }
 
@@ -249,6 +259,7 @@ impl GatewayError {
             RouteOverloaded { .. } => Outcome::Overloaded,
             OutcomeUnknownTimeout | OutcomeUnknownBroken => Outcome::OutcomeUnknown,
             UpstreamUnreachable | UpstreamTimeout | UpstreamError => Outcome::UpstreamError,
+            InvalidSignature(_) => Outcome::InvalidSignature,
             BadRequest(_)
             | RequestTimeout { .. }
             | NoRoute
@@ -297,8 +308,22 @@ impl GatewayError {
             // RFC 9110 §15.5.6: a 405 lists the methods the resource answers.
             headers.insert(header::ALLOW, HeaderValue::from_static(allow));
         }
+        if let GatewayError::InvalidSignature(invalid) = self {
+            headers.insert(header::WWW_AUTHENTICATE, webhook_challenge(invalid.scheme));
+        }
         response
     }
+}
+
+/// A webhook route's 401 names the scheme its sender must sign with.
+fn webhook_challenge(scheme: crate::config::WebhookScheme) -> HeaderValue {
+    use crate::config::WebhookScheme::*;
+    HeaderValue::from_static(match scheme {
+        Standard => "Webhook scheme=\"standard\"",
+        Stripe => "Webhook scheme=\"stripe\"",
+        Github => "Webhook scheme=\"github\"",
+        Shopify => "Webhook scheme=\"shopify\"",
+    })
 }
 
 /// `Retry-After` as whole seconds, rounded up, at least 1.
@@ -381,6 +406,14 @@ mod tests {
                 "method-not-allowed",
             ),
             (GatewayError::AdminDisabled, 404, "admin-disabled"),
+            (
+                GatewayError::InvalidSignature(crate::webhook::InvalidSignature {
+                    scheme: crate::config::WebhookScheme::Stripe,
+                    rejection: crate::webhook::Rejection::NoMatch,
+                }),
+                401,
+                "invalid-signature",
+            ),
         ];
         for (error, status, code) in cases {
             let response = error.to_response();
@@ -405,6 +438,22 @@ mod tests {
         }
         .to_response();
         assert_eq!(response.headers()[header::RETRY_AFTER], "2");
+    }
+
+    #[test]
+    fn invalid_signature_names_the_scheme_and_counts_apart() {
+        for scheme in crate::config::WebhookScheme::ALL {
+            let error = GatewayError::InvalidSignature(crate::webhook::InvalidSignature {
+                scheme,
+                rejection: crate::webhook::Rejection::TooOld,
+            });
+            let response = error.to_response();
+            assert_eq!(
+                response.headers()[header::WWW_AUTHENTICATE],
+                format!("Webhook scheme=\"{}\"", scheme.as_str()).as_str()
+            );
+            assert_eq!(error.outcome(), Some(Outcome::InvalidSignature));
+        }
     }
 
     #[test]

@@ -19,4 +19,5 @@ pub mod route;
 pub mod server;
 pub mod store;
 pub mod tls;
+pub mod webhook;
 pub mod wire;

@@ -35,11 +35,30 @@ fn route_block(out: &mut String, config: &Config, route: &RouteConfig) {
         ", Host: the upstream's"
     };
     let _ = writeln!(out, "  upstream  {}{upstream}{host}", route.upstream);
+    if let Some(webhook) = &route.webhook {
+        webhook_line(out, webhook);
+    }
     if route.idempotency {
         policy(out, &route.policy);
     } else {
         let _ = writeln!(out, "  policy    pass-through");
     }
+}
+
+/// The scheme, the variables the secrets come from (never the secrets) and,
+/// where the scheme signs a timestamp, the tolerance.
+fn webhook_line(out: &mut String, webhook: &super::WebhookConfig) {
+    let variables: Vec<&str> = webhook.secrets.iter().map(|s| s.env.as_str()).collect();
+    let tolerance = match webhook.scheme.has_timestamp() {
+        true => format!(", tolerance {}", format_duration(webhook.tolerance)),
+        false => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "  webhook   {}, secrets from {}{tolerance}",
+        webhook.scheme.as_str(),
+        variables.join(",")
+    );
 }
 
 fn matcher(matcher: &RouteMatch) -> String {

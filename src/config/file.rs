@@ -188,5 +188,52 @@ with_policy_fields! {
         matcher: Option<Spanned<MatchFile>>,
         idempotency: Option<Spanned<bool>>,
         preserve_host: Option<bool>,
+        webhook: Option<Spanned<WebhookFile>>,
+    }
+}
+
+/// `webhook = { scheme = "...", secrets_env = [...], tolerance = "5m" }`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookFile {
+    pub scheme: Option<Text>,
+    pub secrets_env: Option<Spanned<SecretsEnvFile>>,
+    pub tolerance: Option<Dur>,
+}
+
+/// `secrets_env`: one variable name, or a list of them (rotation).
+#[derive(Debug, Clone)]
+pub enum SecretsEnvFile {
+    One(String),
+    Many(Vec<Spanned<String>>),
+}
+
+// By hand: serde's untagged enums buffer the value and lose toml's spans.
+impl<'de> Deserialize<'de> for SecretsEnvFile {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = SecretsEnvFile;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an environment variable name or a list of them")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Self::Value, E> {
+                Ok(SecretsEnvFile::One(name.to_owned()))
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut names = Vec::new();
+                while let Some(name) = seq.next_element()? {
+                    names.push(name);
+                }
+                Ok(SecretsEnvFile::Many(names))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
     }
 }

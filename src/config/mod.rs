@@ -10,9 +10,11 @@ mod file;
 mod model;
 mod units;
 mod validate;
+mod webhook;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use model::*;
+pub use webhook::{DEFAULT_TOLERANCE, WebhookConfig, WebhookScheme, WebhookSecret};
 
 use std::path::Path;
 

@@ -142,6 +142,9 @@ pub struct RouteConfig {
     /// Keep the client's `Host` header (default) or send the upstream's authority.
     pub preserve_host: bool,
     pub policy: Policy,
+    /// A webhook sender's signature, checked on every request of the route
+    /// before anything else (`webhook = { ... }`).
+    pub webhook: Option<super::WebhookConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]

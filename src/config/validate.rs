@@ -11,6 +11,7 @@ mod shadow;
 mod store;
 mod syntax;
 mod upstreams;
+mod webhook;
 
 #[cfg(test)]
 mod tests;

@@ -143,7 +143,7 @@ pub async fn run(
     answer.with_key(id.key)
 }
 
-fn declares_body(headers: &http::HeaderMap) -> bool {
+pub(super) fn declares_body(headers: &http::HeaderMap) -> bool {
     headers.contains_key(header::TRANSFER_ENCODING)
         || body::declared_length(headers).is_some_and(|length| length > 0)
 }

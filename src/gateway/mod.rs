@@ -16,6 +16,7 @@ mod request_ids;
 mod request_key;
 mod reserve;
 mod runtime;
+mod signature;
 mod waiters;
 
 use std::sync::Arc;
@@ -185,6 +186,12 @@ impl Gateway {
         let Some(bound) = bound else {
             return (None, Answer::error(GatewayError::NoRoute));
         };
+        if let Some(verifier) = &bound.route.webhook {
+            request = match signature::check(verifier, request, self.body_idle).await {
+                Ok(verified) => verified,
+                Err(refused) => return (Some(bound.clone()), refused),
+            };
+        }
         let exchange = Exchange {
             bound: bound.clone(),
             client,

@@ -88,7 +88,16 @@ async fn read_body(
     incoming: ClientBody,
     idle: Duration,
 ) -> Result<Bytes, GatewayError> {
-    let limit = policy.max_request_body;
+    read_whole(policy.max_request_body, parts, incoming, idle).await
+}
+
+/// [`read_body`] with its limit given: a webhook route reads every body.
+pub(super) async fn read_whole(
+    limit: u64,
+    parts: &Parts,
+    incoming: ClientBody,
+    idle: Duration,
+) -> Result<Bytes, GatewayError> {
     let too_large = GatewayError::BodyTooLarge { limit };
     let declared = parts
         .headers

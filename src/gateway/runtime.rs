@@ -66,6 +66,10 @@ impl Runtime {
     pub fn announce_routes(&self, metrics: &crate::metrics::Metrics) {
         for bound in &self.bound {
             bound.meters.announce(metrics);
+            if bound.route.webhook.is_some() {
+                let outcome = crate::metrics::Outcome::InvalidSignature;
+                bound.meters.announce_outcome(metrics, outcome);
+            }
         }
     }
 

@@ -20,6 +20,8 @@ pub struct Route {
     /// Keyed executions running now, for `max_in_flight`. A reload builds new
     /// routes, so the count starts afresh there.
     pub executing: AtomicUsize,
+    /// A webhook route's signature check, run on every request before anything else.
+    pub webhook: Option<crate::webhook::Verifier>,
 }
 
 impl Route {
@@ -40,6 +42,8 @@ impl Route {
                 .idempotency
                 .then(|| RoutePolicy::new(&config.policy, max_request_body)),
             executing: AtomicUsize::new(0),
+            webhook: (config.webhook.as_ref())
+                .map(|webhook| crate::webhook::Verifier::new(webhook, max_request_body)),
         }
     }
 
@@ -114,6 +118,7 @@ mod tests {
             matcher,
             policy: None,
             executing: AtomicUsize::new(0),
+            webhook: None,
         }
     }
 

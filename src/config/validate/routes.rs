@@ -8,6 +8,7 @@ use toml::Spanned;
 use super::context::Ctx;
 use super::names;
 use super::policy;
+use super::webhook;
 use crate::config::file::{MatchFile, PolicyFile, RouteFile};
 use crate::config::units::format_duration;
 use crate::config::{Policy, RouteConfig, RouteMatch, UpstreamConfig};
@@ -87,7 +88,13 @@ fn route(
         }
     };
     let idempotency = file.idempotency.as_ref().is_none_or(|v| *v.get_ref());
-    let policy = policy::resolve(ctx, inherited.defaults, &file.policy(), &prefix);
+    let webhook =
+        (file.webhook.as_ref()).and_then(|written| webhook::webhook(ctx, written, &prefix));
+    // A webhook route's own defaults sit between `[defaults]` and its fields.
+    let webhook_defaults = (webhook.as_ref())
+        .map(|webhook| webhook::route_defaults(inherited.defaults, webhook.scheme));
+    let base = webhook_defaults.as_ref().unwrap_or(inherited.defaults);
+    let policy = policy::resolve(ctx, base, &file.policy(), &prefix);
     let ignored = file.policy_fields_set();
     if !idempotency && !ignored.is_empty() {
         ctx.warn(
@@ -124,6 +131,7 @@ fn route(
         idempotency,
         preserve_host: file.preserve_host.unwrap_or(true),
         policy,
+        webhook,
     }
 }
 

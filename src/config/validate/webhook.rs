@@ -1,0 +1,248 @@
+//! `webhook = { scheme, secrets_env, tolerance }` on a route: the sender's
+//! scheme, its secrets read from the environment (and decoded as the scheme
+//! wants them), the timestamp tolerance; and the policy a webhook route
+//! starts from before its own fields (docs/webhooks.md).
+
+use base64::Engine as _;
+use toml::Spanned;
+
+use super::context::Ctx;
+use super::server::{env_name, positive_duration};
+use crate::config::file::{SecretsEnvFile, WebhookFile};
+use crate::config::{
+    DEFAULT_TOLERANCE, KeySource, Policy, WebhookConfig, WebhookScheme, WebhookSecret,
+};
+
+/// The statuses a webhook route releases by default: any 5xx and 429, so a
+/// consumer's failure lets the sender's redelivery run again, while a
+/// success is stored and replayed and the sender stops. Spelled as codes
+/// until `release_statuses` has status classes (then: `["5xx", 429]`).
+pub fn default_release_statuses() -> Vec<u16> {
+    (500..=599).chain([429]).collect()
+}
+
+/// Where each scheme's senders put the event id.
+fn default_key(scheme: WebhookScheme) -> KeySource {
+    match scheme {
+        WebhookScheme::Standard => KeySource::Header("webhook-id".into()),
+        WebhookScheme::Stripe => KeySource::JsonPointer("/id".into()),
+        WebhookScheme::Github => KeySource::Header("x-github-delivery".into()),
+        WebhookScheme::Shopify => KeySource::Header("x-shopify-webhook-id".into()),
+    }
+}
+
+/// The policy a webhook route inherits: `[defaults]` (`inherited`) with the
+/// webhook defaults on top; the route's own fields then go on top of this.
+pub fn route_defaults(inherited: &Policy, scheme: WebhookScheme) -> Policy {
+    Policy {
+        methods: vec!["POST".into()],
+        key: default_key(scheme),
+        required: true,
+        // One sender per route: its event ids are its only namespace.
+        scope: Vec::new(),
+        release_statuses: default_release_statuses(),
+        ..inherited.clone()
+    }
+}
+
+/// Resolves the route's `webhook` table; `None` (with the errors recorded)
+/// when it cannot be used.
+pub fn webhook(
+    ctx: &mut Ctx<'_>,
+    written: &Spanned<WebhookFile>,
+    prefix: &str,
+) -> Option<WebhookConfig> {
+    let prefix = format!("{prefix}.webhook");
+    let file = written.get_ref();
+    let scheme = match &file.scheme {
+        Some(scheme) => ctx.value(Some(scheme), &format!("{prefix}.scheme"), None, |name| {
+            WebhookScheme::parse(name).map(Some).ok_or_else(|| {
+                let known: Vec<String> = WebhookScheme::ALL
+                    .iter()
+                    .map(|s| format!("{:?}", s.as_str()))
+                    .collect();
+                format!("unknown scheme {name:?} (known: {})", known.join(", "))
+            })
+        }),
+        None => {
+            ctx.error(
+                Some(written.span()),
+                format!("{prefix}.scheme"),
+                "scheme is required",
+            );
+            None
+        }
+    };
+    let tolerance = match (&file.tolerance, scheme) {
+        (Some(tolerance), Some(scheme)) if !scheme.has_timestamp() => {
+            ctx.error(
+                Some(tolerance.span()),
+                format!("{prefix}.tolerance"),
+                format!(
+                    "the {} scheme signs no timestamp, so there is nothing for a tolerance \
+                     to bound: remove it",
+                    scheme.as_str()
+                ),
+            );
+            DEFAULT_TOLERANCE
+        }
+        (tolerance, _) => ctx.value(
+            tolerance.as_ref(),
+            &format!("{prefix}.tolerance"),
+            DEFAULT_TOLERANCE,
+            positive_duration,
+        ),
+    };
+    let secrets = match &file.secrets_env {
+        Some(names) => secrets(ctx, names, scheme, &format!("{prefix}.secrets_env")),
+        None => {
+            ctx.error(
+                Some(written.span()),
+                format!("{prefix}.secrets_env"),
+                "secrets_env is required (the variable, or list of variables, holding the \
+                 signing secret)",
+            );
+            None
+        }
+    };
+    Some(WebhookConfig {
+        scheme: scheme?,
+        secrets: secrets?,
+        tolerance,
+    })
+}
+
+/// Every named variable must hold a usable secret: a route whose secret is
+/// missing would refuse every genuine delivery.
+fn secrets(
+    ctx: &mut Ctx<'_>,
+    names: &Spanned<SecretsEnvFile>,
+    scheme: Option<WebhookScheme>,
+    field: &str,
+) -> Option<Vec<WebhookSecret>> {
+    let listed: Vec<(String, std::ops::Range<usize>, String)> = match names.get_ref() {
+        SecretsEnvFile::One(name) => vec![(name.clone(), names.span(), field.to_owned())],
+        SecretsEnvFile::Many(list) => list
+            .iter()
+            .enumerate()
+            .map(|(i, name)| (name.get_ref().clone(), name.span(), format!("{field}[{i}]")))
+            .collect(),
+    };
+    if listed.is_empty() {
+        ctx.error(
+            Some(names.span()),
+            field,
+            "empty: give at least one variable holding the signing secret",
+        );
+        return None;
+    }
+    let mut ok = true;
+    let mut secrets: Vec<WebhookSecret> = Vec::new();
+    for (name, span, field) in listed {
+        let resolved = env_name(&name).and_then(|name| {
+            if secrets.iter().any(|s| s.env == name) {
+                return Err(format!("{name} is listed twice"));
+            }
+            let value = (ctx.env)(&name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| format!("environment variable {name} is not set or empty"))?;
+            let key = match scheme {
+                Some(scheme) => secret_key(scheme, &value)
+                    .ok_or_else(|| format!("environment variable {name} {}", bad_secret(scheme)))?,
+                None => Vec::new(),
+            };
+            Ok(WebhookSecret { env: name, key })
+        });
+        match resolved {
+            Ok(secret) => secrets.push(secret),
+            Err(message) => {
+                ok = false;
+                ctx.error(Some(span), field, message);
+            }
+        }
+    }
+    ok.then_some(secrets)
+}
+
+/// The HMAC key a secret stands for. Standard Webhooks secrets are
+/// `whsec_` and base64 (the prefix optional, padding too, as the
+/// reference library reads them); the other senders sign with the text
+/// they show (Stripe's `whsec_...` whole, GitHub's and Shopify's as typed).
+fn secret_key(scheme: WebhookScheme, value: &str) -> Option<Vec<u8>> {
+    match scheme {
+        WebhookScheme::Standard => {
+            let encoded = value.strip_prefix("whsec_").unwrap_or(value);
+            let lenient = base64::engine::GeneralPurpose::new(
+                &base64::alphabet::STANDARD,
+                base64::engine::GeneralPurposeConfig::new()
+                    .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+            );
+            lenient.decode(encoded).ok().filter(|key| !key.is_empty())
+        }
+        WebhookScheme::Stripe | WebhookScheme::Github | WebhookScheme::Shopify => {
+            Some(value.as_bytes().to_vec())
+        }
+    }
+}
+
+/// Why a secret was refused; never quotes it.
+fn bad_secret(scheme: WebhookScheme) -> &'static str {
+    match scheme {
+        WebhookScheme::Standard => {
+            "does not hold a Standard Webhooks secret (\"whsec_\" followed by base64)"
+        }
+        _ => "does not hold a usable secret",
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn standard_secrets_are_base64_after_the_prefix() {
+        let key = secret_key(
+            WebhookScheme::Standard,
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        );
+        assert_eq!(key.as_deref().map(<[u8]>::len), Some(24));
+        // Without the prefix, and unpadded, as the reference library accepts.
+        assert_eq!(
+            secret_key(WebhookScheme::Standard, "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
+            key
+        );
+        assert_eq!(
+            secret_key(WebhookScheme::Standard, "whsec_aGVsbG8"),
+            Some(b"hello".to_vec())
+        );
+        assert_eq!(
+            secret_key(WebhookScheme::Standard, "whsec_not base64!"),
+            None
+        );
+        assert_eq!(secret_key(WebhookScheme::Standard, "whsec_"), None);
+    }
+
+    #[test]
+    fn other_senders_sign_with_the_secret_as_written() {
+        assert_eq!(
+            secret_key(WebhookScheme::Stripe, "whsec_abc"),
+            Some(b"whsec_abc".to_vec())
+        );
+        assert_eq!(
+            secret_key(WebhookScheme::Github, "It's a Secret to Everybody"),
+            Some(b"It's a Secret to Everybody".to_vec())
+        );
+    }
+
+    #[test]
+    fn webhook_release_defaults_are_every_5xx_and_429() {
+        let statuses = default_release_statuses();
+        assert_eq!(statuses.len(), 101);
+        assert!(statuses.contains(&500) && statuses.contains(&599) && statuses.contains(&429));
+        assert!(!statuses.contains(&499) && !statuses.contains(&200));
+    }
+}

@@ -1,0 +1,714 @@
+//! Webhook routes through the real binary: a sender's signature is checked
+//! before anything is reserved, then its event id deduplicates redeliveries.
+//! Deliveries are signed here with each sender's published algorithm
+//! (HMAC-SHA256 over the documented content, via the `hmac` crate), and in
+//! `signatures_made_by_the_senders_own_libraries_verify` by the senders' own
+//! Python libraries (scripts/webhook-interop-env, scripts/webhook-interop/sign.py).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use common::{GatewayProcess, MockUpstream, Reply, TestDir};
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
+const CONFIG: &str = r#"
+[server]
+listen = "{listen}"
+admin_listen = "{admin}"
+max_request_body = "4KiB"
+
+[admin]
+token_env = "IDEMGATE_ADMIN_TOKEN"
+
+[store]
+path = "{db}"
+
+[upstreams.consumer]
+url = "{upstream}"
+timeout = "5s"
+
+[defaults]
+lock_timeout = "10s"
+
+[[routes]]
+name = "standard"
+upstream = "consumer"
+match = { path_prefix = "/hook/standard" }
+webhook = { scheme = "standard", secrets_env = ["STANDARD_SECRET", "STANDARD_SECRET_OLD"] }
+
+[[routes]]
+name = "stripe"
+upstream = "consumer"
+match = { path_prefix = "/hook/stripe" }
+webhook = { scheme = "stripe", secrets_env = ["STRIPE_WHSEC", "STRIPE_WHSEC_OLD"], tolerance = "5m" }
+
+[[routes]]
+name = "github"
+upstream = "consumer"
+match = { path_prefix = "/hook/github" }
+webhook = { scheme = "github", secrets_env = "GITHUB_SECRET" }
+
+[[routes]]
+name = "shopify"
+upstream = "consumer"
+match = { path_prefix = "/hook/shopify" }
+webhook = { scheme = "shopify", secrets_env = ["SHOPIFY_SECRET"] }
+"#;
+
+const ADMIN_TOKEN: &str = "webhook-test-admin-token";
+
+/// Secrets as each sender hands them out.
+const STANDARD_SECRET: &str = "whsec_c3RhbmRhcmQtbmV3LWtleS0wMTIzNDU2Nzg5"; // "standard-new-key-0123456789"
+const STANDARD_SECRET_OLD: &str = "whsec_c3RhbmRhcmQtb2xkLWtleQ=="; // "standard-old-key"
+const STRIPE_WHSEC: &str = "whsec_stripe_new_0123456789abcdef";
+const STRIPE_WHSEC_OLD: &str = "whsec_stripe_old_fedcba9876543210";
+const GITHUB_SECRET: &str = "It's a Secret to Everybody";
+const SHOPIFY_SECRET: &str = "shpss_shopify_client_secret";
+
+const ENV: [(&str, &str); 7] = [
+    ("STANDARD_SECRET", STANDARD_SECRET),
+    ("STANDARD_SECRET_OLD", STANDARD_SECRET_OLD),
+    ("STRIPE_WHSEC", STRIPE_WHSEC),
+    ("STRIPE_WHSEC_OLD", STRIPE_WHSEC_OLD),
+    ("GITHUB_SECRET", GITHUB_SECRET),
+    ("SHOPIFY_SECRET", SHOPIFY_SECRET),
+    ("IDEMGATE_ADMIN_TOKEN", ADMIN_TOKEN),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Sender {
+    Standard,
+    Stripe,
+    Github,
+    Shopify,
+}
+
+const SENDERS: [Sender; 4] = [
+    Sender::Standard,
+    Sender::Stripe,
+    Sender::Github,
+    Sender::Shopify,
+];
+
+impl Sender {
+    fn name(self) -> &'static str {
+        match self {
+            Sender::Standard => "standard",
+            Sender::Stripe => "stripe",
+            Sender::Github => "github",
+            Sender::Shopify => "shopify",
+        }
+    }
+
+    fn path(self) -> String {
+        format!("/hook/{}", self.name())
+    }
+
+    fn secret(self) -> &'static str {
+        match self {
+            Sender::Standard => STANDARD_SECRET,
+            Sender::Stripe => STRIPE_WHSEC,
+            Sender::Github => GITHUB_SECRET,
+            Sender::Shopify => SHOPIFY_SECRET,
+        }
+    }
+
+    fn old_secret(self) -> Option<&'static str> {
+        match self {
+            Sender::Standard => Some(STANDARD_SECRET_OLD),
+            Sender::Stripe => Some(STRIPE_WHSEC_OLD),
+            _ => None,
+        }
+    }
+
+    fn signature_header(self) -> &'static str {
+        match self {
+            Sender::Standard => "webhook-signature",
+            Sender::Stripe => "stripe-signature",
+            Sender::Github => "x-hub-signature-256",
+            Sender::Shopify => "x-shopify-hmac-sha256",
+        }
+    }
+
+    fn timestamped(self) -> bool {
+        matches!(self, Sender::Standard | Sender::Stripe)
+    }
+}
+
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+fn hmac_sha256(key: &[u8], content: &[u8]) -> Vec<u8> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).unwrap();
+    mac.update(content);
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// A delivery of event `id` as `sender` makes it, signed with `secret` at
+/// `timestamp`: its headers and its body.
+struct Delivery {
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Delivery {
+    fn body_for(id: &str) -> String {
+        format!(r#"{{"id":"{id}","type":"order.created","data":{{"amount":1200}}}}"#)
+    }
+
+    fn new(sender: Sender, secret: &str, id: &str, timestamp: i64) -> Self {
+        let body = Self::body_for(id);
+        let headers = Self::sign(sender, secret, id, timestamp, &body);
+        Delivery { headers, body }
+    }
+
+    /// Each sender's published algorithm.
+    fn sign(
+        sender: Sender,
+        secret: &str,
+        id: &str,
+        timestamp: i64,
+        body: &str,
+    ) -> Vec<(String, String)> {
+        let header = |name: &str, value: String| (name.to_owned(), value);
+        let mut headers = vec![header("content-type", "application/json".into())];
+        match sender {
+            Sender::Standard => {
+                // Standard Webhooks: base64 after `whsec_` is the key; the
+                // content is `{id}.{timestamp}.{body}`; base64 signature.
+                let key = BASE64.decode(secret.trim_start_matches("whsec_")).unwrap();
+                let content = format!("{id}.{timestamp}.{body}");
+                let signature = BASE64.encode(hmac_sha256(&key, content.as_bytes()));
+                headers.push(header("webhook-id", id.into()));
+                headers.push(header("webhook-timestamp", timestamp.to_string()));
+                headers.push(header("webhook-signature", format!("v1,{signature}")));
+            }
+            Sender::Stripe => {
+                // Stripe: the whole `whsec_...` is the key; `{t}.{body}`; hex.
+                let content = format!("{timestamp}.{body}");
+                let signature = hex::encode(hmac_sha256(secret.as_bytes(), content.as_bytes()));
+                headers.push(header(
+                    "stripe-signature",
+                    format!("t={timestamp},v1={signature}"),
+                ));
+            }
+            Sender::Github => {
+                let signature = hex::encode(hmac_sha256(secret.as_bytes(), body.as_bytes()));
+                headers.push(header("x-github-event", "push".into()));
+                headers.push(header("x-github-delivery", id.into()));
+                headers.push(header("x-hub-signature-256", format!("sha256={signature}")));
+            }
+            Sender::Shopify => {
+                let signature = BASE64.encode(hmac_sha256(secret.as_bytes(), body.as_bytes()));
+                headers.push(header("x-shopify-topic", "orders/create".into()));
+                headers.push(header("x-shopify-webhook-id", id.into()));
+                headers.push(header("x-shopify-hmac-sha256", signature));
+            }
+        }
+        headers
+    }
+
+    fn without(mut self, name: &str) -> Self {
+        self.headers.retain(|(n, _)| n != name);
+        self
+    }
+
+    fn with_body(mut self, body: String) -> Self {
+        self.body = body;
+        self
+    }
+
+    fn header(&self, name: &str) -> &str {
+        &self.headers.iter().find(|(n, _)| n == name).unwrap().1
+    }
+
+    async fn send(&self, gateway: &GatewayProcess, method: &str, path: &str) -> Reply {
+        let headers: Vec<(&str, &str)> = self
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        gateway
+            .client()
+            .send(method, path, &headers, self.body.clone())
+            .await
+    }
+
+    async fn post(&self, gateway: &GatewayProcess, sender: Sender) -> Reply {
+        self.send(gateway, "POST", &sender.path()).await
+    }
+}
+
+async fn start(name: &str) -> (TestDir, MockUpstream, GatewayProcess) {
+    let dir = TestDir::new(name);
+    let upstream = MockUpstream::start().await;
+    let gateway = GatewayProcess::start_with_env(&dir, &upstream.url(), CONFIG, &ENV);
+    (dir, upstream, gateway)
+}
+
+fn assert_refused(reply: &Reply, sender: Sender, why: &str) {
+    assert_eq!(
+        reply.status,
+        401,
+        "{} {why}: {}",
+        sender.name(),
+        reply.text()
+    );
+    assert_eq!(
+        reply.header("content-type"),
+        Some("application/problem+json")
+    );
+    assert_eq!(reply.json()["code"], "invalid-signature", "{why}");
+    let challenge = format!("Webhook scheme=\"{}\"", sender.name());
+    assert_eq!(
+        reply.header("www-authenticate"),
+        Some(challenge.as_str()),
+        "{why}"
+    );
+    assert_eq!(reply.header("idempotent-replayed"), None, "{why}");
+}
+
+async fn metrics(gateway: &GatewayProcess) -> String {
+    gateway.admin_client().get("/metrics").await.text()
+}
+
+#[tokio::test]
+async fn every_senders_genuine_delivery_runs_once_and_its_redelivery_replays() {
+    let (_dir, upstream, gateway) = start("webhook-genuine").await;
+    for (n, sender) in SENDERS.into_iter().enumerate() {
+        let id = format!("evt_{}_1", sender.name());
+        let first = Delivery::new(sender, sender.secret(), &id, now());
+        let fresh = first.post(&gateway, sender).await;
+        assert_eq!(fresh.status, 201, "{sender:?}: {}", fresh.text());
+        assert_eq!(fresh.header("idempotent-replayed"), Some("false"));
+        assert_eq!(upstream.total(), n as u64 + 1, "{sender:?}");
+        // The signature headers reach the consumer as they were sent.
+        let sent = first.header(sender.signature_header());
+        assert_eq!(
+            upstream.last_header(sender.signature_header()).as_deref(),
+            Some(sent)
+        );
+
+        // A redelivery is signed anew (a later timestamp where there is one).
+        let again = Delivery::new(sender, sender.secret(), &id, now() + 1);
+        let replay = again.post(&gateway, sender).await;
+        assert_eq!(replay.status, 201, "{sender:?}: {}", replay.text());
+        assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+        assert_eq!(replay.body, fresh.body, "{sender:?}");
+        assert_eq!(upstream.total(), n as u64 + 1, "{sender:?} ran twice");
+    }
+}
+
+#[tokio::test]
+async fn bad_signatures_get_401_and_reach_nothing() {
+    let (_dir, upstream, gateway) = start("webhook-refused").await;
+    for sender in SENDERS {
+        let id = format!("evt_{}_bad", sender.name());
+        let genuine = || Delivery::new(sender, sender.secret(), &id, now());
+        let mut cases = vec![
+            (
+                "forged (another body's signature)",
+                genuine().with_body(Delivery::body_for("evt_other")),
+            ),
+            (
+                "wrong secret",
+                Delivery::new(sender, "whsec_d3Jvbmcta2V5", &id, now()),
+            ),
+            (
+                "missing signature header",
+                genuine().without(sender.signature_header()),
+            ),
+        ];
+        if sender.timestamped() {
+            cases.push((
+                "stale timestamp",
+                Delivery::new(sender, sender.secret(), &id, now() - 600),
+            ));
+            cases.push((
+                "future timestamp",
+                Delivery::new(sender, sender.secret(), &id, now() + 600),
+            ));
+        }
+        let count = cases.len();
+        for (why, delivery) in cases {
+            assert_refused(&delivery.post(&gateway, sender).await, sender, why);
+        }
+        assert_eq!(
+            upstream.total(),
+            0,
+            "{sender:?}: a refused delivery was forwarded"
+        );
+        let counted = format!(
+            "idemgate_requests_total{{outcome=\"invalid_signature\",route=\"{}\"}} {count}",
+            sender.name()
+        );
+        let metrics = metrics(&gateway).await;
+        assert!(metrics.contains(&counted), "{counted}\n{metrics}");
+    }
+}
+
+#[tokio::test]
+async fn a_forged_delivery_cannot_use_up_a_real_event_id() {
+    let (_dir, upstream, gateway) = start("webhook-forged-first").await;
+    for (n, sender) in SENDERS.into_iter().enumerate() {
+        let id = format!("evt_{}_real", sender.name());
+        let forged = Delivery::new(sender, "whsec_YXR0YWNrZXItZ3Vlc3M=", &id, now());
+        assert_refused(&forged.post(&gateway, sender).await, sender, "forged");
+        let genuine = Delivery::new(sender, sender.secret(), &id, now());
+        let reply = genuine.post(&gateway, sender).await;
+        assert_eq!(reply.status, 201, "{sender:?}: {}", reply.text());
+        assert_eq!(
+            reply.header("idempotent-replayed"),
+            Some("false"),
+            "{sender:?}: the genuine delivery must run"
+        );
+        assert_eq!(upstream.total(), n as u64 + 1);
+    }
+}
+
+/// Rotation: both secrets verify while both are listed; a reload re-reads
+/// the list, so once the old one is dropped its signatures are refused.
+#[tokio::test]
+async fn the_old_secret_verifies_during_rotation_until_a_reload_drops_it() {
+    let (_dir, upstream, gateway) = start("webhook-rotation").await;
+    for sender in [Sender::Standard, Sender::Stripe] {
+        let old = sender.old_secret().unwrap();
+        for (i, secret) in [old, sender.secret()].into_iter().enumerate() {
+            let id = format!("evt_{}_rot_{i}", sender.name());
+            let reply = Delivery::new(sender, secret, &id, now())
+                .post(&gateway, sender)
+                .await;
+            assert_eq!(reply.status, 201, "{sender:?} secret {i}: {}", reply.text());
+        }
+    }
+    assert_eq!(upstream.total(), 4);
+
+    let config = std::fs::read_to_string(gateway.config_path()).unwrap();
+    let rotated = config
+        .replace(
+            r#"["STANDARD_SECRET", "STANDARD_SECRET_OLD"]"#,
+            r#""STANDARD_SECRET""#,
+        )
+        .replace(
+            r#"["STRIPE_WHSEC", "STRIPE_WHSEC_OLD"]"#,
+            r#"["STRIPE_WHSEC"]"#,
+        );
+    assert_ne!(rotated, config);
+    std::fs::write(gateway.config_path(), rotated).unwrap();
+    let auth = format!("Bearer {ADMIN_TOKEN}");
+    let reload = gateway
+        .admin_client()
+        .send("POST", "/admin/reload", &[("authorization", &auth)], "")
+        .await;
+    assert_eq!(reload.status, 200, "{}", reload.text());
+
+    for sender in [Sender::Standard, Sender::Stripe] {
+        let id = format!("evt_{}_after", sender.name());
+        let old = Delivery::new(sender, sender.old_secret().unwrap(), &id, now());
+        assert_refused(
+            &old.post(&gateway, sender).await,
+            sender,
+            "old secret dropped",
+        );
+        let new = Delivery::new(sender, sender.secret(), &id, now());
+        assert_eq!(new.post(&gateway, sender).await.status, 201, "{sender:?}");
+    }
+    assert_eq!(upstream.total(), 6);
+}
+
+/// 5xx (and 429) are released by default: the sender's redelivery runs
+/// again; a success is stored and replayed.
+#[tokio::test]
+async fn a_consumer_failure_lets_the_redelivery_run_and_a_success_is_replayed() {
+    let (_dir, upstream, gateway) = start("webhook-release").await;
+    for (n, sender) in SENDERS.into_iter().enumerate() {
+        let base = 3 * n as u64;
+        let id = format!("evt_{}_flaky", sender.name());
+        let failing = format!("{}?status=500", sender.path());
+        for attempt in 1..=2u64 {
+            let delivery = Delivery::new(sender, sender.secret(), &id, now());
+            let reply = delivery.send(&gateway, "POST", &failing).await;
+            assert_eq!(reply.status, 500, "{sender:?}");
+            assert_eq!(reply.header("idempotent-replayed"), Some("false"));
+            assert_eq!(
+                upstream.total(),
+                base + attempt,
+                "{sender:?}: 500 must be released"
+            );
+        }
+        let succeeding = format!("{}?status=201", sender.path());
+        for replayed in ["false", "true"] {
+            let delivery = Delivery::new(sender, sender.secret(), &id, now());
+            let reply = delivery.send(&gateway, "POST", &succeeding).await;
+            assert_eq!(reply.status, 201, "{sender:?}");
+            assert_eq!(reply.header("idempotent-replayed"), Some(replayed));
+        }
+        assert_eq!(upstream.total(), base + 3, "{sender:?}");
+    }
+}
+
+#[tokio::test]
+async fn an_oversized_body_gets_413_and_reaches_nothing() {
+    let (_dir, upstream, gateway) = start("webhook-too-large").await;
+    for sender in SENDERS {
+        let id = format!("evt_{}_big", sender.name());
+        let body = format!(r#"{{"id":"{id}","pad":"{}"}}"#, "x".repeat(5000));
+        let headers = Delivery::sign(sender, sender.secret(), &id, now(), &body);
+        let reply = Delivery { headers, body }.post(&gateway, sender).await;
+        assert_eq!(reply.status, 413, "{sender:?}: {}", reply.text());
+        assert_eq!(reply.json()["code"], "body-too-large");
+    }
+    assert_eq!(upstream.total(), 0);
+}
+
+/// Every request on a webhook route is verified, whatever its method;
+/// `methods` only decides which are deduplicated.
+#[tokio::test]
+async fn every_method_is_verified_and_only_post_is_deduplicated() {
+    let (_dir, upstream, gateway) = start("webhook-methods").await;
+    let sender = Sender::Github;
+    // Announced at 0, so an alert on its first increase fires.
+    let zero = "idemgate_requests_total{outcome=\"invalid_signature\",route=\"github\"} 0";
+    assert!(metrics(&gateway).await.contains(zero));
+    let unsigned = gateway.client().get(&sender.path()).await;
+    assert_refused(&unsigned, sender, "unsigned GET");
+    assert_eq!(upstream.total(), 0);
+
+    let signed = Delivery::new(sender, sender.secret(), "evt_get", now());
+    for n in 1..=2 {
+        let reply = signed.send(&gateway, "PUT", &sender.path()).await;
+        assert_eq!(reply.status, 201, "{}", reply.text());
+        assert_eq!(reply.header("idempotent-replayed"), None, "passed through");
+        assert_eq!(upstream.total(), n);
+    }
+}
+
+fn idemgate_check(config: &Path, env: &[(&str, &str)]) -> (bool, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_idemgate"));
+    command.args(["check", "-c"]).arg(config).env_clear();
+    command.envs(env.iter().copied());
+    let out = command.output().unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+#[test]
+fn check_refuses_an_unset_secret_and_an_unknown_scheme() {
+    let dir = TestDir::new("webhook-check");
+    let config = dir.path("idemgate.toml");
+    let file = CONFIG
+        .replace("{listen}", "127.0.0.1:18080")
+        .replace("{admin}", "127.0.0.1:19090")
+        .replace("{db}", "store.db")
+        .replace("{upstream}", "http://127.0.0.1:3000");
+    std::fs::write(&config, &file).unwrap();
+
+    let (ok, text) = idemgate_check(&config, &ENV);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("webhook   stripe, secrets from STRIPE_WHSEC,STRIPE_WHSEC_OLD, tolerance 5m"),
+        "{text}"
+    );
+
+    let without_old: Vec<(&str, &str)> = ENV
+        .iter()
+        .copied()
+        .filter(|(name, _)| *name != "STRIPE_WHSEC_OLD")
+        .collect();
+    let (ok, text) = idemgate_check(&config, &without_old);
+    assert!(!ok, "{text}");
+    assert!(text.contains("routes[1].webhook.secrets_env[1]"), "{text}");
+    assert!(
+        text.contains("STRIPE_WHSEC_OLD is not set or empty"),
+        "{text}"
+    );
+    assert!(!text.contains(STRIPE_WHSEC), "a secret leaked: {text}");
+
+    std::fs::write(
+        &config,
+        file.replace("scheme = \"shopify\"", "scheme = \"paypal\""),
+    )
+    .unwrap();
+    let (ok, text) = idemgate_check(&config, &ENV);
+    assert!(!ok, "{text}");
+    assert!(text.contains("routes[3].webhook.scheme"), "{text}");
+    assert!(text.contains("unknown scheme \"paypal\""), "{text}");
+}
+
+#[tokio::test]
+async fn serve_refuses_an_empty_secret() {
+    let dir = TestDir::new("webhook-serve-refused");
+    std::fs::write(
+        dir.path("idemgate.toml"),
+        CONFIG
+            .replace("{listen}", "127.0.0.1:0")
+            .replace("{admin}", "127.0.0.1:1")
+            .replace("{db}", &dir.path("store.db").display().to_string())
+            .replace("{upstream}", "http://127.0.0.1:3000"),
+    )
+    .unwrap();
+    let mut env: Vec<(&str, &str)> = ENV.to_vec();
+    env.retain(|(name, _)| *name != "GITHUB_SECRET");
+    env.push(("GITHUB_SECRET", ""));
+    let out = Command::new(env!("CARGO_BIN_EXE_idemgate"))
+        .args(["serve", "-c"])
+        .arg(dir.path("idemgate.toml"))
+        .env_clear()
+        .envs(env)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("routes[2].webhook.secrets_env"), "{stderr}");
+    assert!(
+        stderr.contains("GITHUB_SECRET is not set or empty"),
+        "{stderr}"
+    );
+}
+
+/// The Python of scripts/webhook-interop-env, with the senders' libraries.
+fn interop_python() -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/webhook-interop-env");
+    let out = Command::new(&script)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "the webhook interoperability test needs python3 with the venv module \
+         (Debian: apt-get install python3 python3-venv) and access to PyPI, to install \
+         the senders' libraries (standardwebhooks, stripe) into a cache; \
+         scripts/webhook-interop-env said:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// Headers made by the sender's own library (scripts/webhook-interop/sign.py).
+fn library_signed(
+    python: &Path,
+    sender: Sender,
+    secret: &str,
+    id: &str,
+    timestamp: i64,
+    body: &str,
+) -> Vec<(String, String)> {
+    use std::io::Write;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/webhook-interop/sign.py");
+    let mut child = Command::new(python)
+        .arg(&script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let request = serde_json::json!({
+        "scheme": sender.name(), "secret": secret, "id": id,
+        "timestamp": timestamp, "body": body,
+    });
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(request.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "sign.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let headers: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&out.stdout).unwrap();
+    let mut list = vec![("content-type".to_owned(), "application/json".to_owned())];
+    list.extend(
+        headers
+            .into_iter()
+            .map(|(name, value)| (name, value.as_str().unwrap().to_owned())),
+    );
+    list
+}
+
+#[tokio::test]
+async fn signatures_made_by_the_senders_own_libraries_verify() {
+    let python = interop_python();
+    let (_dir, upstream, gateway) = start("webhook-interop").await;
+    for (n, sender) in [Sender::Standard, Sender::Stripe].into_iter().enumerate() {
+        let id = format!("evt_{}_lib", sender.name());
+        let body = Delivery::body_for(&id);
+        for secret in [sender.secret(), sender.old_secret().unwrap()] {
+            let signed_at = now();
+            let headers = library_signed(&python, sender, secret, &id, signed_at, &body);
+            // This file's own signer agrees with the library, byte for byte.
+            let ours = Delivery::sign(sender, secret, &id, signed_at, &body);
+            let signature = |list: &[(String, String)]| {
+                let name = sender.signature_header();
+                list.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone())
+            };
+            assert_eq!(signature(&headers), signature(&ours), "{sender:?}");
+            let delivery = Delivery {
+                headers,
+                body: body.clone(),
+            };
+            let reply = delivery.post(&gateway, sender).await;
+            assert_eq!(reply.status, 201, "{sender:?}: {}", reply.text());
+            assert_eq!(
+                upstream.total(),
+                n as u64 + 1,
+                "{sender:?}: once, then replays"
+            );
+            // The library's headers over another body: refused.
+            let tampered = delivery.with_body(Delivery::body_for("evt_tampered"));
+            assert_refused(&tampered.post(&gateway, sender).await, sender, "tampered");
+        }
+        let stale = library_signed(&python, sender, sender.secret(), &id, now() - 600, &body);
+        let reply = Delivery {
+            headers: stale,
+            body,
+        }
+        .post(&gateway, sender)
+        .await;
+        assert_refused(&reply, sender, "stale, signed by the library");
+    }
+}
+
+/// The check reads an HTTP/2 body as it reads an HTTP/1 one.
+#[tokio::test]
+async fn a_delivery_over_http2_is_verified_and_deduplicated_alike() {
+    let (_dir, upstream, gateway) = start("webhook-h2c").await;
+    let client = common::Client::h2c(gateway.addr);
+    let sender = Sender::Stripe;
+    let send = |delivery: Delivery| {
+        let client = client.clone();
+        async move {
+            let headers: Vec<(&str, &str)> = delivery
+                .headers
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.as_str()))
+                .collect();
+            client
+                .send("POST", &sender.path(), &headers, delivery.body.clone())
+                .await
+        }
+    };
+    let forged = Delivery::new(sender, "whsec_forged", "evt_h2", now());
+    assert_refused(&send(forged).await, sender, "forged over h2");
+    for replayed in ["false", "true"] {
+        let genuine = Delivery::new(sender, sender.secret(), "evt_h2", now());
+        let reply = send(genuine).await;
+        assert_eq!(reply.status, 201, "{}", reply.text());
+        assert_eq!(reply.header("idempotent-replayed"), Some(replayed));
+    }
+    assert_eq!(upstream.total(), 1);
+}
