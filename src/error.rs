@@ -81,6 +81,11 @@ pub enum GatewayError {
     MethodNotAllowed {
         allow: &'static str,
     },
+    /// The key's home is another region, whose gateway could not be
+    /// reached: nothing was sent, and nothing ran here.
+    HomeRegionUnavailable {
+        retry_after: Duration,
+    },
 }
 
 #[derive(Serialize)]
@@ -108,7 +113,9 @@ impl GatewayError {
             NoRoute | NotFound => StatusCode::NOT_FOUND,
             UpstreamUnreachable | UpstreamError | OutcomeUnknownBroken => StatusCode::BAD_GATEWAY,
             UpstreamTimeout | OutcomeUnknownTimeout => StatusCode::GATEWAY_TIMEOUT,
-            StoreUnavailable { .. } | RouteOverloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            StoreUnavailable { .. } | RouteOverloaded { .. } | HomeRegionUnavailable { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Unauthorized => StatusCode::UNAUTHORIZED,
             Forbidden => StatusCode::FORBIDDEN,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
@@ -138,6 +145,7 @@ impl GatewayError {
             Forbidden => "forbidden",
             NotFound => "not-found",
             MethodNotAllowed { .. } => "method-not-allowed",
+            HomeRegionUnavailable { .. } => "home-region-unavailable",
         }
     }
 
@@ -163,6 +171,7 @@ impl GatewayError {
             Forbidden => "Forbidden",
             NotFound => "Not found",
             MethodNotAllowed { .. } => "Method not allowed",
+            HomeRegionUnavailable { .. } => "Home region unavailable",
         }
     }
 
@@ -213,6 +222,9 @@ impl GatewayError {
             Forbidden => "The bearer token is not valid.".into(),
             NotFound => "Nothing here.".into(),
             MethodNotAllowed { allow } => format!("This resource answers {allow} only."),
+            HomeRegionUnavailable { .. } => "This idempotency key belongs to another region, \
+                 whose gateway could not be reached; nothing was sent or run. Retry later."
+                .into(),
         }
     }
 
@@ -220,7 +232,8 @@ impl GatewayError {
         match self {
             GatewayError::KeyInFlight { retry_after }
             | GatewayError::StoreUnavailable { retry_after }
-            | GatewayError::RouteOverloaded { retry_after } => Some(*retry_after),
+            | GatewayError::RouteOverloaded { retry_after }
+            | GatewayError::HomeRegionUnavailable { retry_after } => Some(*retry_after),
             _ => None,
         }
     }
@@ -241,6 +254,7 @@ impl GatewayError {
             RouteOverloaded { .. } => Outcome::Overloaded,
             OutcomeUnknownTimeout | OutcomeUnknownBroken => Outcome::OutcomeUnknown,
             UpstreamUnreachable | UpstreamTimeout | UpstreamError => Outcome::UpstreamError,
+            HomeRegionUnavailable { .. } => Outcome::RegionUnavailable,
             BadRequest(_)
             | RequestTimeout { .. }
             | NoRoute
@@ -370,6 +384,13 @@ mod tests {
                 GatewayError::MethodNotAllowed { allow: "GET, HEAD" },
                 405,
                 "method-not-allowed",
+            ),
+            (
+                GatewayError::HomeRegionUnavailable {
+                    retry_after: second,
+                },
+                503,
+                "home-region-unavailable",
             ),
         ];
         for (error, status, code) in cases {

@@ -210,4 +210,5 @@ pub struct RegionPeerFile {
     pub connect_timeout: Option<Dur>,
     pub timeout: Option<Dur>,
     pub ca: Option<Text>,
+    pub http2: Option<bool>,
 }

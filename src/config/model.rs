@@ -244,4 +244,6 @@ pub struct RegionPeerConfig {
     pub timeout: Duration,
     /// Extra CA bundle (PEM) trusted for this region's gateway.
     pub ca: Option<PathBuf>,
+    /// Speak HTTP/2 to it (prior knowledge over http, ALPN over https).
+    pub http2: bool,
 }

@@ -166,6 +166,7 @@ fn peer(ctx: &mut Ctx<'_>, name: &str, peer: &Spanned<RegionPeerFile>) -> Region
         ca: ctx.value(file.ca.as_ref(), &format!("{prefix}.ca"), None, |p| {
             names::file_path(p).map(Some)
         }),
+        http2: file.http2.unwrap_or(false),
     }
 }
 
