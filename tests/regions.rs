@@ -68,6 +68,8 @@ impl Region {
 /// of them, each configured with those first `running` as the regions.
 struct World {
     regions: Vec<Region>,
+    /// Each region's `timeout` for reaching another's gateway.
+    forward_timeout: &'static str,
 }
 
 impl World {
@@ -82,7 +84,10 @@ impl World {
                 gateway: None,
             });
         }
-        World { regions }
+        World {
+            regions,
+            forward_timeout: "10s",
+        }
     }
 
     async fn started(names: &[&'static str]) -> World {
@@ -98,8 +103,8 @@ impl World {
         let mut text = TEMPLATE.replace("{region}", self.regions[i].name);
         for region in &self.regions[..count] {
             text.push_str(&format!(
-                "\n[regions.{}]\ngateway = \"http://{}\"\nconnect_timeout = \"1s\"\ntimeout = \"10s\"\n",
-                region.name, region.ports.0
+                "\n[regions.{}]\ngateway = \"http://{}\"\nconnect_timeout = \"1s\"\ntimeout = \"{}\"\n",
+                region.name, region.ports.0, self.forward_timeout
             ));
         }
         text
@@ -495,4 +500,54 @@ async fn a_fourth_region_takes_only_the_keys_it_now_outweighs() {
         }
     }
     assert!((10..60).contains(&moved), "{moved} of 120 keys moved to sa");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_home_that_answers_too_late_is_an_unknown_outcome_not_a_local_run() {
+    let mut world = World::new(&["eu", "us"]).await;
+    // The forward gives up after 1 s; the home's upstream takes 3 s and the
+    // home's own upstream timeout (5 s) lets it finish and record.
+    world.forward_timeout = "1s";
+    world.start(0, 2);
+    world.start(1, 2);
+    let names = world.names(2);
+    let key = (0..)
+        .map(|i| format!("late-{i}"))
+        .find(|key| home(&names, key) == "us")
+        .unwrap();
+    let eu = world.regions[0].client();
+    let late = |client: Client, key: String| async move {
+        let headers = [
+            ("idempotency-key", key.as_str()),
+            ("authorization", AUTH),
+            ("content-type", "application/json"),
+        ];
+        client
+            .send("POST", "/v1/charges?delay_ms=3000", &headers, "{}")
+            .await
+    };
+    let reply = late(eu.clone(), key.clone()).await;
+    assert_eq!(reply.status, 504, "{}", reply.text());
+    assert_eq!(reply.json()["code"], "outcome-unknown");
+    assert_eq!(
+        metric(
+            world.regions[0].gateway(),
+            "idemgate_region_forwards_total{region=\"us\",result=\"outcome_unknown\"}"
+        )
+        .await,
+        Some(1.0)
+    );
+    // The home ran it and recorded its answer; eu recorded nothing, so once
+    // the home has finished a retry through eu gets the home's answer.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while world.executions(&key).is_empty()
+        || late(world.regions[1].client(), key.clone()).await.status == 409
+    {
+        assert!(Instant::now() < deadline, "{}", world.logs());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let retry = late(eu, key.clone()).await;
+    assert_eq!(retry.status, 201, "{}", retry.text());
+    assert_eq!(marker(&retry), Some("true"));
+    assert_eq!(world.executions(&key), vec![("us", 1)], "never run at eu");
 }
