@@ -49,6 +49,13 @@ pub fn parse(text: &str, source: &Path, env: Env<'_>) -> Result<Config, ConfigEr
     warn_grace_shorter_than_upstreams(&mut ctx, &file, &server, &upstreams, &routes);
     let region = regions::regions(&mut ctx, &file);
     regions::needs_no_client_cert(&mut ctx, &file, region.as_ref(), &routes);
+    regions::warn_forward_shorter_than_upstreams(
+        &mut ctx,
+        &file,
+        region.as_ref(),
+        &upstreams,
+        &routes,
+    );
 
     if !ctx.errors.is_empty() {
         // In file order, as an operator fixes them; unlocated ones first.

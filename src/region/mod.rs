@@ -85,7 +85,8 @@ impl Regions {
             let gateway = if *name == region.name {
                 None
             } else {
-                Some(Arc::new(Upstream::new(&as_upstream(peer))?))
+                let upstream = Upstream::new(&as_upstream(peer)).map_err(|e| named(peer, &e))?;
+                Some(Arc::new(upstream))
             };
             peers.push(Peer {
                 name: Arc::from(name.as_str()),
@@ -129,6 +130,33 @@ impl Regions {
             }
         }
     }
+}
+
+/// Every region's `ca` read as `serve` reads it, for `check`.
+pub fn tls_errors(config: &Config) -> Vec<String> {
+    let Some(region) = &config.region else {
+        return Vec::new();
+    };
+    region
+        .peers
+        .values()
+        .filter(|peer| peer.name != region.name)
+        .filter_map(|peer| {
+            let upstream = as_upstream(peer);
+            crate::tls::client_config(&upstream.name, upstream.tls.as_ref())
+                .err()
+                .map(|error| named(peer, &error))
+        })
+        .collect()
+}
+
+/// The upstream client names a region's CA as an upstream's; the operator
+/// wrote it as `regions.NAME.ca`.
+fn named(peer: &RegionPeerConfig, error: &str) -> String {
+    error.replace(
+        &format!("upstreams.regions.{}.tls.ca", peer.name),
+        &format!("regions.{}.ca", peer.name),
+    )
 }
 
 /// Most HTTP/1 connections open to one region's gateways from this process,

@@ -203,5 +203,47 @@ pub fn needs_no_client_cert(
     }
 }
 
+/// A forward that gives up before the home region's upstream could answer
+/// tells the client "outcome unknown" for requests that mostly succeed. The
+/// home region's upstreams are assumed to be this region's (one config
+/// shipped to every region).
+pub fn warn_forward_shorter_than_upstreams(
+    ctx: &mut Ctx<'_>,
+    file: &FileConfig,
+    region: Option<&RegionsConfig>,
+    upstreams: &BTreeMap<String, crate::config::UpstreamConfig>,
+    routes: &[(crate::config::RouteConfig, std::ops::Range<usize>)],
+) {
+    let Some(region) = region else { return };
+    let Some(slowest) = routes
+        .iter()
+        .filter(|(route, _)| route.idempotency)
+        .filter_map(|(route, _)| upstreams.get(&route.upstream))
+        .max_by_key(|upstream| upstream.timeout)
+    else {
+        return;
+    };
+    for peer in region.peers.values() {
+        if peer.name == region.name || peer.timeout > slowest.timeout {
+            continue;
+        }
+        let span = file
+            .regions
+            .get(&peer.name)
+            .map(|p| p.get_ref().timeout.as_ref().map_or(p.span(), Spanned::span));
+        ctx.warn(
+            span,
+            format!("regions.{}.timeout", peer.name),
+            format!(
+                "{} is not longer than the timeout {} of upstream {:?}: a forwarded request \
+                 the home region is still running is answered outcome-unknown here",
+                crate::config::units::format_duration(peer.timeout),
+                crate::config::units::format_duration(slowest.timeout),
+                slowest.name,
+            ),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests;

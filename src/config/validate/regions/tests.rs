@@ -251,3 +251,51 @@ fn client_cert_scopes_cannot_cross_regions() {
         "\"client_cert\"",
     );
 }
+
+#[test]
+fn check_describes_the_regions_without_the_token() {
+    let text = crate::config::describe(&ok(TWO));
+    assert!(
+        text.contains("region eu (token from REGION_TOKEN)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  eu        https://idemgate.eu.internal:8443 connect_timeout 2s, timeout 30s, this region"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  us        http://10.0.0.2:8080 connect_timeout 500ms, timeout 45s\n"),
+        "{text}"
+    );
+    assert!(!text.contains(TOKEN), "{text}");
+}
+
+#[test]
+fn a_forward_timeout_not_longer_than_the_upstreams_is_warned_about() {
+    let config = ok(&TWO.replace("\"45s\"", "\"30s\""));
+    let line = line_of(&TWO, "\"45s\"");
+    assert_eq!(config.warnings.len(), 1, "{:#?}", config.warnings);
+    let warning = &config.warnings[0];
+    assert!(warning.starts_with(&format!("t.toml:{line}:")), "{warning}");
+    assert!(
+        warning.contains(
+            "regions.us.timeout: 30s is not longer than the timeout 30s of upstream \"api\""
+        ),
+        "{warning}"
+    );
+    assert!(ok(TWO).warnings.is_empty(), "45s > 30s");
+}
+
+#[test]
+fn an_unreadable_region_ca_fails_check_naming_the_field() {
+    let text = TWO
+        .replace("http://10.0.0.2:8080", "https://10.0.0.2:8443")
+        .replace(
+            "timeout = \"45s\"",
+            "timeout = \"45s\"\nca = \"/nonexistent/ca.pem\"",
+        );
+    let errors = crate::region::tls_errors(&ok(&text));
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(errors[0].contains("regions.us.ca"), "{}", errors[0]);
+    assert!(errors[0].contains("/nonexistent/ca.pem"), "{}", errors[0]);
+}
