@@ -3,12 +3,14 @@
 //! a home region, runs there once, and is never run anywhere else.
 
 mod common;
+mod pg_support;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use common::gateway::free_port;
 use common::{Client, GatewayProcess, MockUpstream, Reply, TestDir};
+use pg_support::TestSchema;
 
 const TOKEN: &str = "region-token-5f0c1d2e3a4b69788796a5b4";
 const TOKEN_ENV: &str = "IDEMGATE_REGION_TOKEN";
@@ -20,8 +22,7 @@ listen = "{listen}"
 admin_listen = "{admin}"
 shutdown_grace = "5s"
 
-[store]
-path = "{db}"
+{store}
 
 [upstreams.api]
 url = "{upstream}"
@@ -70,6 +71,8 @@ struct World {
     regions: Vec<Region>,
     /// Each region's `timeout` for reaching another's gateway.
     forward_timeout: &'static str,
+    /// Each region's `[store]` section; the embedded store when absent.
+    stores: Vec<String>,
 }
 
 impl World {
@@ -87,6 +90,7 @@ impl World {
         World {
             regions,
             forward_timeout: "10s",
+            stores: Vec::new(),
         }
     }
 
@@ -100,7 +104,11 @@ impl World {
 
     /// The config of region `i` with the first `count` regions.
     fn template(&self, i: usize, count: usize) -> String {
-        let mut text = TEMPLATE.replace("{region}", self.regions[i].name);
+        let embedded = "[store]\npath = \"{db}\"".to_owned();
+        let store = self.stores.get(i).unwrap_or(&embedded);
+        let mut text = TEMPLATE
+            .replace("{region}", self.regions[i].name)
+            .replace("{store}", store);
         for region in &self.regions[..count] {
             text.push_str(&format!(
                 "\n[regions.{}]\ngateway = \"http://{}\"\nconnect_timeout = \"1s\"\ntimeout = \"{}\"\n",
@@ -199,6 +207,36 @@ async fn metric(gateway: &GatewayProcess, line_start: &str) -> Option<f64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_key_runs_once_at_its_home_and_replays_everywhere() {
     let world = World::started(&["eu", "us", "ap"]).await;
+    once_at_home_replayed_everywhere(&world).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_postgres_every_key_runs_once_at_its_home_and_replays_everywhere() {
+    // Three regions, three stores: a schema each in the test database.
+    let schemas = [
+        TestSchema::create().await,
+        TestSchema::create().await,
+        TestSchema::create().await,
+    ];
+    let mut world = World::new(&["eu", "us", "ap"]).await;
+    world.stores = schemas
+        .iter()
+        .map(|schema| {
+            format!(
+                "[store]\nbackend = \"postgres\"\nurl = \"{}\"\npool_size = 4\nmigrate = true",
+                schema.url()
+            )
+        })
+        .collect();
+    for i in 0..3 {
+        world.start(i, 3);
+    }
+    once_at_home_replayed_everywhere(&world).await;
+}
+
+/// 300 keys, each sent to a region chosen at random, then retried at the
+/// two others.
+async fn once_at_home_replayed_everywhere(world: &World) {
     let names = world.names(3);
     let keys: Vec<String> = (0..300).map(|i| format!("order-{i}")).collect();
     let mut choices = Choices(0x9e37_79b9_7f4a_7c15);
@@ -550,4 +588,28 @@ async fn a_home_that_answers_too_late_is_an_unknown_outcome_not_a_local_run() {
     assert_eq!(retry.status, 201, "{}", retry.text());
     assert_eq!(marker(&retry), Some("true"));
     assert_eq!(world.executions(&key), vec![("us", 1)], "never run at eu");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_region_the_region_headers_are_a_client_s_like_any_other() {
+    let (_dir, upstream, gateway) =
+        GatewayProcess::start_fresh("no-region", common::configs::CHARGES_AND_REST).await;
+    let headers = [
+        ("idempotency-region-token", "anything"),
+        ("idempotency-forwarded-from", "us"),
+    ];
+    let reply = gateway.client().send("GET", "/echo", &headers, "").await;
+    assert_eq!(reply.status, 200);
+    let echoed = &reply.json()["headers"];
+    assert_eq!(echoed["idempotency-region-token"], "anything", "{echoed}");
+    assert_eq!(echoed["idempotency-forwarded-from"], "us", "{echoed}");
+    let reply = charge(&gateway.client(), "k-1", &headers).await;
+    assert_eq!(reply.status, 201);
+    assert_eq!(upstream.executions("k-1"), 1);
+    let metrics = gateway.admin_client().get("/metrics").await.text();
+    assert!(
+        !metrics.contains("idemgate_region_forwards_total{"),
+        "{metrics}"
+    );
+    assert!(!gateway.log_text().contains("home_region"));
 }
