@@ -613,3 +613,86 @@ async fn without_region_the_region_headers_are_a_client_s_like_any_other() {
     );
     assert!(!gateway.log_text().contains("home_region"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn forwards_go_over_https_with_a_private_ca_and_http2() {
+    let pki = common::certs::Pki::new("regions test CA");
+    let mut world = World::new(&["eu", "us"]).await;
+    let names = world.names(2);
+    let us_dir = &world.regions[1].dir;
+    let identity = pki.server(us_dir, "us");
+    let ca = pki.write_ca(&world.regions[0].dir, "regions-ca.pem");
+    let us_port = world.regions[1].ports.0.port();
+    // us serves TLS only (h2 by ALPN); eu reaches it by name, trusting the CA.
+    let peers = |ca: Option<&std::path::Path>| {
+        let ca = ca.map_or(String::new(), |ca| format!("ca = \"{}\"\n", ca.display()));
+        format!(
+            "\n[regions.eu]\ngateway = \"http://{}\"\n\n[regions.us]\ngateway = \"https://localhost:{us_port}\"\nhttp2 = true\n{ca}",
+            world.regions[0].ports.0
+        )
+    };
+    let eu_template = TEMPLATE
+        .replace("{region}", "eu")
+        .replace("{store}", "[store]\npath = \"{db}\"")
+        + &peers(Some(&ca));
+    let us_template = TEMPLATE
+        .replace("{region}", "us")
+        .replace("{store}", "[store]\npath = \"{db}\"")
+        + &peers(None)
+        + &format!(
+            "\n[server.tls]\ncert = \"{}\"\nkey = \"{}\"\n",
+            identity.cert.display(),
+            identity.key.display()
+        );
+    for (i, template) in [(0, eu_template.clone()), (1, us_template)] {
+        let region = &mut world.regions[i];
+        region.gateway = Some(
+            GatewayProcess::start_at(
+                &region.dir,
+                &region.upstream.url(),
+                &template,
+                region.ports,
+                &[(TOKEN_ENV, TOKEN)],
+            )
+            .unwrap_or_else(|log| panic!("{log}")),
+        );
+    }
+    let key = (0..)
+        .map(|i| format!("tls-{i}"))
+        .find(|k| home(&names, k) == "us")
+        .unwrap();
+    let eu = world.regions[0].client();
+    let first = charge(&eu, &key, &[]).await;
+    assert_eq!(first.status, 201, "{}\n{}", first.text(), world.logs());
+    assert_eq!(marker(&first), Some("false"));
+    // `http2 = true` over https refuses a gateway whose handshake does not
+    // choose h2: this answer came over HTTP/2.
+    let again = charge(&eu, &key, &[]).await;
+    assert_eq!(marker(&again), Some("true"));
+    assert_eq!(again.body, first.body);
+    assert_eq!(world.executions(&key), vec![("us", 1)]);
+
+    // Without the CA the handshake fails: nothing was sent, nothing ran.
+    let eu = &mut world.regions[0];
+    let no_ca = eu_template.replace(&format!("ca = \"{}\"\n", ca.display()), "");
+    assert_ne!(no_ca, eu_template);
+    eu.gateway.take().unwrap().kill();
+    eu.gateway = Some(
+        GatewayProcess::start_at(
+            &eu.dir,
+            &eu.upstream.url(),
+            &no_ca,
+            eu.ports,
+            &[(TOKEN_ENV, TOKEN)],
+        )
+        .unwrap_or_else(|log| panic!("{log}")),
+    );
+    let other = (0..)
+        .map(|i| format!("untrusted-{i}"))
+        .find(|k| home(&names, k) == "us")
+        .unwrap();
+    let reply = charge(&world.regions[0].client(), &other, &[]).await;
+    assert_eq!(reply.status, 503, "{}", reply.text());
+    assert_eq!(reply.json()["code"], "home-region-unavailable");
+    assert_eq!(world.executions(&other), vec![]);
+}
