@@ -273,7 +273,7 @@ fn check_describes_the_regions_without_the_token() {
 #[test]
 fn a_forward_timeout_not_longer_than_the_upstreams_is_warned_about() {
     let config = ok(&TWO.replace("\"45s\"", "\"30s\""));
-    let line = line_of(&TWO, "\"45s\"");
+    let line = line_of(TWO, "\"45s\"");
     assert_eq!(config.warnings.len(), 1, "{:#?}", config.warnings);
     let warning = &config.warnings[0];
     assert!(warning.starts_with(&format!("t.toml:{line}:")), "{warning}");
