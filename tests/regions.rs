@@ -696,3 +696,66 @@ async fn forwards_go_over_https_with_a_private_ca_and_http2() {
     assert_eq!(reply.json()["code"], "home-region-unavailable");
     assert_eq!(world.executions(&other), vec![]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn key_less_pass_through_and_uncovered_methods_stay_local() {
+    let world = World::started(&["eu", "us", "ap"]).await;
+    let names = world.names(3);
+    for (i, region) in world.regions.iter().enumerate() {
+        let client = region.client();
+        let headers = [
+            ("authorization", AUTH),
+            ("content-type", "application/json"),
+        ];
+        let key_less = client.send("POST", "/v1/charges", &headers, "{}").await;
+        assert_eq!(key_less.status, 201, "{}", key_less.text());
+        assert_eq!(marker(&key_less), None);
+        // GET is not among the route's methods: passed through, key and all.
+        let key = (0..)
+            .map(|n| format!("get-{i}-{n}"))
+            .find(|k| home(&names, k) != region.name)
+            .unwrap();
+        let get = client
+            .send(
+                "GET",
+                "/v1/charges",
+                &[("idempotency-key", key.as_str())],
+                "",
+            )
+            .await;
+        assert_eq!(get.status, 201, "{}", get.text());
+        let other = client
+            .send(
+                "PUT",
+                "/elsewhere",
+                &[("idempotency-key", key.as_str())],
+                "x",
+            )
+            .await;
+        assert_eq!(other.status, 201);
+        assert_eq!(
+            region.upstream.executions(""),
+            1,
+            "{}: the key-less request",
+            region.name
+        );
+        assert_eq!(world.executions(&key), vec![(region.name, 2)], "{key}");
+    }
+    // Counted as forwarded where they were, as what they were at home.
+    let key = (0..)
+        .map(|n| format!("count-{n}"))
+        .find(|k| home(&names, k) == "us")
+        .unwrap();
+    assert_eq!(
+        charge(&world.regions[0].client(), &key, &[]).await.status,
+        201
+    );
+    let eu = world.regions[0].gateway();
+    let us = world.regions[1].gateway();
+    let line = |outcome: &str| {
+        format!("idemgate_requests_total{{outcome=\"{outcome}\",route=\"charges\"}}")
+    };
+    assert_eq!(metric(eu, &line("forwarded")).await, Some(1.0));
+    assert_eq!(metric(eu, &line("new")).await, Some(0.0));
+    assert_eq!(metric(us, &line("new")).await, Some(1.0));
+}
