@@ -87,6 +87,7 @@ fn tls_material_errors(config: &Config) -> Vec<String> {
             errors.push(error);
         }
     }
+    errors.extend(crate::region::tls_errors(config));
     errors
 }
 

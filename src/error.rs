@@ -85,6 +85,11 @@ pub enum GatewayError {
     AdminDisabled,
     /// A webhook route's signature check failed: nothing was forwarded or stored.
     InvalidSignature(crate::webhook::InvalidSignature),
+    /// The key's home is another region, whose gateway could not be
+    /// reached: nothing was sent, and nothing ran here.
+    HomeRegionUnavailable {
+        retry_after: Duration,
+    },
 }
 
 #[derive(Serialize)]
@@ -112,7 +117,9 @@ impl GatewayError {
             NoRoute | NotFound => StatusCode::NOT_FOUND,
             UpstreamUnreachable | UpstreamError | OutcomeUnknownBroken => StatusCode::BAD_GATEWAY,
             UpstreamTimeout | OutcomeUnknownTimeout => StatusCode::GATEWAY_TIMEOUT,
-            StoreUnavailable { .. } | RouteOverloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            StoreUnavailable { .. } | RouteOverloaded { .. } | HomeRegionUnavailable { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Unauthorized => StatusCode::UNAUTHORIZED,
             Forbidden => StatusCode::FORBIDDEN,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
@@ -146,6 +153,7 @@ impl GatewayError {
             MethodNotAllowed { .. } => "method-not-allowed",
             AdminDisabled => "admin-disabled",
             InvalidSignature(_) => "invalid-signature",
+            HomeRegionUnavailable { .. } => "home-region-unavailable",
         }
     }
 
@@ -173,6 +181,7 @@ impl GatewayError {
             MethodNotAllowed { .. } => "Method not allowed",
             AdminDisabled => "Admin API disabled",
             InvalidSignature(_) => "Invalid webhook signature",
+            HomeRegionUnavailable { .. } => "Home region unavailable",
         }
     }
 
@@ -231,6 +240,9 @@ impl GatewayError {
                 invalid.scheme.as_str(),
                 invalid.rejection
             ),
+            HomeRegionUnavailable { .. } => "This idempotency key belongs to another region, \
+                 whose gateway could not be reached; nothing was sent or run. Retry later."
+                .into(),
         }
     }
 
@@ -238,7 +250,8 @@ impl GatewayError {
         match self {
             GatewayError::KeyInFlight { retry_after }
             | GatewayError::StoreUnavailable { retry_after }
-            | GatewayError::RouteOverloaded { retry_after } => Some(*retry_after),
+            | GatewayError::RouteOverloaded { retry_after }
+            | GatewayError::HomeRegionUnavailable { retry_after } => Some(*retry_after),
             _ => None,
         }
     }
@@ -260,6 +273,7 @@ impl GatewayError {
             OutcomeUnknownTimeout | OutcomeUnknownBroken => Outcome::OutcomeUnknown,
             UpstreamUnreachable | UpstreamTimeout | UpstreamError => Outcome::UpstreamError,
             InvalidSignature(_) => Outcome::InvalidSignature,
+            HomeRegionUnavailable { .. } => Outcome::RegionUnavailable,
             BadRequest(_)
             | RequestTimeout { .. }
             | NoRoute
@@ -413,6 +427,12 @@ mod tests {
                 }),
                 401,
                 "invalid-signature",
+            (
+                GatewayError::HomeRegionUnavailable {
+                    retry_after: second,
+                },
+                503,
+                "home-region-unavailable",
             ),
         ];
         for (error, status, code) in cases {

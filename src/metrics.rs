@@ -19,6 +19,7 @@ pub const CACHE_LOOKUPS: &str = "idemgate_cache_lookups_total";
 pub const INFLIGHT: &str = "idemgate_inflight";
 pub const RECORDS_SWEPT: &str = "idemgate_records_swept_total";
 pub const CONFIG_RELOADS: &str = "idemgate_config_reloads_total";
+pub const REGION_FORWARDS: &str = "idemgate_region_forwards_total";
 
 /// From 100µs to 60s: a replay from memory and a slow upstream on one scale.
 const LATENCY_BUCKETS: &[f64] = &[
@@ -46,10 +47,14 @@ pub enum Outcome {
     Overloaded,
     /// A webhook route refused the request's signature.
     InvalidSignature,
+    /// Sent to the key's home region, which answered (docs/multi-region.md).
+    Forwarded,
+    /// The key's home region could not be reached (503).
+    RegionUnavailable,
 }
 
 impl Outcome {
-    const COUNT: usize = Outcome::InvalidSignature as usize + 1;
+    const COUNT: usize = Outcome::RegionUnavailable as usize + 1;
 
     /// The outcomes of docs/operating.md#metrics: every route can end a request in any of them.
     /// (`Overloaded` only a route with `max_in_flight`.)
@@ -86,6 +91,8 @@ impl Outcome {
             Outcome::Degraded => "degraded",
             Outcome::Overloaded => "overloaded",
             Outcome::InvalidSignature => "invalid_signature",
+            Outcome::Forwarded => "forwarded",
+            Outcome::RegionUnavailable => "region_unavailable",
         }
     }
 }
@@ -102,6 +109,7 @@ pub struct Metrics {
     pub inflight: IntGaugeVec,
     pub records_swept: IntCounter,
     pub config_reloads: IntCounterVec,
+    pub region_forwards: IntCounterVec,
 }
 
 impl Metrics {
@@ -149,6 +157,13 @@ impl Metrics {
                 Opts::new(CONFIG_RELOADS, "Configuration reloads by result."),
                 &["result"],
             )?,
+            region_forwards: IntCounterVec::new(
+                Opts::new(
+                    REGION_FORWARDS,
+                    "Keyed requests forwarded to their home region, by region and result.",
+                ),
+                &["region", "result"],
+            )?,
             registry,
         };
         let r = &metrics.registry;
@@ -161,6 +176,7 @@ impl Metrics {
         r.register(Box::new(metrics.inflight.clone()))?;
         r.register(Box::new(metrics.records_swept.clone()))?;
         r.register(Box::new(metrics.config_reloads.clone()))?;
+        r.register(Box::new(metrics.region_forwards.clone()))?;
         // Pre-create the label-less series so they read 0 rather than being absent.
         for result in ["ok", "rejected"] {
             metrics.config_reloads.with_label_values(&[result]);

@@ -14,10 +14,39 @@ pub fn describe(config: &Config) -> String {
     for route in &config.routes {
         route_block(&mut out, config, route);
     }
+    if let Some(region) = &config.region {
+        regions_block(&mut out, region);
+    }
     for warning in &config.warnings {
         let _ = writeln!(out, "warning: {warning}");
     }
     out
+}
+
+/// This region, where the token comes from (never the token), and every
+/// region's gateway.
+fn regions_block(out: &mut String, region: &super::RegionsConfig) {
+    let _ = writeln!(
+        out,
+        "region {} (token from {})",
+        region.name, region.token_env
+    );
+    for peer in region.peers.values() {
+        let this = if peer.name == region.name {
+            ", this region"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "  {:<9} {} connect_timeout {}, timeout {}{}{this}",
+            peer.name,
+            peer.gateway,
+            format_duration(peer.connect_timeout),
+            format_duration(peer.timeout),
+            if peer.http2 { ", http2" } else { "" },
+        );
+    }
 }
 
 fn route_block(out: &mut String, config: &Config, route: &RouteConfig) {

@@ -29,6 +29,9 @@ pub struct FileConfig {
     #[serde(default)]
     pub defaults: PolicyFile,
     pub routes: Option<Spanned<Vec<Spanned<RouteFile>>>>,
+    pub region: Option<Spanned<RegionFile>>,
+    #[serde(default)]
+    pub regions: BTreeMap<String, Spanned<RegionPeerFile>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -236,4 +239,23 @@ impl<'de> Deserialize<'de> for SecretsEnvFile {
         }
         deserializer.deserialize_any(Visitor)
     }
+}
+
+/// `[region]`: which region this gateway is, and where its token is.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegionFile {
+    pub name: Option<Text>,
+    pub token_env: Option<Text>,
+}
+
+/// `[regions.NAME]`: how to reach that region's gateway.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegionPeerFile {
+    pub gateway: Option<Text>,
+    pub connect_timeout: Option<Dur>,
+    pub timeout: Option<Dur>,
+    pub ca: Option<Text>,
+    pub http2: Option<bool>,
 }

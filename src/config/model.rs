@@ -21,6 +21,9 @@ pub struct Config {
     pub routes: Vec<RouteConfig>,
     /// Non-fatal findings (a route shadowed by an earlier one, ...), for `check` and the log.
     pub warnings: Vec<String>,
+    /// `[region]` and `[regions.*]`; `None` (no `[region]`): one region, as
+    /// before regions existed.
+    pub region: Option<RegionsConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -219,4 +222,31 @@ pub enum FingerprintPart {
     Body,
     /// Lower-case header name (`header:NAME`).
     Header(String),
+}
+
+/// Several regions, each with its own gateways and store: every key has a
+/// home region (docs/multi-region.md).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegionsConfig {
+    /// This gateway's region; one of `peers`.
+    pub name: String,
+    /// Name of the variable the token was read from, as configured.
+    pub token_env: String,
+    /// The shared secret gateways of other regions present. Never log it.
+    pub token: String,
+    /// Every region, this one included, by name.
+    pub peers: BTreeMap<String, RegionPeerConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegionPeerConfig {
+    pub name: String,
+    /// The region's gateway URL as written (http or https).
+    pub gateway: String,
+    pub connect_timeout: Duration,
+    pub timeout: Duration,
+    /// Extra CA bundle (PEM) trusted for this region's gateway.
+    pub ca: Option<PathBuf>,
+    /// Speak HTTP/2 to it (prior knowledge over http, ALPN over https).
+    pub http2: bool,
 }

@@ -5,6 +5,7 @@
 mod context;
 mod names;
 mod policy;
+mod regions;
 mod routes;
 mod server;
 mod shadow;
@@ -47,6 +48,15 @@ pub fn parse(text: &str, source: &Path, env: Env<'_>) -> Result<Config, ConfigEr
     shadow::warn_shadowed(&mut ctx, &routes);
     warn_unused_upstreams(&mut ctx, &file, &routes);
     warn_grace_shorter_than_upstreams(&mut ctx, &file, &server, &upstreams, &routes);
+    let region = regions::regions(&mut ctx, &file);
+    regions::needs_no_client_cert(&mut ctx, &file, region.as_ref(), &routes);
+    regions::warn_forward_shorter_than_upstreams(
+        &mut ctx,
+        &file,
+        region.as_ref(),
+        &upstreams,
+        &routes,
+    );
 
     if !ctx.errors.is_empty() {
         // In file order, as an operator fixes them; unlocated ones first.
@@ -61,6 +71,7 @@ pub fn parse(text: &str, source: &Path, env: Env<'_>) -> Result<Config, ConfigEr
         upstreams,
         routes: routes.into_iter().map(|(route, _)| route).collect(),
         warnings: ctx.warnings,
+        region,
     })
 }
 

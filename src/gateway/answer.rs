@@ -13,6 +13,8 @@ pub struct Answer {
     pub response: Response<Body>,
     pub outcome: Option<Outcome>,
     pub key: Option<Arc<str>>,
+    /// The key's home region when the request was forwarded there.
+    pub home: Option<Arc<str>>,
 }
 
 impl Answer {
@@ -21,6 +23,7 @@ impl Answer {
             response,
             outcome: Some(outcome),
             key: None,
+            home: None,
         }
     }
 
@@ -29,11 +32,17 @@ impl Answer {
             response: error.to_response(),
             outcome: error.outcome(),
             key: None,
+            home: None,
         }
     }
 
     pub fn with_key(mut self, key: Arc<str>) -> Self {
         self.key = Some(key);
+        self
+    }
+
+    pub fn with_home(mut self, home: Arc<str>) -> Self {
+        self.home = Some(home);
         self
     }
 }

@@ -62,6 +62,12 @@ pub async fn run(
         scope: identity::scope(policy, &head, &exchange.client),
         key: Arc::from(key),
     };
+    // The home is known once route, scope and key are: a key whose home is
+    // another region is sent there whole, before anything is reserved here.
+    if let Some(home) = exchange.region.as_ref().and_then(|hop| hop.elsewhere(&id)) {
+        let answer = crate::region::forward(home, head, body, &exchange.client, gateway.metrics());
+        return answer.await.with_key(id.key);
+    }
     let fingerprint = identity::fingerprint(policy, &head, &body);
     // Whichever way the request goes on from here (executed, or forwarded
     // without a record when the store is down), the key stays behind.

@@ -60,6 +60,8 @@ pub(crate) struct Exchange {
     bound: Arc<BoundRoute>,
     pub client: Arc<ClientInfo>,
     pub max_stored_response: u64,
+    /// Set when the config has regions (crate::region).
+    pub region: Option<crate::region::Hop>,
 }
 
 impl Exchange {
@@ -151,6 +153,11 @@ impl Gateway {
             // Evaluated only when the line is written.
             key = answer.key.as_deref().map(crate::key::short_hash).as_deref().unwrap_or("-"),
             latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+            // With regions, a keyed request's home: where it was sent, or here.
+            home_region = answer.home.as_deref().or_else(|| answer
+                .key
+                .as_ref()
+                .and(runtime.regions.as_ref().map(|r| &**r.this()))),
             request_id = request_id.as_ref().and_then(|id| id.to_str().ok()).unwrap_or("-"),
             "request"
         );
@@ -176,6 +183,12 @@ impl Gateway {
                 return (None, Answer::error(error));
             }
         }
+        // Before anything else reads the head: a client's region headers
+        // without the valid token are gone.
+        let region = runtime.regions.as_ref().map(|regions| crate::region::Hop {
+            landed: crate::region::admit(regions, request.headers_mut()),
+            regions: regions.clone(),
+        });
         let bound = runtime.route(request.method(), request.uri().path());
         if let Some(unreadable) = request.extensions().get::<UnreadableFields>() {
             return (
@@ -196,6 +209,7 @@ impl Gateway {
             bound: bound.clone(),
             client,
             max_stored_response: runtime.max_stored_response,
+            region,
         };
         let answer = match &bound.route.policy {
             Some(policy) if policy.applies_to(request.method()) => {

@@ -20,6 +20,8 @@ pub struct Runtime {
     pub max_header_bytes: u64,
     pub max_headers: usize,
     pub max_stored_response: u64,
+    /// `[region]`: where keys live; `None` with one region.
+    pub regions: Option<Arc<crate::region::Regions>>,
 }
 
 /// A route with what serving it needs, resolved once per config rather than
@@ -51,7 +53,9 @@ impl Runtime {
                 }))
             })
             .collect::<Result<_, String>>()?;
+        let regions = crate::region::Regions::new(&config)?.map(Arc::new);
         Ok(Self {
+            regions,
             routes,
             bound,
             upstreams,
@@ -70,6 +74,9 @@ impl Runtime {
                 let outcome = crate::metrics::Outcome::InvalidSignature;
                 bound.meters.announce_outcome(metrics, outcome);
             }
+        }
+        if let Some(regions) = &self.regions {
+            regions.announce(metrics);
         }
     }
 

@@ -156,6 +156,34 @@ impl GatewayProcess {
         unreachable!()
     }
 
+    /// Starts the binary on `template` with `{listen}` and `{admin}` at the
+    /// given addresses: for a test that names a gateway's address in another
+    /// gateway's config before either starts. `Err` with the log when it
+    /// exits first.
+    pub fn start_at(
+        dir: &TestDir,
+        upstream: &str,
+        template: &str,
+        (listen, admin): (SocketAddr, SocketAddr),
+        envs: &[(&str, &str)],
+    ) -> Result<GatewayProcess, String> {
+        let config = dir.path("idemgate.toml");
+        std::fs::write(&config, render(template, dir, upstream, listen, admin)).unwrap();
+        let mut process = GatewayProcess {
+            addr: listen,
+            admin,
+            config,
+            log: dir.path("gateway.log"),
+            child: None,
+            envs: envs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        process.try_spawn()?;
+        Ok(process)
+    }
+
     fn spawn(&mut self) {
         if let Err(text) = self.try_spawn() {
             panic!("{text}");

@@ -1,0 +1,249 @@
+//! `[region]` and `[regions.NAME]`: this gateway's region among the others.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::context::Ctx;
+use super::names;
+use super::server::{env_name, positive_duration};
+use crate::config::file::{FileConfig, RegionFile, RegionPeerFile};
+use crate::config::{RegionPeerConfig, RegionsConfig};
+
+/// `None` without `[region]`: one region, everything as before. Every
+/// problem is collected; the value returned then is not used.
+pub fn regions(ctx: &mut Ctx<'_>, file: &FileConfig) -> Option<RegionsConfig> {
+    let Some(region) = &file.region else {
+        if let Some((name, peer)) = file.regions.iter().next() {
+            ctx.error(
+                Some(peer.span()),
+                format!("regions.{name}"),
+                "[regions] needs [region] (this gateway's name and token_env)",
+            );
+        }
+        return None;
+    };
+    let peers: BTreeMap<String, RegionPeerConfig> = file
+        .regions
+        .iter()
+        .map(|(name, peer)| (name.clone(), self::peer(ctx, name, peer)))
+        .collect();
+    let name = this_name(ctx, region, &peers);
+    let (token_env, token) = token(ctx, region);
+    Some(RegionsConfig {
+        name,
+        token_env,
+        token,
+        peers,
+    })
+}
+
+fn this_name(
+    ctx: &mut Ctx<'_>,
+    region: &Spanned<RegionFile>,
+    peers: &BTreeMap<String, RegionPeerConfig>,
+) -> String {
+    let Some(name) = &region.get_ref().name else {
+        ctx.error(
+            Some(region.span()),
+            "region.name",
+            "name is required (this gateway's region, one of [regions])",
+        );
+        return String::new();
+    };
+    if peers.is_empty() {
+        ctx.error(
+            Some(name.span()),
+            "region.name",
+            "no [regions.NAME] is configured: list every region, this one included",
+        );
+    } else if !peers.contains_key(name.get_ref()) {
+        let known: Vec<&str> = peers.keys().map(String::as_str).collect();
+        ctx.error(
+            Some(name.span()),
+            "region.name",
+            format!(
+                "{:?} is not one of the regions ({}): list this region under [regions] too",
+                name.get_ref(),
+                known.join(", ")
+            ),
+        );
+    }
+    name.get_ref().clone()
+}
+
+/// The token is required: a gateway that cannot present it cannot forward,
+/// and one that cannot check it would take a client's forged headers for a
+/// region's. Its value is never quoted back.
+fn token(ctx: &mut Ctx<'_>, region: &Spanned<RegionFile>) -> (String, String) {
+    let Some(token_env) = &region.get_ref().token_env else {
+        ctx.error(
+            Some(region.span()),
+            "region.token_env",
+            "token_env is required: the variable holding the secret the regions' gateways share",
+        );
+        return (String::new(), String::new());
+    };
+    let Ok(variable) = env_name(token_env.get_ref()) else {
+        ctx.error(
+            Some(token_env.span()),
+            "region.token_env",
+            format!(
+                "{:?} is not an environment variable name",
+                token_env.get_ref()
+            ),
+        );
+        return (String::new(), String::new());
+    };
+    // Trimmed as the admin token is: a secret written from a file often ends
+    // in a newline, which no header can carry.
+    let token = (ctx.env)(&variable)
+        .map(|token| token.trim().to_owned())
+        .unwrap_or_default();
+    if token.is_empty() {
+        ctx.error(
+            Some(token_env.span()),
+            "region.token_env",
+            format!("the variable {variable} is not set or is empty"),
+        );
+    } else if http::HeaderValue::from_str(&token).is_err() {
+        ctx.error(
+            Some(token_env.span()),
+            "region.token_env",
+            format!("the value of {variable} cannot be sent in a header (visible ASCII only)"),
+        );
+    }
+    (variable, token)
+}
+
+fn peer(ctx: &mut Ctx<'_>, name: &str, peer: &Spanned<RegionPeerFile>) -> RegionPeerConfig {
+    let prefix = format!("regions.{name}");
+    if let Err(message) = names::name(name) {
+        ctx.error(Some(peer.span()), &prefix, message);
+    }
+    let file = peer.get_ref();
+    let gateway = match &file.gateway {
+        Some(url) => ctx.value(
+            Some(url),
+            &format!("{prefix}.gateway"),
+            String::new(),
+            |u| names::upstream_url(u),
+        ),
+        None => {
+            ctx.error(
+                Some(peer.span()),
+                format!("{prefix}.gateway"),
+                "gateway is required (the URL of that region's gateways)",
+            );
+            String::new()
+        }
+    };
+    if let Some(ca) = &file.ca
+        && gateway.starts_with("http://")
+    {
+        ctx.error(
+            Some(ca.span()),
+            format!("{prefix}.ca"),
+            "only applies to an https:// gateway; this one is http://",
+        );
+    }
+    RegionPeerConfig {
+        name: name.to_owned(),
+        gateway,
+        connect_timeout: ctx.value(
+            file.connect_timeout.as_ref(),
+            &format!("{prefix}.connect_timeout"),
+            Duration::from_secs(2),
+            positive_duration,
+        ),
+        timeout: ctx.value(
+            file.timeout.as_ref(),
+            &format!("{prefix}.timeout"),
+            Duration::from_secs(30),
+            positive_duration,
+        ),
+        ca: ctx.value(file.ca.as_ref(), &format!("{prefix}.ca"), None, |p| {
+            names::file_path(p).map(Some)
+        }),
+        http2: file.http2.unwrap_or(false),
+    }
+}
+
+/// A route scoped by the client's certificate cannot have its keys forwarded:
+/// the home region's gateway sees the forwarding gateway's connection, not
+/// the client's certificate, and would file the key under another scope.
+pub fn needs_no_client_cert(
+    ctx: &mut Ctx<'_>,
+    file: &FileConfig,
+    region: Option<&RegionsConfig>,
+    routes: &[(crate::config::RouteConfig, std::ops::Range<usize>)],
+) {
+    if region.is_none() {
+        return;
+    }
+    let span = file.region.as_ref().map(Spanned::span);
+    for (route, _) in routes {
+        if route.idempotency
+            && route
+                .policy
+                .scope
+                .contains(&crate::config::ScopePart::ClientCert)
+        {
+            ctx.error(
+                span.clone(),
+                "region",
+                format!(
+                    "route {:?} is scoped by \"client_cert\", which cannot cross regions: \
+                     the home region does not see the client's certificate",
+                    route.name
+                ),
+            );
+        }
+    }
+}
+
+/// A forward that gives up before the home region's upstream could answer
+/// tells the client "outcome unknown" for requests that mostly succeed. The
+/// home region's upstreams are assumed to be this region's (one config
+/// shipped to every region).
+pub fn warn_forward_shorter_than_upstreams(
+    ctx: &mut Ctx<'_>,
+    file: &FileConfig,
+    region: Option<&RegionsConfig>,
+    upstreams: &BTreeMap<String, crate::config::UpstreamConfig>,
+    routes: &[(crate::config::RouteConfig, std::ops::Range<usize>)],
+) {
+    let Some(region) = region else { return };
+    let Some(slowest) = routes
+        .iter()
+        .filter(|(route, _)| route.idempotency)
+        .filter_map(|(route, _)| upstreams.get(&route.upstream))
+        .max_by_key(|upstream| upstream.timeout)
+    else {
+        return;
+    };
+    for peer in region.peers.values() {
+        if peer.name == region.name || peer.timeout > slowest.timeout {
+            continue;
+        }
+        let span = file
+            .regions
+            .get(&peer.name)
+            .map(|p| p.get_ref().timeout.as_ref().map_or(p.span(), Spanned::span));
+        ctx.warn(
+            span,
+            format!("regions.{}.timeout", peer.name),
+            format!(
+                "{} is not longer than the timeout {} of upstream {:?}: a forwarded request \
+                 the home region is still running is answered outcome-unknown here",
+                crate::config::units::format_duration(peer.timeout),
+                crate::config::units::format_duration(slowest.timeout),
+                slowest.name,
+            ),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,181 @@
+//! Several regions, each with its own gateways and store: every keyed
+//! request has a home region (`home`), is forwarded there whole when it
+//! lands elsewhere (`forward`), and a request a region's gateway forwarded
+//! is told from a client's by the shared token (`headers`).
+//! See docs/multi-region.md.
+
+mod forward;
+mod headers;
+mod home;
+
+use std::sync::Arc;
+
+use http::HeaderValue;
+
+use crate::config::{Config, RegionPeerConfig, RegionsConfig, UpstreamConfig, UpstreamTlsConfig};
+use crate::metrics::Metrics;
+use crate::proxy::Upstream;
+use crate::store::RecordId;
+
+pub use forward::forward;
+pub use headers::{FORWARDED_FROM, REGION_TOKEN, admit};
+pub use home::home;
+
+/// The regions of one loaded config: built with the runtime, swapped with it.
+pub struct Regions {
+    this: Arc<str>,
+    token: String,
+    /// `Idempotency-Region-Token` and `Idempotency-Forwarded-From` as sent.
+    token_value: HeaderValue,
+    from_value: HeaderValue,
+    /// Sorted by name; `names[i]` is `peers[i]`'s.
+    names: Vec<Arc<str>>,
+    peers: Vec<Peer>,
+}
+
+/// Another region's gateways, reached as an upstream is; `None` for this one.
+pub struct Peer {
+    pub name: Arc<str>,
+    pub gateway: Option<Arc<Upstream>>,
+}
+
+/// A keyed request's home when it is another region's.
+pub struct Home<'a> {
+    pub regions: &'a Regions,
+    pub name: &'a Arc<str>,
+    pub gateway: &'a Arc<Upstream>,
+}
+
+/// What a request carries of the regions: set when the config has regions.
+#[derive(Clone)]
+pub struct Hop {
+    pub regions: Arc<Regions>,
+    /// It came from another region's gateway with the valid token: handled
+    /// here, never forwarded again.
+    pub landed: bool,
+}
+
+impl Hop {
+    /// Where the record lives when it is not here; `None` to handle it here.
+    pub fn elsewhere(&self, id: &RecordId) -> Option<Home<'_>> {
+        if self.landed {
+            return None;
+        }
+        self.regions.home_elsewhere(id)
+    }
+}
+
+impl Regions {
+    /// `None` when the config has no `[region]`.
+    pub fn new(config: &Config) -> Result<Option<Self>, String> {
+        config.region.as_ref().map(Self::from_config).transpose()
+    }
+
+    pub fn from_config(region: &RegionsConfig) -> Result<Self, String> {
+        let token_value = HeaderValue::from_str(&region.token).map_err(|_| {
+            format!(
+                "{}: the region token is not a header value",
+                region.token_env
+            )
+        })?;
+        let from_value = HeaderValue::from_str(&region.name)
+            .map_err(|_| format!("region {:?} is not a header value", region.name))?;
+        let mut peers = Vec::new();
+        for (name, peer) in &region.peers {
+            let gateway = if *name == region.name {
+                None
+            } else {
+                let upstream = Upstream::new(&as_upstream(peer)).map_err(|e| named(peer, &e))?;
+                Some(Arc::new(upstream))
+            };
+            peers.push(Peer {
+                name: Arc::from(name.as_str()),
+                gateway,
+            });
+        }
+        Ok(Self {
+            this: Arc::from(region.name.as_str()),
+            token: region.token.clone(),
+            token_value,
+            from_value,
+            names: peers.iter().map(|peer| peer.name.clone()).collect(),
+            peers,
+        })
+    }
+
+    /// This gateway's region.
+    pub fn this(&self) -> &Arc<str> {
+        &self.this
+    }
+
+    pub fn home_elsewhere(&self, id: &RecordId) -> Option<Home<'_>> {
+        let at = home(&self.names, &id.route, &id.scope, &id.key)?;
+        let peer = &self.peers[at];
+        Some(Home {
+            regions: self,
+            name: &peer.name,
+            gateway: peer.gateway.as_ref()?,
+        })
+    }
+
+    /// Makes every other region's `idemgate_region_forwards_total` series
+    /// read 0 before its first forward, so an alert on `increase()` fires on
+    /// the first one.
+    pub fn announce(&self, metrics: &Metrics) {
+        for peer in self.peers.iter().filter(|peer| peer.gateway.is_some()) {
+            for result in forward::RESULTS {
+                metrics
+                    .region_forwards
+                    .with_label_values(&[&*peer.name, result]);
+            }
+        }
+    }
+}
+
+/// Every region's `ca` read as `serve` reads it, for `check`.
+pub fn tls_errors(config: &Config) -> Vec<String> {
+    let Some(region) = &config.region else {
+        return Vec::new();
+    };
+    region
+        .peers
+        .values()
+        .filter(|peer| peer.name != region.name)
+        .filter_map(|peer| {
+            let upstream = as_upstream(peer);
+            crate::tls::client_config(&upstream.name, upstream.tls.as_ref())
+                .err()
+                .map(|error| named(peer, &error))
+        })
+        .collect()
+}
+
+/// The upstream client names a region's CA as an upstream's; the operator
+/// wrote it as `regions.NAME.ca`.
+fn named(peer: &RegionPeerConfig, error: &str) -> String {
+    error.replace(
+        &format!("upstreams.regions.{}.tls.ca", peer.name),
+        &format!("regions.{}.ca", peer.name),
+    )
+}
+
+/// Most HTTP/1 connections open to one region's gateways from this process,
+/// as for an upstream by default.
+const CONNECTIONS: usize = 256;
+
+/// A region's gateways as the upstream client reaches them.
+fn as_upstream(peer: &RegionPeerConfig) -> UpstreamConfig {
+    UpstreamConfig {
+        name: format!("regions.{}", peer.name),
+        url: peer.gateway.clone(),
+        connect_timeout: peer.connect_timeout,
+        timeout: peer.timeout,
+        http2: peer.http2,
+        max_connections: CONNECTIONS,
+        tls: peer.ca.as_ref().map(|ca| UpstreamTlsConfig {
+            ca: Some(ca.clone()),
+            cert: None,
+            key: None,
+        }),
+    }
+}

@@ -1,0 +1,761 @@
+//! Several regions as real processes on 127.0.0.1: each region one gateway
+//! with its own embedded store and its own counting upstream. Every key has
+//! a home region, runs there once, and is never run anywhere else.
+
+mod common;
+mod pg_support;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use common::gateway::free_port;
+use common::{Client, GatewayProcess, MockUpstream, Reply, TestDir};
+use pg_support::TestSchema;
+
+const TOKEN: &str = "region-token-5f0c1d2e3a4b69788796a5b4";
+const TOKEN_ENV: &str = "IDEMGATE_REGION_TOKEN";
+const AUTH: &str = "Bearer tenant-1";
+
+const TEMPLATE: &str = r#"
+[server]
+listen = "{listen}"
+admin_listen = "{admin}"
+shutdown_grace = "5s"
+
+{store}
+
+[upstreams.api]
+url = "{upstream}"
+timeout = "5s"
+
+[defaults]
+lock_timeout = "20s"
+
+[[routes]]
+name = "charges"
+upstream = "api"
+match = { path_prefix = "/v1/charges" }
+
+[[routes]]
+name = "rest"
+upstream = "api"
+match = { path_prefix = "/" }
+idempotency = false
+
+[region]
+name = "{region}"
+token_env = "IDEMGATE_REGION_TOKEN"
+"#;
+
+struct Region {
+    name: &'static str,
+    ports: (SocketAddr, SocketAddr),
+    dir: TestDir,
+    upstream: MockUpstream,
+    gateway: Option<GatewayProcess>,
+}
+
+impl Region {
+    fn gateway(&self) -> &GatewayProcess {
+        self.gateway.as_ref().expect("region started")
+    }
+
+    fn client(&self) -> Client {
+        self.gateway().client()
+    }
+}
+
+/// Regions planned with their addresses; `start` runs the first `running`
+/// of them, each configured with those first `running` as the regions.
+struct World {
+    regions: Vec<Region>,
+    /// Each region's `timeout` for reaching another's gateway.
+    forward_timeout: &'static str,
+    /// Each region's `[store]` section; the embedded store when absent.
+    stores: Vec<String>,
+}
+
+impl World {
+    async fn new(names: &[&'static str]) -> World {
+        let mut regions = Vec::new();
+        for name in names {
+            regions.push(Region {
+                name,
+                ports: (free_port(), free_port()),
+                dir: TestDir::new(&format!("region-{name}")),
+                upstream: MockUpstream::start().await,
+                gateway: None,
+            });
+        }
+        World {
+            regions,
+            forward_timeout: "10s",
+            stores: Vec::new(),
+        }
+    }
+
+    async fn started(names: &[&'static str]) -> World {
+        let mut world = World::new(names).await;
+        for i in 0..names.len() {
+            world.start(i, names.len());
+        }
+        world
+    }
+
+    /// The config of region `i` with the first `count` regions.
+    fn template(&self, i: usize, count: usize) -> String {
+        let embedded = "[store]\npath = \"{db}\"".to_owned();
+        let store = self.stores.get(i).unwrap_or(&embedded);
+        let mut text = TEMPLATE
+            .replace("{region}", self.regions[i].name)
+            .replace("{store}", store);
+        for region in &self.regions[..count] {
+            text.push_str(&format!(
+                "\n[regions.{}]\ngateway = \"http://{}\"\nconnect_timeout = \"1s\"\ntimeout = \"{}\"\n",
+                region.name, region.ports.0, self.forward_timeout
+            ));
+        }
+        text
+    }
+
+    fn start(&mut self, i: usize, count: usize) {
+        let template = self.template(i, count);
+        let region = &mut self.regions[i];
+        let gateway = GatewayProcess::start_at(
+            &region.dir,
+            &region.upstream.url(),
+            &template,
+            region.ports,
+            &[(TOKEN_ENV, TOKEN)],
+        )
+        .unwrap_or_else(|log| panic!("region {} did not start: {log}", region.name));
+        region.gateway = Some(gateway);
+    }
+
+    fn names(&self, count: usize) -> Vec<&'static str> {
+        self.regions[..count].iter().map(|r| r.name).collect()
+    }
+
+    fn index(&self, name: &str) -> usize {
+        self.regions.iter().position(|r| r.name == name).unwrap()
+    }
+
+    fn executions(&self, key: &str) -> Vec<(&'static str, u64)> {
+        self.regions
+            .iter()
+            .map(|r| (r.name, r.upstream.executions(key)))
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
+
+    fn logs(&self) -> String {
+        self.regions
+            .iter()
+            .filter_map(|r| r.gateway.as_ref().map(|g| (r.name, g.log_text())))
+            .map(|(name, log)| format!("--- {name}\n{log}"))
+            .collect()
+    }
+}
+
+/// The home the gateways compute: the scope is the hash of the route's
+/// default scope (`header:Authorization`).
+fn home(names: &[&'static str], key: &str) -> &'static str {
+    let scope = idemgate::key::scope_hash(&[("header:authorization", Some(AUTH.as_bytes()))]);
+    names[idemgate::region::home(names, "charges", &scope, key).unwrap()]
+}
+
+async fn charge(client: &Client, key: &str, extra: &[(&str, &str)]) -> Reply {
+    let mut headers = vec![
+        ("idempotency-key", key),
+        ("authorization", AUTH),
+        ("content-type", "application/json"),
+    ];
+    headers.extend_from_slice(extra);
+    client
+        .send(
+            "POST",
+            "/v1/charges",
+            &headers,
+            format!("{{\"key\":\"{key}\"}}"),
+        )
+        .await
+}
+
+fn marker(reply: &Reply) -> Option<&str> {
+    reply.header("idempotent-replayed")
+}
+
+/// A small deterministic generator: the same choices every run.
+struct Choices(u64);
+
+impl Choices {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+async fn metric(gateway: &GatewayProcess, line_start: &str) -> Option<f64> {
+    let text = gateway.admin_client().get("/metrics").await.text();
+    text.lines()
+        .find(|line| line.starts_with(line_start))
+        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_key_runs_once_at_its_home_and_replays_everywhere() {
+    let world = World::started(&["eu", "us", "ap"]).await;
+    once_at_home_replayed_everywhere(&world).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_postgres_every_key_runs_once_at_its_home_and_replays_everywhere() {
+    // Three regions, three stores: a schema each in the test database.
+    let schemas = [
+        TestSchema::create().await,
+        TestSchema::create().await,
+        TestSchema::create().await,
+    ];
+    let mut world = World::new(&["eu", "us", "ap"]).await;
+    world.stores = schemas
+        .iter()
+        .map(|schema| {
+            format!(
+                "[store]\nbackend = \"postgres\"\nurl = \"{}\"\npool_size = 4\nmigrate = true",
+                schema.url()
+            )
+        })
+        .collect();
+    for i in 0..3 {
+        world.start(i, 3);
+    }
+    once_at_home_replayed_everywhere(&world).await;
+}
+
+/// 300 keys, each sent to a region chosen at random, then retried at the
+/// two others.
+async fn once_at_home_replayed_everywhere(world: &World) {
+    let names = world.names(3);
+    let keys: Vec<String> = (0..300).map(|i| format!("order-{i}")).collect();
+    let mut choices = Choices(0x9e37_79b9_7f4a_7c15);
+    let plan: Vec<(String, usize)> = keys.iter().map(|k| (k.clone(), choices.below(3))).collect();
+
+    let clients: Vec<Client> = world.regions.iter().map(Region::client).collect();
+    let mut tasks = Vec::new();
+    for batch in plan.chunks(30) {
+        let batch = batch.to_vec();
+        let clients = clients.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut out = Vec::new();
+            for (key, first) in batch {
+                let mut replies = vec![(first, charge(&clients[first], &key, &[]).await)];
+                for other in (0..3).filter(|r| *r != first) {
+                    replies.push((other, charge(&clients[other], &key, &[]).await));
+                }
+                out.push((key, replies));
+            }
+            out
+        }));
+    }
+    let mut sent = 0;
+    for task in tasks {
+        for (key, replies) in task.await.unwrap() {
+            sent += 1;
+            let (_, first) = &replies[0];
+            assert_eq!(
+                first.status,
+                201,
+                "{key}: {}\n{}",
+                first.text(),
+                world.logs()
+            );
+            assert_eq!(marker(first), Some("false"), "{key}");
+            for (at, retry) in &replies[1..] {
+                assert_eq!(
+                    retry.status,
+                    201,
+                    "{key} at {}: {}",
+                    names[*at],
+                    retry.text()
+                );
+                assert_eq!(marker(retry), Some("true"), "{key} at {}", names[*at]);
+                assert_eq!(
+                    retry.body, first.body,
+                    "{key}: the first answer, byte for byte"
+                );
+                assert_eq!(retry.header("location"), first.header("location"));
+            }
+            assert_eq!(
+                world.executions(&key),
+                vec![(home(&names, &key), 1)],
+                "{key} runs once, at its home"
+            );
+        }
+    }
+    assert_eq!(sent, 300);
+    let total: u64 = world.regions.iter().map(|r| r.upstream.total()).sum();
+    assert_eq!(total, 300, "one execution per key, nothing else");
+    for region in &world.regions {
+        // Every region is some keys' home, and forwards the others.
+        assert!(
+            region.upstream.total() > 50,
+            "{}: {}",
+            region.name,
+            region.upstream.total()
+        );
+        let others: Vec<_> = names.iter().filter(|n| **n != region.name).collect();
+        let mut forwarded = 0.0;
+        for other in others {
+            let line =
+                format!("idemgate_region_forwards_total{{region=\"{other}\",result=\"ok\"}}");
+            forwarded += metric(region.gateway(), &line).await.unwrap_or(0.0);
+        }
+        assert!(forwarded > 100.0, "{}: {forwarded} forwards", region.name);
+        let log = region.gateway().log_text();
+        for name in &names {
+            assert!(
+                log.contains(&format!("home_region=\"{name}\""))
+                    || log.contains(&format!("\"home_region\":\"{name}\"")),
+                "{}'s log names home {name}:\n{log}",
+                region.name
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stopped_region_s_keys_get_503_elsewhere_and_run_nowhere() {
+    let mut world = World::started(&["eu", "us", "ap"]).await;
+    let names = world.names(3);
+    let us = world.index("us");
+    world.regions[us].gateway.as_mut().unwrap().kill();
+
+    let mut choices = Choices(0x2545_f491_4f6c_dd1d);
+    let mut stranded = Vec::new();
+    for i in 0..90 {
+        let key = format!("stop-{i}");
+        let at = [0, 2][choices.below(2)];
+        let reply = charge(&world.regions[at].client(), &key, &[]).await;
+        if home(&names, &key) == "us" {
+            assert_eq!(reply.status, 503, "{key}: {}", reply.text());
+            assert_eq!(reply.json()["code"], "home-region-unavailable");
+            assert!(
+                reply
+                    .header("retry-after")
+                    .is_some_and(|v| v.parse::<u64>().unwrap() >= 1)
+            );
+            assert_eq!(
+                marker(&reply),
+                None,
+                "the gateway's own rejection has no marker"
+            );
+            stranded.push(key);
+        } else {
+            assert_eq!(reply.status, 201, "{key}: {}", reply.text());
+            assert_eq!(marker(&reply), Some("false"));
+            assert_eq!(world.executions(&key), vec![(home(&names, &key), 1)]);
+        }
+    }
+    assert!(stranded.len() > 10, "{} keys homed at us", stranded.len());
+    for key in &stranded {
+        assert_eq!(world.executions(key), vec![], "{key} ran nowhere");
+    }
+    let unavailable = metric(
+        world.regions[0].gateway(),
+        "idemgate_region_forwards_total{region=\"us\",result=\"unavailable\"}",
+    )
+    .await
+    .unwrap_or(0.0)
+        + metric(
+            world.regions[2].gateway(),
+            "idemgate_region_forwards_total{region=\"us\",result=\"unavailable\"}",
+        )
+        .await
+        .unwrap_or(0.0);
+    assert_eq!(unavailable as usize, stranded.len());
+
+    // Back: the stranded keys run, once, at home.
+    world.regions[us].gateway.as_mut().unwrap().restart();
+    let key = &stranded[0];
+    let reply = charge(&world.regions[0].client(), key, &[]).await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    assert_eq!(marker(&reply), Some("false"));
+    let again = charge(&world.regions[2].client(), key, &[]).await;
+    assert_eq!(marker(&again), Some("true"));
+    assert_eq!(world.executions(key), vec![("us", 1)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn forged_region_headers_from_a_client_do_nothing() {
+    let world = World::started(&["eu", "us", "ap"]).await;
+    let names = world.names(3);
+    let key_at = |region: &str, tag: &str| {
+        (0..)
+            .map(|i| format!("{tag}-{i}"))
+            .find(|key| home(&names, key) == region)
+            .unwrap()
+    };
+    let forged = [
+        ("idempotency-region-token", "a-guess"),
+        ("idempotency-forwarded-from", "us"),
+    ];
+
+    // Homed at us, sent to eu claiming to come from us: still forwarded.
+    let key = key_at("us", "forged");
+    let reply = charge(&world.regions[0].client(), &key, &forged).await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    assert_eq!(world.executions(&key), vec![("us", 1)], "not run at eu");
+    let us = &world.regions[1].upstream;
+    assert_eq!(
+        us.last_header("idempotency-forwarded-from").as_deref(),
+        Some("eu")
+    );
+    assert_eq!(
+        us.last_header("idempotency-region-token"),
+        None,
+        "the token stays between gateways"
+    );
+    assert_eq!(us.last_header("authorization").as_deref(), Some(AUTH));
+    assert_eq!(
+        us.last_header("idempotency-key").as_deref(),
+        Some(key.as_str())
+    );
+
+    // A token that is almost right does not make ap handle a key homed at us.
+    let key = key_at("us", "almost");
+    let almost = &TOKEN[..TOKEN.len() - 1];
+    let reply = charge(
+        &world.regions[2].client(),
+        &key,
+        &[("idempotency-region-token", almost)],
+    )
+    .await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    assert_eq!(world.executions(&key), vec![("us", 1)]);
+
+    // Homed where it lands: handled there, the forged headers removed.
+    let key = key_at("eu", "home");
+    let reply = charge(&world.regions[0].client(), &key, &forged).await;
+    assert_eq!(reply.status, 201);
+    assert_eq!(world.executions(&key), vec![("eu", 1)]);
+    let eu = &world.regions[0].upstream;
+    assert_eq!(eu.last_header("idempotency-forwarded-from"), None);
+    assert_eq!(eu.last_header("idempotency-region-token"), None);
+
+    // Pass-through traffic: local, and the forged headers removed too.
+    let reply = world.regions[2]
+        .client()
+        .send("GET", "/echo", &forged, "")
+        .await;
+    assert_eq!(reply.status, 200);
+    let headers = &reply.json()["headers"];
+    assert!(
+        headers.get("idempotency-region-token").is_none(),
+        "{headers}"
+    );
+    assert!(
+        headers.get("idempotency-forwarded-from").is_none(),
+        "{headers}"
+    );
+
+    // With the valid token, a request is handled where it lands: no second hop.
+    let key = key_at("us", "landed");
+    let reply = charge(
+        &world.regions[0].client(),
+        &key,
+        &[
+            ("idempotency-region-token", TOKEN),
+            ("idempotency-forwarded-from", "ap"),
+        ],
+    )
+    .await;
+    assert_eq!(reply.status, 201);
+    assert_eq!(world.executions(&key), vec![("eu", 1)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fourth_region_takes_only_the_keys_it_now_outweighs() {
+    let mut world = World::new(&["eu", "us", "ap", "sa"]).await;
+    for i in 0..3 {
+        world.start(i, 3);
+    }
+    let three = world.names(3);
+    let four = world.names(4);
+    let mut choices = Choices(0x1234_5678_9abc_def1);
+    let keys: Vec<String> = (0..120).map(|i| format!("grow-{i}")).collect();
+    for key in &keys {
+        let reply = charge(&world.regions[choices.below(3)].client(), key, &[]).await;
+        assert_eq!(reply.status, 201, "{key}: {}", reply.text());
+        assert_eq!(world.executions(key), vec![(home(&three, key), 1)]);
+    }
+
+    // sa starts knowing all four; the three others learn of it by a reload.
+    world.start(3, 4);
+    for i in 0..3 {
+        let gateway = world.regions[i].gateway();
+        let text = common::gateway::render(
+            &world.template(i, 4),
+            &world.regions[i].dir,
+            &world.regions[i].upstream.url(),
+            world.regions[i].ports.0,
+            world.regions[i].ports.1,
+        );
+        std::fs::write(gateway.config_path(), text).unwrap();
+        gateway.signal("HUP");
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for i in 0..3 {
+        let gateway = world.regions[i].gateway();
+        while metric(gateway, "idemgate_config_reloads_total{result=\"ok\"}").await != Some(1.0) {
+            assert!(
+                Instant::now() < deadline,
+                "{} did not reload:\n{}",
+                world.regions[i].name,
+                gateway.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    let mut moved = 0;
+    for key in &keys {
+        let (before, after) = (home(&three, key), home(&four, key));
+        let reply = charge(&world.regions[choices.below(4)].client(), key, &[]).await;
+        assert_eq!(reply.status, 201, "{key}: {}", reply.text());
+        if before == after {
+            assert_eq!(marker(&reply), Some("true"), "{key} stayed at {before}");
+            assert_eq!(world.executions(key), vec![(before, 1)]);
+        } else {
+            // Only to the new region; its store has no record of the key.
+            assert_eq!(after, "sa", "{key} moved from {before} to {after}");
+            moved += 1;
+            assert_eq!(marker(&reply), Some("false"), "{key}");
+            assert_eq!(world.executions(key), vec![(before, 1), ("sa", 1)]);
+            let again = charge(&world.regions[choices.below(4)].client(), key, &[]).await;
+            assert_eq!(marker(&again), Some("true"), "{key} now replays at sa");
+        }
+    }
+    assert!((10..60).contains(&moved), "{moved} of 120 keys moved to sa");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_home_that_answers_too_late_is_an_unknown_outcome_not_a_local_run() {
+    let mut world = World::new(&["eu", "us"]).await;
+    // The forward gives up after 1 s; the home's upstream takes 3 s and the
+    // home's own upstream timeout (5 s) lets it finish and record.
+    world.forward_timeout = "1s";
+    world.start(0, 2);
+    world.start(1, 2);
+    let names = world.names(2);
+    let key = (0..)
+        .map(|i| format!("late-{i}"))
+        .find(|key| home(&names, key) == "us")
+        .unwrap();
+    let eu = world.regions[0].client();
+    let late = |client: Client, key: String| async move {
+        let headers = [
+            ("idempotency-key", key.as_str()),
+            ("authorization", AUTH),
+            ("content-type", "application/json"),
+        ];
+        client
+            .send("POST", "/v1/charges?delay_ms=3000", &headers, "{}")
+            .await
+    };
+    let reply = late(eu.clone(), key.clone()).await;
+    assert_eq!(reply.status, 504, "{}", reply.text());
+    assert_eq!(reply.json()["code"], "outcome-unknown");
+    assert_eq!(
+        metric(
+            world.regions[0].gateway(),
+            "idemgate_region_forwards_total{region=\"us\",result=\"outcome_unknown\"}"
+        )
+        .await,
+        Some(1.0)
+    );
+    // The home ran it and recorded its answer; eu recorded nothing, so once
+    // the home has finished a retry through eu gets the home's answer.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while world.executions(&key).is_empty()
+        || late(world.regions[1].client(), key.clone()).await.status == 409
+    {
+        assert!(Instant::now() < deadline, "{}", world.logs());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let retry = late(eu, key.clone()).await;
+    assert_eq!(retry.status, 201, "{}", retry.text());
+    assert_eq!(marker(&retry), Some("true"));
+    assert_eq!(world.executions(&key), vec![("us", 1)], "never run at eu");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_region_the_region_headers_are_a_client_s_like_any_other() {
+    let (_dir, upstream, gateway) =
+        GatewayProcess::start_fresh("no-region", common::configs::CHARGES_AND_REST).await;
+    let headers = [
+        ("idempotency-region-token", "anything"),
+        ("idempotency-forwarded-from", "us"),
+    ];
+    let reply = gateway.client().send("GET", "/echo", &headers, "").await;
+    assert_eq!(reply.status, 200);
+    let echoed = &reply.json()["headers"];
+    assert_eq!(echoed["idempotency-region-token"], "anything", "{echoed}");
+    assert_eq!(echoed["idempotency-forwarded-from"], "us", "{echoed}");
+    let reply = charge(&gateway.client(), "k-1", &headers).await;
+    assert_eq!(reply.status, 201);
+    assert_eq!(upstream.executions("k-1"), 1);
+    let metrics = gateway.admin_client().get("/metrics").await.text();
+    assert!(
+        !metrics.contains("idemgate_region_forwards_total{"),
+        "{metrics}"
+    );
+    assert!(!gateway.log_text().contains("home_region"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn forwards_go_over_https_with_a_private_ca_and_http2() {
+    let pki = common::certs::Pki::new("regions test CA");
+    let mut world = World::new(&["eu", "us"]).await;
+    let names = world.names(2);
+    let us_dir = &world.regions[1].dir;
+    let identity = pki.server(us_dir, "us");
+    let ca = pki.write_ca(&world.regions[0].dir, "regions-ca.pem");
+    let us_port = world.regions[1].ports.0.port();
+    // us serves TLS only (h2 by ALPN); eu reaches it by name, trusting the CA.
+    let peers = |ca: Option<&std::path::Path>| {
+        let ca = ca.map_or(String::new(), |ca| format!("ca = \"{}\"\n", ca.display()));
+        format!(
+            "\n[regions.eu]\ngateway = \"http://{}\"\n\n[regions.us]\ngateway = \"https://localhost:{us_port}\"\nhttp2 = true\n{ca}",
+            world.regions[0].ports.0
+        )
+    };
+    let eu_template = TEMPLATE
+        .replace("{region}", "eu")
+        .replace("{store}", "[store]\npath = \"{db}\"")
+        + &peers(Some(&ca));
+    let us_template = TEMPLATE
+        .replace("{region}", "us")
+        .replace("{store}", "[store]\npath = \"{db}\"")
+        + &peers(None)
+        + &format!(
+            "\n[server.tls]\ncert = \"{}\"\nkey = \"{}\"\n",
+            identity.cert.display(),
+            identity.key.display()
+        );
+    for (i, template) in [(0, eu_template.clone()), (1, us_template)] {
+        let region = &mut world.regions[i];
+        region.gateway = Some(
+            GatewayProcess::start_at(
+                &region.dir,
+                &region.upstream.url(),
+                &template,
+                region.ports,
+                &[(TOKEN_ENV, TOKEN)],
+            )
+            .unwrap_or_else(|log| panic!("{log}")),
+        );
+    }
+    let key = (0..)
+        .map(|i| format!("tls-{i}"))
+        .find(|k| home(&names, k) == "us")
+        .unwrap();
+    let eu = world.regions[0].client();
+    let first = charge(&eu, &key, &[]).await;
+    assert_eq!(first.status, 201, "{}\n{}", first.text(), world.logs());
+    assert_eq!(marker(&first), Some("false"));
+    // `http2 = true` over https refuses a gateway whose handshake does not
+    // choose h2: this answer came over HTTP/2.
+    let again = charge(&eu, &key, &[]).await;
+    assert_eq!(marker(&again), Some("true"));
+    assert_eq!(again.body, first.body);
+    assert_eq!(world.executions(&key), vec![("us", 1)]);
+
+    // Without the CA the handshake fails: nothing was sent, nothing ran.
+    let eu = &mut world.regions[0];
+    let no_ca = eu_template.replace(&format!("ca = \"{}\"\n", ca.display()), "");
+    assert_ne!(no_ca, eu_template);
+    eu.gateway.take().unwrap().kill();
+    eu.gateway = Some(
+        GatewayProcess::start_at(
+            &eu.dir,
+            &eu.upstream.url(),
+            &no_ca,
+            eu.ports,
+            &[(TOKEN_ENV, TOKEN)],
+        )
+        .unwrap_or_else(|log| panic!("{log}")),
+    );
+    let other = (0..)
+        .map(|i| format!("untrusted-{i}"))
+        .find(|k| home(&names, k) == "us")
+        .unwrap();
+    let reply = charge(&world.regions[0].client(), &other, &[]).await;
+    assert_eq!(reply.status, 503, "{}", reply.text());
+    assert_eq!(reply.json()["code"], "home-region-unavailable");
+    assert_eq!(world.executions(&other), vec![]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn key_less_pass_through_and_uncovered_methods_stay_local() {
+    let world = World::started(&["eu", "us", "ap"]).await;
+    let names = world.names(3);
+    for (i, region) in world.regions.iter().enumerate() {
+        let client = region.client();
+        let headers = [
+            ("authorization", AUTH),
+            ("content-type", "application/json"),
+        ];
+        let key_less = client.send("POST", "/v1/charges", &headers, "{}").await;
+        assert_eq!(key_less.status, 201, "{}", key_less.text());
+        assert_eq!(marker(&key_less), None);
+        // GET is not among the route's methods: passed through, key and all.
+        let key = (0..)
+            .map(|n| format!("get-{i}-{n}"))
+            .find(|k| home(&names, k) != region.name)
+            .unwrap();
+        let get = client
+            .send(
+                "GET",
+                "/v1/charges",
+                &[("idempotency-key", key.as_str())],
+                "",
+            )
+            .await;
+        assert_eq!(get.status, 201, "{}", get.text());
+        let other = client
+            .send(
+                "PUT",
+                "/elsewhere",
+                &[("idempotency-key", key.as_str())],
+                "x",
+            )
+            .await;
+        assert_eq!(other.status, 201);
+        assert_eq!(
+            region.upstream.executions(""),
+            1,
+            "{}: the key-less request",
+            region.name
+        );
+        assert_eq!(world.executions(&key), vec![(region.name, 2)], "{key}");
+    }
+    // Counted as forwarded where they were, as what they were at home.
+    let key = (0..)
+        .map(|n| format!("count-{n}"))
+        .find(|k| home(&names, k) == "us")
+        .unwrap();
+    assert_eq!(
+        charge(&world.regions[0].client(), &key, &[]).await.status,
+        201
+    );
+    let eu = world.regions[0].gateway();
+    let us = world.regions[1].gateway();
+    let line = |outcome: &str| {
+        format!("idemgate_requests_total{{outcome=\"{outcome}\",route=\"charges\"}}")
+    };
+    assert_eq!(metric(eu, &line("forwarded")).await, Some(1.0));
+    assert_eq!(metric(eu, &line("new")).await, Some(0.0));
+    assert_eq!(metric(us, &line("new")).await, Some(1.0));
+}
