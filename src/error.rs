@@ -427,6 +427,7 @@ mod tests {
                 }),
                 401,
                 "invalid-signature",
+            ),
             (
                 GatewayError::HomeRegionUnavailable {
                     retry_after: second,
