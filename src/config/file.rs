@@ -76,6 +76,13 @@ pub struct StoreFile {
     pub sweep_interval: Option<Dur>,
     pub sweep_batch: Option<Int>,
     pub redis: Option<Spanned<RedisFile>>,
+    pub encryption: Option<Spanned<EncryptionFile>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EncryptionFile {
+    pub keys_env: Option<TextList>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -84,6 +91,7 @@ pub struct RedisFile {
     pub url: Option<Text>,
     pub url_env: Option<Text>,
     pub key_prefix: Option<Text>,
+    pub ca: Option<Text>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -8,11 +8,13 @@ mod describe;
 mod error;
 mod file;
 mod model;
+mod store_key;
 mod units;
 mod validate;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use model::*;
+pub use store_key::StoreKey;
 
 use std::path::Path;
 

@@ -70,6 +70,9 @@ pub struct EmbeddedStoreConfig {
     pub sweep_interval: Duration,
     /// At most this many records are deleted per sweep batch.
     pub sweep_batch: u32,
+    /// `[store.encryption]`: the first key seals answers, every one opens
+    /// them; empty: answers are stored clear.
+    pub encryption: Vec<super::StoreKey>,
 }
 
 /// What an answer of the embedded store survives once it is acknowledged
@@ -98,6 +101,8 @@ pub struct PostgresStoreConfig {
     pub sweep_interval: Duration,
     pub sweep_batch: u32,
     pub redis: Option<RedisConfig>,
+    /// `[store.encryption]`, as for the embedded store.
+    pub encryption: Vec<super::StoreKey>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -106,6 +111,9 @@ pub struct RedisConfig {
     pub url: String,
     /// Prefix of every key idemgate writes, so one Redis can serve several gateways.
     pub key_prefix: String,
+    /// `[store.redis] ca`: a CA bundle (PEM) trusted for `rediss://` instead
+    /// of the platform's roots.
+    pub ca: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
