@@ -59,6 +59,7 @@ pub struct TlsFile {
 pub struct AdminFile {
     pub token: Option<Text>,
     pub token_env: Option<Text>,
+    pub tls: Option<Spanned<TlsFile>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -53,6 +53,9 @@ pub struct AdminConfig {
     /// load time. `None` (neither given, or the variable unset or empty)
     /// disables `/admin/*`.
     pub token: Option<String>,
+    /// `[admin.tls]`: the admin plane over TLS (bearer token included),
+    /// optionally with client certificates; `None`: plain HTTP.
+    pub tls: Option<TlsConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
