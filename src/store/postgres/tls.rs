@@ -64,7 +64,7 @@ fn split(url: &str) -> Result<(String, Asked), StoreError> {
             _ => kept.push(pair),
         }
     }
-    let verified = match mode.as_deref() {
+    let verified = match mode {
         Some("verify-full") => {
             kept.push("sslmode=require");
             true
