@@ -103,6 +103,15 @@ fn restart_with(gateway: &mut GatewayProcess, vars: &[&str]) -> Client {
     gateway.client()
 }
 
+/// The id a key is logged and stored under.
+fn key_id(base64_key: &str) -> String {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(base64_key)
+        .unwrap();
+    idemgate::store::seal::key_id(&bytes.try_into().unwrap())
+}
+
 fn assert_replay(reply: &Reply, marker: &str) {
     assert_eq!(reply.status, 201, "{}", reply.text());
     assert_eq!(reply.header("idempotent-replayed"), Some("true"));
@@ -187,6 +196,15 @@ async fn rotation_lost_keys_purge_and_turning_encryption_on_and_off() {
         .find(|l| l.contains("cannot be opened"))
         .unwrap_or_else(|| panic!("no error line: {log}"));
     assert!(line.contains("ERROR"), "{line}");
+    // The key id names the key the answer needs; the start line maps ids
+    // to variables.
+    let id_a = key_id(KEY_A);
+    assert!(line.contains(&id_a), "{line}");
+    assert!(
+        log.lines().any(|l| l.contains("store encryption on")
+            && l.contains(&format!("{id_a} (IDEMGATE_TEST_KEY_A)"))),
+        "{log}"
+    );
     assert!(!line.contains("=old"), "the raw idempotency key: {line}");
     for secret in [KEY_A, KEY_B] {
         assert!(!log.contains(secret), "a key in the log: {log}");

@@ -37,7 +37,12 @@ pub async fn open_with_metrics(
         Lookup::Miss => miss.inc(),
         Lookup::Error => error.inc(),
     });
-    open_with_hook(config, hook, Serving::Yes).await
+    let store = open_with_hook(config, hook, Serving::Yes).await?;
+    super::seal::announce(match config {
+        StoreConfig::Embedded(embedded) => &embedded.encryption,
+        StoreConfig::Postgres(pg) => &pg.encryption,
+    });
+    Ok(store)
 }
 
 async fn open_with_hook(

@@ -20,6 +20,24 @@ pub use envelope::{Keys, OpenError, SEALED, key_id, sealed_by};
 use super::{Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse};
 use crate::key;
 
+/// One line at `serve` start naming each key's variable and id (never the
+/// key), so that the key id in a refusal's log line can be traced to a
+/// variable.
+pub fn announce(configured: &[crate::config::StoreKey]) {
+    let Some((first, rest)) = configured.split_first() else {
+        return;
+    };
+    let opening: Vec<String> = rest
+        .iter()
+        .map(|key| format!("{} ({})", key_id(&key.bytes), key.env))
+        .collect();
+    tracing::info!(
+        sealing = %format!("{} ({})", key_id(&first.bytes), first.env),
+        also_opening = %opening.join(", "),
+        "store encryption on: answers are sealed at rest"
+    );
+}
+
 pub struct SealedStore<S> {
     inner: S,
     keys: Arc<Keys>,
