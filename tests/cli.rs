@@ -714,15 +714,16 @@ async fn a_second_serve_on_the_same_embedded_file_fails_at_start() {
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
 }
 
-/// `check` refuses a Redis URL that `serve` could not open: the Redis client
-/// is built without TLS, so `rediss://` fails at start; `check` says so first.
+/// `check` refuses a Redis URL that `serve` could not open (another scheme);
+/// `redis://` and `rediss://` (TLS) both open.
 #[test]
 fn check_refuses_a_redis_url_serve_cannot_open() {
     let dir = TestDir::new("cli-redis-url");
     let path = dir.path("redis.toml");
     let config = path.to_str().unwrap();
     for (url, code) in [
-        ("rediss://127.0.0.1:6379", 1),
+        ("http://127.0.0.1:6379", 1),
+        ("rediss://127.0.0.1:6379", 0),
         ("redis://127.0.0.1:6379", 0),
     ] {
         std::fs::write(

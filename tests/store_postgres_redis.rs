@@ -133,6 +133,7 @@ async fn redis_down_serves_from_postgres_and_counts_errors() {
     let down = RedisConfig {
         url: format!("redis://127.0.0.1:{port}"),
         key_prefix: "unused:".into(),
+        ca: None,
     };
     let (store, counts, _schema) = cached(down).await;
     let started = std::time::Instant::now();
@@ -166,6 +167,7 @@ async fn a_purge_refused_by_redis_can_be_retried_and_leaves_no_copy() {
     let via_switch = RedisConfig {
         url: format!("redis://{}", switch.addr),
         key_prefix: prefix.0.clone(),
+        ca: None,
     };
     let (store, counts, _schema) = cached(via_switch).await;
     let lease = reserved(&store, &id("k"), "fp", LONG).await;

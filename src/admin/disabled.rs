@@ -74,6 +74,7 @@ mod tests {
         AdminConfig {
             token_env: token_env.map(str::to_owned),
             token: token.map(str::to_owned),
+            tls: None,
         }
     }
 

@@ -62,6 +62,7 @@ pub struct TlsFile {
 pub struct AdminFile {
     pub token: Option<Text>,
     pub token_env: Option<Text>,
+    pub tls: Option<Spanned<TlsFile>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -79,6 +80,13 @@ pub struct StoreFile {
     pub sweep_interval: Option<Dur>,
     pub sweep_batch: Option<Int>,
     pub redis: Option<Spanned<RedisFile>>,
+    pub encryption: Option<Spanned<EncryptionFile>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EncryptionFile {
+    pub keys_env: Option<TextList>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -87,6 +95,7 @@ pub struct RedisFile {
     pub url: Option<Text>,
     pub url_env: Option<Text>,
     pub key_prefix: Option<Text>,
+    pub ca: Option<Text>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -8,6 +8,7 @@ mod describe;
 mod error;
 mod file;
 mod model;
+mod store_key;
 mod units;
 mod validate;
 mod webhook;
@@ -15,6 +16,7 @@ mod webhook;
 pub use error::{ConfigError, ConfigErrors};
 pub use model::*;
 pub use webhook::{DEFAULT_TOLERANCE, WebhookConfig, WebhookScheme, WebhookSecret};
+pub use store_key::StoreKey;
 
 use std::path::Path;
 

@@ -56,6 +56,9 @@ pub struct AdminConfig {
     /// load time. `None` (neither given, or the variable unset or empty)
     /// disables `/admin/*`.
     pub token: Option<String>,
+    /// `[admin.tls]`: the admin plane over TLS (bearer token included),
+    /// optionally with client certificates; `None`: plain HTTP.
+    pub tls: Option<TlsConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -73,6 +76,9 @@ pub struct EmbeddedStoreConfig {
     pub sweep_interval: Duration,
     /// At most this many records are deleted per sweep batch.
     pub sweep_batch: u32,
+    /// `[store.encryption]`: the first key seals answers, every one opens
+    /// them; empty: answers are stored clear.
+    pub encryption: Vec<super::StoreKey>,
 }
 
 /// What an answer of the embedded store survives once it is acknowledged
@@ -101,6 +107,8 @@ pub struct PostgresStoreConfig {
     pub sweep_interval: Duration,
     pub sweep_batch: u32,
     pub redis: Option<RedisConfig>,
+    /// `[store.encryption]`, as for the embedded store.
+    pub encryption: Vec<super::StoreKey>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -109,6 +117,9 @@ pub struct RedisConfig {
     pub url: String,
     /// Prefix of every key idemgate writes, so one Redis can serve several gateways.
     pub key_prefix: String,
+    /// `[store.redis] ca`: a CA bundle (PEM) trusted for `rediss://` instead
+    /// of the platform's roots.
+    pub ca: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -51,6 +51,12 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
         ))),
         None => None,
     };
+    let admin_tls: Option<TlsSettings> = match &config.admin.tls {
+        Some(tls) => Some(Arc::new(ArcSwap::new(
+            crate::tls::admin_config(tls).map_err(StartError::Other)?,
+        ))),
+        None => None,
+    };
 
     let data = bind(config.server.listen, "listen").await?;
     let admin = bind(config.server.admin_listen, "admin_listen").await?;
@@ -86,7 +92,9 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
         metrics.clone(),
         config.server.header_read_timeout,
     ));
-    let reloader = Arc::new(Reloader::new(config_path, gateway.clone(), tls.clone()));
+    let reloader = Arc::new(
+        Reloader::new(config_path, gateway.clone(), tls.clone()).with_admin_tls(admin_tls.clone()),
+    );
     let sweeper = {
         let metrics = metrics.clone();
         let (interval, batch) = store::sweep_settings(&config.store);
@@ -134,7 +142,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
             "admin",
             admin,
             Limits {
-                tls: None,
+                tls: admin_tls,
                 ..limits
             },
             move |request, _client| {

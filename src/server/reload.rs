@@ -18,6 +18,8 @@ pub struct Reloader {
     started: Arc<Config>,
     /// The listener's certificates, re-read on every reload.
     tls: Option<TlsSettings>,
+    /// The admin plane's (`[admin.tls]`), likewise.
+    admin_tls: Option<TlsSettings>,
     /// One reload at a time, so two quick SIGHUPs cannot interleave.
     lock: Mutex<()>,
 }
@@ -37,8 +39,15 @@ impl Reloader {
             started: gateway.runtime().config.clone(),
             gateway,
             tls,
+            admin_tls: None,
             lock: Mutex::new(()),
         }
+    }
+
+    /// Re-reads the admin plane's certificates too on every reload.
+    pub fn with_admin_tls(mut self, admin_tls: Option<TlsSettings>) -> Self {
+        self.admin_tls = admin_tls;
+        self
     }
 
     pub fn reload(&self) -> ReloadOutcome {
@@ -121,10 +130,24 @@ impl Reloader {
             },
             _ => None,
         };
+        let admin_certificates = match (&self.admin_tls, &new.admin.tls) {
+            (Some(_), Some(tls)) => match crate::tls::admin_config(tls) {
+                Ok(config) => Some(config),
+                Err(error) => {
+                    return ReloadOutcome::Rejected {
+                        errors: vec![self.in_file(&error)],
+                    };
+                }
+            },
+            _ => None,
+        };
         match Runtime::new(Arc::new(new)) {
             Ok(runtime) => {
                 self.gateway.replace_runtime(runtime);
                 if let (Some(settings), Some(config)) = (&self.tls, certificates) {
+                    settings.store(config);
+                }
+                if let (Some(settings), Some(config)) = (&self.admin_tls, admin_certificates) {
                     settings.store(config);
                 }
                 ReloadOutcome::Applied { notes }
@@ -222,5 +245,9 @@ fn restart_only_changes(current: &Config, new: &Config) -> Vec<String> {
         "server connection limits",
     );
     note(current.store != new.store, "store");
+    note(
+        current.admin.tls.is_some() != new.admin.tls.is_some(),
+        "admin.tls (turning TLS on or off)",
+    );
     notes
 }

@@ -94,7 +94,8 @@ fn keep_releasing(store: Arc<dyn Store>, lease: Lease) {
                     );
                     return;
                 }
-                Err(StoreError::Fenced) => return,
+                // Releasing opens no answer: not a failure to retry.
+                Err(StoreError::Fenced | StoreError::Sealed(_)) => return,
                 Err(StoreError::Unavailable(_)) => pause = (pause * 2).min(RETRY_MAX),
             }
         }

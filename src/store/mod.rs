@@ -12,6 +12,7 @@ pub mod instrumented;
 mod open;
 pub mod postgres;
 pub mod replay_cache;
+pub mod seal;
 pub mod sweeper;
 
 use std::sync::Arc;
@@ -144,6 +145,10 @@ pub enum StoreError {
     /// to the caller only for `complete`, which callers treat as not written.
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// A completed answer no configured key opens (`[store.encryption]`):
+    /// the request may have run, so it is never forwarded again.
+    #[error("{0}")]
+    Sealed(#[from] seal::OpenError),
 }
 
 #[async_trait]

@@ -3,6 +3,7 @@ use std::time::Duration;
 
 use super::postgres::{Heard, PurgeHook};
 use super::replay_cache::Copies;
+use super::seal::{Keys, SealedStore};
 use super::{
     CachedStore, EmbeddedStore, Lookup, LookupHook, PostgresStore, ReplayCache, Store, StoreError,
 };
@@ -14,7 +15,8 @@ use crate::metrics::Metrics;
 
 /// Opens the configured backend. Postgres applies pending migrations first
 /// unless `store.migrate = false` (then the schema must already match); with
-/// `[store.redis]` it is wrapped in the Redis fast path. For the one-shot
+/// `[store.redis]` it is wrapped in the Redis fast path. Answers are sealed
+/// (`[store.encryption]`) above the backend, below the copies kept in memory. For the one-shot
 /// commands: an embedded file is opened beside a gateway that may serve it.
 pub async fn open(config: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
     open_with_hook(config, Arc::new(|_| {}), Serving::No).await
@@ -35,7 +37,12 @@ pub async fn open_with_metrics(
         Lookup::Miss => miss.inc(),
         Lookup::Error => error.inc(),
     });
-    open_with_hook(config, hook, Serving::Yes).await
+    let store = open_with_hook(config, hook, Serving::Yes).await?;
+    super::seal::announce(match config {
+        StoreConfig::Embedded(embedded) => &embedded.encryption,
+        StoreConfig::Postgres(pg) => &pg.encryption,
+    });
+    Ok(store)
 }
 
 async fn open_with_hook(
@@ -44,21 +51,27 @@ async fn open_with_hook(
     serving: Serving,
 ) -> Result<Arc<dyn Store>, StoreError> {
     match config {
-        StoreConfig::Embedded(_) => {
+        StoreConfig::Embedded(embedded) => {
             let file = open_embedded(config, serving).await?;
+            let file = SealedStore::new(file, Keys::new(&embedded.encryption));
             Ok(Arc::new(ReplayCache::new(file, REPLAY_CACHE_BYTES)))
         }
         StoreConfig::Postgres(pg) => {
             let authority = PostgresStore::connect(pg).await?;
             let copies = Arc::new(Copies::new(REPLAY_CACHE_BYTES));
             let listener = Some(authority.follow_purges(forget_purged(&copies)));
+            let keys = Keys::new(&pg.encryption);
             Ok(match &pg.redis {
                 Some(redis) => Arc::new(ReplayCache::with_copies(
-                    CachedStore::new(authority, redis, on_lookup)?,
+                    SealedStore::new(CachedStore::new(authority, redis, on_lookup)?, keys),
                     copies,
                     listener,
                 )),
-                None => Arc::new(ReplayCache::with_copies(authority, copies, listener)),
+                None => Arc::new(ReplayCache::with_copies(
+                    SealedStore::new(authority, keys),
+                    copies,
+                    listener,
+                )),
             })
         }
     }

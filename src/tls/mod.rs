@@ -26,24 +26,35 @@ fn tls_error(field: &str, err: impl std::fmt::Display) -> String {
 
 /// The listener's configuration, ALPN `h2` then `http/1.1`.
 pub fn server_config(tls: &TlsConfig) -> Result<Arc<rustls::ServerConfig>, String> {
-    let certs = load_certs(&tls.cert, "server.tls.cert")?;
-    let key = load_key(&tls.key, "server.tls.key")?;
+    listener_config(tls, "server.tls")
+}
+
+/// The admin plane's (`[admin.tls]`), built as the data plane's.
+pub fn admin_config(tls: &TlsConfig) -> Result<Arc<rustls::ServerConfig>, String> {
+    listener_config(tls, "admin.tls")
+}
+
+/// A listener's configuration from `[table]`; errors name `table.FIELD`.
+fn listener_config(tls: &TlsConfig, table: &str) -> Result<Arc<rustls::ServerConfig>, String> {
+    let field = |name: &str| format!("{table}.{name}");
+    let certs = load_certs(&tls.cert, &field("cert"))?;
+    let key = load_key(&tls.key, &field("key"))?;
     let builder = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
-        .map_err(|e| tls_error("server.tls", e))?;
+        .map_err(|e| tls_error(table, e))?;
     let builder = match &tls.client_ca {
         None => builder.with_no_client_auth(),
         Some(ca) => {
-            let roots = root_store(ca, "server.tls.client_ca", RootCertStore::empty())?;
+            let roots = root_store(ca, &field("client_ca"), RootCertStore::empty())?;
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
                 .build()
-                .map_err(|e| tls_error("server.tls.client_ca", e))?;
+                .map_err(|e| tls_error(&field("client_ca"), e))?;
             builder.with_client_cert_verifier(verifier)
         }
     };
     let mut config = builder.with_single_cert(certs, key).map_err(|e| {
         tls_error(
-            "server.tls.key",
+            &field("key"),
             format!("does not match the certificate: {e}"),
         )
     })?;
@@ -114,6 +125,9 @@ pub fn validity_warnings(config: &Config) -> Vec<String> {
     let mut presented: Vec<(String, &Path)> = Vec::new();
     if let Some(tls) = &config.server.tls {
         presented.push(("server.tls.cert".to_string(), &tls.cert));
+    }
+    if let Some(tls) = &config.admin.tls {
+        presented.push(("admin.tls.cert".to_string(), &tls.cert));
     }
     for upstream in config.upstreams.values() {
         if let Some(cert) = upstream.tls.as_ref().and_then(|tls| tls.cert.as_ref()) {

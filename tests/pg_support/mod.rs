@@ -138,6 +138,7 @@ impl TestSchema {
             sweep_interval: Duration::from_secs(60),
             sweep_batch: 1000,
             redis: None,
+            encryption: Vec::new(),
         }
     }
 }
@@ -163,6 +164,7 @@ pub fn redis_config(prefix: &str) -> RedisConfig {
     RedisConfig {
         url: redis_url(),
         key_prefix: prefix.to_owned(),
+        ca: None,
     }
 }
 

@@ -84,7 +84,10 @@ pub fn server(ctx: &mut Ctx<'_>, file: &ServerFile) -> ServerConfig {
             Duration::from_secs(30),
             parse_duration_input,
         ),
-        tls: file.tls.as_ref().and_then(|tls| server_tls(ctx, tls)),
+        tls: file
+            .tls
+            .as_ref()
+            .and_then(|tls| server_tls(ctx, tls, "server.tls")),
     }
 }
 
@@ -140,11 +143,12 @@ pub fn count_up_to<T: TryFrom<i64>>(n: i64, max: i64) -> Result<T, String> {
     positive_count(n)
 }
 
-fn server_tls(ctx: &mut Ctx<'_>, tls: &Spanned<TlsFile>) -> Option<TlsConfig> {
+/// A listener's `[TABLE]` (`server.tls`, `admin.tls`): cert and key, optional client_ca.
+fn server_tls(ctx: &mut Ctx<'_>, tls: &Spanned<TlsFile>, table: &str) -> Option<TlsConfig> {
     let file = tls.get_ref();
     let path = |ctx: &mut Ctx<'_>, value: &Option<Spanned<String>>, name: &str| {
         value.as_ref().and_then(|v| {
-            ctx.value(Some(v), &format!("server.tls.{name}"), None, |t| {
+            ctx.value(Some(v), &format!("{table}.{name}"), None, |t| {
                 names::file_path(t).map(Some)
             })
         })
@@ -156,8 +160,8 @@ fn server_tls(ctx: &mut Ctx<'_>, tls: &Spanned<TlsFile>) -> Option<TlsConfig> {
         if !present {
             ctx.error(
                 Some(tls.span()),
-                format!("server.tls.{name}"),
-                "[server.tls] needs both cert and key",
+                format!("{table}.{name}"),
+                format!("[{table}] needs both cert and key"),
             );
         }
     }
@@ -223,7 +227,15 @@ pub fn admin(ctx: &mut Ctx<'_>, file: &AdminFile) -> AdminConfig {
             ),
         );
     }
-    AdminConfig { token_env, token }
+    let tls = file
+        .tls
+        .as_ref()
+        .and_then(|tls| server_tls(ctx, tls, "admin.tls"));
+    AdminConfig {
+        token_env,
+        token,
+        tls,
+    }
 }
 
 /// Shorter admin tokens are warned about (a guessable one guards `/admin/*`).

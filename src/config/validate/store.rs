@@ -30,6 +30,7 @@ pub fn store(ctx: &mut Ctx<'_>, file: &StoreFile) -> StoreConfig {
     let sweep_batch = ctx.value(file.sweep_batch.as_ref(), "store.sweep_batch", 1000, |n| {
         positive_count(*n)
     });
+    let encryption = super::encryption::encryption(ctx, file.encryption.as_ref());
     match backend {
         "postgres" => {
             for (field, span) in [
@@ -41,7 +42,10 @@ pub fn store(ctx: &mut Ctx<'_>, file: &StoreFile) -> StoreConfig {
             ] {
                 only_for(ctx, field, span, "embedded");
             }
-            StoreConfig::Postgres(postgres(ctx, file, sweep_interval, sweep_batch))
+            StoreConfig::Postgres(PostgresStoreConfig {
+                encryption,
+                ..postgres(ctx, file, sweep_interval, sweep_batch)
+            })
         }
         other => {
             if other != "embedded"
@@ -97,6 +101,7 @@ pub fn store(ctx: &mut Ctx<'_>, file: &StoreFile) -> StoreConfig {
                 durability,
                 sweep_interval,
                 sweep_batch,
+                encryption,
             })
         }
     }
@@ -151,26 +156,40 @@ fn postgres(
         sweep_interval,
         sweep_batch,
         redis: file.redis.as_ref().map(|redis| self::redis(ctx, redis)),
+        encryption: Vec::new(),
     }
 }
 
 fn redis(ctx: &mut Ctx<'_>, redis: &Spanned<RedisFile>) -> RedisConfig {
     let file = redis.get_ref();
-    // Not `rediss://`: the redis crate is built without TLS here, and refuses
-    // it when `serve` opens the store.
+    // `rediss://`: TLS, verified against the platform's roots or `ca`.
     let url = secret_url(
         ctx,
         "store.redis",
         Some(redis.span()),
         file.url.as_ref(),
         file.url_env.as_ref(),
-        &["redis://"],
+        &["redis://", "rediss://"],
     );
     let key_prefix = file
         .key_prefix
         .as_ref()
         .map_or_else(|| "idemgate:".to_owned(), |p| p.get_ref().clone());
-    RedisConfig { url, key_prefix }
+    let ca = ctx.value(file.ca.as_ref(), "store.redis.ca", None, |p| {
+        names::file_path(p).map(Some)
+    });
+    if ca.is_some() && !url.is_empty() && !url.starts_with("rediss://") {
+        ctx.error(
+            file.ca.as_ref().map(Spanned::span),
+            "store.redis.ca",
+            "only used with a rediss:// URL (TLS)",
+        );
+    }
+    RedisConfig {
+        url,
+        key_prefix,
+        ca,
+    }
 }
 
 /// Exactly one of `url` / `url_env`; an unset variable is an error because the

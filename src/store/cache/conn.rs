@@ -49,11 +49,8 @@ pub struct Redis {
 impl Redis {
     /// Does not connect: a Redis that is down at start must not stop the
     /// gateway (Postgres is the authority), it is simply not used until it answers.
-    pub fn lazy(url: &str) -> Result<Redis, StoreError> {
-        // The URL may carry a password: the message names the problem only.
-        let client = redis::Client::open(url).map_err(|e| {
-            StoreError::Unavailable(format!("store.redis: invalid URL ({:?})", e.kind()))
-        })?;
+    pub fn lazy(url: &str, ca: Option<&std::path::Path>) -> Result<Redis, StoreError> {
+        let client = super::tls::client(url, ca)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(TIMEOUT))
             .set_response_timeout(Some(TIMEOUT))

@@ -21,6 +21,7 @@
 
 mod conn;
 mod entry;
+mod tls;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -73,7 +74,7 @@ impl CachedStore {
     ) -> Result<CachedStore, StoreError> {
         Ok(CachedStore {
             authority,
-            redis: Redis::lazy(&config.url)?,
+            redis: Redis::lazy(&config.url, config.ca.as_deref())?,
             prefix: config.key_prefix.clone(),
             on_lookup,
         })

@@ -66,6 +66,8 @@ pub struct PostgresStore {
     batches: Option<Arc<Batches>>,
     /// For connections outside the pool (the purge listener).
     settings: tokio_postgres::Config,
+    /// Their TLS, when the URL asks for it (`tls`).
+    tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
 }
 
 struct Batches {
@@ -108,14 +110,16 @@ impl PostgresStore {
 
     /// Builds the pool without touching the database.
     pub fn lazy(config: &PostgresStoreConfig) -> Result<PostgresStore, StoreError> {
-        let pool = pool::build(config)?;
+        let (settings, tls) = pool::settings(config)?;
+        let pool = pool::build(config, settings.clone(), tls.clone())?;
         let deadline = config.connect_timeout + config.statement_timeout + Duration::from_secs(1);
         let batches = Batches::start(&pool, deadline, config.pool_size).map(Arc::new);
         Ok(PostgresStore {
             pool,
             deadline,
             batches,
-            settings: pool::settings(config)?,
+            settings,
+            tls,
         })
     }
 
@@ -123,7 +127,7 @@ impl PostgresStore {
     /// returned guard is dropped.
     pub fn follow_purges(&self, hook: PurgeHook) -> tokio_util::sync::DropGuard {
         let stop = tokio_util::sync::CancellationToken::new();
-        purges::spawn(self.settings.clone(), hook, stop.clone());
+        purges::spawn(self.settings.clone(), self.tls.clone(), hook, stop.clone());
         stop.drop_guard()
     }
 

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::config::PostgresStoreConfig;
 use crate::store::StoreError;
@@ -11,17 +12,19 @@ use crate::store::StoreError;
 /// Builds the pool without connecting: connections are made on first use, so
 /// a gateway whose database is briefly down still starts its admin plane and
 /// recovers by itself once the database answers.
-pub fn build(config: &PostgresStoreConfig) -> Result<Pool, StoreError> {
-    let pg = settings(config)?;
+pub fn build(
+    config: &PostgresStoreConfig,
+    pg: tokio_postgres::Config,
+    tls: Option<MakeRustlsConnect>,
+) -> Result<Pool, StoreError> {
     // `Fast` only drops connections the driver knows are closed: a
     // per-checkout probe would cost a round trip on every request.
     let manager_config = ManagerConfig {
         recycling_method: RecyclingMethod::Fast,
     };
-    let manager = if super::tls::required(&pg) {
-        Manager::from_config(pg, super::tls::connector()?, manager_config)
-    } else {
-        Manager::from_config(pg, tokio_postgres::NoTls, manager_config)
+    let manager = match tls {
+        Some(tls) => Manager::from_config(pg, tls, manager_config),
+        None => Manager::from_config(pg, tokio_postgres::NoTls, manager_config),
     };
     Pool::builder(manager)
         .max_size(config.pool_size.max(1))
@@ -33,9 +36,13 @@ pub fn build(config: &PostgresStoreConfig) -> Result<Pool, StoreError> {
         .map_err(|e| StoreError::Unavailable(format!("building the postgres pool: {e}")))
 }
 
-/// The connection settings every connection of this store uses.
-pub fn settings(config: &PostgresStoreConfig) -> Result<tokio_postgres::Config, StoreError> {
-    let mut pg: tokio_postgres::Config = config.url.parse().map_err(|e| {
+/// The connection settings every connection of this store uses, and its TLS
+/// connector when the URL asks for TLS (`tls`).
+pub fn settings(
+    config: &PostgresStoreConfig,
+) -> Result<(tokio_postgres::Config, Option<MakeRustlsConnect>), StoreError> {
+    let (url, tls) = super::tls::prepare(&config.url)?;
+    let mut pg: tokio_postgres::Config = url.parse().map_err(|e| {
         StoreError::Unavailable(format!(
             "the postgres URL is not a valid connection string: {}",
             describe(&e)
@@ -54,7 +61,7 @@ pub fn settings(config: &PostgresStoreConfig) -> Result<tokio_postgres::Config, 
     if pg.get_application_name().is_none() {
         pg.application_name("idemgate");
     }
-    Ok(pg)
+    Ok((pg, tls))
 }
 
 /// Appends `-c statement_timeout=…` to whatever startup options the URL has

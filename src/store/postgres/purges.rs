@@ -34,12 +34,17 @@ pub enum Heard {
 pub type PurgeHook = Arc<dyn Fn(Heard) + Send + Sync>;
 
 /// Listens until `stop` is cancelled, reconnecting after failures.
-pub fn spawn(settings: tokio_postgres::Config, hook: PurgeHook, stop: CancellationToken) {
+pub fn spawn(
+    settings: tokio_postgres::Config,
+    tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
+    hook: PurgeHook,
+    stop: CancellationToken,
+) {
     tokio::spawn(async move {
         loop {
             let failed = tokio::select! {
                 () = stop.cancelled() => return,
-                failed = listen(&settings, &hook) => failed,
+                failed = listen(&settings, tls.clone(), &hook) => failed,
             };
             tracing::debug!(error = %failed, "purge listener disconnected; reconnecting");
             tokio::select! {
@@ -51,13 +56,13 @@ pub fn spawn(settings: tokio_postgres::Config, hook: PurgeHook, stop: Cancellati
 }
 
 /// One connection's life; returns why it ended.
-async fn listen(settings: &tokio_postgres::Config, hook: &PurgeHook) -> StoreError {
+async fn listen(
+    settings: &tokio_postgres::Config,
+    tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
+    hook: &PurgeHook,
+) -> StoreError {
     let (heard, mut hearing) = mpsc::unbounded_channel();
-    let client = if super::tls::required(settings) {
-        let tls = match super::tls::connector() {
-            Ok(tls) => tls,
-            Err(err) => return err,
-        };
+    let client = if let Some(tls) = tls {
         match settings.connect(tls).await {
             Ok((client, connection)) => {
                 tokio::spawn(forward(connection, heard));

@@ -1,0 +1,120 @@
+//! Stored answers sealed at rest (`[store.encryption]`), for every backend at
+//! once: a [`Store`] wrapper seals each answer before the backend sees it and
+//! opens each one it hands back, so the embedded file, Postgres and the Redis
+//! fast path only ever hold the sealed form (`envelope`). The copies kept in
+//! memory for replays sit above it and hold opened answers: memory is not at
+//! rest.
+//!
+//! Always in place, keys or not: with encryption off a sealed record left
+//! from before must answer 503, not be replayed as its ciphertext.
+
+mod envelope;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+
+pub use envelope::{Keys, OpenError, SEALED, key_id, sealed_by};
+
+use super::{Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse};
+use crate::key;
+
+/// One line at `serve` start naming each key's variable and id (never the
+/// key), so that the key id in a refusal's log line can be traced to a
+/// variable.
+pub fn announce(configured: &[crate::config::StoreKey]) {
+    let Some((first, rest)) = configured.split_first() else {
+        return;
+    };
+    let opening: Vec<String> = rest
+        .iter()
+        .map(|key| format!("{} ({})", key_id(&key.bytes), key.env))
+        .collect();
+    tracing::info!(
+        sealing = %format!("{} ({})", key_id(&first.bytes), first.env),
+        also_opening = %opening.join(", "),
+        "store encryption on: answers are sealed at rest"
+    );
+}
+
+pub struct SealedStore<S> {
+    inner: S,
+    keys: Arc<Keys>,
+}
+
+impl<S: Store> SealedStore<S> {
+    pub fn new(inner: S, keys: Keys) -> Self {
+        Self {
+            inner,
+            keys: Arc::new(keys),
+        }
+    }
+}
+
+#[async_trait]
+impl<S: Store> Store for SealedStore<S> {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+
+    async fn reserve_with_expiry(
+        &self,
+        id: &RecordId,
+        fingerprint: &str,
+        lease_for: Duration,
+    ) -> Result<(Reservation, Option<SystemTime>), StoreError> {
+        let (reservation, expires_at) = self
+            .inner
+            .reserve_with_expiry(id, fingerprint, lease_for)
+            .await?;
+        let Reservation::Completed(stored) = reservation else {
+            return Ok((reservation, expires_at));
+        };
+        match self.keys.open(id, stored) {
+            Ok(opened) => Ok((Reservation::Completed(opened), expires_at)),
+            Err(error) => {
+                // Every occurrence: each is a request refused that an
+                // operator has to act on (restore the key, or purge).
+                tracing::error!(route = %id.route, key = %key::short_hash(&id.key), %error,
+                    "stored answer cannot be opened; purge the key once reconciled");
+                Err(StoreError::Sealed(error))
+            }
+        }
+    }
+
+    async fn complete(
+        &self,
+        lease: &Lease,
+        response: &StoredResponse,
+        retain_for: Duration,
+    ) -> Result<(), StoreError> {
+        match self.keys.seal(&lease.id, response) {
+            Some(sealed) => self.inner.complete(lease, &sealed, retain_for).await,
+            None if self.keys.enabled() => Err(StoreError::Unavailable(
+                "sealing the answer failed: the system's random source failed".into(),
+            )),
+            None => self.inner.complete(lease, response, retain_for).await,
+        }
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.inner.release(lease).await
+    }
+
+    async fn records(&self, route: &str, key: &str) -> Result<Vec<RecordInfo>, StoreError> {
+        self.inner.records(route, key).await
+    }
+
+    async fn purge(&self, route: &str, key: &str) -> Result<u64, StoreError> {
+        self.inner.purge(route, key).await
+    }
+
+    async fn sweep(&self, batch: u32) -> Result<u64, StoreError> {
+        self.inner.sweep(batch).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.inner.ping().await
+    }
+}
