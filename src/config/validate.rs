@@ -3,6 +3,7 @@
 //! semantic error is collected, located and reported together.
 
 mod context;
+mod keys;
 mod names;
 mod policy;
 mod routes;
