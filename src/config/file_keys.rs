@@ -15,7 +15,7 @@ type TextList = Spanned<Vec<Spanned<String>>>;
 /// `key = { ... }` or `key = [{ ... }, ...]`.
 #[derive(Debug, Clone)]
 pub enum KeyInput {
-    One(KeyFile),
+    One(Box<KeyFile>),
     Alternatives(Vec<Spanned<KeyFile>>),
 }
 
@@ -28,7 +28,8 @@ impl<'de> Deserialize<'de> for KeyInput {
                 f.write_str("a key source table, or a list of them")
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<KeyInput, A::Error> {
-                KeyFile::deserialize(de::value::MapAccessDeserializer::new(map)).map(KeyInput::One)
+                KeyFile::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(|file| KeyInput::One(Box::new(file)))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<KeyInput, A::Error> {
                 Vec::deserialize(de::value::SeqAccessDeserializer::new(seq))
