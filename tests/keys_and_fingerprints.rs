@@ -699,3 +699,52 @@ match = { path_prefix = "/" }
         assert!(stderr.contains(expected), "{expected} not in:\n{stderr}");
     }
 }
+
+#[tokio::test]
+async fn a_reload_applies_to_new_requests_and_says_what_older_records_meet() {
+    let (_dir, upstream, gateway) = setup("kf-reload").await;
+    let key = json_key("rl-1");
+    let stored = post(&gateway, "/v1/charges", &refs(&key), r#"{"a":1,"nonce":1}"#).await;
+    assert_eq!(stored.status, 201);
+    let original = std::fs::read_to_string(gateway.config_path()).unwrap();
+    let changed = original.replace(
+        "match = { path_prefix = \"/v1/charges\" }",
+        "match = { path_prefix = \"/v1/charges\" }\nfingerprint_body = { exclude = [\"/nonce\"] }\nkey_pattern = \"rl-[0-9]+\"",
+    );
+    assert_ne!(changed, original);
+    std::fs::write(gateway.config_path(), &changed).unwrap();
+    let reply = gateway
+        .admin_client()
+        .send(
+            "POST",
+            "/admin/reload",
+            &[("authorization", &format!("Bearer {TOKEN}"))],
+            "",
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    for part in [
+        "fingerprint_body or canonical_form changed",
+        "key_pattern changed",
+    ] {
+        assert!(reply.text().contains(part), "{part}: {}", reply.text());
+    }
+    // The record stored before compares by its old fingerprint.
+    let old = post(&gateway, "/v1/charges", &refs(&key), r#"{"a":1,"nonce":1}"#).await;
+    assert_code(&old, 422, "fingerprint-mismatch");
+    // A new key is compared without the nonce, and must have the new form.
+    let key = json_key("rl-2");
+    assert_eq!(
+        post(&gateway, "/v1/charges", &refs(&key), r#"{"a":1,"nonce":1}"#)
+            .await
+            .status,
+        201
+    );
+    assert_replayed(&post(&gateway, "/v1/charges", &refs(&key), r#"{"nonce":2,"a":1}"#).await);
+    assert_code(
+        &post(&gateway, "/v1/charges", &refs(&json_key("other")), "{}").await,
+        400,
+        "invalid-key",
+    );
+    assert_eq!(upstream.total(), 2);
+}
