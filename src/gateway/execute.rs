@@ -244,13 +244,14 @@ impl Recorder<'_> {
         Answer::new(response, Outcome::OutcomeUnknown)
     }
 
-    /// Records the answer; `Some(expiry)` when it was recorded.
+    /// Records the answer; `Some(expiry)` when it was recorded and the route
+    /// has an `expiry_header`.
     async fn complete(&self, guard: LeaseGuard, stored: &StoredResponse) -> Option<SystemTime> {
         let written = guard.complete(stored, self.policy.retention).await;
         // Retention counts from completion: the store's instant is within
         // the write just made.
-        let expires_at = written
-            .is_ok()
+        // Only a route that tells it reads the clock for it.
+        let expires_at = (written.is_ok() && self.policy.expiry_header.is_some())
             .then(|| SystemTime::now() + self.policy.retention);
         match written {
             Ok(()) => {}
