@@ -257,3 +257,119 @@ fn text_key(value: Option<Cow<'_, [u8]>>) -> Result<String, KeyError> {
     super::validate(text)?;
     Ok(text.to_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NS: Uuid = Uuid::NAMESPACE_URL;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
+        }
+        map
+    }
+
+    fn derive(parts: &[&str]) -> KeySource {
+        KeySource::Derive(Derive {
+            parts: parts
+                .iter()
+                .map(|p| DerivePart::parse(p).unwrap())
+                .collect(),
+            namespace: NS,
+        })
+    }
+
+    fn header(name: &'static str) -> KeySource {
+        KeySource::Header(HeaderName::from_static(name))
+    }
+
+    #[test]
+    fn list_takes_the_first_present_and_stops_at_an_invalid_one() {
+        let sources = [header("idempotency-key"), KeySource::Query("k".into())];
+        let none = headers(&[]);
+        let view = RequestView::new(&none, Some("k=q1"), None);
+        assert_eq!(view.key(&sources).unwrap().key, "q1");
+        let with = headers(&[("idempotency-key", "h1")]);
+        let view = RequestView::new(&with, Some("k=q1"), None);
+        assert_eq!(view.key(&sources).unwrap().key, "h1");
+        let bad = headers(&[("idempotency-key", "\"open")]);
+        let view = RequestView::new(&bad, Some("k=q1"), None);
+        assert!(matches!(view.key(&sources), Err(KeyError::Invalid(_))));
+        let view = RequestView::new(&none, None, None);
+        assert_eq!(view.key(&sources), Err(KeyError::Missing));
+    }
+
+    #[test]
+    fn form_fields_need_a_form_body() {
+        let source = [KeySource::FormField("k".into())];
+        let form = headers(&[("content-type", "application/x-www-form-urlencoded")]);
+        let json = headers(&[("content-type", "application/json")]);
+        let body = Some(&b"a=1&k=f%2D1&k=f2"[..]);
+        assert_eq!(
+            RequestView::new(&form, None, body)
+                .key(&source)
+                .unwrap()
+                .key,
+            "f-1"
+        );
+        assert_eq!(
+            RequestView::new(&json, None, body).key(&source),
+            Err(KeyError::Missing)
+        );
+    }
+
+    #[test]
+    fn derive_needs_every_part_and_reads_numbers_canonically() {
+        let source = [derive(&["/order", "header:x-customer", "query:q"])];
+        let h = headers(&[("x-customer", " cus_9 ")]);
+        let found = RequestView::new(&h, Some("q=a+b"), Some(br#"{"order":42.0}"#))
+            .key(&source)
+            .unwrap();
+        assert!(found.derived);
+        let expected = derive::derive(&NS, [&b"42"[..], b"cus_9", b"a b"]);
+        assert_eq!(found.key, expected);
+        let missing = RequestView::new(&h, None, Some(br#"{"order":42}"#)).key(&source);
+        assert_eq!(missing, Err(KeyError::Missing));
+        let not_string = RequestView::new(&h, Some("q=1"), Some(br#"{"order":true}"#)).key(&source);
+        assert_eq!(not_string, Err(KeyError::Missing));
+    }
+
+    #[test]
+    fn json_pointer_keys_are_as_before() {
+        let source = [KeySource::JsonPointer("/id".into())];
+        let h = headers(&[]);
+        for (body, key) in [(r#"{"id":"abc"}"#, "abc"), (r#"{"id":1.50}"#, "1.5")] {
+            let view = RequestView::new(&h, None, Some(body.as_bytes()));
+            assert_eq!(view.key(&source).unwrap().key, key);
+            assert_eq!(
+                crate::key::from_json_body(body.as_bytes(), "/id").unwrap(),
+                key
+            );
+        }
+        let view = RequestView::new(&h, None, Some(br#"{"id":"a b"}"#));
+        assert!(matches!(view.key(&source), Err(KeyError::Invalid(_))));
+    }
+
+    #[test]
+    fn derive_parts_parse() {
+        assert_eq!(
+            DerivePart::parse("/a~1b"),
+            Ok(DerivePart::JsonPointer("/a~1b".into()))
+        );
+        assert_eq!(
+            DerivePart::parse("form:f"),
+            Ok(DerivePart::Form("f".into()))
+        );
+        assert!(DerivePart::parse("cookie:x").is_err());
+        assert!(DerivePart::parse("header:").is_err());
+        assert!(DerivePart::parse("header:bad name").is_err());
+        assert!(DerivePart::parse("a~2").is_err());
+        assert!(DerivePart::parse("/a~2").is_err());
+    }
+}
