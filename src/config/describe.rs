@@ -141,7 +141,7 @@ fn key_and_fingerprint_lines(policy: &Policy) -> Vec<(&'static str, String)> {
     }
     if !policy.release_classes.is_empty() {
         let classes = policy.release_classes.iter().map(|c| c.as_str().to_owned());
-        lines.push(("release classes", list(classes)));
+        lines.push(("release class", list(classes)));
     }
     if let Some(name) = &policy.expiry_header {
         lines.push(("expiry header", name.to_string()));

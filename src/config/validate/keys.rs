@@ -496,6 +496,50 @@ replay_values = ["new", "cached"]"#,
     }
 
     #[test]
+    fn check_prints_the_options_only_when_set() {
+        let text = |defaults: &str| format!("[defaults]\n{defaults}\n{ROUTE}");
+        let plain = parse(&text(""), Path::new("t.toml"), &|_| None).unwrap();
+        let plain = crate::config::describe(&plain);
+        assert!(
+            plain.contains("header idempotency-key, optional"),
+            "{plain}"
+        );
+        for absent in [
+            "key pattern",
+            "body ",
+            "release class",
+            "expiry",
+            "replay values",
+        ] {
+            assert!(!plain.contains(absent), "{absent}: {plain}");
+        }
+        let set = parse(
+            &text(&format!(
+                r#"key = [{{ header = "X-Key" }}, {{ derive = ["/id"], namespace = "{NS}" }}]
+key_pattern = "uuid"
+fingerprint_body = {{ exclude = ["/nonce"] }}
+release_statuses = ["5xx"]
+expiry_header = "Idempotency-Expires"
+replay_values = ["new", "cached"]"#
+            )),
+            Path::new("t.toml"),
+            &|_| None,
+        )
+        .unwrap();
+        let set = crate::config::describe(&set);
+        for line in [
+            format!("header x-key, else derive [/id] namespace {NS}, optional"),
+            "key pattern    \"uuid\"".to_owned(),
+            "body exclude   /nonce".to_owned(),
+            "release class  5xx".to_owned(),
+            "expiry header  idempotency-expires".to_owned(),
+            "replay values  new (fresh), cached (replayed)".to_owned(),
+        ] {
+            assert!(set.contains(&line), "{line}: {set}");
+        }
+    }
+
+    #[test]
     fn problem_base_is_an_absolute_uri() {
         let text = |base: &str| format!("[server]\nproblem_base = {base:?}\n{ROUTE}");
         let config = parse(
