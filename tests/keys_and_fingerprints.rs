@@ -68,6 +68,13 @@ key = [{ header = "Idempotency-Key" }, { derive = ["/order_id"], namespace = "{n
 required = true
 
 [[routes]]
+name = "quiet"
+upstream = "api"
+match = { path_prefix = "/v1/quiet" }
+key = { derive = ["/order_id"], namespace = "{ns}" }
+forward_key = false
+
+[[routes]]
 name = "query"
 upstream = "api"
 match = { path_prefix = "/v1/query" }
@@ -428,6 +435,25 @@ async fn alternatives_take_the_header_else_derive() {
         400,
         "invalid-key",
     );
+    assert_eq!(upstream.total(), 2);
+}
+
+#[tokio::test]
+async fn a_derived_key_is_not_forwarded_when_forward_key_is_false() {
+    let (_dir, upstream, gateway) = setup("kf-quiet").await;
+    // Python: uuid.uuid5(UUID(NS), "2:42")
+    let derived = "a59861a3-0365-5163-b8be-d19cea93c249";
+    let json = [("content-type", "application/json")];
+    let first = post(&gateway, "/v1/quiet", &json, r#"{"order_id":42}"#).await;
+    assert_eq!(first.status, 201);
+    assert_eq!(first.header("idempotency-key"), Some(derived));
+    assert_eq!(upstream.executions(""), 1, "the upstream got no key");
+    assert_replayed(&post(&gateway, "/v1/quiet", &json, r#"{"order_id":42}"#).await);
+    // Without the business id there is no key: forwarded untouched.
+    let unkeyed = post(&gateway, "/v1/quiet", &json, r#"{"other":1}"#).await;
+    assert_eq!(unkeyed.status, 201);
+    assert_eq!(unkeyed.header("idempotent-replayed"), None);
+    assert_eq!(unkeyed.header("idempotency-key"), None);
     assert_eq!(upstream.total(), 2);
 }
 
