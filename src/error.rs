@@ -2,7 +2,11 @@
 //! `code`, RFC 9457 problem body, `Retry-After`, and the metric outcome.
 //!
 //! The problem `type` is a relative URI reference equal to the `code`
-//! (e.g. `"type": "key-in-flight"`), so clients can match either member.
+//! (e.g. `"type": "key-in-flight"`), so clients can match either member;
+//! with `[server] problem_base` it is that base + the code, and the answer
+//! links it (`Link: <...>; rel="describedby"`).
+
+pub mod problem_base;
 
 use std::time::Duration;
 
@@ -96,6 +100,8 @@ pub enum GatewayError {
 struct Problem<'a> {
     #[serde(rename = "type")]
     kind: &'a str,
+    #[serde(skip)]
+    link: Option<HeaderValue>,
     title: &'a str,
     status: u16,
     detail: String,
@@ -289,23 +295,37 @@ impl GatewayError {
 
     /// The problem+json body bytes.
     pub fn body(&self) -> Vec<u8> {
+        self.body_and_link().0
+    }
+
+    /// The body, and the `Link` to the problem's documentation when there is one.
+    pub fn body_and_link(&self) -> (Vec<u8>, Option<HeaderValue>) {
         let code = self.code();
+        let (kind, link) = problem_base::problem_type(code);
         let problem = Problem {
-            kind: code,
+            kind: &kind,
+            link,
             title: self.title(),
             status: self.status().as_u16(),
             detail: self.detail(),
             code,
         };
         // Serializing a struct of strings and integers cannot fail.
-        serde_json::to_vec(&problem).unwrap_or_default()
+        (
+            serde_json::to_vec(&problem).unwrap_or_default(),
+            problem.link,
+        )
     }
 
     pub fn to_response(&self) -> Response<Body> {
-        let mut response = Response::new(body::full(self.body()));
+        let (body, link) = self.body_and_link();
+        let mut response = Response::new(body::full(body));
         *response.status_mut() = self.status();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        if let Some(link) = link {
+            headers.insert(header::LINK, link);
+        }
         if let Some(after) = self.retry_after() {
             headers.insert(header::RETRY_AFTER, retry_after_value(after));
         }

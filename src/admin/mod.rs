@@ -122,7 +122,7 @@ impl AdminPlane {
             ReloadOutcome::Rejected { errors } => (
                 StatusCode::BAD_REQUEST,
                 serde_json::json!({
-                    "type": "invalid-config",
+                    "type": crate::error::problem_base::problem_type("invalid-config").0,
                     "title": "The configuration file is invalid; the running configuration stays",
                     "status": 400,
                     "detail": errors.join("\n"),
@@ -131,12 +131,14 @@ impl AdminPlane {
                 }),
             ),
         };
-        let content_type = if status == StatusCode::OK {
-            "application/json"
-        } else {
-            PROBLEM_JSON
-        };
-        json(status, content_type, &document)
+        if status == StatusCode::OK {
+            return json(status, "application/json", &document);
+        }
+        let mut response = json(status, PROBLEM_JSON, &document);
+        if let (_, Some(link)) = crate::error::problem_base::problem_type("invalid-config") {
+            response.headers_mut().insert(header::LINK, link);
+        }
+        response
     }
 }
 

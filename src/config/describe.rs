@@ -103,10 +103,12 @@ fn matcher(matcher: &RouteMatch) -> String {
 }
 
 fn policy(out: &mut String, policy: &Policy) {
-    let key = match &policy.key {
-        KeySource::Header(name) => format!("header {name}"),
-        KeySource::JsonPointer(pointer) => format!("json_pointer {pointer:?}"),
-    };
+    let key = policy
+        .key
+        .iter()
+        .map(KeySource::describe)
+        .collect::<Vec<_>>()
+        .join(", else ");
     let in_flight = match policy.on_in_flight {
         InFlightMode::Conflict => "conflict".to_owned(),
         InFlightMode::Wait => format!("wait {}", format_duration(policy.wait_timeout)),
@@ -161,9 +163,53 @@ fn policy(out: &mut String, policy: &Policy) {
         ),
     ];
     let _ = writeln!(out, "  policy    idempotent");
-    for (name, value) in lines {
+    for (name, value) in lines.into_iter().chain(key_and_fingerprint_lines(policy)) {
         let _ = writeln!(out, "    {name:<15}{value}");
     }
+}
+
+/// The key and fingerprint options, each only when it is not the default, so
+/// a config that does not use them reads as before.
+fn key_and_fingerprint_lines(policy: &Policy) -> Vec<(&'static str, String)> {
+    let mut lines = Vec::new();
+    if let Some(pattern) = &policy.key_pattern {
+        lines.push(("key pattern", format!("{:?}", pattern.as_str())));
+    }
+    match &policy.fingerprint_body {
+        crate::key::FingerprintBody::Whole => {}
+        crate::key::FingerprintBody::Exclude(pointers) => {
+            lines.push(("body exclude", list(pointers.as_written().iter().cloned())));
+        }
+        crate::key::FingerprintBody::Include(pointers) => {
+            lines.push(("body include", list(pointers.as_written().iter().cloned())));
+        }
+    }
+    if policy.canonical_form {
+        lines.push(("canonical_form", "true".to_owned()));
+    }
+    if !policy.release_classes.is_empty() {
+        let classes = policy.release_classes.iter().map(|c| c.as_str().to_owned());
+        lines.push(("release class", list(classes)));
+    }
+    if let Some(name) = &policy.expiry_header {
+        lines.push(("expiry header", name.to_string()));
+    }
+    if !policy.replay_headers.is_empty() {
+        let names = policy.replay_headers.iter().map(ToString::to_string);
+        lines.push(("replay only", list(names)));
+    }
+    if policy.replay_values != crate::config::ReplayValues::default() {
+        let value = |v: &http::HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
+        lines.push((
+            "replay values",
+            format!(
+                "{} (fresh), {} (replayed)",
+                value(&policy.replay_values.fresh),
+                value(&policy.replay_values.replayed)
+            ),
+        ));
+    }
+    lines
 }
 
 fn list(items: impl Iterator<Item = String>) -> String {

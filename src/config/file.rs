@@ -47,6 +47,7 @@ pub struct ServerFile {
     pub max_headers: Option<Int>,
     pub shutdown_grace: Option<Dur>,
     pub tls: Option<Spanned<TlsFile>>,
+    pub problem_base: Option<Text>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -117,14 +118,22 @@ pub struct UpstreamTlsFile {
     pub key: Option<Text>,
 }
 
-/// `key = { header = "..." }` or `key = { json_pointer = "..." }`; exactly one is
-/// checked in `validate` so that both-or-neither is a located, collected error.
+/// `key = { header = "..." }`, `{ json_pointer = "..." }`, `{ query = "..." }`,
+/// `{ form_field = "..." }` or `{ derive = [...], namespace = "..." }`; exactly
+/// one is checked in `validate` so that both-or-neither is a located,
+/// collected error.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KeyFile {
     pub header: Option<Text>,
     pub json_pointer: Option<Text>,
+    pub query: Option<Text>,
+    pub form_field: Option<Text>,
+    pub derive: Option<TextList>,
+    pub namespace: Option<Text>,
 }
+
+pub use super::file_keys::{FingerprintBodyFile, KeyInput, StatusInput};
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -141,7 +150,7 @@ macro_rules! with_policy_fields {
     ($(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }) => {
         with_policy_fields!(@emit $(#[$meta])* $name { $($(#[$fmeta])* $field: $ty,)* } [
             methods: Option<TextList>,
-            key: Option<Spanned<KeyFile>>,
+            key: Option<Spanned<KeyInput>>,
             required: Option<Spanned<bool>>,
             retention: Option<Dur>,
             lock_timeout: Option<Dur>,
@@ -150,12 +159,18 @@ macro_rules! with_policy_fields {
             scope: Option<TextList>,
             fingerprint: Option<TextList>,
             canonical_json: Option<Spanned<bool>>,
-            release_statuses: Option<Spanned<Vec<Int>>>,
+            release_statuses: Option<Spanned<Vec<Spanned<StatusInput>>>>,
             forward_key: Option<Spanned<bool>>,
             replay_header: Option<Text>,
             replay_exclude_headers: Option<TextList>,
             on_store_error: Option<Text>,
             max_in_flight: Option<Int>,
+            key_pattern: Option<Text>,
+            fingerprint_body: Option<Spanned<FingerprintBodyFile>>,
+            canonical_form: Option<Spanned<bool>>,
+            expiry_header: Option<Text>,
+            replay_headers: Option<TextList>,
+            replay_values: Option<TextList>,
         ]);
     };
     (@emit $(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }

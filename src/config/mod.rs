@@ -7,6 +7,7 @@
 mod describe;
 mod error;
 mod file;
+mod file_keys;
 mod model;
 mod store_key;
 mod units;

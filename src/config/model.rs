@@ -2,7 +2,8 @@
 //!
 //! Everything here is already validated and defaulted; no field needs a second
 //! check downstream. It knows nothing of hyper or of the store: header names are
-//! lower-case strings, methods upper-case strings, durations `std::time::Duration`.
+//! lower-case strings (the newer fields: `http::HeaderName`), methods upper-case
+//! strings, durations `std::time::Duration`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -39,6 +40,9 @@ pub struct ServerConfig {
     pub max_headers: usize,
     pub shutdown_grace: Duration,
     pub tls: Option<TlsConfig>,
+    /// `problem_base`: every problem's `type` is this + its code, and the
+    /// answer links it as `describedby`. `None`: `type` is the code.
+    pub problem_base: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -176,7 +180,8 @@ pub struct RouteMatch {
 pub struct Policy {
     /// Upper-case methods the idempotency rules apply to; others pass through.
     pub methods: Vec<String>,
-    pub key: KeySource,
+    /// Tried in order; the first that yields a key wins. Never empty.
+    pub key: Vec<KeySource>,
     pub required: bool,
     pub retention: Duration,
     pub lock_timeout: Duration,
@@ -195,14 +200,64 @@ pub struct Policy {
     /// Most keyed executions of the route running at once; past it a new key
     /// gets 503 + Retry-After and is freed. 0: no limit.
     pub max_in_flight: usize,
+    /// The form every key a client sends must have (`None`: any).
+    pub key_pattern: Option<KeyPattern>,
+    pub fingerprint_body: FingerprintBody,
+    /// Form bodies compare by their decoded fields, sorted by name.
+    pub canonical_form: bool,
+    /// Classes of upstream statuses that free the key, beside `release_statuses`.
+    pub release_classes: Vec<StatusClass>,
+    /// Carries the record's expiry (an HTTP-date) on answers under a key.
+    pub expiry_header: Option<HeaderName>,
+    /// Non-empty: only these answer headers are stored and replayed
+    /// (`Content-Type` always is).
+    pub replay_headers: Vec<HeaderName>,
+    /// The marker's values on a fresh and on a replayed answer.
+    pub replay_values: ReplayValues,
 }
 
+pub use crate::key::{FingerprintBody, KeyPattern, KeySource};
+use http::{HeaderName, HeaderValue};
+
+/// A class of HTTP statuses in `release_statuses`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusClass {
+    /// `"4xx"`
+    ClientError,
+    /// `"5xx"`
+    ServerError,
+}
+
+impl StatusClass {
+    pub fn contains(self, status: u16) -> bool {
+        match self {
+            StatusClass::ClientError => (400..500).contains(&status),
+            StatusClass::ServerError => (500..600).contains(&status),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatusClass::ClientError => "4xx",
+            StatusClass::ServerError => "5xx",
+        }
+    }
+}
+
+/// `replay_values = [fresh, replayed]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeySource {
-    /// Lower-case header name.
-    Header(String),
-    /// RFC 6901 JSON pointer into the request body, e.g. `/id`.
-    JsonPointer(String),
+pub struct ReplayValues {
+    pub fresh: HeaderValue,
+    pub replayed: HeaderValue,
+}
+
+impl Default for ReplayValues {
+    fn default() -> Self {
+        Self {
+            fresh: HeaderValue::from_static("false"),
+            replayed: HeaderValue::from_static("true"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 
 mod context;
 mod encryption;
+mod keys;
 mod names;
 mod policy;
 mod regions;

@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::header::{self, HeaderName};
+use http::header;
 use http::response::Parts;
 use http::{HeaderMap, Response};
 use http_body::{Frame, SizeHint};
@@ -130,20 +130,20 @@ pub fn stored(
     parts: &Parts,
     body: Bytes,
     body_omitted: bool,
-    exclude: &[HeaderName],
+    kept: super::replay::Kept<'_>,
 ) -> StoredResponse {
     StoredResponse {
         status: parts.status.as_u16(),
-        headers: kept_headers(&parts.headers, exclude).into(),
+        headers: kept_headers(&parts.headers, kept).into(),
         body,
         body_omitted,
     }
 }
 
-fn kept_headers(headers: &HeaderMap, exclude: &[HeaderName]) -> Vec<(String, Bytes)> {
+fn kept_headers(headers: &HeaderMap, kept: super::replay::Kept<'_>) -> Vec<(String, Bytes)> {
     headers
         .iter()
-        .filter(|(name, _)| **name != header::DATE && !exclude.contains(name))
+        .filter(|(name, _)| **name != header::DATE && kept.keeps(name))
         .map(|(name, value)| {
             (
                 name.as_str().to_string(),

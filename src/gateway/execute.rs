@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
 use http::Request;
@@ -122,15 +122,15 @@ impl Execution {
                     .outcome_unknown(guard, GatewayError::OutcomeUnknownBroken)
                     .await
             }
-            Ok(response)
-                if policy
-                    .release_statuses
-                    .contains(&response.status().as_u16()) =>
-            {
+            Ok(response) if policy.releases(response.status().as_u16()) => {
                 record.release(guard).await;
                 let mut response = stream_response(response);
                 replay::drop_gateway_fields(response.headers_mut());
-                replay::mark(response.headers_mut(), &policy.replay_header, false);
+                replay::mark(
+                    response.headers_mut(),
+                    &policy.replay_header,
+                    &policy.replay_values.fresh,
+                );
                 Answer::new(response, Outcome::Released)
             }
             // Stored, the answer would lose the coding its body still
@@ -192,13 +192,16 @@ struct Recorder<'a> {
 
 impl Recorder<'_> {
     async fn answered(&self, guard: LeaseGuard, captured: Captured) -> Answer {
-        let exclude = &self.policy.replay_exclude_headers;
-        let (parts, body) = match captured {
+        let kept = replay::Kept {
+            exclude: &self.policy.replay_exclude_headers,
+            only: &self.policy.replay_headers,
+        };
+        let (parts, body, expires_at) = match captured {
             Captured::Whole { mut parts, body } => {
                 replay::drop_gateway_fields(&mut parts.headers);
-                let stored = capture::stored(&parts, body.clone(), false, exclude);
-                self.complete(guard, &stored).await;
-                (parts, body::full(body))
+                let stored = capture::stored(&parts, body.clone(), false, kept);
+                let expires_at = self.complete(guard, &stored).await;
+                (parts, body::full(body), expires_at)
             }
             Captured::Oversized {
                 mut parts,
@@ -206,34 +209,51 @@ impl Recorder<'_> {
                 rest,
             } => {
                 replay::drop_gateway_fields(&mut parts.headers);
-                let stored = capture::stored(&parts, Bytes::new(), true, exclude);
-                self.complete(guard, &stored).await;
-                (parts, capture::resume(prefix, rest))
+                let stored = capture::stored(&parts, Bytes::new(), true, kept);
+                let expires_at = self.complete(guard, &stored).await;
+                (parts, capture::resume(prefix, rest), expires_at)
             }
         };
         let mut response = http::Response::from_parts(parts, body);
-        replay::mark(response.headers_mut(), &self.policy.replay_header, false);
+        replay::mark(
+            response.headers_mut(),
+            &self.policy.replay_header,
+            &self.policy.replay_values.fresh,
+        );
+        super::answer_headers::expiry(response.headers_mut(), self.policy, expires_at);
         Answer::new(response, Outcome::New)
     }
 
     /// The request was sent and its fate is unknown: the problem is stored like
     /// an answer, so a retry cannot run it a second time.
     async fn outcome_unknown(&self, guard: LeaseGuard, error: GatewayError) -> Answer {
+        let (body, link) = error.body_and_link();
+        let mut headers = vec![("content-type", Bytes::from_static(PROBLEM_JSON.as_bytes()))];
+        if let Some(link) = link {
+            headers.push(("link", Bytes::copy_from_slice(link.as_bytes())));
+        }
         let stored = StoredResponse {
             status: error.status().as_u16(),
-            headers: StoredResponse::header_list([("content-type", PROBLEM_JSON.as_bytes())]),
-            body: Bytes::from(error.body()),
+            headers: StoredResponse::header_list(headers),
+            body: Bytes::from(body),
             body_omitted: false,
         };
-        self.complete(guard, &stored).await;
-        Answer::new(
-            replay::fresh_from_stored(&stored, &self.policy.replay_header),
-            Outcome::OutcomeUnknown,
-        )
+        let expires_at = self.complete(guard, &stored).await;
+        let mut response = replay::fresh_from_stored(&stored, self.policy);
+        super::answer_headers::expiry(response.headers_mut(), self.policy, expires_at);
+        Answer::new(response, Outcome::OutcomeUnknown)
     }
 
-    async fn complete(&self, guard: LeaseGuard, stored: &StoredResponse) {
-        match guard.complete(stored, self.policy.retention).await {
+    /// Records the answer; `Some(expiry)` when it was recorded and the route
+    /// has an `expiry_header`.
+    async fn complete(&self, guard: LeaseGuard, stored: &StoredResponse) -> Option<SystemTime> {
+        let written = guard.complete(stored, self.policy.retention).await;
+        // Retention counts from completion: the store's instant is within
+        // the write just made.
+        // Only a route that tells it reads the clock for it.
+        let expires_at = (written.is_ok() && self.policy.expiry_header.is_some())
+            .then(|| SystemTime::now() + self.policy.retention);
+        match written {
             Ok(()) => {}
             Err(StoreError::Fenced) => tracing::warn!(
                 route = %self.id.route,
@@ -248,6 +268,7 @@ impl Recorder<'_> {
             ),
         }
         self.gateway.waiters.wake(self.id);
+        expires_at
     }
 
     async fn release(&self, guard: LeaseGuard) {

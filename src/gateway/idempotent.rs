@@ -11,14 +11,14 @@ use super::passthrough;
 use super::replay;
 use super::request_key::{self, KeyedRequest};
 use super::reserve::{self, Decision};
-use super::{Answer, Exchange, Gateway, identity};
+use super::{Answer, Exchange, Gateway, answer_headers, identity};
 use crate::body;
 use crate::config::StoreErrorMode;
 use crate::error::GatewayError;
-use crate::key;
+use crate::key::{self, KeySource};
 use crate::metrics::Outcome;
 use crate::proxy::prepare_request;
-use crate::route::{KeyLocation, RoutePolicy};
+use crate::route::RoutePolicy;
 use crate::store::{LeaseGuard, RecordId, StoreError};
 
 pub async fn run(
@@ -28,35 +28,40 @@ pub async fn run(
     request: Request<ClientBody>,
 ) -> Answer {
     let (mut head, incoming) = request.into_parts();
-    let (key, body) = match request_key::extract(policy, &head, incoming, gateway.body_idle).await {
-        Err(error) => {
-            let mut answer = Answer::error(error);
-            if declares_body(&head.headers) {
-                // The body may be left unread: the client must not reuse this
-                // connection for its next request (HTTP/2 drops the header).
-                answer
-                    .response
-                    .headers_mut()
-                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
-            }
-            return answer;
-        }
-        // Not boxed like `degraded` below, though it makes every keyed
-        // request's future larger: a key-less request would then pay an
-        // allocation of its own (docs/adr/0007-hot-path-costs.md).
-        Ok(KeyedRequest::Unkeyed { body }) => {
-            return match passthrough::forward(gateway, &exchange, Request::from_parts(head, body))
-                .await
-            {
-                Ok(mut response) => {
-                    replay::unmark(response.headers_mut(), &policy.replay_header);
-                    Answer::new(response, Outcome::Passthrough)
+    let (key, body, derived) =
+        match request_key::extract(policy, &head, incoming, gateway.body_idle).await {
+            Err(error) => {
+                let mut answer = Answer::error(error);
+                if declares_body(&head.headers) {
+                    // The body may be left unread: the client must not reuse this
+                    // connection for its next request (HTTP/2 drops the header).
+                    answer
+                        .response
+                        .headers_mut()
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
                 }
-                Err(error) => Answer::error(error),
-            };
-        }
-        Ok(KeyedRequest::Keyed { key, body }) => (key, body),
-    };
+                return answer;
+            }
+            // Not boxed like `degraded` below, though it makes every keyed
+            // request's future larger: a key-less request would then pay an
+            // allocation of its own (docs/adr/0007-hot-path-costs.md).
+            Ok(KeyedRequest::Unkeyed { body }) => {
+                return match passthrough::forward(
+                    gateway,
+                    &exchange,
+                    Request::from_parts(head, body),
+                )
+                .await
+                {
+                    Ok(mut response) => {
+                        replay::unmark(response.headers_mut(), &policy.replay_header);
+                        Answer::new(response, Outcome::Passthrough)
+                    }
+                    Err(error) => Answer::error(error),
+                };
+            }
+            Ok(KeyedRequest::Keyed { key, body, derived }) => (key, body, derived),
+        };
     let id = RecordId {
         route: exchange.route().name.clone(),
         scope: identity::scope(policy, &head, &exchange.client),
@@ -70,22 +75,48 @@ pub async fn run(
     }
     let fingerprint = identity::fingerprint(policy, &head, &body);
     // Whichever way the request goes on from here (executed, or forwarded
-    // without a record when the store is down), the key stays behind.
-    if !policy.forward_key
-        && let KeyLocation::Header(name) = &policy.key
-    {
-        head.headers.remove(name);
+    // without a record when the store is down), the key stays behind; a
+    // derived key goes on as the client's would have.
+    let derived = derived
+        .then(|| answer_headers::derived_key(&id.key))
+        .flatten();
+    if !policy.forward_key {
+        for source in &policy.key {
+            if let KeySource::Header(name) = source {
+                head.headers.remove(name);
+            }
+        }
+    } else if let Some(value) = &derived {
+        head.headers
+            .insert(answer_headers::IDEMPOTENCY_KEY, value.clone());
     }
+    let mut answer = under_key(gateway, exchange, policy, head, body, id, &fingerprint).await;
+    // The client, and the operator, can find the record of a derived key.
+    if let Some(value) = derived {
+        answer
+            .response
+            .headers_mut()
+            .insert(answer_headers::IDEMPOTENCY_KEY, value);
+    }
+    answer
+}
 
-    let answer = match reserve::reserve(gateway, policy, &id, &fingerprint).await {
-        Ok(Decision::Replay(stored)) => Answer::new(
-            replay::replayed(
-                &stored,
-                &policy.replay_header,
-                &policy.replay_exclude_headers,
-            ),
-            Outcome::Replayed,
-        ),
+/// Reserve, then execute or replay: every answer given under the key.
+async fn under_key(
+    gateway: &Arc<Gateway>,
+    exchange: Exchange,
+    policy: &RoutePolicy,
+    mut head: http::request::Parts,
+    body: bytes::Bytes,
+    id: RecordId,
+    fingerprint: &str,
+) -> Answer {
+    let answer = match reserve::reserve(gateway, policy, &id, fingerprint).await {
+        Ok(Decision::Replay(stored, expires_at)) => {
+            let mut response = replay::replayed(&stored, policy);
+            answer_headers::expiry(response.headers_mut(), policy, expires_at);
+            Answer::new(response, Outcome::Replayed)
+        }
         Ok(Decision::Mismatch) => Answer::error(GatewayError::FingerprintMismatch),
         Ok(Decision::Conflict { retry_after }) => {
             Answer::error(GatewayError::KeyInFlight { retry_after })

@@ -39,7 +39,17 @@ pub fn fingerprint(policy: &RoutePolicy, parts: &Parts, body: &[u8]) -> String {
         body,
         header: &header,
     };
-    key::fingerprint(&policy.fingerprint, &input, policy.canonical_json)
+    let rules = key::BodyRules {
+        canonical_json: policy.canonical_json,
+        fingerprint_body: &policy.fingerprint_body,
+        canonical_form: policy.canonical_form,
+        // Multipart bodies are always read by their parts.
+        content_type: parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .map(http::HeaderValue::as_bytes),
+    };
+    key::fingerprint_with(&policy.fingerprint, &input, &rules)
 }
 
 /// What a `header:NAME` part of scope or fingerprint reads; `name` is lower

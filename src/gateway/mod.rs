@@ -6,6 +6,7 @@
 //! error becomes an answer (see [`crate::error`]).
 
 mod answer;
+mod answer_headers;
 mod capture;
 mod execute;
 mod idempotent;
@@ -33,9 +34,10 @@ pub use runtime::Runtime;
 
 use crate::body::Body;
 use crate::error::{CONTROL_CHARACTERS, GatewayError, INVALID_HOST};
+use crate::key::KeySource;
 use crate::metrics::{Metrics, RouteMeters};
 use crate::proxy::{ClientInfo, Upstream};
-use crate::route::{self, KeyLocation, Route};
+use crate::route::{self, Route};
 use crate::store::Store;
 use crate::wire::fields::{TransferCodings, UnreadableFields};
 use crate::wire::host;
@@ -86,6 +88,7 @@ impl Gateway {
         body_idle: Duration,
     ) -> Self {
         runtime.announce_routes(&metrics);
+        crate::error::problem_base::set(runtime.config.server.problem_base.as_deref());
         Self {
             runtime: ArcSwap::from_pointee(runtime),
             store,
@@ -103,6 +106,7 @@ impl Gateway {
     /// Swaps in a new runtime; requests already running keep the one they started with.
     pub fn replace_runtime(&self, runtime: Runtime) {
         runtime.announce_routes(&self.metrics);
+        crate::error::problem_base::set(runtime.config.server.problem_base.as_deref());
         self.runtime.store(Arc::new(runtime));
     }
 
@@ -255,7 +259,9 @@ fn refuse_unreadable<B>(
         .and_then(|bound| bound.route.policy.as_ref())
         .filter(|policy| policy.applies_to(request.method()))
         .is_some_and(|policy| {
-            matches!(&policy.key, KeyLocation::Header(name) if unreadable.0.contains(name))
+            policy.key.iter().any(
+                |source| matches!(source, KeySource::Header(name) if unreadable.0.contains(name)),
+            )
         });
     Answer::error(if key_unreadable {
         GatewayError::InvalidKey("it holds control characters")

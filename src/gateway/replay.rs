@@ -5,6 +5,7 @@ use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Response, StatusCode};
 
 use crate::body::{self, Body};
+use crate::route::RoutePolicy;
 use crate::store::StoredResponse;
 use crate::wire::fields;
 
@@ -14,28 +15,59 @@ pub(super) const DEGRADED: HeaderName = HeaderName::from_static("idempotency-deg
 /// The gateway's own fields about a key, besides the marker.
 const GATEWAY_FIELDS: [HeaderName; 2] = [REPLAY_OMITTED, DEGRADED];
 
-/// A stored answer as a replay. `exclude` is the route's
-/// `replay_exclude_headers` now: a header added to it after an answer was
-/// stored is not replayed either ("never stored nor replayed").
-pub fn replayed(
-    stored: &StoredResponse,
-    marker: &HeaderName,
-    exclude: &[HeaderName],
-) -> Response<Body> {
-    from_stored(stored, marker, exclude, true)
+/// A stored answer as a replay. The route's `replay_exclude_headers` and
+/// `replay_headers` now apply: a header excluded (or no longer allowed)
+/// after an answer was stored is not replayed either ("never stored nor
+/// replayed").
+pub fn replayed(stored: &StoredResponse, policy: &RoutePolicy) -> Response<Body> {
+    let kept = Kept {
+        exclude: &policy.replay_exclude_headers,
+        only: &policy.replay_headers,
+    };
+    from_stored(
+        stored,
+        &policy.replay_header,
+        kept,
+        &policy.replay_values.replayed,
+    )
 }
 
 /// A stored answer given to the request that produced it (an outcome-unknown
 /// problem is stored first, then answered like this).
-pub fn fresh_from_stored(stored: &StoredResponse, marker: &HeaderName) -> Response<Body> {
-    from_stored(stored, marker, &[], false)
+pub fn fresh_from_stored(stored: &StoredResponse, policy: &RoutePolicy) -> Response<Body> {
+    from_stored(
+        stored,
+        &policy.replay_header,
+        Kept::ALL,
+        &policy.replay_values.fresh,
+    )
+}
+
+/// Which answer headers are stored and replayed: `replay_headers` (when
+/// not empty: only those, and `Content-Type`), less `replay_exclude_headers`.
+#[derive(Clone, Copy)]
+pub struct Kept<'a> {
+    pub exclude: &'a [HeaderName],
+    pub only: &'a [HeaderName],
+}
+
+impl Kept<'_> {
+    pub const ALL: Kept<'static> = Kept {
+        exclude: &[],
+        only: &[],
+    };
+
+    pub fn keeps(&self, name: &HeaderName) -> bool {
+        !self.exclude.contains(name)
+            && (self.only.is_empty() || *name == header::CONTENT_TYPE || self.only.contains(name))
+    }
 }
 
 fn from_stored(
     stored: &StoredResponse,
     marker: &HeaderName,
-    exclude: &[HeaderName],
-    replay: bool,
+    kept: Kept<'_>,
+    marker_value: &HeaderValue,
 ) -> Response<Body> {
     let body = if stored.body_omitted {
         body::empty()
@@ -51,7 +83,7 @@ fn from_stored(
         if let (Ok(name), Ok(value)) = (
             HeaderName::from_bytes(name.as_bytes()),
             HeaderValue::from_maybe_shared(value.clone()),
-        ) && !exclude.contains(&name)
+        ) && kept.keeps(&name)
         {
             headers.append(name, value);
         }
@@ -67,7 +99,7 @@ fn from_stored(
         // the body's own length.
         headers.remove(header::CONTENT_LENGTH);
     }
-    mark(headers, marker, replay);
+    mark(headers, marker, marker_value);
     response
 }
 
@@ -104,10 +136,10 @@ pub fn drop_gateway_fields(headers: &mut HeaderMap) {
     fields::remove_where(headers, |name| GATEWAY_FIELDS.contains(name));
 }
 
-/// Sets the replay marker, replacing any the upstream may have sent.
-pub fn mark(headers: &mut HeaderMap, marker: &HeaderName, replay: bool) {
-    let value = if replay { "true" } else { "false" };
-    headers.insert(marker.clone(), HeaderValue::from_static(value));
+/// Sets the replay marker (one of the route's `replay_values`), replacing
+/// any the upstream may have sent.
+pub fn mark(headers: &mut HeaderMap, marker: &HeaderName, value: &HeaderValue) {
+    headers.insert(marker.clone(), value.clone());
 }
 
 #[cfg(test)]
@@ -125,8 +157,8 @@ mod tests {
         from_stored(
             &stored,
             &HeaderName::from_static("idempotent-replayed"),
-            &[],
-            true,
+            Kept::ALL,
+            &HeaderValue::from_static("true"),
         )
     }
 

@@ -17,9 +17,12 @@ const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 pub enum Decision {
     Execute(Lease),
-    Replay(StoredResponse),
+    /// With the instant the record stops replaying, when the store says.
+    Replay(StoredResponse, Option<SystemTime>),
     Mismatch,
-    Conflict { retry_after: Duration },
+    Conflict {
+        retry_after: Duration,
+    },
 }
 
 pub async fn reserve(
@@ -30,9 +33,10 @@ pub async fn reserve(
 ) -> Result<Decision, StoreError> {
     let store = gateway.store();
     if policy.on_in_flight == InFlightMode::Conflict {
-        return Ok(decide(
-            store.reserve(id, fingerprint, policy.lock_timeout).await?,
-        ));
+        let (reservation, expires_at) = store
+            .reserve_with_expiry(id, fingerprint, policy.lock_timeout)
+            .await?;
+        return Ok(decide(reservation, expires_at));
     }
     let deadline = Instant::now() + policy.wait_timeout;
     loop {
@@ -43,13 +47,15 @@ pub async fn reserve(
         tokio::pin!(notified);
         notified.as_mut().enable();
 
-        let reservation = store.reserve(id, fingerprint, policy.lock_timeout).await?;
+        let (reservation, expires_at) = store
+            .reserve_with_expiry(id, fingerprint, policy.lock_timeout)
+            .await?;
         let Reservation::InFlight { lease_expires_at } = reservation else {
-            return Ok(decide(reservation));
+            return Ok(decide(reservation, expires_at));
         };
         let now = Instant::now();
         if now >= deadline {
-            return Ok(decide(Reservation::InFlight { lease_expires_at }));
+            return Ok(decide(Reservation::InFlight { lease_expires_at }, None));
         }
         let lease_left = lease_expires_at
             .duration_since(SystemTime::now())
@@ -64,10 +70,10 @@ pub async fn reserve(
     }
 }
 
-fn decide(reservation: Reservation) -> Decision {
+fn decide(reservation: Reservation, expires_at: Option<SystemTime>) -> Decision {
     match reservation {
         Reservation::Reserved(lease) => Decision::Execute(lease),
-        Reservation::Completed(stored) => Decision::Replay(stored),
+        Reservation::Completed(stored) => Decision::Replay(stored, expires_at),
         Reservation::Mismatch => Decision::Mismatch,
         Reservation::InFlight { .. } => Decision::Conflict {
             retry_after: DEFAULT_RETRY_AFTER,

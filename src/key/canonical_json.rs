@@ -286,6 +286,116 @@ fn string(s: &str, out: &mut Vec<u8>) {
     out.push(b'"');
 }
 
+/// Which members of a JSON body the fingerprint looks at (`fingerprint_body`).
+/// Pointers are given as their unescaped tokens ([`super::pointer::tokens`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Filter<'a> {
+    /// The document without the values at these pointers.
+    Exclude(&'a [Vec<String>]),
+    /// Only the values at these pointers, in configured order.
+    Include(&'a [Vec<String>]),
+}
+
+/// The canonical form of a JSON body seen through `filter`, or `None` (not
+/// JSON, or no canonical form: see [`canonical`]).
+///
+/// `Include` writes a JSON array with one entry per pointer: `[value]` when
+/// the pointer finds a value, `[]` when it does not, so an absent member never
+/// equals one that is `null`.
+pub fn canonical_filtered(body: &[u8], filter: Filter<'_>) -> Option<Vec<u8>> {
+    let mut doc: Json = serde_json::from_slice(body).ok()?;
+    let mut out = Vec::with_capacity(body.len());
+    match filter {
+        Filter::Exclude(pointers) => {
+            for tokens in pointers {
+                remove(&mut doc, tokens);
+            }
+            write(&doc, &mut out).ok()?;
+        }
+        Filter::Include(pointers) => {
+            out.push(b'[');
+            for (i, tokens) in pointers.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.push(b'[');
+                if let Some(value) = find(&doc, tokens) {
+                    write(value, &mut out).ok()?;
+                }
+                out.push(b']');
+            }
+            out.push(b']');
+        }
+    }
+    Some(out)
+}
+
+/// The value at a pointer (RFC 6901: an array index is digits without a
+/// leading zero). A name twice in an object finds nothing, as for
+/// [`canonical`], which refuses such a document: which twin counts is up to
+/// each reader.
+fn find<'d>(doc: &'d Json, tokens: &[String]) -> Option<&'d Json> {
+    let mut at = doc;
+    for token in tokens {
+        at = match at {
+            Json::Object(members) => {
+                let mut named = members.iter().filter(|(name, _)| name == token);
+                let (_, value) = named.next()?;
+                if named.next().is_some() {
+                    return None;
+                }
+                value
+            }
+            Json::Array(items) => items.get(array_index(token)?)?,
+            _ => return None,
+        };
+    }
+    Some(at)
+}
+
+/// Removes the value at a pointer, if there is one: an object's member (all
+/// members of that name), or an array's element (later elements move up).
+fn remove(doc: &mut Json, tokens: &[String]) {
+    let Some((last, path)) = tokens.split_last() else {
+        // `""` names the whole document: nothing is left of it.
+        *doc = Json::Null;
+        return;
+    };
+    let mut at = doc;
+    for token in path {
+        at = match at {
+            Json::Object(members) => match members.iter_mut().find(|(name, _)| name == token) {
+                Some((_, value)) => value,
+                None => return,
+            },
+            Json::Array(items) => match array_index(token).and_then(|i| items.get_mut(i)) {
+                Some(value) => value,
+                None => return,
+            },
+            _ => return,
+        };
+    }
+    match at {
+        Json::Object(members) => members.retain(|(name, _)| name != last),
+        Json::Array(items) => {
+            if let Some(i) = array_index(last).filter(|&i| i < items.len()) {
+                items.remove(i);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn array_index(token: &str) -> Option<usize> {
+    if token.is_empty() || (token.len() > 1 && token.starts_with('0')) {
+        return None;
+    }
+    if !token.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    token.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

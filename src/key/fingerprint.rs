@@ -2,7 +2,7 @@ use std::borrow::Cow;
 
 use sha2::{Digest, Sha256};
 
-use super::canonical_json;
+use super::body::BodyRules;
 use super::scope::update_len_prefixed;
 use crate::config::FingerprintPart;
 
@@ -18,13 +18,11 @@ pub struct FingerprintInput<'a> {
 }
 
 // One tag byte per field kind, so a value of one part can never be read as
-// another's. The body has two tags: raw bytes and canonical JSON, so a
+// another's. The body has a tag per way of reading it (`super::body`), so a
 // non-JSON body can never collide with some JSON body's canonical form.
 const TAG_METHOD: u8 = b'M';
 const TAG_PATH: u8 = b'P';
 const TAG_QUERY: u8 = b'Q';
-const TAG_BODY_RAW: u8 = b'B';
-const TAG_BODY_JSON: u8 = b'J';
 const TAG_HEADER: u8 = b'H';
 
 /// Hex hash of the configured parts of a request. With `canonical_json`, a body
@@ -43,6 +41,17 @@ pub fn fingerprint(
     input: &FingerprintInput<'_>,
     canonical_json: bool,
 ) -> String {
+    fingerprint_with(parts, input, &BodyRules::plain(canonical_json))
+}
+
+/// [`fingerprint`] with the route's body rules (`fingerprint_body`,
+/// `canonical_form`) and the request's `Content-Type`, which decides whether
+/// a body is read as multipart or as a form (see [`super::body`]).
+pub fn fingerprint_with(
+    parts: &[FingerprintPart],
+    input: &FingerprintInput<'_>,
+    rules: &BodyRules<'_>,
+) -> String {
     let mut h = Sha256::new();
     for part in parts {
         match part {
@@ -58,7 +67,7 @@ pub fn fingerprint(
                 h.update([TAG_QUERY]);
                 update_optional(&mut h, input.query.map(str::as_bytes));
             }
-            FingerprintPart::Body => body(&mut h, input.body, canonical_json),
+            FingerprintPart::Body => super::body::update(&mut h, input.body, rules),
             FingerprintPart::Header(name) => {
                 h.update([TAG_HEADER]);
                 update_len_prefixed(&mut h, name.as_bytes());
@@ -67,16 +76,6 @@ pub fn fingerprint(
         }
     }
     super::hex_lower(&h.finalize())
-}
-
-fn body(h: &mut Sha256, body: &[u8], canonical_json: bool) {
-    if canonical_json && let Some(canon) = canonical_json::canonical(body) {
-        h.update([TAG_BODY_JSON]);
-        update_len_prefixed(h, &canon);
-        return;
-    }
-    h.update([TAG_BODY_RAW]);
-    update_len_prefixed(h, body);
 }
 
 fn update_optional(h: &mut Sha256, value: Option<&[u8]>) {

@@ -3,21 +3,39 @@ use super::KeyError;
 const MALFORMED: &str = "malformed quoted string";
 const NOT_VISIBLE: &str = "contains a character that is not visible ASCII";
 
-/// The key carried by a header value: an RFC 8941 sf-string (`"abc"`, with `\"`
-/// and `\\` escapes) is unwrapped to its content, anything else is taken as is;
-/// then [`super::validate`]d.
+/// The key carried by a header value: an RFC 8941 sf-string (`"a b"`, with
+/// `\"` and `\\` escapes, parameters after it ignored) is unwrapped to its
+/// content, anything else is taken as is; then checked: a bare key is 1–255
+/// visible ASCII characters ([`super::validate`]), a quoted one may also hold
+/// spaces (RFC 8941 §3.3.3).
 pub fn from_header_value(value: &[u8]) -> Result<String, KeyError> {
     let trimmed = trim_ows(value);
-    let key = match trimmed.split_first() {
-        Some((b'"', rest)) => unquote(rest)?,
+    match trimmed.split_first() {
+        Some((b'"', rest)) => {
+            let (key, after) = unquote(rest)?;
+            parameters(after)?;
+            validate_quoted(&key)?;
+            Ok(key)
+        }
         _ => {
             // Non-UTF-8 bytes are all >= 0x80, i.e. not visible ASCII either.
             let s = std::str::from_utf8(trimmed).map_err(|_| KeyError::Invalid(NOT_VISIBLE))?;
-            s.to_owned()
+            super::validate(s)?;
+            Ok(s.to_owned())
         }
-    };
-    super::validate(&key)?;
-    Ok(key)
+    }
+}
+
+/// An unwrapped sf-string key: 1–255 characters, each printable ASCII
+/// (0x20..=0x7E, which `unquote` already ensured).
+fn validate_quoted(key: &str) -> Result<(), KeyError> {
+    if key.is_empty() {
+        return Err(KeyError::Invalid("empty"));
+    }
+    if key.len() > super::MAX_KEY_LEN {
+        return Err(KeyError::Invalid("longer than 255 characters"));
+    }
+    Ok(())
 }
 
 /// Strips optional whitespace (SP / HTAB, RFC 9110 OWS) at both ends.
@@ -31,8 +49,9 @@ fn trim_ows(mut v: &[u8]) -> &[u8] {
     v
 }
 
-/// Parses the rest of an sf-string after its opening quote (RFC 8941 §4.2.5).
-fn unquote(rest: &[u8]) -> Result<String, KeyError> {
+/// Parses the rest of an sf-string after its opening quote (RFC 8941
+/// §4.2.5): its content, and what follows the closing quote.
+fn unquote(rest: &[u8]) -> Result<(String, &[u8]), KeyError> {
     let mut out = String::with_capacity(rest.len());
     let mut iter = rest.iter();
     while let Some(&b) = iter.next() {
@@ -41,20 +60,87 @@ fn unquote(rest: &[u8]) -> Result<String, KeyError> {
                 Some(&c @ (b'"' | b'\\')) => out.push(char::from(c)),
                 _ => return Err(KeyError::Invalid(MALFORMED)),
             },
-            b'"' => {
-                // The closing quote must end the value: no parameters or
-                // trailing garbage are accepted in a key header.
-                if iter.as_slice().is_empty() {
-                    return Ok(out);
-                }
-                return Err(KeyError::Invalid(MALFORMED));
-            }
+            b'"' => return Ok((out, iter.as_slice())),
             0x20..=0x7E => out.push(char::from(b)),
             _ => return Err(KeyError::Invalid(NOT_VISIBLE)),
         }
     }
     // Ran out of input before the closing quote.
     Err(KeyError::Invalid(MALFORMED))
+}
+
+/// RFC 8941 §4.2.3.2 parameters after the item (`;v=2;final`): checked for
+/// form, then ignored. Anything else after the closing quote is malformed.
+fn parameters(mut rest: &[u8]) -> Result<(), KeyError> {
+    while let Some((b';', after)) = rest.split_first() {
+        rest = skip_spaces(after);
+        let key_len = param_key_len(rest).ok_or(KeyError::Invalid(MALFORMED))?;
+        rest = &rest[key_len..];
+        if let Some((b'=', after)) = rest.split_first() {
+            rest = bare_item(after)?;
+        }
+        rest = skip_spaces(rest);
+    }
+    if rest.is_empty() {
+        Ok(())
+    } else {
+        Err(KeyError::Invalid(MALFORMED))
+    }
+}
+
+fn skip_spaces(mut v: &[u8]) -> &[u8] {
+    while let Some((b' ', rest)) = v.split_first() {
+        v = rest;
+    }
+    v
+}
+
+/// `key = ( lcalpha / "*" ) *( lcalpha / DIGIT / "_" / "-" / "." / "*" )`
+fn param_key_len(v: &[u8]) -> Option<usize> {
+    match v.first() {
+        Some(b'a'..=b'z' | b'*') => Some(
+            v.iter()
+                .take_while(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' | b'.' | b'*'))
+                .count(),
+        ),
+        _ => None,
+    }
+}
+
+/// Skips one bare item (a parameter's value): integer or decimal, string,
+/// token, byte sequence or boolean. Returns what follows it.
+fn bare_item(v: &[u8]) -> Result<&[u8], KeyError> {
+    let malformed = KeyError::Invalid(MALFORMED);
+    let count = |v: &[u8], ok: fn(&u8) -> bool| v.iter().take_while(|b| ok(b)).count();
+    match v.first() {
+        Some(b'"') => unquote(&v[1..]).map(|(_, after)| after),
+        Some(b'-' | b'0'..=b'9') => {
+            let sign = usize::from(v[0] == b'-');
+            let digits = count(&v[sign..], |b| b.is_ascii_digit() || *b == b'.');
+            if digits == 0 {
+                return Err(malformed);
+            }
+            Ok(&v[sign + digits..])
+        }
+        Some(b'?') => match v.get(1) {
+            Some(b'0' | b'1') => Ok(&v[2..]),
+            _ => Err(malformed),
+        },
+        Some(b':') => {
+            let body = count(&v[1..], |b| b.is_ascii_alphanumeric() || b"+/=".contains(b));
+            match v.get(1 + body) {
+                Some(b':') => Ok(&v[2 + body..]),
+                _ => Err(malformed),
+            }
+        }
+        Some(b) if b.is_ascii_alphabetic() || *b == b'*' => {
+            let token = count(v, |b| {
+                b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~:/".contains(b)
+            });
+            Ok(&v[token..])
+        }
+        _ => Err(malformed),
+    }
 }
 
 #[cfg(test)]
@@ -102,8 +188,32 @@ mod tests {
         assert_eq!(invalid(b"\"abc"), MALFORMED);
         assert_eq!(invalid(b"\""), MALFORMED);
         assert_eq!(invalid(b"\"abc\"x"), MALFORMED);
-        assert_eq!(invalid(b"\"abc\";p=1"), MALFORMED);
         assert_eq!(invalid(b"\"a\"\"b\""), MALFORMED);
+    }
+
+    #[test]
+    fn sf_string_with_space_and_escapes() {
+        assert_eq!(ok(b"\"a b\""), "a b");
+        assert_eq!(ok(br#""say \"hi\"""#), "say \"hi\"");
+        assert_eq!(ok(br#"" \\ ""#), " \\ ");
+        // A bare key is as before: no space.
+        assert_eq!(invalid(b"a b"), NOT_VISIBLE);
+    }
+
+    #[test]
+    fn sf_string_parameters_are_ignored() {
+        assert_eq!(ok(b"\"k1\";v=2"), "k1");
+        assert_eq!(
+            ok(b"\"k1\"; v=2;final;t=\"x;y\";n=-1.5;b=?1;s=:aGk=:;*x=tok/en"),
+            "k1"
+        );
+        assert_eq!(invalid(b"\"k1\";"), MALFORMED);
+        assert_eq!(invalid(b"\"k1\";V=2"), MALFORMED);
+        assert_eq!(invalid(b"\"k1\";v="), MALFORMED);
+        assert_eq!(invalid(b"\"k1\";v=2 x"), MALFORMED);
+        assert_eq!(invalid(b"\"k1\";v=?2"), MALFORMED);
+        assert_eq!(invalid(b"\"k1\";v=:abc"), MALFORMED);
+        assert_eq!(invalid(b"\"k1\";v=\"open"), MALFORMED);
     }
 
     #[test]
@@ -116,7 +226,6 @@ mod tests {
     #[test]
     fn bad_characters() {
         assert_eq!(invalid(b"a b"), NOT_VISIBLE);
-        assert_eq!(invalid(b"\"a b\""), NOT_VISIBLE);
         assert_eq!(invalid(b"a\tb"), NOT_VISIBLE);
         assert_eq!(invalid(b"\"a\tb\""), NOT_VISIBLE);
         assert_eq!(invalid(b"a\x01b"), NOT_VISIBLE);
@@ -164,7 +273,9 @@ mod tests {
                 })
                 .collect();
             if let Ok(k) = from_header_value(&v) {
-                assert_eq!(super::super::validate(&k), Ok(()), "{v:?}");
+                // A quoted key may hold spaces; nothing else beyond visible ASCII.
+                assert!(!k.is_empty() && k.len() <= 255, "{v:?}");
+                assert!(k.bytes().all(|b| (0x20..=0x7E).contains(&b)), "{v:?}");
             }
         }
     }

@@ -32,7 +32,7 @@ pub fn from_json_body(body: &[u8], pointer: &str) -> Result<String, KeyError> {
 /// key. (What remains of the old collision: a record stored before this
 /// change under `1.2345678901234568e+22` for `12345678901234567890123` is
 /// still found by a body whose number is `1.2345678901234568e22` itself.)
-fn number_key(n: &Number) -> String {
+pub(super) fn number_key(n: &Number) -> String {
     let text = n.as_str();
     let integer = !text.contains(['.', 'e', 'E']) && text != "-0";
     let old = if integer && (text.parse::<u64>().is_ok() || text.parse::<i64>().is_ok()) {

@@ -1,20 +1,31 @@
 //! Idempotency keys and what they are compared by: extraction from a header
-//! (RFC 8941 string or bare token) or from a JSON body, validation, the scope
-//! hash that separates tenants, and the request fingerprint.
+//! (RFC 8941 string or bare token), a JSON body, a query parameter, a form
+//! field, or derived from business identifiers; validation, the scope hash
+//! that separates tenants, and the request fingerprint.
 //!
 //! Pure functions over bytes and strings: nothing here knows of hyper.
 
+pub mod body;
 pub mod canonical_json;
+pub mod derive;
 pub mod fingerprint;
+pub mod form;
 pub mod header;
 mod json_number;
 pub mod json_pointer;
+pub mod multipart;
+pub mod pattern;
+pub mod pointer;
 pub mod scope;
+pub mod source;
 
-pub use fingerprint::{FingerprintInput, fingerprint};
+pub use body::{BodyRules, FingerprintBody, Pointers};
+pub use fingerprint::{FingerprintInput, fingerprint, fingerprint_with};
 pub use header::from_header_value;
 pub use json_pointer::from_json_body;
+pub use pattern::KeyPattern;
 pub use scope::scope_hash;
+pub use source::{Derive, DerivePart, FoundKey, KeySource, RequestView};
 
 /// Why a request has no usable key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

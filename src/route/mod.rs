@@ -8,5 +8,5 @@ mod policy;
 mod table;
 
 pub use path::{is_dot_segment, resolve_dot_segments};
-pub use policy::{KeyLocation, RoutePolicy, ScopeSource};
+pub use policy::{RoutePolicy, ScopeSource};
 pub use table::{Route, RouteTable};

@@ -2,14 +2,10 @@ use std::time::Duration;
 
 use http::{HeaderName, Method};
 
-use crate::config::{FingerprintPart, InFlightMode, KeySource, Policy, ScopePart, StoreErrorMode};
-
-/// Where a request's key is read from.
-#[derive(Debug, Clone)]
-pub enum KeyLocation {
-    Header(HeaderName),
-    JsonPointer(String),
-}
+use crate::config::{
+    FingerprintBody, FingerprintPart, InFlightMode, KeyPattern, KeySource, Policy, ReplayValues,
+    ScopePart, StatusClass, StoreErrorMode,
+};
 
 /// One part of the scope hash.
 #[derive(Debug, Clone)]
@@ -22,7 +18,8 @@ pub enum ScopeSource {
 #[derive(Debug, Clone)]
 pub struct RoutePolicy {
     pub methods: Vec<Method>,
-    pub key: KeyLocation,
+    /// Tried in order (`crate::key::RequestView::key`); never empty.
+    pub key: Vec<KeySource>,
     pub required: bool,
     pub retention: Duration,
     pub lock_timeout: Duration,
@@ -40,6 +37,13 @@ pub struct RoutePolicy {
     pub max_request_body: u64,
     /// 0: no limit.
     pub max_in_flight: usize,
+    pub key_pattern: Option<KeyPattern>,
+    pub fingerprint_body: FingerprintBody,
+    pub canonical_form: bool,
+    pub release_classes: Vec<StatusClass>,
+    pub expiry_header: Option<HeaderName>,
+    pub replay_headers: Vec<HeaderName>,
+    pub replay_values: ReplayValues,
 }
 
 impl RoutePolicy {
@@ -47,12 +51,6 @@ impl RoutePolicy {
     /// cannot occur; it is skipped rather than trusted blindly.
     pub fn new(policy: &Policy, max_request_body: u64) -> Self {
         let header = |name: &str| HeaderName::from_bytes(name.as_bytes()).ok();
-        let key = match &policy.key {
-            KeySource::Header(name) => KeyLocation::Header(
-                header(name).unwrap_or(HeaderName::from_static("idempotency-key")),
-            ),
-            KeySource::JsonPointer(pointer) => KeyLocation::JsonPointer(pointer.clone()),
-        };
         let scope = policy
             .scope
             .iter()
@@ -69,7 +67,7 @@ impl RoutePolicy {
                 .iter()
                 .filter_map(|m| Method::from_bytes(m.as_bytes()).ok())
                 .collect(),
-            key,
+            key: policy.key.clone(),
             required: policy.required,
             retention: policy.retention,
             lock_timeout: policy.lock_timeout,
@@ -90,7 +88,24 @@ impl RoutePolicy {
             on_store_error: policy.on_store_error,
             max_request_body,
             max_in_flight: policy.max_in_flight,
+            key_pattern: policy.key_pattern.clone(),
+            fingerprint_body: policy.fingerprint_body.clone(),
+            canonical_form: policy.canonical_form,
+            release_classes: policy.release_classes.clone(),
+            expiry_header: policy.expiry_header.clone(),
+            replay_headers: policy.replay_headers.clone(),
+            replay_values: policy.replay_values.clone(),
         }
+    }
+
+    /// Whether an upstream answer of this status frees the key
+    /// (`release_statuses`: codes, and the classes "4xx" / "5xx").
+    pub fn releases(&self, status: u16) -> bool {
+        self.release_statuses.contains(&status)
+            || self
+                .release_classes
+                .iter()
+                .any(|class| class.contains(status))
     }
 
     pub fn applies_to(&self, method: &Method) -> bool {

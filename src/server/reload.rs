@@ -1,6 +1,8 @@
 //! Re-reading the config file while serving (SIGHUP, `POST /admin/reload`).
 //! A file that fails validation is refused whole and the running config stays.
 
+mod key_notes;
+
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -210,6 +212,7 @@ fn changed_identities(current: &Config, new: &Config) -> Vec<String> {
                 route.name
             ));
         }
+        notes.extend(key_notes::notes(&route.name, old, now));
     }
     notes
 }

@@ -115,20 +115,7 @@ pub fn match_path(text: &str, exact: bool) -> Result<String, String> {
 
 /// RFC 6901: empty (the whole body) or `/`-separated tokens with `~0`/`~1` escapes.
 pub fn json_pointer(text: &str) -> Result<String, String> {
-    if !text.is_empty() && !text.starts_with('/') {
-        return Err(format!(
-            "{text:?} is not a JSON pointer: it must be \"\" or start with \"/\""
-        ));
-    }
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '~' && !matches!(chars.next(), Some('0' | '1')) {
-            return Err(format!(
-                "{text:?} is not a JSON pointer: \"~\" must be followed by 0 or 1"
-            ));
-        }
-    }
-    Ok(text.to_owned())
+    crate::key::pointer::check(text).map(|()| text.to_owned())
 }
 
 /// A non-empty file path.

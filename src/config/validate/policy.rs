@@ -8,16 +8,22 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::context::Ctx;
+use super::keys;
 use super::names;
 use super::server::positive_duration;
-use crate::config::file::{KeyFile, PolicyFile};
-use crate::config::{FingerprintPart, InFlightMode, KeySource, Policy, ScopePart, StoreErrorMode};
+use crate::config::file::PolicyFile;
+use crate::config::{
+    FingerprintBody, FingerprintPart, InFlightMode, KeySource, Policy, ReplayValues, ScopePart,
+    StatusClass, StoreErrorMode,
+};
 
 /// The policy when `[defaults]` says nothing (docs/configuration.md).
 pub fn builtin() -> Policy {
     Policy {
         methods: vec!["POST".into(), "PATCH".into()],
-        key: KeySource::Header("idempotency-key".into()),
+        key: vec![KeySource::Header(http::HeaderName::from_static(
+            "idempotency-key",
+        ))],
         required: false,
         retention: Duration::from_secs(24 * 3600),
         lock_timeout: Duration::from_secs(60),
@@ -37,6 +43,13 @@ pub fn builtin() -> Policy {
         replay_exclude_headers: vec!["set-cookie".into()],
         on_store_error: StoreErrorMode::Reject,
         max_in_flight: 0,
+        key_pattern: None,
+        fingerprint_body: FingerprintBody::Whole,
+        canonical_form: false,
+        release_classes: Vec::new(),
+        expiry_header: None,
+        replay_headers: Vec::new(),
+        replay_values: ReplayValues::default(),
     }
 }
 
@@ -50,7 +63,9 @@ pub fn resolve(ctx: &mut Ctx<'_>, base: &Policy, file: &PolicyFile, prefix: &str
     if let Some(methods) = list(ctx, file.methods.as_ref(), &field("methods"), names::method) {
         policy.methods = methods;
     }
-    policy.key = ctx.value(file.key.as_ref(), &field("key"), base.key.clone(), key);
+    if let Some(sources) = keys::sources(ctx, file.key.as_ref(), &field("key")) {
+        policy.key = sources;
+    }
     policy.required = flag(&file.required, base.required);
     policy.retention = ctx.value(
         file.retention.as_ref(),
@@ -92,8 +107,9 @@ pub fn resolve(ctx: &mut Ctx<'_>, base: &Policy, file: &PolicyFile, prefix: &str
         policy.fingerprint = parts;
     }
     policy.canonical_json = flag(&file.canonical_json, base.canonical_json);
-    if let Some(statuses) = release_statuses(ctx, file, &field("release_statuses")) {
+    if let Some((statuses, classes)) = release_statuses(ctx, file, &field("release_statuses")) {
         policy.release_statuses = statuses;
+        policy.release_classes = classes;
     }
     policy.forward_key = flag(&file.forward_key, base.forward_key);
     policy.replay_header = ctx.value(
@@ -127,6 +143,7 @@ pub fn resolve(ctx: &mut Ctx<'_>, base: &Policy, file: &PolicyFile, prefix: &str
         base.max_in_flight,
         |n| usize::try_from(*n).map_err(|_| format!("must be 0 (no limit) or more (got {n})")),
     );
+    key_and_fingerprint(ctx, base, file, &mut policy, &field);
     if let Some(methods) = &file.methods
         && methods.get_ref().is_empty()
     {
@@ -170,14 +187,6 @@ fn list<T: PartialEq>(
     ok.then_some(values)
 }
 
-fn key(file: &KeyFile) -> Result<KeySource, String> {
-    match (&file.header, &file.json_pointer) {
-        (Some(header), None) => names::header_name(header.get_ref()).map(KeySource::Header),
-        (None, Some(pointer)) => names::json_pointer(pointer.get_ref()).map(KeySource::JsonPointer),
-        _ => Err("give exactly one of { header = \"...\" } or { json_pointer = \"/...\" }".into()),
-    }
-}
-
 fn scope_part(text: &str) -> Result<ScopePart, String> {
     match text.strip_prefix("header:") {
         Some(name) => names::header_name(name).map(ScopePart::Header),
@@ -206,11 +215,30 @@ fn fingerprint_part(text: &str) -> Result<FingerprintPart, String> {
 /// Final statuses the upstream may answer that free the key instead of being
 /// stored. A 2xx is refused: it means the effect happened, and releasing it would
 /// let a retry run the request twice. A 1xx is never a final answer.
-fn release_statuses(ctx: &mut Ctx<'_>, file: &PolicyFile, field: &str) -> Option<Vec<u16>> {
+fn release_statuses(
+    ctx: &mut Ctx<'_>,
+    file: &PolicyFile,
+    field: &str,
+) -> Option<(Vec<u16>, Vec<StatusClass>)> {
     let mut ok = true;
     let mut statuses = Vec::new();
-    for (i, status) in file.release_statuses.as_ref()?.get_ref().iter().enumerate() {
-        let message = match *status.get_ref() {
+    let mut classes = Vec::new();
+    for (i, entry) in file.release_statuses.as_ref()?.get_ref().iter().enumerate() {
+        let status = match keys::status_or_class(entry.get_ref()) {
+            Ok(Ok(status)) => i64::from(status),
+            Ok(Err(class)) => {
+                if !classes.contains(&class) {
+                    classes.push(class);
+                }
+                continue;
+            }
+            Err(message) => {
+                ok = false;
+                ctx.error(Some(entry.span()), format!("{field}[{i}]"), message);
+                continue;
+            }
+        };
+        let message = match status {
             s if !(100..=599).contains(&s) => {
                 Some(format!("{s} is not an HTTP status (100..=599)"))
             }
@@ -220,7 +248,7 @@ fn release_statuses(ctx: &mut Ctx<'_>, file: &PolicyFile, field: &str) -> Option
             )),
             _ => None,
         };
-        match (message, u16::try_from(*status.get_ref())) {
+        match (message, u16::try_from(status)) {
             (None, Ok(s)) => {
                 if !statuses.contains(&s) {
                     statuses.push(s);
@@ -229,9 +257,56 @@ fn release_statuses(ctx: &mut Ctx<'_>, file: &PolicyFile, field: &str) -> Option
             (message, _) => {
                 ok = false;
                 let message = message.unwrap_or_else(|| "not an HTTP status".into());
-                ctx.error(Some(status.span()), format!("{field}[{i}]"), message);
+                ctx.error(Some(entry.span()), format!("{field}[{i}]"), message);
             }
         }
     }
-    ok.then_some(statuses)
+    ok.then_some((statuses, classes))
+}
+
+/// The fields of keys and fingerprints for real clients, over `base`.
+fn key_and_fingerprint(
+    ctx: &mut Ctx<'_>,
+    base: &Policy,
+    file: &PolicyFile,
+    policy: &mut Policy,
+    field: &dyn Fn(&str) -> String,
+) {
+    policy.key_pattern = ctx.value(
+        file.key_pattern.as_ref(),
+        &field("key_pattern"),
+        base.key_pattern.clone(),
+        |text| keys::pattern(text),
+    );
+    if let Some(body) = keys::fingerprint_body(
+        ctx,
+        file.fingerprint_body.as_ref(),
+        &field("fingerprint_body"),
+    ) {
+        policy.fingerprint_body = body;
+    }
+    policy.canonical_form = file
+        .canonical_form
+        .as_ref()
+        .map_or(base.canonical_form, |v| *v.get_ref());
+    policy.expiry_header = ctx.value(
+        file.expiry_header.as_ref(),
+        &field("expiry_header"),
+        base.expiry_header.clone(),
+        |text| keys::expiry_header(text),
+    );
+    if let Some(headers) = list(
+        ctx,
+        file.replay_headers.as_ref(),
+        &field("replay_headers"),
+        keys::replay_header,
+    ) {
+        policy.replay_headers = headers;
+    }
+    if let Some(values) = &file.replay_values {
+        match keys::replay_values(values) {
+            Ok(values) => policy.replay_values = values,
+            Err(message) => ctx.error(Some(values.span()), field("replay_values"), message),
+        }
+    }
 }

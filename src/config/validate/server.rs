@@ -88,6 +88,30 @@ pub fn server(ctx: &mut Ctx<'_>, file: &ServerFile) -> ServerConfig {
             .tls
             .as_ref()
             .and_then(|tls| server_tls(ctx, tls, "server.tls")),
+        problem_base: ctx.value(
+            file.problem_base.as_ref(),
+            "server.problem_base",
+            None,
+            |text| problem_base(text).map(Some),
+        ),
+    }
+}
+
+/// An absolute URI that problem codes are appended to; it goes into a `Link`
+/// header between `<` and `>`, so it holds no space, quote or angle bracket.
+fn problem_base(text: &str) -> Result<String, String> {
+    let plain = text
+        .bytes()
+        .all(|b| (0x21..=0x7E).contains(&b) && !b"<>\"\\^`{|}".contains(&b));
+    let absolute = text
+        .parse::<http::Uri>()
+        .is_ok_and(|uri| uri.scheme().is_some() && uri.authority().is_some());
+    if plain && absolute {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "{text:?} is not an absolute URI such as \"https://docs.example.com/errors/\""
+        ))
     }
 }
 

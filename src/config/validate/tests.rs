@@ -86,7 +86,12 @@ fn store_admin_upstream_defaults() {
 fn policy_defaults() {
     let policy = ok(MINIMAL).routes[0].policy.clone();
     assert_eq!(policy.methods, ["POST", "PATCH"]);
-    assert_eq!(policy.key, KeySource::Header("idempotency-key".into()));
+    assert_eq!(
+        policy.key,
+        [KeySource::Header(http::HeaderName::from_static(
+            "idempotency-key"
+        ))]
+    );
     assert!(!policy.required);
     assert_eq!(policy.retention, Duration::from_secs(86_400));
     assert_eq!(policy.lock_timeout, Duration::from_secs(60));
@@ -332,7 +337,7 @@ key = { json_pointer = "/id" }
     assert_eq!(b.policy.methods, ["DELETE"]);
     assert_eq!(b.policy.scope, []);
     assert_eq!(b.policy.retention, Duration::from_millis(500));
-    assert_eq!(b.policy.key, KeySource::JsonPointer("/id".into()));
+    assert_eq!(b.policy.key, [KeySource::JsonPointer("/id".into())]);
     assert_eq!(b.policy.release_statuses, [503]);
 }
 
@@ -828,7 +833,7 @@ fn shipped_postgres_example_is_valid() {
     assert!(pg.redis.is_some());
     assert_eq!(
         config.routes[0].policy.key,
-        KeySource::JsonPointer("/id".into())
+        [KeySource::JsonPointer("/id".into())]
     );
     assert_eq!(config.warnings, Vec::<String>::new());
 }

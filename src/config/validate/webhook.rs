@@ -10,24 +10,26 @@ use super::context::Ctx;
 use super::server::{env_name, positive_duration};
 use crate::config::file::{SecretsEnvFile, WebhookFile};
 use crate::config::{
-    DEFAULT_TOLERANCE, KeySource, Policy, WebhookConfig, WebhookScheme, WebhookSecret,
+    DEFAULT_TOLERANCE, KeySource, Policy, StatusClass, WebhookConfig, WebhookScheme,
+    WebhookSecret,
 };
+use http::HeaderName;
 
-/// The statuses a webhook route releases by default: any 5xx and 429, so a
+/// What a webhook route releases by default: any 5xx and 429, so a
 /// consumer's failure lets the sender's redelivery run again, while a
-/// success is stored and replayed and the sender stops. Spelled as codes
-/// until `release_statuses` has status classes (then: `["5xx", 429]`).
-pub fn default_release_statuses() -> Vec<u16> {
-    (500..=599).chain([429]).collect()
-}
+/// success is stored and replayed and the sender stops (`["5xx", 429]`).
+pub const DEFAULT_RELEASE_STATUSES: [u16; 1] = [429];
+pub const DEFAULT_RELEASE_CLASSES: [StatusClass; 1] = [StatusClass::ServerError];
 
 /// Where each scheme's senders put the event id.
 fn default_key(scheme: WebhookScheme) -> KeySource {
     match scheme {
-        WebhookScheme::Standard => KeySource::Header("webhook-id".into()),
+        WebhookScheme::Standard => KeySource::Header(HeaderName::from_static("webhook-id")),
         WebhookScheme::Stripe => KeySource::JsonPointer("/id".into()),
-        WebhookScheme::Github => KeySource::Header("x-github-delivery".into()),
-        WebhookScheme::Shopify => KeySource::Header("x-shopify-webhook-id".into()),
+        WebhookScheme::Github => KeySource::Header(HeaderName::from_static("x-github-delivery")),
+        WebhookScheme::Shopify => {
+            KeySource::Header(HeaderName::from_static("x-shopify-webhook-id"))
+        }
     }
 }
 
@@ -36,11 +38,12 @@ fn default_key(scheme: WebhookScheme) -> KeySource {
 pub fn route_defaults(inherited: &Policy, scheme: WebhookScheme) -> Policy {
     Policy {
         methods: vec!["POST".into()],
-        key: default_key(scheme),
+        key: vec![default_key(scheme)],
         required: true,
         // One sender per route: its event ids are its only namespace.
         scope: Vec::new(),
-        release_statuses: default_release_statuses(),
+        release_statuses: DEFAULT_RELEASE_STATUSES.to_vec(),
+        release_classes: DEFAULT_RELEASE_CLASSES.to_vec(),
         ..inherited.clone()
     }
 }
@@ -240,9 +243,11 @@ mod unit {
 
     #[test]
     fn webhook_release_defaults_are_every_5xx_and_429() {
-        let statuses = default_release_statuses();
-        assert_eq!(statuses.len(), 101);
-        assert!(statuses.contains(&500) && statuses.contains(&599) && statuses.contains(&429));
-        assert!(!statuses.contains(&499) && !statuses.contains(&200));
+        let releases = |status: u16| {
+            DEFAULT_RELEASE_STATUSES.contains(&status)
+                || DEFAULT_RELEASE_CLASSES.iter().any(|c| c.contains(status))
+        };
+        assert!(releases(500) && releases(599) && releases(429));
+        assert!(!releases(499) && !releases(200) && !releases(600));
     }
 }

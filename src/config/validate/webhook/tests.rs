@@ -69,10 +69,11 @@ fn a_webhook_route_takes_the_webhook_defaults() {
     }
     let policy = &route.policy;
     assert_eq!(policy.methods, ["POST"]);
-    assert_eq!(policy.key, KeySource::JsonPointer("/id".into()));
+    assert_eq!(policy.key, [KeySource::JsonPointer("/id".into())]);
     assert!(policy.required);
     assert!(policy.scope.is_empty());
-    assert_eq!(policy.release_statuses, super::default_release_statuses());
+    assert_eq!(policy.release_statuses, super::DEFAULT_RELEASE_STATUSES);
+    assert_eq!(policy.release_classes, super::DEFAULT_RELEASE_CLASSES);
     // The rest still comes from the built-in defaults.
     assert_eq!(policy.retention, Duration::from_secs(24 * 3600));
 }
@@ -83,17 +84,17 @@ fn each_scheme_keys_by_its_event_id() {
         (
             "standard",
             "STANDARD_SECRET",
-            KeySource::Header("webhook-id".into()),
+            KeySource::Header(http::HeaderName::from_static("webhook-id")),
         ),
         (
             "github",
             "GITHUB_SECRET",
-            KeySource::Header("x-github-delivery".into()),
+            KeySource::Header(http::HeaderName::from_static("x-github-delivery")),
         ),
         (
             "shopify",
             "GITHUB_SECRET",
-            KeySource::Header("x-shopify-webhook-id".into()),
+            KeySource::Header(http::HeaderName::from_static("x-shopify-webhook-id")),
         ),
         (
             "stripe",
@@ -105,7 +106,7 @@ fn each_scheme_keys_by_its_event_id() {
         let config = ok(&with_webhook(&format!(
             "webhook = {{ scheme = \"{scheme}\", secrets_env = \"{variable}\" }}"
         )));
-        assert_eq!(config.routes[0].policy.key, key, "{scheme}");
+        assert_eq!(config.routes[0].policy.key, [key], "{scheme}");
         let webhook = config.routes[0].webhook.as_ref().unwrap();
         assert_eq!(webhook.scheme.as_str(), scheme);
         assert_eq!(webhook.secrets.len(), 1);
@@ -139,9 +140,10 @@ retention = "72h"
     let policy = ok(&text).routes[0].policy.clone();
     assert_eq!(policy.methods, ["POST"]);
     assert!(policy.required);
-    assert_eq!(policy.key, KeySource::JsonPointer("/id".into()));
+    assert_eq!(policy.key, [KeySource::JsonPointer("/id".into())]);
     assert!(policy.scope.is_empty());
-    assert_eq!(policy.release_statuses, super::default_release_statuses());
+    assert_eq!(policy.release_statuses, super::DEFAULT_RELEASE_STATUSES);
+    assert_eq!(policy.release_classes, super::DEFAULT_RELEASE_CLASSES);
     assert_eq!(
         policy.retention,
         Duration::from_secs(72 * 3600),
@@ -156,8 +158,12 @@ retention = "72h"
     let policy = ok(&own).routes[0].policy.clone();
     assert_eq!(policy.methods, ["POST", "PUT"]);
     assert!(!policy.required);
-    assert_eq!(policy.key, KeySource::Header("stripe-event".into()));
+    assert_eq!(
+        policy.key,
+        [KeySource::Header(http::HeaderName::from_static("stripe-event"))]
+    );
     assert_eq!(policy.release_statuses, [502]);
+    assert!(policy.release_classes.is_empty(), "a route's own list replaces both");
     assert_eq!(policy.scope.len(), 1);
 }
 

@@ -1,0 +1,563 @@
+//! The key and fingerprint fields of a policy: key sources (one or a list),
+//! `key_pattern`, `fingerprint_body`, `release_statuses` classes, and the
+//! answer headers (`expiry_header`, `replay_headers`, `replay_values`). Each
+//! yields the typed value the request path uses.
+
+use http::{HeaderName, HeaderValue};
+use toml::Spanned;
+
+use super::context::Ctx;
+use super::names;
+use crate::config::file::{FingerprintBodyFile, KeyFile, KeyInput, StatusInput};
+use crate::config::{ReplayValues, StatusClass};
+use crate::key::{Derive, DerivePart, FingerprintBody, KeyPattern, KeySource, Pointers, pointer};
+
+/// `key`: `None` when absent or wrong (each error reported), so the inherited
+/// sources stay.
+pub fn sources(
+    ctx: &mut Ctx<'_>,
+    input: Option<&Spanned<KeyInput>>,
+    field: &str,
+) -> Option<Vec<KeySource>> {
+    let input = input?;
+    match input.get_ref() {
+        KeyInput::One(file) => source(ctx, file, input.span(), field).map(|s| vec![s]),
+        KeyInput::Alternatives(files) if files.is_empty() => {
+            ctx.error(
+                Some(input.span()),
+                field,
+                "empty: give at least one key source",
+            );
+            None
+        }
+        KeyInput::Alternatives(files) => {
+            let mut ok = true;
+            let mut sources = Vec::new();
+            for (i, file) in files.iter().enumerate() {
+                match source(ctx, file.get_ref(), file.span(), &format!("{field}[{i}]")) {
+                    Some(source) => sources.push(source),
+                    None => ok = false,
+                }
+            }
+            ok.then_some(sources)
+        }
+    }
+}
+
+fn source(
+    ctx: &mut Ctx<'_>,
+    file: &KeyFile,
+    span: std::ops::Range<usize>,
+    field: &str,
+) -> Option<KeySource> {
+    let given = [
+        file.header.is_some(),
+        file.json_pointer.is_some(),
+        file.query.is_some(),
+        file.form_field.is_some(),
+        file.derive.is_some(),
+    ];
+    if given.iter().filter(|g| **g).count() != 1 {
+        ctx.error(
+            Some(span),
+            field,
+            "give exactly one of { header = \"...\" }, { json_pointer = \"/...\" }, \
+             { query = \"...\" }, { form_field = \"...\" } or { derive = [...], namespace = \"...\" }",
+        );
+        return None;
+    }
+    if let (Some(namespace), None) = (&file.namespace, &file.derive) {
+        ctx.error(
+            Some(namespace.span()),
+            format!("{field}.namespace"),
+            "namespace belongs to a derive source",
+        );
+        return None;
+    }
+    let mut checked =
+        |text: &Spanned<String>, name: &str, parse: &dyn Fn(&str) -> Result<KeySource, String>| {
+            match parse(text.get_ref()) {
+                Ok(source) => Some(source),
+                Err(message) => {
+                    ctx.error(Some(text.span()), format!("{field}.{name}"), message);
+                    None
+                }
+            }
+        };
+    if let Some(header) = &file.header {
+        return checked(header, "header", &|text| {
+            names::header_name(text)
+                .and_then(|name| header_name(&name))
+                .map(KeySource::Header)
+        });
+    }
+    if let Some(pointer) = &file.json_pointer {
+        return checked(pointer, "json_pointer", &|text| {
+            names::json_pointer(text).map(KeySource::JsonPointer)
+        });
+    }
+    if let Some(query) = &file.query {
+        return checked(query, "query", &|text| {
+            non_empty(text).map(|()| KeySource::Query(text.to_owned()))
+        });
+    }
+    if let Some(form_field) = &file.form_field {
+        return checked(form_field, "form_field", &|text| {
+            non_empty(text).map(|()| KeySource::FormField(text.to_owned()))
+        });
+    }
+    let parts = file.derive.as_ref()?;
+    derive(ctx, parts, file.namespace.as_ref(), span, field).map(KeySource::Derive)
+}
+
+fn derive(
+    ctx: &mut Ctx<'_>,
+    parts: &Spanned<Vec<Spanned<String>>>,
+    namespace: Option<&Spanned<String>>,
+    span: std::ops::Range<usize>,
+    field: &str,
+) -> Option<Derive> {
+    let mut ok = true;
+    if parts.get_ref().is_empty() {
+        ctx.error(
+            Some(parts.span()),
+            format!("{field}.derive"),
+            "no parts: list the JSON pointers or \"header:\", \"query:\", \"form:\" parts the key is derived from",
+        );
+        ok = false;
+    }
+    let mut derived = Vec::new();
+    for (i, part) in parts.get_ref().iter().enumerate() {
+        match DerivePart::parse(part.get_ref()) {
+            Ok(part) => derived.push(part),
+            Err(message) => {
+                ctx.error(Some(part.span()), format!("{field}.derive[{i}]"), message);
+                ok = false;
+            }
+        }
+    }
+    let namespace = match namespace {
+        None => {
+            ctx.error(
+                Some(span),
+                format!("{field}.namespace"),
+                "missing: a derive source needs namespace = \"<UUID>\"",
+            );
+            None
+        }
+        Some(text) => match uuid::Uuid::try_parse(text.get_ref()) {
+            Ok(namespace) => Some(namespace),
+            Err(_) => {
+                ctx.error(
+                    Some(text.span()),
+                    format!("{field}.namespace"),
+                    format!("{:?} is not a UUID", text.get_ref()),
+                );
+                None
+            }
+        },
+    };
+    match (ok, namespace) {
+        (true, Some(namespace)) => Some(Derive {
+            parts: derived,
+            namespace,
+        }),
+        _ => None,
+    }
+}
+
+fn non_empty(text: &str) -> Result<(), String> {
+    if text.is_empty() {
+        Err("empty: name the parameter or field".into())
+    } else {
+        Ok(())
+    }
+}
+
+fn header_name(lower: &str) -> Result<HeaderName, String> {
+    HeaderName::from_bytes(lower.as_bytes())
+        .map_err(|_| format!("{lower:?} is not a valid HTTP header name"))
+}
+
+/// `key_pattern`: `""` none, `"uuid"`, or a regex compiled here, once.
+pub fn pattern(text: &str) -> Result<Option<KeyPattern>, String> {
+    KeyPattern::parse(text)
+}
+
+/// `fingerprint_body`: `{}`, `{ exclude = [...] }` or `{ include = [...] }`.
+pub fn fingerprint_body(
+    ctx: &mut Ctx<'_>,
+    input: Option<&Spanned<FingerprintBodyFile>>,
+    field: &str,
+) -> Option<FingerprintBody> {
+    let input = input?;
+    let file = input.get_ref();
+    let (list, name, make): (_, _, fn(Pointers) -> FingerprintBody) =
+        match (&file.exclude, &file.include) {
+            (None, None) => return Some(FingerprintBody::Whole),
+            (Some(list), None) => (list, "exclude", FingerprintBody::Exclude),
+            (None, Some(list)) => (list, "include", FingerprintBody::Include),
+            (Some(_), Some(_)) => {
+                ctx.error(
+                    Some(input.span()),
+                    field,
+                    "give one of exclude or include, not both",
+                );
+                return None;
+            }
+        };
+    if list.get_ref().is_empty() {
+        ctx.error(
+            Some(list.span()),
+            format!("{field}.{name}"),
+            "empty: list the JSON pointers of the members (or write fingerprint_body = {})",
+        );
+        return None;
+    }
+    let mut ok = true;
+    let mut pointers = Vec::new();
+    for (i, item) in list.get_ref().iter().enumerate() {
+        if let Err(message) = pointer::check(item.get_ref()) {
+            ctx.error(Some(item.span()), format!("{field}.{name}[{i}]"), message);
+            ok = false;
+        } else {
+            pointers.push(item.get_ref().clone());
+        }
+    }
+    ok.then(|| make(Pointers::new(pointers)))
+}
+
+/// One `release_statuses` entry: `Ok(Err(class))` for a class.
+pub fn status_or_class(input: &StatusInput) -> Result<Result<u16, StatusClass>, String> {
+    match input {
+        StatusInput::Class(class) => match class.as_str() {
+            "4xx" => Ok(Err(StatusClass::ClientError)),
+            "5xx" => Ok(Err(StatusClass::ServerError)),
+            other => Err(format!(
+                "{other:?} is not a status class: only \"4xx\" and \"5xx\" are"
+            )),
+        },
+        StatusInput::Code(code) => Ok(Ok(u16::try_from(*code).unwrap_or(u16::MAX))),
+    }
+}
+
+/// `expiry_header`: `""` none.
+pub fn expiry_header(text: &str) -> Result<Option<HeaderName>, String> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    names::replay_header_name(text)
+        .and_then(|name| header_name(&name.to_ascii_lowercase()))
+        .map(Some)
+}
+
+/// `replay_headers`: names of the headers kept.
+pub fn replay_header(text: &str) -> Result<HeaderName, String> {
+    names::header_name(text).and_then(|name| header_name(&name))
+}
+
+/// `replay_values = [fresh, replayed]`: two different field values.
+pub fn replay_values(list: &Spanned<Vec<Spanned<String>>>) -> Result<ReplayValues, String> {
+    let [fresh, replayed] = list.get_ref().as_slice() else {
+        return Err("give two values: [fresh, replayed]".into());
+    };
+    let value = |text: &Spanned<String>| {
+        let text = text.get_ref();
+        let visible = !text.is_empty()
+            && text
+                .bytes()
+                .all(|b| (0x21..=0x7E).contains(&b) || b == b' ')
+            && !text.starts_with(' ')
+            && !text.ends_with(' ');
+        if !visible {
+            return Err(format!(
+                "{text:?} is not a header value: 1 or more visible ASCII characters"
+            ));
+        }
+        HeaderValue::from_str(text).map_err(|_| format!("{text:?} is not a header value"))
+    };
+    let (fresh, replayed) = (value(fresh)?, value(replayed)?);
+    if fresh == replayed {
+        return Err("the two values are equal: a client could not tell a replay".into());
+    }
+    Ok(ReplayValues { fresh, replayed })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::config::{ConfigErrors, Policy, StatusClass, parse};
+    use crate::key::{DerivePart, FingerprintBody, KeySource};
+
+    const ROUTE: &str = r#"
+[upstreams.api]
+url = "http://127.0.0.1:3000"
+
+[[routes]]
+name = "all"
+upstream = "api"
+match = { path_prefix = "/" }
+"#;
+
+    fn policy(defaults: &str) -> Policy {
+        let text = format!("[defaults]\n{defaults}\n{ROUTE}");
+        match parse(&text, Path::new("t.toml"), &|_| None) {
+            Ok(config) => config.routes[0].policy.clone(),
+            Err(errors) => panic!("unexpected errors:\n{errors}"),
+        }
+    }
+
+    /// Every error, as `check` prints it.
+    fn errors(defaults: &str) -> Vec<String> {
+        let text = format!("[defaults]\n{defaults}\n{ROUTE}");
+        match parse(&text, Path::new("t.toml"), &|_| None) {
+            Ok(_) => panic!("accepted:\n{text}"),
+            Err(ConfigErrors(errors)) => errors.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    fn single(defaults: &str, prefix: &str, part: &str) {
+        let errors = errors(defaults);
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        assert!(errors[0].starts_with(prefix), "{}", errors[0]);
+        assert!(errors[0].contains(part), "{}", errors[0]);
+    }
+
+    const NS: &str = "6ba7b811-9dad-11d1-80b4-00c04fd430c8";
+
+    #[test]
+    fn every_source_and_a_list() {
+        let p = policy(&format!(
+            r#"key = [{{ header = "X-Key" }}, {{ query = "k" }}, {{ form_field = "f" }},
+  {{ json_pointer = "/id" }}, {{ derive = ["/order_id", "header:X-Customer", "query:q", "form:c"], namespace = "{NS}" }}]"#
+        ));
+        assert_eq!(p.key.len(), 5);
+        assert_eq!(p.key[0], KeySource::Header("x-key".parse().unwrap()));
+        assert_eq!(p.key[1], KeySource::Query("k".into()));
+        assert_eq!(p.key[2], KeySource::FormField("f".into()));
+        assert_eq!(p.key[3], KeySource::JsonPointer("/id".into()));
+        let KeySource::Derive(derive) = &p.key[4] else {
+            panic!("{:?}", p.key[4])
+        };
+        assert_eq!(derive.namespace.to_string(), NS);
+        assert_eq!(
+            derive.parts,
+            [
+                DerivePart::JsonPointer("/order_id".into()),
+                DerivePart::Header("x-customer".parse().unwrap()),
+                DerivePart::Query("q".into()),
+                DerivePart::Form("c".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_sources_are_located() {
+        single(
+            r#"key = { json_pointer = "id" }"#,
+            "t.toml:2:24: defaults.key.json_pointer:",
+            "not a JSON pointer",
+        );
+        single(
+            &format!(r#"key = {{ derive = ["/a", "cookie:x"], namespace = "{NS}" }}"#),
+            "t.toml:2:25: defaults.key.derive[1]:",
+            "not a derive part",
+        );
+        single(
+            r#"key = { derive = ["/a"], namespace = "not-a-uuid" }"#,
+            "t.toml:2:38: defaults.key.namespace:",
+            "not a UUID",
+        );
+        single(
+            r#"key = { derive = ["/a"] }"#,
+            "t.toml:2:7: defaults.key.namespace:",
+            "needs namespace",
+        );
+        single(
+            &format!(r#"key = {{ derive = [], namespace = "{NS}" }}"#),
+            "t.toml:2:18: defaults.key.derive:",
+            "no parts",
+        );
+        single("key = []", "t.toml:2:7: defaults.key:", "empty");
+        single(
+            r#"key = [{ header = "a" }, { header = "b", query = "c" }]"#,
+            "t.toml:2:26: defaults.key[1]:",
+            "exactly one",
+        );
+        single(
+            &format!(r#"key = {{ header = "a", namespace = "{NS}" }}"#),
+            "t.toml:2:35: defaults.key.namespace:",
+            "derive",
+        );
+        single(
+            r#"key = [{ derive = ["/a"], namespace = "x" }]"#,
+            "t.toml:2:39: defaults.key[0].namespace:",
+            "not a UUID",
+        );
+    }
+
+    #[test]
+    fn key_pattern_compiles_once_or_is_refused() {
+        assert_eq!(policy("").key_pattern, None);
+        assert_eq!(
+            policy(r#"key_pattern = "uuid""#)
+                .key_pattern
+                .unwrap()
+                .as_str(),
+            "uuid"
+        );
+        let p = policy(r#"key_pattern = "ord_[0-9]+""#).key_pattern.unwrap();
+        assert!(p.matches("ord_1") && !p.matches("ord_1x"));
+        single(
+            r#"key_pattern = "ord_[0-9""#,
+            "t.toml:2:15: defaults.key_pattern:",
+            "not a valid regex",
+        );
+    }
+
+    #[test]
+    fn fingerprint_body_and_form() {
+        assert_eq!(policy("").fingerprint_body, FingerprintBody::Whole);
+        assert_eq!(
+            policy("fingerprint_body = {}").fingerprint_body,
+            FingerprintBody::Whole
+        );
+        let p = policy(
+            r#"fingerprint_body = { exclude = ["/sent_at", "/nonce"] }
+canonical_form = true"#,
+        );
+        let FingerprintBody::Exclude(pointers) = &p.fingerprint_body else {
+            panic!("{:?}", p.fingerprint_body)
+        };
+        assert_eq!(pointers.as_written(), ["/sent_at", "/nonce"]);
+        assert!(p.canonical_form);
+        single(
+            r#"fingerprint_body = { include = ["/a", "b"] }"#,
+            "t.toml:2:39: defaults.fingerprint_body.include[1]:",
+            "not a JSON pointer",
+        );
+        single(
+            r#"fingerprint_body = { include = ["/a"], exclude = ["/b"] }"#,
+            "t.toml:2:20: defaults.fingerprint_body:",
+            "not both",
+        );
+        single(
+            r#"fingerprint_body = { include = [] }"#,
+            "t.toml:2:32: defaults.fingerprint_body.include:",
+            "empty",
+        );
+    }
+
+    #[test]
+    fn release_classes() {
+        let p = policy(r#"release_statuses = [429, "5xx", "4xx"]"#);
+        assert_eq!(p.release_statuses, [429]);
+        assert_eq!(
+            p.release_classes,
+            [StatusClass::ServerError, StatusClass::ClientError]
+        );
+        assert_eq!(policy("").release_classes, []);
+        single(
+            r#"release_statuses = ["2xx"]"#,
+            "t.toml:2:21: defaults.release_statuses[0]:",
+            "only \"4xx\" and \"5xx\"",
+        );
+    }
+
+    #[test]
+    fn answer_headers() {
+        let p = policy(
+            r#"expiry_header = "Idempotency-Expires"
+replay_headers = ["Location", "ETag"]
+replay_header = "Idempotency-Result"
+replay_values = ["new", "cached"]"#,
+        );
+        assert_eq!(p.expiry_header.unwrap(), "idempotency-expires");
+        assert_eq!(p.replay_headers, ["location", "etag"]);
+        assert_eq!(p.replay_values.fresh, "new");
+        assert_eq!(p.replay_values.replayed, "cached");
+        assert_eq!(policy(r#"expiry_header = """#).expiry_header, None);
+        single(
+            r#"replay_values = ["same", "same"]"#,
+            "t.toml:2:17: defaults.replay_values:",
+            "equal",
+        );
+        single(
+            r#"replay_values = ["one"]"#,
+            "t.toml:2:17: defaults.replay_values:",
+            "two values",
+        );
+        single(
+            r#"expiry_header = "Content-Type""#,
+            "t.toml:2:17: defaults.expiry_header:",
+            "",
+        );
+    }
+
+    #[test]
+    fn check_prints_the_options_only_when_set() {
+        let text = |defaults: &str| format!("[defaults]\n{defaults}\n{ROUTE}");
+        let plain = parse(&text(""), Path::new("t.toml"), &|_| None).unwrap();
+        let plain = crate::config::describe(&plain);
+        assert!(
+            plain.contains("header idempotency-key, optional"),
+            "{plain}"
+        );
+        for absent in [
+            "key pattern",
+            "body ",
+            "release class",
+            "expiry",
+            "replay values",
+        ] {
+            assert!(!plain.contains(absent), "{absent}: {plain}");
+        }
+        let set = parse(
+            &text(&format!(
+                r#"key = [{{ header = "X-Key" }}, {{ derive = ["/id"], namespace = "{NS}" }}]
+key_pattern = "uuid"
+fingerprint_body = {{ exclude = ["/nonce"] }}
+release_statuses = ["5xx"]
+expiry_header = "Idempotency-Expires"
+replay_values = ["new", "cached"]"#
+            )),
+            Path::new("t.toml"),
+            &|_| None,
+        )
+        .unwrap();
+        let set = crate::config::describe(&set);
+        for line in [
+            format!("header x-key, else derive [/id] namespace {NS}, optional"),
+            "key pattern    \"uuid\"".to_owned(),
+            "body exclude   /nonce".to_owned(),
+            "release class  5xx".to_owned(),
+            "expiry header  idempotency-expires".to_owned(),
+            "replay values  new (fresh), cached (replayed)".to_owned(),
+        ] {
+            assert!(set.contains(&line), "{line}: {set}");
+        }
+    }
+
+    #[test]
+    fn problem_base_is_an_absolute_uri() {
+        let text = |base: &str| format!("[server]\nproblem_base = {base:?}\n{ROUTE}");
+        let config = parse(
+            &text("https://docs.example.com/errors/"),
+            Path::new("t.toml"),
+            &|_| None,
+        )
+        .unwrap();
+        assert_eq!(
+            config.server.problem_base.as_deref(),
+            Some("https://docs.example.com/errors/")
+        );
+        for bad in ["errors/", "https://docs.example.com/a b/", "https://x/<"] {
+            let errors = parse(&text(bad), Path::new("t.toml"), &|_| None).unwrap_err();
+            assert!(
+                errors.to_string().contains("server.problem_base"),
+                "{bad}: {errors}"
+            );
+        }
+    }
+}

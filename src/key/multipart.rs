@@ -1,0 +1,198 @@
+//! `multipart/form-data` bodies (RFC 7578, RFC 2046 §5.1) read as their
+//! parts, so that the fingerprint does not depend on the boundary a client
+//! picked for one attempt.
+
+use memchr::memmem;
+
+/// One part, as the fingerprint sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part<'a> {
+    pub name: Option<Vec<u8>>,
+    pub filename: Option<Vec<u8>>,
+    /// As sent, trimmed; `text/plain` when the part has none (RFC 7578 §4.4).
+    pub content_type: &'a [u8],
+    pub content: &'a [u8],
+}
+
+/// Most header fields one part may carry; a part with more makes the body
+/// unreadable as multipart (it is then compared by its bytes).
+const MAX_PART_HEADERS: usize = 16;
+
+/// The boundary of a `multipart/form-data` Content-Type value, or `None`
+/// for any other media type.
+pub fn boundary(content_type: &[u8]) -> Option<Vec<u8>> {
+    let media = super::form::media_type(content_type);
+    if !media.eq_ignore_ascii_case(b"multipart/form-data") {
+        return None;
+    }
+    let params = &content_type[memchr::memchr(b';', content_type)? + 1..];
+    let boundary = parameter(params, b"boundary")?;
+    // RFC 2046 §5.1.1: 1 to 70 characters.
+    (!boundary.is_empty() && boundary.len() <= 70).then_some(boundary)
+}
+
+/// The parts of a body, in order, or `None` when it is not well-formed
+/// multipart with this boundary.
+pub fn parts<'a>(body: &'a [u8], boundary: &[u8]) -> Option<Vec<Part<'a>>> {
+    let mut delimiter = b"--".to_vec();
+    delimiter.extend_from_slice(boundary);
+    // The first delimiter opens the body or ends a line of the preamble.
+    let mut rest = if body.starts_with(&delimiter) {
+        &body[delimiter.len()..]
+    } else {
+        let mut with_crlf = b"\r\n".to_vec();
+        with_crlf.extend_from_slice(&delimiter);
+        let at = memmem::find(body, &with_crlf)?;
+        &body[at + with_crlf.len()..]
+    };
+    let mut next_delimiter = b"\r\n".to_vec();
+    next_delimiter.extend_from_slice(&delimiter);
+    let finder = memmem::Finder::new(&next_delimiter);
+    let mut parts = Vec::new();
+    loop {
+        if rest.starts_with(b"--") {
+            // The close delimiter; the epilogue after it is ignored.
+            return Some(parts);
+        }
+        // Transport padding, then the line break ending the delimiter line.
+        let padding = rest
+            .iter()
+            .take_while(|b| matches!(b, b' ' | b'\t'))
+            .count();
+        rest = rest[padding..].strip_prefix(b"\r\n")?;
+        let end = finder.find(rest)?;
+        parts.push(part(&rest[..end])?);
+        rest = &rest[end + next_delimiter.len()..];
+    }
+}
+
+fn part(raw: &[u8]) -> Option<Part<'_>> {
+    let mut fields = [httparse::EMPTY_HEADER; MAX_PART_HEADERS];
+    let (head_len, fields) = match httparse::parse_headers(raw, &mut fields).ok()? {
+        httparse::Status::Complete(done) => done,
+        httparse::Status::Partial => return None,
+    };
+    let mut part = Part {
+        name: None,
+        filename: None,
+        content_type: b"text/plain",
+        content: &raw[head_len..],
+    };
+    for field in fields.iter() {
+        if field.name.eq_ignore_ascii_case("content-disposition") {
+            let value = field.value;
+            let params = memchr::memchr(b';', value).map_or(&b""[..], |at| &value[at + 1..]);
+            part.name = parameter(params, b"name");
+            part.filename = parameter(params, b"filename");
+        } else if field.name.eq_ignore_ascii_case("content-type") {
+            part.content_type = field.value.trim_ascii();
+        }
+    }
+    Some(part)
+}
+
+/// The value of the `;`-separated parameter `wanted` (case-insensitive name),
+/// unquoted when quoted (`\x` is `x`, as in RFC 9110 §5.6.4).
+fn parameter(params: &[u8], wanted: &[u8]) -> Option<Vec<u8>> {
+    let mut rest = params;
+    loop {
+        rest = rest.trim_ascii_start();
+        if rest.is_empty() {
+            return None;
+        }
+        let eq = memchr::memchr(b'=', rest)?;
+        let name = rest[..eq].trim_ascii();
+        rest = rest[eq + 1..].trim_ascii_start();
+        let value;
+        if let Some(quoted) = rest.strip_prefix(b"\"") {
+            let mut out = Vec::new();
+            let mut i = 0;
+            loop {
+                match quoted.get(i)? {
+                    b'\\' => {
+                        out.push(*quoted.get(i + 1)?);
+                        i += 2;
+                    }
+                    b'"' => break,
+                    &b => {
+                        out.push(b);
+                        i += 1;
+                    }
+                }
+            }
+            value = out;
+            rest = &quoted[i + 1..];
+            rest = rest.trim_ascii_start();
+            rest = rest.strip_prefix(b";").unwrap_or(rest);
+        } else {
+            let end = memchr::memchr(b';', rest).unwrap_or(rest.len());
+            value = rest[..end].trim_ascii().to_vec();
+            rest = rest.get(end + 1..).unwrap_or_default();
+        }
+        if name.eq_ignore_ascii_case(wanted) {
+            return Some(value);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(boundary: &str, file: &str) -> Vec<u8> {
+        format!(
+            "preamble\r\n--{boundary}\r\n\
+             Content-Disposition: form-data; name=\"amount\"\r\n\r\n\
+             100\r\n--{boundary}  \r\n\
+             Content-Disposition: form-data; name=\"doc\"; filename=\"a \\\"b\\\".txt\"\r\n\
+             Content-Type: application/octet-stream\r\n\r\n\
+             {file}\r\n--{boundary}--\r\nepilogue"
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn boundary_of_content_type() {
+        assert_eq!(
+            boundary(b"multipart/form-data; boundary=abc").as_deref(),
+            Some(&b"abc"[..])
+        );
+        assert_eq!(
+            boundary(b"Multipart/Form-Data; charset=x; boundary=\"a b\"").as_deref(),
+            Some(&b"a b"[..])
+        );
+        assert_eq!(boundary(b"multipart/form-data"), None);
+        assert_eq!(boundary(b"multipart/mixed; boundary=abc"), None);
+        assert_eq!(boundary(b"application/json"), None);
+    }
+
+    #[test]
+    fn reads_parts_in_order() {
+        let raw = body("XyZ", "line1\r\nline2");
+        let parts = parts(&raw, b"XyZ").unwrap();
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts[0].name.as_deref(), Some(&b"amount"[..]));
+        assert_eq!(parts[0].filename, None);
+        assert_eq!(parts[0].content_type, b"text/plain");
+        assert_eq!(parts[0].content, b"100");
+        assert_eq!(parts[1].name.as_deref(), Some(&b"doc"[..]));
+        assert_eq!(parts[1].filename.as_deref(), Some(&b"a \"b\".txt"[..]));
+        assert_eq!(parts[1].content_type, b"application/octet-stream");
+        assert_eq!(parts[1].content, b"line1\r\nline2");
+    }
+
+    #[test]
+    fn another_boundary_reads_the_same() {
+        let a = body("first", "x");
+        let b = body("second-boundary", "x");
+        assert_eq!(parts(&a, b"first"), parts(&b, b"second-boundary"));
+    }
+
+    #[test]
+    fn malformed_is_none() {
+        assert_eq!(parts(b"no delimiter here", b"abc"), None);
+        assert_eq!(parts(b"--abc\r\n\r\nunterminated", b"abc"), None);
+        assert_eq!(parts(b"--abcjunk\r\n\r\nx\r\n--abc--", b"abc"), None);
+        assert_eq!(parts(b"--abc--", b"abc"), Some(Vec::new()));
+    }
+}

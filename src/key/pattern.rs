@@ -1,0 +1,100 @@
+//! `key_pattern`: the form every key a client sends must have.
+
+use regex::Regex;
+
+/// A compiled `key_pattern` (built once per config load).
+#[derive(Debug, Clone)]
+pub enum KeyPattern {
+    /// `"uuid"`: the canonical 8-4-4-4-12 hex form, either case.
+    Uuid,
+    /// A regex the whole key must match; `source` is as written.
+    Regex { source: String, whole: Regex },
+}
+
+impl KeyPattern {
+    /// `""` is no pattern; `"uuid"` the canonical UUID form; anything else a
+    /// regex (its error text is for `check`).
+    pub fn parse(text: &str) -> Result<Option<Self>, String> {
+        match text {
+            "" => Ok(None),
+            "uuid" => Ok(Some(KeyPattern::Uuid)),
+            _ => {
+                // Anchored outside a group, so `a|b` means the whole key is `a` or `b`.
+                let whole = Regex::new(&format!(r"\A(?:{text})\z"))
+                    .map_err(|error| format!("{text:?} is not a valid regex: {error}"))?;
+                Ok(Some(KeyPattern::Regex {
+                    source: text.to_owned(),
+                    whole,
+                }))
+            }
+        }
+    }
+
+    pub fn matches(&self, key: &str) -> bool {
+        match self {
+            KeyPattern::Uuid => is_uuid(key.as_bytes()),
+            KeyPattern::Regex { whole, .. } => whole.is_match(key),
+        }
+    }
+
+    /// As written in the config.
+    pub fn as_str(&self) -> &str {
+        match self {
+            KeyPattern::Uuid => "uuid",
+            KeyPattern::Regex { source, .. } => source,
+        }
+    }
+}
+
+impl PartialEq for KeyPattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for KeyPattern {}
+
+fn is_uuid(key: &[u8]) -> bool {
+    key.len() == 36
+        && key.iter().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => *b == b'-',
+            _ => b.is_ascii_hexdigit(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pattern(text: &str) -> KeyPattern {
+        KeyPattern::parse(text).unwrap().unwrap()
+    }
+
+    #[test]
+    fn uuid_either_case() {
+        let uuid = pattern("uuid");
+        assert!(uuid.matches("8e03978e-40d5-43e8-bc93-6894a57f9324"));
+        assert!(uuid.matches("8E03978E-40D5-43E8-BC93-6894A57F9324"));
+        assert!(!uuid.matches("8e03978e40d543e8bc936894a57f9324"));
+        assert!(!uuid.matches("{8e03978e-40d5-43e8-bc93-6894a57f9324}"));
+        assert!(!uuid.matches("8e03978e-40d5-43e8-bc93-6894a57f932g"));
+        assert!(!uuid.matches("8e03978e-40d5-43e8-bc93-6894a57f93245"));
+    }
+
+    #[test]
+    fn regex_matches_whole() {
+        let p = pattern("ord_[0-9]+");
+        assert!(p.matches("ord_12"));
+        assert!(!p.matches("xord_12"));
+        assert!(!p.matches("ord_12x"));
+        let alt = pattern("a|b");
+        assert!(alt.matches("a") && alt.matches("b"));
+        assert!(!alt.matches("ab"));
+    }
+
+    #[test]
+    fn empty_is_none_and_bad_regex_is_refused() {
+        assert_eq!(KeyPattern::parse(""), Ok(None));
+        assert!(KeyPattern::parse("(unclosed").is_err());
+    }
+}

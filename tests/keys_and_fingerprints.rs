@@ -1,0 +1,776 @@
+//! Keys and fingerprints for real clients (docs/keys-and-fingerprints.md),
+//! against the real binary on the embedded store, with a counting upstream.
+
+mod common;
+
+use std::time::{Duration, SystemTime};
+
+use common::{GatewayProcess, MockUpstream, Reply, TestDir};
+
+/// The namespace of the derived keys below.
+const NS: &str = "9f1c3e0a-5b7d-4c2e-8a61-3d4f5e6a7b8c";
+
+const CONFIG: &str = r#"
+[server]
+listen = "{listen}"
+admin_listen = "{admin}"
+problem_base = "https://docs.example.com/errors/"
+
+[admin]
+token_env = "IDEMGATE_TEST_ADMIN_TOKEN"
+
+[store]
+path = "{db}"
+
+[upstreams.api]
+url = "{upstream}"
+timeout = "1s"
+
+[defaults]
+lock_timeout = "5s"
+retention = "1h"
+
+[[routes]]
+name = "excl"
+upstream = "api"
+match = { path_prefix = "/v1/excl" }
+fingerprint_body = { exclude = ["/sent_at", "/nonce"] }
+
+[[routes]]
+name = "incl"
+upstream = "api"
+match = { path_prefix = "/v1/incl" }
+fingerprint_body = { include = ["/amount", "/currency"] }
+
+[[routes]]
+name = "form"
+upstream = "api"
+match = { path_prefix = "/v1/form" }
+canonical_form = true
+
+[[routes]]
+name = "multi"
+upstream = "api"
+match = { path_prefix = "/v1/multi" }
+
+[[routes]]
+name = "derived"
+upstream = "api"
+match = { path_prefix = "/v1/derived" }
+key = { derive = ["/order_id", "header:X-Customer"], namespace = "{ns}" }
+required = true
+
+[[routes]]
+name = "alts"
+upstream = "api"
+match = { path_prefix = "/v1/alts" }
+key = [{ header = "Idempotency-Key" }, { derive = ["/order_id"], namespace = "{ns}" }]
+required = true
+
+[[routes]]
+name = "quiet"
+upstream = "api"
+match = { path_prefix = "/v1/quiet" }
+key = { derive = ["/order_id"], namespace = "{ns}" }
+forward_key = false
+
+[[routes]]
+name = "query"
+upstream = "api"
+match = { path_prefix = "/v1/query" }
+key = { query = "idem" }
+required = true
+
+[[routes]]
+name = "formkey"
+upstream = "api"
+match = { path_prefix = "/v1/fields" }
+key = { form_field = "idem" }
+required = true
+
+[[routes]]
+name = "uuid"
+upstream = "api"
+match = { path_prefix = "/v1/uuid" }
+key_pattern = "uuid"
+
+[[routes]]
+name = "release"
+upstream = "api"
+match = { path_prefix = "/v1/release" }
+release_statuses = ["5xx"]
+
+[[routes]]
+name = "expiry"
+upstream = "api"
+match = { path_prefix = "/v1/expiry" }
+expiry_header = "Idempotency-Expires"
+
+[[routes]]
+name = "values"
+upstream = "api"
+match = { path_prefix = "/v1/values" }
+replay_header = "Idempotency-Result"
+replay_values = ["new", "cached"]
+replay_headers = ["Location"]
+
+[[routes]]
+name = "charges"
+upstream = "api"
+match = { path_prefix = "/v1/charges" }
+"#;
+
+const TOKEN: &str = "keys-token";
+
+async fn setup(name: &str) -> (TestDir, MockUpstream, GatewayProcess) {
+    let dir = TestDir::new(name);
+    let upstream = MockUpstream::start().await;
+    let config = CONFIG.replace("{ns}", NS);
+    let gateway = GatewayProcess::start_with_env(
+        &dir,
+        &upstream.url(),
+        &config,
+        &[("IDEMGATE_TEST_ADMIN_TOKEN", TOKEN)],
+    );
+    (dir, upstream, gateway)
+}
+
+async fn post(gateway: &GatewayProcess, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+    gateway
+        .client()
+        .send("POST", path, headers, body.to_string())
+        .await
+}
+
+fn json_key(key: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("content-type", "application/json".to_owned()),
+        ("idempotency-key", key.to_owned()),
+    ]
+}
+
+fn refs<'a>(headers: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    headers.iter().map(|(n, v)| (*n, v.as_str())).collect()
+}
+
+fn assert_replayed(reply: &Reply) {
+    assert_eq!(
+        reply.header("idempotent-replayed"),
+        Some("true"),
+        "{reply:?}"
+    );
+}
+
+fn assert_code(reply: &Reply, status: u16, code: &str) {
+    assert_eq!(reply.status, status, "{}", reply.text());
+    assert_eq!(reply.json()["code"], code, "{}", reply.text());
+}
+
+#[tokio::test]
+async fn excluded_members_may_change_included_ones_may_not() {
+    let (_dir, upstream, gateway) = setup("kf-members").await;
+    let key = json_key("ex-1");
+    let first = post(
+        &gateway,
+        "/v1/excl",
+        &refs(&key),
+        r#"{"amount":5,"sent_at":"t1","nonce":1}"#,
+    )
+    .await;
+    assert_eq!(first.status, 201);
+    // A retry stamped with a new sent_at and nonce, members in another order.
+    let retry = post(
+        &gateway,
+        "/v1/excl",
+        &refs(&key),
+        r#"{"nonce":2,"amount":5,"sent_at":"t2"}"#,
+    )
+    .await;
+    assert_eq!(retry.status, 201);
+    assert_replayed(&retry);
+    assert_eq!(retry.body, first.body);
+    let changed = post(
+        &gateway,
+        "/v1/excl",
+        &refs(&key),
+        r#"{"amount":6,"sent_at":"t1","nonce":1}"#,
+    )
+    .await;
+    assert_code(&changed, 422, "fingerprint-mismatch");
+    assert_eq!(upstream.executions("ex-1"), 1);
+
+    let key = json_key("in-1");
+    let body = r#"{"amount":5,"currency":"EUR","note":"first"}"#;
+    assert_eq!(
+        post(&gateway, "/v1/incl", &refs(&key), body).await.status,
+        201
+    );
+    let other_note = post(
+        &gateway,
+        "/v1/incl",
+        &refs(&key),
+        r#"{"currency":"EUR","amount":5,"note":"retry"}"#,
+    )
+    .await;
+    assert_replayed(&other_note);
+    let other_currency = post(
+        &gateway,
+        "/v1/incl",
+        &refs(&key),
+        r#"{"amount":5,"currency":"USD","note":"first"}"#,
+    )
+    .await;
+    assert_code(&other_currency, 422, "fingerprint-mismatch");
+    // Not JSON: compared whole, never an error.
+    let key = json_key("in-2");
+    assert_eq!(
+        post(&gateway, "/v1/incl", &refs(&key), "not json")
+            .await
+            .status,
+        201
+    );
+    assert_replayed(&post(&gateway, "/v1/incl", &refs(&key), "not json").await);
+    assert_code(
+        &post(&gateway, "/v1/incl", &refs(&key), "not json!").await,
+        422,
+        "fingerprint-mismatch",
+    );
+    assert_eq!(upstream.executions("in-1") + upstream.executions("in-2"), 2);
+}
+
+#[tokio::test]
+async fn form_fields_in_another_order_replay() {
+    let (_dir, upstream, gateway) = setup("kf-form").await;
+    let headers = [
+        ("content-type", "application/x-www-form-urlencoded"),
+        ("idempotency-key", "form-1"),
+    ];
+    assert_eq!(
+        post(
+            &gateway,
+            "/v1/form",
+            &headers,
+            "amount=5&currency=EUR&tag=a&tag=b"
+        )
+        .await
+        .status,
+        201
+    );
+    let reordered = post(
+        &gateway,
+        "/v1/form",
+        &headers,
+        "tag=a&currency=EUR&amount=5&tag=b",
+    )
+    .await;
+    assert_replayed(&reordered);
+    let values_swapped = post(
+        &gateway,
+        "/v1/form",
+        &headers,
+        "tag=b&currency=EUR&amount=5&tag=a",
+    )
+    .await;
+    assert_code(&values_swapped, 422, "fingerprint-mismatch");
+    assert_eq!(upstream.executions("form-1"), 1);
+    // Without canonical_form, the bytes count.
+    let plain = [
+        ("content-type", "application/x-www-form-urlencoded"),
+        ("idempotency-key", "form-2"),
+    ];
+    assert_eq!(
+        post(&gateway, "/v1/charges", &plain, "a=1&b=2")
+            .await
+            .status,
+        201
+    );
+    assert_code(
+        &post(&gateway, "/v1/charges", &plain, "b=2&a=1").await,
+        422,
+        "fingerprint-mismatch",
+    );
+}
+
+fn multipart(boundary: &str, amount: &str) -> String {
+    format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"amount\"\r\n\r\n{amount}\r\n\
+         --{boundary}\r\nContent-Disposition: form-data; name=\"receipt\"; filename=\"r.txt\"\r\n\
+         Content-Type: text/plain\r\n\r\nthanks\r\n--{boundary}--\r\n"
+    )
+}
+
+#[tokio::test]
+async fn multipart_retry_with_a_new_boundary_replays() {
+    let (_dir, upstream, gateway) = setup("kf-multipart").await;
+    let send = |boundary: &'static str, amount: &'static str| {
+        let content_type = format!("multipart/form-data; boundary={boundary}");
+        let gateway = &gateway;
+        async move {
+            post(
+                gateway,
+                "/v1/multi",
+                &[("content-type", &content_type), ("idempotency-key", "mp-1")],
+                &multipart(boundary, amount),
+            )
+            .await
+        }
+    };
+    assert_eq!(send("----first7MA4YWxk", "100").await.status, 201);
+    assert_replayed(&send("----retryTrZu0gW", "100").await);
+    assert_code(
+        &send("----third9Qz", "101").await,
+        422,
+        "fingerprint-mismatch",
+    );
+    assert_eq!(upstream.executions("mp-1"), 1);
+}
+
+#[tokio::test]
+async fn derived_key_is_python_uuid5_told_and_forwarded() {
+    let (_dir, upstream, gateway) = setup("kf-derive").await;
+    // Python: uuid.uuid5(UUID(NS), "10:ordé_10015:cus_9")
+    let expected = "58c23847-b0de-5f7b-b9ee-8e2efc581c4d";
+    let headers = [
+        ("content-type", "application/json"),
+        ("x-customer", "cus_9"),
+    ];
+    let first = post(
+        &gateway,
+        "/v1/derived",
+        &headers,
+        r#"{"order_id":"ordé_1001","amount":5}"#,
+    )
+    .await;
+    assert_eq!(first.status, 201, "{}", first.text());
+    assert_eq!(first.header("idempotency-key"), Some(expected));
+    // The derived key is what the upstream is given.
+    assert_eq!(upstream.executions(expected), 1);
+    let again = post(
+        &gateway,
+        "/v1/derived",
+        &headers,
+        r#"{"order_id":"ordé_1001","amount":5}"#,
+    )
+    .await;
+    assert_replayed(&again);
+    assert_eq!(again.header("idempotency-key"), Some(expected));
+    // Same business ids, another request: 422, still told the key.
+    let other = post(
+        &gateway,
+        "/v1/derived",
+        &headers,
+        r#"{"order_id":"ordé_1001","amount":6}"#,
+    )
+    .await;
+    assert_code(&other, 422, "fingerprint-mismatch");
+    assert_eq!(other.header("idempotency-key"), Some(expected));
+    assert_eq!(upstream.total(), 1);
+    // Another customer is another key.
+    let other_customer = [
+        ("content-type", "application/json"),
+        ("x-customer", "cus_8"),
+    ];
+    let reply = post(
+        &gateway,
+        "/v1/derived",
+        &other_customer,
+        r#"{"order_id":"ordé_1001","amount":5}"#,
+    )
+    .await;
+    assert_eq!(reply.status, 201);
+    assert_ne!(reply.header("idempotency-key"), Some(expected));
+    // A part missing: no key, and the route requires one.
+    let missing = post(
+        &gateway,
+        "/v1/derived",
+        &[("content-type", "application/json")],
+        r#"{"order_id":"ordé_1001"}"#,
+    )
+    .await;
+    assert_code(&missing, 400, "missing-key");
+    assert_eq!(missing.header("idempotency-key"), None);
+
+    // The operator finds the record under the derived key.
+    let shown = gateway
+        .admin_client()
+        .send(
+            "GET",
+            &format!("/admin/keys/derived/{expected}"),
+            &[("authorization", &format!("Bearer {TOKEN}"))],
+            "",
+        )
+        .await;
+    assert_eq!(shown.status, 200, "{}", shown.text());
+}
+
+#[tokio::test]
+async fn alternatives_take_the_header_else_derive() {
+    let (_dir, upstream, gateway) = setup("kf-alts").await;
+    // Python: uuid.uuid5(UUID(NS), "2:42"); 42.0 is 42 in RFC 8785 form.
+    let derived = "a59861a3-0365-5163-b8be-d19cea93c249";
+    let json = [("content-type", "application/json")];
+    let first = post(&gateway, "/v1/alts", &json, r#"{"order_id":42}"#).await;
+    assert_eq!(first.status, 201);
+    assert_eq!(first.header("idempotency-key"), Some(derived));
+    let same = post(&gateway, "/v1/alts", &json, r#"{"order_id":42.0}"#).await;
+    assert_code(&same, 422, "fingerprint-mismatch");
+    assert_eq!(same.header("idempotency-key"), Some(derived));
+    // With a header key, the header wins and nothing is derived.
+    let keyed = [
+        ("content-type", "application/json"),
+        ("idempotency-key", "client-key"),
+    ];
+    let by_header = post(&gateway, "/v1/alts", &keyed, r#"{"order_id":42}"#).await;
+    assert_eq!(by_header.status, 201);
+    assert_eq!(by_header.header("idempotency-key"), None);
+    assert_eq!(upstream.executions("client-key"), 1);
+    assert_eq!(upstream.executions(derived), 1);
+    // A present but invalid header key stops the list.
+    let bad = [
+        ("content-type", "application/json"),
+        ("idempotency-key", "\"open"),
+    ];
+    assert_code(
+        &post(&gateway, "/v1/alts", &bad, r#"{"order_id":42}"#).await,
+        400,
+        "invalid-key",
+    );
+    assert_eq!(upstream.total(), 2);
+}
+
+#[tokio::test]
+async fn a_derived_key_is_not_forwarded_when_forward_key_is_false() {
+    let (_dir, upstream, gateway) = setup("kf-quiet").await;
+    // Python: uuid.uuid5(UUID(NS), "2:42")
+    let derived = "a59861a3-0365-5163-b8be-d19cea93c249";
+    let json = [("content-type", "application/json")];
+    let first = post(&gateway, "/v1/quiet", &json, r#"{"order_id":42}"#).await;
+    assert_eq!(first.status, 201);
+    assert_eq!(first.header("idempotency-key"), Some(derived));
+    assert_eq!(upstream.executions(""), 1, "the upstream got no key");
+    assert_replayed(&post(&gateway, "/v1/quiet", &json, r#"{"order_id":42}"#).await);
+    // Without the business id there is no key: forwarded untouched.
+    let unkeyed = post(&gateway, "/v1/quiet", &json, r#"{"other":1}"#).await;
+    assert_eq!(unkeyed.status, 201);
+    assert_eq!(unkeyed.header("idempotent-replayed"), None);
+    assert_eq!(unkeyed.header("idempotency-key"), None);
+    assert_eq!(upstream.total(), 2);
+}
+
+#[tokio::test]
+async fn query_and_form_keys() {
+    let (_dir, upstream, gateway) = setup("kf-query-form").await;
+    let json = [("content-type", "application/json")];
+    assert_eq!(
+        post(&gateway, "/v1/query?idem=q%2D1&x=1", &json, "{}")
+            .await
+            .status,
+        201
+    );
+    assert_replayed(&post(&gateway, "/v1/query?idem=q%2D1&x=1", &json, "{}").await);
+    // The key is the decoded value.
+    let shown = gateway
+        .admin_client()
+        .send(
+            "GET",
+            "/admin/keys/query/q-1",
+            &[("authorization", &format!("Bearer {TOKEN}"))],
+            "",
+        )
+        .await;
+    assert_eq!(shown.status, 200, "{}", shown.text());
+    // A repeated name takes its first value.
+    assert_code(
+        &post(&gateway, "/v1/query?idem=q-1&idem=q-2&x=1", &json, "{}").await,
+        422,
+        "fingerprint-mismatch",
+    );
+    assert_code(
+        &post(&gateway, "/v1/query?x=1", &json, "{}").await,
+        400,
+        "missing-key",
+    );
+    // `+` is a space, which a key may not hold.
+    assert_code(
+        &post(&gateway, "/v1/query?idem=a+b", &json, "{}").await,
+        400,
+        "invalid-key",
+    );
+
+    let form = [("content-type", "application/x-www-form-urlencoded")];
+    assert_eq!(
+        post(&gateway, "/v1/fields", &form, "amount=5&idem=f-1")
+            .await
+            .status,
+        201
+    );
+    assert_replayed(&post(&gateway, "/v1/fields", &form, "amount=5&idem=f-1").await);
+    // Not a form: no form field, so no key.
+    assert_code(
+        &post(&gateway, "/v1/fields", &json, "amount=5&idem=f-1").await,
+        400,
+        "missing-key",
+    );
+    assert_eq!(upstream.total(), 2);
+}
+
+#[tokio::test]
+async fn sf_string_keys_in_full() {
+    let (_dir, upstream, gateway) = setup("kf-sf").await;
+    let auth = format!("Bearer {TOKEN}");
+    for (sent, same) in [
+        ("\"a b\"", "\"a b\";v=2"),
+        (r#""say \"hi\"""#, r#""say \"hi\"""#),
+        ("\"k1\";v=2;final", "k1"),
+    ] {
+        let first = post(&gateway, "/v1/charges", &refs(&json_key(sent)), "{}").await;
+        assert_eq!(first.status, 201, "{sent}: {}", first.text());
+        let retry = post(&gateway, "/v1/charges", &refs(&json_key(same)), "{}").await;
+        assert_replayed(&retry);
+    }
+    assert_eq!(upstream.total(), 3);
+    // The admin API reads a key as the data plane does.
+    let shown = gateway
+        .admin_client()
+        .send(
+            "GET",
+            "/admin/keys/charges/%22a%20b%22",
+            &[("authorization", &auth)],
+            "",
+        )
+        .await;
+    assert_eq!(shown.status, 200, "{}", shown.text());
+    for bad in ["\"\"", "\"abc", "\"k1\"x", "a b"] {
+        let reply = post(&gateway, "/v1/charges", &refs(&json_key(bad)), "{}").await;
+        assert_code(&reply, 400, "invalid-key");
+    }
+    assert_eq!(upstream.total(), 3);
+}
+
+#[tokio::test]
+async fn key_pattern_uuid() {
+    let (_dir, upstream, gateway) = setup("kf-pattern").await;
+    let upper = "8E03978E-40D5-43E8-BC93-6894A57F9324";
+    assert_eq!(
+        post(&gateway, "/v1/uuid", &refs(&json_key(upper)), "{}")
+            .await
+            .status,
+        201
+    );
+    for bad in [
+        "order-17",
+        "8e03978e40d543e8bc936894a57f9324",
+        "\"8e03978e-40d5-43e8-bc93-6894a57f9324 \"",
+    ] {
+        let reply = post(&gateway, "/v1/uuid", &refs(&json_key(bad)), "{}").await;
+        assert_code(&reply, 400, "invalid-key");
+    }
+    assert_eq!(upstream.total(), 1);
+}
+
+#[tokio::test]
+async fn five_xx_releases_but_a_timeout_stays_unknown() {
+    let (_dir, upstream, gateway) = setup("kf-release").await;
+    let key = json_key("rel-1");
+    for _ in 0..2 {
+        let reply = post(&gateway, "/v1/release?status=500", &refs(&key), "{}").await;
+        assert_eq!(reply.status, 500);
+        assert_eq!(reply.header("idempotent-replayed"), Some("false"));
+    }
+    assert_eq!(upstream.executions("rel-1"), 2, "a 500 frees the key");
+    let key = json_key("rel-2");
+    let first = post(&gateway, "/v1/release?delay_ms=1500", &refs(&key), "{}").await;
+    assert_code(&first, 504, "outcome-unknown");
+    let retry = post(&gateway, "/v1/release?delay_ms=1500", &refs(&key), "{}").await;
+    assert_code(&retry, 504, "outcome-unknown");
+    assert_replayed(&retry);
+    assert_eq!(
+        upstream.executions("rel-2"),
+        1,
+        "the gateway's own 504 is never released"
+    );
+}
+
+#[tokio::test]
+async fn expiry_header_agrees_with_the_admin_api() {
+    let (_dir, _upstream, gateway) = setup("kf-expiry").await;
+    let key = json_key("exp-1");
+    let fresh = post(&gateway, "/v1/expiry", &refs(&key), "{}").await;
+    assert_eq!(fresh.status, 201);
+    let replay = post(&gateway, "/v1/expiry", &refs(&key), "{}").await;
+    assert_replayed(&replay);
+    let shown = gateway
+        .admin_client()
+        .send(
+            "GET",
+            "/admin/keys/expiry/exp-1",
+            &[("authorization", &format!("Bearer {TOKEN}"))],
+            "",
+        )
+        .await;
+    let expires_at = shown.json()[0]["expires_at"].as_str().unwrap().to_owned();
+    let expires_at = humantime::parse_rfc3339(&expires_at).unwrap();
+    for reply in [&fresh, &replay] {
+        let header = reply.header("idempotency-expires").expect("expiry header");
+        let at = httpdate::parse_http_date(header).unwrap();
+        let apart = at
+            .duration_since(expires_at)
+            .or_else(|_| expires_at.duration_since(at))
+            .unwrap();
+        assert!(
+            apart <= Duration::from_secs(1),
+            "{header} vs {expires_at:?}"
+        );
+        // Retention is 1h.
+        let ahead = at.duration_since(SystemTime::now()).unwrap();
+        assert!(ahead > Duration::from_secs(3500), "{ahead:?}");
+    }
+    // Not on rejections.
+    let mismatch = post(&gateway, "/v1/expiry", &refs(&key), "{\"x\":1}").await;
+    assert_eq!(mismatch.status, 422);
+    assert_eq!(mismatch.header("idempotency-expires"), None);
+}
+
+#[tokio::test]
+async fn replay_values_and_replay_headers() {
+    let (_dir, _upstream, gateway) = setup("kf-values").await;
+    let key = json_key("val-1");
+    let fresh = post(&gateway, "/v1/values", &refs(&key), "{}").await;
+    assert_eq!(fresh.header("idempotency-result"), Some("new"));
+    assert!(fresh.header("x-execution").is_some());
+    let replay = post(&gateway, "/v1/values", &refs(&key), "{}").await;
+    assert_eq!(replay.header("idempotency-result"), Some("cached"));
+    assert_eq!(replay.body, fresh.body);
+    // Only Location (and Content-Type, always) are kept.
+    assert_eq!(replay.header("location"), fresh.header("location"));
+    assert_eq!(replay.header("content-type"), Some("application/json"));
+    assert_eq!(replay.header("x-execution"), None);
+}
+
+#[tokio::test]
+async fn problem_base_types_and_links_every_problem() {
+    let (_dir, _upstream, gateway) = setup("kf-problems").await;
+    let check = |reply: &Reply, status: u16, code: &str| {
+        assert_code(reply, status, code);
+        let uri = format!("https://docs.example.com/errors/{code}");
+        assert_eq!(reply.json()["type"], uri.as_str());
+        assert_eq!(
+            reply.header("link"),
+            Some(format!("<{uri}>; rel=\"describedby\"").as_str())
+        );
+    };
+    let invalid = post(&gateway, "/v1/charges", &refs(&json_key("\"\"")), "{}").await;
+    check(&invalid, 400, "invalid-key");
+
+    let key = json_key("pb-1");
+    let slow = {
+        let gateway_client = gateway.client();
+        let key = key.clone();
+        tokio::spawn(async move {
+            gateway_client
+                .send("POST", "/v1/charges?delay_ms=800", &refs(&key), "{}")
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let conflict = post(&gateway, "/v1/charges?delay_ms=800", &refs(&key), "{}").await;
+    check(&conflict, 409, "key-in-flight");
+    assert_eq!(slow.await.unwrap().status, 201);
+    let mismatch = post(
+        &gateway,
+        "/v1/charges?delay_ms=800",
+        &refs(&key),
+        "{\"x\":1}",
+    )
+    .await;
+    check(&mismatch, 422, "fingerprint-mismatch");
+    // The admin plane's problems too.
+    let unauthorized = gateway.admin_client().get("/admin/keys/charges/x").await;
+    check(&unauthorized, 401, "unauthorized");
+}
+
+#[test]
+fn check_names_file_line_and_field_of_bad_key_options() {
+    let dir = TestDir::new("kf-check");
+    let path = dir.path("bad.toml");
+    std::fs::write(
+        &path,
+        r#"
+[upstreams.api]
+url = "http://127.0.0.1:3000"
+
+[defaults]
+key = [{ header = "Idempotency-Key" }, { derive = ["/a", "cookie:x"], namespace = "nope" }]
+key_pattern = "ord_[0-9"
+
+[[routes]]
+name = "all"
+upstream = "api"
+match = { path_prefix = "/" }
+"#,
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_idemgate"))
+        .args(["check", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for expected in [
+        "bad.toml:6:58: defaults.key[1].derive[1]:",
+        "bad.toml:6:83: defaults.key[1].namespace:",
+        "bad.toml:7:15: defaults.key_pattern:",
+    ] {
+        assert!(stderr.contains(expected), "{expected} not in:\n{stderr}");
+    }
+}
+
+#[tokio::test]
+async fn a_reload_applies_to_new_requests_and_says_what_older_records_meet() {
+    let (_dir, upstream, gateway) = setup("kf-reload").await;
+    let key = json_key("rl-1");
+    let stored = post(&gateway, "/v1/charges", &refs(&key), r#"{"a":1,"nonce":1}"#).await;
+    assert_eq!(stored.status, 201);
+    let original = std::fs::read_to_string(gateway.config_path()).unwrap();
+    let changed = original.replace(
+        "match = { path_prefix = \"/v1/charges\" }",
+        "match = { path_prefix = \"/v1/charges\" }\nfingerprint_body = { exclude = [\"/nonce\"] }\nkey_pattern = \"rl-[0-9]+\"",
+    );
+    assert_ne!(changed, original);
+    std::fs::write(gateway.config_path(), &changed).unwrap();
+    let reply = gateway
+        .admin_client()
+        .send(
+            "POST",
+            "/admin/reload",
+            &[("authorization", &format!("Bearer {TOKEN}"))],
+            "",
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    for part in [
+        "fingerprint_body or canonical_form changed",
+        "key_pattern changed",
+    ] {
+        assert!(reply.text().contains(part), "{part}: {}", reply.text());
+    }
+    // The record stored before compares by its old fingerprint.
+    let old = post(&gateway, "/v1/charges", &refs(&key), r#"{"a":1,"nonce":1}"#).await;
+    assert_code(&old, 422, "fingerprint-mismatch");
+    // A new key is compared without the nonce, and must have the new form.
+    let key = json_key("rl-2");
+    assert_eq!(
+        post(&gateway, "/v1/charges", &refs(&key), r#"{"a":1,"nonce":1}"#)
+            .await
+            .status,
+        201
+    );
+    assert_replayed(&post(&gateway, "/v1/charges", &refs(&key), r#"{"nonce":2,"a":1}"#).await);
+    assert_code(
+        &post(&gateway, "/v1/charges", &refs(&json_key("other")), "{}").await,
+        400,
+        "invalid-key",
+    );
+    assert_eq!(upstream.total(), 2);
+}
