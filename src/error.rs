@@ -81,6 +81,9 @@ pub enum GatewayError {
     MethodNotAllowed {
         allow: &'static str,
     },
+    /// An admin-plane query parameter that is not understood (listing:
+    /// `state`, `limit`, `after`); says which and why.
+    InvalidQuery(&'static str),
 }
 
 #[derive(Serialize)]
@@ -112,6 +115,7 @@ impl GatewayError {
             Unauthorized => StatusCode::UNAUTHORIZED,
             Forbidden => StatusCode::FORBIDDEN,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            InvalidQuery(_) => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -138,6 +142,7 @@ impl GatewayError {
             Forbidden => "forbidden",
             NotFound => "not-found",
             MethodNotAllowed { .. } => "method-not-allowed",
+            InvalidQuery(_) => "invalid-query",
         }
     }
 
@@ -163,6 +168,7 @@ impl GatewayError {
             Forbidden => "Forbidden",
             NotFound => "Not found",
             MethodNotAllowed { .. } => "Method not allowed",
+            InvalidQuery(_) => "Invalid query parameter",
         }
     }
 
@@ -213,6 +219,7 @@ impl GatewayError {
             Forbidden => "The bearer token is not valid.".into(),
             NotFound => "Nothing here.".into(),
             MethodNotAllowed { allow } => format!("This resource answers {allow} only."),
+            InvalidQuery(why) => format!("{why}."),
         }
     }
 
@@ -247,7 +254,8 @@ impl GatewayError {
             | Unauthorized
             | Forbidden
             | NotFound
-            | MethodNotAllowed { .. } => {
+            | MethodNotAllowed { .. }
+            | InvalidQuery(_) => {
                 return None;
             }
         })
@@ -349,6 +357,7 @@ mod tests {
             (GatewayError::UpstreamError, 502, "upstream-error"),
             (GatewayError::OutcomeUnknownTimeout, 504, "outcome-unknown"),
             (GatewayError::OutcomeUnknownBroken, 502, "outcome-unknown"),
+            (GatewayError::InvalidQuery("x"), 400, "invalid-query"),
             (
                 GatewayError::StoreUnavailable {
                     retry_after: second,

@@ -15,6 +15,7 @@ pub mod gateway;
 pub mod key;
 pub mod metrics;
 pub mod proxy;
+pub mod retention;
 pub mod route;
 pub mod server;
 pub mod store;

@@ -19,6 +19,8 @@ pub const CACHE_LOOKUPS: &str = "idemgate_cache_lookups_total";
 pub const INFLIGHT: &str = "idemgate_inflight";
 pub const RECORDS_SWEPT: &str = "idemgate_records_swept_total";
 pub const CONFIG_RELOADS: &str = "idemgate_config_reloads_total";
+pub const REPLAY_AGE: &str = "idemgate_replay_age_seconds";
+pub const RECORDS: &str = "idemgate_records";
 
 /// From 100µs to 60s: a replay from memory and a slow upstream on one scale.
 const LATENCY_BUCKETS: &[f64] = &[
@@ -99,6 +101,9 @@ pub struct Metrics {
     pub inflight: IntGaugeVec,
     pub records_swept: IntCounter,
     pub config_reloads: IntCounterVec,
+    /// `idemgate_replay_age_seconds`, with its summary per route.
+    pub replay_ages: crate::retention::ReplayAges,
+    pub records: IntGaugeVec,
 }
 
 impl Metrics {
@@ -146,6 +151,21 @@ impl Metrics {
                 Opts::new(CONFIG_RELOADS, "Configuration reloads by result."),
                 &["result"],
             )?,
+            replay_ages: crate::retention::ReplayAges::new(HistogramVec::new(
+                HistogramOpts::new(
+                    REPLAY_AGE,
+                    "Age of a record (now - completion) when it was replayed, by route.",
+                )
+                .buckets(crate::retention::REPLAY_AGE_BUCKETS.to_vec()),
+                &["route"],
+            )?),
+            records: IntGaugeVec::new(
+                Opts::new(
+                    RECORDS,
+                    "Unexpired records by route and state (in_flight, completed, outcome_unknown).",
+                ),
+                &["route", "state"],
+            )?,
             registry,
         };
         let r = &metrics.registry;
@@ -158,6 +178,8 @@ impl Metrics {
         r.register(Box::new(metrics.inflight.clone()))?;
         r.register(Box::new(metrics.records_swept.clone()))?;
         r.register(Box::new(metrics.config_reloads.clone()))?;
+        r.register(Box::new(metrics.replay_ages.histogram().clone()))?;
+        r.register(Box::new(metrics.records.clone()))?;
         // Pre-create the label-less series so they read 0 rather than being absent.
         for result in ["ok", "rejected"] {
             metrics.config_reloads.with_label_values(&[result]);

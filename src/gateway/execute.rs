@@ -224,6 +224,7 @@ impl Recorder<'_> {
             headers: StoredResponse::header_list([("content-type", PROBLEM_JSON.as_bytes())]),
             body: Bytes::from(error.body()),
             body_omitted: false,
+            outcome_unknown: true,
         };
         self.complete(guard, &stored).await;
         Answer::new(
