@@ -486,3 +486,56 @@ async fn an_embedded_file_of_version_2_is_migrated_and_its_unknown_outcomes_mark
         other => panic!("{other:?}"),
     }
 }
+
+/// Redis in front of Postgres: an answer Postgres replays is written back
+/// with its completion time, and a hit in Redis tells the same age.
+#[tokio::test]
+async fn redis_hits_tell_the_age_postgres_gave() {
+    let schema = TestSchema::create().await;
+    let name = schema.name.clone();
+    let prefix = pg_support::RedisPrefix::new("retention");
+    let authority = PostgresStore::connect(&schema.config()).await.unwrap();
+    let hits = Arc::new(AtomicU64::new(0));
+    let counted_hits = hits.clone();
+    let cached = idemgate::store::CachedStore::new(
+        authority,
+        &pg_support::redis_config(&prefix.0),
+        Arc::new(move |lookup| {
+            if lookup == idemgate::store::Lookup::Hit {
+                counted_hits.fetch_add(1, Ordering::SeqCst);
+            }
+        }),
+    )
+    .unwrap();
+    let store: Arc<dyn Store> = Arc::new(OwnedStore {
+        store: Arc::new(cached),
+        guard: SchemaGuard {
+            schema,
+            redis_prefix: Some(prefix.0.clone()),
+        },
+    });
+    let key = id("orders", "k");
+    let lease = reserve(&store, &key).await;
+    store
+        .complete(&lease, &answer(201, false), Duration::from_secs(86_400))
+        .await
+        .unwrap();
+    let fresh = replay_kept(&store, &key).await.age.unwrap();
+    assert!(fresh < Duration::from_secs(2), "{fresh:?}");
+    assert_eq!(hits.load(Ordering::SeqCst), 1, "written by the completion");
+
+    // Completed two hours ago by the database's account; Redis loses its copy.
+    pg_support::admin_sql(&format!(
+        "UPDATE {name}.idemgate_records SET completed_at = completed_at - interval '2 hours'"
+    ))
+    .await;
+    pg_support::redis_flush_prefix(&prefix.0).await;
+    let two_hours = Duration::from_secs(7_200)..Duration::from_secs(7_203);
+    let from_postgres = replay_kept(&store, &key).await.age.unwrap();
+    assert!(two_hours.contains(&from_postgres), "{from_postgres:?}");
+    assert_eq!(hits.load(Ordering::SeqCst), 1, "a miss");
+    let from_redis = replay_kept(&store, &key).await.age.unwrap();
+    assert_eq!(hits.load(Ordering::SeqCst), 2, "written back, then hit");
+    assert!(two_hours.contains(&from_redis), "{from_redis:?}");
+    drop(prefix);
+}
