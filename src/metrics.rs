@@ -21,6 +21,7 @@ pub const RECORDS_SWEPT: &str = "idemgate_records_swept_total";
 pub const CONFIG_RELOADS: &str = "idemgate_config_reloads_total";
 pub const REPLAY_AGE: &str = "idemgate_replay_age_seconds";
 pub const RECORDS: &str = "idemgate_records";
+pub const ROUTE_RETENTION: &str = "idemgate_route_retention_seconds";
 
 /// From 100µs to 60s: a replay from memory and a slow upstream on one scale.
 const LATENCY_BUCKETS: &[f64] = &[
@@ -104,6 +105,9 @@ pub struct Metrics {
     /// `idemgate_replay_age_seconds`, with its summary per route.
     pub replay_ages: crate::retention::ReplayAges,
     pub records: IntGaugeVec,
+    /// Each idempotent route's `retention`, so replay ages can be charted
+    /// against it (deploy/observability).
+    pub route_retention: prometheus::GaugeVec,
 }
 
 impl Metrics {
@@ -166,6 +170,13 @@ impl Metrics {
                 ),
                 &["route", "state"],
             )?,
+            route_retention: prometheus::GaugeVec::new(
+                Opts::new(
+                    ROUTE_RETENTION,
+                    "The configured retention of each idempotent route.",
+                ),
+                &["route"],
+            )?,
             registry,
         };
         let r = &metrics.registry;
@@ -180,6 +191,7 @@ impl Metrics {
         r.register(Box::new(metrics.config_reloads.clone()))?;
         r.register(Box::new(metrics.replay_ages.histogram().clone()))?;
         r.register(Box::new(metrics.records.clone()))?;
+        r.register(Box::new(metrics.route_retention.clone()))?;
         // Pre-create the label-less series so they read 0 rather than being absent.
         for result in ["ok", "rejected"] {
             metrics.config_reloads.with_label_values(&[result]);

@@ -301,6 +301,8 @@ async fn admin_routes_shows_the_reloaded_policy() {
     assert_eq!(policy["release_statuses"], serde_json::json!([429, 503]));
     assert_eq!(route["replay_age"]["count"], 0);
     assert_eq!(route["replay_age"]["p99"], Value::Null);
+    let retention = r#"idemgate_route_retention_seconds{route="charges"}"#;
+    await_sample(&admin, retention, 3600.0).await;
 
     let config = std::fs::read_to_string(gateway.config_path()).unwrap();
     let config = config.replace(r#"retention = "1h""#, r#"retention = "36h""#);
@@ -317,4 +319,5 @@ async fn admin_routes_shows_the_reloaded_policy() {
     assert_eq!(reload.status, 200, "{}", reload.text());
     let (_, routes) = admin_get(&admin, "/admin/routes").await;
     assert_eq!(routes[0]["policy"]["retention"], 129_600.0);
+    await_sample(&admin, retention, 129_600.0).await;
 }

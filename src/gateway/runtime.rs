@@ -67,6 +67,16 @@ impl Runtime {
         for bound in &self.bound {
             bound.meters.announce(metrics);
         }
+        // Routes removed or made pass-through by a reload drop out.
+        metrics.route_retention.reset();
+        for bound in &self.bound {
+            if let Some(policy) = &bound.route.policy {
+                metrics
+                    .route_retention
+                    .with_label_values(&[&*bound.route.name])
+                    .set(policy.retention.as_secs_f64());
+            }
+        }
     }
 
     /// The first route (in file order) that takes this request.
