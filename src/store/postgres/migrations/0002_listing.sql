@@ -5,7 +5,9 @@
 -- outcome-unknown problem (the request was sent, no answer came back).
 -- Records completed before this version keep false: they replay as before
 -- and age out within their retention.
-ALTER TABLE idemgate_records ADD COLUMN outcome_unknown boolean NOT NULL DEFAULT false;
+-- IF NOT EXISTS: an operator may add it by hand first, to build the index
+-- below concurrently before upgrading (docs/tuning-retention.md).
+ALTER TABLE idemgate_records ADD COLUMN IF NOT EXISTS outcome_unknown boolean NOT NULL DEFAULT false;
 
 -- `GET /admin/keys/{route}?state=`: one range per route and state, oldest
 -- first; key and scope in byte order ("C"), the order every backend pages in.
