@@ -3,7 +3,6 @@
 //! shows. The summary outlives config reloads (a route keeps its history
 //! while its name stays).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -107,7 +106,8 @@ impl AgeSummary {
 #[derive(Clone)]
 pub struct ReplayAges {
     histogram: HistogramVec,
-    routes: Arc<RwLock<HashMap<String, Arc<RouteAges>>>>,
+    /// foldhash: looked up on every replay (as the replay copies are).
+    routes: Arc<RwLock<foldhash::HashMap<String, Arc<RouteAges>>>>,
 }
 
 struct RouteAges {
