@@ -378,11 +378,14 @@ async fn embedded_replays_tell_the_age_by_the_stores_clock() {
 async fn postgres_replays_tell_the_age_by_the_databases_clock() {
     let (store, schema) = postgres().await;
     let key = id("orders", "k");
-    let lease = reserve(&store, &key).await;
-    store
-        .complete(&lease, &answer(201, false), Duration::from_secs(86_400))
-        .await
-        .unwrap();
+    let keys: Vec<RecordId> = (0..64).map(|n| id("orders", &format!("b{n}"))).collect();
+    for key in keys.iter().chain([&key]) {
+        let lease = reserve(&store, key).await;
+        store
+            .complete(&lease, &answer(201, false), Duration::from_secs(86_400))
+            .await
+            .unwrap();
+    }
     assert!(replay_kept(&store, &key).await.age.unwrap() < Duration::from_secs(2));
     // Completed two hours ago, as far as the database knows.
     pg_support::admin_sql(&format!(
@@ -394,6 +397,16 @@ async fn postgres_replays_tell_the_age_by_the_databases_clock() {
         (Duration::from_secs(7_200)..Duration::from_secs(7_202)).contains(&age),
         "{age:?}"
     );
+    // Replays arriving together are decided in batches (one statement for
+    // many keys): the age comes with them too.
+    let ages = join_all(keys.iter().map(|key| replay_kept(&store, key))).await;
+    for kept in ages {
+        let age = kept.age.unwrap();
+        assert!(
+            (Duration::from_secs(7_200)..Duration::from_secs(7_205)).contains(&age),
+            "{age:?}"
+        );
+    }
 }
 
 /// Through the in-process copies the gateway keeps, the age goes on growing
