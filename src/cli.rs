@@ -95,6 +95,26 @@ pub enum KeysAction {
     Show(KeyArgs),
     /// Delete the records of a key, so its next request runs again.
     Purge(KeyArgs),
+    /// Print one page of a route's records, oldest first, as JSON
+    /// (`{"records": [...], "next": CURSOR|null}`).
+    List(ListArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// Route name.
+    pub route: String,
+    /// Only records in this state.
+    #[arg(long, value_parser = ["in_flight", "completed", "outcome_unknown"])]
+    pub state: Option<String>,
+    /// Records per page, 1 to 1000.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub limit: u32,
+    /// Start after this cursor (the `next` of the page before).
+    #[arg(long)]
+    pub after: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]

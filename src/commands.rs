@@ -196,3 +196,48 @@ pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
         }
     }
 }
+
+/// `idemgate keys list`: one page of a route's records, as
+/// `GET /admin/keys/{route}` answers it. A route the config no longer has
+/// may still hold records (renamed or removed), so any name is listed.
+pub async fn list_keys(args: &crate::cli::ListArgs) -> i32 {
+    use crate::store::{Cursor, ListQuery, RecordState};
+    let after = match args.after.as_deref().map(Cursor::decode).transpose() {
+        Ok(after) => after,
+        Err(error) => {
+            eprintln!("idemgate keys list: --after: {error}");
+            return EXIT_FAILURE;
+        }
+    };
+    // clap allowed only the three names.
+    let state = args.state.as_deref().and_then(RecordState::parse);
+    let path = args.config.path();
+    let config = match load(&path) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let store = match store::open(&config.store).await {
+        Ok(store) => store,
+        Err(err) => {
+            eprintln!("idemgate keys list: {err}");
+            return EXIT_FAILURE;
+        }
+    };
+    let query = ListQuery {
+        route: args.route.clone(),
+        state,
+        limit: args.limit,
+        after,
+    };
+    match store.list(&query).await {
+        Ok(page) => {
+            let text = serde_json::to_string_pretty(&crate::admin::listing::to_json(&page))
+                .unwrap_or_default();
+            say(&format!("{text}\n")).map_or_else(|code| code, |()| EXIT_OK)
+        }
+        Err(err) => {
+            eprintln!("idemgate keys list: {err}");
+            EXIT_FAILURE
+        }
+    }
+}

@@ -94,6 +94,9 @@ pub enum GatewayError {
     HomeRegionUnavailable {
         retry_after: Duration,
     },
+    /// An admin-plane query parameter that is not understood (listing:
+    /// `state`, `limit`, `after`); says which and why.
+    InvalidQuery(&'static str),
 }
 
 #[derive(Serialize)]
@@ -131,6 +134,7 @@ impl GatewayError {
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             AdminDisabled => StatusCode::NOT_FOUND,
             InvalidSignature(_) => StatusCode::UNAUTHORIZED,
+            InvalidQuery(_) => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -160,6 +164,7 @@ impl GatewayError {
             AdminDisabled => "admin-disabled",
             InvalidSignature(_) => "invalid-signature",
             HomeRegionUnavailable { .. } => "home-region-unavailable",
+            InvalidQuery(_) => "invalid-query",
         }
     }
 
@@ -188,6 +193,7 @@ impl GatewayError {
             AdminDisabled => "Admin API disabled",
             InvalidSignature(_) => "Invalid webhook signature",
             HomeRegionUnavailable { .. } => "Home region unavailable",
+            InvalidQuery(_) => "Invalid query parameter",
         }
     }
 
@@ -249,6 +255,7 @@ impl GatewayError {
             HomeRegionUnavailable { .. } => "This idempotency key belongs to another region, \
                  whose gateway could not be reached; nothing was sent or run. Retry later."
                 .into(),
+            InvalidQuery(why) => format!("{why}."),
         }
     }
 
@@ -287,7 +294,8 @@ impl GatewayError {
             | Forbidden
             | NotFound
             | MethodNotAllowed { .. }
-            | AdminDisabled => {
+            | AdminDisabled
+            | InvalidQuery(_) => {
                 return None;
             }
         })
@@ -417,6 +425,7 @@ mod tests {
             (GatewayError::UpstreamError, 502, "upstream-error"),
             (GatewayError::OutcomeUnknownTimeout, 504, "outcome-unknown"),
             (GatewayError::OutcomeUnknownBroken, 502, "outcome-unknown"),
+            (GatewayError::InvalidQuery("x"), 400, "invalid-query"),
             (
                 GatewayError::StoreUnavailable {
                     retry_after: second,

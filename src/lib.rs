@@ -16,6 +16,7 @@ pub mod key;
 pub mod metrics;
 pub mod proxy;
 pub mod region;
+pub mod retention;
 pub mod route;
 pub mod server;
 pub mod store;

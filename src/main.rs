@@ -58,13 +58,15 @@ fn main() -> ExitCode {
             Command::Check(arg) => commands::check(&arg.path()),
             Command::Migrate(arg) => commands::migrate(&arg.path()).await,
             Command::Sweep(arg) => commands::sweep(&arg.path()).await,
-            Command::Keys { action } => {
-                let (args, purge) = match &action {
-                    KeysAction::Show(args) => (args, false),
-                    KeysAction::Purge(args) => (args, true),
-                };
-                commands::keys(&args.config.path(), &args.route, &args.key, purge).await
-            }
+            Command::Keys { action } => match &action {
+                KeysAction::Show(args) => {
+                    commands::keys(&args.config.path(), &args.route, &args.key, false).await
+                }
+                KeysAction::Purge(args) => {
+                    commands::keys(&args.config.path(), &args.route, &args.key, true).await
+                }
+                KeysAction::List(args) => commands::list_keys(args).await,
+            },
         }
     });
     // Tasks still running (detached executions past the grace period) end here.

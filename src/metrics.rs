@@ -20,6 +20,9 @@ pub const INFLIGHT: &str = "idemgate_inflight";
 pub const RECORDS_SWEPT: &str = "idemgate_records_swept_total";
 pub const CONFIG_RELOADS: &str = "idemgate_config_reloads_total";
 pub const REGION_FORWARDS: &str = "idemgate_region_forwards_total";
+pub const REPLAY_AGE: &str = "idemgate_replay_age_seconds";
+pub const RECORDS: &str = "idemgate_records";
+pub const ROUTE_RETENTION: &str = "idemgate_route_retention_seconds";
 
 /// From 100µs to 60s: a replay from memory and a slow upstream on one scale.
 const LATENCY_BUCKETS: &[f64] = &[
@@ -110,6 +113,12 @@ pub struct Metrics {
     pub records_swept: IntCounter,
     pub config_reloads: IntCounterVec,
     pub region_forwards: IntCounterVec,
+    /// `idemgate_replay_age_seconds`, with its summary per route.
+    pub replay_ages: crate::retention::ReplayAges,
+    pub records: IntGaugeVec,
+    /// Each idempotent route's `retention`, so replay ages can be charted
+    /// against it (deploy/observability).
+    pub route_retention: prometheus::GaugeVec,
 }
 
 impl Metrics {
@@ -164,6 +173,28 @@ impl Metrics {
                 ),
                 &["region", "result"],
             )?,
+            replay_ages: crate::retention::ReplayAges::new(HistogramVec::new(
+                HistogramOpts::new(
+                    REPLAY_AGE,
+                    "Age of a record (now - completion) when it was replayed, by route.",
+                )
+                .buckets(crate::retention::REPLAY_AGE_BUCKETS.to_vec()),
+                &["route"],
+            )?),
+            records: IntGaugeVec::new(
+                Opts::new(
+                    RECORDS,
+                    "Unexpired records by route and state (in_flight, completed, outcome_unknown).",
+                ),
+                &["route", "state"],
+            )?,
+            route_retention: prometheus::GaugeVec::new(
+                Opts::new(
+                    ROUTE_RETENTION,
+                    "The configured retention of each idempotent route.",
+                ),
+                &["route"],
+            )?,
             registry,
         };
         let r = &metrics.registry;
@@ -177,6 +208,9 @@ impl Metrics {
         r.register(Box::new(metrics.records_swept.clone()))?;
         r.register(Box::new(metrics.config_reloads.clone()))?;
         r.register(Box::new(metrics.region_forwards.clone()))?;
+        r.register(Box::new(metrics.replay_ages.histogram().clone()))?;
+        r.register(Box::new(metrics.records.clone()))?;
+        r.register(Box::new(metrics.route_retention.clone()))?;
         // Pre-create the label-less series so they read 0 rather than being absent.
         for result in ["ok", "rejected"] {
             metrics.config_reloads.with_label_values(&[result]);

@@ -215,7 +215,7 @@ async fn a_file_with_the_old_expiry_index_is_migrated_and_the_sweep_uses_the_new
         "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'records' AND sql IS NOT NULL ORDER BY name",
         0,
     );
-    assert_eq!(indexes, ["records_expiry"]);
+    assert_eq!(indexes, ["records_expiry", "records_listing"]);
     let plan = column(
         "EXPLAIN QUERY PLAN SELECT rowid FROM records WHERE expires_at <= 5 AND state = 1 LIMIT 10",
         3,

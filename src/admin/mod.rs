@@ -5,6 +5,8 @@ mod auth;
 mod disabled;
 pub mod records;
 pub use disabled::log as log_if_disabled;
+pub mod listing;
+pub mod routes;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +31,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(2);
 const PROBE_METHODS: &str = "GET, HEAD";
 const RELOAD_METHODS: &str = "POST";
 const KEY_METHODS: &str = "GET, HEAD, DELETE";
+const LIST_METHODS: &str = "GET, HEAD";
 
 fn method_not_allowed(allow: &'static str) -> Response<Body> {
     GatewayError::MethodNotAllowed { allow }.to_response()
@@ -70,7 +73,8 @@ impl AdminPlane {
                 if let Err(error) = auth::check(token.as_deref(), request.headers()) {
                     return error.to_response();
                 }
-                self.operator(request.method(), &path).await
+                self.operator(request.method(), &path, request.uri().query())
+                    .await
             }
             _ => GatewayError::NotFound.to_response(),
         }
@@ -84,13 +88,33 @@ impl AdminPlane {
         }
     }
 
-    async fn operator(&self, method: &Method, path: &str) -> Response<Body> {
+    async fn operator(&self, method: &Method, path: &str, query: Option<&str>) -> Response<Body> {
         if path == "/admin/reload" {
             return if method == Method::POST {
                 self.reload()
             } else {
                 method_not_allowed(RELOAD_METHODS)
             };
+        }
+        let read = matches!(*method, Method::GET | Method::HEAD);
+        if path == "/admin/routes" {
+            if !read {
+                return method_not_allowed(LIST_METHODS);
+            }
+            let config = self.gateway.runtime().config.clone();
+            let document = routes::to_json(&config, &self.gateway.metrics().replay_ages);
+            return json(StatusCode::OK, "application/json", &document);
+        }
+        if let Some(route) = listing::parse_list_path(path) {
+            if !read {
+                return method_not_allowed(LIST_METHODS);
+            }
+            let store = self.gateway.store();
+            return match listing::parse_query(route, query) {
+                Ok(query) => listing::list(store.as_ref(), &query).await,
+                Err(error) => Err(error),
+            }
+            .unwrap_or_else(|error| error.to_response());
         }
         let Some((route, key)) = records::parse_key_path(path) else {
             return GatewayError::NotFound.to_response();

@@ -30,10 +30,7 @@ pub fn to_json(records: &[RecordInfo]) -> Value {
 fn record_json(record: &RecordInfo) -> Value {
     json!({
         "scope": record.scope,
-        "state": match record.state {
-            RecordState::InFlight => "in_flight",
-            RecordState::Completed => "completed",
-        },
+        "state": record.state.as_str(),
         "fingerprint": record.fingerprint,
         "status": record.status,
         "created_at": rfc3339(Some(record.created_at)),
@@ -44,13 +41,13 @@ fn record_json(record: &RecordInfo) -> Value {
         // over), so that is when it expires.
         "expires_at": rfc3339(record.expires_at.or(match record.state {
             RecordState::InFlight => record.lease_expires_at,
-            RecordState::Completed => None,
+            RecordState::Completed | RecordState::OutcomeUnknown => None,
         })),
         "lease_expires_at": rfc3339(record.lease_expires_at),
     })
 }
 
-fn rfc3339(time: Option<SystemTime>) -> Value {
+pub(crate) fn rfc3339(time: Option<SystemTime>) -> Value {
     match time {
         Some(time) => Value::String(humantime::format_rfc3339_millis(time).to_string()),
         None => Value::Null,
@@ -88,7 +85,7 @@ pub async fn purge(
     }
 }
 
-fn unavailable(error: crate::store::StoreError) -> GatewayError {
+pub(crate) fn unavailable(error: crate::store::StoreError) -> GatewayError {
     tracing::warn!(%error, "admin request: store unavailable");
     GatewayError::StoreUnavailable {
         retry_after: std::time::Duration::from_secs(1),

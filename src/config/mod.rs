@@ -16,8 +16,8 @@ mod webhook;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use model::*;
-pub use webhook::{DEFAULT_TOLERANCE, WebhookConfig, WebhookScheme, WebhookSecret};
 pub use store_key::StoreKey;
+pub use webhook::{DEFAULT_TOLERANCE, WebhookConfig, WebhookScheme, WebhookSecret};
 
 use std::path::Path;
 

@@ -137,6 +137,7 @@ pub fn stored(
         headers: kept_headers(&parts.headers, kept).into(),
         body,
         body_omitted,
+        outcome_unknown: false,
     }
 }
 

@@ -237,6 +237,7 @@ impl Recorder<'_> {
             headers: StoredResponse::header_list(headers),
             body: Bytes::from(body),
             body_omitted: false,
+            outcome_unknown: true,
         };
         let expires_at = self.complete(guard, &stored).await;
         let mut response = replay::fresh_from_stored(&stored, self.policy);

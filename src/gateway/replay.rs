@@ -153,6 +153,7 @@ mod tests {
             headers: vec![("content-length".to_owned(), Bytes::from(length.to_owned()))].into(),
             body: Bytes::from_static(body),
             body_omitted: false,
+            outcome_unknown: false,
         };
         from_stored(
             &stored,

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant, SystemTime};
 use super::Gateway;
 use crate::config::InFlightMode;
 use crate::route::RoutePolicy;
-use crate::store::{Lease, RecordId, Reservation, StoreError, StoredResponse};
+use crate::store::{Kept, Lease, RecordId, Reservation, StoreError, StoredResponse};
 
 /// Waiters in this process are woken by the holder; this bounds how long one
 /// waits for a holder in another replica before looking at the store again.
@@ -33,10 +33,10 @@ pub async fn reserve(
 ) -> Result<Decision, StoreError> {
     let store = gateway.store();
     if policy.on_in_flight == InFlightMode::Conflict {
-        let (reservation, expires_at) = store
+        let (reservation, kept) = store
             .reserve_with_expiry(id, fingerprint, policy.lock_timeout)
             .await?;
-        return Ok(decide(reservation, expires_at));
+        return Ok(decide(gateway, id, reservation, kept));
     }
     let deadline = Instant::now() + policy.wait_timeout;
     loop {
@@ -47,15 +47,16 @@ pub async fn reserve(
         tokio::pin!(notified);
         notified.as_mut().enable();
 
-        let (reservation, expires_at) = store
+        let (reservation, kept) = store
             .reserve_with_expiry(id, fingerprint, policy.lock_timeout)
             .await?;
         let Reservation::InFlight { lease_expires_at } = reservation else {
-            return Ok(decide(reservation, expires_at));
+            return Ok(decide(gateway, id, reservation, kept));
         };
         let now = Instant::now();
         if now >= deadline {
-            return Ok(decide(Reservation::InFlight { lease_expires_at }, None));
+            let in_flight = Reservation::InFlight { lease_expires_at };
+            return Ok(decide(gateway, id, in_flight, None));
         }
         let lease_left = lease_expires_at
             .duration_since(SystemTime::now())
@@ -70,10 +71,22 @@ pub async fn reserve(
     }
 }
 
-fn decide(reservation: Reservation, expires_at: Option<SystemTime>) -> Decision {
+fn decide(
+    gateway: &Gateway,
+    id: &RecordId,
+    reservation: Reservation,
+    kept: Option<Kept>,
+) -> Decision {
     match reservation {
         Reservation::Reserved(lease) => Decision::Execute(lease),
-        Reservation::Completed(stored) => Decision::Replay(stored, expires_at),
+        Reservation::Completed(stored) => {
+            // Every store path tells the age (the in-process copies too);
+            // only a copy written before ages were kept does not.
+            if let Some(age) = kept.and_then(|kept| kept.age) {
+                gateway.metrics().replay_ages.observe(&id.route, age);
+            }
+            Decision::Replay(stored, kept.map(|kept| kept.expires_at))
+        }
         Reservation::Mismatch => Decision::Mismatch,
         Reservation::InFlight { .. } => Decision::Conflict {
             retry_after: DEFAULT_RETRY_AFTER,

@@ -78,6 +78,16 @@ impl Runtime {
         if let Some(regions) = &self.regions {
             regions.announce(metrics);
         }
+        // Routes removed or made pass-through by a reload drop out.
+        metrics.route_retention.reset();
+        for bound in &self.bound {
+            if let Some(policy) = &bound.route.policy {
+                metrics
+                    .route_retention
+                    .with_label_values(&[&*bound.route.name])
+                    .set(policy.retention.as_secs_f64());
+            }
+        }
     }
 
     /// The first route (in file order) that takes this request.

@@ -96,7 +96,7 @@ impl DerivePart {
         }
     }
 
-    fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         match self {
             DerivePart::JsonPointer(pointer) => pointer.clone(),
             DerivePart::Header(name) => format!("header:{name}"),

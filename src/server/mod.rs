@@ -106,6 +106,23 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
         )
     };
 
+    let record_counter = {
+        let (interval, _) = store::sweep_settings(&config.store);
+        let gateway = gateway.clone();
+        crate::retention::spawn_record_counter(
+            store.clone(),
+            interval,
+            metrics.records.clone(),
+            Arc::new(move || {
+                let config = gateway.runtime().config.clone();
+                (config.routes.iter())
+                    .filter(|route| route.idempotency)
+                    .map(|route| route.name.clone())
+                    .collect()
+            }),
+        )
+    };
+
     let shutdown = CancellationToken::new();
     let abandon = CancellationToken::new();
     tokio::spawn(signals::watch(
@@ -154,6 +171,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
     };
     tokio::join!(data_plane, admin_plane);
     sweeper.abort();
+    record_counter.abort();
     tracing::info!("idemgate stopped");
     Ok(())
 }

@@ -3,12 +3,15 @@
 //! backend stays free of metrics code.
 
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use prometheus::{Histogram, IntCounter};
 
-use super::{Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse};
+use super::{
+    Count, Kept, Lease, ListQuery, Page, RecordId, RecordInfo, Reservation, Store, StoreError,
+    StoredResponse,
+};
 use crate::metrics::Metrics;
 
 pub struct InstrumentedStore {
@@ -42,10 +45,12 @@ enum Op {
     Purge,
     Sweep,
     Ping,
+    List,
+    Count,
 }
 
 impl Op {
-    const COUNT: usize = Op::Ping as usize + 1;
+    const COUNT: usize = Op::Count as usize + 1;
     const ALL: [Op; Op::COUNT] = [
         Op::Reserve,
         Op::Complete,
@@ -54,6 +59,8 @@ impl Op {
         Op::Purge,
         Op::Sweep,
         Op::Ping,
+        Op::List,
+        Op::Count,
     ];
 
     fn as_str(self) -> &'static str {
@@ -65,6 +72,8 @@ impl Op {
             Op::Purge => "purge",
             Op::Sweep => "sweep",
             Op::Ping => "ping",
+            Op::List => "list",
+            Op::Count => "count",
         }
     }
 }
@@ -128,7 +137,7 @@ impl Store for InstrumentedStore {
         id: &RecordId,
         fingerprint: &str,
         lease_for: Duration,
-    ) -> Result<(Reservation, Option<SystemTime>), StoreError> {
+    ) -> Result<(Reservation, Option<Kept>), StoreError> {
         timed!(
             self,
             Op::Reserve,
@@ -167,5 +176,13 @@ impl Store for InstrumentedStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         timed!(self, Op::Ping, self.inner.ping())
+    }
+
+    async fn list(&self, query: &ListQuery) -> Result<Page, StoreError> {
+        timed!(self, Op::List, self.inner.list(query))
+    }
+
+    async fn count(&self) -> Result<Vec<Count>, StoreError> {
+        timed!(self, Op::Count, self.inner.count())
     }
 }

@@ -9,6 +9,7 @@ pub mod cache;
 pub mod embedded;
 pub mod guard;
 pub mod instrumented;
+pub mod listing;
 mod open;
 pub mod postgres;
 pub mod replay_cache;
@@ -25,6 +26,7 @@ pub use cache::{CachedStore, Lookup, LookupHook};
 pub use embedded::EmbeddedStore;
 pub use guard::LeaseGuard;
 pub use instrumented::InstrumentedStore;
+pub use listing::{Count, Cursor, ListQuery, Listed, Page};
 pub use open::{StoreConfigExt, migrate, open, open_with_metrics, sweep_settings};
 pub use postgres::PostgresStore;
 pub use replay_cache::ReplayCache;
@@ -72,6 +74,11 @@ pub struct StoredResponse {
     pub body: Bytes,
     /// The answer was larger than `max_stored_response`: only status and headers kept.
     pub body_omitted: bool,
+    /// The answer is the gateway's own outcome-unknown problem (the request
+    /// was sent and no answer came back), not the upstream's. Written with
+    /// the completion so operators can list and count such records without
+    /// reading bodies.
+    pub outcome_unknown: bool,
 }
 
 impl StoredResponse {
@@ -115,10 +122,46 @@ pub enum Reservation {
     Mismatch,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RecordState {
     InFlight,
     Completed,
+    /// Completed with the gateway's own outcome-unknown problem: someone
+    /// must reconcile it with the upstream (and purge the key).
+    OutcomeUnknown,
+}
+
+impl RecordState {
+    pub const ALL: [RecordState; 3] = [
+        RecordState::InFlight,
+        RecordState::Completed,
+        RecordState::OutcomeUnknown,
+    ];
+
+    /// The name operators see (JSON, metrics labels, `--state`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordState::InFlight => "in_flight",
+            RecordState::Completed => "completed",
+            RecordState::OutcomeUnknown => "outcome_unknown",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<RecordState> {
+        RecordState::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+/// What a store knows of a completed record beside its answer, told with a
+/// replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kept {
+    /// When the record stops replaying.
+    pub expires_at: SystemTime,
+    /// How long ago it was completed, by the store's own clock (`None`: a
+    /// copy written before completion times were kept, e.g. an older Redis
+    /// value).
+    pub age: Option<Duration>,
 }
 
 /// One record as an operator sees it (`keys show`, `GET /admin/keys/...`).
@@ -174,13 +217,14 @@ pub trait Store: Send + Sync + 'static {
     }
 
     /// `reserve`, and with a `Completed` answer the instant it stops
-    /// replaying, so that a copy kept in memory never outlives the record.
+    /// replaying (so that a copy kept in memory never outlives the record)
+    /// and its age (`idemgate_replay_age_seconds`).
     async fn reserve_with_expiry(
         &self,
         id: &RecordId,
         fingerprint: &str,
         lease_for: Duration,
-    ) -> Result<(Reservation, Option<SystemTime>), StoreError>;
+    ) -> Result<(Reservation, Option<Kept>), StoreError>;
 
     /// Store the answer and mark the record completed, replayable for `retain_for`
     /// from now. `Err(Fenced)` when the lease's token is no longer the record's.
@@ -207,4 +251,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Cheap liveness probe for `/readyz`.
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// One page of a route's unexpired records, oldest first (`GET
+    /// /admin/keys/{route}`, `idemgate keys list`), read through an index.
+    async fn list(&self, query: &listing::ListQuery) -> Result<listing::Page, StoreError>;
+
+    /// Unexpired records per route and state (`idemgate_records`).
+    async fn count(&self) -> Result<Vec<listing::Count>, StoreError>;
 }

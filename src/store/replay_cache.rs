@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
-use super::{Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse};
+use super::{Kept, Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse};
 
 /// Longest time an entry is served without asking the store again.
 pub const MAX_AGE: Duration = Duration::from_secs(5);
@@ -27,6 +27,9 @@ struct Entry {
     response: StoredResponse,
     /// The record's own expiry or `MAX_AGE` from insertion, whichever is first.
     until: SystemTime,
+    /// When the record was completed, from its age when copied (`None`
+    /// when the store could not tell).
+    completed_at: Option<SystemTime>,
     bytes: usize,
 }
 
@@ -84,11 +87,7 @@ impl Copies {
         }
     }
 
-    fn lookup(
-        &self,
-        id: &RecordId,
-        fingerprint: &str,
-    ) -> Option<(Reservation, Option<SystemTime>)> {
+    fn lookup(&self, id: &RecordId, fingerprint: &str) -> Option<(Reservation, Option<Kept>)> {
         let mut entries = self.entries.lock().ok()?;
         let now = SystemTime::now();
         let entry = entries.map.get(id)?;
@@ -101,7 +100,12 @@ impl Copies {
         Some(if entry.fingerprint == fingerprint {
             (
                 Reservation::Completed(entry.response.clone()),
-                Some(entry.until),
+                Some(Kept {
+                    expires_at: entry.until,
+                    age: entry
+                        .completed_at
+                        .map(|at| now.duration_since(at).unwrap_or_default()),
+                }),
             )
         } else {
             (Reservation::Mismatch, None)
@@ -114,7 +118,7 @@ impl Copies {
         id: &RecordId,
         fingerprint: &str,
         response: &StoredResponse,
-        expires: SystemTime,
+        kept: Kept,
     ) {
         let bytes = response.body.len()
             + response
@@ -137,10 +141,12 @@ impl Copies {
         if entries.bytes + bytes > self.max_bytes {
             evict(&mut entries, self.max_bytes * 3 / 4);
         }
+        let now = SystemTime::now();
         let entry = Entry {
             fingerprint: fingerprint.to_string(),
             response: response.clone(),
-            until: expires.min(SystemTime::now() + MAX_AGE),
+            until: kept.expires_at.min(now + MAX_AGE),
+            completed_at: kept.age.map(|age| now.checked_sub(age).unwrap_or(now)),
             bytes,
         };
         entries.bytes += bytes;
@@ -212,20 +218,20 @@ impl<S: Store> Store for ReplayCache<S> {
         id: &RecordId,
         fingerprint: &str,
         lease_for: Duration,
-    ) -> Result<(Reservation, Option<SystemTime>), StoreError> {
+    ) -> Result<(Reservation, Option<Kept>), StoreError> {
         if let Some(known) = self.copies.lookup(id, fingerprint) {
             return Ok(known);
         }
         let generation = self.copies.generation.load(Ordering::SeqCst);
-        let (reservation, expires_at) = self
+        let (reservation, kept) = self
             .inner
             .reserve_with_expiry(id, fingerprint, lease_for)
             .await?;
-        if let (Reservation::Completed(response), Some(expires_at)) = (&reservation, expires_at) {
+        if let (Reservation::Completed(response), Some(kept)) = (&reservation, kept) {
             self.copies
-                .remember(generation, id, fingerprint, response, expires_at);
+                .remember(generation, id, fingerprint, response, kept);
         }
-        Ok((reservation, expires_at))
+        Ok((reservation, kept))
     }
 
     async fn complete(
@@ -262,5 +268,13 @@ impl<S: Store> Store for ReplayCache<S> {
 
     async fn ping(&self) -> Result<(), StoreError> {
         self.inner.ping().await
+    }
+
+    async fn list(&self, query: &super::ListQuery) -> Result<super::Page, StoreError> {
+        self.inner.list(query).await
+    }
+
+    async fn count(&self) -> Result<Vec<super::Count>, StoreError> {
+        self.inner.count().await
     }
 }

@@ -2,10 +2,11 @@
 //! store drops first (joining its threads, closing its pool), then the guard.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use idemgate::store::{
-    Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse,
+    Count, Kept, Lease, ListQuery, Page, RecordId, RecordInfo, Reservation, Store, StoreError,
+    StoredResponse,
 };
 
 pub struct OwnedStore<G> {
@@ -23,7 +24,7 @@ impl<G: Send + Sync + 'static> Store for OwnedStore<G> {
         id: &RecordId,
         fp: &str,
         lease: Duration,
-    ) -> Result<(Reservation, Option<SystemTime>), StoreError> {
+    ) -> Result<(Reservation, Option<Kept>), StoreError> {
         self.store.reserve_with_expiry(id, fp, lease).await
     }
     async fn complete(
@@ -48,5 +49,11 @@ impl<G: Send + Sync + 'static> Store for OwnedStore<G> {
     }
     async fn ping(&self) -> Result<(), StoreError> {
         self.store.ping().await
+    }
+    async fn list(&self, query: &ListQuery) -> Result<Page, StoreError> {
+        self.store.list(query).await
+    }
+    async fn count(&self) -> Result<Vec<Count>, StoreError> {
+        self.store.count().await
     }
 }

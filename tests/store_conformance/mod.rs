@@ -64,6 +64,7 @@ pub fn response() -> StoredResponse {
         ]),
         body: Bytes::from_static(b"{\"id\":42}\0\xff"),
         body_omitted: false,
+        outcome_unknown: false,
     }
 }
 
@@ -113,6 +114,7 @@ pub async fn complete_then_replay_body_omitted(store: Arc<dyn Store>) {
         headers: StoredResponse::header_list(vec![("content-type", b"video/mp4".to_vec())]),
         body: Bytes::new(),
         body_omitted: true,
+        outcome_unknown: false,
     };
     store.complete(&lease, &omitted, LONG).await.unwrap();
     let got = store.reserve(&id("k"), "fp", LONG).await.unwrap();

@@ -213,6 +213,7 @@ fn response(holder: usize, token: i64, status: u16) -> StoredResponse {
         ]),
         body: Bytes::from(format!("holder {holder} token {token}\0\u{e9}")),
         body_omitted: holder == 4,
+        outcome_unknown: false,
     }
 }
 

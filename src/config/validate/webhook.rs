@@ -10,8 +10,7 @@ use super::context::Ctx;
 use super::server::{env_name, positive_duration};
 use crate::config::file::{SecretsEnvFile, WebhookFile};
 use crate::config::{
-    DEFAULT_TOLERANCE, KeySource, Policy, StatusClass, WebhookConfig, WebhookScheme,
-    WebhookSecret,
+    DEFAULT_TOLERANCE, KeySource, Policy, StatusClass, WebhookConfig, WebhookScheme, WebhookSecret,
 };
 use http::HeaderName;
 

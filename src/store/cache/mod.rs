@@ -29,7 +29,8 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 
 use super::{
-    Lease, PostgresStore, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse,
+    Kept, Lease, PostgresStore, RecordId, RecordInfo, Reservation, Store, StoreError,
+    StoredResponse,
 };
 use crate::config::RedisConfig;
 use conn::{Got, Redis};
@@ -143,24 +144,41 @@ impl Store for CachedStore {
         id: &RecordId,
         fingerprint: &str,
         lease_for: Duration,
-    ) -> Result<(Reservation, Option<SystemTime>), StoreError> {
+    ) -> Result<(Reservation, Option<Kept>), StoreError> {
         let key = entry::key(&self.prefix, id);
         let (cached, lookup) = self.lookup(&key, fingerprint).await;
         (self.on_lookup)(lookup);
         let seen = match cached {
-            Ok(found) => return Ok((Reservation::Completed(found.response), found.expires_at)),
+            Ok(found) => {
+                let now = SystemTime::now();
+                let kept = found.expires_at.map(|expires_at| Kept {
+                    expires_at,
+                    // By this replica's clock against the completing one's:
+                    // skew between them is the error (clamped at 0).
+                    age: found
+                        .completed_at
+                        .map(|at| now.duration_since(at).unwrap_or_default()),
+                });
+                return Ok((Reservation::Completed(found.response), kept));
+            }
             Err(seen) => seen,
         };
-        let (reservation, remaining) = self
+        let (reservation, kept_for) = self
             .authority
             .reserve_with_ttl(id, fingerprint, lease_for)
             .await?;
-        let expires_at = remaining.map(|ttl| SystemTime::now() + ttl);
-        if let (Reservation::Completed(response), Some(ttl), Some(at)) =
-            (&reservation, remaining, expires_at)
-            && !ttl.is_zero()
+        let now = SystemTime::now();
+        let kept = kept_for.map(|k| k.kept());
+        if let (Reservation::Completed(response), Some(kept_for)) = (&reservation, kept_for)
+            && !kept_for.remaining.is_zero()
         {
-            let value = entry::encode(fingerprint, response, at);
+            let value = entry::encode(
+                fingerprint,
+                response,
+                now + kept_for.remaining,
+                now.checked_sub(kept_for.age).unwrap_or(now),
+            );
+            let ttl = kept_for.remaining;
             let _ = match seen {
                 // NX: never overwrite what a completion wrote meanwhile.
                 Seen::Nothing => self.redis.set(&key, &value, ttl, true).await,
@@ -168,7 +186,7 @@ impl Store for CachedStore {
                 Seen::Unreachable => Ok(()),
             };
         }
-        Ok((reservation, expires_at))
+        Ok((reservation, kept))
     }
 
     async fn complete(
@@ -182,7 +200,8 @@ impl Store for CachedStore {
             .complete_fingerprint(lease, response, retain_for)
             .await?;
         let key = entry::key(&self.prefix, &lease.id);
-        let value = entry::encode(&fingerprint, response, SystemTime::now() + retain_for);
+        let now = SystemTime::now();
+        let value = entry::encode(&fingerprint, response, now + retain_for, now);
         let _ = self.redis.set(&key, &value, retain_for, false).await;
         Ok(())
     }
@@ -234,5 +253,13 @@ impl Store for CachedStore {
     async fn ping(&self) -> Result<(), StoreError> {
         // Readiness follows the authority only: the gateway is correct without Redis.
         self.authority.ping().await
+    }
+
+    async fn list(&self, query: &super::ListQuery) -> Result<super::Page, StoreError> {
+        self.authority.list(query).await
+    }
+
+    async fn count(&self) -> Result<Vec<super::Count>, StoreError> {
+        self.authority.count().await
     }
 }

@@ -36,6 +36,7 @@
 mod background_sync;
 pub(crate) mod codec;
 mod file_watch;
+mod listing;
 mod ops;
 mod replies;
 mod schema;
@@ -56,7 +57,7 @@ use tokio::sync::oneshot;
 pub use schema::SCHEMA_VERSION;
 pub use writer::Clock;
 
-use super::{Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse};
+use super::{Kept, Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse};
 use crate::config::Durability;
 use background_sync::BackgroundSync;
 use replies::Replies;
@@ -207,16 +208,14 @@ impl Store for EmbeddedStore {
         id: &RecordId,
         fingerprint: &str,
         lease_for: Duration,
-    ) -> Result<(Reservation, Option<SystemTime>), StoreError> {
+    ) -> Result<(Reservation, Option<Kept>), StoreError> {
         let (id, fingerprint) = (id.clone(), fingerprint.to_owned());
         // A new lease is answered before its batch's sync (`writer`).
-        let (reservation, expires_at) = self
-            .send(Task::job_answered_before_sync(
-                move |txn| ops::reserve(txn, &id, &fingerprint, lease_for),
-                |(reservation, _)| matches!(reservation, Reservation::Reserved(_)),
-            ))
-            .await?;
-        Ok((reservation, expires_at.map(codec::from_ms)))
+        self.send(Task::job_answered_before_sync(
+            move |txn| ops::reserve(txn, &id, &fingerprint, lease_for),
+            |(reservation, _)| matches!(reservation, Reservation::Reserved(_)),
+        ))
+        .await
     }
 
     async fn complete(
@@ -251,6 +250,15 @@ impl Store for EmbeddedStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         self.call(ops::ping).await
+    }
+
+    async fn list(&self, query: &super::ListQuery) -> Result<super::Page, StoreError> {
+        let query = query.clone();
+        self.call(move |txn| listing::list(txn, &query)).await
+    }
+
+    async fn count(&self) -> Result<Vec<super::Count>, StoreError> {
+        self.call(listing::count).await
     }
 }
 
@@ -378,6 +386,7 @@ mod tests {
             headers: StoredResponse::header_list([("location", b"/v1/charges/1".as_slice())]),
             body: bytes::Bytes::from_static(b"{}"),
             body_omitted: false,
+            outcome_unknown: false,
         }
     }
 

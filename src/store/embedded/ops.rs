@@ -12,7 +12,7 @@ use super::codec::{decode_headers, duration_ms, encode_headers, from_ms};
 use super::schema::{COMPLETED, IN_FLIGHT};
 use super::writer::Txn;
 use crate::store::{
-    Lease, RecordId, RecordInfo, RecordState, Reservation, StoreError, StoredResponse,
+    Kept, Lease, RecordId, RecordInfo, RecordState, Reservation, StoreError, StoredResponse,
 };
 
 pub(super) fn db(e: rusqlite::Error) -> StoreError {
@@ -33,7 +33,7 @@ pub(super) fn reserve(
     id: &RecordId,
     fingerprint: &str,
     lease_for: Duration,
-) -> Result<(Reservation, Option<i64>), StoreError> {
+) -> Result<(Reservation, Option<Kept>), StoreError> {
     let now = txn.now;
     // Insert first: a new key, the common case, is this one statement. On a
     // conflict nothing is written and the row decides below.
@@ -80,10 +80,16 @@ pub(super) fn reserve(
             return take_over(txn, id, fingerprint, token, lease_expires_at, row.row);
         }
         if !same {
-            return Ok((Reservation::Mismatch, row.expires_at));
+            return Ok((Reservation::Mismatch, None));
         }
-        return load_response(txn, id, row.token)
-            .map(|response| (Reservation::Completed(response), row.expires_at));
+        let expires_at = row.expires_at.map(from_ms);
+        return load_response(txn, id, row.token).map(|(response, completed_at)| {
+            // The age by the store's clock, the one that wrote `completed_at`.
+            let age =
+                completed_at.map(|at| Duration::from_millis(now.saturating_sub(at).max(0) as u64));
+            let kept = expires_at.map(|expires_at| Kept { expires_at, age });
+            (Reservation::Completed(response), kept)
+        });
     }
     match row.lease_expires_at {
         Some(at) if at > now => Ok((
@@ -119,7 +125,7 @@ const INSERT_IN_FLIGHT: &str = "INSERT INTO records (route, scope, key, state, f
 /// An existing row (expired, or its holder gone) made a fresh in-flight record.
 const TAKE_OVER: &str = "UPDATE records SET state = ?4, fingerprint = ?5, token = ?6,
          status = NULL, headers = NULL, body = NULL, body_omitted = 0, created_at = ?7,
-         completed_at = NULL, expires_at = NULL, lease_expires_at = ?8
+         completed_at = NULL, expires_at = NULL, lease_expires_at = ?8, outcome_unknown = 0
      WHERE route = ?1 AND scope = ?2 AND key = ?3";
 
 fn take_over(
@@ -129,7 +135,7 @@ fn take_over(
     token: i64,
     lease_expires_at: i64,
     row: i64,
-) -> Result<(Reservation, Option<i64>), StoreError> {
+) -> Result<(Reservation, Option<Kept>), StoreError> {
     write_in_flight(txn, TAKE_OVER, id, fingerprint, token, lease_expires_at)?;
     txn.spend_token(token);
     Ok((lease(id, token, lease_expires_at, row), None))
@@ -163,11 +169,11 @@ fn load_response(
     txn: &mut Txn<'_, '_>,
     id: &RecordId,
     token: i64,
-) -> Result<StoredResponse, StoreError> {
-    let (status, headers, body, body_omitted) = txn
+) -> Result<(StoredResponse, Option<i64>), StoreError> {
+    let (status, headers, body, body_omitted, outcome_unknown, completed_at) = txn
         .statement(
-            "SELECT status, headers, body, body_omitted FROM records
-             WHERE route = ?1 AND scope = ?2 AND key = ?3 AND token = ?4",
+            "SELECT status, headers, body, body_omitted, outcome_unknown, completed_at
+             FROM records WHERE route = ?1 AND scope = ?2 AND key = ?3 AND token = ?4",
         )?
         .query_row(params![id.route, id.scope, id.key, token], |row| {
             Ok((
@@ -175,18 +181,22 @@ fn load_response(
                 row.get::<_, Option<Vec<u8>>>(1)?,
                 row.get::<_, Option<Vec<u8>>>(2)?,
                 row.get::<_, bool>(3)?,
+                row.get::<_, bool>(4)?,
+                row.get::<_, Option<i64>>(5)?,
             ))
         })
         .map_err(db)?;
     let status = status
         .and_then(|s| u16::try_from(s).ok())
         .ok_or_else(|| StoreError::Unavailable("completed record has no valid status".into()))?;
-    Ok(StoredResponse {
+    let response = StoredResponse {
         status,
         headers: decode_headers(headers.as_deref().unwrap_or(&[0, 0, 0, 0]))?.into(),
         body: Bytes::from(body.unwrap_or_default()),
         body_omitted,
-    })
+        outcome_unknown,
+    };
+    Ok((response, completed_at))
 }
 
 /// A statement's two forms for `on_lease_row`: the lease's row by rowid,
@@ -214,9 +224,11 @@ macro_rules! by_row_then_key {
 ///
 /// No `RETURNING`: SQLite runs it through an ephemeral table and a statement
 /// journal, which made this statement cost twice the reservation's insert.
+/// The outcome-unknown mark is ?13, past the parameters of both forms.
 const COMPLETE: [&str; 2] = by_row_then_key!(
     "UPDATE records SET state = ?3, status = ?4, headers = ?5, body = ?6,
-         body_omitted = ?7, completed_at = ?8, expires_at = ?9, lease_expires_at = NULL"
+         body_omitted = ?7, completed_at = ?8, expires_at = ?9, lease_expires_at = NULL,
+         outcome_unknown = ?13"
 );
 const RELEASE: [&str; 2] = by_row_then_key!("DELETE FROM records");
 
@@ -235,7 +247,8 @@ pub(super) fn complete(
         stmt.raw_bind_parameter(6, response.body.as_ref())?;
         stmt.raw_bind_parameter(7, response.body_omitted)?;
         stmt.raw_bind_parameter(8, now)?;
-        stmt.raw_bind_parameter(9, now.saturating_add(duration_ms(retain_for)))
+        stmt.raw_bind_parameter(9, now.saturating_add(duration_ms(retain_for)))?;
+        stmt.raw_bind_parameter(13, response.outcome_unknown)
     };
     let updated = on_lease_row(txn, lease, COMPLETE, answer)?;
     // No row: the token is no longer the record's (taken over or purged).
@@ -290,7 +303,7 @@ pub(super) fn records(
 ) -> Result<Vec<RecordInfo>, StoreError> {
     let mut stmt = txn.statement(
         "SELECT scope, state, fingerprint, status, created_at, completed_at,
-             expires_at, lease_expires_at
+             expires_at, lease_expires_at, outcome_unknown
          FROM records WHERE route = ?1 AND key = ?2 ORDER BY scope",
     )?;
     let rows = stmt
@@ -299,11 +312,7 @@ pub(super) fn records(
             let status: Option<i64> = row.get(3)?;
             Ok(RecordInfo {
                 scope: row.get(0)?,
-                state: if state == COMPLETED {
-                    RecordState::Completed
-                } else {
-                    RecordState::InFlight
-                },
+                state: record_state(state, row.get(8)?),
                 fingerprint: row.get(2)?,
                 status: status.and_then(|s| u16::try_from(s).ok()),
                 created_at: from_ms(row.get(4)?),
@@ -348,4 +357,13 @@ pub(super) fn ping(txn: &mut Txn<'_, '_>) -> Result<(), StoreError> {
     .query_row([], |row| row.get::<_, Option<i64>>(0))
     .map_err(db)?;
     Ok(())
+}
+
+/// A row's state as operators see it.
+pub(super) fn record_state(state: i64, outcome_unknown: bool) -> RecordState {
+    match (state == COMPLETED, outcome_unknown) {
+        (false, _) => RecordState::InFlight,
+        (true, false) => RecordState::Completed,
+        (true, true) => RecordState::OutcomeUnknown,
+    }
 }

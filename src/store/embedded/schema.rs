@@ -10,7 +10,7 @@ use crate::store::StoreError;
 
 /// Bumped by every schema change; an older binary refuses a newer file rather
 /// than misreading it.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Long enough to ride out another process (`idemgate sweep`, `keys purge`)
 /// holding the write lock for one transaction.
@@ -46,6 +46,7 @@ fn records_table(name: &str) -> String {
     completed_at     INTEGER NULL,
     expires_at       INTEGER NULL,
     lease_expires_at INTEGER NULL,
+    outcome_unknown  INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (route, key, scope)
 );"
     )
@@ -55,7 +56,9 @@ fn records_table(name: &str) -> String {
 /// table of the new shape once, inside the opening transaction: a crash
 /// midway leaves the version 1 file as it was.
 const FROM_VERSION_1: &str = "
-INSERT INTO records_v2 SELECT route, scope, key, state, fingerprint, token, status,
+INSERT INTO records_v2 (route, scope, key, state, fingerprint, token, status,
+    headers, body, body_omitted, created_at, completed_at, expires_at, lease_expires_at)
+    SELECT route, scope, key, state, fingerprint, token, status,
     headers, body, body_omitted, created_at, completed_at, expires_at, lease_expires_at
     FROM records;
 DROP TABLE records;
@@ -78,6 +81,29 @@ CREATE TABLE IF NOT EXISTS meta (
     value INTEGER NOT NULL
 );
 INSERT OR IGNORE INTO meta (name, value) VALUES ('last_token', 0);
+";
+
+/// Version 2 had no `outcome_unknown` column: added, and set once for the
+/// records completed with the gateway's own outcome-unknown problem (its
+/// status, and the start its body always has), which the gateway now marks
+/// when it writes them.
+const FROM_VERSION_2: &str = "
+ALTER TABLE records ADD COLUMN outcome_unknown INTEGER NOT NULL DEFAULT 0;
+";
+
+/// Run after every migration that can leave unmarked outcome-unknown rows.
+const MARK_OUTCOME_UNKNOWN: &str = "
+UPDATE records SET outcome_unknown = 1
+    WHERE state = 1 AND status IN (502, 504)
+      AND substr(body, 1, 51) = CAST('{\"type\":\"outcome-unknown\",\"title\":\"Outcome unknown\"' AS BLOB);
+";
+
+/// The operators' listing (`GET /admin/keys/{route}`) and counting
+/// (`idemgate_records`): per route and state, oldest first, with the expiry
+/// at the end so that counting unexpired records reads this index alone.
+const LISTING_INDEX: &str = "
+CREATE INDEX IF NOT EXISTS records_listing ON records
+    (route, state, outcome_unknown, created_at, key, scope, expires_at);
 ";
 
 /// Creates the directories the store file goes in.
@@ -137,10 +163,16 @@ pub(super) fn open_and_migrate(path: &Path) -> Result<(Connection, i64), StoreEr
         tx.execute_batch(&records_table("records_v2"))
             .and_then(|()| tx.execute_batch(FROM_VERSION_1))
             .map_err(fail)?;
+    } else if version == 2 {
+        tx.execute_batch(FROM_VERSION_2).map_err(fail)?;
     } else {
         tx.execute_batch(&records_table("records")).map_err(fail)?;
     }
+    if version == 1 || version == 2 {
+        tx.execute_batch(MARK_OUTCOME_UNKNOWN).map_err(fail)?;
+    }
     tx.execute_batch(INDEXES_AND_META).map_err(fail)?;
+    tx.execute_batch(LISTING_INDEX).map_err(fail)?;
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(fail)?;
     tx.commit().map_err(fail)?;

@@ -10,13 +10,13 @@ use tokio_postgres::Row;
 use tokio_postgres::types::{ToSql, Type};
 
 use super::pool::{db_error, pool_error};
-use super::rows::{self, Decided};
+use super::rows::{self, Decided, KeptFor};
 use super::sql;
 use crate::store::{Lease, RecordId, Reservation, StoreError, StoredResponse};
 
 /// What a reservation learned from its batch.
 pub enum Reserved {
-    Done(Reservation, Option<Duration>),
+    Done(Reservation, Option<KeptFor>),
     /// Not decided here: run the single-key statement.
     Alone,
 }
@@ -108,10 +108,7 @@ pub async fn reserve(pool: &Pool, deadline: Duration, jobs: Vec<ReserveJob>) {
     }
     for (job, rows) in batch.into_iter().zip(by_job) {
         let reply = match rows::decide(&job.id, &rows) {
-            Ok(Decided::Done {
-                reservation,
-                remaining,
-            }) => Ok(Reserved::Done(reservation, remaining)),
+            Ok(Decided::Done { reservation, kept }) => Ok(Reserved::Done(reservation, kept)),
             Ok(Decided::Retry) => Ok(Reserved::Alone),
             Err(err) => Err(err),
         };
@@ -140,6 +137,7 @@ pub async fn complete(pool: &Pool, deadline: Duration, jobs: Vec<CompleteJob>) {
     let bodies: Vec<&[u8]> = jobs.iter().map(|j| &j.response.body[..]).collect();
     let omitted: Vec<bool> = jobs.iter().map(|j| j.response.body_omitted).collect();
     let retains: Vec<i64> = jobs.iter().map(|j| j.retain_ms).collect();
+    let unknown: Vec<bool> = jobs.iter().map(|j| j.response.outcome_unknown).collect();
     let result = run(
         pool,
         deadline,
@@ -157,6 +155,7 @@ pub async fn complete(pool: &Pool, deadline: Duration, jobs: Vec<CompleteJob>) {
             (&bodies, Type::BYTEA_ARRAY),
             (&omitted, Type::BOOL_ARRAY),
             (&retains, Type::INT8_ARRAY),
+            (&unknown, Type::BOOL_ARRAY),
         ],
     )
     .await;

@@ -12,10 +12,13 @@ use super::pool::db_error;
 use crate::store::StoreError;
 
 /// (version, SQL), in order. Append only: a released migration never changes.
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("migrations/0001_records.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("migrations/0001_records.sql")),
+    (2, include_str!("migrations/0002_listing.sql")),
+];
 
 /// The schema version this binary reads and writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// First key of the two-key advisory lock ("idem" in ASCII); the second is the
 /// hash of the target schema, so migrations of different schemas in one

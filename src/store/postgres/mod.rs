@@ -14,6 +14,7 @@
 //! the URL or the password.
 
 mod batch;
+mod listing;
 mod many;
 mod migrations;
 mod pool;
@@ -33,12 +34,12 @@ use tokio_postgres::types::ToSql;
 pub use migrations::SCHEMA_VERSION;
 pub use purges::{Heard, PurgeHook};
 
-use super::{Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse};
+use super::{Kept, Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse};
 use crate::config::PostgresStoreConfig;
 use batch::Queue;
 use many::{CompleteJob, Completed, ReserveJob, Reserved};
 use pool::{db_error, pool_error};
-use rows::{Decided, millis};
+use rows::{Decided, KeptFor, millis};
 
 /// How often one reservation re-runs `RESERVE` when its snapshot missed a row
 /// committed concurrently. Each run after the first sees a newer snapshot, so
@@ -145,7 +146,7 @@ impl PostgresStore {
         id: &RecordId,
         fingerprint: &str,
         lease_for: Duration,
-    ) -> Result<(Reservation, Option<Duration>), StoreError> {
+    ) -> Result<(Reservation, Option<KeptFor>), StoreError> {
         let lease_ms = millis(lease_for);
         if let Some(batches) = &self.batches {
             let (reply, replied) = tokio::sync::oneshot::channel();
@@ -163,8 +164,8 @@ impl PostgresStore {
                         })?
                     })
                     .await?;
-                if let Reserved::Done(reservation, remaining) = decided {
-                    return Ok((reservation, remaining));
+                if let Reserved::Done(reservation, kept) = decided {
+                    return Ok((reservation, kept));
                 }
             }
         }
@@ -196,12 +197,8 @@ impl PostgresStore {
                         }
                         Err(e) => return Err(db_error(e)),
                     };
-                    if let Decided::Done {
-                        reservation,
-                        remaining,
-                    } = rows::decide(id, &rows)?
-                    {
-                        return Ok((reservation, remaining));
+                    if let Decided::Done { reservation, kept } = rows::decide(id, &rows)? {
+                        return Ok((reservation, kept));
                     }
                 }
                 return Err(StoreError::Unavailable(
@@ -225,7 +222,7 @@ impl PostgresStore {
         let status = i32::from(response.status);
         let body: &[u8] = &response.body;
         let retain_ms = millis(retain_for);
-        let params: [&(dyn ToSql + Sync); 10] = [
+        let params: [&(dyn ToSql + Sync); 11] = [
             &route,
             &scope,
             &key,
@@ -236,6 +233,7 @@ impl PostgresStore {
             &body,
             &response.body_omitted,
             &retain_ms,
+            &response.outcome_unknown,
         ];
         // The request has run and its answer is about to be acknowledged:
         // recording it is worth waiting for, as long as the lease holds (a
@@ -436,9 +434,9 @@ impl Store for PostgresStore {
         id: &RecordId,
         fingerprint: &str,
         lease_for: Duration,
-    ) -> Result<(Reservation, Option<SystemTime>), StoreError> {
-        let (reservation, remaining) = self.reserve_with_ttl(id, fingerprint, lease_for).await?;
-        Ok((reservation, remaining.map(|ttl| SystemTime::now() + ttl)))
+    ) -> Result<(Reservation, Option<Kept>), StoreError> {
+        let (reservation, kept) = self.reserve_with_ttl(id, fingerprint, lease_for).await?;
+        Ok((reservation, kept.map(KeptFor::kept)))
     }
 
     async fn complete(
@@ -484,5 +482,16 @@ impl Store for PostgresStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         self.query(sql::PING, &[]).await.map(drop)
+    }
+
+    async fn list(
+        &self,
+        query: &crate::store::ListQuery,
+    ) -> Result<crate::store::Page, StoreError> {
+        listing::list(self, query).await
+    }
+
+    async fn count(&self) -> Result<Vec<crate::store::Count>, StoreError> {
+        listing::count(self).await
     }
 }

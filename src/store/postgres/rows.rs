@@ -7,7 +7,7 @@ use tokio_postgres::Row;
 
 use super::pool::db_error;
 use crate::store::{
-    Lease, RecordId, RecordInfo, RecordState, Reservation, StoreError, StoredResponse,
+    Kept, Lease, RecordId, RecordInfo, RecordState, Reservation, StoreError, StoredResponse,
 };
 
 /// Longest lease or retention sent to the database (100 years): far beyond
@@ -18,12 +18,29 @@ pub fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX).min(MAX_MS)
 }
 
+/// For a replay, by the database's clock: how long the answer stays
+/// replayable (cache TTL) and how long ago it was completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeptFor {
+    pub remaining: Duration,
+    pub age: Duration,
+}
+
+impl KeptFor {
+    /// In this process's clock, for the layers above.
+    pub fn kept(self) -> Kept {
+        Kept {
+            expires_at: SystemTime::now() + self.remaining,
+            age: Some(self.age),
+        }
+    }
+}
+
 /// What one run of `RESERVE` decided.
 pub enum Decided {
     Done {
         reservation: Reservation,
-        /// For a replay: how long the answer stays replayable (cache TTL).
-        remaining: Option<Duration>,
+        kept: Option<KeptFor>,
     },
     /// The snapshot did not show the row the key conflicted with, or showed a
     /// version that is no longer the latest: run the statement again.
@@ -44,7 +61,7 @@ pub fn decide(id: &RecordId, rows: &[Row]) -> Result<Decided, StoreError> {
         };
         return Ok(Decided::Done {
             reservation: Reservation::Reserved(lease),
-            remaining: None,
+            kept: None,
         });
     }
     let live: bool = row.try_get("live").map_err(db_error)?;
@@ -53,12 +70,7 @@ pub fn decide(id: &RecordId, rows: &[Row]) -> Result<Decided, StoreError> {
     }
     let same: bool = row.try_get("same").map_err(db_error)?;
     let state: i16 = row.try_get("state").map_err(db_error)?;
-    let done = |reservation, remaining| {
-        Ok(Decided::Done {
-            reservation,
-            remaining,
-        })
-    };
+    let done = |reservation, kept| Ok(Decided::Done { reservation, kept });
     if !same {
         return done(Reservation::Mismatch, None);
     }
@@ -68,9 +80,15 @@ pub fn decide(id: &RecordId, rows: &[Row]) -> Result<Decided, StoreError> {
         let lease_expires_at = lease_expires_at.ok_or_else(|| corrupt("lease_expires_at"))?;
         return done(Reservation::InFlight { lease_expires_at }, None);
     }
-    let remaining: Option<i64> = row.try_get("remaining_ms").map_err(db_error)?;
-    let remaining = remaining.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0)));
-    done(Reservation::Completed(response(row)?), remaining)
+    let ms = |column: &str| -> Result<Option<Duration>, StoreError> {
+        let ms: Option<i64> = row.try_get(column).map_err(db_error)?;
+        Ok(ms.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
+    };
+    let kept = match (ms("remaining_ms")?, ms("age_ms")?) {
+        (Some(remaining), Some(age)) => Some(KeptFor { remaining, age }),
+        _ => None,
+    };
+    done(Reservation::Completed(response(row)?), kept)
 }
 
 fn response(row: &Row) -> Result<StoredResponse, StoreError> {
@@ -86,11 +104,13 @@ fn response(row: &Row) -> Result<StoredResponse, StoreError> {
     }
     let body: Option<Vec<u8>> = row.try_get("body").map_err(db_error)?;
     let body_omitted: Option<bool> = row.try_get("body_omitted").map_err(db_error)?;
+    let outcome_unknown: Option<bool> = row.try_get("outcome_unknown").map_err(db_error)?;
     Ok(StoredResponse {
         status,
         headers: StoredResponse::header_list(names.into_iter().zip(values)),
         body: Bytes::from(body.unwrap_or_default()),
         body_omitted: body_omitted.unwrap_or(false),
+        outcome_unknown: outcome_unknown.unwrap_or(false),
     })
 }
 
@@ -108,11 +128,7 @@ pub fn record_info(row: &Row) -> Result<RecordInfo, StoreError> {
     let status: Option<i32> = row.try_get("status").map_err(db_error)?;
     Ok(RecordInfo {
         scope: row.try_get("scope").map_err(db_error)?,
-        state: if state == 1 {
-            RecordState::Completed
-        } else {
-            RecordState::InFlight
-        },
+        state: record_state(state, row.try_get("outcome_unknown").map_err(db_error)?),
         fingerprint: row.try_get("fingerprint").map_err(db_error)?,
         status: status.and_then(|s| u16::try_from(s).ok()),
         created_at: row.try_get("created_at").map_err(db_error)?,
@@ -120,6 +136,15 @@ pub fn record_info(row: &Row) -> Result<RecordInfo, StoreError> {
         expires_at: row.try_get("expires_at").map_err(db_error)?,
         lease_expires_at: row.try_get("lease_expires_at").map_err(db_error)?,
     })
+}
+
+/// A row's state as operators see it.
+pub fn record_state(state: i16, outcome_unknown: bool) -> RecordState {
+    match (state == 1, outcome_unknown) {
+        (false, _) => RecordState::InFlight,
+        (true, false) => RecordState::Completed,
+        (true, true) => RecordState::OutcomeUnknown,
+    }
 }
 
 fn corrupt(column: &str) -> StoreError {

@@ -17,7 +17,8 @@ macro_rules! take_over {
         state = 0, fingerprint = excluded.fingerprint, token = excluded.token,
         status = NULL, header_names = NULL, header_values = NULL, body = NULL,
         body_omitted = false, created_at = excluded.created_at, completed_at = NULL,
-        expires_at = NULL, lease_expires_at = excluded.lease_expires_at
+        expires_at = NULL, lease_expires_at = excluded.lease_expires_at,
+        outcome_unknown = false
     WHERE (r.state = 1 AND coalesce(r.expires_at <= now(), true))
        OR (r.state = 0 AND coalesce(r.lease_expires_at <= now(), true))
 "
@@ -54,7 +55,8 @@ WITH taken AS (
 SELECT true AS reserved, token, NULL::smallint AS state, NULL::boolean AS same,
        NULL::boolean AS live, lease_expires_at, NULL::bigint AS remaining_ms,
        NULL::integer AS status, NULL::text[] AS header_names,
-       NULL::bytea[] AS header_values, NULL::bytea AS body, NULL::boolean AS body_omitted
+       NULL::bytea[] AS header_values, NULL::bytea AS body, NULL::boolean AS body_omitted,
+       NULL::bigint AS age_ms, NULL::boolean AS outcome_unknown
 FROM taken
 UNION ALL
 SELECT false, r.token, r.state, r.fingerprint = $4,
@@ -66,7 +68,9 @@ SELECT false, r.token, r.state, r.fingerprint = $4,
        CASE WHEN r.fingerprint = $4 THEN r.header_names END,
        CASE WHEN r.fingerprint = $4 THEN r.header_values END,
        CASE WHEN r.fingerprint = $4 THEN r.body END,
-       r.body_omitted
+       r.body_omitted,
+       greatest(0, (extract(epoch FROM now() - r.completed_at) * 1000)::bigint),
+       r.outcome_unknown
 FROM idemgate_records r
 WHERE r.route = $1 AND r.scope = $2 AND r.key = $3 AND NOT EXISTS (SELECT 1 FROM taken)"
 );
@@ -77,11 +81,12 @@ WHERE r.route = $1 AND r.scope = $2 AND r.key = $3 AND NOT EXISTS (SELECT 1 FROM
 /// record's fingerprint, which a cache in front stores with the answer.
 ///
 /// `$1 route, $2 scope, $3 key, $4 token, $5 status, $6 header names,
-/// $7 header values, $8 body, $9 body omitted, $10 retention in ms`.
+/// $7 header values, $8 body, $9 body omitted, $10 retention in ms,
+/// $11 outcome unknown`.
 pub const COMPLETE: &str = "
 UPDATE idemgate_records SET
     state = 1, status = $5, header_names = $6, header_values = $7, body = $8,
-    body_omitted = $9, completed_at = now(),
+    body_omitted = $9, completed_at = now(), outcome_unknown = $11,
     expires_at = now() + $10::bigint * interval '1 millisecond',
     lease_expires_at = NULL
 WHERE route = $1 AND scope = $2 AND key = $3 AND token = $4 AND state = 0
@@ -112,7 +117,8 @@ taken AS (
 SELECT i.n, true AS reserved, t.token, NULL::smallint AS state, NULL::boolean AS same,
        NULL::boolean AS live, t.lease_expires_at, NULL::bigint AS remaining_ms,
        NULL::integer AS status, NULL::text[] AS header_names,
-       NULL::bytea[] AS header_values, NULL::bytea AS body, NULL::boolean AS body_omitted
+       NULL::bytea[] AS header_values, NULL::bytea AS body, NULL::boolean AS body_omitted,
+       NULL::bigint AS age_ms, NULL::boolean AS outcome_unknown
 FROM input i JOIN taken t ON t.route = i.route AND t.scope = i.scope AND t.key = i.key
 UNION ALL
 SELECT i.n, false, r.token, r.state, r.fingerprint = i.fingerprint,
@@ -124,7 +130,9 @@ SELECT i.n, false, r.token, r.state, r.fingerprint = i.fingerprint,
        CASE WHEN r.fingerprint = i.fingerprint THEN r.header_names END,
        CASE WHEN r.fingerprint = i.fingerprint THEN r.header_values END,
        CASE WHEN r.fingerprint = i.fingerprint THEN r.body END,
-       r.body_omitted
+       r.body_omitted,
+       greatest(0, (extract(epoch FROM now() - r.completed_at) * 1000)::bigint),
+       r.outcome_unknown
 FROM input i JOIN idemgate_records r ON r.route = i.route AND r.scope = i.scope AND r.key = i.key
 WHERE NOT EXISTS (
     SELECT 1 FROM taken t WHERE t.route = i.route AND t.scope = i.scope AND t.key = i.key)"
@@ -141,12 +149,14 @@ WHERE NOT EXISTS (
 ///
 /// `$1 routes, $2 scopes, $3 keys, $4 tokens, $5 statuses, $6 all header names,
 /// $7 all header values, $8 lo, $9 hi, $10 bodies, $11 bodies omitted,
-/// $12 retentions in ms`.
+/// $12 retentions in ms, $13 outcome unknown`.
 pub const COMPLETE_MANY: &str = "
 WITH b AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::integer[],
-                         $8::integer[], $9::integer[], $10::bytea[], $11::boolean[], $12::bigint[])
-        WITH ORDINALITY AS b(route, scope, key, token, status, lo, hi, body, omitted, retain_ms, n)
+                         $8::integer[], $9::integer[], $10::bytea[], $11::boolean[], $12::bigint[],
+                         $13::boolean[])
+        WITH ORDINALITY AS b(route, scope, key, token, status, lo, hi, body, omitted, retain_ms,
+                             unknown, n)
 ),
 mine AS (
     SELECT r.ctid AS at, b.*
@@ -159,7 +169,7 @@ mine AS (
 UPDATE idemgate_records AS r SET
     state = 1, status = m.status, header_names = ($6::text[])[m.lo:m.hi],
     header_values = ($7::bytea[])[m.lo:m.hi], body = m.body,
-    body_omitted = m.omitted, completed_at = now(),
+    body_omitted = m.omitted, completed_at = now(), outcome_unknown = m.unknown,
     expires_at = now() + m.retain_ms * interval '1 millisecond',
     lease_expires_at = NULL
 FROM mine m
@@ -178,7 +188,8 @@ DELETE FROM idemgate_records
 WHERE route = $1 AND scope = $2 AND key = $3 AND token = $4 AND state = 0";
 
 pub const RECORDS: &str = "
-SELECT scope, state, fingerprint, status, created_at, completed_at, expires_at, lease_expires_at
+SELECT scope, state, fingerprint, status, created_at, completed_at, expires_at, lease_expires_at,
+       outcome_unknown
 FROM idemgate_records WHERE route = $1 AND key = $2 ORDER BY scope";
 
 /// Returns the scopes deleted, so a cache in front can drop them too, and

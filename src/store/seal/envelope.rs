@@ -123,6 +123,7 @@ impl Keys {
             headers: StoredResponse::header_list([(SEALED, key.id.clone())]),
             body: Bytes::from(out),
             body_omitted: response.body_omitted,
+            outcome_unknown: response.outcome_unknown,
         })
     }
 
@@ -185,6 +186,7 @@ fn unpack(plain: Vec<u8>, stored: &StoredResponse) -> Option<StoredResponse> {
         headers: headers.into(),
         body,
         body_omitted: stored.body_omitted,
+        outcome_unknown: stored.outcome_unknown,
     })
 }
 
@@ -225,6 +227,7 @@ mod tests {
             ]),
             body: Bytes::from_static(b"{\"card\":\"MARKER-4242\"}"),
             body_omitted: false,
+            outcome_unknown: false,
         }
     }
 

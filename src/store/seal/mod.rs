@@ -11,13 +11,15 @@
 mod envelope;
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use async_trait::async_trait;
 
 pub use envelope::{Keys, OpenError, SEALED, key_id, sealed_by};
 
-use super::{Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse};
+use super::{
+    Kept, Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse, listing,
+};
 use crate::key;
 
 /// One line at `serve` start naming each key's variable and id (never the
@@ -63,16 +65,16 @@ impl<S: Store> Store for SealedStore<S> {
         id: &RecordId,
         fingerprint: &str,
         lease_for: Duration,
-    ) -> Result<(Reservation, Option<SystemTime>), StoreError> {
-        let (reservation, expires_at) = self
+    ) -> Result<(Reservation, Option<Kept>), StoreError> {
+        let (reservation, kept) = self
             .inner
             .reserve_with_expiry(id, fingerprint, lease_for)
             .await?;
         let Reservation::Completed(stored) = reservation else {
-            return Ok((reservation, expires_at));
+            return Ok((reservation, kept));
         };
         match self.keys.open(id, stored) {
-            Ok(opened) => Ok((Reservation::Completed(opened), expires_at)),
+            Ok(opened) => Ok((Reservation::Completed(opened), kept)),
             Err(error) => {
                 // Every occurrence: each is a request refused that an
                 // operator has to act on (restore the key, or purge).
@@ -116,5 +118,15 @@ impl<S: Store> Store for SealedStore<S> {
 
     async fn ping(&self) -> Result<(), StoreError> {
         self.inner.ping().await
+    }
+
+    // Listings and counts carry states and statuses only, never answers:
+    // nothing to open.
+    async fn list(&self, query: &listing::ListQuery) -> Result<listing::Page, StoreError> {
+        self.inner.list(query).await
+    }
+
+    async fn count(&self) -> Result<Vec<listing::Count>, StoreError> {
+        self.inner.count().await
     }
 }

@@ -160,10 +160,15 @@ retention = "72h"
     assert!(!policy.required);
     assert_eq!(
         policy.key,
-        [KeySource::Header(http::HeaderName::from_static("stripe-event"))]
+        [KeySource::Header(http::HeaderName::from_static(
+            "stripe-event"
+        ))]
     );
     assert_eq!(policy.release_statuses, [502]);
-    assert!(policy.release_classes.is_empty(), "a route's own list replaces both");
+    assert!(
+        policy.release_classes.is_empty(),
+        "a route's own list replaces both"
+    );
     assert_eq!(policy.scope.len(), 1);
 }
 

@@ -1,0 +1,157 @@
+//! `GET /admin/keys/{route}?state=&limit=&after=`: one page of a route's
+//! records, oldest first, shared with `idemgate keys list`.
+
+use http::{Response, StatusCode};
+use percent_encoding::percent_decode_str;
+use serde_json::{Value, json};
+
+use super::records::{rfc3339, unavailable};
+use crate::body::Body;
+use crate::error::GatewayError;
+use crate::store::listing::{DEFAULT_LIMIT, MAX_LIMIT};
+use crate::store::{Cursor, ListQuery, Listed, Page, RecordState, Store};
+
+/// `/admin/keys/{route}` (no key after it) → the route, percent-decoded.
+pub fn parse_list_path(path: &str) -> Option<String> {
+    let route = path.strip_prefix("/admin/keys/")?;
+    if route.is_empty() || route.contains('/') {
+        return None;
+    }
+    let route = percent_decode_str(route).decode_utf8().ok()?.into_owned();
+    (!route.is_empty()).then_some(route)
+}
+
+/// The query string's parameters; anything unknown, repeated or malformed
+/// is refused with what was wrong.
+pub fn parse_query(route: String, query: Option<&str>) -> Result<ListQuery, GatewayError> {
+    let mut list = ListQuery {
+        route,
+        state: None,
+        limit: DEFAULT_LIMIT,
+        after: None,
+    };
+    let mut seen: Vec<String> = Vec::new();
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let value = percent_decode_str(&value.replace('+', " "))
+            .decode_utf8()
+            .map_err(|_| GatewayError::InvalidQuery("a query parameter is not UTF-8"))?
+            .into_owned();
+        if seen.iter().any(|s| s == name) {
+            return Err(GatewayError::InvalidQuery(
+                "a query parameter is given twice",
+            ));
+        }
+        seen.push(name.to_owned());
+        match name {
+            "state" => {
+                list.state = Some(RecordState::parse(&value).ok_or(GatewayError::InvalidQuery(
+                    "state must be in_flight, completed or outcome_unknown",
+                ))?);
+            }
+            "limit" => {
+                list.limit = value
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| (1..=MAX_LIMIT).contains(n))
+                    .ok_or(GatewayError::InvalidQuery(
+                        "limit must be an integer from 1 to 1000",
+                    ))?;
+            }
+            "after" => {
+                list.after = Some(Cursor::decode(&value).map_err(|_| {
+                    GatewayError::InvalidQuery(
+                        "after must be a cursor from the `next` of an earlier page",
+                    )
+                })?);
+            }
+            _ => {
+                return Err(GatewayError::InvalidQuery(
+                    "the known query parameters are state, limit and after",
+                ));
+            }
+        }
+    }
+    Ok(list)
+}
+
+pub fn to_json(page: &Page) -> Value {
+    json!({
+        "records": page.records.iter().map(record_json).collect::<Vec<_>>(),
+        "next": page.next.as_ref().map(Cursor::encode),
+    })
+}
+
+fn record_json(record: &Listed) -> Value {
+    json!({
+        "key": record.key,
+        "scope": record.scope,
+        "state": record.state.as_str(),
+        "status": record.status,
+        "created_at": rfc3339(Some(record.created_at)),
+        "completed_at": rfc3339(record.completed_at),
+        "expires_at": rfc3339(record.expires_at),
+    })
+}
+
+pub async fn list(store: &dyn Store, query: &ListQuery) -> Result<Response<Body>, GatewayError> {
+    let page = store.list(query).await.map_err(unavailable)?;
+    Ok(super::json(
+        StatusCode::OK,
+        "application/json",
+        &to_json(&page),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(query: &str) -> Result<ListQuery, &'static str> {
+        parse_query("charges".into(), Some(query)).map_err(|e| e.code())
+    }
+
+    #[test]
+    fn list_paths() {
+        assert_eq!(
+            parse_list_path("/admin/keys/charges"),
+            Some("charges".into())
+        );
+        assert_eq!(parse_list_path("/admin/keys/a%2Eb"), Some("a.b".into()));
+        assert_eq!(parse_list_path("/admin/keys/charges/k1"), None);
+        assert_eq!(parse_list_path("/admin/keys/"), None);
+    }
+
+    #[test]
+    fn queries_parse_or_are_refused_with_a_code() {
+        let all = parse("").unwrap();
+        assert_eq!((all.state, all.limit, all.after), (None, 100, None));
+        let cursor = Cursor {
+            created_at_us: 5,
+            key: "k".into(),
+            scope: "s".into(),
+        };
+        let some = parse(&format!(
+            "state=outcome_unknown&limit=1000&after={}",
+            cursor.encode()
+        ))
+        .unwrap();
+        assert_eq!(some.state, Some(RecordState::OutcomeUnknown));
+        assert_eq!(some.limit, 1000);
+        assert_eq!(some.after, Some(cursor));
+        for bad in [
+            "state=done",
+            "state=",
+            "limit=0",
+            "limit=1001",
+            "limit=-1",
+            "limit=ten",
+            "after=zz",
+            "after=",
+            "page=2",
+            "limit=1&limit=2",
+        ] {
+            assert_eq!(parse(bad).map(drop), Err("invalid-query"), "{bad}");
+        }
+    }
+}

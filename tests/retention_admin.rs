@@ -1,0 +1,323 @@
+//! Operating retention through the real binary: replay ages in
+//! `/metrics` and `/admin/routes`, `idemgate_records`, listing a route's
+//! records by state (`GET /admin/keys/{route}`, `idemgate keys list`).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::client::Client;
+use common::{GatewayProcess, MockUpstream, TestDir};
+use serde_json::Value;
+
+const CONFIG: &str = r#"
+[server]
+listen = "{listen}"
+admin_listen = "{admin}"
+
+[admin]
+token_env = "IDEMGATE_TEST_ADMIN_TOKEN"
+
+[store]
+path = "{db}"
+sweep_interval = "200ms"
+
+[upstreams.api]
+url = "{upstream}"
+timeout = "500ms"
+
+[defaults]
+lock_timeout = "5s"
+retention = "1h"
+
+[[routes]]
+name = "charges"
+upstream = "api"
+match = { path_prefix = "/v1/charges" }
+"#;
+
+const TOKEN: &str = "s3cret-token-for-tests";
+
+async fn setup(name: &str) -> (TestDir, MockUpstream, GatewayProcess) {
+    let dir = TestDir::new(name);
+    let upstream = MockUpstream::start().await;
+    let gateway = GatewayProcess::start_with_env(
+        &dir,
+        &upstream.url(),
+        CONFIG,
+        &[("IDEMGATE_TEST_ADMIN_TOKEN", TOKEN)],
+    );
+    (dir, upstream, gateway)
+}
+
+async fn admin_get(admin: &Client, path: &str) -> (u16, Value) {
+    let auth = format!("Bearer {TOKEN}");
+    let reply = admin
+        .send("GET", path, &[("authorization", auth.as_str())], "")
+        .await;
+    let status = reply.status.as_u16();
+    let body = if reply.body.is_empty() {
+        Value::Null
+    } else {
+        reply.json()
+    };
+    (status, body)
+}
+
+/// The value of one exposition line, e.g. `name{labels}`.
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+}
+
+/// Waits (the gauge is refreshed every `sweep_interval`) until `series`
+/// reads `want`.
+async fn await_sample(admin: &Client, series: &str, want: f64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = admin.get("/metrics").await.text();
+        if sample(&text, series) == Some(want) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{series} never read {want}:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn keys_of(page: &Value) -> Vec<String> {
+    page["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_timed_out_request_is_listed_as_outcome_unknown_until_purged() {
+    let (_dir, _upstream, gateway) = setup("retention-unknown").await;
+    let client = gateway.client();
+    let admin = gateway.admin_client();
+
+    let lost = client
+        .post("/v1/charges?delay_ms=2000", Some("k-lost"), "{}")
+        .await;
+    assert_eq!(lost.status, 504, "{}", lost.text());
+    let fine = client.post("/v1/charges", Some("k-fine"), "{}").await;
+    assert_eq!(fine.status, 201);
+    // The upstream's own 502 is an answer like any other.
+    let bad = client
+        .post("/v1/charges?status=502", Some("k-bad"), "{}")
+        .await;
+    assert_eq!(bad.status, 502);
+
+    let (status, page) = admin_get(&admin, "/admin/keys/charges?state=outcome_unknown").await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(keys_of(&page), ["k-lost"]);
+    let record = &page["records"][0];
+    assert_eq!(record["state"], "outcome_unknown");
+    assert_eq!(record["status"], 504);
+    assert!(record["completed_at"].is_string() && record["expires_at"].is_string());
+    assert_eq!(page["next"], Value::Null);
+    let (_, page) = admin_get(&admin, "/admin/keys/charges?state=completed").await;
+    let mut completed = keys_of(&page);
+    completed.sort();
+    assert_eq!(completed, ["k-bad", "k-fine"]);
+    let (_, shown) = admin_get(&admin, "/admin/keys/charges/k-lost").await;
+    assert_eq!(shown[0]["state"], "outcome_unknown");
+
+    // The same from the command line, beside the running gateway.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_idemgate"))
+        .args(["keys", "list", "-c"])
+        .arg(gateway.config_path())
+        .args(["charges", "--state", "outcome_unknown", "--limit", "5"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(keys_of(&listed), ["k-lost"]);
+
+    let unknown = r#"idemgate_records{route="charges",state="outcome_unknown"}"#;
+    await_sample(&admin, unknown, 1.0).await;
+    await_sample(
+        &admin,
+        r#"idemgate_records{route="charges",state="completed"}"#,
+        2.0,
+    )
+    .await;
+    await_sample(
+        &admin,
+        r#"idemgate_records{route="charges",state="in_flight"}"#,
+        0.0,
+    )
+    .await;
+
+    // Reconciled with the upstream, the operator purges the key.
+    let auth = format!("Bearer {TOKEN}");
+    let purged = admin
+        .send(
+            "DELETE",
+            "/admin/keys/charges/k-lost",
+            &[("authorization", auth.as_str())],
+            "",
+        )
+        .await;
+    assert_eq!(purged.status, 204);
+    let (_, page) = admin_get(&admin, "/admin/keys/charges?state=outcome_unknown").await;
+    assert!(keys_of(&page).is_empty(), "{page}");
+    await_sample(&admin, unknown, 0.0).await;
+}
+
+#[tokio::test]
+async fn listing_pages_with_the_cursor_and_refuses_bad_parameters() {
+    let (_dir, _upstream, gateway) = setup("retention-pages").await;
+    let client = gateway.client();
+    let admin = gateway.admin_client();
+    for n in 0..25 {
+        let reply = client
+            .post("/v1/charges", Some(&format!("key-{n:02}")), "{}")
+            .await;
+        assert_eq!(reply.status, 201);
+    }
+    let mut seen = Vec::new();
+    let mut path = "/admin/keys/charges?limit=10".to_owned();
+    let mut pages = 0;
+    loop {
+        let (status, page) = admin_get(&admin, &path).await;
+        assert_eq!(status, 200, "{page}");
+        pages += 1;
+        seen.extend(keys_of(&page));
+        match page["next"].as_str() {
+            Some(next) => path = format!("/admin/keys/charges?limit=10&after={next}"),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    let want: Vec<String> = (0..25).map(|n| format!("key-{n:02}")).collect();
+    assert_eq!(seen, want, "each once, oldest first");
+
+    for bad in [
+        "state=done",
+        "limit=0",
+        "limit=1001",
+        "limit=many",
+        "after=not-a-cursor",
+        "sort=desc",
+    ] {
+        let (status, problem) = admin_get(&admin, &format!("/admin/keys/charges?{bad}")).await;
+        assert_eq!(status, 400, "{bad}: {problem}");
+        assert_eq!(problem["code"], "invalid-query", "{bad}");
+    }
+    let none = admin.get("/admin/keys/charges").await;
+    assert_eq!(none.status, 401, "the token is required");
+    let none = admin.get("/admin/routes").await;
+    assert_eq!(none.status, 401, "the token is required");
+}
+
+/// Replays of records completed 0 s and ~7,000 s ago land in the buckets
+/// of those ages; the record's completion is moved back in the file while
+/// the gateway is stopped, as the store's clock would have it.
+#[tokio::test]
+async fn replays_at_known_ages_land_in_their_buckets() {
+    let (dir, _upstream, mut gateway) = setup("retention-ages").await;
+    let client = gateway.client();
+    assert_eq!(
+        client.post("/v1/charges", Some("old"), "{}").await.status,
+        201
+    );
+    gateway.kill();
+    let conn = rusqlite::Connection::open(dir.path("store.db")).unwrap();
+    conn.execute(
+        "UPDATE records SET completed_at = completed_at - 7000000, \
+         created_at = created_at - 7000000 WHERE key = 'old'",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    gateway.restart();
+    let client = gateway.client();
+    let admin = gateway.admin_client();
+
+    let replay = client.post("/v1/charges", Some("old"), "{}").await;
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(
+        client.post("/v1/charges", Some("new"), "{}").await.status,
+        201
+    );
+    let replay = client.post("/v1/charges", Some("new"), "{}").await;
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+
+    let metrics = admin.get("/metrics").await.text();
+    let bucket = |le: &str| {
+        sample(
+            &metrics,
+            &format!(r#"idemgate_replay_age_seconds_bucket{{route="charges",le="{le}"}}"#),
+        )
+    };
+    assert_eq!(bucket("1"), Some(1.0), "the fresh one:\n{metrics}");
+    assert_eq!(bucket("3600"), Some(1.0), "the old one is older");
+    assert_eq!(bucket("7200"), Some(2.0), "and younger than 2 h");
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"idemgate_replay_age_seconds_count{route="charges"}"#
+        ),
+        Some(2.0)
+    );
+
+    let (status, routes) = admin_get(&admin, "/admin/routes").await;
+    assert_eq!(status, 200, "{routes}");
+    let ages = &routes[0]["replay_age"];
+    assert_eq!(ages["count"], 2);
+    let max = ages["max"].as_f64().unwrap();
+    assert!((7000.0..7005.0).contains(&max), "{ages}");
+    assert!(ages["p50"].as_f64().unwrap() < 1.0, "{ages}");
+    assert!(ages["p999"].as_f64().unwrap() >= 6650.0, "{ages}");
+}
+
+#[tokio::test]
+async fn admin_routes_shows_the_reloaded_policy() {
+    let (_dir, _upstream, gateway) = setup("retention-routes").await;
+    let admin = gateway.admin_client();
+    let (status, routes) = admin_get(&admin, "/admin/routes").await;
+    assert_eq!(status, 200, "{routes}");
+    let route = &routes[0];
+    assert_eq!(route["name"], "charges");
+    assert_eq!(route["upstream"], "api");
+    assert_eq!(route["match"]["path_prefix"], "/v1/charges");
+    let policy = &route["policy"];
+    assert_eq!(policy["retention"], 3600.0);
+    assert_eq!(policy["lock_timeout"], 5.0);
+    assert_eq!(policy["key"][0]["header"], "idempotency-key");
+    assert_eq!(policy["on_in_flight"], "conflict");
+    assert_eq!(policy["release_statuses"], serde_json::json!([429, 503]));
+    assert_eq!(route["replay_age"]["count"], 0);
+    assert_eq!(route["replay_age"]["p99"], Value::Null);
+    let retention = r#"idemgate_route_retention_seconds{route="charges"}"#;
+    await_sample(&admin, retention, 3600.0).await;
+
+    let config = std::fs::read_to_string(gateway.config_path()).unwrap();
+    let config = config.replace(r#"retention = "1h""#, r#"retention = "36h""#);
+    std::fs::write(gateway.config_path(), config).unwrap();
+    let auth = format!("Bearer {TOKEN}");
+    let reload = admin
+        .send(
+            "POST",
+            "/admin/reload",
+            &[("authorization", auth.as_str())],
+            "",
+        )
+        .await;
+    assert_eq!(reload.status, 200, "{}", reload.text());
+    let (_, routes) = admin_get(&admin, "/admin/routes").await;
+    assert_eq!(routes[0]["policy"]["retention"], 129_600.0);
+    await_sample(&admin, retention, 129_600.0).await;
+}
