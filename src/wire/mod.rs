@@ -3,6 +3,7 @@
 
 pub mod chunked;
 pub mod fields;
+pub mod framing;
 pub mod host;
 pub mod names;
 

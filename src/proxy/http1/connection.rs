@@ -11,7 +11,8 @@ use http::request::Parts;
 use http_body_util::BodyExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
 
-use super::request_head::{self, BodyFraming};
+use super::request_head;
+use crate::wire::framing::BodyKind;
 use super::response_head::{self, AnswerHead};
 use super::stream::UpstreamStream;
 use crate::body::Body;
@@ -152,8 +153,8 @@ impl Connection {
         let sent = |detail| WriteError::new(true, detail);
         let body_failed = |head_sent, detail| WriteError::client_body(head_sent, detail);
         match framing {
-            BodyFraming::None | BodyFraming::Length(0) => {}
-            BodyFraming::Length(length) if length <= INLINE_BODY => {
+            BodyKind::None | BodyKind::UntilClose | BodyKind::Length(0) => {}
+            BodyKind::Length(length) if length <= INLINE_BODY => {
                 let start = out.len();
                 while let Some(frame) = body.frame().await {
                     let frame = frame.map_err(|err| body_failed(false, body_error(&*err)))?;
@@ -164,8 +165,8 @@ impl Connection {
                 check_length((out.len() - start) as u64, length)
                     .map_err(|detail| body_failed(false, detail))?;
             }
-            BodyFraming::Length(_) | BodyFraming::Chunked => {
-                let chunked = framing == BodyFraming::Chunked;
+            BodyKind::Length(_) | BodyKind::Chunked => {
+                let chunked = framing == BodyKind::Chunked;
                 if self.send_piece(&mut &out[..]).await.map_err(unsent)? {
                     return Ok(false);
                 }
@@ -195,7 +196,7 @@ impl Connection {
                         progress.mark();
                     }
                 }
-                if let BodyFraming::Length(length) = framing {
+                if let BodyKind::Length(length) = framing {
                     check_length(written, length).map_err(|detail| body_failed(true, detail))?;
                 } else if self
                     .send_piece(&mut &b"0\r\n\r\n"[..])
