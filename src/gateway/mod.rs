@@ -291,11 +291,11 @@ fn check_framing<B>(
     // parser refuses such a request, and hyper refuses it on HTTP/2.
     // The HTTP/1 engines' own rule (src/wire/framing.rs), for HTTP/2.
     let mut length = crate::wire::framing::ContentLength::default();
-    if headers
-        .get_all(header::CONTENT_LENGTH)
-        .iter()
-        .any(|v| length.note(v.as_bytes(), crate::wire::framing::Lists::Refused).is_err())
-    {
+    if headers.get_all(header::CONTENT_LENGTH).iter().any(|v| {
+        length
+            .note(v.as_bytes(), crate::wire::framing::Lists::Refused)
+            .is_err()
+    }) {
         return Err(GatewayError::BadRequest("invalid Content-Length"));
     }
     if request.method() == Method::CONNECT {

@@ -215,7 +215,17 @@ mod tests {
             assert_eq!(length(&["0"], lists), Ok(Some(0)));
             assert_eq!(length(&["5", "5"], lists), Ok(Some(5)));
             assert_eq!(length(&["18446744073709551615"], lists), Ok(Some(u64::MAX)));
-            for bad in ["+5", "-5", "0x5", "5 ", " 5", "", "5a", "18446744073709551616", "5;"] {
+            for bad in [
+                "+5",
+                "-5",
+                "0x5",
+                "5 ",
+                " 5",
+                "",
+                "5a",
+                "18446744073709551616",
+                "5;",
+            ] {
                 assert_eq!(
                     length(&[bad], lists),
                     Err(LengthError::NotANumber),
@@ -227,9 +237,18 @@ mod tests {
         assert_eq!(length(&["5, 5"], Lists::Allowed), Ok(Some(5)));
         assert_eq!(length(&["5,5", "5"], Lists::Allowed), Ok(Some(5)));
         assert_eq!(length(&["5, 6"], Lists::Allowed), Err(LengthError::Differ));
-        assert_eq!(length(&["5,"], Lists::Allowed), Err(LengthError::NotANumber));
-        assert_eq!(length(&["+5, 5"], Lists::Allowed), Err(LengthError::NotANumber));
-        assert_eq!(length(&["5, 5"], Lists::Refused), Err(LengthError::NotANumber));
+        assert_eq!(
+            length(&["5,"], Lists::Allowed),
+            Err(LengthError::NotANumber)
+        );
+        assert_eq!(
+            length(&["+5, 5"], Lists::Allowed),
+            Err(LengthError::NotANumber)
+        );
+        assert_eq!(
+            length(&["5, 5"], Lists::Refused),
+            Err(LengthError::NotANumber)
+        );
     }
 
     fn codings(values: &[&str]) -> Result<TransferEncoding, CodingError> {
@@ -255,7 +274,11 @@ mod tests {
         assert!(te.present && !te.chunked && !te.is_just_chunked());
         assert!(!codings(&["chunked,"]).unwrap().is_just_chunked());
         assert!(codings(&["gzip;q=1, chunked"]).unwrap().chunked);
-        for bad in [&["chunked, gzip"][..], &["chunked", "chunked"], &["chunked, chunked"]] {
+        for bad in [
+            &["chunked, gzip"][..],
+            &["chunked", "chunked"],
+            &["chunked, chunked"],
+        ] {
             assert_eq!(codings(bad), Err(CodingError::ChunkedNotLast), "{bad:?}");
         }
         for bad in ["chu nked", "\"chunked\"", "a@b, chunked"] {

@@ -12,12 +12,12 @@ use http_body_util::BodyExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
 
 use super::request_head;
-use crate::wire::framing::BodyKind;
 use super::response_head::{self, AnswerHead};
 use super::stream::UpstreamStream;
 use crate::body::Body;
 use crate::deadline::Deadline;
 use crate::proxy::progress::Progress;
+use crate::wire::framing::BodyKind;
 use crate::wire::names::FieldNames;
 
 /// Bodies up to this size leave in the same write as the head (a copy of a
@@ -38,6 +38,8 @@ pub struct Connection {
     deadline: Option<Deadline>,
     /// The last answer's field names, which the next one mostly repeats.
     names: FieldNames,
+    /// Interim answers read for the request in progress.
+    interim: usize,
 }
 
 /// Why no answer head came.
@@ -106,6 +108,7 @@ impl Connection {
             received: false,
             deadline: None,
             names: FieldNames::default(),
+            interim: 0,
         }
     }
 
@@ -269,7 +272,12 @@ impl Connection {
                     )),
                     // A `100 Continue` (the gateway forwards `Expect`) is no
                     // answer: the upstream waits for the rest of the body.
-                    Poll::Ready(Ok(_)) if !response_head::final_answer_started(&mut self.buf) => {
+                    Poll::Ready(Ok(_))
+                        if !response_head::final_answer_started(
+                            &mut self.buf,
+                            &mut self.interim,
+                        ) =>
+                    {
                         continue;
                     }
                     Poll::Ready(Ok(_)) => Poll::Ready(Ok(true)),
@@ -290,9 +298,11 @@ impl Connection {
     pub async fn read_head(&mut self, method: &Method) -> Result<AnswerHead, NoAnswer> {
         loop {
             if !self.buf.is_empty()
-                && let Some(head) = response_head::parse(&mut self.buf, method, &mut self.names)
-                    .map_err(|err| NoAnswer::Broken(err.to_string()))?
+                && let Some(head) =
+                    response_head::parse(&mut self.buf, method, &mut self.names, &mut self.interim)
+                        .map_err(|err| NoAnswer::Broken(err.to_string()))?
             {
+                self.interim = 0;
                 return Ok(head);
             }
             self.buf.reserve(READ_CHUNK);

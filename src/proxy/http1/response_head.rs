@@ -17,6 +17,9 @@ use crate::wire::names::FieldNames;
 /// client defaults, so upstreams that worked before still do).
 const MAX_HEADERS: usize = 100;
 pub const MAX_HEAD_BYTES: usize = 8192 + 4096 * 100;
+/// Interim (1xx) answers read before a final one: an upstream that sends
+/// more is flooding, not answering (a real one sends one or two).
+pub const MAX_INTERIM: usize = 32;
 
 #[derive(Debug)]
 pub struct AnswerHead {
@@ -37,14 +40,18 @@ pub enum HeadError {
     TooLarge,
     #[error("the upstream switched protocols, which the gateway does not relay")]
     SwitchingProtocols,
+    #[error("more than {MAX_INTERIM} interim answers")]
+    InterimFlood,
 }
 
 /// Takes a complete final answer head off the front of `buf`, skipping
 /// interim (1xx) answers; `None` while more bytes are needed.
+/// `interim` counts the interim answers read for this request so far.
 pub fn parse(
     buf: &mut BytesMut,
     method: &Method,
     names: &mut FieldNames,
+    interim: &mut usize,
 ) -> Result<Option<AnswerHead>, HeadError> {
     loop {
         let Some(head) = parse_one(buf, method, names)? else {
@@ -55,7 +62,12 @@ pub fn parse(
         };
         match head.parts.status.as_u16() {
             101 => return Err(HeadError::SwitchingProtocols),
-            100..=199 => continue,
+            100..=199 => {
+                *interim += 1;
+                if *interim > MAX_INTERIM {
+                    return Err(HeadError::InterimFlood);
+                }
+            }
             _ => return Ok(Some(head)),
         }
     }
@@ -65,7 +77,9 @@ pub fn parse(
 /// the front of `buf`, which an upstream may send while it still reads the
 /// request; whether what is left can be the start of the final answer (or
 /// of a malformed one). A 1xx head not yet complete is not: it is waited for.
-pub fn final_answer_started(buf: &mut BytesMut) -> bool {
+/// Past [`MAX_INTERIM`] of them (`seen` counts), the rest is left for
+/// [`parse`] to refuse.
+pub fn final_answer_started(buf: &mut BytesMut, seen: &mut usize) -> bool {
     loop {
         if buf.is_empty() {
             return false;
@@ -76,7 +90,9 @@ pub fn final_answer_started(buf: &mut BytesMut) -> bool {
         let interim =
             matches!(parsed.code, Some(code) if (100..200).contains(&code) && code != 101);
         match status {
+            Ok(httparse::Status::Complete(_)) if interim && *seen >= MAX_INTERIM => return true,
             Ok(httparse::Status::Complete(length)) if interim => {
+                *seen += 1;
                 let _ = buf.split_to(length);
             }
             Ok(httparse::Status::Partial) if interim => return false,
@@ -130,6 +146,8 @@ fn parse_one(
     let base = buf.as_ptr() as usize;
     let mut connection = ConnectionFields::default();
     let mut lengths = LengthFields::default();
+    // A look-alike framing name: whoever sent it may frame by it.
+    let mut suspect = false;
     let mut fields: Vec<fields::FieldAt> = Vec::with_capacity(parsed.headers.len());
     for (at, field) in parsed.headers.iter().enumerate() {
         let name = names
@@ -142,6 +160,7 @@ fn parse_one(
         // `Transfer_Encoding` and the like: a client in front of the
         // gateway that folds `_` into `-` would read a second framing.
         if framing::framing_look_alike(&name) {
+            suspect = true;
             continue;
         }
         if name == header::CONTENT_LENGTH {
@@ -171,7 +190,13 @@ fn parse_one(
     // connection closes after it (RFC 9112 §6.1), whatever it says.
     let keep_alive = connection.keeps_alive(version)
         && framing != BodyKind::UntilClose
-        && !(version == Version::HTTP_10 && transfer_encoding);
+        && !(version == Version::HTTP_10 && transfer_encoding)
+        // Both framings (RFC 9112 §6.3 item 3 reads it as chunked but calls
+        // it a likely smuggling attempt), or a look-alike: the upstream's
+        // idea of where this answer ends may not be ours.
+        && !(transfer_encoding && lengths.count > 0)
+        && !suspect
+        && !framed_without_body(status, transfer_encoding, &lengths);
     let mut response = Response::new(());
     *response.status_mut() = status;
     *response.version_mut() = version;
@@ -190,6 +215,18 @@ fn parse_one(
         framing,
         keep_alive,
     }))
+}
+
+/// A 204 framed as if it had a body (a length other than 0, or chunked), or
+/// a chunked 304 (its length is the GET's, and allowed): whether the
+/// upstream sends those bytes is its guess, and they would be read as the
+/// next answer. The connection is not reused after it.
+fn framed_without_body(status: StatusCode, chunked: bool, lengths: &LengthFields) -> bool {
+    match status {
+        StatusCode::NO_CONTENT => chunked || (lengths.count > 0 && lengths.plain != Some(0)),
+        StatusCode::NOT_MODIFIED => chunked,
+        _ => false,
+    }
 }
 
 fn framing(
@@ -360,7 +397,7 @@ mod tests {
 
     fn parse_str(text: &str, method: Method) -> Result<Option<AnswerHead>, HeadError> {
         let mut buf = BytesMut::from(text.as_bytes());
-        parse(&mut buf, &method, &mut FieldNames::default())
+        parse(&mut buf, &method, &mut FieldNames::default(), &mut 0)
     }
 
     fn head(text: &str) -> AnswerHead {
@@ -374,7 +411,7 @@ mod tests {
         let mut buf = BytesMut::from(
             &b"HTTP/1.1 201 Created\r\nLocation: /v1/charges/1\r\nContent-Length: 2\r\nX-A: 1\r\nX-A: 2\r\n\r\n{}"[..],
         );
-        let head = parse(&mut buf, &Method::POST, &mut FieldNames::default())
+        let head = parse(&mut buf, &Method::POST, &mut FieldNames::default(), &mut 0)
             .expect("valid")
             .expect("complete");
         assert_eq!(head.parts.status, 201);
@@ -628,6 +665,45 @@ mod tests {
         let names: Vec<&str> = head.parts.headers.keys().map(|n| n.as_str()).collect();
         assert_eq!(names, ["x_api_key", "content-length"]);
         assert_eq!(head.framing, BodyKind::Length(2));
+        assert!(!head.keep_alive, "reused after a look-alike");
+    }
+
+    #[test]
+    fn both_framings_frame_by_chunked_and_end_the_connection() {
+        let both =
+            head("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n");
+        assert_eq!(both.framing, BodyKind::Chunked);
+        assert!(!both.keep_alive);
+        assert!(!both.parts.headers.contains_key(header::CONTENT_LENGTH));
+    }
+
+    #[test]
+    fn an_interim_flood_is_refused() {
+        let mut text = "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n".repeat(MAX_INTERIM);
+        text.push_str("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        assert_eq!(
+            parse_str(&text, Method::GET)
+                .expect("within")
+                .expect("whole")
+                .parts
+                .status,
+            200
+        );
+        let flood = "HTTP/1.1 100 Continue\r\n\r\n".repeat(MAX_INTERIM + 1);
+        assert!(matches!(
+            parse_str(&flood, Method::GET),
+            Err(HeadError::InterimFlood)
+        ));
+        // Counted across reads, and across what the request's sending took off.
+        let mut seen = 0;
+        let mut buf = BytesMut::from(flood.as_bytes());
+        assert!(final_answer_started(&mut buf, &mut seen));
+        assert_eq!(seen, MAX_INTERIM);
+        let mut names = FieldNames::default();
+        assert!(matches!(
+            parse(&mut buf, &Method::GET, &mut names, &mut seen),
+            Err(HeadError::InterimFlood)
+        ));
     }
 
     #[test]
@@ -651,7 +727,7 @@ mod tests {
     fn interim_answers_sent_mid_request_are_taken_off_and_finals_are_not() {
         let started = |text: &str| {
             let mut buf = BytesMut::from(text.as_bytes());
-            (final_answer_started(&mut buf), buf)
+            (final_answer_started(&mut buf, &mut 0), buf)
         };
         for waiting in [
             "",

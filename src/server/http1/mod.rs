@@ -346,9 +346,7 @@ async fn refuse<W: AsyncWrite + Unpin>(
         Refusal::FramingLookAlike => GatewayError::BadRequest(
             "a field name that reads as Transfer-Encoding or Content-Length with '_' for '-' is not accepted",
         ),
-        Refusal::Asterisk => {
-            GatewayError::BadRequest("the request target '*' is only for OPTIONS")
-        }
+        Refusal::Asterisk => GatewayError::BadRequest("the request target '*' is only for OPTIONS"),
         Refusal::LongMethod => GatewayError::BadRequest("the request method is too long"),
         Refusal::NonAsciiTarget => {
             GatewayError::BadRequest("the request target has bytes that are not ASCII")

@@ -310,10 +310,12 @@ impl Framing {
                 .note(value, Lists::Refused)
                 .map_err(|_| Refusal::InvalidLength)?;
         } else if *name == header::TRANSFER_ENCODING {
-            self.transfer_encoding.note(value).map_err(|err| match err {
-                framing::CodingError::ChunkedNotLast => Refusal::Coding,
-                framing::CodingError::Syntax => Refusal::Malformed,
-            })?;
+            self.transfer_encoding
+                .note(value)
+                .map_err(|err| match err {
+                    framing::CodingError::ChunkedNotLast => Refusal::Coding,
+                    framing::CodingError::Syntax => Refusal::Malformed,
+                })?;
         } else if framing::framing_look_alike(name) {
             return Err(Refusal::FramingLookAlike);
         } else if *name == header::CONNECTION {
@@ -484,13 +486,25 @@ mod tests {
         // A higher minor version is read as 1.1, also when it comes in pieces.
         let mut buf = BytesMut::from(&b"GET / HTTP/1."[..]);
         let mut names = FieldNames::default();
-        assert!(parse(&mut buf, 100, 8192, &mut names).expect("so far").is_none());
+        assert!(
+            parse(&mut buf, 100, 8192, &mut names)
+                .expect("so far")
+                .is_none()
+        );
         buf.extend_from_slice(b"2\r\nHost: h\r\n\r\n");
-        let pieced = parse(&mut buf, 100, 8192, &mut names).expect("valid").expect("whole");
+        let pieced = parse(&mut buf, 100, 8192, &mut names)
+            .expect("valid")
+            .expect("whole");
         assert_eq!(pieced.parts.version, Version::HTTP_11);
         assert!(pieced.keep_alive);
-        assert_eq!(head("GET / HTTP/1.9\r\nHost: h\r\n\r\n").parts.version, Version::HTTP_11);
-        for text in ["GET / HTTP/2.0\r\nHost: h\r\n\r\n", "GET / HTTP/1.x\r\nHost: h\r\n\r\n"] {
+        assert_eq!(
+            head("GET / HTTP/1.9\r\nHost: h\r\n\r\n").parts.version,
+            Version::HTTP_11
+        );
+        for text in [
+            "GET / HTTP/2.0\r\nHost: h\r\n\r\n",
+            "GET / HTTP/1.x\r\nHost: h\r\n\r\n",
+        ] {
             assert_eq!(parse_str(text).err(), Some(Refusal::Version), "{text:?}");
         }
         // Asterisk form: OPTIONS only.
@@ -509,7 +523,10 @@ mod tests {
             parse(&mut raw, 100, 8192, &mut FieldNames::default()).err(),
             Some(Refusal::NonAsciiTarget)
         );
-        assert_eq!(head("GET /caf%C3%A9 HTTP/1.1\r\nHost: h\r\n\r\n").parts.uri, "/caf%C3%A9");
+        assert_eq!(
+            head("GET /caf%C3%A9 HTTP/1.1\r\nHost: h\r\n\r\n").parts.uri,
+            "/caf%C3%A9"
+        );
     }
 
     #[test]

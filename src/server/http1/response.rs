@@ -28,7 +28,6 @@ pub struct Facts {
     pub keep_alive: bool,
 }
 
-
 /// Writes `response`; `Ok(true)` when the connection can carry another request.
 pub async fn write<W: AsyncWrite + Unpin>(
     io: &mut W,
