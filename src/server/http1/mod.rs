@@ -10,7 +10,7 @@
 mod control_chars;
 mod date;
 mod reader;
-mod request_head;
+pub(crate) mod request_head;
 mod response;
 
 use std::future::{Future, poll_fn};
