@@ -204,8 +204,7 @@ async fn hypers(bytes: &[u8]) -> Option<BodyKind> {
     let mut answer = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(2), client.read_to_end(&mut answer)).await;
     serving.abort();
-    let kind = *seen.lock().unwrap();
-    kind
+    *seen.lock().unwrap()
 }
 
 /// Features under which the gateway refuses what hyper accepts, and the
