@@ -32,8 +32,6 @@ enum Feature {
     LongMethod,
     /// `HTTP/1.2`.
     HigherMinor,
-    /// Transfer-Encoding in an HTTP/1.0 request.
-    Http10Coding,
     /// Both Content-Length and Transfer-Encoding.
     BothFramings,
     /// Bytes outside ASCII in the target.
@@ -147,9 +145,6 @@ impl Head {
         if self.version == "HTTP/1.2" {
             features.push(Feature::HigherMinor);
         }
-        if self.version == "HTTP/1.0" && !te.is_empty() {
-            features.push(Feature::Http10Coding);
-        }
         if !te.is_empty() && named("Content-Length") > 0 {
             features.push(Feature::BothFramings);
         }
@@ -215,7 +210,6 @@ const WE_REFUSE: &[Feature] = &[
     Feature::HostCount,
     Feature::Asterisk,
     Feature::LongMethod,
-    Feature::Http10Coding,
     Feature::BothFramings,
     Feature::NonAsciiTarget,
 ];
@@ -366,9 +360,13 @@ fn each_listed_disagreement_on_one_head() {
         (b"GET * HTTP/1.1\r\nHost: h\r\n\r\n", None, none),
         (b"MMMMMMMMMMMMMMMMMMMMMMMMMMMMMMMMMMMMMMMM / HTTP/1.1\r\nHost: h\r\n\r\n", None, none),
         (b"GET /caf\xc3\xa9 HTTP/1.1\r\nHost: h\r\n\r\n", None, none),
+        (b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", None, chunked),
+        (b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", None, chunked),
+        (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", None, none),
         // Refused by hyper only.
         (b"GET / HTTP/1.2\r\nHost: h\r\n\r\n", none, None),
         // Refused by both.
+        (b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", None, None),
         (b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5, 5\r\n\r\n", None, None),
         (b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: +5\r\n\r\n", None, None),
         (b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", None, None),
