@@ -979,3 +979,166 @@ async fn dot_segments_are_resolved_before_routing() {
     assert_eq!(seen["path"], "/things/2", "{seen}");
     assert_eq!(seen["query"], "q=1", "{seen}");
 }
+
+/// Field names that fold to a framing field for a peer that reads `_` as
+/// `-` (and runs of separators as one) would give that peer a second
+/// framing: refused with 400, as are names that are not tokens. Other
+/// underscore names pass (docs/http1.md).
+#[tokio::test(flavor = "multi_thread")]
+async fn framing_look_alikes_and_non_token_names_are_refused() {
+    let s = setup("look-alikes").await;
+    const HIDDEN: &str = "GET /smuggled HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: smuggled\r\n\r\n";
+    for name in [
+        "Transfer_Encoding",
+        "transfer_encoding",
+        "Transfer---Encoding",
+        "Transfer___Encoding",
+        "TRANSFER-_ENCODING",
+    ] {
+        let request = format!(
+            "POST /pass HTTP/1.1\r\nHost: gw\r\nContent-Length: 5\r\n{name}: chunked\r\n\r\n0\r\n\r\n{HIDDEN}"
+        );
+        let reply = s.raw(request.as_bytes()).await;
+        assert_eq!(reply.status, Some(400), "{name}: {reply:?}");
+        assert_eq!(
+            problem_code(&reply).as_deref(),
+            Some("bad-request"),
+            "{name}"
+        );
+    }
+    for name in ["Content_Length", "content__length", "Content-_-Length"] {
+        let request = format!(
+            "POST /pass HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n{name}: 0\r\n\r\n0\r\n\r\n{HIDDEN}"
+        );
+        let reply = s.raw(request.as_bytes()).await;
+        assert_eq!(reply.status, Some(400), "{name}: {reply:?}");
+    }
+    for name in [
+        "X(Y)", "X{Y}", "X\"Y", "X/Y", "X@Y", "X[Y]", "X\x7fY", "X\u{e9}Y",
+    ] {
+        let request = format!("GET /pass HTTP/1.1\r\nHost: gw\r\n{name}: 1\r\n\r\n");
+        let reply = s.raw(request.as_bytes()).await;
+        assert_eq!(reply.status, Some(400), "{name:?}: {reply:?}");
+    }
+    s.assert_clean();
+    // Other underscore names reach the upstream as they came.
+    let reply = s
+        .raw(b"GET /pass HTTP/1.1\r\nHost: gw\r\nX_Api_Key: k1\r\nConnection: close\r\n\r\n")
+        .await;
+    assert_eq!(reply.status, Some(201), "{reply:?}");
+    assert_eq!(s.upstream.last_header("x_api_key").as_deref(), Some("k1"));
+    assert_eq!(s.upstream.executions("smuggled"), 0);
+    s.assert_no_panic();
+}
+
+/// Chunk-size lines outside RFC 9112 §7.1.1's grammar: a lenient reader in
+/// front of the gateway would frame the body another way. Each is refused
+/// and nothing behind it is read as a request.
+#[tokio::test(flavor = "multi_thread")]
+async fn chunk_lines_outside_the_grammar_are_refused() {
+    let s = setup("chunk-grammar").await;
+    const HIDDEN: &str = "GET /smuggled HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: smuggled\r\n\r\n";
+    let long_ext = format!(";n={}", "v".repeat(2000));
+    let mut many_exts = String::new();
+    for _ in 0..10 {
+        many_exts.push_str(&format!("1{long_ext}\r\nx\r\n"));
+    }
+    for (case, body) in [
+        ("space after size", "5 \r\nhello\r\n0\r\n\r\n".to_string()),
+        ("lone semicolon", "5;\r\nhello\r\n0\r\n\r\n".into()),
+        (
+            "bare CR in extension",
+            "5;a\rb\r\nhello\r\n0\r\n\r\n".into(),
+        ),
+        ("NUL in extension", "5;a\0\r\nhello\r\n0\r\n\r\n".into()),
+        (
+            "invalid extension name",
+            "5;a b\r\nhello\r\n0\r\n\r\n".into(),
+        ),
+        ("open quoted value", "5;a=\"x\r\nhello\r\n0\r\n\r\n".into()),
+        (
+            "size past 2^64",
+            "1ffffffffffffffff\r\nhello\r\n0\r\n\r\n".into(),
+        ),
+        ("extensions past 16 KiB", format!("{many_exts}0\r\n\r\n")),
+        (
+            "trailer without colon",
+            "0\r\nbroken trailer\r\n\r\n".into(),
+        ),
+    ] {
+        for path in ["/pass", "/v1/charges"] {
+            let request = format!(
+                "POST {path} HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: chunk-{}\r\nTransfer-Encoding: chunked\r\n\r\n{body}{HIDDEN}",
+                case.len()
+            );
+            let reply = s.raw(request.as_bytes()).await;
+            assert!(
+                reply.status.is_none_or(|status| status >= 400),
+                "{case} on {path}: {reply:?}"
+            );
+            assert!(!reply.text.contains("smuggled"), "{case}: {reply:?}");
+        }
+    }
+    assert_eq!(s.upstream.executions("smuggled"), 0, "a hidden request ran");
+    // The grammar's own forms pass: BWS before `;` and around `=`, a
+    // quoted value, a trailer.
+    let reply = s
+        .raw(b"POST /pass HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5 ; a = \"q\\\"\" ;b\r\nhello\r\n0\r\nX-Sum: 1\r\n\r\n")
+        .await;
+    assert_eq!(reply.status, Some(201), "{reply:?}");
+    s.assert_no_panic();
+}
+
+/// Request lines RFC 9110/9112 decide (docs/http1.md): `*` is only for
+/// OPTIONS, which the gateway answers itself; a higher HTTP/1 minor version
+/// is read as 1.1; an over-long method and raw non-ASCII target bytes are
+/// malformed (400), never a size problem (431) and never forwarded.
+#[tokio::test(flavor = "multi_thread")]
+async fn request_lines_decided_by_the_rfcs() {
+    let s = setup("request-lines").await;
+    for method in ["GET", "POST", "DELETE"] {
+        let reply = s
+            .raw(format!("{method} * HTTP/1.1\r\nHost: gw\r\nContent-Length: 0\r\n\r\n").as_bytes())
+            .await;
+        assert_eq!(reply.status, Some(400), "{method} *: {reply:?}");
+        assert_eq!(problem_code(&reply).as_deref(), Some("bad-request"));
+    }
+    let long = format!("{} /pass HTTP/1.1\r\nHost: gw\r\n\r\n", "M".repeat(2000));
+    let reply = s.raw(long.as_bytes()).await;
+    assert_eq!(reply.status, Some(400), "{reply:?}");
+    let reply = s
+        .raw(b"GET /caf\xc3\xa9 HTTP/1.1\r\nHost: gw\r\n\r\n")
+        .await;
+    assert_eq!(reply.status, Some(400), "{reply:?}");
+    let reply = s.raw(b"GET /\x80 HTTP/1.1\r\nHost: gw\r\n\r\n").await;
+    assert_eq!(reply.status, Some(400), "{reply:?}");
+    s.assert_clean();
+
+    // OPTIONS * twice on one connection: the gateway's own 200, no body,
+    // the connection kept, nothing forwarded.
+    let mut stream = TcpStream::connect(s.gateway.addr).await.expect("connect");
+    for _ in 0..2 {
+        stream
+            .write_all(b"OPTIONS * HTTP/1.1\r\nHost: gw\r\n\r\n")
+            .await
+            .expect("write");
+        let reply = raw::read_reply(&mut stream, WITHIN).await;
+        assert_eq!(reply.status, Some(200), "{reply:?}");
+        assert_eq!(reply.header("content-length").as_deref(), Some("0"));
+        assert!(!reply.closed, "{reply:?}");
+    }
+    assert_eq!(s.upstream.total(), 0, "OPTIONS * was forwarded");
+
+    // HTTP/1.2 is HTTP/1.1 to the gateway: forwarded, answered in 1.1.
+    let reply = s
+        .raw(b"GET /pass HTTP/1.2\r\nHost: gw\r\nConnection: close\r\n\r\n")
+        .await;
+    assert_eq!(reply.status, Some(201), "{reply:?}");
+    assert!(reply.text.starts_with("HTTP/1.1 "), "{reply:?}");
+    assert_eq!(s.upstream.total(), 1);
+    // HTTP/2.0 or 3.x in an HTTP/1 request line is not.
+    let reply = s.raw(b"GET /pass HTTP/2.0\r\nHost: gw\r\n\r\n").await;
+    assert_eq!(reply.status, Some(400), "{reply:?}");
+    assert_eq!(s.upstream.total(), 1);
+    s.assert_no_panic();
+}

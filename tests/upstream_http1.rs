@@ -97,12 +97,61 @@ async fn serve(mut stream: TcpStream, seen: Arc<Mutex<Seen>>) {
             "garbage" => (b"NOT HTTP AT ALL\r\n\r\n", true),
             "short" => (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", true),
             "bad-chunk" => (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", true),
+            // The hostile-upstream catalogue: each is followed, on the same
+            // connection, by a hidden answer that must never reach anyone.
+            "both-framings" => (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 60\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+                false,
+            ),
+            "look-alike" => (
+                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer_Encoding: chunked\r\nTransfer---Encoding: chunked\r\nContent__Length: 9\r\n\r\nhello",
+                false,
+            ),
+            "interim-flood" => (HOSTILE_FLOOD.get_or_init(interim_flood).as_slice(), false),
+            "204-body" => (
+                b"HTTP/1.1 204 No Content\r\nContent-Length: 43\r\n\r\n",
+                false,
+            ),
+            "304-chunked" => (
+                b"HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n",
+                false,
+            ),
+            "longer" => (
+                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+                false,
+            ),
+            "huge-chunk" => (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1ffffffffffffffff\r\nhello\r\n0\r\n\r\n",
+                false,
+            ),
             _ => (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false),
         };
         if stream.write_all(answer).await.is_err() || close {
             return;
         }
+        if matches!(
+            script.as_str(),
+            "204-body" | "304-chunked" | "both-framings" | "look-alike" | "longer"
+        ) {
+            // What the upstream means as the rest of its answer (the body a
+            // 204 announced, the length beside chunked, ...), a moment
+            // later: read on the same connection, it would be taken for
+            // the next answer.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsmuggled")
+                .await;
+        }
     }
+}
+
+static HOSTILE_FLOOD: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+
+/// A thousand interim answers, then a final one.
+fn interim_flood() -> Vec<u8> {
+    let mut flood = b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n".repeat(1000);
+    flood.extend_from_slice(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    flood
 }
 
 /// Reads until `buf` holds `marker`; the length up to its end.
@@ -415,4 +464,86 @@ async fn a_length_beside_transfer_encoding_is_not_passed_on() {
         assert_eq!(reply.header("content-length"), None);
     }
     assert_eq!(seen.lock().unwrap().requests.len(), 4);
+}
+
+/// The hostile-upstream catalogue (docs/http1.md): answers an upstream
+/// should never send. Each is refused (502, or the client's connection cut
+/// once the answer has begun) or relayed with only what is unambiguous, on
+/// pass-through and on a keyed route (where a refused answer is the stored
+/// `outcome-unknown` of docs/guarantees.md, replayed, never run twice); and
+/// the upstream connection is never used again after it: the answer hidden
+/// behind each never reaches a client.
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_upstream_answers_are_refused_or_cut_and_the_connection_is_not_reused() {
+    let (_dir, seen, gateway) = setup("h1-hostile").await;
+    let client = gateway.client();
+    for (script, status, body) in [
+        // Chunked wins (RFC 9112 §6.3), Content-Length is not passed on.
+        ("both-framings", 200, "hello"),
+        // The look-alikes are dropped, the real length frames.
+        ("look-alike", 200, "hello"),
+        ("interim-flood", 502, ""),
+        ("204-body", 204, ""),
+        ("304-chunked", 304, ""),
+        // The bytes past the length are not read as the next answer.
+        ("longer", 200, "hello"),
+    ] {
+        let reply = client.get(&format!("/things?script={script}")).await;
+        let connections = seen.lock().unwrap().connections;
+        assert_eq!(reply.status, status, "{script}: {}", reply.text());
+        if status != 502 {
+            assert_eq!(reply.text(), body, "{script}");
+        }
+        assert_eq!(reply.header("transfer_encoding"), None, "{script}");
+        assert_eq!(reply.header("content__length"), None, "{script}");
+        // Let a delayed hidden answer arrive, then ask again: a new
+        // connection, and the plain answer, never the hidden one.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let after = client.get("/things?script=plain").await;
+        assert_eq!(after.status, 200, "after {script}");
+        assert_eq!(after.text(), "ok", "after {script}");
+        assert_eq!(
+            seen.lock().unwrap().connections,
+            connections + 1,
+            "{script}: the connection was used again"
+        );
+    }
+    // A chunk size past 2^64: the answer's head may have left, its body is
+    // cut, and the client's connection closed rather than ended cleanly.
+    let reply = common::raw::exchange(
+        gateway.addr,
+        b"GET /things?script=huge-chunk HTTP/1.1\r\nHost: gw\r\n\r\n",
+        Duration::from_secs(3),
+    )
+    .await;
+    assert!(
+        matches!(reply.status, None | Some(200) | Some(502)),
+        "{}",
+        reply.text
+    );
+    assert!(reply.closed, "{}", reply.text);
+    assert!(!reply.text.contains("hello\r\n0\r\n\r\n"), "{}", reply.text);
+    assert!(!reply.text.ends_with("0\r\n\r\n"), "{}", reply.text);
+
+    // On a keyed route a refused answer is the recorded outcome-unknown:
+    // the retry replays it, the upstream ran it once.
+    let before = seen.lock().unwrap().requests.len();
+    for attempt in 0..2 {
+        let reply = client
+            .post("/v1/charges?script=interim-flood", Some("hostile-1"), "{}")
+            .await;
+        assert_eq!(reply.status, 502, "{}", reply.text());
+        assert!(reply.text().contains("outcome-unknown"), "{}", reply.text());
+        let replayed = if attempt == 0 { "false" } else { "true" };
+        assert_eq!(reply.header("idempotent-replayed"), Some(replayed));
+    }
+    assert_eq!(seen.lock().unwrap().requests.len(), before + 1);
+    let texts: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .requests
+        .iter()
+        .map(|(head, _)| head.clone())
+        .collect();
+    assert!(texts.iter().all(|head| !head.contains("smuggled")));
 }

@@ -38,12 +38,12 @@ where
 /// proxy buffering achieves). Larger bodies, and bodies of unknown length, stream.
 pub const COALESCE_LIMIT: u64 = 16 * 1024;
 
-/// The declared `Content-Length`, when there is exactly one valid value.
+/// The declared `Content-Length`, when its first value is a valid one
+/// (digits only: `+5` is none).
 pub fn declared_length(headers: &http::HeaderMap) -> Option<u64> {
     headers
         .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse().ok())
+        .and_then(|v| crate::wire::framing::decimal(v.as_bytes()))
 }
 
 /// A small body read whole, or the body as a stream (see [`COALESCE_LIMIT`]).

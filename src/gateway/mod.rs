@@ -316,15 +316,13 @@ fn check_framing<B>(
     }
     // Both Content-Length and Transfer-Encoding never get here: the HTTP/1
     // parser refuses such a request, and hyper refuses it on HTTP/2.
-    let lengths: Vec<_> = headers.get_all(header::CONTENT_LENGTH).iter().collect();
-    let valid_length = |v: &&http::HeaderValue| {
-        v.to_str()
-            .ok()
-            .is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-    };
-    if lengths.len() > 1 && lengths.windows(2).any(|w| w[0] != w[1])
-        || !lengths.iter().all(valid_length)
-    {
+    // The HTTP/1 engines' own rule (src/wire/framing.rs), for HTTP/2.
+    let mut length = crate::wire::framing::ContentLength::default();
+    if headers.get_all(header::CONTENT_LENGTH).iter().any(|v| {
+        length
+            .note(v.as_bytes(), crate::wire::framing::Lists::Refused)
+            .is_err()
+    }) {
         return Err(GatewayError::BadRequest("invalid Content-Length"));
     }
     if request.method() == Method::CONNECT {

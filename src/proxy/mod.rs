@@ -4,7 +4,7 @@
 
 mod forwarded;
 mod hop_by_hop;
-mod http1;
+pub(crate) mod http1;
 mod http2_connections;
 mod http2_dialer;
 mod http2_upstream;

@@ -1,7 +1,7 @@
 //! `idemgate serve`: opens the store, binds both listeners, runs until
 //! SIGTERM/SIGINT, reloads on SIGHUP.
 
-mod http1;
+pub(crate) mod http1;
 mod listener;
 mod prefixed;
 mod reload;

@@ -1,6 +1,6 @@
 //! What both kinds of head (requests from clients, answers from upstreams)
-//! are read for the same way: the connection's tokens, the final transfer
-//! coding, and a header map sharing the head's bytes.
+//! are read for the same way: the connection's tokens and a header map
+//! sharing the head's bytes (framing fields: framing.rs).
 
 use bytes::Bytes;
 use http::HeaderMap;
@@ -22,14 +22,6 @@ pub struct UnreadableFields(pub Vec<HeaderName>);
 /// no other client, nor the store, can be (README, "Transfer codings").
 #[derive(Debug, Clone)]
 pub struct TransferCodings(pub HeaderValue);
-
-/// Whether a `Transfer-Encoding` value's last coding is chunked (the last
-/// field's last coding is the final one); `None` when it is not text.
-pub fn ends_chunked(value: &[u8]) -> Option<bool> {
-    let value = std::str::from_utf8(value).ok()?;
-    let last = value.rsplit(',').next().unwrap_or("").trim();
-    Some(last.eq_ignore_ascii_case("chunked"))
-}
 
 /// The tokens of a `Connection` value; `None` when it is not text.
 pub fn connection_tokens(value: &[u8]) -> Option<impl Iterator<Item = &str>> {
@@ -81,10 +73,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_codings_and_tokens() {
-        assert_eq!(ends_chunked(b"gzip, Chunked"), Some(true));
-        assert_eq!(ends_chunked(b"chunked, gzip"), Some(false));
-        assert_eq!(ends_chunked(&[0xff]), None);
+    fn reads_connection_tokens() {
         let tokens: Vec<&str> = connection_tokens(b" close , ,X-Hop")
             .expect("text")
             .collect();

@@ -9,9 +9,9 @@ use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 
 use super::pool::Lease;
-use super::response_head::Framing;
 use crate::body::BoxError;
 use crate::wire::chunked::{ChunkedDecoder, Step};
+use crate::wire::framing::BodyKind;
 
 pub struct AnswerBody {
     /// The connection, until the body has ended (or failed).
@@ -32,11 +32,12 @@ enum State {
 struct Truncated;
 
 impl AnswerBody {
-    pub(super) fn new(lease: Lease, framing: Framing, reusable: bool) -> Self {
+    pub(super) fn new(lease: Lease, framing: BodyKind, reusable: bool) -> Self {
         let state = match framing {
-            Framing::Length(length) => State::Length(length),
-            Framing::Chunked => State::Chunked(ChunkedDecoder::new()),
-            Framing::UntilClose => State::UntilClose,
+            BodyKind::None => State::Length(0),
+            BodyKind::Length(length) => State::Length(length),
+            BodyKind::Chunked => State::Chunked(ChunkedDecoder::new()),
+            BodyKind::UntilClose => State::UntilClose,
         };
         let mut body = Self {
             lease: Some(lease),

@@ -11,12 +11,13 @@ use http::request::Parts;
 use http_body_util::BodyExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
 
-use super::request_head::{self, BodyFraming};
+use super::request_head;
 use super::response_head::{self, AnswerHead};
 use super::stream::UpstreamStream;
 use crate::body::Body;
 use crate::deadline::Deadline;
 use crate::proxy::progress::Progress;
+use crate::wire::framing::BodyKind;
 use crate::wire::names::FieldNames;
 
 /// Bodies up to this size leave in the same write as the head (a copy of a
@@ -37,6 +38,8 @@ pub struct Connection {
     deadline: Option<Deadline>,
     /// The last answer's field names, which the next one mostly repeats.
     names: FieldNames,
+    /// Interim answers read for the request in progress.
+    interim: usize,
 }
 
 /// Why no answer head came.
@@ -105,6 +108,7 @@ impl Connection {
             received: false,
             deadline: None,
             names: FieldNames::default(),
+            interim: 0,
         }
     }
 
@@ -152,8 +156,8 @@ impl Connection {
         let sent = |detail| WriteError::new(true, detail);
         let body_failed = |head_sent, detail| WriteError::client_body(head_sent, detail);
         match framing {
-            BodyFraming::None | BodyFraming::Length(0) => {}
-            BodyFraming::Length(length) if length <= INLINE_BODY => {
+            BodyKind::None | BodyKind::UntilClose | BodyKind::Length(0) => {}
+            BodyKind::Length(length) if length <= INLINE_BODY => {
                 let start = out.len();
                 while let Some(frame) = body.frame().await {
                     let frame = frame.map_err(|err| body_failed(false, body_error(&*err)))?;
@@ -164,8 +168,8 @@ impl Connection {
                 check_length((out.len() - start) as u64, length)
                     .map_err(|detail| body_failed(false, detail))?;
             }
-            BodyFraming::Length(_) | BodyFraming::Chunked => {
-                let chunked = framing == BodyFraming::Chunked;
+            BodyKind::Length(_) | BodyKind::Chunked => {
+                let chunked = framing == BodyKind::Chunked;
                 if self.send_piece(&mut &out[..]).await.map_err(unsent)? {
                     return Ok(false);
                 }
@@ -195,7 +199,7 @@ impl Connection {
                         progress.mark();
                     }
                 }
-                if let BodyFraming::Length(length) = framing {
+                if let BodyKind::Length(length) = framing {
                     check_length(written, length).map_err(|detail| body_failed(true, detail))?;
                 } else if self
                     .send_piece(&mut &b"0\r\n\r\n"[..])
@@ -268,7 +272,12 @@ impl Connection {
                     )),
                     // A `100 Continue` (the gateway forwards `Expect`) is no
                     // answer: the upstream waits for the rest of the body.
-                    Poll::Ready(Ok(_)) if !response_head::final_answer_started(&mut self.buf) => {
+                    Poll::Ready(Ok(_))
+                        if !response_head::final_answer_started(
+                            &mut self.buf,
+                            &mut self.interim,
+                        ) =>
+                    {
                         continue;
                     }
                     Poll::Ready(Ok(_)) => Poll::Ready(Ok(true)),
@@ -289,9 +298,11 @@ impl Connection {
     pub async fn read_head(&mut self, method: &Method) -> Result<AnswerHead, NoAnswer> {
         loop {
             if !self.buf.is_empty()
-                && let Some(head) = response_head::parse(&mut self.buf, method, &mut self.names)
-                    .map_err(|err| NoAnswer::Broken(err.to_string()))?
+                && let Some(head) =
+                    response_head::parse(&mut self.buf, method, &mut self.names, &mut self.interim)
+                        .map_err(|err| NoAnswer::Broken(err.to_string()))?
             {
+                self.interim = 0;
                 return Ok(head);
             }
             self.buf.reserve(READ_CHUNK);

@@ -10,8 +10,8 @@
 mod body;
 mod connection;
 mod pool;
-mod request_head;
-mod response_head;
+pub(crate) mod request_head;
+pub(crate) mod response_head;
 mod stream;
 
 pub use body::AnswerBody;

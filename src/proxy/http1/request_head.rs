@@ -7,38 +7,30 @@ use http::{HeaderMap, Method};
 use http_body::Body as _;
 
 use crate::body::Body;
+use crate::wire::framing::BodyKind;
 
-/// How the request body travels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BodyFraming {
-    /// No body and no length: a GET and the like.
-    None,
-    Length(u64),
-    /// Length unknown until the end: the chunked transfer coding.
-    Chunked,
-}
-
-/// The framing of `body`: its length when known, chunked otherwise. An empty
+/// The framing of `body`: its length when known, chunked otherwise (never
+/// `UntilClose`: a request cannot end at the close). An empty
 /// body is said to be empty (`Content-Length: 0`) where a body is expected
 /// or the client declared one.
-pub fn body_framing(method: &Method, headers: &HeaderMap, body: &Body) -> BodyFraming {
+pub fn body_framing(method: &Method, headers: &HeaderMap, body: &Body) -> BodyKind {
     if body.is_end_stream() {
         let expected = matches!(*method, Method::POST | Method::PUT | Method::PATCH);
         return if expected || headers.contains_key(header::CONTENT_LENGTH) {
-            BodyFraming::Length(0)
+            BodyKind::Length(0)
         } else {
-            BodyFraming::None
+            BodyKind::None
         };
     }
     match body.size_hint().exact() {
-        Some(length) => BodyFraming::Length(length),
-        None => BodyFraming::Chunked,
+        Some(length) => BodyKind::Length(length),
+        None => BodyKind::Chunked,
     }
 }
 
 /// Writes the request line and header fields; the framing fields are the
 /// gateway's own, whatever the map says.
-pub fn encode(parts: &Parts, framing: BodyFraming, out: &mut Vec<u8>) {
+pub fn encode(parts: &Parts, framing: BodyKind, out: &mut Vec<u8>) {
     let target = parts
         .uri
         .path_and_query()
@@ -57,13 +49,14 @@ pub fn encode(parts: &Parts, framing: BodyFraming, out: &mut Vec<u8>) {
         out.extend_from_slice(b"\r\n");
     }
     match framing {
-        BodyFraming::None => {}
-        BodyFraming::Length(length) => {
+        // `body_framing` never says `UntilClose`.
+        BodyKind::None | BodyKind::UntilClose => {}
+        BodyKind::Length(length) => {
             out.extend_from_slice(b"content-length: ");
             crate::wire::push_decimal(out, length);
             out.extend_from_slice(b"\r\n");
         }
-        BodyFraming::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+        BodyKind::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
     }
     out.extend_from_slice(b"\r\n");
 }
@@ -89,7 +82,7 @@ mod tests {
             &[("host", "up"), ("content-length", "99"), ("x-a", "1")],
         );
         let mut out = Vec::new();
-        encode(&head, BodyFraming::Length(2), &mut out);
+        encode(&head, BodyKind::Length(2), &mut out);
         assert_eq!(
             String::from_utf8_lossy(&out),
             "POST /v1/charges?x=1 HTTP/1.1\r\nhost: up\r\nx-a: 1\r\ncontent-length: 2\r\n\r\n"
@@ -101,15 +94,15 @@ mod tests {
         let none = HeaderMap::new();
         assert_eq!(
             body_framing(&Method::GET, &none, &body::empty()),
-            BodyFraming::None
+            BodyKind::None
         );
         assert_eq!(
             body_framing(&Method::POST, &none, &body::empty()),
-            BodyFraming::Length(0)
+            BodyKind::Length(0)
         );
         assert_eq!(
             body_framing(&Method::PUT, &none, &body::full("abc")),
-            BodyFraming::Length(3)
+            BodyKind::Length(3)
         );
         let streamed = body::stream(http_body_util::StreamBody::new(futures_util::stream::iter(
             [Ok::<_, std::io::Error>(http_body::Frame::data(
@@ -118,13 +111,13 @@ mod tests {
         )));
         assert_eq!(
             body_framing(&Method::POST, &none, &streamed),
-            BodyFraming::Chunked
+            BodyKind::Chunked
         );
         let mut declared = HeaderMap::new();
         declared.insert(header::CONTENT_LENGTH, http::HeaderValue::from_static("0"));
         assert_eq!(
             body_framing(&Method::DELETE, &declared, &body::empty()),
-            BodyFraming::Length(0)
+            BodyKind::Length(0)
         );
     }
 }

@@ -10,7 +10,7 @@
 mod control_chars;
 mod date;
 mod reader;
-mod request_head;
+pub(crate) mod request_head;
 mod response;
 
 use std::future::{Future, poll_fn};
@@ -26,7 +26,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use reader::{GoAhead, Progress, Reader, SharedReader, StreamingBody, lock};
-use request_head::{BodyFraming, Refusal, RequestHead};
+use request_head::{Refusal, RequestHead};
 use response::Facts;
 
 use super::stall::WriteStall;
@@ -35,6 +35,7 @@ use crate::deadline::TaskDeadline;
 use crate::error::{CONTROL_CHARACTERS, GatewayError, INVALID_HOST};
 use crate::proxy::ClientInfo;
 use crate::wire::chunked::ChunkedDecoder;
+use crate::wire::framing::BodyKind;
 use crate::wire::names::FieldNames;
 
 /// The limits of one connection.
@@ -98,6 +99,22 @@ pub async fn serve<S, H, F>(
             version: parts.version,
             keep_alive,
         };
+        if parts.uri == "*" {
+            // `OPTIONS *` asks about the server itself, not a resource: no
+            // route has it, and the gateway answers it (docs/http1.md). A
+            // body it does not read closes the connection after.
+            let facts = Facts {
+                keep_alive: keep_alive && framing == BodyKind::Length(0) && !*shutdown.borrow(),
+                ..facts
+            };
+            match response::write(&mut write, &mut out, server_options(), facts).await {
+                Ok(true) => continue,
+                _ => {
+                    linger(&reader, write).await;
+                    return;
+                }
+            }
+        }
         let body = request_body(&reader, framing, expect_continue);
         // Pinned in place, not boxed: no allocation, and no copy of the
         // handler's future (kilobytes) into one per request.
@@ -123,6 +140,12 @@ pub async fn serve<S, H, F>(
             }
         }
     }
+}
+
+/// The answer to `OPTIONS *`: 200 with no body (RFC 9110 §9.3.7), and no
+/// `Allow`: which methods a resource takes is each upstream's to say.
+fn server_options() -> Response<Body> {
+    Response::new(body::empty())
 }
 
 // Made once per request and moved straight out: boxing the head would cost
@@ -185,24 +208,25 @@ async fn next_head(
 /// The request's body: whole when it arrived with its head (the usual small
 /// request), else read from the connection as the handler asks (with a
 /// go-ahead first, when the client waits for one).
-fn request_body(reader: &SharedReader, framing: BodyFraming, expect_continue: bool) -> ClientBody {
+fn request_body(reader: &SharedReader, framing: BodyKind, expect_continue: bool) -> ClientBody {
     let mut guard = lock(reader);
-    guard.go_ahead = if expect_continue && !matches!(framing, BodyFraming::Length(0)) {
+    guard.go_ahead = if expect_continue && !matches!(framing, BodyKind::Length(0)) {
         GoAhead::Owed(None)
     } else {
         GoAhead::None
     };
     match framing {
-        BodyFraming::Length(0) => ClientBody::empty(),
-        BodyFraming::Length(length) if guard.buf.len() as u64 >= length => {
+        // A request is never framed to the close (RFC 9112 §6.3).
+        BodyKind::None | BodyKind::UntilClose | BodyKind::Length(0) => ClientBody::empty(),
+        BodyKind::Length(length) if guard.buf.len() as u64 >= length => {
             let whole = guard.buf.split_to(length as usize).freeze();
             ClientBody::Full(Some(whole))
         }
-        BodyFraming::Length(length) => {
+        BodyKind::Length(length) => {
             guard.body = Progress::Length(length);
             ClientBody::Streamed(body::stream(StreamingBody::new(reader.clone())))
         }
-        BodyFraming::Chunked => {
+        BodyKind::Chunked => {
             guard.body = Progress::Chunked(ChunkedDecoder::new());
             ClientBody::Streamed(body::stream(StreamingBody::new(reader.clone())))
         }
@@ -319,6 +343,15 @@ async fn refuse<W: AsyncWrite + Unpin>(
             GatewayError::BadRequest("an HTTP/1.0 request may not carry Transfer-Encoding")
         }
         Refusal::ControlCharacters => CONTROL_CHARACTERS,
+        Refusal::FramingLookAlike => GatewayError::BadRequest(
+            "a field name that reads as Transfer-Encoding or Content-Length with '_' for '-' is not accepted",
+        ),
+        Refusal::Asterisk => GatewayError::BadRequest("the request target '*' is only for OPTIONS"),
+        Refusal::LongMethod => GatewayError::BadRequest("the request method is too long"),
+        Refusal::NonAsciiTarget => {
+            GatewayError::BadRequest("the request target has bytes that are not ASCII")
+        }
+        Refusal::Version => GatewayError::BadRequest("only HTTP/1.x is spoken on this port"),
     };
     tracing::debug!(?refusal, "refused a request head");
     let facts = Facts {

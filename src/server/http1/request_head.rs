@@ -10,22 +10,23 @@ use http::request::Parts;
 use http::{Method, Request, Uri, Version};
 
 use super::control_chars;
+use crate::wire::framing::{self, BodyKind, ContentLength, Lists, TransferEncoding};
 use crate::wire::names::FieldNames;
 use crate::wire::{fields, host};
 
 /// Most header slots kept on the stack; a larger `max_headers` uses the heap.
 const STACK_HEADERS: usize = 128;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BodyFraming {
-    Length(u64),
-    Chunked,
-}
+/// The longest method read: the longest registered one (`UPDATEREDIRECTREF`)
+/// is 17 bytes; a longer one is refused as malformed (400), not counted
+/// against the head's size limits.
+pub const MAX_METHOD: usize = 32;
 
 #[derive(Debug)]
 pub struct RequestHead {
     pub parts: Parts,
-    pub framing: BodyFraming,
+    /// `Length` or `Chunked`: a request without a body is `Length(0)`.
+    pub framing: BodyKind,
     /// The client lets the connection carry another request after this one.
     pub keep_alive: bool,
     /// `Expect: 100-continue`: the client waits for a go-ahead before its body.
@@ -57,6 +58,18 @@ pub enum Refusal {
     /// A field value with control characters that the head could not be
     /// read without (400).
     ControlCharacters,
+    /// A field name that folds to `Transfer-Encoding` or `Content-Length`
+    /// for a peer that reads `_` as `-` (`Transfer_Encoding`) (400).
+    FramingLookAlike,
+    /// The asterisk-form target (`*`) with a method other than OPTIONS
+    /// (400, RFC 9112 §3.2.4).
+    Asterisk,
+    /// A method longer than [`MAX_METHOD`] (400).
+    LongMethod,
+    /// A request target with bytes outside visible ASCII (400, RFC 3986).
+    NonAsciiTarget,
+    /// An HTTP version other than 1.x (400).
+    Version,
 }
 
 /// Takes a complete request head off the front of `buf`; `None` while more
@@ -75,12 +88,14 @@ pub fn parse(
     if blank > 0 {
         let _ = buf.split_to(blank);
     }
-    let scanned = if max_headers <= STACK_HEADERS {
-        let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; STACK_HEADERS];
-        scan_or_skip_unreadable(buf, &mut slots[..max_headers], names)
-    } else {
-        let mut slots = vec![MaybeUninit::<httparse::Header<'_>>::uninit(); max_headers];
-        scan_or_skip_unreadable(buf, &mut slots, names)
+    let scanned = match scan_slots(buf, max_headers, names) {
+        // RFC 9110 §2.5: a higher minor version is read as the highest the
+        // server speaks. httparse knows 1.0 and 1.1 only, so the line says
+        // 1.1 before it is read again (the gateway forwards 1.1 anyway).
+        Err(Refusal::Version) if as_http_11(buf) => scan_slots(buf, max_headers, names),
+        // Not known until the line is whole (`HTTP/1.2` arriving as `HTTP/1.` `2\r\n`).
+        Err(Refusal::Version) if memchr::memchr(b'\n', buf).is_none() => Ok(None),
+        scanned => scanned,
     }?;
     let Some(scanned) = scanned else {
         return if buf.len() > max_head_bytes {
@@ -103,15 +118,16 @@ pub fn parse(
         fields::shared_map(&head, scanned.positions, 6).map_err(|_| Refusal::Malformed)?;
     let fields = scanned.fields;
     let version = scanned.version;
-    let framing = match (fields.transfer_encoding, fields.length) {
-        (Some(_), Some(_)) => return Err(Refusal::Ambiguous),
+    let te = &fields.transfer_encoding;
+    let framing = match (te.present, fields.length.get()) {
+        (true, Some(_)) => return Err(Refusal::Ambiguous),
         // RFC 9112 §6.1: its framing is faulty, whatever it says.
-        (Some(_), None) if version == Version::HTTP_10 => return Err(Refusal::Http10Coding),
-        (Some(true), None) if fields.other_codings => return Err(Refusal::Coding),
+        (true, None) if version == Version::HTTP_10 => return Err(Refusal::Http10Coding),
+        (true, None) if te.chunked && !te.is_just_chunked() => return Err(Refusal::Coding),
+        (true, None) if te.chunked => BodyKind::Chunked,
         // Chunked must be the final coding; anything else cannot be delimited.
-        (Some(true), None) => BodyFraming::Chunked,
-        (Some(false), None) => return Err(Refusal::Malformed),
-        (None, length) => BodyFraming::Length(length.unwrap_or(0)),
+        (true, None) => return Err(Refusal::Malformed),
+        (false, length) => BodyKind::Length(length.unwrap_or(0)),
     };
     // RFC 9112 §3.2: an HTTP/1.1 request names its host exactly once (1.0
     // may leave it out). Two could be read two ways; none leaves the
@@ -143,6 +159,38 @@ pub fn parse(
         keep_alive,
         expect_continue: fields.expect_continue && version == Version::HTTP_11,
     }))
+}
+
+fn scan_slots(
+    buf: &[u8],
+    max_headers: usize,
+    names: &mut FieldNames,
+) -> Result<Option<Scanned>, Refusal> {
+    if max_headers <= STACK_HEADERS {
+        let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; STACK_HEADERS];
+        scan_or_skip_unreadable(buf, &mut slots[..max_headers], names)
+    } else {
+        let mut slots = vec![MaybeUninit::<httparse::Header<'_>>::uninit(); max_headers];
+        scan_or_skip_unreadable(buf, &mut slots, names)
+    }
+}
+
+/// Rewrites a complete request line's `HTTP/1.2` to `HTTP/1.9` as
+/// `HTTP/1.1`; whether it did.
+fn as_http_11(buf: &mut BytesMut) -> bool {
+    let Some(end) = memchr::memchr(b'\n', buf) else {
+        return false;
+    };
+    let line = buf[..end].strip_suffix(b"\r").unwrap_or(&buf[..end]);
+    let Some(prefix) = line.len().checked_sub(b" HTTP/1.x".len()) else {
+        return false;
+    };
+    let version = &line[prefix..];
+    if !(version.starts_with(b" HTTP/1.") && matches!(version[8], b'2'..=b'9')) {
+        return false;
+    }
+    buf[prefix + 8] = b'1';
+    true
 }
 
 /// A complete head, located in the buffer: positions, not borrows, so the
@@ -197,18 +245,29 @@ fn scan<'b>(
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(httparse::Error::TooManyHeaders) => return Err(Refusal::TooManyHeaders),
         Err(httparse::Error::HeaderValue) => return Err(Refusal::ControlCharacters),
+        Err(httparse::Error::Version) => return Err(Refusal::Version),
         Err(_) => return Err(Refusal::Malformed),
     };
-    let method = parsed
-        .method
-        .and_then(|m| Method::from_bytes(m.as_bytes()).ok())
-        .ok_or(Refusal::Malformed)?;
+    let method = parsed.method.ok_or(Refusal::Malformed)?;
+    if method.len() > MAX_METHOD {
+        return Err(Refusal::LongMethod);
+    }
+    let method = Method::from_bytes(method.as_bytes()).map_err(|_| Refusal::Malformed)?;
     let version = match parsed.version {
         Some(0) => Version::HTTP_10,
         _ => Version::HTTP_11,
     };
     let base = bytes.as_ptr() as usize;
     let target = parsed.path.ok_or(Refusal::Malformed)?;
+    // httparse lets obs-text through in a target; a URI has none (RFC
+    // 3986), and the upstream would read it as it likes.
+    if !target.is_ascii() {
+        return Err(Refusal::NonAsciiTarget);
+    }
+    // RFC 9112 §3.2.4: the asterisk form is only for a server-wide OPTIONS.
+    if target == "*" && method != Method::OPTIONS {
+        return Err(Refusal::Asterisk);
+    }
     let target_start = target.as_ptr() as usize - base;
     let mut fields = Framing::default();
     let mut positions = Vec::with_capacity(parsed.headers.len());
@@ -234,12 +293,8 @@ fn scan<'b>(
 /// What the framing and connection fields of a head say.
 #[derive(Default)]
 struct Framing {
-    /// `Transfer-Encoding` was present; `true` when its final coding is chunked.
-    transfer_encoding: Option<bool>,
-    /// `Transfer-Encoding` named more than a single `chunked`: another
-    /// coding, or chunked twice (two fields, or a list).
-    other_codings: bool,
-    length: Option<u64>,
+    transfer_encoding: TransferEncoding,
+    length: ContentLength,
     close: bool,
     keep_alive: bool,
     expect_continue: bool,
@@ -250,22 +305,19 @@ struct Framing {
 impl Framing {
     fn note(&mut self, name: &HeaderName, value: &[u8]) -> Result<(), Refusal> {
         if *name == header::CONTENT_LENGTH {
-            // Digits only, and every value the same: `+5`, `0x5` or `5, 6`
-            // could be read another way by the next parser.
-            let length = std::str::from_utf8(value)
-                .ok()
-                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|v| v.parse::<u64>().ok())
-                .ok_or(Refusal::InvalidLength)?;
-            if self.length.is_some_and(|seen| seen != length) {
-                return Err(Refusal::InvalidLength);
-            }
-            self.length = Some(length);
+            // Repeated fields of one number are one length; a list is refused.
+            self.length
+                .note(value, Lists::Refused)
+                .map_err(|_| Refusal::InvalidLength)?;
         } else if *name == header::TRANSFER_ENCODING {
-            let chunked = fields::ends_chunked(value).ok_or(Refusal::Malformed)?;
-            self.other_codings |= self.transfer_encoding.is_some()
-                || !value.trim_ascii().eq_ignore_ascii_case(b"chunked");
-            self.transfer_encoding = Some(chunked);
+            self.transfer_encoding
+                .note(value)
+                .map_err(|err| match err {
+                    framing::CodingError::ChunkedNotLast => Refusal::Coding,
+                    framing::CodingError::Syntax => Refusal::Malformed,
+                })?;
+        } else if framing::framing_look_alike(name) {
+            return Err(Refusal::FramingLookAlike);
         } else if *name == header::CONNECTION {
             for token in fields::connection_tokens(value).ok_or(Refusal::Malformed)? {
                 if token.eq_ignore_ascii_case("close") {
@@ -311,7 +363,7 @@ mod tests {
         assert_eq!(head.parts.uri, "/v1/charges?x=1");
         assert_eq!(head.parts.headers["host"], "gw");
         assert_eq!(head.parts.headers.get_all("x-a").iter().count(), 2);
-        assert_eq!(head.framing, BodyFraming::Length(2));
+        assert_eq!(head.framing, BodyKind::Length(2));
         assert!(head.keep_alive);
         assert_eq!(&buf[..], b"{}");
     }
@@ -319,10 +371,10 @@ mod tests {
     #[test]
     fn framing_and_connection_follow_rfc_9112() {
         let chunked = head("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: Chunked\r\n\r\n");
-        assert_eq!(chunked.framing, BodyFraming::Chunked);
+        assert_eq!(chunked.framing, BodyKind::Chunked);
         assert_eq!(
             head("GET / HTTP/1.1\r\nHost: h\r\n\r\n").framing,
-            BodyFraming::Length(0)
+            BodyKind::Length(0)
         );
         assert!(!head("GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n").keep_alive);
         assert!(!head("GET / HTTP/1.0\r\n\r\n").keep_alive);
@@ -334,7 +386,7 @@ mod tests {
         assert_eq!(
             head("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n")
                 .framing,
-            BodyFraming::Length(5)
+            BodyKind::Length(5)
         );
     }
 
@@ -347,7 +399,7 @@ mod tests {
             ),
             (
                 "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked, identity\r\n\r\n",
-                Refusal::Malformed,
+                Refusal::Coding,
             ),
             (
                 "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n",
@@ -402,6 +454,79 @@ mod tests {
         ] {
             assert_eq!(parse_str(text).err(), Some(refusal), "{text:?}");
         }
+    }
+
+    #[test]
+    fn framing_look_alikes_are_refused_and_other_underscores_pass() {
+        for name in [
+            "Transfer_Encoding",
+            "transfer---encoding",
+            "Transfer___Encoding",
+            "Content_Length",
+            "CONTENT__LENGTH",
+        ] {
+            let text = format!("POST / HTTP/1.1\r\nHost: h\r\n{name}: chunked\r\n\r\n");
+            assert_eq!(
+                parse_str(&text).err(),
+                Some(Refusal::FramingLookAlike),
+                "{name}"
+            );
+        }
+        let passed = head("GET / HTTP/1.1\r\nHost: h\r\nX_Api_Key: 1\r\nContent_Type: a\r\n\r\n");
+        assert_eq!(passed.parts.headers["x_api_key"], "1");
+        assert_eq!(passed.parts.headers["content_type"], "a");
+        for bad in ["X(Y)", "X Y", "X\"Y", "X/Y", "X@Y", "{X}"] {
+            let text = format!("GET / HTTP/1.1\r\nHost: h\r\n{bad}: 1\r\n\r\n");
+            assert_eq!(parse_str(&text).err(), Some(Refusal::Malformed), "{bad}");
+        }
+    }
+
+    #[test]
+    fn request_lines_rfc_9110_and_9112_decide() {
+        // A higher minor version is read as 1.1, also when it comes in pieces.
+        let mut buf = BytesMut::from(&b"GET / HTTP/1."[..]);
+        let mut names = FieldNames::default();
+        assert!(
+            parse(&mut buf, 100, 8192, &mut names)
+                .expect("so far")
+                .is_none()
+        );
+        buf.extend_from_slice(b"2\r\nHost: h\r\n\r\n");
+        let pieced = parse(&mut buf, 100, 8192, &mut names)
+            .expect("valid")
+            .expect("whole");
+        assert_eq!(pieced.parts.version, Version::HTTP_11);
+        assert!(pieced.keep_alive);
+        assert_eq!(
+            head("GET / HTTP/1.9\r\nHost: h\r\n\r\n").parts.version,
+            Version::HTTP_11
+        );
+        for text in [
+            "GET / HTTP/2.0\r\nHost: h\r\n\r\n",
+            "GET / HTTP/1.x\r\nHost: h\r\n\r\n",
+        ] {
+            assert_eq!(parse_str(text).err(), Some(Refusal::Version), "{text:?}");
+        }
+        // Asterisk form: OPTIONS only.
+        assert_eq!(head("OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n").parts.uri, "*");
+        for method in ["GET", "POST", "HEAD", "DELETE"] {
+            let text = format!("{method} * HTTP/1.1\r\nHost: h\r\n\r\n");
+            assert_eq!(parse_str(&text).err(), Some(Refusal::Asterisk), "{text:?}");
+        }
+        // Methods: registered ones pass, very long ones are refused as such.
+        assert!(parse_str("UPDATEREDIRECTREF / HTTP/1.1\r\nHost: h\r\n\r\n").is_ok());
+        let long = format!("{} / HTTP/1.1\r\nHost: h\r\n\r\n", "M".repeat(2000));
+        assert_eq!(parse_str(&long).err(), Some(Refusal::LongMethod));
+        // Raw bytes outside ASCII in the target.
+        let mut raw = BytesMut::from(&b"GET /caf\xc3\xa9 HTTP/1.1\r\nHost: h\r\n\r\n"[..]);
+        assert_eq!(
+            parse(&mut raw, 100, 8192, &mut FieldNames::default()).err(),
+            Some(Refusal::NonAsciiTarget)
+        );
+        assert_eq!(
+            head("GET /caf%C3%A9 HTTP/1.1\r\nHost: h\r\n\r\n").parts.uri,
+            "/caf%C3%A9"
+        );
     }
 
     #[test]

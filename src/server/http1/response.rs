@@ -12,6 +12,8 @@ use super::date;
 use crate::body::Body;
 use crate::wire;
 use crate::wire::fields::TransferCodings;
+// `UntilClose`: an HTTP/1.0 client, length unknown.
+use crate::wire::framing::BodyKind as Framing;
 
 /// Bytes gathered before a write: a small answer leaves in one.
 const GATHER: usize = 64 * 1024;
@@ -24,14 +26,6 @@ pub struct Facts {
     pub version: Version,
     /// The connection may carry another request after this answer.
     pub keep_alive: bool,
-}
-
-enum Framing {
-    None,
-    Length(u64),
-    Chunked,
-    /// HTTP/1.0 client, length unknown: the close ends the body.
-    UntilClose,
 }
 
 /// Writes `response`; `Ok(true)` when the connection can carry another request.
