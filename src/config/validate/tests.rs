@@ -809,13 +809,13 @@ fn shipped_quick_start_config_is_valid() {
     let config = ok(text);
     assert!(matches!(config.store, StoreConfig::Embedded(_)));
     let names: Vec<&str> = config.routes.iter().map(|r| r.name.as_str()).collect();
-    assert_eq!(names, ["charges", "rest"]);
+    assert_eq!(names, ["charges", "orders", "rest"]);
     assert!(config.routes[0].policy.required);
     assert_eq!(
         config.routes[0].policy.retention,
         Duration::from_secs(72 * 3600)
     );
-    assert!(!config.routes[1].idempotency);
+    assert!(!config.routes[2].idempotency);
     assert_eq!(config.warnings, Vec::<String>::new());
     // The reference shows this exact output.
     let docs = include_str!("../../../docs/configuration.md");
