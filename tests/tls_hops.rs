@@ -10,56 +10,18 @@ mod pg_support;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::certs::{Identity, Pki};
 use common::gateway::free_port;
+use common::tls_client::{TlsClient, tls_client};
 use common::{GatewayProcess, MockUpstream, TestDir};
 use http::Request;
 use http_body_util::{BodyExt, Full};
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use pg_support::{RedisPrefix, TestSchema};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-
-type TlsClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 const TOKEN: &str = "tls-hops-admin-token-0123456789";
-
-fn tls_client(ca_pem: &str, identity: Option<&Identity>) -> TlsClient {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots);
-    let config = match identity {
-        Some(id) => builder
-            .with_client_auth_cert(
-                CertificateDer::pem_slice_iter(id.cert_pem.as_bytes())
-                    .collect::<Result<Vec<_>, _>>()
-                    .unwrap(),
-                PrivateKeyDer::from_pem_slice(id.key_pem.as_bytes()).unwrap(),
-            )
-            .unwrap(),
-        None => builder.with_no_client_auth(),
-    };
-    let connector = HttpsConnectorBuilder::new()
-        .with_tls_config(config)
-        .https_only()
-        .enable_http1()
-        .build();
-    Client::builder(TokioExecutor::new()).build(connector)
-}
 
 /// GET over TLS: the status, or the error (a refused handshake).
 async fn get(client: &TlsClient, port: u16, path: &str) -> Result<u16, String> {
@@ -139,7 +101,7 @@ async fn admin_plane_over_tls_without_client_certificates() {
         &[("IDEMGATE_TEST_ADMIN_TOKEN", TOKEN)],
     );
     let port = gateway.admin.port();
-    let client = tls_client(&pki.ca_pem(), None);
+    let client = tls_client(&pki.ca_pem(), None, false);
     assert_eq!(get(&client, port, "/healthz").await, Ok(200));
     assert_eq!(
         get(&client, port, "/admin/keys/charges/none").await,
@@ -147,7 +109,7 @@ async fn admin_plane_over_tls_without_client_certificates() {
     );
     assert!(!answers_plain_http(port), "plain HTTP must not be served");
     // A client that does not trust the gateway's CA gets nowhere.
-    let stranger = tls_client(&Pki::new("other CA").ca_pem(), None);
+    let stranger = tls_client(&Pki::new("other CA").ca_pem(), None, false);
     assert!(get(&stranger, port, "/healthz").await.is_err());
 }
 
@@ -167,19 +129,19 @@ async fn admin_plane_over_tls_with_client_certificates_and_reloaded_certificates
         &[("IDEMGATE_TEST_ADMIN_TOKEN", TOKEN)],
     );
     let port = gateway.admin.port();
-    let with_cert = tls_client(&pki.ca_pem(), Some(&operator));
+    let with_cert = tls_client(&pki.ca_pem(), Some(&operator), false);
     assert_eq!(get(&with_cert, port, "/healthz").await, Ok(200));
     assert_eq!(
         get(&with_cert, port, "/admin/keys/charges/none").await,
         Ok(404)
     );
-    let without = tls_client(&pki.ca_pem(), None);
+    let without = tls_client(&pki.ca_pem(), None, false);
     assert!(
         get(&without, port, "/healthz").await.is_err(),
         "a client without a certificate must be refused"
     );
     let foreign = Pki::new("someone else").client(&dir, "intruder");
-    let with_foreign = tls_client(&pki.ca_pem(), Some(&foreign));
+    let with_foreign = tls_client(&pki.ca_pem(), Some(&foreign), false);
     assert!(get(&with_foreign, port, "/healthz").await.is_err());
 
     // The certificate replaced on disk, then a reload: new connections get
@@ -189,7 +151,7 @@ async fn admin_plane_over_tls_with_client_certificates_and_reloaded_certificates
     std::fs::copy(&renewed.cert, &server.cert).unwrap();
     std::fs::copy(&renewed.key, &server.key).unwrap();
     gateway.signal("HUP");
-    let renewed_client = tls_client(&renewed_pki.ca_pem(), Some(&operator));
+    let renewed_client = tls_client(&renewed_pki.ca_pem(), Some(&operator), false);
     let deadline = Instant::now() + Duration::from_secs(10);
     while get(&renewed_client, port, "/healthz").await != Ok(200) {
         assert!(
@@ -199,7 +161,7 @@ async fn admin_plane_over_tls_with_client_certificates_and_reloaded_certificates
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let old_trust = tls_client(&pki.ca_pem(), Some(&operator));
+    let old_trust = tls_client(&pki.ca_pem(), Some(&operator), false);
     assert!(get(&old_trust, port, "/healthz").await.is_err());
 }
 

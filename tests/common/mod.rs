@@ -8,6 +8,7 @@ pub mod configs;
 pub mod gateway;
 pub mod owned_store;
 pub mod raw;
+pub mod tls_client;
 pub mod upstream;
 
 pub use client::{Client, Reply};

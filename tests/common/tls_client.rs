@@ -1,0 +1,51 @@
+//! An HTTPS client that trusts the test's CA and, when given one, presents a
+//! client certificate.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use super::certs::Identity;
+
+pub type TlsClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// HTTP/2 only when `h2`, else HTTP/1.1 only.
+pub fn tls_client(ca_pem: &str, identity: Option<&Identity>, h2: bool) -> TlsClient {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots);
+    let config = match identity {
+        Some(id) => builder
+            .with_client_auth_cert(
+                CertificateDer::pem_slice_iter(id.cert_pem.as_bytes())
+                    .collect::<Result<Vec<_>, _>>()
+                    .unwrap(),
+                PrivateKeyDer::from_pem_slice(id.key_pem.as_bytes()).unwrap(),
+            )
+            .unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    let connector = HttpsConnectorBuilder::new()
+        .with_tls_config(config)
+        .https_only();
+    let connector = if h2 {
+        connector.enable_http2().build()
+    } else {
+        connector.enable_http1().build()
+    };
+    Client::builder(TokioExecutor::new()).build(connector)
+}
