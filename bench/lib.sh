@@ -113,6 +113,7 @@ forget_redis_keys() { # redis url, pattern
 # idemgate, one process per store (or per build), each on core 0 while measured.
 # GATEWAY_WRAP, when set, is a command the gateway runs under (bench/instructions:
 # valgrind); it must exec the gateway in its own process, as valgrind does.
+# ROUTE_EXTRA: more fields of the route (key and fingerprint options).
 start_gateway() { # name, store-toml[, binary (default $BIN)]
   local name=$1 store=$2 bin=${3:-$BIN} listen admin
   listen=$(port); admin=$(port)
@@ -136,6 +137,7 @@ scope = []
 name = "charges"
 upstream = "api"
 match = { path_prefix = "/v1/charges" }
+${ROUTE_EXTRA:-}
 CONF
   # shellcheck disable=SC2086 # GATEWAY_WRAP is a command line, split on purpose
   taskset -c 0 ${GATEWAY_WRAP:-} "$bin" serve -c "$WORK/$name.toml" --log-level warn 2>"$WORK/$name.log" &
