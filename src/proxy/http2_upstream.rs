@@ -22,9 +22,9 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::time::Instant;
 use tower_service::Service;
 
+use super::error::{UpstreamError, error_chain};
 use super::http2_connections::Http2Connections;
 use super::http2_dialer::{H2Connector, RequireH2};
-use super::upstream::{UpstreamError, error_chain};
 use crate::body::Body;
 
 /// Holds the connection, opens it when there is none, and drops it when it

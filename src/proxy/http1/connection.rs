@@ -372,7 +372,7 @@ fn check_length(written: u64, declared: u64) -> Result<(), String> {
 fn body_error(err: &(dyn std::error::Error + 'static)) -> String {
     format!(
         "reading the request body: {}",
-        crate::proxy::upstream::error_chain(err)
+        crate::proxy::error::error_chain(err)
     )
 }
 

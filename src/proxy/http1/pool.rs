@@ -14,25 +14,25 @@
 //! hears `NotSent`. Once the whole head has left, a failure is `Broken`:
 //! the upstream may be running it, and nothing is sent again.
 
-use std::collections::VecDeque;
 use std::pin::pin;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use http::header::{self, HeaderValue};
 use http::request::Parts;
 use http::uri::Authority;
 use http::{Request, Response};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 
 use super::body::AnswerBody;
 use super::connection::{Connection, Encoded, NoAnswer, WriteError};
+use super::idle::{IdleConnections, Lease};
 use super::response_head::AnswerHead;
 use super::stream::Dialer;
 use crate::body::Body;
 use crate::deadline::TimedOut;
+use crate::proxy::error::UpstreamError;
 use crate::proxy::progress::{Progress, Wait, within};
-use crate::proxy::upstream::UpstreamError;
 use tokio::time::Instant as TokioInstant;
 
 /// Limits of one pool.
@@ -50,9 +50,7 @@ pub struct PoolLimits {
 pub struct Http1Pool {
     dialer: Dialer,
     host: Option<HeaderValue>,
-    /// Idle connections; the newest at the back (taken first), the oldest at
-    /// the front (closed first when they have idled `idle_timeout`).
-    idle: Mutex<VecDeque<Idle>>,
+    idle: Arc<IdleConnections>,
     /// One permit per request holding a connection. Every open connection is
     /// either held or idle, and one is opened only when none is idle, so
     /// this also bounds the open connections.
@@ -60,37 +58,12 @@ pub struct Http1Pool {
     limits: PoolLimits,
 }
 
-struct Idle {
-    connection: Connection,
-    since: Instant,
-}
-
 impl std::fmt::Debug for Http1Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Http1Pool")
             .field("dialer", &self.dialer)
-            .field("idle", &self.idle_count())
+            .field("idle", &self.idle.count())
             .finish()
-    }
-}
-
-/// A connection lent to one request and its answer, with the permit that
-/// counts it.
-pub struct Lease {
-    pool: Weak<Http1Pool>,
-    connection: Connection,
-    permit: OwnedSemaphorePermit,
-}
-
-impl Lease {
-    pub(super) fn connection(&mut self) -> &mut Connection {
-        &mut self.connection
-    }
-
-    pub(super) fn give_back(self) {
-        if let Some(pool) = self.pool.upgrade() {
-            pool.put_back(self.connection, self.permit);
-        }
     }
 }
 
@@ -99,11 +72,11 @@ impl Http1Pool {
         let pool = Arc::new(Self {
             dialer,
             host: HeaderValue::from_str(authority.as_str()).ok(),
-            idle: Mutex::new(VecDeque::new()),
+            idle: Arc::new(IdleConnections::new(limits.idle_timeout)),
             permits: Arc::new(Semaphore::new(limits.max_connections)),
             limits,
         });
-        spawn_reaper(Arc::downgrade(&pool), limits.idle_timeout);
+        spawn_reaper(Arc::downgrade(&pool.idle), limits.idle_timeout);
         pool
     }
 
@@ -152,7 +125,7 @@ impl Http1Pool {
         {
             parts.headers.insert(header::HOST, host.clone());
         }
-        let (mut connection, reused) = match self.take_idle() {
+        let (mut connection, reused) = match self.idle.take() {
             Some(connection) => (connection, true),
             // Boxed: opening a connection is rare, and its future would
             // otherwise make every request's future (moved, copied) larger.
@@ -211,11 +184,7 @@ impl Http1Pool {
             }
             Ok(Err(unanswered)) => return Err(unanswered.error),
         };
-        let lease = Lease {
-            pool: Arc::downgrade(self),
-            connection,
-            permit,
-        };
+        let lease = Lease::new(Arc::downgrade(&self.idle), connection, permit);
         let body = AnswerBody::new(lease, head.framing, head.keep_alive && complete);
         Ok(Response::from_parts(head.parts, body))
     }
@@ -241,21 +210,10 @@ impl Http1Pool {
         }
     }
 
-    /// The newest idle connection the upstream has not closed meanwhile.
-    fn take_idle(&self) -> Option<Connection> {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        while let Some(mut entry) = idle.pop_back() {
-            if entry.connection.is_open() {
-                return Some(entry.connection);
-            }
-        }
-        None
-    }
-
     async fn connect(&self) -> Result<Connection, UpstreamError> {
         match tokio::time::timeout(self.limits.connect_timeout, self.dialer.dial()).await {
             Ok(Ok(stream)) => Ok(Connection::new(stream)),
-            Ok(Err(err)) => Err(UpstreamError::NotSent(crate::proxy::upstream::error_chain(
+            Ok(Err(err)) => Err(UpstreamError::NotSent(crate::proxy::error::error_chain(
                 &err,
             ))),
             Err(_) => Err(UpstreamError::NotSent(format!(
@@ -263,34 +221,6 @@ impl Http1Pool {
                 self.limits.connect_timeout
             ))),
         }
-    }
-
-    /// Takes back a connection whose answer was read to the end; its
-    /// request's permit is given back once it is idle.
-    fn put_back(&self, connection: Connection, permit: OwnedSemaphorePermit) {
-        let now = Instant::now();
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        idle.push_back(Idle {
-            connection,
-            since: now,
-        });
-        self.close_expired(&mut idle, now);
-        drop(idle);
-        drop(permit);
-    }
-
-    /// Closes connections idle longer than `idle_timeout`.
-    fn close_expired(&self, idle: &mut VecDeque<Idle>, now: Instant) {
-        while idle
-            .front()
-            .is_some_and(|entry| now.duration_since(entry.since) >= self.limits.idle_timeout)
-        {
-            idle.pop_front();
-        }
-    }
-
-    fn idle_count(&self) -> usize {
-        self.idle.lock().map(|idle| idle.len()).unwrap_or(0)
     }
 }
 
@@ -357,7 +287,7 @@ async fn answer(
 
 /// Closes idle connections that no request comes to take, and those the
 /// upstream closed; ends with the pool.
-fn spawn_reaper(pool: Weak<Http1Pool>, idle_timeout: Duration) {
+fn spawn_reaper(idle: Weak<IdleConnections>, idle_timeout: Duration) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
@@ -366,10 +296,8 @@ fn spawn_reaper(pool: Weak<Http1Pool>, idle_timeout: Duration) {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            let Some(pool) = pool.upgrade() else { return };
-            let mut idle = pool.idle.lock().unwrap_or_else(|e| e.into_inner());
-            idle.retain_mut(|entry| entry.connection.is_open());
-            pool.close_expired(&mut idle, Instant::now());
+            let Some(idle) = idle.upgrade() else { return };
+            idle.reap();
         }
     });
 }
@@ -407,10 +335,8 @@ mod tests {
         let ours = ours.into_std().unwrap();
         ours.shutdown(std::net::Shutdown::Write).unwrap();
         let ours = TcpStream::from_std(ours).unwrap();
-        pool.idle.lock().unwrap().push_back(Idle {
-            connection: Connection::new(UpstreamStream::Plain(ours)),
-            since: Instant::now(),
-        });
+        let permit = pool.permits.clone().try_acquire_owned().unwrap();
+        (pool.idle).put_back(Connection::new(UpstreamStream::Plain(ours)), permit);
         (pool, theirs)
     }
 
