@@ -5,6 +5,7 @@
 //! upstream hop) — driven by `gateway`, served by `server`, observed via `admin`.
 
 pub mod admin;
+pub mod answer;
 pub mod body;
 pub mod cli;
 pub mod commands;

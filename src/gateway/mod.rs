@@ -5,7 +5,6 @@
 //! `handle` is the one entry point the server calls; it never fails: every
 //! error becomes an answer (see [`crate::error`]).
 
-mod answer;
 mod answer_headers;
 mod capture;
 mod execute;
@@ -28,10 +27,10 @@ use arc_swap::ArcSwap;
 use http::uri::Scheme;
 use http::{Method, Request, Response, Version, header};
 
-pub use answer::Answer;
 use runtime::BoundRoute;
 pub use runtime::Runtime;
 
+use crate::answer::Answer;
 use crate::body::Body;
 use crate::error::{CONTROL_CHARACTERS, GatewayError, INVALID_HOST};
 use crate::key::KeySource;

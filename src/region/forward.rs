@@ -10,9 +10,9 @@ use http::request::Parts;
 
 use super::Home;
 use super::headers::{FORWARDED_FROM, REGION_TOKEN};
+use crate::answer::Answer;
 use crate::body;
 use crate::error::{GatewayError, INCOMPLETE_BODY};
-use crate::gateway::Answer;
 use crate::metrics::{Metrics, Outcome};
 use crate::proxy::{ClientInfo, UpstreamError, Wait, prepare_request};
 
