@@ -6,8 +6,10 @@
 
 pub mod admin;
 pub mod answer;
+pub mod app;
 pub mod body;
 pub mod cli;
+pub mod client_info;
 pub mod commands;
 pub mod config;
 pub mod deadline;
@@ -17,6 +19,7 @@ pub mod key;
 pub mod metrics;
 pub mod proxy;
 pub mod region;
+pub mod reload;
 pub mod retention;
 pub mod route;
 pub mod server;

@@ -32,10 +32,11 @@ pub use runtime::Runtime;
 
 use crate::answer::Answer;
 use crate::body::Body;
+use crate::client_info::ClientInfo;
 use crate::error::{CONTROL_CHARACTERS, GatewayError, INVALID_HOST};
 use crate::key::KeySource;
 use crate::metrics::{Metrics, RouteMeters};
-use crate::proxy::{ClientInfo, Upstream};
+use crate::proxy::Upstream;
 use crate::route::{self, Route};
 use crate::store::Store;
 use crate::wire::fields::{TransferCodings, UnreadableFields};

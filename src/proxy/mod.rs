@@ -14,7 +14,7 @@ mod upstream;
 mod upstream_body;
 
 pub use error::UpstreamError;
-pub use forwarded::{ClientInfo, prepare_request};
+pub use forwarded::prepare_request;
 pub use hop_by_hop::strip_hop_by_hop;
 pub use progress::Wait;
 pub use upstream::{Upstream, Upstreams};

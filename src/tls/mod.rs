@@ -8,6 +8,7 @@ mod pem;
 use std::path::Path;
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use rustls::RootCertStore;
 use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
@@ -15,6 +16,10 @@ use rustls::server::WebPkiClientVerifier;
 use crate::config::{Config, TlsConfig, UpstreamTlsConfig};
 
 pub use pem::{load_certs, load_key};
+
+/// A listener's TLS configuration, swapped on reload so new certificates
+/// apply to new connections while open ones keep theirs.
+pub type TlsSettings = Arc<ArcSwap<rustls::ServerConfig>>;
 
 fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())

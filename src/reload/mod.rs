@@ -1,6 +1,7 @@
 //! Re-reading the config file while serving (SIGHUP, `POST /admin/reload`).
 //! A file that fails validation is refused whole and the running config stays.
 
+mod admin_disabled;
 mod key_notes;
 
 use std::path::PathBuf;
@@ -8,8 +9,9 @@ use std::sync::{Arc, Mutex};
 
 use crate::config::{self, Config, ScopePart};
 use crate::gateway::{Gateway, Runtime};
+use crate::tls::TlsSettings;
 
-use super::TlsSettings;
+pub use admin_disabled::log as log_if_admin_disabled;
 
 pub struct Reloader {
     path: PathBuf,
@@ -63,7 +65,7 @@ impl Reloader {
                 for note in notes {
                     tracing::warn!("{note}");
                 }
-                crate::admin::log_if_disabled(&self.gateway.runtime().config.admin);
+                admin_disabled::log(&self.gateway.runtime().config.admin);
             }
             ReloadOutcome::Rejected { errors } => {
                 metrics
