@@ -2,7 +2,8 @@
 //!
 //! The request path, by folder: `route` (which route and policy) → `key` (key,
 //! scope, fingerprint) → `store` (reserve / complete / release) → `proxy` (the
-//! upstream hop) — driven by `gateway`, served by `server`, observed via `admin`.
+//! upstream hop) — driven by `gateway`, served by `server`, observed via `admin`,
+//! wired into a running process by `app`.
 
 pub mod admin;
 pub mod answer;
