@@ -88,8 +88,8 @@ async fn serve(path: &std::path::Path) -> i32 {
             eprintln!("idemgate: invalid configuration: {}", errors.one_line());
             i32::from(EXIT_CONFIG)
         }
-        Err(StartError::Other(message)) => {
-            eprintln!("idemgate: {message}");
+        Err(error) => {
+            eprintln!("idemgate: {error}");
             1
         }
     }

@@ -4,6 +4,7 @@
 //! until SIGTERM/SIGINT, reloads on SIGHUP.
 
 mod signals;
+mod start_error;
 mod store_stack;
 
 use std::path::PathBuf;
@@ -14,7 +15,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::admin::AdminPlane;
-use crate::config::{Config, ConfigErrors};
+use crate::config::Config;
 use crate::gateway::{Gateway, Runtime};
 use crate::metrics::Metrics;
 use crate::reload::{self, Reloader};
@@ -22,35 +23,27 @@ use crate::server::{self, Limits};
 use crate::tls::TlsSettings;
 use store_stack::Upkeep;
 
-/// Why `serve` could not start; `main` maps it to the exit code.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    #[error("{0}")]
-    Config(#[from] ConfigErrors),
-    #[error("{0}")]
-    Other(String),
-}
+pub use start_error::StartError;
 
 /// Runs the gateway until a termination signal, then drains and returns.
 pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError> {
     let hangup = signals::hangup();
     let config = Arc::new(config);
     let registry = prometheus::Registry::new();
-    let metrics = Metrics::new(registry)
-        .map_err(|err| StartError::Other(format!("metrics registry: {err}")))?;
+    let metrics = Metrics::new(registry).map_err(StartError::Metrics)?;
     let store = store_stack::open(&config.store, &metrics)
         .await
-        .map_err(|err| StartError::Other(format!("cannot open the store: {err}")))?;
-    let runtime = Runtime::new(config.clone()).map_err(StartError::Other)?;
+        .map_err(StartError::Store)?;
+    let runtime = Runtime::new(config.clone()).map_err(StartError::Runtime)?;
     let tls: Option<TlsSettings> = match &config.server.tls {
         Some(tls) => Some(Arc::new(ArcSwap::new(
-            crate::tls::server_config(tls).map_err(StartError::Other)?,
+            crate::tls::server_config(tls).map_err(StartError::Tls)?,
         ))),
         None => None,
     };
     let admin_tls: Option<TlsSettings> = match &config.admin.tls {
         Some(tls) => Some(Arc::new(ArcSwap::new(
-            crate::tls::admin_config(tls).map_err(StartError::Other)?,
+            crate::tls::admin_config(tls).map_err(StartError::Tls)?,
         ))),
         None => None,
     };
@@ -146,8 +139,10 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
     Ok(())
 }
 
-async fn bind(addr: std::net::SocketAddr, field: &str) -> Result<TcpListener, StartError> {
-    TcpListener::bind(addr).await.map_err(|err| {
-        StartError::Other(format!("cannot listen on {addr} (server.{field}): {err}"))
+async fn bind(addr: std::net::SocketAddr, field: &'static str) -> Result<TcpListener, StartError> {
+    (TcpListener::bind(addr).await).map_err(|source| StartError::Bind {
+        addr,
+        field,
+        source,
     })
 }
