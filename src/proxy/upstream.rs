@@ -6,7 +6,7 @@ use http::HeaderValue;
 use http::uri::{Authority, Scheme};
 use http::{Request, Response, Uri};
 
-use super::error::UpstreamError;
+use super::error::{Cause, UpstreamError};
 use super::http1::{Dialer, Http1Pool, PoolLimits};
 use super::http2_connections::Http2Connections;
 use super::http2_dialer;
@@ -152,9 +152,9 @@ impl Upstream {
                     // Still waiting for the first connection (one slower to
                     // open than `timeout`): nothing went out, as when an
                     // HTTP/1 connect takes the whole timeout.
-                    Err(_) if connections.never_connected_since(&before) => Err(
-                        UpstreamError::NotSent("no connection within the upstream timeout".into()),
-                    ),
+                    Err(_) if connections.never_connected_since(&before) => {
+                        Err(UpstreamError::NotSent(Cause::NoConnectionInTime))
+                    }
                     Err(_) => Err(UpstreamError::Timeout),
                     Ok(Ok(mut response)) => {
                         strip_hop_by_hop(response.headers_mut());

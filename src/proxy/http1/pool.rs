@@ -31,7 +31,7 @@ use super::response_head::AnswerHead;
 use super::stream::Dialer;
 use crate::body::Body;
 use crate::deadline::TimedOut;
-use crate::proxy::error::UpstreamError;
+use crate::proxy::error::{Cause, UpstreamError};
 use crate::proxy::progress::{Progress, Wait, within};
 use tokio::time::Instant as TokioInstant;
 
@@ -110,10 +110,10 @@ impl Http1Pool {
                 {
                     Ok(Ok(permit)) => permit,
                     Ok(Err(_)) | Err(_) => {
-                        return Err(UpstreamError::NotSent(format!(
-                            "all {} connections stayed busy for {:?}",
-                            self.limits.max_connections, self.limits.connect_timeout
-                        )));
+                        return Err(UpstreamError::NotSent(Cause::Busy {
+                            connections: self.limits.max_connections,
+                            waited: self.limits.connect_timeout,
+                        }));
                     }
                 }
             }
@@ -139,9 +139,7 @@ impl Http1Pool {
             None => timeout,
         };
         if left.is_zero() {
-            return Err(UpstreamError::NotSent(
-                "getting a connection took the whole upstream timeout".into(),
-            ));
+            return Err(UpstreamError::NotSent(Cause::NoTimeLeft));
         }
         // Watched, each piece gets the whole `timeout`; the first counted,
         // as `left` is, from when this request started to wait.
@@ -213,12 +211,9 @@ impl Http1Pool {
     async fn connect(&self) -> Result<Connection, UpstreamError> {
         match tokio::time::timeout(self.limits.connect_timeout, self.dialer.dial()).await {
             Ok(Ok(stream)) => Ok(Connection::new(stream)),
-            Ok(Err(err)) => Err(UpstreamError::NotSent(crate::proxy::error::error_chain(
-                &err,
-            ))),
-            Err(_) => Err(UpstreamError::NotSent(format!(
-                "no connection within {:?}",
-                self.limits.connect_timeout
+            Ok(Err(err)) => Err(UpstreamError::NotSent(Cause::Connect(err))),
+            Err(_) => Err(UpstreamError::NotSent(Cause::ConnectTimeout(
+                self.limits.connect_timeout,
             ))),
         }
     }
@@ -249,37 +244,37 @@ async fn answer(
     parts: &Parts,
     written: Result<bool, WriteError>,
 ) -> Result<(AnswerHead, bool), Unanswered> {
-    let broken = |detail| Unanswered {
-        error: UpstreamError::Broken(detail),
+    let broken = |cause| Unanswered {
+        error: UpstreamError::Broken(cause),
         resend: None,
     };
     // Not sent, but not to be sent again either: another connection would
     // be refused the same way.
-    let refused = |detail| Unanswered {
-        error: UpstreamError::NotSent(detail),
+    let refused = |cause| Unanswered {
+        error: UpstreamError::NotSent(cause),
         resend: None,
     };
     match written {
         // Nothing of the upstream's to wait for: it has at most part of a
         // request, and would wait for the rest until our timeout.
         Err(write) if write.client_body => Err(Unanswered {
-            error: UpstreamError::RequestBody(write.detail),
+            error: UpstreamError::RequestBody(write.cause),
             resend: None,
         }),
         Ok(whole) => match connection.read_head(&parts.method).await {
             Ok(head) => Ok((head, whole)),
-            Err(NoAnswer::Refused(detail)) => Err(refused(detail)),
-            Err(NoAnswer::Broken(detail)) => Err(broken(detail)),
+            Err(NoAnswer::Refused(cause)) => Err(refused(cause)),
+            Err(NoAnswer::Broken(cause)) => Err(broken(cause)),
         },
         // The upstream may have answered (413, say) and closed
         // before taking the whole body: that answer is the one to relay.
         Err(write) if write.head_sent => match connection.read_head(&parts.method).await {
             Ok(head) => Ok((head, false)),
-            Err(NoAnswer::Refused(detail)) => Err(refused(detail)),
-            Err(NoAnswer::Broken(_)) => Err(broken(write.detail)),
+            Err(NoAnswer::Refused(cause)) => Err(refused(cause)),
+            Err(NoAnswer::Broken(_)) => Err(broken(write.cause)),
         },
         Err(write) => Err(Unanswered {
-            error: UpstreamError::NotSent(write.detail),
+            error: UpstreamError::NotSent(write.cause),
             resend: write.resend,
         }),
     }
