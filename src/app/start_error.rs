@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 
 use crate::config::ConfigErrors;
 use crate::store::StoreError;
+use crate::tls::TlsError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -19,7 +20,7 @@ pub enum StartError {
     Store(#[source] StoreError),
     /// A listener's certificate, key or client CA cannot be used.
     #[error("{0}")]
-    Tls(String),
+    Tls(#[source] TlsError),
     /// The routes and their upstreams' clients cannot be built.
     #[error("{0}")]
     Runtime(String),

@@ -58,7 +58,8 @@ impl Upstream {
             .ok_or_else(|| format!("upstream {}: url has no host", config.name))?;
         let base_path = uri.path().trim_end_matches('/').to_string();
 
-        let tls = crate::tls::client_config(&config.name, config.tls.as_ref())?;
+        let tls = crate::tls::client_config(&config.name, config.tls.as_ref())
+            .map_err(|error| error.to_string())?;
         let connections = if config.http2 {
             let connections = Arc::new(Http2Connections::default());
             let dialer = http2_dialer::dialer(tls, config.connect_timeout, connections.clone());

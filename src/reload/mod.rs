@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::config::{self, Config, ScopePart, TlsConfig};
 use crate::gateway::{Gateway, Runtime};
-use crate::tls::TlsSettings;
+use crate::tls::{TlsError, TlsSettings};
 
 pub use admin_disabled::log as log_if_admin_disabled;
 
@@ -125,12 +125,12 @@ impl Reloader {
         // Build everything before swapping anything: a refusal changes nothing.
         let certificates = match renewed(&self.tls, &new.server.tls, crate::tls::server_config) {
             Ok(certificates) => certificates,
-            Err(error) => return self.refused(&error),
+            Err(error) => return self.refused(&error.to_string()),
         };
         let admin_certificates =
             match renewed(&self.admin_tls, &new.admin.tls, crate::tls::admin_config) {
                 Ok(certificates) => certificates,
-                Err(error) => return self.refused(&error),
+                Err(error) => return self.refused(&error.to_string()),
             };
         match Runtime::new(Arc::new(new)) {
             Ok(runtime) => {
@@ -161,8 +161,8 @@ impl Reloader {
 fn renewed(
     running: &Option<TlsSettings>,
     new: &Option<TlsConfig>,
-    build: fn(&TlsConfig) -> Result<Arc<rustls::ServerConfig>, String>,
-) -> Result<Option<Arc<rustls::ServerConfig>>, String> {
+    build: fn(&TlsConfig) -> Result<Arc<rustls::ServerConfig>, TlsError>,
+) -> Result<Option<Arc<rustls::ServerConfig>>, TlsError> {
     match (running, new) {
         (Some(_), Some(tls)) => build(tls).map(Some),
         _ => Ok(None),
