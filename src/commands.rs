@@ -80,11 +80,11 @@ fn tls_material_errors(config: &Config) -> Vec<String> {
     if let Some(tls) = &config.server.tls
         && let Err(error) = crate::tls::server_config(tls)
     {
-        errors.push(error);
+        errors.push(error.to_string());
     }
     for upstream in config.upstreams.values() {
         if let Err(error) = crate::tls::client_config(&upstream.name, upstream.tls.as_ref()) {
-            errors.push(error);
+            errors.push(error.to_string());
         }
     }
     errors.extend(crate::region::tls_errors(config));

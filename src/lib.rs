@@ -2,11 +2,15 @@
 //!
 //! The request path, by folder: `route` (which route and policy) → `key` (key,
 //! scope, fingerprint) → `store` (reserve / complete / release) → `proxy` (the
-//! upstream hop) — driven by `gateway`, served by `server`, observed via `admin`.
+//! upstream hop) — driven by `gateway`, served by `server`, observed via `admin`,
+//! wired into a running process by `app`.
 
 pub mod admin;
+pub mod answer;
+pub mod app;
 pub mod body;
 pub mod cli;
+pub mod client_info;
 pub mod commands;
 pub mod config;
 pub mod deadline;
@@ -16,6 +20,7 @@ pub mod key;
 pub mod metrics;
 pub mod proxy;
 pub mod region;
+pub mod reload;
 pub mod retention;
 pub mod route;
 pub mod server;

@@ -5,9 +5,9 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use idemgate::app::{self, StartError};
 use idemgate::cli::{self, Cli, Command, KeysAction, LogFormat};
 use idemgate::commands;
-use idemgate::server::{self, StartError};
 use tracing_subscriber::EnvFilter;
 
 const EXIT_CONFIG: u8 = 64;
@@ -82,14 +82,14 @@ async fn serve(path: &std::path::Path) -> i32 {
             return i32::from(EXIT_CONFIG);
         }
     };
-    match server::run(path.to_path_buf(), config).await {
+    match app::run(path.to_path_buf(), config).await {
         Ok(()) => 0,
         Err(StartError::Config(errors)) => {
             eprintln!("idemgate: invalid configuration: {}", errors.one_line());
             i32::from(EXIT_CONFIG)
         }
-        Err(StartError::Other(message)) => {
-            eprintln!("idemgate: {message}");
+        Err(error) => {
+            eprintln!("idemgate: {error}");
             1
         }
     }

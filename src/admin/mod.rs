@@ -2,10 +2,8 @@
 //! operator API under `/admin/*` (bearer token).
 
 mod auth;
-mod disabled;
-pub mod records;
-pub use disabled::log as log_if_disabled;
 pub mod listing;
+pub mod records;
 pub mod routes;
 
 use std::sync::Arc;
@@ -19,7 +17,7 @@ use crate::body::{self, Body};
 use crate::error::{CONTROL_CHARACTERS, GatewayError, PROBLEM_JSON};
 use crate::gateway::Gateway;
 use crate::key::KeyError;
-use crate::server::{ReloadOutcome, Reloader};
+use crate::reload::{ReloadOutcome, Reloader};
 use crate::wire::fields::UnreadableFields;
 
 /// `/readyz` gives up on a store that does not answer within this.

@@ -11,7 +11,8 @@ use super::passthrough;
 use super::replay;
 use super::request_key::{self, KeyedRequest};
 use super::reserve::{self, Decision};
-use super::{Answer, Exchange, Gateway, answer_headers, identity};
+use super::{Exchange, Gateway, answer_headers, identity};
+use crate::answer::Answer;
 use crate::body;
 use crate::config::StoreErrorMode;
 use crate::error::GatewayError;
@@ -32,7 +33,7 @@ pub async fn run(
         match request_key::extract(policy, &head, incoming, gateway.body_idle).await {
             Err(error) => {
                 let mut answer = Answer::error(error);
-                if declares_body(&head.headers) {
+                if body::declares_body(&head.headers) {
                     // The body may be left unread: the client must not reuse this
                     // connection for its next request (HTTP/2 drops the header).
                     answer
@@ -183,11 +184,6 @@ async fn under_key(
         }
     };
     answer.with_key(id.key)
-}
-
-pub(super) fn declares_body(headers: &http::HeaderMap) -> bool {
-    headers.contains_key(header::TRANSFER_ENCODING)
-        || body::declared_length(headers).is_some_and(|length| length > 0)
 }
 
 /// The store cannot be reached and the route prefers availability: forward

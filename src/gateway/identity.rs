@@ -8,8 +8,8 @@ use http::HeaderMap;
 use http::header::{self, AsHeaderName};
 use http::request::Parts;
 
+use crate::client_info::ClientInfo;
 use crate::key::{self, FingerprintInput};
-use crate::proxy::ClientInfo;
 use crate::route::{RoutePolicy, ScopeSource};
 
 pub fn scope(policy: &RoutePolicy, parts: &Parts, client: &ClientInfo) -> Arc<str> {

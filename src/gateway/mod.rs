@@ -5,7 +5,6 @@
 //! `handle` is the one entry point the server calls; it never fails: every
 //! error becomes an answer (see [`crate::error`]).
 
-mod answer;
 mod answer_headers;
 mod capture;
 mod execute;
@@ -28,15 +27,16 @@ use arc_swap::ArcSwap;
 use http::uri::Scheme;
 use http::{Method, Request, Response, Version, header};
 
-pub use answer::Answer;
 use runtime::BoundRoute;
 pub use runtime::Runtime;
 
+use crate::answer::Answer;
 use crate::body::Body;
+use crate::client_info::ClientInfo;
 use crate::error::{CONTROL_CHARACTERS, GatewayError, INVALID_HOST};
 use crate::key::KeySource;
 use crate::metrics::{Metrics, RouteMeters};
-use crate::proxy::{ClientInfo, Upstream};
+use crate::proxy::Upstream;
 use crate::route::{self, Route};
 use crate::store::Store;
 use crate::wire::fields::{TransferCodings, UnreadableFields};

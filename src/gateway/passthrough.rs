@@ -5,7 +5,8 @@ use std::time::Instant;
 use crate::body::ClientBody;
 use http::{Request, Response};
 
-use super::{Answer, Exchange, Gateway};
+use super::{Exchange, Gateway};
+use crate::answer::Answer;
 use crate::body::{self, Body};
 use crate::error::{GatewayError, INCOMPLETE_BODY};
 use crate::metrics::Outcome;

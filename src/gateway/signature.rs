@@ -8,9 +8,8 @@ use std::time::{Duration, SystemTime};
 use http::Request;
 use http::header::{self, HeaderValue};
 
-use super::Answer;
-use super::idempotent::declares_body;
 use super::request_key::read_whole;
+use crate::answer::Answer;
 use crate::body::ClientBody;
 use crate::error::GatewayError;
 use crate::webhook::Verifier;
@@ -25,7 +24,7 @@ pub async fn check(
         Ok(body) => body,
         Err(error) => {
             let mut answer = Answer::error(error);
-            if declares_body(&parts.headers) {
+            if crate::body::declares_body(&parts.headers) {
                 // Part of the body may be unread: the connection cannot
                 // carry another request (HTTP/2 drops the header).
                 answer

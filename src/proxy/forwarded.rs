@@ -1,5 +1,3 @@
-use std::net::SocketAddr;
-
 use http::header::{self, HeaderName, HeaderValue};
 use http::request::Parts;
 use http::uri::{Authority, PathAndQuery};
@@ -7,30 +5,7 @@ use http::{HeaderMap, Uri, Version};
 
 use super::strip_hop_by_hop;
 use super::upstream::Upstream;
-
-/// What the gateway knows of the client's connection.
-#[derive(Debug, Clone)]
-pub struct ClientInfo {
-    pub addr: SocketAddr,
-    /// `http` or `https`, for `X-Forwarded-Proto`.
-    pub proto: &'static str,
-    /// Subject of the verified TLS client certificate, when mTLS is on.
-    pub cert_subject: Option<String>,
-    /// The client's address as `X-Forwarded-For` carries it, made once per
-    /// connection rather than formatted for every request.
-    forwarded_ip: Option<HeaderValue>,
-}
-
-impl ClientInfo {
-    pub fn new(addr: SocketAddr, proto: &'static str, cert_subject: Option<String>) -> Self {
-        Self {
-            addr,
-            proto,
-            cert_subject,
-            forwarded_ip: HeaderValue::try_from(addr.ip().to_string()).ok(),
-        }
-    }
-}
+use crate::client_info::ClientInfo;
 
 // Names, not strings: a `&str` key is parsed and checked again on every use.
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
@@ -114,7 +89,7 @@ fn set_forwarded(headers: &mut HeaderMap, client: &ClientInfo, host: Option<&Hea
         }
     }
     let forwarded_for = if chain.is_empty() {
-        client.forwarded_ip.clone()
+        client.forwarded_for().cloned()
     } else {
         chain.push_str(&client.addr.ip().to_string());
         HeaderValue::try_from(chain).ok()

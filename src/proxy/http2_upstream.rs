@@ -22,9 +22,9 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::time::Instant;
 use tower_service::Service;
 
+use super::error::{Cause, UpstreamError, error_chain};
 use super::http2_connections::Http2Connections;
 use super::http2_dialer::{H2Connector, RequireH2};
-use super::upstream::{UpstreamError, error_chain};
 use crate::body::Body;
 
 /// Holds the connection, opens it when there is none, and drops it when it
@@ -46,7 +46,16 @@ struct Holder {
 
 /// A connect every request waiting for a connection shares: one at a time,
 /// and its failure is each waiter's.
-type Connecting = Shared<BoxFuture<'static, Result<SendRequest<Body>, String>>>;
+type Connecting = Shared<BoxFuture<'static, Result<SendRequest<Body>, ConnectError>>>;
+
+/// Why a connection did not open, as every request that waited for it
+/// hears it.
+type ConnectError = Arc<dyn std::error::Error + Send + Sync>;
+
+/// The task opening a connection ended without its result (it panicked).
+#[derive(Debug, thiserror::Error)]
+#[error("the connect task failed: {0}")]
+struct ConnectTaskFailed(tokio::task::JoinError);
 
 enum Slot {
     Closed,
@@ -103,29 +112,30 @@ impl Http2Upstream {
         // closing when it was taken (the upstream's GOAWAY not yet read) is
         // retried on a fresh one; a fresh one that gives it back is the end.
         for _ in 0..3 {
-            let (mut sender, fresh) = self.sender().await.map_err(UpstreamError::NotSent)?;
+            let (mut sender, fresh) = (self.sender().await)
+                .map_err(|error| UpstreamError::NotSent(Cause::Http2Connect(error)))?;
             match sender.try_send_request(request).await {
                 Ok(response) => return Ok(response),
                 Err(mut failed) => match failed.take_message() {
                     Some(unsent) if !fresh => request = unsent,
-                    Some(_) => return Err(UpstreamError::NotSent(error_chain(failed.error()))),
+                    Some(_) => {
+                        return Err(UpstreamError::NotSent(Cause::Http2(failed.into_error())));
+                    }
                     // Refused before any processing (RFC 9113 §8.7): as safe
                     // to retry as a connection never made.
                     None if refused_unprocessed(failed.error()) => {
-                        return Err(UpstreamError::NotSent(error_chain(failed.error())));
+                        return Err(UpstreamError::NotSent(Cause::Http2(failed.into_error())));
                     }
-                    None => return Err(UpstreamError::Broken(error_chain(failed.error()))),
+                    None => return Err(UpstreamError::Broken(Cause::Http2(failed.into_error()))),
                 },
             }
         }
-        Err(UpstreamError::NotSent(
-            "every connection closed before the request was sent".into(),
-        ))
+        Err(UpstreamError::NotSent(Cause::ConnectionsClosed))
     }
 
     /// The open connection, or the one being opened (`true`: opened for
     /// this request, or while it waited).
-    async fn sender(&self) -> Result<(SendRequest<Body>, bool), String> {
+    async fn sender(&self) -> Result<(SendRequest<Body>, bool), ConnectError> {
         let connecting = {
             let mut slot = self.holder.lock();
             match &mut *slot {
@@ -204,7 +214,7 @@ impl Holder {
         });
         let connecting = async move {
             task.await
-                .unwrap_or_else(|err| Err(format!("the connect task failed: {err}")))
+                .unwrap_or_else(|err| Err(Arc::new(ConnectTaskFailed(err)) as ConnectError))
         }
         .boxed()
         .shared();
@@ -251,19 +261,16 @@ async fn open(
     holder: Weak<Holder>,
     id: u64,
     idle_timeout: Duration,
-) -> Result<SendRequest<Body>, String> {
+) -> Result<SendRequest<Body>, ConnectError> {
     std::future::poll_fn(|cx| dialer.poll_ready(cx))
         .await
-        .map_err(|err| error_chain(err.as_ref()))?;
-    let io = dialer
-        .call(target)
-        .await
-        .map_err(|err| error_chain(err.as_ref()))?;
+        .map_err(ConnectError::from)?;
+    let io = dialer.call(target).await.map_err(ConnectError::from)?;
     let (sender, connection) = http2::Builder::new(TokioExecutor::new())
         .timer(TokioTimer::new())
         .handshake(io)
         .await
-        .map_err(|err| error_chain(&err))?;
+        .map_err(|err| Arc::new(err) as ConnectError)?;
     tokio::spawn(drive(connection, holder, id, idle_timeout));
     Ok(sender)
 }

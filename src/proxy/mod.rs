@@ -2,6 +2,7 @@
 //! and the header rules of a correct reverse proxy. Knows nothing of keys or
 //! of the store.
 
+mod error;
 mod forwarded;
 mod hop_by_hop;
 pub(crate) mod http1;
@@ -12,8 +13,9 @@ mod progress;
 mod upstream;
 mod upstream_body;
 
-pub use forwarded::{ClientInfo, prepare_request};
+pub use error::UpstreamError;
+pub use forwarded::prepare_request;
 pub use hop_by_hop::strip_hop_by_hop;
 pub use progress::Wait;
-pub use upstream::{Upstream, UpstreamError, Upstreams};
+pub use upstream::{Upstream, Upstreams};
 pub use upstream_body::UpstreamBody;

@@ -6,6 +6,7 @@ use http::HeaderValue;
 use http::uri::{Authority, Scheme};
 use http::{Request, Response, Uri};
 
+use super::error::{Cause, UpstreamError};
 use super::http1::{Dialer, Http1Pool, PoolLimits};
 use super::http2_connections::Http2Connections;
 use super::http2_dialer;
@@ -16,27 +17,6 @@ use super::upstream_body::UpstreamBody;
 use crate::body::Body;
 use crate::config::{Config, UpstreamConfig};
 use http_body_util::BodyExt;
-
-/// How an upstream call failed, in the terms that decide a key's fate.
-#[derive(Debug, thiserror::Error)]
-pub enum UpstreamError {
-    /// The upstream cannot have the request (refused, unreachable, connect
-    /// timeout, or the connection failed before the whole head went out):
-    /// safe to retry.
-    #[error("request not sent: {0}")]
-    NotSent(String),
-    /// Sent, and no answer head within the upstream's `timeout`.
-    #[error("no answer within the timeout")]
-    Timeout,
-    /// Sent, and the connection failed before a complete answer.
-    #[error("connection broke: {0}")]
-    Broken(String),
-    /// The client's body failed before it was all sent (cut short, or the
-    /// client left): the upstream has none or part of a request, and its
-    /// connection is dropped. The client's fault, not the upstream's.
-    #[error("the request body failed: {0}")]
-    RequestBody(String),
-}
 
 /// One configured upstream with its own connection pool.
 #[derive(Debug)]
@@ -78,7 +58,8 @@ impl Upstream {
             .ok_or_else(|| format!("upstream {}: url has no host", config.name))?;
         let base_path = uri.path().trim_end_matches('/').to_string();
 
-        let tls = crate::tls::client_config(&config.name, config.tls.as_ref())?;
+        let tls = crate::tls::client_config(&config.name, config.tls.as_ref())
+            .map_err(|error| error.to_string())?;
         let connections = if config.http2 {
             let connections = Arc::new(Http2Connections::default());
             let dialer = http2_dialer::dialer(tls, config.connect_timeout, connections.clone());
@@ -172,9 +153,9 @@ impl Upstream {
                     // Still waiting for the first connection (one slower to
                     // open than `timeout`): nothing went out, as when an
                     // HTTP/1 connect takes the whole timeout.
-                    Err(_) if connections.never_connected_since(&before) => Err(
-                        UpstreamError::NotSent("no connection within the upstream timeout".into()),
-                    ),
+                    Err(_) if connections.never_connected_since(&before) => {
+                        Err(UpstreamError::NotSent(Cause::NoConnectionInTime))
+                    }
                     Err(_) => Err(UpstreamError::Timeout),
                     Ok(Ok(mut response)) => {
                         strip_hop_by_hop(response.headers_mut());
@@ -185,19 +166,6 @@ impl Upstream {
             }
         }
     }
-}
-
-/// The error and its sources on one line: hyper's top-level messages alone
-/// ("client error (Connect)") say too little to an operator.
-pub(super) fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// Every configured upstream by name.

@@ -10,11 +10,12 @@ use http::request::Parts;
 
 use super::Home;
 use super::headers::{FORWARDED_FROM, REGION_TOKEN};
+use crate::answer::Answer;
 use crate::body;
+use crate::client_info::ClientInfo;
 use crate::error::{GatewayError, INCOMPLETE_BODY};
-use crate::gateway::Answer;
 use crate::metrics::{Metrics, Outcome};
-use crate::proxy::{ClientInfo, UpstreamError, Wait, prepare_request};
+use crate::proxy::{UpstreamError, Wait, prepare_request};
 
 /// `idemgate_region_forwards_total{result}`: answered by the home region;
 /// nothing sent (the home region unreachable); sent, then no complete

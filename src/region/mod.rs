@@ -145,7 +145,7 @@ pub fn tls_errors(config: &Config) -> Vec<String> {
             let upstream = as_upstream(peer);
             crate::tls::client_config(&upstream.name, upstream.tls.as_ref())
                 .err()
-                .map(|error| named(peer, &error))
+                .map(|error| named(peer, &error.to_string()))
         })
         .collect()
 }

@@ -7,6 +7,6 @@ mod path;
 mod policy;
 mod table;
 
-pub use path::{is_dot_segment, resolve_dot_segments};
+pub use path::resolve_dot_segments;
 pub use policy::{RoutePolicy, ScopeSource};
 pub use table::{Route, RouteTable};

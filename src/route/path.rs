@@ -9,6 +9,8 @@
 use http::Uri;
 use http::uri::{self, PathAndQuery};
 
+use crate::wire::dot_segment::{dots, is_dot_segment};
+
 /// `uri` with its path's dot segments resolved; `None` when it has none
 /// (the usual request: one pass over the path, no allocation).
 pub fn resolve_dot_segments(uri: &Uri) -> Option<Result<Uri, http::Error>> {
@@ -33,29 +35,6 @@ fn rebuild(uri: &Uri, target: &str) -> Result<Uri, http::Error> {
     parts.authority = uri.authority().cloned();
     parts.path_and_query = Some(PathAndQuery::try_from(target)?);
     Ok(Uri::from_parts(parts)?)
-}
-
-/// `.` or `..`, either dot possibly written `%2e`: a segment routing resolves
-/// (config validation refuses such segments in a route's match path).
-pub fn is_dot_segment(segment: &str) -> bool {
-    dots(segment).is_some()
-}
-
-/// 1 for `.`, 2 for `..` (either dot may be written `%2e` or `%2E`).
-fn dots(segment: &str) -> Option<u8> {
-    let mut rest = segment.as_bytes();
-    let mut count = 0;
-    while !rest.is_empty() {
-        rest = if let Some(after) = rest.strip_prefix(b".") {
-            after
-        } else if rest.len() >= 3 && rest[..3].eq_ignore_ascii_case(b"%2e") {
-            &rest[3..]
-        } else {
-            return None;
-        };
-        count += 1;
-    }
-    matches!(count, 1 | 2).then_some(count)
 }
 
 /// RFC 3986 §5.2.4 on an origin-form path: `.` goes, `..` takes the segment

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use bytes::BytesMut;
 use http::{Request, Response};
 use hyper::body::Incoming;
@@ -24,11 +23,8 @@ use tokio_util::sync::CancellationToken;
 use super::http1;
 use super::prefixed::Prefixed;
 use crate::body::{Body, ClientBody, Http2Body};
-use crate::proxy::ClientInfo;
-
-/// The listener's TLS configuration, swapped on reload so new certificates
-/// apply to new connections while open ones keep theirs.
-pub type TlsSettings = Arc<ArcSwap<rustls::ServerConfig>>;
+use crate::client_info::ClientInfo;
+use crate::tls::TlsSettings;
 
 #[derive(Clone)]
 pub struct Limits {

@@ -3,61 +3,60 @@
 //! upstream's (platform-independent web PKI roots plus an optional CA, optional
 //! client certificate). Uses the `ring` provider so building needs no cmake.
 
+mod error;
 mod pem;
 
 use std::path::Path;
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use rustls::RootCertStore;
 use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
 
 use crate::config::{Config, TlsConfig, UpstreamTlsConfig};
 
+pub use error::{TlsCause, TlsError};
 pub use pem::{load_certs, load_key};
+
+/// A listener's TLS configuration, swapped on reload so new certificates
+/// apply to new connections while open ones keep theirs.
+pub type TlsSettings = Arc<ArcSwap<rustls::ServerConfig>>;
 
 fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn tls_error(field: &str, err: impl std::fmt::Display) -> String {
-    format!("{field}: {err}")
-}
-
 /// The listener's configuration, ALPN `h2` then `http/1.1`.
-pub fn server_config(tls: &TlsConfig) -> Result<Arc<rustls::ServerConfig>, String> {
+pub fn server_config(tls: &TlsConfig) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     listener_config(tls, "server.tls")
 }
 
 /// The admin plane's (`[admin.tls]`), built as the data plane's.
-pub fn admin_config(tls: &TlsConfig) -> Result<Arc<rustls::ServerConfig>, String> {
+pub fn admin_config(tls: &TlsConfig) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     listener_config(tls, "admin.tls")
 }
 
 /// A listener's configuration from `[table]`; errors name `table.FIELD`.
-fn listener_config(tls: &TlsConfig, table: &str) -> Result<Arc<rustls::ServerConfig>, String> {
+fn listener_config(tls: &TlsConfig, table: &str) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let field = |name: &str| format!("{table}.{name}");
     let certs = load_certs(&tls.cert, &field("cert"))?;
     let key = load_key(&tls.key, &field("key"))?;
     let builder = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
-        .map_err(|e| tls_error(table, e))?;
+        .map_err(|e| TlsError::new(table, TlsCause::Rustls(e)))?;
     let builder = match &tls.client_ca {
         None => builder.with_no_client_auth(),
         Some(ca) => {
             let roots = root_store(ca, &field("client_ca"), RootCertStore::empty())?;
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
                 .build()
-                .map_err(|e| tls_error(&field("client_ca"), e))?;
+                .map_err(|e| TlsError::new(field("client_ca"), TlsCause::ClientVerifier(e)))?;
             builder.with_client_cert_verifier(verifier)
         }
     };
-    let mut config = builder.with_single_cert(certs, key).map_err(|e| {
-        tls_error(
-            &field("key"),
-            format!("does not match the certificate: {e}"),
-        )
-    })?;
+    let mut config = (builder.with_single_cert(certs, key))
+        .map_err(|e| TlsError::new(field("key"), TlsCause::KeyMismatch(e)))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
@@ -69,7 +68,7 @@ fn listener_config(tls: &TlsConfig, table: &str) -> Result<Arc<rustls::ServerCon
 pub fn client_config(
     upstream: &str,
     tls: Option<&UpstreamTlsConfig>,
-) -> Result<rustls::ClientConfig, String> {
+) -> Result<rustls::ClientConfig, TlsError> {
     let field = |name: &str| format!("upstreams.{upstream}.tls.{name}");
     let mut roots = system_roots();
     if roots.is_empty() {
@@ -80,7 +79,7 @@ pub fn client_config(
     }
     let builder = rustls::ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
-        .map_err(|e| tls_error(&field("ca"), e))?
+        .map_err(|e| TlsError::new(field("ca"), TlsCause::Rustls(e)))?
         .with_root_certificates(roots);
     // ALPN is set by the user of the config: `http/1.1` by the HTTP/1 dialer,
     // `h2` by hyper-rustls for HTTP/2 upstreams.
@@ -90,7 +89,7 @@ pub fn client_config(
                 load_certs(cert, &field("cert"))?,
                 load_key(key, &field("key"))?,
             )
-            .map_err(|e| tls_error(&field("key"), e))?,
+            .map_err(|e| TlsError::new(field("key"), TlsCause::Rustls(e)))?,
         None => builder.with_no_client_auth(),
     };
     Ok(config)
@@ -106,11 +105,16 @@ fn system_roots() -> RootCertStore {
     roots
 }
 
-fn root_store(path: &Path, field: &str, mut roots: RootCertStore) -> Result<RootCertStore, String> {
+fn root_store(
+    path: &Path,
+    field: &str,
+    mut roots: RootCertStore,
+) -> Result<RootCertStore, TlsError> {
     for cert in load_certs(path, field)? {
-        roots
-            .add(cert)
-            .map_err(|e| tls_error(field, format!("{}: {e}", path.display())))?;
+        roots.add(cert).map_err(|error| {
+            let path = path.to_path_buf();
+            TlsError::new(field, TlsCause::BadRoot { path, error })
+        })?;
     }
     Ok(roots)
 }

@@ -3,33 +3,44 @@ use std::path::Path;
 use pki_types::pem::PemObject;
 use pki_types::{CertificateDer, PrivateKeyDer};
 
+use super::error::{TlsCause, TlsError};
+
 /// Every certificate in a PEM file; an empty file is an error.
-pub fn load_certs(path: &Path, field: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+pub fn load_certs(path: &Path, field: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let path_buf = || path.to_path_buf();
+    let failed = |cause| TlsError::new(field, cause);
     let certs = CertificateDer::pem_file_iter(path)
-        .map_err(|e| format!("{field}: cannot read {}: {e}", path.display()))?
+        .map_err(|error| {
+            failed(TlsCause::Unreadable {
+                path: path_buf(),
+                error,
+            })
+        })?
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{field}: {} is not valid PEM: {e}", path.display()))?;
+        .map_err(|error| {
+            failed(TlsCause::NotPem {
+                path: path_buf(),
+                error,
+            })
+        })?;
     if certs.is_empty() {
-        return Err(format!("{field}: no certificate in {}", path.display()));
+        return Err(failed(TlsCause::NoCertificate { path: path_buf() }));
     }
     Ok(certs)
 }
 
 /// The first private key (PKCS#8, PKCS#1 or SEC1) in a PEM file.
-pub fn load_key(path: &Path, field: &str) -> Result<PrivateKeyDer<'static>, String> {
-    PrivateKeyDer::from_pem_file(path).map_err(|e| {
+pub fn load_key(path: &Path, field: &str) -> Result<PrivateKeyDer<'static>, TlsError> {
+    PrivateKeyDer::from_pem_file(path).map_err(|error| {
+        let path = path.to_path_buf();
         // The parser reads past an encrypted key ("no items found") or
         // trips on its headers: say what is wrong and how to mend it.
-        if std::fs::read(path).is_ok_and(|pem| is_encrypted(&pem)) {
-            format!(
-                "{field}: the private key in {} is encrypted, and idemgate takes no \
-                 passphrase; decrypt it (openssl pkey -in KEY -out KEY.plain) and keep \
-                 the file readable by idemgate only",
-                path.display()
-            )
+        let cause = if std::fs::read(&path).is_ok_and(|pem| is_encrypted(&pem)) {
+            TlsCause::EncryptedKey { path }
         } else {
-            format!("{field}: no usable private key in {}: {e}", path.display())
-        }
+            TlsCause::NoKey { path, error }
+        };
+        TlsError::new(field, cause)
     })
 }
 
@@ -75,11 +86,12 @@ mod tests {
         )
         .unwrap();
         for path in [&pkcs8, &traditional] {
-            let error = load_key(path, "server.tls.key").unwrap_err();
+            let error = load_key(path, "server.tls.key").unwrap_err().to_string();
             assert!(error.starts_with("server.tls.key: "), "{error}");
             assert!(error.contains("is encrypted"), "{error}");
         }
-        let missing = load_key(&dir.join("missing.key"), "server.tls.key").unwrap_err();
+        let missing =
+            (load_key(&dir.join("missing.key"), "server.tls.key").unwrap_err()).to_string();
         assert!(!missing.contains("encrypted"), "{missing}");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -1,7 +1,10 @@
 //! HTTP/1 wire pieces both sides use: the server's connection to clients
-//! (server/http1/) and the client's connections to upstreams (proxy/http1/).
+//! (server/http1/) and the client's connections to upstreams (proxy/http1/);
+//! and the URI path's dot segments, which routing and config validation read
+//! alike.
 
 pub mod chunked;
+pub mod dot_segment;
 pub mod fields;
 pub mod framing;
 pub mod host;

@@ -103,7 +103,7 @@ pub fn match_path(text: &str, exact: bool) -> Result<String, String> {
     };
     if checked
         .iter()
-        .any(|segment| crate::route::is_dot_segment(segment))
+        .any(|segment| crate::wire::dot_segment::is_dot_segment(segment))
     {
         return Err(format!(
             "{text:?} has a \".\" or \"..\" segment: requests are matched with those \

@@ -8,7 +8,7 @@ use std::task::{Context, Poll, ready};
 use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 
-use super::pool::Lease;
+use super::idle::Lease;
 use crate::body::BoxError;
 use crate::wire::chunked::{ChunkedDecoder, Step};
 use crate::wire::framing::BodyKind;

@@ -16,6 +16,7 @@ use super::response_head::{self, AnswerHead};
 use super::stream::UpstreamStream;
 use crate::body::Body;
 use crate::deadline::Deadline;
+use crate::proxy::error::Cause;
 use crate::proxy::progress::Progress;
 use crate::wire::framing::BodyKind;
 use crate::wire::names::FieldNames;
@@ -51,10 +52,10 @@ pub enum NoAnswer {
     /// server has judged its certificate, so the refusal comes where an
     /// answer was awaited; but a server that refused the handshake never
     /// took the request.
-    Refused(String),
+    Refused(Cause),
     /// The connection failed or the answer was not HTTP: the request may
     /// have run.
-    Broken(String),
+    Broken(Cause),
 }
 
 /// How writing a request failed.
@@ -68,7 +69,7 @@ pub struct WriteError {
     /// connection: the upstream has at most part of a request, and no
     /// answer to wait for.
     pub client_body: bool,
-    pub detail: String,
+    pub cause: Cause,
     /// With `head_sent: false`, the request as encoded when it can be
     /// written again as is on another connection (a head and a body of at
     /// most `INLINE_BODY`, both already read from the client).
@@ -76,19 +77,19 @@ pub struct WriteError {
 }
 
 impl WriteError {
-    fn new(head_sent: bool, detail: String) -> Self {
+    fn new(head_sent: bool, cause: Cause) -> Self {
         Self {
             head_sent,
             client_body: false,
-            detail,
+            cause,
             resend: None,
         }
     }
 
-    fn client_body(head_sent: bool, detail: String) -> Self {
+    fn client_body(head_sent: bool, cause: Cause) -> Self {
         Self {
             client_body: true,
-            ..Self::new(head_sent, detail)
+            ..Self::new(head_sent, cause)
         }
     }
 }
@@ -152,21 +153,21 @@ impl Connection {
         let mut out = Vec::with_capacity(512);
         request_head::encode(parts, framing, &mut out);
         let head_len = out.len();
-        let unsent = |detail| WriteError::new(false, detail);
-        let sent = |detail| WriteError::new(true, detail);
-        let body_failed = |head_sent, detail| WriteError::client_body(head_sent, detail);
+        let unsent = |cause| WriteError::new(false, cause);
+        let sent = |cause| WriteError::new(true, cause);
+        let body_failed = |head_sent, cause| WriteError::client_body(head_sent, cause);
         match framing {
             BodyKind::None | BodyKind::UntilClose | BodyKind::Length(0) => {}
             BodyKind::Length(length) if length <= INLINE_BODY => {
                 let start = out.len();
                 while let Some(frame) = body.frame().await {
-                    let frame = frame.map_err(|err| body_failed(false, body_error(&*err)))?;
+                    let frame = frame.map_err(|err| body_failed(false, Cause::Body(err)))?;
                     if let Ok(data) = frame.into_data() {
                         out.extend_from_slice(&data);
                     }
                 }
                 check_length((out.len() - start) as u64, length)
-                    .map_err(|detail| body_failed(false, detail))?;
+                    .map_err(|cause| body_failed(false, cause))?;
             }
             BodyKind::Length(_) | BodyKind::Chunked => {
                 let chunked = framing == BodyKind::Chunked;
@@ -175,7 +176,7 @@ impl Connection {
                 }
                 let mut written: u64 = 0;
                 while let Some(frame) = body.frame().await {
-                    let frame = frame.map_err(|err| body_failed(true, body_error(&*err)))?;
+                    let frame = frame.map_err(|err| body_failed(true, Cause::Body(err)))?;
                     let Ok(data) = frame.into_data() else {
                         continue;
                     };
@@ -200,7 +201,7 @@ impl Connection {
                     }
                 }
                 if let BodyKind::Length(length) = framing {
-                    check_length(written, length).map_err(|detail| body_failed(true, detail))?;
+                    check_length(written, length).map_err(|cause| body_failed(true, cause))?;
                 } else if self
                     .send_piece(&mut &b"0\r\n\r\n"[..])
                     .await
@@ -234,25 +235,25 @@ impl Connection {
         // while part of the head is still here, so progress must be known.
         let mut written = 0;
         while written < out.len() {
-            let detail = match self.stream.write(&out[written..]).await {
-                Ok(0) => "the upstream stopped taking the request".to_owned(),
+            let cause = match self.stream.write(&out[written..]).await {
+                Ok(0) => Cause::StoppedTaking,
                 Ok(n) => {
                     written += n;
                     continue;
                 }
-                Err(err) => write_error(&err),
+                Err(err) => Cause::Write(err),
             };
-            return Err(WriteError::new(written >= request.head_len, detail));
+            return Err(WriteError::new(written >= request.head_len, cause));
         }
         self.flush()
             .await
-            .map_err(|detail| WriteError::new(true, detail))
+            .map_err(|cause| WriteError::new(true, cause))
     }
 
     /// Writes `piece` unless the upstream starts answering first (`Ok(true)`):
     /// an upstream may refuse a large body (413, say) before reading it, and
     /// waiting for it to take the rest would wait for ever.
-    async fn send_piece(&mut self, piece: &mut impl Buf) -> Result<bool, String> {
+    async fn send_piece(&mut self, piece: &mut impl Buf) -> Result<bool, Cause> {
         std::future::poll_fn(|cx| {
             loop {
                 if !piece.has_remaining() {
@@ -260,16 +261,14 @@ impl Connection {
                 }
                 match tokio_util::io::poll_write_buf(Pin::new(&mut self.stream), cx, piece) {
                     Poll::Ready(Ok(0)) => {
-                        return Poll::Ready(Err("the upstream stopped taking the request".into()));
+                        return Poll::Ready(Err(Cause::StoppedTaking));
                     }
                     Poll::Ready(Ok(_)) => continue,
-                    Poll::Ready(Err(err)) => return Poll::Ready(Err(write_error(&err))),
+                    Poll::Ready(Err(err)) => return Poll::Ready(Err(Cause::Write(err))),
                     Poll::Pending => {}
                 }
                 return match self.poll_fill(cx) {
-                    Poll::Ready(Ok(0)) => Poll::Ready(Err(
-                        "the upstream closed the connection while the request was sent".into(),
-                    )),
+                    Poll::Ready(Ok(0)) => Poll::Ready(Err(Cause::ClosedWhileSending)),
                     // A `100 Continue` (the gateway forwards `Expect`) is no
                     // answer: the upstream waits for the rest of the body.
                     Poll::Ready(Ok(_))
@@ -281,7 +280,7 @@ impl Connection {
                         continue;
                     }
                     Poll::Ready(Ok(_)) => Poll::Ready(Ok(true)),
-                    Poll::Ready(Err(err)) => Poll::Ready(Err(write_error(&err))),
+                    Poll::Ready(Err(err)) => Poll::Ready(Err(Cause::Write(err))),
                     Poll::Pending => Poll::Pending,
                 };
             }
@@ -289,8 +288,8 @@ impl Connection {
         .await
     }
 
-    async fn flush(&mut self) -> Result<(), String> {
-        self.stream.flush().await.map_err(|err| write_error(&err))
+    async fn flush(&mut self) -> Result<(), Cause> {
+        self.stream.flush().await.map_err(Cause::Write)
     }
 
     /// Reads until a final answer head is complete (interim 1xx answers are
@@ -300,7 +299,7 @@ impl Connection {
             if !self.buf.is_empty()
                 && let Some(head) =
                     response_head::parse(&mut self.buf, method, &mut self.names, &mut self.interim)
-                        .map_err(|err| NoAnswer::Broken(err.to_string()))?
+                        .map_err(|err| NoAnswer::Broken(Cause::Head(err)))?
             {
                 self.interim = 0;
                 return Ok(head);
@@ -308,15 +307,13 @@ impl Connection {
             self.buf.reserve(READ_CHUNK);
             match self.stream.read_buf(&mut self.buf).await {
                 Ok(0) => {
-                    return Err(NoAnswer::Broken(
-                        "the upstream closed the connection before answering".into(),
-                    ));
+                    return Err(NoAnswer::Broken(Cause::ClosedBeforeAnswer));
                 }
                 Ok(_) => self.received = true,
                 Err(err) if !self.received && refused_handshake(&err) => {
-                    return Err(NoAnswer::Refused(format!("TLS handshake refused: {err}")));
+                    return Err(NoAnswer::Refused(Cause::TlsRefused(err)));
                 }
-                Err(err) => return Err(NoAnswer::Broken(format!("reading the answer: {err}"))),
+                Err(err) => return Err(NoAnswer::Broken(Cause::Read(err))),
             }
         }
     }
@@ -359,23 +356,10 @@ fn refused_handshake(err: &io::Error) -> bool {
     )
 }
 
-fn check_length(written: u64, declared: u64) -> Result<(), String> {
+fn check_length(written: u64, declared: u64) -> Result<(), Cause> {
     if written == declared {
         Ok(())
     } else {
-        Err(format!(
-            "the request body had {written} bytes, not the {declared} declared"
-        ))
+        Err(Cause::BodyLength { written, declared })
     }
-}
-
-fn body_error(err: &(dyn std::error::Error + 'static)) -> String {
-    format!(
-        "reading the request body: {}",
-        crate::proxy::upstream::error_chain(err)
-    )
-}
-
-fn write_error(err: &io::Error) -> String {
-    format!("writing the request: {err}")
 }

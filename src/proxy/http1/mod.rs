@@ -9,6 +9,7 @@
 
 mod body;
 mod connection;
+mod idle;
 mod pool;
 pub(crate) mod request_head;
 pub(crate) mod response_head;

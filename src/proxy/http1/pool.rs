@@ -14,25 +14,25 @@
 //! hears `NotSent`. Once the whole head has left, a failure is `Broken`:
 //! the upstream may be running it, and nothing is sent again.
 
-use std::collections::VecDeque;
 use std::pin::pin;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use http::header::{self, HeaderValue};
 use http::request::Parts;
 use http::uri::Authority;
 use http::{Request, Response};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 
 use super::body::AnswerBody;
 use super::connection::{Connection, Encoded, NoAnswer, WriteError};
+use super::idle::{IdleConnections, Lease};
 use super::response_head::AnswerHead;
 use super::stream::Dialer;
 use crate::body::Body;
 use crate::deadline::TimedOut;
+use crate::proxy::error::{Cause, UpstreamError};
 use crate::proxy::progress::{Progress, Wait, within};
-use crate::proxy::upstream::UpstreamError;
 use tokio::time::Instant as TokioInstant;
 
 /// Limits of one pool.
@@ -50,9 +50,7 @@ pub struct PoolLimits {
 pub struct Http1Pool {
     dialer: Dialer,
     host: Option<HeaderValue>,
-    /// Idle connections; the newest at the back (taken first), the oldest at
-    /// the front (closed first when they have idled `idle_timeout`).
-    idle: Mutex<VecDeque<Idle>>,
+    idle: Arc<IdleConnections>,
     /// One permit per request holding a connection. Every open connection is
     /// either held or idle, and one is opened only when none is idle, so
     /// this also bounds the open connections.
@@ -60,37 +58,12 @@ pub struct Http1Pool {
     limits: PoolLimits,
 }
 
-struct Idle {
-    connection: Connection,
-    since: Instant,
-}
-
 impl std::fmt::Debug for Http1Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Http1Pool")
             .field("dialer", &self.dialer)
-            .field("idle", &self.idle_count())
+            .field("idle", &self.idle.count())
             .finish()
-    }
-}
-
-/// A connection lent to one request and its answer, with the permit that
-/// counts it.
-pub struct Lease {
-    pool: Weak<Http1Pool>,
-    connection: Connection,
-    permit: OwnedSemaphorePermit,
-}
-
-impl Lease {
-    pub(super) fn connection(&mut self) -> &mut Connection {
-        &mut self.connection
-    }
-
-    pub(super) fn give_back(self) {
-        if let Some(pool) = self.pool.upgrade() {
-            pool.put_back(self.connection, self.permit);
-        }
     }
 }
 
@@ -99,11 +72,11 @@ impl Http1Pool {
         let pool = Arc::new(Self {
             dialer,
             host: HeaderValue::from_str(authority.as_str()).ok(),
-            idle: Mutex::new(VecDeque::new()),
+            idle: Arc::new(IdleConnections::new(limits.idle_timeout)),
             permits: Arc::new(Semaphore::new(limits.max_connections)),
             limits,
         });
-        spawn_reaper(Arc::downgrade(&pool), limits.idle_timeout);
+        spawn_reaper(Arc::downgrade(&pool.idle), limits.idle_timeout);
         pool
     }
 
@@ -137,10 +110,10 @@ impl Http1Pool {
                 {
                     Ok(Ok(permit)) => permit,
                     Ok(Err(_)) | Err(_) => {
-                        return Err(UpstreamError::NotSent(format!(
-                            "all {} connections stayed busy for {:?}",
-                            self.limits.max_connections, self.limits.connect_timeout
-                        )));
+                        return Err(UpstreamError::NotSent(Cause::Busy {
+                            connections: self.limits.max_connections,
+                            waited: self.limits.connect_timeout,
+                        }));
                     }
                 }
             }
@@ -152,7 +125,7 @@ impl Http1Pool {
         {
             parts.headers.insert(header::HOST, host.clone());
         }
-        let (mut connection, reused) = match self.take_idle() {
+        let (mut connection, reused) = match self.idle.take() {
             Some(connection) => (connection, true),
             // Boxed: opening a connection is rare, and its future would
             // otherwise make every request's future (moved, copied) larger.
@@ -166,9 +139,7 @@ impl Http1Pool {
             None => timeout,
         };
         if left.is_zero() {
-            return Err(UpstreamError::NotSent(
-                "getting a connection took the whole upstream timeout".into(),
-            ));
+            return Err(UpstreamError::NotSent(Cause::NoTimeLeft));
         }
         // Watched, each piece gets the whole `timeout`; the first counted,
         // as `left` is, from when this request started to wait.
@@ -211,11 +182,7 @@ impl Http1Pool {
             }
             Ok(Err(unanswered)) => return Err(unanswered.error),
         };
-        let lease = Lease {
-            pool: Arc::downgrade(self),
-            connection,
-            permit,
-        };
+        let lease = Lease::new(Arc::downgrade(&self.idle), connection, permit);
         let body = AnswerBody::new(lease, head.framing, head.keep_alive && complete);
         Ok(Response::from_parts(head.parts, body))
     }
@@ -241,56 +208,14 @@ impl Http1Pool {
         }
     }
 
-    /// The newest idle connection the upstream has not closed meanwhile.
-    fn take_idle(&self) -> Option<Connection> {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        while let Some(mut entry) = idle.pop_back() {
-            if entry.connection.is_open() {
-                return Some(entry.connection);
-            }
-        }
-        None
-    }
-
     async fn connect(&self) -> Result<Connection, UpstreamError> {
         match tokio::time::timeout(self.limits.connect_timeout, self.dialer.dial()).await {
             Ok(Ok(stream)) => Ok(Connection::new(stream)),
-            Ok(Err(err)) => Err(UpstreamError::NotSent(crate::proxy::upstream::error_chain(
-                &err,
-            ))),
-            Err(_) => Err(UpstreamError::NotSent(format!(
-                "no connection within {:?}",
-                self.limits.connect_timeout
+            Ok(Err(err)) => Err(UpstreamError::NotSent(Cause::Connect(err))),
+            Err(_) => Err(UpstreamError::NotSent(Cause::ConnectTimeout(
+                self.limits.connect_timeout,
             ))),
         }
-    }
-
-    /// Takes back a connection whose answer was read to the end; its
-    /// request's permit is given back once it is idle.
-    fn put_back(&self, connection: Connection, permit: OwnedSemaphorePermit) {
-        let now = Instant::now();
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        idle.push_back(Idle {
-            connection,
-            since: now,
-        });
-        self.close_expired(&mut idle, now);
-        drop(idle);
-        drop(permit);
-    }
-
-    /// Closes connections idle longer than `idle_timeout`.
-    fn close_expired(&self, idle: &mut VecDeque<Idle>, now: Instant) {
-        while idle
-            .front()
-            .is_some_and(|entry| now.duration_since(entry.since) >= self.limits.idle_timeout)
-        {
-            idle.pop_front();
-        }
-    }
-
-    fn idle_count(&self) -> usize {
-        self.idle.lock().map(|idle| idle.len()).unwrap_or(0)
     }
 }
 
@@ -319,37 +244,37 @@ async fn answer(
     parts: &Parts,
     written: Result<bool, WriteError>,
 ) -> Result<(AnswerHead, bool), Unanswered> {
-    let broken = |detail| Unanswered {
-        error: UpstreamError::Broken(detail),
+    let broken = |cause| Unanswered {
+        error: UpstreamError::Broken(cause),
         resend: None,
     };
     // Not sent, but not to be sent again either: another connection would
     // be refused the same way.
-    let refused = |detail| Unanswered {
-        error: UpstreamError::NotSent(detail),
+    let refused = |cause| Unanswered {
+        error: UpstreamError::NotSent(cause),
         resend: None,
     };
     match written {
         // Nothing of the upstream's to wait for: it has at most part of a
         // request, and would wait for the rest until our timeout.
         Err(write) if write.client_body => Err(Unanswered {
-            error: UpstreamError::RequestBody(write.detail),
+            error: UpstreamError::RequestBody(write.cause),
             resend: None,
         }),
         Ok(whole) => match connection.read_head(&parts.method).await {
             Ok(head) => Ok((head, whole)),
-            Err(NoAnswer::Refused(detail)) => Err(refused(detail)),
-            Err(NoAnswer::Broken(detail)) => Err(broken(detail)),
+            Err(NoAnswer::Refused(cause)) => Err(refused(cause)),
+            Err(NoAnswer::Broken(cause)) => Err(broken(cause)),
         },
         // The upstream may have answered (413, say) and closed
         // before taking the whole body: that answer is the one to relay.
         Err(write) if write.head_sent => match connection.read_head(&parts.method).await {
             Ok(head) => Ok((head, false)),
-            Err(NoAnswer::Refused(detail)) => Err(refused(detail)),
-            Err(NoAnswer::Broken(_)) => Err(broken(write.detail)),
+            Err(NoAnswer::Refused(cause)) => Err(refused(cause)),
+            Err(NoAnswer::Broken(_)) => Err(broken(write.cause)),
         },
         Err(write) => Err(Unanswered {
-            error: UpstreamError::NotSent(write.detail),
+            error: UpstreamError::NotSent(write.cause),
             resend: write.resend,
         }),
     }
@@ -357,7 +282,7 @@ async fn answer(
 
 /// Closes idle connections that no request comes to take, and those the
 /// upstream closed; ends with the pool.
-fn spawn_reaper(pool: Weak<Http1Pool>, idle_timeout: Duration) {
+fn spawn_reaper(idle: Weak<IdleConnections>, idle_timeout: Duration) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
@@ -366,10 +291,8 @@ fn spawn_reaper(pool: Weak<Http1Pool>, idle_timeout: Duration) {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            let Some(pool) = pool.upgrade() else { return };
-            let mut idle = pool.idle.lock().unwrap_or_else(|e| e.into_inner());
-            idle.retain_mut(|entry| entry.connection.is_open());
-            pool.close_expired(&mut idle, Instant::now());
+            let Some(idle) = idle.upgrade() else { return };
+            idle.reap();
         }
     });
 }
@@ -407,10 +330,8 @@ mod tests {
         let ours = ours.into_std().unwrap();
         ours.shutdown(std::net::Shutdown::Write).unwrap();
         let ours = TcpStream::from_std(ours).unwrap();
-        pool.idle.lock().unwrap().push_back(Idle {
-            connection: Connection::new(UpstreamStream::Plain(ours)),
-            since: Instant::now(),
-        });
+        let permit = pool.permits.clone().try_acquire_owned().unwrap();
+        (pool.idle).put_back(Connection::new(UpstreamStream::Plain(ours)), permit);
         (pool, theirs)
     }
 

@@ -31,9 +31,9 @@ use response::Facts;
 
 use super::stall::WriteStall;
 use crate::body::{self, Body, ClientBody};
+use crate::client_info::ClientInfo;
 use crate::deadline::TaskDeadline;
 use crate::error::{CONTROL_CHARACTERS, GatewayError, INVALID_HOST};
-use crate::proxy::ClientInfo;
 use crate::wire::chunked::ChunkedDecoder;
 use crate::wire::framing::BodyKind;
 use crate::wire::names::FieldNames;

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::writer::{SyncWal, sync_failed};
+use super::wal_sync::{SyncWal, sync_failed};
 use crate::store::StoreError;
 
 /// The longest an acknowledged answer waits, under load, for its sync.

@@ -5,9 +5,10 @@
 use rusqlite::params;
 
 use super::codec::from_ms;
-use super::ops::{db, record_state};
+use super::db_error::db;
+use super::ops::record_state;
 use super::schema::{COMPLETED, IN_FLIGHT};
-use super::writer::Txn;
+use super::txn::Txn;
 use crate::store::listing::{Count, ListQuery, Listed, Page};
 use crate::store::{RecordState, StoreError};
 

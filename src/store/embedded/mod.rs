@@ -35,6 +35,7 @@
 
 mod background_sync;
 pub(crate) mod codec;
+mod db_error;
 mod file_watch;
 mod listing;
 mod ops;
@@ -43,6 +44,8 @@ mod schema;
 mod serve_lock;
 mod statements;
 mod tokens;
+mod txn;
+mod wal_sync;
 mod writer;
 
 use std::path::Path;
@@ -61,7 +64,8 @@ use super::{Kept, Lease, RecordId, RecordInfo, Reservation, Store, StoreError, S
 use crate::config::Durability;
 use background_sync::BackgroundSync;
 use replies::Replies;
-use writer::{Job, Syncing, Task, Txn};
+use txn::{Job, Task, Txn};
+use writer::Syncing;
 
 /// A handle on the store; clones share one writer thread.
 #[derive(Clone)]
@@ -127,7 +131,7 @@ impl EmbeddedStore {
     ) -> Result<EmbeddedStore, StoreError> {
         let conn = schema::open_connection(path)?;
         let file = file_watch::FileWatch::new(path);
-        let sync_wal = schema::sync_wal(path)?;
+        let sync_wal = wal_sync::sync_wal(path)?;
         let syncing = match durability {
             Durability::PowerLoss => Syncing::BeforeAnswers(sync_wal),
             Durability::ProcessCrash => {
@@ -292,7 +296,7 @@ mod tests {
     async fn a_new_lease_is_answered_before_the_sync_and_a_failed_sync_stops_the_store() {
         let dir = TempDir::new("sync");
         let conn = schema::open_connection(&dir.file()).unwrap();
-        let failing: writer::SyncWal = Box::new(|| Err(std::io::Error::other("disk gone")));
+        let failing: wal_sync::SyncWal = Box::new(|| Err(std::io::Error::other("disk gone")));
         let store = EmbeddedStore::start(
             conn,
             Arc::new(SystemTime::now),
@@ -391,7 +395,7 @@ mod tests {
     }
 
     /// A store on a fresh file in `dir`, syncing behind the writer with `sync`.
-    fn synced_behind(dir: &TempDir, sync: writer::SyncWal) -> EmbeddedStore {
+    fn synced_behind(dir: &TempDir, sync: wal_sync::SyncWal) -> EmbeddedStore {
         let conn = schema::open_connection(&dir.file()).unwrap();
         let background = BackgroundSync::start(sync, Duration::from_millis(5)).unwrap();
         EmbeddedStore::start(
@@ -410,7 +414,7 @@ mod tests {
         // The sync blocks until the test lets it through.
         let (release, gate) = std::sync::mpsc::channel::<()>();
         let synced = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let sync: writer::SyncWal = Box::new({
+        let sync: wal_sync::SyncWal = Box::new({
             let synced = synced.clone();
             move || {
                 let _ = gate.recv();
@@ -466,7 +470,7 @@ mod tests {
     #[tokio::test]
     async fn a_failed_background_sync_stops_the_store() {
         let dir = TempDir::new("behind-fails");
-        let failing: writer::SyncWal = Box::new(|| Err(std::io::Error::other("disk gone")));
+        let failing: wal_sync::SyncWal = Box::new(|| Err(std::io::Error::other("disk gone")));
         let store = synced_behind(&dir, failing);
         let lease_for = Duration::from_secs(60);
         let first = store

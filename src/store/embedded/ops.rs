@@ -9,15 +9,12 @@ use bytes::Bytes;
 use rusqlite::{OptionalExtension, Statement, params};
 
 use super::codec::{decode_headers, duration_ms, encode_headers, from_ms};
+use super::db_error::db;
 use super::schema::{COMPLETED, IN_FLIGHT};
-use super::writer::Txn;
+use super::txn::Txn;
 use crate::store::{
     Kept, Lease, RecordId, RecordInfo, RecordState, Reservation, StoreError, StoredResponse,
 };
-
-pub(super) fn db(e: rusqlite::Error) -> StoreError {
-    StoreError::Unavailable(format!("sqlite: {e}"))
-}
 
 struct Existing {
     row: i64,

@@ -8,7 +8,7 @@
 
 use tokio::sync::mpsc;
 
-use super::writer::Job;
+use super::txn::Job;
 
 /// A committed (or failed) batch whose callers have not been told yet.
 struct Finished {

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use rusqlite::{Connection, TransactionBehavior};
 
-use super::writer::SyncWal;
 use crate::store::StoreError;
 
 /// Bumped by every schema change; an older binary refuses a newer file rather
@@ -177,21 +176,6 @@ pub(super) fn open_and_migrate(path: &Path) -> Result<(Connection, i64), StoreEr
         .map_err(fail)?;
     tx.commit().map_err(fail)?;
     Ok((conn, version))
-}
-
-/// A descriptor of the file's WAL, for the writer's sync after each batch.
-/// SQLite made the WAL when the connection first read the file; it does not
-/// delete it while this connection is open.
-pub(super) fn sync_wal(path: &Path) -> Result<SyncWal, StoreError> {
-    let mut wal_path = path.as_os_str().to_owned();
-    wal_path.push("-wal");
-    let wal = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&wal_path)
-        .map_err(|e| {
-            StoreError::Unavailable(format!("opening {}: {e}", Path::new(&wal_path).display()))
-        })?;
-    Ok(Box::new(move || wal.sync_data()))
 }
 
 fn user_version(conn: &Connection) -> rusqlite::Result<i64> {

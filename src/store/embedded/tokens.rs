@@ -9,7 +9,7 @@
 //! counter in between and hand out the same tokens; a batch that rolls back
 //! drops its tokens with its rows.
 
-use super::ops::db;
+use super::db_error::db;
 use super::statements::Statements;
 use crate::store::StoreError;
 

@@ -30,143 +30,21 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::SystemTime;
 
 use rusqlite::Connection;
-use tokio::sync::oneshot;
 
 use super::background_sync::BackgroundSync;
 use super::codec::to_ms;
 use super::file_watch::FileWatch;
-use super::ops::db;
 use super::replies::Replies;
-use super::statements::{Held, Statements};
+use super::statements::Statements;
 use super::tokens::Tokens;
-use crate::store::StoreError;
+use super::txn::{Job, Txn};
+use super::wal_sync::{SyncWal, sync_failed};
 
 /// Bounds one transaction so a flood cannot hold the write lock (and delay the
 /// first replies) indefinitely.
 const MAX_BATCH: usize = 512;
 
 pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
-
-/// The batch's open transaction, as one job sees it.
-pub(super) struct Txn<'a, 'c> {
-    /// The job's "now", in unix milliseconds.
-    pub now: i64,
-    tokens: &'a mut Tokens,
-    statements: &'a mut Statements<'c>,
-}
-
-impl<'c> Txn<'_, 'c> {
-    /// `sql` as a statement prepared once for the writer's life
-    /// (`statements`); `sql` must be a literal or a `const`.
-    pub fn statement(&mut self, sql: &'static str) -> Result<Held<'_, 'c>, StoreError> {
-        self.statements.get(sql).map_err(db)
-    }
-
-    /// The fencing token a reservation would get: unique across the store's
-    /// life once `spend_token` records that a row carries it.
-    pub fn next_token(&mut self) -> Result<i64, StoreError> {
-        self.tokens.peek(self.statements)
-    }
-
-    pub fn spend_token(&mut self, token: i64) {
-        self.tokens.spend(token);
-    }
-
-    /// The rowid of the row the job's last `INSERT` wrote.
-    pub fn last_insert_rowid(&self) -> i64 {
-        self.statements.last_insert_rowid()
-    }
-}
-
-/// One store operation travelling to the writer thread.
-pub(super) trait Job: Send {
-    /// Runs the operation on the open transaction, keeping its result for
-    /// `finish`; returns whether it succeeded.
-    fn run(&mut self, txn: &mut Txn<'_, '_>) -> bool;
-    /// Sends the kept result, or `Unavailable(batch_error)` when the batch's
-    /// transaction did not commit (or its sync failed).
-    fn finish(self: Box<Self>, batch_error: Option<&str>);
-    /// Whether the kept result may be answered once committed, before the
-    /// batch's sync: only a new lease may (module doc).
-    fn answered_before_sync(&self) -> bool;
-}
-
-pub(super) struct Task<T, F> {
-    work: Option<F>,
-    result: Option<Result<T, StoreError>>,
-    reply: oneshot::Sender<Result<T, StoreError>>,
-    before_sync: fn(&T) -> bool,
-}
-
-impl<T, F> Task<T, F>
-where
-    T: Send + 'static,
-    F: FnOnce(&mut Txn<'_, '_>) -> Result<T, StoreError> + Send + 'static,
-{
-    /// A job answered after its batch's sync.
-    pub(super) fn job(work: F) -> (Box<dyn Job>, oneshot::Receiver<Result<T, StoreError>>) {
-        Self::job_answered_before_sync(work, |_| false)
-    }
-
-    /// A job whose successful result is answered before its batch's sync when
-    /// `before_sync` says so of it.
-    pub(super) fn job_answered_before_sync(
-        work: F,
-        before_sync: fn(&T) -> bool,
-    ) -> (Box<dyn Job>, oneshot::Receiver<Result<T, StoreError>>) {
-        let (reply, rx) = oneshot::channel();
-        let task = Task {
-            work: Some(work),
-            result: None,
-            reply,
-            before_sync,
-        };
-        (Box::new(task), rx)
-    }
-}
-
-impl<T, F> Job for Task<T, F>
-where
-    T: Send + 'static,
-    F: FnOnce(&mut Txn<'_, '_>) -> Result<T, StoreError> + Send + 'static,
-{
-    fn run(&mut self, txn: &mut Txn<'_, '_>) -> bool {
-        let Some(work) = self.work.take() else {
-            return false;
-        };
-        let result = work(txn);
-        let ok = result.is_ok();
-        self.result = Some(result);
-        ok
-    }
-
-    fn answered_before_sync(&self) -> bool {
-        matches!(&self.result, Some(Ok(value)) if (self.before_sync)(value))
-    }
-
-    fn finish(self: Box<Self>, batch_error: Option<&str>) {
-        let result = match (batch_error, self.result) {
-            (None, Some(result)) => result,
-            (Some(err), _) => Err(StoreError::Unavailable(err.to_owned())),
-            (None, None) => Err(StoreError::Unavailable("operation did not run".into())),
-        };
-        // The caller may have gone away (request cancelled); nothing to tell it.
-        let _ = self.reply.send(result);
-    }
-}
-
-/// Makes what the WAL holds durable (`fdatasync` of the WAL file).
-pub(super) type SyncWal = Box<dyn FnMut() -> std::io::Result<()> + Send>;
-
-/// Logs a failed sync; returns why every later operation is refused.
-pub(super) fn sync_failed(e: &std::io::Error) -> String {
-    let err = format!(
-        "syncing the store's WAL failed ({e}); what it holds on disk is unknown, \
-         so the store refuses every operation until idemgate restarts"
-    );
-    tracing::error!(error = %err, "store sync failed");
-    err
-}
 
 /// When a batch's commit reaches the disk (`Durability`).
 pub(super) enum Syncing {
@@ -270,11 +148,7 @@ fn execute<'c>(
     let mut tokens = Tokens::default();
     for job in batch.iter_mut() {
         let written_before = conn.total_changes();
-        let mut txn = Txn {
-            now: to_ms(clock()),
-            tokens: &mut tokens,
-            statements: tx.statements(),
-        };
+        let mut txn = Txn::new(to_ms(clock()), &mut tokens, tx.statements());
         if job.run(&mut txn) {
             continue;
         }
@@ -351,7 +225,11 @@ fn abort(message: &str) -> rusqlite::Error {
 mod tests {
     use std::sync::Mutex;
 
+    use tokio::sync::oneshot;
+
     use super::*;
+    use crate::store::StoreError;
+    use crate::store::embedded::txn::Task;
 
     fn unavailable(e: rusqlite::Error) -> StoreError {
         StoreError::Unavailable(e.to_string())

@@ -1,3 +1,6 @@
+//! What a request ended with, as the gateway and the region hop both return
+//! it: the response and how it counts.
+
 use std::sync::Arc;
 
 use http::Response;

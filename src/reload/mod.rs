@@ -1,15 +1,17 @@
 //! Re-reading the config file while serving (SIGHUP, `POST /admin/reload`).
 //! A file that fails validation is refused whole and the running config stays.
 
+mod admin_disabled;
 mod key_notes;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use crate::config::{self, Config, ScopePart};
+use crate::config::{self, Config, ScopePart, TlsConfig};
 use crate::gateway::{Gateway, Runtime};
+use crate::tls::{TlsError, TlsSettings};
 
-use super::TlsSettings;
+pub use admin_disabled::log as log_if_admin_disabled;
 
 pub struct Reloader {
     path: PathBuf,
@@ -63,7 +65,7 @@ impl Reloader {
                 for note in notes {
                     tracing::warn!("{note}");
                 }
-                crate::admin::log_if_disabled(&self.gateway.runtime().config.admin);
+                admin_disabled::log(&self.gateway.runtime().config.admin);
             }
             ReloadOutcome::Rejected { errors } => {
                 metrics
@@ -121,28 +123,15 @@ impl Reloader {
                 .map(|warning| self.in_file(warning)),
         );
         // Build everything before swapping anything: a refusal changes nothing.
-        let certificates = match (&self.tls, &new.server.tls) {
-            (Some(_), Some(tls)) => match crate::tls::server_config(tls) {
-                Ok(config) => Some(config),
-                Err(error) => {
-                    return ReloadOutcome::Rejected {
-                        errors: vec![self.in_file(&error)],
-                    };
-                }
-            },
-            _ => None,
+        let certificates = match renewed(&self.tls, &new.server.tls, crate::tls::server_config) {
+            Ok(certificates) => certificates,
+            Err(error) => return self.refused(&error.to_string()),
         };
-        let admin_certificates = match (&self.admin_tls, &new.admin.tls) {
-            (Some(_), Some(tls)) => match crate::tls::admin_config(tls) {
-                Ok(config) => Some(config),
-                Err(error) => {
-                    return ReloadOutcome::Rejected {
-                        errors: vec![self.in_file(&error)],
-                    };
-                }
-            },
-            _ => None,
-        };
+        let admin_certificates =
+            match renewed(&self.admin_tls, &new.admin.tls, crate::tls::admin_config) {
+                Ok(certificates) => certificates,
+                Err(error) => return self.refused(&error.to_string()),
+            };
         match Runtime::new(Arc::new(new)) {
             Ok(runtime) => {
                 self.gateway.replace_runtime(runtime);
@@ -154,10 +143,29 @@ impl Reloader {
                 }
                 ReloadOutcome::Applied { notes }
             }
-            Err(error) => ReloadOutcome::Rejected {
-                errors: vec![self.in_file(&error)],
-            },
+            Err(error) => self.refused(&error),
         }
+    }
+
+    /// Refused for one reason, said as `FILE: field: reason`.
+    fn refused(&self, error: &str) -> ReloadOutcome {
+        ReloadOutcome::Rejected {
+            errors: vec![self.in_file(error)],
+        }
+    }
+}
+
+/// A TLS listener's certificates as the new file names them, built before
+/// anything is swapped; none for a listener without TLS, or when the file
+/// turns it off (a restart applies that).
+fn renewed(
+    running: &Option<TlsSettings>,
+    new: &Option<TlsConfig>,
+    build: fn(&TlsConfig) -> Result<Arc<rustls::ServerConfig>, TlsError>,
+) -> Result<Option<Arc<rustls::ServerConfig>>, TlsError> {
+    match (running, new) {
+        (Some(_), Some(tls)) => build(tls).map(Some),
+        _ => Ok(None),
     }
 }
 

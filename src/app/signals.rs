@@ -3,7 +3,7 @@ use std::sync::Arc;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
-use super::Reloader;
+use crate::reload::Reloader;
 
 /// Takes SIGHUP over from its default action, which ends the process: called
 /// first thing, so a reload asked for while the store opens (a slow Postgres)

@@ -1,0 +1,148 @@
+//! `idemgate serve`, the running process wired in one place: metrics, the
+//! store stack (`store_stack`), the gateway's runtime, the reloader, both
+//! listeners (the data plane and the admin plane) and the signals. Runs
+//! until SIGTERM/SIGINT, reloads on SIGHUP.
+
+mod signals;
+mod start_error;
+mod store_stack;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::admin::AdminPlane;
+use crate::config::Config;
+use crate::gateway::{Gateway, Runtime};
+use crate::metrics::Metrics;
+use crate::reload::{self, Reloader};
+use crate::server::{self, Limits};
+use crate::tls::TlsSettings;
+use store_stack::Upkeep;
+
+pub use start_error::StartError;
+
+/// Runs the gateway until a termination signal, then drains and returns.
+pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError> {
+    let hangup = signals::hangup();
+    let config = Arc::new(config);
+    let registry = prometheus::Registry::new();
+    let metrics = Metrics::new(registry).map_err(StartError::Metrics)?;
+    let store = store_stack::open(&config.store, &metrics)
+        .await
+        .map_err(StartError::Store)?;
+    let runtime = Runtime::new(config.clone()).map_err(StartError::Runtime)?;
+    let tls: Option<TlsSettings> = match &config.server.tls {
+        Some(tls) => Some(Arc::new(ArcSwap::new(
+            crate::tls::server_config(tls).map_err(StartError::Tls)?,
+        ))),
+        None => None,
+    };
+    let admin_tls: Option<TlsSettings> = match &config.admin.tls {
+        Some(tls) => Some(Arc::new(ArcSwap::new(
+            crate::tls::admin_config(tls).map_err(StartError::Tls)?,
+        ))),
+        None => None,
+    };
+
+    let data = bind(config.server.listen, "listen").await?;
+    let admin = bind(config.server.admin_listen, "admin_listen").await?;
+    // Only once the gateway will run: a failure to start is its one line on
+    // stderr (docs/operating.md), not preceded by warnings about the file.
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
+    for warning in crate::tls::validity_warnings(&config) {
+        tracing::warn!("{}: {warning}", config_path.display());
+    }
+    reload::log_if_admin_disabled(&config.admin);
+    if let crate::config::StoreConfig::Embedded(embedded) = &config.store
+        && embedded.durability == crate::config::Durability::ProcessCrash
+    {
+        tracing::info!(
+            path = %embedded.path.display(),
+            "embedded store: durability = \"process_crash\": answers are acknowledged \
+             before they are synced; a power loss or kernel panic can lose the last ones"
+        );
+    }
+    tracing::info!(
+        listen = %data.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        admin = %admin.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        store = store.backend(),
+        routes = config.routes.len(),
+        "idemgate serving"
+    );
+
+    let gateway = Arc::new(Gateway::new(
+        runtime,
+        store.clone(),
+        metrics.clone(),
+        config.server.header_read_timeout,
+    ));
+    let reloader = Arc::new(
+        Reloader::new(config_path, gateway.clone(), tls.clone()).with_admin_tls(admin_tls.clone()),
+    );
+    let upkeep = Upkeep::start(&store, &config.store, &metrics, &gateway);
+
+    let shutdown = CancellationToken::new();
+    let abandon = CancellationToken::new();
+    tokio::spawn(signals::watch(
+        shutdown.clone(),
+        abandon.clone(),
+        reloader.clone(),
+        hangup,
+    ));
+
+    let limits = Limits {
+        max_connections: config.server.max_connections,
+        header_read_timeout: config.server.header_read_timeout,
+        max_header_bytes: config.server.max_header_bytes,
+        max_headers: config.server.max_headers,
+        shutdown_grace: config.server.shutdown_grace,
+        abandon,
+        tls,
+    };
+    let data_plane = {
+        let gateway = gateway.clone();
+        server::serve(
+            "data",
+            data,
+            limits.clone(),
+            // The handler's own future, not one wrapping it: each layer of
+            // future moves (copies) the whole of the one inside it.
+            move |request, client| gateway.clone().handle(request, client),
+            shutdown.clone(),
+        )
+    };
+    let admin_plane = {
+        let plane = Arc::new(AdminPlane::new(gateway.clone(), reloader));
+        server::serve(
+            "admin",
+            admin,
+            Limits {
+                tls: admin_tls,
+                ..limits
+            },
+            move |request, _client| {
+                let plane = plane.clone();
+                async move { plane.handle(request).await }
+            },
+            shutdown.clone(),
+        )
+    };
+    tokio::join!(data_plane, admin_plane);
+    upkeep.stop();
+    tracing::info!("idemgate stopped");
+    Ok(())
+}
+
+async fn bind(addr: std::net::SocketAddr, field: &'static str) -> Result<TcpListener, StartError> {
+    (TcpListener::bind(addr).await).map_err(|source| StartError::Bind {
+        addr,
+        field,
+        source,
+    })
+}

@@ -1,0 +1,34 @@
+//! Making what the WAL holds durable, after each batch (the writer) or behind
+//! it (`background_sync`), and what a failed sync means.
+
+use std::path::Path;
+
+use crate::store::StoreError;
+
+/// Makes what the WAL holds durable (`fdatasync` of the WAL file).
+pub(super) type SyncWal = Box<dyn FnMut() -> std::io::Result<()> + Send>;
+
+/// Logs a failed sync; returns why every later operation is refused.
+pub(super) fn sync_failed(e: &std::io::Error) -> String {
+    let err = format!(
+        "syncing the store's WAL failed ({e}); what it holds on disk is unknown, \
+         so the store refuses every operation until idemgate restarts"
+    );
+    tracing::error!(error = %err, "store sync failed");
+    err
+}
+
+/// A descriptor of the file's WAL, for the writer's sync after each batch.
+/// SQLite made the WAL when the connection first read the file; it does not
+/// delete it while this connection is open.
+pub(super) fn sync_wal(path: &Path) -> Result<SyncWal, StoreError> {
+    let mut wal_path = path.as_os_str().to_owned();
+    wal_path.push("-wal");
+    let wal = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&wal_path)
+        .map_err(|e| {
+            StoreError::Unavailable(format!("opening {}: {e}", Path::new(&wal_path).display()))
+        })?;
+    Ok(Box::new(move || wal.sync_data()))
+}
