@@ -47,12 +47,7 @@ pub fn request(bytes: &[u8]) -> Result<Option<RequestView>, Refused> {
         framing: head.framing,
         keep_alive: head.keep_alive,
         consumed: bytes.len() - buf.len(),
-        fields: head
-            .parts
-            .headers
-            .iter()
-            .map(|(name, value)| (name.to_string(), value.as_bytes().to_vec()))
-            .collect(),
+        fields: fields(&head.parts.headers),
     }))
 }
 
@@ -82,12 +77,7 @@ pub fn response(bytes: &[u8], method: &Method) -> Result<Option<ResponseView>, R
         framing: head.framing,
         keep_alive: head.keep_alive,
         consumed: bytes.len() - buf.len(),
-        fields: head
-            .parts
-            .headers
-            .iter()
-            .map(|(name, value)| (name.to_string(), value.as_bytes().to_vec()))
-            .collect(),
+        fields: fields(&head.parts.headers),
     }))
 }
 
@@ -114,4 +104,12 @@ pub fn chunked(bytes: &[u8], step: usize) -> Result<Option<(Vec<u8>, usize)>, Re
             }
         }
     }
+}
+
+/// The fields in the order the map holds them, as owned text and bytes.
+fn fields(headers: &http::HeaderMap) -> Vec<(String, Vec<u8>)> {
+    headers
+        .iter()
+        .map(|(name, value)| (name.to_string(), value.as_bytes().to_vec()))
+        .collect()
 }
