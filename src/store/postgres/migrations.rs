@@ -12,7 +12,7 @@ use super::pool::db_error;
 use crate::store::StoreError;
 
 /// (version, SQL), in order. Append only: a released migration never changes.
-const MIGRATIONS: &[(i64, &str)] = &[
+pub(super) const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/0001_records.sql")),
     (2, include_str!("migrations/0002_listing.sql")),
 ];

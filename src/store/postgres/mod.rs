@@ -21,6 +21,8 @@ mod pool;
 mod purges;
 mod rows;
 mod sql;
+#[cfg(test)]
+mod sweep_plan;
 mod tls;
 
 use std::future::Future;
@@ -368,20 +370,6 @@ impl PostgresStore {
         }
     }
 
-    /// Runs one statement (prepared once per connection); returns rows affected.
-    async fn execute(
-        &self,
-        query: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<u64, StoreError> {
-        self.bounded(async {
-            let client = self.pool.get().await.map_err(pool_error)?;
-            let stmt = client.prepare_cached(query).await.map_err(db_error)?;
-            client.execute(&stmt, params).await.map_err(db_error)
-        })
-        .await
-    }
-
     async fn bounded<T>(
         &self,
         work: impl Future<Output = Result<T, StoreError>>,
@@ -477,7 +465,19 @@ impl Store for PostgresStore {
     }
 
     async fn sweep(&self, batch: u32) -> Result<u64, StoreError> {
-        self.execute(sql::SWEEP, &[&i64::from(batch)]).await
+        self.bounded(async {
+            let mut client = self.pool.get().await.map_err(pool_error)?;
+            let tx = client.transaction().await.map_err(db_error)?;
+            tx.batch_execute(sql::SWEEP_PLAN).await.map_err(db_error)?;
+            let stmt = tx.prepare_cached(sql::SWEEP).await.map_err(db_error)?;
+            let deleted = tx
+                .execute(&stmt, &[&i64::from(batch)])
+                .await
+                .map_err(db_error)?;
+            tx.commit().await.map_err(db_error)?;
+            Ok(deleted)
+        })
+        .await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
