@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::Client;
+use super::config::Template;
 
 /// A fresh directory under the system temp dir, removed on drop.
 pub struct TestDir(pub PathBuf);
@@ -87,25 +88,44 @@ pub struct GatewayProcess {
     log: PathBuf,
     child: Option<Child>,
     envs: Vec<(String, String)>,
+    /// What `render` put for `{upstream}` and `{db}`: `write_config` puts
+    /// them again.
+    upstream: String,
+    db: PathBuf,
 }
 
 /// Replaces `{listen}`, `{admin}`, `{db}` and `{upstream}` in a config template.
 pub fn render(
-    template: &str,
+    template: &(impl Template + ?Sized),
     dir: &TestDir,
     upstream: &str,
     listen: SocketAddr,
     admin: SocketAddr,
 ) -> String {
+    fill(template, upstream, &dir.path("store.db"), listen, admin)
+}
+
+fn fill(
+    template: &(impl Template + ?Sized),
+    upstream: &str,
+    db: &Path,
+    listen: SocketAddr,
+    admin: SocketAddr,
+) -> String {
     template
+        .template()
         .replace("{listen}", &listen.to_string())
         .replace("{admin}", &admin.to_string())
-        .replace("{db}", &dir.path("store.db").display().to_string())
+        .replace("{db}", &db.display().to_string())
         .replace("{upstream}", upstream)
 }
 
 impl GatewayProcess {
-    pub fn start(dir: &TestDir, upstream: &str, template: &str) -> GatewayProcess {
+    pub fn start(
+        dir: &TestDir,
+        upstream: &str,
+        template: &(impl Template + ?Sized),
+    ) -> GatewayProcess {
         Self::start_with_env(dir, upstream, template, &[])
     }
 
@@ -113,7 +133,7 @@ impl GatewayProcess {
     /// most tests start.
     pub async fn start_fresh(
         name: &str,
-        template: &str,
+        template: &(impl Template + ?Sized),
     ) -> (TestDir, super::MockUpstream, GatewayProcess) {
         let dir = TestDir::new(name);
         let upstream = super::MockUpstream::start().await;
@@ -124,7 +144,7 @@ impl GatewayProcess {
     pub fn start_with_env(
         dir: &TestDir,
         upstream: &str,
-        template: &str,
+        template: &(impl Template + ?Sized),
         envs: &[(&str, &str)],
     ) -> GatewayProcess {
         let config = dir.path("idemgate.toml");
@@ -144,6 +164,8 @@ impl GatewayProcess {
                     .iter()
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect(),
+                upstream: upstream.to_owned(),
+                db: dir.path("store.db"),
             };
             match process.try_spawn() {
                 Ok(()) => return process,
@@ -163,7 +185,7 @@ impl GatewayProcess {
     pub fn start_at(
         dir: &TestDir,
         upstream: &str,
-        template: &str,
+        template: &(impl Template + ?Sized),
         (listen, admin): (SocketAddr, SocketAddr),
         envs: &[(&str, &str)],
     ) -> Result<GatewayProcess, String> {
@@ -179,6 +201,8 @@ impl GatewayProcess {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            upstream: upstream.to_owned(),
+            db: dir.path("store.db"),
         };
         process.try_spawn()?;
         Ok(process)
@@ -309,6 +333,13 @@ impl GatewayProcess {
 
     pub fn config_path(&self) -> &Path {
         &self.config
+    }
+
+    /// Writes `template` as this gateway's config file, on its own ports,
+    /// upstream and store (for a reload or a restart to read).
+    pub fn write_config(&self, template: &(impl Template + ?Sized)) {
+        let text = fill(template, &self.upstream, &self.db, self.addr, self.admin);
+        std::fs::write(&self.config, text).unwrap();
     }
 }
 
