@@ -122,6 +122,13 @@ impl Table {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
+    /// A table of one key.
+    fn of(key: &str, value: impl Into<Value>) -> Table {
+        let mut table = Table::default();
+        table.set(key, value);
+        table
+    }
+
     fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -147,8 +154,7 @@ pub struct Tls(Table);
 
 impl Tls {
     pub fn new(cert: &Path, key: &Path) -> Tls {
-        let mut table = Table::default();
-        table.set("cert", cert);
+        let mut table = Table::of("cert", cert);
         table.set("key", key);
         Tls(table)
     }
@@ -176,8 +182,10 @@ pub struct Store {
 impl Store {
     /// The embedded store at `path`.
     pub fn embedded_at(path: impl Into<Value>) -> Store {
-        let mut table = Table::default();
-        table.set("path", path);
+        Store::of(Table::of("path", path))
+    }
+
+    fn of(table: Table) -> Store {
         Store {
             table,
             redis: Table::default(),
@@ -192,14 +200,7 @@ impl Store {
 
     /// Postgres at `url` (a test's schema is in its URL: `TestSchema::url`).
     pub fn postgres(url: &str) -> Store {
-        let mut table = Table::default();
-        table.set("backend", "postgres");
-        table.set("url", url);
-        Store {
-            table,
-            redis: Table::default(),
-            encryption: Table::default(),
-        }
+        Store::of(Table::of("backend", "postgres")).set("url", url)
     }
 
     pub fn set(mut self, key: &str, value: impl Into<Value>) -> Store {
@@ -245,11 +246,9 @@ pub struct Upstream {
 
 impl Upstream {
     pub fn new(name: &str, url: &str) -> Upstream {
-        let mut table = Table::default();
-        table.set("url", url);
         Upstream {
             name: name.to_owned(),
-            table,
+            table: Table::of("url", url),
             tls: Table::default(),
         }
     }
@@ -364,11 +363,9 @@ pub struct Peer {
 
 impl Peer {
     pub fn new(name: &str, gateway: &str) -> Peer {
-        let mut table = Table::default();
-        table.set("gateway", gateway);
         Peer {
             name: name.to_owned(),
-            table,
+            table: Table::of("gateway", gateway),
         }
     }
 
@@ -472,10 +469,7 @@ impl Config {
 
     /// Adds the upstream, or replaces the one of the same name in place.
     pub fn upstream(mut self, upstream: Upstream) -> Config {
-        match self.upstreams.iter_mut().find(|u| u.name == upstream.name) {
-            Some(existing) => *existing = upstream,
-            None => self.upstreams.push(upstream),
-        }
+        put(&mut self.upstreams, upstream);
         self
     }
 
@@ -485,10 +479,7 @@ impl Config {
         name: &str,
         change: impl FnOnce(Upstream) -> Upstream,
     ) -> Config {
-        let at = (self.upstreams.iter())
-            .position(|u| u.name == name)
-            .unwrap_or_else(|| panic!("no upstream {name}"));
-        self.upstreams[at] = change(self.upstreams[at].clone());
+        edit(&mut self.upstreams, name, change);
         self
     }
 
@@ -500,19 +491,13 @@ impl Config {
 
     /// Adds the route last, or replaces the one of the same name in place.
     pub fn route(mut self, route: Route) -> Config {
-        match self.routes.iter_mut().find(|r| r.name == route.name) {
-            Some(existing) => *existing = route,
-            None => self.routes.push(route),
-        }
+        put(&mut self.routes, route);
         self
     }
 
     /// Changes the route `name` (which must exist) in place.
     pub fn with_route(mut self, name: &str, change: impl FnOnce(Route) -> Route) -> Config {
-        let at = (self.routes.iter())
-            .position(|r| r.name == name)
-            .unwrap_or_else(|| panic!("no route {name}"));
-        self.routes[at] = change(self.routes[at].clone());
+        edit(&mut self.routes, name, change);
         self
     }
 
@@ -564,6 +549,39 @@ impl Config {
         }
         out
     }
+}
+
+/// An upstream or a route: one of a list, found by its name.
+trait Named: Clone {
+    fn name(&self) -> &str;
+}
+
+impl Named for Upstream {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Named for Route {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// Replaces the item of `item`'s name in place, or adds it last.
+fn put<T: Named>(items: &mut Vec<T>, item: T) {
+    match items.iter_mut().find(|i| i.name() == item.name()) {
+        Some(existing) => *existing = item,
+        None => items.push(item),
+    }
+}
+
+/// Changes the item `name`, which must be there.
+fn edit<T: Named>(items: &mut [T], name: &str, change: impl FnOnce(T) -> T) {
+    let at = (items.iter())
+        .position(|i| i.name() == name)
+        .unwrap_or_else(|| panic!("no {name} in the config"));
+    items[at] = change(items[at].clone());
 }
 
 /// What `GatewayProcess` starts from: a `Config`, or a template's text.

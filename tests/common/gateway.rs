@@ -147,30 +147,14 @@ impl GatewayProcess {
         template: &(impl Template + ?Sized),
         envs: &[(&str, &str)],
     ) -> GatewayProcess {
-        let config = dir.path("idemgate.toml");
-        let log = dir.path("gateway.log");
         // A port `free_port` saw free can be taken before the gateway binds
         // it (by any outgoing connection's ephemeral port): then new ports.
         for attempt in 1.. {
-            let (listen, admin) = (free_port(), free_port());
-            std::fs::write(&config, render(template, dir, upstream, listen, admin)).unwrap();
-            let mut process = GatewayProcess {
-                addr: listen,
-                admin,
-                config: config.clone(),
-                log: log.clone(),
-                child: None,
-                envs: envs
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-                upstream: upstream.to_owned(),
-                db: dir.path("store.db"),
-            };
-            match process.try_spawn() {
-                Ok(()) => return process,
+            let ports = (free_port(), free_port());
+            match Self::start_at(dir, upstream, template, ports, envs) {
+                Ok(process) => return process,
                 Err(text) if attempt < 5 && text.contains("Address already in use") => {
-                    let _ = std::fs::remove_file(&log);
+                    let _ = std::fs::remove_file(dir.path("gateway.log"));
                 }
                 Err(text) => panic!("{text}"),
             }
@@ -235,8 +219,10 @@ impl GatewayProcess {
         self.wait_healthy()
     }
 
+    /// Generous: on a loaded machine (load 10 on two cores) starts took
+    /// longer than 15 s; the wait costs time only when a start fails.
     fn wait_healthy(&mut self) -> Result<(), String> {
-        let deadline = Instant::now() + Duration::from_secs(15);
+        let deadline = Instant::now() + Duration::from_secs(45);
         while Instant::now() < deadline {
             if std::net::TcpStream::connect(self.admin).is_ok()
                 && std::net::TcpStream::connect(self.addr).is_ok()
