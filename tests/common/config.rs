@@ -15,11 +15,13 @@
 //! - tests/cli.rs: errors that name the file, the line and the column of a
 //!   field (`check`, `serve`), the config file found in order, warnings, and
 //!   files that are not a whole config (`listen = "nowhere"` alone).
-//! - `check_*` tests that assert a line number or column
-//!   (keys_and_fingerprints.rs, data_protection.rs) or rewrite one value of a
-//!   rendered file to make it wrong (webhooks.rs).
+//! - `check_*` tests that assert the line or column an error names:
+//!   keys_and_fingerprints.rs (`bad.toml:6:58`), data_protection.rs
+//!   (`:13:`, the line of `keys_env`).
 //! - tests/tls_hops.rs `migrate`: a file with no `[server]` at all, which
 //!   `idemgate migrate` must accept.
+//! - idempotency.rs `headers_excluded_by_a_reload_*` adds one line to the
+//!   running file under the route's `match`: the edit is what it reloads.
 //!
 //! tests/retention_store.rs has no gateway config.
 
