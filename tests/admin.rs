@@ -4,50 +4,32 @@ mod common;
 
 use std::time::Duration;
 
+use common::admin::TOKEN_ENV;
+use common::config::{Config, Route, Upstream, raw};
 use common::{GatewayProcess, MockUpstream, TestDir};
 
-const CONFIG: &str = r#"
-[server]
-listen = "{listen}"
-admin_listen = "{admin}"
+/// Everything but `[admin]`.
+fn base() -> Config {
+    Config::new()
+        .upstream(Upstream::api().timeout("2s"))
+        .defaults("lock_timeout", "5s")
+        .defaults("retention", "1h")
+        .route(Route::api("charges", "/v1/charges").set("required", true))
+}
 
-[admin]
-token_env = "IDEMGATE_TEST_ADMIN_TOKEN"
-
-[store]
-path = "{db}"
-
-[upstreams.api]
-url = "{upstream}"
-timeout = "2s"
-
-[defaults]
-lock_timeout = "5s"
-retention = "1h"
-
-[[routes]]
-name = "charges"
-upstream = "api"
-match = { path_prefix = "/v1/charges" }
-required = true
-"#;
+/// `/admin/*` guarded by the token in `IDEMGATE_TEST_ADMIN_TOKEN`.
+fn config() -> Config {
+    base().admin_token_env(TOKEN_ENV)
+}
 
 const TOKEN: &str = "s3cret-token";
 
 async fn setup(name: &str) -> (TestDir, MockUpstream, GatewayProcess) {
-    let dir = TestDir::new(name);
-    let upstream = MockUpstream::start().await;
-    let gateway = GatewayProcess::start_with_env(
-        &dir,
-        &upstream.url(),
-        CONFIG,
-        &[("IDEMGATE_TEST_ADMIN_TOKEN", TOKEN)],
-    );
-    (dir, upstream, gateway)
+    common::admin::start_with_token(name, &config(), TOKEN).await
 }
 
 fn bearer() -> (&'static str, String) {
-    ("authorization", format!("Bearer {TOKEN}"))
+    ("authorization", common::admin::bearer(TOKEN))
 }
 
 #[tokio::test]
@@ -111,7 +93,7 @@ async fn admin_token_matrix() {
     // Without a configured token the admin API does not exist.
     let dir = TestDir::new("no-token");
     let upstream = MockUpstream::start().await;
-    let bare = GatewayProcess::start(&dir, &upstream.url(), CONFIG);
+    let bare = GatewayProcess::start(&dir, &upstream.url(), &config());
     let reply = bare
         .admin_client()
         .send("GET", path, &[(name, &value)], "")
@@ -125,10 +107,7 @@ async fn admin_token_matrix() {
 async fn an_inline_admin_token_guards_the_admin_plane() {
     let dir = TestDir::new("inline-token");
     let upstream = MockUpstream::start().await;
-    let config = CONFIG.replace(
-        "token_env = \"IDEMGATE_TEST_ADMIN_TOKEN\"",
-        &format!("token = \"{TOKEN}\""),
-    );
+    let config = base().admin("token", TOKEN);
     let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
     let admin = gateway.admin_client();
     let path = "/admin/keys/charges/nope";
@@ -214,7 +193,7 @@ async fn a_wrong_method_is_405_with_allow() {
     // With /admin/* disabled, it does not exist for any method.
     let dir = TestDir::new("method-no-token");
     let upstream = MockUpstream::start().await;
-    let bare = GatewayProcess::start(&dir, &upstream.url(), CONFIG);
+    let bare = GatewayProcess::start(&dir, &upstream.url(), &config());
     let reply = bare
         .admin_client()
         .send("GET", "/admin/reload", &auth, "")
@@ -377,10 +356,10 @@ async fn reload_applies_new_routes_and_retention_and_refuses_bad_files() {
         })
     };
 
-    let original = std::fs::read_to_string(gateway.config_path()).unwrap();
-    let extended = original.replace("retention = \"1h\"", "retention = \"1s\"")
-        + "\n[[routes]]\nname = \"refunds\"\nupstream = \"api\"\nmatch = { path_prefix = \"/v1/refunds\" }\n";
-    std::fs::write(gateway.config_path(), &extended).unwrap();
+    let extended = config()
+        .defaults("retention", "1s")
+        .route(Route::api("refunds", "/v1/refunds"));
+    gateway.write_config(&extended);
     for _ in 0..5 {
         let reply = admin.send("POST", "/admin/reload", &auth, "").await;
         assert_eq!(reply.status, 200, "{}", reply.text());
@@ -404,11 +383,7 @@ async fn reload_applies_new_routes_and_retention_and_refuses_bad_files() {
     assert_eq!(upstream.executions("short-lived"), 2);
 
     // A broken file is refused whole; the running config stays.
-    std::fs::write(
-        gateway.config_path(),
-        extended.replace("retention = \"1s\"", "retention = \"soon\""),
-    )
-    .unwrap();
+    gateway.write_config(&extended.defaults("retention", "soon"));
     let refused = admin.send("POST", "/admin/reload", &auth, "").await;
     assert_eq!(refused.status, 400);
     assert!(refused.text().contains("retention"), "{}", refused.text());
@@ -420,7 +395,7 @@ async fn reload_applies_new_routes_and_retention_and_refuses_bad_files() {
     // SIGHUP reloads too (and is refused the same way).
     gateway.signal("HUP");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    std::fs::write(gateway.config_path(), &original).unwrap();
+    gateway.write_config(&config());
     gateway.signal("HUP");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
@@ -446,9 +421,7 @@ async fn reload_notes_compare_with_what_the_process_started_with() {
     let admin = gateway.admin_client();
     let (name, value) = bearer();
     let auth = [(name, value.as_str())];
-    let original = std::fs::read_to_string(gateway.config_path()).unwrap();
-    let moved = original.replacen("[server]\n", "[server]\nheader_read_timeout = \"7s\"\n", 1);
-    std::fs::write(gateway.config_path(), &moved).unwrap();
+    gateway.write_config(&config().server("header_read_timeout", "7s"));
     let reply = admin.send("POST", "/admin/reload", &auth, "").await;
     assert_eq!(reply.status, 200, "{}", reply.text());
     assert!(
@@ -457,9 +430,11 @@ async fn reload_notes_compare_with_what_the_process_started_with() {
         reply.text()
     );
     // The head limits size each connection's parser when the listener starts.
-    for limit in ["max_headers = 500", "max_header_bytes = \"64KiB\""] {
-        let raised = original.replacen("[server]\n", &format!("[server]\n{limit}\n"), 1);
-        std::fs::write(gateway.config_path(), &raised).unwrap();
+    for (limit, value) in [
+        ("max_headers", raw("500")),
+        ("max_header_bytes", "64KiB".into()),
+    ] {
+        gateway.write_config(&config().server(limit, value));
         let reply = admin.send("POST", "/admin/reload", &auth, "").await;
         assert!(
             reply.text().contains("server connection limits changed"),
@@ -468,8 +443,8 @@ async fn reload_notes_compare_with_what_the_process_started_with() {
         );
     }
     // Records are kept per route name: renaming one leaves its answers behind.
-    let renamed = original.replace("name = \"charges\"", "name = \"payments\"");
-    std::fs::write(gateway.config_path(), &renamed).unwrap();
+    let renamed = config().rename_route("charges", "payments");
+    gateway.write_config(&renamed);
     let reply = admin.send("POST", "/admin/reload", &auth, "").await;
     assert_eq!(reply.status, 200, "{}", reply.text());
     assert!(
@@ -480,17 +455,16 @@ async fn reload_notes_compare_with_what_the_process_started_with() {
         reply.text()
     );
     // A record is found by its scope and matched by its fingerprint.
-    let rescoped = renamed.replace(
-        "required = true",
-        "required = true\nscope = []\nfingerprint = [\"body\"]",
-    );
-    std::fs::write(gateway.config_path(), &rescoped).unwrap();
+    let rescoped = renamed.with_route("payments", |r| {
+        r.set("scope", raw("[]")).set("fingerprint", ["body"])
+    });
+    gateway.write_config(&rescoped);
     let reply = admin.send("POST", "/admin/reload", &auth, "").await;
     for part in ["scope changed", "fingerprint changed"] {
         assert!(reply.text().contains(part), "{part}: {}", reply.text());
     }
     // Back to the file it started with: nothing is waiting for a restart.
-    std::fs::write(gateway.config_path(), &original).unwrap();
+    gateway.write_config(&config());
     let reply = admin.send("POST", "/admin/reload", &auth, "").await;
     assert_eq!(reply.status, 200, "{}", reply.text());
     assert!(
@@ -547,7 +521,7 @@ async fn a_disabled_admin_api_says_why_in_the_log_and_the_answer() {
             .map(|value| ("IDEMGATE_TEST_ADMIN_TOKEN", value))
             .into_iter()
             .collect();
-        let gateway = GatewayProcess::start_with_env(&dir, &upstream.url(), CONFIG, &envs);
+        let gateway = GatewayProcess::start_with_env(&dir, &upstream.url(), &config(), &envs);
         let reply = gateway
             .admin_client()
             .send("GET", "/admin/keys/charges/nope", &[(name, &value)], "")
@@ -589,7 +563,7 @@ async fn a_reload_reads_the_admin_token_variable_again() {
     let dir = TestDir::new("admin-token-reload");
     let upstream = MockUpstream::start().await;
     // Started naming a variable it was not given: disabled.
-    let unset = CONFIG.replace("IDEMGATE_TEST_ADMIN_TOKEN", "IDEMGATE_TEST_OTHER_TOKEN");
+    let unset = base().admin_token_env("IDEMGATE_TEST_OTHER_TOKEN");
     let gateway = GatewayProcess::start_with_env(
         &dir,
         &upstream.url(),
@@ -605,10 +579,7 @@ async fn a_reload_reads_the_admin_token_variable_again() {
         "admin-disabled"
     );
     // The file now names the variable the process has: SIGHUP enables it.
-    let disabled_file = std::fs::read_to_string(gateway.config_path()).unwrap();
-    let enabled_file =
-        disabled_file.replace("IDEMGATE_TEST_OTHER_TOKEN", "IDEMGATE_TEST_ADMIN_TOKEN");
-    std::fs::write(gateway.config_path(), &enabled_file).unwrap();
+    gateway.write_config(&config());
     gateway.signal("HUP");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
@@ -625,7 +596,7 @@ async fn a_reload_reads_the_admin_token_variable_again() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // And the reload endpoint disables it again, saying why in the log.
-    std::fs::write(gateway.config_path(), &disabled_file).unwrap();
+    gateway.write_config(&unset);
     let reply = admin.send("POST", "/admin/reload", &auth, "").await;
     assert_eq!(reply.status, 200, "{}", reply.text());
     let reply = admin.send("GET", path, &auth, "").await;

@@ -15,49 +15,28 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::config::{Config, Route, Upstream, raw};
 use common::raw::{self, RawReply};
 use common::{GatewayProcess, MockUpstream, TestDir};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-const CONFIG: &str = r#"
-[server]
-listen = "{listen}"
-admin_listen = "{admin}"
-max_request_body = "1KiB"
-max_header_bytes = "4KiB"
-header_read_timeout = "1s"
-max_connections = 50
-
-[store]
-path = "{db}"
-
-[upstreams.api]
-url = "{upstream}"
-timeout = "2s"
-
-[defaults]
-lock_timeout = "5s"
-
-[[routes]]
-name = "charges"
-upstream = "api"
-match = { path_prefix = "/v1/charges" }
-required = true
-
-[[routes]]
-name = "hooks"
-upstream = "api"
-match = { path_prefix = "/hook" }
-key = { json_pointer = "/id" }
-required = true
-
-[[routes]]
-name = "rest"
-upstream = "api"
-match = { path_prefix = "/" }
-idempotency = false
-"#;
+fn config() -> Config {
+    Config::new()
+        .server("max_request_body", "1KiB")
+        .server("max_header_bytes", "4KiB")
+        .server("header_read_timeout", "1s")
+        .server("max_connections", 50)
+        .upstream(Upstream::api().timeout("2s"))
+        .defaults("lock_timeout", "5s")
+        .route(Route::api("charges", "/v1/charges").set("required", true))
+        .route(
+            Route::api("hooks", "/hook")
+                .set("key", raw("{ json_pointer = \"/id\" }"))
+                .set("required", true),
+        )
+        .route(Route::api("rest", "/").plain())
+}
 
 const WITHIN: Duration = Duration::from_secs(10);
 
@@ -70,7 +49,7 @@ struct Setup {
 async fn setup(name: &str) -> Setup {
     let upstream = MockUpstream::start().await;
     let dir = TestDir::new(name);
-    let gateway = GatewayProcess::start(&dir, &upstream.url(), CONFIG);
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config());
     Setup {
         upstream,
         gateway,

@@ -644,8 +644,11 @@ fn check_refuses_a_store_url_of_another_scheme() {
 /// on stderr and exit 1, without the key.
 #[tokio::test]
 async fn keys_reads_the_key_as_the_data_plane_does() {
-    let (_dir, _upstream, mut gateway) =
-        GatewayProcess::start_fresh("cli-key-syntax", common::configs::CHARGES_AND_REST).await;
+    let (_dir, _upstream, mut gateway) = GatewayProcess::start_fresh(
+        "cli-key-syntax",
+        &common::config::Config::charges_and_rest(),
+    )
+    .await;
     let reply = gateway.client().post("/v1/charges", Some("k1"), "{}").await;
     assert_eq!(reply.status, 201);
     gateway.kill();
@@ -681,8 +684,11 @@ async fn keys_reads_the_key_as_the_data_plane_does() {
 /// (killed: the kernel drops its lock) the file serves again.
 #[tokio::test]
 async fn a_second_serve_on_the_same_embedded_file_fails_at_start() {
-    let (_dir, _upstream, mut gateway) =
-        GatewayProcess::start_fresh("cli-serve-lock", common::configs::CHARGES_AND_REST).await;
+    let (_dir, _upstream, mut gateway) = GatewayProcess::start_fresh(
+        "cli-serve-lock",
+        &common::config::Config::charges_and_rest(),
+    )
+    .await;
     let reply = gateway.client().post("/v1/charges", Some("k1"), "{}").await;
     assert_eq!(reply.status, 201);
     let config = gateway.config_path().to_str().unwrap().to_owned();
@@ -761,7 +767,7 @@ async fn a_closed_stderr_stops_neither_requests_nor_shutdown() {
     let (listen, admin) = (common::gateway::free_port(), common::gateway::free_port());
     let path = dir.path("idemgate.toml");
     let config = common::gateway::render(
-        common::configs::CHARGES_AND_REST,
+        &common::config::Config::charges_and_rest(),
         &dir,
         &upstream.url(),
         listen,

@@ -32,9 +32,11 @@ async fn read_answers(stream: &mut TcpStream, count: usize) -> String {
 
 #[tokio::test]
 async fn pipelined_requests_are_answered_in_order() {
-    let (_dir, upstream, gateway) =
-        common::GatewayProcess::start_fresh("h1-pipelined", common::configs::CHARGES_AND_REST)
-            .await;
+    let (_dir, upstream, gateway) = common::GatewayProcess::start_fresh(
+        "h1-pipelined",
+        &common::config::Config::charges_and_rest(),
+    )
+    .await;
     let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
     stream
         .write_all(
@@ -56,8 +58,11 @@ async fn pipelined_requests_are_answered_in_order() {
 
 #[tokio::test]
 async fn http10_clients_close_unless_they_ask_to_keep_alive() {
-    let (_dir, _upstream, gateway) =
-        common::GatewayProcess::start_fresh("h1-http10", common::configs::CHARGES_AND_REST).await;
+    let (_dir, _upstream, gateway) = common::GatewayProcess::start_fresh(
+        "h1-http10",
+        &common::config::Config::charges_and_rest(),
+    )
+    .await;
     let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
     stream
         .write_all(b"GET /things/a HTTP/1.0\r\n\r\n")
@@ -86,8 +91,11 @@ async fn http10_clients_close_unless_they_ask_to_keep_alive() {
 
 #[tokio::test]
 async fn expect_continue_gets_a_go_ahead_before_the_body() {
-    let (_dir, upstream, gateway) =
-        common::GatewayProcess::start_fresh("h1-expect", common::configs::CHARGES_AND_REST).await;
+    let (_dir, upstream, gateway) = common::GatewayProcess::start_fresh(
+        "h1-expect",
+        &common::config::Config::charges_and_rest(),
+    )
+    .await;
     let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
     stream
         .write_all(
@@ -117,9 +125,11 @@ async fn expect_continue_gets_a_go_ahead_before_the_body() {
 /// §10.1.1).
 #[tokio::test]
 async fn expect_continue_answered_without_the_body_gets_no_go_ahead() {
-    let (_dir, upstream, gateway) =
-        common::GatewayProcess::start_fresh("h1-expect-early", common::configs::CHARGES_AND_REST)
-            .await;
+    let (_dir, upstream, gateway) = common::GatewayProcess::start_fresh(
+        "h1-expect-early",
+        &common::config::Config::charges_and_rest(),
+    )
+    .await;
     let cases: [(&[u8], &[u8], u16); 2] = [
         (
             b"Idempotency-Key: big-1\r\n",
@@ -146,10 +156,7 @@ async fn expect_continue_answered_without_the_body_gets_no_go_ahead() {
 
 #[tokio::test]
 async fn idle_keep_alive_connections_close_after_the_header_read_timeout() {
-    let config = common::configs::CHARGES_AND_REST.replace(
-        "shutdown_grace = \"5s\"",
-        "shutdown_grace = \"5s\"\nheader_read_timeout = \"500ms\"",
-    );
+    let config = common::config::Config::charges_and_rest().server("header_read_timeout", "500ms");
     let (_dir, _upstream, gateway) = common::GatewayProcess::start_fresh("h1-idle", &config).await;
     let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
     // The second request comes late in the idle time after the first: the
@@ -176,9 +183,11 @@ async fn idle_keep_alive_connections_close_after_the_header_read_timeout() {
 
 #[tokio::test]
 async fn a_body_its_client_cuts_short_is_answered_400_not_blamed_on_the_upstream() {
-    let (_dir, _upstream, gateway) =
-        common::GatewayProcess::start_fresh("h1-cut-short", common::configs::CHARGES_AND_REST)
-            .await;
+    let (_dir, _upstream, gateway) = common::GatewayProcess::start_fresh(
+        "h1-cut-short",
+        &common::config::Config::charges_and_rest(),
+    )
+    .await;
     // Above what is read whole before forwarding (or of unknown length): the
     // body streams, so the upstream already has the head when it stops.
     let cut_short: [&[u8]; 2] = [
@@ -202,9 +211,11 @@ async fn a_body_its_client_cuts_short_is_answered_400_not_blamed_on_the_upstream
 /// pipelined requests sent before the half-close are all answered.
 #[tokio::test]
 async fn a_half_closed_client_still_gets_its_answers() {
-    let (_dir, upstream, gateway) =
-        common::GatewayProcess::start_fresh("h1-half-close", common::configs::CHARGES_AND_REST)
-            .await;
+    let (_dir, upstream, gateway) = common::GatewayProcess::start_fresh(
+        "h1-half-close",
+        &common::config::Config::charges_and_rest(),
+    )
+    .await;
     let requests: [&[u8]; 3] = [
         b"GET /things/1 HTTP/1.1\r\nHost: gw\r\n\r\n",
         b"POST /v1/charges HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: half-1\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{\"amount\":1}",

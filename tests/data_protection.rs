@@ -8,6 +8,7 @@ mod pg_support;
 
 use std::process::Command;
 
+use common::config::{Config, Route, Store, Upstream};
 use common::{Client, GatewayProcess, MockUpstream, Reply, TestDir};
 use pg_support::{RedisPrefix, TestSchema, redis_url};
 
@@ -16,39 +17,25 @@ const KEY_A: &str = "q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJA=";
 const KEY_B: &str = "AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=";
 const TOKEN: &str = "protect-admin-token-0123456789";
 
-const EMBEDDED: &str = r#"
-[server]
-listen = "{listen}"
-admin_listen = "{admin}"
-shutdown_grace = "1s"
-
-[admin]
-token_env = "IDEMGATE_TEST_ADMIN_TOKEN"
-
-[store]
-path = "{db}"
-
-[upstreams.api]
-url = "{upstream}"
-timeout = "2s"
-
-[defaults]
-lock_timeout = "10s"
-
-[[routes]]
-name = "charges"
-upstream = "api"
-match = { path_prefix = "/v1/charges" }
-"#;
+/// The embedded store, `/admin/*` guarded by `TOKEN`.
+fn embedded() -> Config {
+    Config::new()
+        .server("shutdown_grace", "1s")
+        .admin_token_env(common::admin::TOKEN_ENV)
+        .upstream(Upstream::api().timeout("2s"))
+        .defaults("lock_timeout", "10s")
+        .route(Route::api("charges", "/v1/charges"))
+}
 
 fn envs() -> Vec<(&'static str, &'static str)> {
     vec![
         ("IDEMGATE_TEST_KEY_A", KEY_A),
         ("IDEMGATE_TEST_KEY_B", KEY_B),
-        ("IDEMGATE_TEST_ADMIN_TOKEN", TOKEN),
+        (common::admin::TOKEN_ENV, TOKEN),
     ]
 }
 
+/// `[store.encryption]` as text, for the `check` test that counts lines.
 fn encryption(vars: &[&str]) -> String {
     if vars.is_empty() {
         return String::new();
@@ -83,21 +70,15 @@ fn embedded_bytes(dir: &TestDir) -> Vec<u8> {
 }
 
 /// Starts a gateway on `base` with `[store.encryption]` listing `vars`.
-fn start(dir: &TestDir, upstream: &MockUpstream, base: &str, vars: &[&str]) -> GatewayProcess {
-    let template = format!("{base}{}", encryption(vars));
-    GatewayProcess::start_with_env(dir, &upstream.url(), &template, &envs())
+fn start(dir: &TestDir, upstream: &MockUpstream, base: &Config, vars: &[&str]) -> GatewayProcess {
+    let config = base.clone().with_store(|store| store.encryption(vars));
+    GatewayProcess::start_with_env(dir, &upstream.url(), &config, &envs())
 }
 
-/// Rewrites the running gateway's `[store.encryption]` and restarts it on
-/// the same ports and store.
-fn restart_with(gateway: &mut GatewayProcess, vars: &[&str]) -> Client {
-    let text = std::fs::read_to_string(gateway.config_path()).unwrap();
-    let base = text
-        .split("\n[store.encryption]")
-        .next()
-        .unwrap()
-        .to_owned();
-    std::fs::write(gateway.config_path(), format!("{base}{}", encryption(vars))).unwrap();
+/// Rewrites the running gateway's config as `base` with `[store.encryption]`
+/// listing `vars`, and restarts it on the same ports and store.
+fn restart_with(gateway: &mut GatewayProcess, base: &Config, vars: &[&str]) -> Client {
+    gateway.write_config(&base.clone().with_store(|store| store.encryption(vars)));
     gateway.restart();
     // A new client: the old one's pooled connections died with the process.
     gateway.client()
@@ -128,7 +109,7 @@ async fn embedded_file_and_wal_hold_no_answer_bytes_when_sealed_and_replay_after
         } else {
             &[]
         };
-        let mut gateway = start(&dir, &upstream, EMBEDDED, vars);
+        let mut gateway = start(&dir, &upstream, &embedded(), vars);
         let marker = format!("MARKER{}x{sealed}", std::process::id());
         let first = charge(&gateway.client(), "k1", &marker).await;
         assert_eq!(first.status, 201);
@@ -163,18 +144,20 @@ async fn embedded_file_and_wal_hold_no_answer_bytes_when_sealed_and_replay_after
 async fn rotation_lost_keys_purge_and_turning_encryption_on_and_off() {
     let upstream = MockUpstream::start().await;
     let dir = TestDir::new("sealed-rotation");
-    let mut gateway = start(&dir, &upstream, EMBEDDED, &[]);
+    let base = embedded();
+    let mut gateway = start(&dir, &upstream, &base, &[]);
     let mut client = gateway.client();
     assert_eq!(charge(&client, "clear", "M-clear").await.status, 201);
 
     // On over an existing store: the clear record still replays.
-    client = restart_with(&mut gateway, &["IDEMGATE_TEST_KEY_A"]);
+    client = restart_with(&mut gateway, &base, &["IDEMGATE_TEST_KEY_A"]);
     assert_replay(&charge(&client, "clear", "M-clear").await, "M-clear");
     assert_eq!(charge(&client, "old", "M-old").await.status, 201);
 
     // Rotation: the new key first, the old one still listed.
     client = restart_with(
         &mut gateway,
+        &base,
         &["IDEMGATE_TEST_KEY_B", "IDEMGATE_TEST_KEY_A"],
     );
     assert_eq!(charge(&client, "new", "M-new").await.status, 201);
@@ -183,7 +166,7 @@ async fn rotation_lost_keys_purge_and_turning_encryption_on_and_off() {
     }
 
     // The old key removed: its record is refused, fail closed, and logged.
-    client = restart_with(&mut gateway, &["IDEMGATE_TEST_KEY_B"]);
+    client = restart_with(&mut gateway, &base, &["IDEMGATE_TEST_KEY_B"]);
     let refused = charge(&client, "old", "M-old").await;
     assert_eq!(refused.status, 503, "{}", refused.text());
     assert_eq!(refused.json()["code"], "store-unavailable");
@@ -212,7 +195,7 @@ async fn rotation_lost_keys_purge_and_turning_encryption_on_and_off() {
 
     // `keys purge` frees it: the next request runs.
     let admin = gateway.admin_client();
-    let auth = format!("Bearer {TOKEN}");
+    let auth = common::admin::bearer(TOKEN);
     let shown = admin
         .send(
             "GET",
@@ -238,7 +221,7 @@ async fn rotation_lost_keys_purge_and_turning_encryption_on_and_off() {
     assert_eq!(upstream.executions("old"), 2);
 
     // Off again: sealed records answer 503, clear ones still replay.
-    client = restart_with(&mut gateway, &[]);
+    client = restart_with(&mut gateway, &base, &[]);
     let sealed = charge(&client, "new", "M-new").await;
     assert_eq!(sealed.status, 503);
     assert_eq!(sealed.json()["code"], "store-unavailable");
@@ -252,46 +235,29 @@ async fn rotation_lost_keys_purge_and_turning_encryption_on_and_off() {
 async fn an_unopenable_record_is_refused_even_when_store_errors_pass() {
     let upstream = MockUpstream::start().await;
     let dir = TestDir::new("sealed-pass");
-    let base = EMBEDDED.replace(
-        "lock_timeout = \"10s\"",
-        "lock_timeout = \"10s\"\non_store_error = \"pass\"",
-    );
+    let base = embedded().defaults("on_store_error", "pass");
     let mut gateway = start(&dir, &upstream, &base, &["IDEMGATE_TEST_KEY_A"]);
     assert_eq!(charge(&gateway.client(), "k", "M").await.status, 201);
-    let client = restart_with(&mut gateway, &["IDEMGATE_TEST_KEY_B"]);
+    let client = restart_with(&mut gateway, &base, &["IDEMGATE_TEST_KEY_B"]);
     let refused = charge(&client, "k", "M").await;
     assert_eq!(refused.status, 503);
     assert_eq!(refused.header("idempotency-degraded"), None);
     assert_eq!(upstream.executions("k"), 1);
 }
 
-const POSTGRES: &str = r#"
-[server]
-listen = "{listen}"
-admin_listen = "{admin}"
-shutdown_grace = "1s"
-
-[store]
-backend = "postgres"
-url = "{pg_url}"
-pool_size = 4
-
-[store.redis]
-url = "{redis_url}"
-key_prefix = "{prefix}"
-
-[upstreams.api]
-url = "{upstream}"
-timeout = "2s"
-
-[defaults]
-lock_timeout = "10s"
-
-[[routes]]
-name = "charges"
-upstream = "api"
-match = { path_prefix = "/v1/charges" }
-"#;
+/// Postgres at `pg_url`, Redis at `redis_url` under `prefix`.
+fn postgres(pg_url: &str, redis_url: &str, prefix: &str) -> Config {
+    Config::new()
+        .server("shutdown_grace", "1s")
+        .store(
+            Store::postgres(pg_url)
+                .set("pool_size", 4)
+                .redis(redis_url, prefix),
+        )
+        .upstream(Upstream::api().timeout("2s"))
+        .defaults("lock_timeout", "10s")
+        .route(Route::api("charges", "/v1/charges"))
+}
 
 /// Every value Redis holds under `prefix` (SCAN: never block the Redis
 /// other tests share).
@@ -364,10 +330,7 @@ async fn postgres_rows_and_redis_values_hold_no_answer_bytes_when_sealed() {
         let schema = TestSchema::create().await;
         let prefix = RedisPrefix::new("idemgate-sealed");
         let dir = TestDir::new("sealed-pg");
-        let base = POSTGRES
-            .replace("{pg_url}", &schema.url())
-            .replace("{redis_url}", &redis_url())
-            .replace("{prefix}", &prefix.0);
+        let base = postgres(&schema.url(), &redis_url(), &prefix.0);
         let vars: &[&str] = if sealed {
             &["IDEMGATE_TEST_KEY_A"]
         } else {

@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::config::{Config, Route, Store, Upstream};
 use common::{GatewayProcess, TestDir};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -45,40 +46,23 @@ use tokio::net::TcpListener;
 
 /// Upstream timeout 1 s, lease 3 s (it must exceed the timeout): a key held
 /// by a killed gateway is taken over 3 s after it was reserved.
-const CONFIG: &str = r#"
-[server]
-listen = "{listen}"
-admin_listen = "{admin}"
-shutdown_grace = "1s"
-
-[store]
-backend = "postgres"
-url = "{pg_url}"
-pool_size = 8
-connect_timeout = "1s"
-statement_timeout = "2s"
-sweep_interval = "1s"
-
-[store.redis]
-url = "{redis_url}"
-key_prefix = "{redis_prefix}"
-
-[upstreams.api]
-url = "{upstream}"
-connect_timeout = "1s"
-timeout = "1s"
-
-[defaults]
-lock_timeout = "3s"
-on_in_flight = "conflict"
-on_store_error = "reject"
-
-[[routes]]
-name = "charges"
-upstream = "api"
-match = { path_prefix = "/v1/charges" }
-required = true
-"#;
+fn config(pg_url: &str, redis_url: &str, redis_prefix: &str) -> Config {
+    Config::new()
+        .server("shutdown_grace", "1s")
+        .store(
+            Store::postgres(pg_url)
+                .set("pool_size", 8)
+                .set("connect_timeout", "1s")
+                .set("statement_timeout", "2s")
+                .set("sweep_interval", "1s")
+                .redis(redis_url, redis_prefix),
+        )
+        .upstream(Upstream::api().set("connect_timeout", "1s").timeout("1s"))
+        .defaults("lock_timeout", "3s")
+        .defaults("on_in_flight", "conflict")
+        .defaults("on_store_error", "reject")
+        .route(Route::api("charges", "/v1/charges").set("required", true))
+}
 
 const GATEWAYS: usize = 2;
 const CLIENTS: usize = 4;
@@ -424,10 +408,11 @@ impl Cluster {
         let upstream = FaultyUpstream::start().await;
         let pg = Switch::start(pg_support::server_addr()).await;
         let redis = Switch::start(redis_addr()).await;
-        let template = CONFIG
-            .replace("{pg_url}", &pg_support::via(&schema.url(), pg.addr))
-            .replace("{redis_url}", &format!("redis://{}", redis.addr))
-            .replace("{redis_prefix}", &prefix.0);
+        let template = config(
+            &pg_support::via(&schema.url(), pg.addr),
+            &format!("redis://{}", redis.addr),
+            &prefix.0,
+        );
         let upstream_url = format!("http://{}", upstream.addr);
         let mut gateways = Vec::new();
         let mut dirs = Vec::new();

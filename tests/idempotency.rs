@@ -5,120 +5,58 @@ mod common;
 
 use std::time::Duration;
 
+use common::config::{Config, Route, Store, Upstream, raw};
 use common::{GatewayProcess, MockUpstream, Reply, TestDir};
 
-const CONFIG: &str = r#"
-[server]
-listen = "{listen}"
-admin_listen = "{admin}"
-max_request_body = "64KiB"
-max_stored_response = "256KiB"
-
-[store]
-path = "{db}"
-
-[upstreams.api]
-url = "{upstream}"
-timeout = "1s"
-
-[upstreams.broken]
-url = "{broken}"
-timeout = "1s"
-
-[upstreams.down]
-url = "{down}"
-timeout = "1s"
-
-[defaults]
-lock_timeout = "3s"
-
-[[routes]]
-name = "charges"
-upstream = "api"
-match = { path_prefix = "/v1/charges" }
-required = true
-
-[[routes]]
-name = "optional"
-upstream = "api"
-match = { path_prefix = "/v1/optional" }
-
-[[routes]]
-name = "waiting"
-upstream = "api"
-match = { path_prefix = "/v1/wait" }
-on_in_flight = "wait"
-wait_timeout = "5s"
-
-[[routes]]
-name = "hooks"
-upstream = "api"
-match = { path_prefix = "/hook" }
-key = { json_pointer = "/id" }
-required = true
-scope = []
-
-[[routes]]
-name = "canonical"
-upstream = "api"
-match = { path_prefix = "/v1/canonical" }
-canonical_json = true
-
-[[routes]]
-name = "hidden"
-upstream = "api"
-match = { path_prefix = "/v1/hidden" }
-forward_key = false
-
-[[routes]]
-name = "limited"
-upstream = "api"
-match = { path_prefix = "/v1/limited" }
-max_in_flight = 1
-
-[[routes]]
-name = "broken"
-upstream = "broken"
-match = { path_prefix = "/v1/broken" }
-
-[[routes]]
-name = "down"
-upstream = "down"
-match = { path_prefix = "/v1/down" }
-
-[[routes]]
-name = "tagged"
-upstream = "api"
-match = { path_prefix = "/v1/tagged" }
-fingerprint = ["method", "path", "query", "body", "header:X-Account"]
-
-[[routes]]
-name = "hidden-lenient"
-upstream = "api"
-match = { path_prefix = "/v1/lenient-hidden" }
-forward_key = false
-on_store_error = "pass"
-
-[[routes]]
-name = "cookies"
-upstream = "api"
-match = { path_prefix = "/v1/cookies" }
-scope = ["header:Cookie"]
-fingerprint = ["method", "path", "body", "header:Cookie"]
-
-[[routes]]
-name = "hosts"
-upstream = "api"
-match = { path_prefix = "/v1/hosts" }
-scope = ["header:Host"]
-fingerprint = ["method", "path", "body", "header:Host"]
-
-[[routes]]
-name = "rest"
-upstream = "api"
-match = { path_prefix = "/" }
-idempotency = false
-"#;
+/// `broken` and `down` are the URLs of the upstreams of those names.
+fn config(broken: &str, down: &str) -> Config {
+    let route = |name: &str, prefix: &str| Route::api(name, prefix);
+    Config::new()
+        .server("max_request_body", "64KiB")
+        .server("max_stored_response", "256KiB")
+        .upstream(Upstream::api().timeout("1s"))
+        .upstream(Upstream::new("broken", broken).timeout("1s"))
+        .upstream(Upstream::new("down", down).timeout("1s"))
+        .defaults("lock_timeout", "3s")
+        .route(route("charges", "/v1/charges").set("required", true))
+        .route(route("optional", "/v1/optional"))
+        .route(
+            route("waiting", "/v1/wait")
+                .set("on_in_flight", "wait")
+                .set("wait_timeout", "5s"),
+        )
+        .route(
+            route("hooks", "/hook")
+                .set("key", raw(r#"{ json_pointer = "/id" }"#))
+                .set("required", true)
+                .set("scope", raw("[]")),
+        )
+        .route(route("canonical", "/v1/canonical").set("canonical_json", true))
+        .route(route("hidden", "/v1/hidden").set("forward_key", false))
+        .route(route("limited", "/v1/limited").set("max_in_flight", 1))
+        .route(Route::new("broken", "broken").path_prefix("/v1/broken"))
+        .route(Route::new("down", "down").path_prefix("/v1/down"))
+        .route(route("tagged", "/v1/tagged").set(
+            "fingerprint",
+            ["method", "path", "query", "body", "header:X-Account"],
+        ))
+        .route(
+            route("hidden-lenient", "/v1/lenient-hidden")
+                .set("forward_key", false)
+                .set("on_store_error", "pass"),
+        )
+        .route(
+            route("cookies", "/v1/cookies")
+                .set("scope", ["header:Cookie"])
+                .set("fingerprint", ["method", "path", "body", "header:Cookie"]),
+        )
+        .route(
+            route("hosts", "/v1/hosts")
+                .set("scope", ["header:Host"])
+                .set("fingerprint", ["method", "path", "body", "header:Host"]),
+        )
+        .route(route("rest", "/").plain())
+}
 
 struct Setup {
     dir: TestDir,
@@ -128,19 +66,16 @@ struct Setup {
 }
 
 async fn setup(name: &str) -> Setup {
-    setup_with_store(name, "").await
+    setup_with_store(name, Store::embedded()).await
 }
 
-/// `setup`, with `store_fields` added to `[store]`.
-async fn setup_with_store(name: &str, store_fields: &str) -> Setup {
+/// `setup` on `store`.
+async fn setup_with_store(name: &str, store: Store) -> Setup {
     let dir = TestDir::new(name);
     let upstream = MockUpstream::start().await;
     let (broken, broken_count) = common::upstream::start_resetting().await;
     let down = common::gateway::free_port();
-    let config = CONFIG
-        .replace("[store]\n", &format!("[store]\n{store_fields}\n"))
-        .replace("{broken}", &format!("http://{broken}"))
-        .replace("{down}", &format!("http://{down}"));
+    let config = config(&format!("http://{broken}"), &format!("http://{down}")).store(store);
     let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
     Setup {
         dir,
@@ -917,7 +852,11 @@ async fn answers_survive_sigkill_and_a_lease_of_a_dead_gateway_is_taken_over() {
 
 #[tokio::test]
 async fn with_process_crash_durability_answers_committed_just_before_a_sigkill_replay() {
-    let mut s = setup_with_store("crash-unsynced", "durability = \"process_crash\"").await;
+    let mut s = setup_with_store(
+        "crash-unsynced",
+        Store::embedded().set("durability", "process_crash"),
+    )
+    .await;
     let client = s.gateway.client();
     // Answered at their commit; the kill follows at once, before most of
     // them can have been synced to the disk.

@@ -5,134 +5,77 @@ mod common;
 
 use std::time::{Duration, SystemTime};
 
+use common::config::{Config, Route, Upstream, raw};
 use common::{GatewayProcess, MockUpstream, Reply, TestDir};
 
 /// The namespace of the derived keys below.
 const NS: &str = "9f1c3e0a-5b7d-4c2e-8a61-3d4f5e6a7b8c";
 
-const CONFIG: &str = r#"
-[server]
-listen = "{listen}"
-admin_listen = "{admin}"
-problem_base = "https://docs.example.com/errors/"
-
-[admin]
-token_env = "IDEMGATE_TEST_ADMIN_TOKEN"
-
-[store]
-path = "{db}"
-
-[upstreams.api]
-url = "{upstream}"
-timeout = "1s"
-
-[defaults]
-lock_timeout = "5s"
-retention = "1h"
-
-[[routes]]
-name = "excl"
-upstream = "api"
-match = { path_prefix = "/v1/excl" }
-fingerprint_body = { exclude = ["/sent_at", "/nonce"] }
-
-[[routes]]
-name = "incl"
-upstream = "api"
-match = { path_prefix = "/v1/incl" }
-fingerprint_body = { include = ["/amount", "/currency"] }
-
-[[routes]]
-name = "form"
-upstream = "api"
-match = { path_prefix = "/v1/form" }
-canonical_form = true
-
-[[routes]]
-name = "multi"
-upstream = "api"
-match = { path_prefix = "/v1/multi" }
-
-[[routes]]
-name = "derived"
-upstream = "api"
-match = { path_prefix = "/v1/derived" }
-key = { derive = ["/order_id", "header:X-Customer"], namespace = "{ns}" }
-required = true
-
-[[routes]]
-name = "alts"
-upstream = "api"
-match = { path_prefix = "/v1/alts" }
-key = [{ header = "Idempotency-Key" }, { derive = ["/order_id"], namespace = "{ns}" }]
-required = true
-
-[[routes]]
-name = "quiet"
-upstream = "api"
-match = { path_prefix = "/v1/quiet" }
-key = { derive = ["/order_id"], namespace = "{ns}" }
-forward_key = false
-
-[[routes]]
-name = "query"
-upstream = "api"
-match = { path_prefix = "/v1/query" }
-key = { query = "idem" }
-required = true
-
-[[routes]]
-name = "formkey"
-upstream = "api"
-match = { path_prefix = "/v1/fields" }
-key = { form_field = "idem" }
-required = true
-
-[[routes]]
-name = "uuid"
-upstream = "api"
-match = { path_prefix = "/v1/uuid" }
-key_pattern = "uuid"
-
-[[routes]]
-name = "release"
-upstream = "api"
-match = { path_prefix = "/v1/release" }
-release_statuses = ["5xx"]
-
-[[routes]]
-name = "expiry"
-upstream = "api"
-match = { path_prefix = "/v1/expiry" }
-expiry_header = "Idempotency-Expires"
-
-[[routes]]
-name = "values"
-upstream = "api"
-match = { path_prefix = "/v1/values" }
-replay_header = "Idempotency-Result"
-replay_values = ["new", "cached"]
-replay_headers = ["Location"]
-
-[[routes]]
-name = "charges"
-upstream = "api"
-match = { path_prefix = "/v1/charges" }
-"#;
+fn config() -> Config {
+    let derive = |pointers: &str| raw(&format!("{{ derive = {pointers}, namespace = \"{NS}\" }}"));
+    let route = |name: &str, prefix: &str| Route::api(name, prefix);
+    Config::new()
+        .server("problem_base", "https://docs.example.com/errors/")
+        .admin_token_env(common::admin::TOKEN_ENV)
+        .upstream(Upstream::api().timeout("1s"))
+        .defaults("lock_timeout", "5s")
+        .defaults("retention", "1h")
+        .route(route("excl", "/v1/excl").set(
+            "fingerprint_body",
+            raw(r#"{ exclude = ["/sent_at", "/nonce"] }"#),
+        ))
+        .route(route("incl", "/v1/incl").set(
+            "fingerprint_body",
+            raw(r#"{ include = ["/amount", "/currency"] }"#),
+        ))
+        .route(route("form", "/v1/form").set("canonical_form", true))
+        .route(route("multi", "/v1/multi"))
+        .route(
+            route("derived", "/v1/derived")
+                .set("key", derive(r#"["/order_id", "header:X-Customer"]"#))
+                .set("required", true),
+        )
+        .route(
+            route("alts", "/v1/alts")
+                .set(
+                    "key",
+                    raw(&format!(
+                        r#"[{{ header = "Idempotency-Key" }}, {{ derive = ["/order_id"], namespace = "{NS}" }}]"#
+                    )),
+                )
+                .set("required", true),
+        )
+        .route(
+            route("quiet", "/v1/quiet")
+                .set("key", derive(r#"["/order_id"]"#))
+                .set("forward_key", false),
+        )
+        .route(
+            route("query", "/v1/query")
+                .set("key", raw(r#"{ query = "idem" }"#))
+                .set("required", true),
+        )
+        .route(
+            route("formkey", "/v1/fields")
+                .set("key", raw(r#"{ form_field = "idem" }"#))
+                .set("required", true),
+        )
+        .route(route("uuid", "/v1/uuid").set("key_pattern", "uuid"))
+        .route(route("release", "/v1/release").set("release_statuses", ["5xx"]))
+        .route(route("expiry", "/v1/expiry").set("expiry_header", "Idempotency-Expires"))
+        .route(
+            route("values", "/v1/values")
+                .set("replay_header", "Idempotency-Result")
+                .set("replay_values", ["new", "cached"])
+                .set("replay_headers", ["Location"]),
+        )
+        .route(route("charges", "/v1/charges"))
+}
 
 const TOKEN: &str = "keys-token";
 
 async fn setup(name: &str) -> (TestDir, MockUpstream, GatewayProcess) {
-    let dir = TestDir::new(name);
-    let upstream = MockUpstream::start().await;
-    let config = CONFIG.replace("{ns}", NS);
-    let gateway = GatewayProcess::start_with_env(
-        &dir,
-        &upstream.url(),
-        &config,
-        &[("IDEMGATE_TEST_ADMIN_TOKEN", TOKEN)],
-    );
-    (dir, upstream, gateway)
+    common::admin::start_with_token(name, &config(), TOKEN).await
 }
 
 async fn post(gateway: &GatewayProcess, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
@@ -733,12 +676,12 @@ async fn a_reload_applies_to_new_requests_and_says_what_older_records_meet() {
     let stored = post(&gateway, "/v1/charges", &refs(&key), r#"{"a":1,"nonce":1}"#).await;
     assert_eq!(stored.status, 201);
     let original = std::fs::read_to_string(gateway.config_path()).unwrap();
-    let changed = original.replace(
-        "match = { path_prefix = \"/v1/charges\" }",
-        "match = { path_prefix = \"/v1/charges\" }\nfingerprint_body = { exclude = [\"/nonce\"] }\nkey_pattern = \"rl-[0-9]+\"",
-    );
+    gateway.write_config(&config().with_route("charges", |r| {
+        r.set("fingerprint_body", raw(r#"{ exclude = ["/nonce"] }"#))
+            .set("key_pattern", "rl-[0-9]+")
+    }));
+    let changed = std::fs::read_to_string(gateway.config_path()).unwrap();
     assert_ne!(changed, original);
-    std::fs::write(gateway.config_path(), &changed).unwrap();
     let reply = gateway
         .admin_client()
         .send(

@@ -4,13 +4,16 @@ mod common;
 
 use std::time::Duration;
 
+use common::config::{Config, Upstream};
 use common::{Client, GatewayProcess, MockUpstream, TestDir};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const CONFIG: &str = common::configs::CHARGES_AND_REST;
+fn config() -> Config {
+    Config::charges_and_rest()
+}
 
 async fn setup(name: &str) -> (TestDir, MockUpstream, GatewayProcess) {
-    GatewayProcess::start_fresh(name, CONFIG).await
+    GatewayProcess::start_fresh(name, &config()).await
 }
 
 #[tokio::test]
@@ -91,10 +94,7 @@ fn assert_problem(reply: &common::Reply, status: u16, code: &str) {
 async fn no_route_is_a_404_problem() {
     let dir = TestDir::new("noroute");
     let upstream = MockUpstream::start().await;
-    let config = CONFIG.replace(
-        "match = { path_prefix = \"/\" }",
-        "match = { path_prefix = \"/api\" }",
-    );
+    let config = config().with_route("rest", |r| r.path_prefix("/api"));
     let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
     let reply = gateway.client().get("/elsewhere").await;
     assert_problem(&reply, 404, "no-route");
@@ -105,7 +105,7 @@ async fn no_route_is_a_404_problem() {
 async fn refused_upstream_is_502_and_slow_upstream_is_504() {
     let dir = TestDir::new("upstream-errors");
     let closed = common::gateway::free_port();
-    let gateway = GatewayProcess::start(&dir, &format!("http://{closed}"), CONFIG);
+    let gateway = GatewayProcess::start(&dir, &format!("http://{closed}"), &config());
     assert_problem(
         &gateway.client().get("/anything").await,
         502,
@@ -282,10 +282,10 @@ async fn graceful_shutdown_lets_a_slow_request_finish() {
 /// soon (20s).
 #[tokio::test]
 async fn a_second_sigterm_ends_the_grace_at_once() {
-    let config = CONFIG
-        .replace("timeout = \"1s\"", "timeout = \"20s\"")
-        .replace("lock_timeout = \"5s\"", "lock_timeout = \"30s\"")
-        .replace("shutdown_grace = \"5s\"", "shutdown_grace = \"30s\"");
+    let config = config()
+        .upstream(Upstream::api().timeout("20s"))
+        .defaults("lock_timeout", "30s")
+        .server("shutdown_grace", "30s");
     let (_dir, _upstream, mut gateway) =
         GatewayProcess::start_fresh("second-sigterm", &config).await;
     let client = gateway.client();
@@ -306,7 +306,7 @@ async fn a_second_sigterm_ends_the_grace_at_once() {
 async fn speaks_http2_to_an_upstream_configured_for_it() {
     let dir = TestDir::new("h2-upstream");
     let upstream = MockUpstream::start().await;
-    let config = CONFIG.replace("timeout = \"1s\"", "timeout = \"1s\"\nhttp2 = true");
+    let config = config().with_upstream("api", |u| u.set("http2", true));
     let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
     let reply = gateway.client().get("/echo").await;
     assert_eq!(reply.status, 200, "{}", reply.text());
@@ -379,9 +379,9 @@ async fn a_streamed_upload_that_keeps_flowing_outlasts_the_upstream_timeout() {
         let dir = TestDir::new("slow-upload");
         let upstream = MockUpstream::start().await;
         let config = if http2 {
-            CONFIG.replace("timeout = \"1s\"", "timeout = \"1s\"\nhttp2 = true")
+            config().with_upstream("api", |u| u.set("http2", true))
         } else {
-            CONFIG.to_string()
+            config()
         };
         let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
         let reply = slow_upload(&gateway, 6, Duration::from_millis(400)).await;

@@ -8,6 +8,7 @@ mod pg_support;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use common::config::{Config, Peer, Route, Store, Tls, Upstream};
 use common::gateway::free_port;
 use common::{Client, GatewayProcess, MockUpstream, Reply, TestDir};
 use pg_support::TestSchema;
@@ -16,36 +17,17 @@ const TOKEN: &str = "region-token-5f0c1d2e3a4b69788796a5b4";
 const TOKEN_ENV: &str = "IDEMGATE_REGION_TOKEN";
 const AUTH: &str = "Bearer tenant-1";
 
-const TEMPLATE: &str = r#"
-[server]
-listen = "{listen}"
-admin_listen = "{admin}"
-shutdown_grace = "5s"
-
-{store}
-
-[upstreams.api]
-url = "{upstream}"
-timeout = "5s"
-
-[defaults]
-lock_timeout = "20s"
-
-[[routes]]
-name = "charges"
-upstream = "api"
-match = { path_prefix = "/v1/charges" }
-
-[[routes]]
-name = "rest"
-upstream = "api"
-match = { path_prefix = "/" }
-idempotency = false
-
-[region]
-name = "{region}"
-token_env = "IDEMGATE_REGION_TOKEN"
-"#;
+/// Region `name` on `store`, before its `[regions.*]`.
+fn region_config(name: &str, store: Store) -> Config {
+    Config::new()
+        .server("shutdown_grace", "5s")
+        .store(store)
+        .upstream(Upstream::api().timeout("5s"))
+        .defaults("lock_timeout", "20s")
+        .route(Route::api("charges", "/v1/charges"))
+        .route(Route::api("rest", "/").plain())
+        .region(name, TOKEN_ENV)
+}
 
 struct Region {
     name: &'static str,
@@ -71,8 +53,8 @@ struct World {
     regions: Vec<Region>,
     /// Each region's `timeout` for reaching another's gateway.
     forward_timeout: &'static str,
-    /// Each region's `[store]` section; the embedded store when absent.
-    stores: Vec<String>,
+    /// Each region's store; the embedded store when absent.
+    stores: Vec<Store>,
 }
 
 impl World {
@@ -103,19 +85,18 @@ impl World {
     }
 
     /// The config of region `i` with the first `count` regions.
-    fn template(&self, i: usize, count: usize) -> String {
-        let embedded = "[store]\npath = \"{db}\"".to_owned();
-        let store = self.stores.get(i).unwrap_or(&embedded);
-        let mut text = TEMPLATE
-            .replace("{region}", self.regions[i].name)
-            .replace("{store}", store);
+    fn template(&self, i: usize, count: usize) -> Config {
+        let store = self.stores.get(i).cloned().unwrap_or_else(Store::embedded);
+        let mut config = region_config(self.regions[i].name, store);
         for region in &self.regions[..count] {
-            text.push_str(&format!(
-                "\n[regions.{}]\ngateway = \"http://{}\"\nconnect_timeout = \"1s\"\ntimeout = \"{}\"\n",
-                region.name, region.ports.0, self.forward_timeout
-            ));
+            let gateway = format!("http://{}", region.ports.0);
+            config = config.peer(
+                Peer::new(region.name, &gateway)
+                    .set("connect_timeout", "1s")
+                    .set("timeout", self.forward_timeout),
+            );
         }
-        text
+        config
     }
 
     fn start(&mut self, i: usize, count: usize) {
@@ -222,10 +203,9 @@ async fn on_postgres_every_key_runs_once_at_its_home_and_replays_everywhere() {
     world.stores = schemas
         .iter()
         .map(|schema| {
-            format!(
-                "[store]\nbackend = \"postgres\"\nurl = \"{}\"\npool_size = 4\nmigrate = true",
-                schema.url()
-            )
+            Store::postgres(&schema.url())
+                .set("pool_size", 4)
+                .set("migrate", true)
         })
         .collect();
     for i in 0..3 {
@@ -593,7 +573,7 @@ async fn a_home_that_answers_too_late_is_an_unknown_outcome_not_a_local_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_region_the_region_headers_are_a_client_s_like_any_other() {
     let (_dir, upstream, gateway) =
-        GatewayProcess::start_fresh("no-region", common::configs::CHARGES_AND_REST).await;
+        GatewayProcess::start_fresh("no-region", &common::config::Config::charges_and_rest()).await;
     let headers = [
         ("idempotency-region-token", "anything"),
         ("idempotency-forwarded-from", "us"),
@@ -624,26 +604,18 @@ async fn forwards_go_over_https_with_a_private_ca_and_http2() {
     let ca = pki.write_ca(&world.regions[0].dir, "regions-ca.pem");
     let us_port = world.regions[1].ports.0.port();
     // us serves TLS only (h2 by ALPN); eu reaches it by name, trusting the CA.
-    let peers = |ca: Option<&std::path::Path>| {
-        let ca = ca.map_or(String::new(), |ca| format!("ca = \"{}\"\n", ca.display()));
-        format!(
-            "\n[regions.eu]\ngateway = \"http://{}\"\n\n[regions.us]\ngateway = \"https://localhost:{us_port}\"\nhttp2 = true\n{ca}",
-            world.regions[0].ports.0
-        )
+    let eu_gateway = format!("http://{}", world.regions[0].ports.0);
+    let with_peers = |name: &str, ca: Option<&std::path::Path>| {
+        let mut us = Peer::new("us", &format!("https://localhost:{us_port}")).set("http2", true);
+        if let Some(ca) = ca {
+            us = us.set("ca", ca);
+        }
+        region_config(name, Store::embedded())
+            .peer(Peer::new("eu", &eu_gateway))
+            .peer(us)
     };
-    let eu_template = TEMPLATE
-        .replace("{region}", "eu")
-        .replace("{store}", "[store]\npath = \"{db}\"")
-        + &peers(Some(&ca));
-    let us_template = TEMPLATE
-        .replace("{region}", "us")
-        .replace("{store}", "[store]\npath = \"{db}\"")
-        + &peers(None)
-        + &format!(
-            "\n[server.tls]\ncert = \"{}\"\nkey = \"{}\"\n",
-            identity.cert.display(),
-            identity.key.display()
-        );
+    let eu_template = with_peers("eu", Some(&ca));
+    let us_template = with_peers("us", None).server_tls(Tls::of(&identity));
     for (i, template) in [(0, eu_template.clone()), (1, us_template)] {
         let region = &mut world.regions[i];
         region.gateway = Some(
@@ -674,8 +646,8 @@ async fn forwards_go_over_https_with_a_private_ca_and_http2() {
 
     // Without the CA the handshake fails: nothing was sent, nothing ran.
     let eu = &mut world.regions[0];
-    let no_ca = eu_template.replace(&format!("ca = \"{}\"\n", ca.display()), "");
-    assert_ne!(no_ca, eu_template);
+    let no_ca = with_peers("eu", None);
+    assert_ne!(no_ca.toml(), eu_template.toml());
     eu.gateway.take().unwrap().kill();
     eu.gateway = Some(
         GatewayProcess::start_at(

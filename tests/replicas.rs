@@ -14,41 +14,31 @@ mod pg_support;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use common::config::{Config, Route, Store, Upstream};
 use common::{Client, GatewayProcess, MockUpstream, Reply, TestDir};
 use pg_support::switch::Switch;
 use pg_support::{RedisPrefix, TestSchema, redis_flush_prefix, redis_url};
 
-const CONFIG: &str = r#"
-[server]
-listen = "{listen}"
-admin_listen = "{admin}"
-shutdown_grace = "1s"
-
-[store]
-backend = "postgres"
-url = "{pg_url}"
-pool_size = 8
-connect_timeout = "1s"
-statement_timeout = "2s"
-sweep_interval = "1s"
-{redis}
-
-[upstreams.api]
-url = "{upstream}"
-timeout = "3s"
-
-[defaults]
-lock_timeout = "30s"
-on_in_flight = "wait"
-wait_timeout = "10s"
-on_store_error = "reject"
-
-[[routes]]
-name = "charges"
-upstream = "api"
-match = { path_prefix = "/v1/charges" }
-required = true
-"#;
+/// Postgres at `pg_url`, with `[store.redis]` when given (url, prefix).
+fn config(pg_url: &str, redis: Option<(&str, &str)>) -> Config {
+    let mut store = Store::postgres(pg_url)
+        .set("pool_size", 8)
+        .set("connect_timeout", "1s")
+        .set("statement_timeout", "2s")
+        .set("sweep_interval", "1s");
+    if let Some((url, prefix)) = redis {
+        store = store.redis(url, prefix);
+    }
+    Config::new()
+        .server("shutdown_grace", "1s")
+        .store(store)
+        .upstream(Upstream::api().timeout("3s"))
+        .defaults("lock_timeout", "30s")
+        .defaults("on_in_flight", "wait")
+        .defaults("wait_timeout", "10s")
+        .defaults("on_store_error", "reject")
+        .route(Route::api("charges", "/v1/charges").set("required", true))
+}
 
 const KEYS: usize = 100;
 
@@ -62,14 +52,7 @@ impl Cluster {
     /// Three gateways on `pg_url`, with `[store.redis]` when given (url, prefix).
     async fn start(pg_url: &str, redis: Option<(&str, &str)>) -> Cluster {
         let upstream = MockUpstream::start().await;
-        let redis = redis
-            .map(|(url, prefix)| {
-                format!("[store.redis]\nurl = \"{url}\"\nkey_prefix = \"{prefix}\"")
-            })
-            .unwrap_or_default();
-        let template = CONFIG
-            .replace("{pg_url}", pg_url)
-            .replace("{redis}", &redis);
+        let template = config(pg_url, redis);
         let mut dirs = Vec::new();
         let mut gateways = Vec::new();
         for n in 0..3 {

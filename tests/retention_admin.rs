@@ -7,51 +7,28 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::client::Client;
+use common::config::{Config, Route, Upstream};
 use common::{GatewayProcess, MockUpstream, TestDir};
 use serde_json::Value;
 
-const CONFIG: &str = r#"
-[server]
-listen = "{listen}"
-admin_listen = "{admin}"
-
-[admin]
-token_env = "IDEMGATE_TEST_ADMIN_TOKEN"
-
-[store]
-path = "{db}"
-sweep_interval = "200ms"
-
-[upstreams.api]
-url = "{upstream}"
-timeout = "500ms"
-
-[defaults]
-lock_timeout = "5s"
-retention = "1h"
-
-[[routes]]
-name = "charges"
-upstream = "api"
-match = { path_prefix = "/v1/charges" }
-"#;
+fn config() -> Config {
+    Config::new()
+        .admin_token_env(common::admin::TOKEN_ENV)
+        .with_store(|s| s.set("sweep_interval", "200ms"))
+        .upstream(Upstream::api().timeout("500ms"))
+        .defaults("lock_timeout", "5s")
+        .defaults("retention", "1h")
+        .route(Route::api("charges", "/v1/charges"))
+}
 
 const TOKEN: &str = "s3cret-token-for-tests";
 
 async fn setup(name: &str) -> (TestDir, MockUpstream, GatewayProcess) {
-    let dir = TestDir::new(name);
-    let upstream = MockUpstream::start().await;
-    let gateway = GatewayProcess::start_with_env(
-        &dir,
-        &upstream.url(),
-        CONFIG,
-        &[("IDEMGATE_TEST_ADMIN_TOKEN", TOKEN)],
-    );
-    (dir, upstream, gateway)
+    common::admin::start_with_token(name, &config(), TOKEN).await
 }
 
 async fn admin_get(admin: &Client, path: &str) -> (u16, Value) {
-    let auth = format!("Bearer {TOKEN}");
+    let auth = common::admin::bearer(TOKEN);
     let reply = admin
         .send("GET", path, &[("authorization", auth.as_str())], "")
         .await;
@@ -161,7 +138,7 @@ async fn a_timed_out_request_is_listed_as_outcome_unknown_until_purged() {
     .await;
 
     // Reconciled with the upstream, the operator purges the key.
-    let auth = format!("Bearer {TOKEN}");
+    let auth = common::admin::bearer(TOKEN);
     let purged = admin
         .send(
             "DELETE",
@@ -304,10 +281,8 @@ async fn admin_routes_shows_the_reloaded_policy() {
     let retention = r#"idemgate_route_retention_seconds{route="charges"}"#;
     await_sample(&admin, retention, 3600.0).await;
 
-    let config = std::fs::read_to_string(gateway.config_path()).unwrap();
-    let config = config.replace(r#"retention = "1h""#, r#"retention = "36h""#);
-    std::fs::write(gateway.config_path(), config).unwrap();
-    let auth = format!("Bearer {TOKEN}");
+    gateway.write_config(&config().defaults("retention", "36h"));
+    let auth = common::admin::bearer(TOKEN);
     let reload = admin
         .send(
             "POST",

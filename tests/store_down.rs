@@ -7,41 +7,28 @@ mod pg_support;
 
 use std::time::{Duration, Instant};
 
+use common::config::{Config, Route, Store, Upstream};
 use common::{GatewayProcess, MockUpstream, TestDir};
 use pg_support::TestSchema;
 use pg_support::switch::Switch;
 
-const CONFIG: &str = r#"
-[server]
-listen = "{listen}"
-admin_listen = "{admin}"
-
-[store]
-backend = "postgres"
-url = "{pg_url}"
-pool_size = 4
-connect_timeout = "500ms"
-statement_timeout = "1s"
-
-[upstreams.api]
-url = "{upstream}"
-timeout = "2s"
-
-[defaults]
-lock_timeout = "10s"
-
-[[routes]]
-name = "strict"
-upstream = "api"
-match = { path_prefix = "/v1/charges" }
-on_store_error = "reject"
-
-[[routes]]
-name = "lenient"
-upstream = "api"
-match = { path_prefix = "/v1/events" }
-on_store_error = "pass"
-"#;
+/// Postgres at `url` (through a `Switch`). Connecting and statements get
+/// 5 s: an outage here is a cut relay, refused or dropped at once, so no
+/// assertion waits on these timeouts, and a loaded machine can take more
+/// than half a second to open the first connection at start.
+fn config(url: &str) -> Config {
+    Config::new()
+        .store(
+            Store::postgres(url)
+                .set("pool_size", 4)
+                .set("connect_timeout", "5s")
+                .set("statement_timeout", "5s"),
+        )
+        .upstream(Upstream::api().timeout("2s"))
+        .defaults("lock_timeout", "10s")
+        .route(Route::api("strict", "/v1/charges").set("on_store_error", "reject"))
+        .route(Route::api("lenient", "/v1/events").set("on_store_error", "pass"))
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn store_down_rejects_or_passes_as_configured_and_counts_it() {
@@ -50,7 +37,7 @@ async fn store_down_rejects_or_passes_as_configured_and_counts_it() {
     let url = pg_support::via(&schema.url(), switch.addr);
     let dir = TestDir::new("store-down");
     let upstream = MockUpstream::start().await;
-    let gateway = GatewayProcess::start(&dir, &upstream.url(), &CONFIG.replace("{pg_url}", &url));
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config(&url));
     let client = gateway.client();
     let admin = gateway.admin_client();
     assert_eq!(
@@ -126,11 +113,7 @@ async fn trace_logs_never_carry_the_raw_key() {
     let url = pg_support::via(&schema.url(), switch.addr);
     let dir = TestDir::new("store-down-trace");
     let upstream = MockUpstream::start().await;
-    let config = CONFIG.replace("{pg_url}", &url).replacen(
-        "[store]",
-        "[admin]\ntoken_env = \"IDEMGATE_TEST_ADMIN_TOKEN\"\n\n[store]",
-        1,
-    );
+    let config = config(&url).admin_token_env("IDEMGATE_TEST_ADMIN_TOKEN");
     let gateway = GatewayProcess::start_with_env(
         &dir,
         &upstream.url(),
@@ -190,16 +173,15 @@ async fn a_release_that_failed_in_an_outage_is_retried_once_the_store_is_back() 
     let url = pg_support::via(&schema.url(), switch.addr);
     let dir = TestDir::new("release-in-outage");
     let upstream = MockUpstream::start().await;
-    // CONFIG with a lease long enough to tell a retried release from an
+    // `config` with a lease long enough to tell a retried release from an
     // expired lease, and a fingerprint the upstream's query does not enter.
-    let config = CONFIG
-        .replace("lock_timeout = \"10s\"", "lock_timeout = \"30s\"")
-        .replace(
-            "on_store_error = \"reject\"",
-            "on_store_error = \"reject\"\nfingerprint = [\"method\", \"path\", \"body\"]",
-        )
-        .replace("{pg_url}", &url);
-    assert!(config.contains("\"30s\"") && config.contains("fingerprint"));
+    let config = config(&url)
+        .defaults("lock_timeout", "30s")
+        .with_route("strict", |r| {
+            r.set("fingerprint", ["method", "path", "body"])
+        });
+    let text = config.toml();
+    assert!(text.contains("\"30s\"") && text.contains("fingerprint"));
     let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
     let client = gateway.client();
 

@@ -9,29 +9,15 @@ mod common;
 
 use std::collections::HashMap;
 
+use common::config::{Config, Route, Upstream};
 use common::{GatewayProcess, MockUpstream, Reply, TestDir};
 
-const CONFIG: &str = r#"
-[server]
-listen = "{listen}"
-admin_listen = "{admin}"
-
-[store]
-path = "{db}"
-
-[upstreams.api]
-url = "{upstream}"
-timeout = "5s"
-
-[defaults]
-lock_timeout = "10s"
-
-[[routes]]
-name = "charges"
-upstream = "api"
-match = { path_prefix = "/v1/charges" }
-required = true
-"#;
+fn config() -> Config {
+    Config::new()
+        .upstream(Upstream::api().timeout("5s"))
+        .defaults("lock_timeout", "10s")
+        .route(Route::api("charges", "/v1/charges").set("required", true))
+}
 
 const TENANTS: [&str; 3] = ["Bearer tenant-a", "Bearer tenant-b", "Bearer tenant-c"];
 const KEYS: [&str; 4] = ["k0", "k1", "k2", "shared-key"];
@@ -87,7 +73,7 @@ fn execution_of(reply: &Reply) -> u64 {
 async fn tenants_never_see_each_others_answers() {
     let upstream = MockUpstream::start().await;
     let dir = TestDir::new("tenants");
-    let gateway = GatewayProcess::start(&dir, &upstream.url(), CONFIG);
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config());
 
     let seed = std::env::var("TENANTS_SEED")
         .ok()

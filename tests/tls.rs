@@ -6,108 +6,51 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
+use common::admin::TOKEN_ENV;
 use common::certs::{Identity, Pki};
-use common::tls_client::{TlsClient, tls_client};
+use common::config::{Config, Route, Tls, Upstream, raw};
+use common::tls_client::{TlsClient, TlsReply, send, tls_client};
 use common::{GatewayProcess, MockUpstream, TestDir};
-use http::{Request, Version};
-use http_body_util::{BodyExt, Full};
+use http::Version;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-struct TlsReply {
-    status: u16,
-    version: Version,
-    body: Bytes,
-}
-
 async fn post(client: &TlsClient, port: u16, path: &str, key: &str) -> Result<TlsReply, String> {
-    let request = Request::post(format!("https://localhost:{port}{path}"))
-        .header("idempotency-key", key)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from_static(b"{}")))
-        .unwrap();
-    let response = client
-        .request(request)
-        .await
-        .map_err(|e| format!("{e:?}"))?;
-    let status = response.status().as_u16();
-    let version = response.version();
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?
-        .to_bytes();
-    Ok(TlsReply {
-        status,
-        version,
-        body,
-    })
+    let headers = [
+        ("idempotency-key", key),
+        ("content-type", "application/json"),
+    ];
+    send(client, "POST", port, path, &headers, b"{}").await
 }
 
-const CONFIG: &str = r#"
-[server]
-listen = "{listen}"
-admin_listen = "{admin}"
+/// The embedded store, `charges` keyed, `rest` plain; keys scoped by
+/// `scope` (a TOML array).
+fn plain(scope: &str) -> Config {
+    Config::new()
+        .upstream(Upstream::api().timeout("2s"))
+        .defaults("lock_timeout", "5s")
+        .defaults("scope", raw(scope))
+        .route(Route::api("charges", "/v1/charges"))
+        .route(Route::api("rest", "/").plain())
+}
 
-[server.tls]
-cert = "{cert}"
-key = "{key}"
-{client_ca}
-
-[store]
-path = "{db}"
-
-[upstreams.api]
-url = "{upstream}"
-timeout = "2s"
-
-[defaults]
-lock_timeout = "5s"
-scope = {scope}
-
-[[routes]]
-name = "charges"
-upstream = "api"
-match = { path_prefix = "/v1/charges" }
-
-[[routes]]
-name = "rest"
-upstream = "api"
-match = { path_prefix = "/" }
-idempotency = false
-"#;
-
-fn config(server: &Identity, client_ca: Option<&std::path::Path>, scope: &str) -> String {
-    CONFIG
-        .replace("{cert}", server.cert.to_str().unwrap())
-        .replace("{key}", server.key.to_str().unwrap())
-        .replace(
-            "{client_ca}",
-            &client_ca
-                .map(|p| format!("client_ca = \"{}\"", p.display()))
-                .unwrap_or_default(),
-        )
-        .replace("{scope}", scope)
+/// `plain` served over TLS as `server`, asking for client certificates
+/// signed by `client_ca` when given.
+fn config(server: &Identity, client_ca: Option<&std::path::Path>, scope: &str) -> Config {
+    let tls = match client_ca {
+        Some(ca) => Tls::of(server).client_ca(ca),
+        None => Tls::of(server),
+    };
+    plain(scope).server_tls(tls)
 }
 
 /// A gateway on the embedded store with one route to an https upstream
-/// `api`; `upstream_extra` and `tls` are lines of `[upstreams.api]` and of
-/// `[upstreams.api.tls]` (no table when empty).
-fn https_upstream_config(upstream_extra: &str, tls: &str) -> String {
-    let tls = if tls.is_empty() {
-        String::new()
-    } else {
-        format!("[upstreams.api.tls]\n{tls}")
-    };
-    format!(
-        "[server]\nlisten = \"{{listen}}\"\nadmin_listen = \"{{admin}}\"\n[store]\npath = \"{{db}}\"\n\
-         [upstreams.api]\nurl = \"{{upstream}}\"\ntimeout = \"2s\"\n{upstream_extra}\
-         {tls}\
-         [defaults]\nlock_timeout = \"5s\"\n\
-         [[routes]]\nname = \"charges\"\nupstream = \"api\"\nmatch = {{ path_prefix = \"/\" }}\n"
-    )
+/// `api`, as `upstream` makes it of `[upstreams.api]` with `timeout = "2s"`.
+fn https_upstream_config(upstream: impl FnOnce(Upstream) -> Upstream) -> Config {
+    Config::new()
+        .upstream(upstream(Upstream::api().timeout("2s")))
+        .defaults("lock_timeout", "5s")
+        .route(Route::api("charges", "/"))
 }
 
 #[tokio::test]
@@ -201,8 +144,8 @@ async fn https_upstream_with_a_private_ca() {
         MockUpstream::start_tls(common::certs::server_config(&pki.server(&dir, "up"))).await;
     let ca = pki.write_ca(&dir, "upstream-ca.pem");
     let url = format!("https://localhost:{}", upstream.addr.port());
-    let template = |tls: &str| https_upstream_config("", tls);
-    let trusted = template(&format!("ca = \"{}\"\n", ca.display()));
+    let template = || https_upstream_config(|u| u);
+    let trusted = https_upstream_config(|u| u.tls("ca", &ca));
     let gateway = GatewayProcess::start(&dir, &url, &trusted);
     let reply = gateway
         .client()
@@ -214,7 +157,7 @@ async fn https_upstream_with_a_private_ca() {
 
     // Without the private CA the upstream's certificate is not trusted: nothing is sent.
     let dir2 = TestDir::new("tls-upstream-untrusted");
-    let gateway = GatewayProcess::start(&dir2, &url, &template(""));
+    let gateway = GatewayProcess::start(&dir2, &url, &template());
     let reply = gateway
         .client()
         .post("/v1/charges", Some("tls-2"), "{}")
@@ -231,7 +174,7 @@ async fn https_upstream_with_a_private_ca() {
     let gateway = GatewayProcess::start_with_env(
         &dir3,
         &url,
-        &template(""),
+        &template(),
         &[("SSL_CERT_FILE", ca_path), ("SSL_CERT_DIR", "/nonexistent")],
     );
     let reply = gateway
@@ -286,17 +229,10 @@ async fn a_reload_cannot_scope_by_client_cert_on_a_plain_listener() {
     let pki = Pki::new("CA");
     let server = pki.server(&dir, "server");
     let ca = pki.write_ca(&dir, "clients-ca.pem");
-    let template = config(&server, Some(&ca), "[]");
-    let tls_table =
-        &template[template.find("[server.tls]").unwrap()..template.find("[store]").unwrap()];
     let upstream = MockUpstream::start().await;
-    let gateway = GatewayProcess::start(&dir, &upstream.url(), &template.replace(tls_table, ""));
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &plain("[]"));
     // The same file with TLS, mutual TLS and keys scoped by certificate.
-    let plain = std::fs::read_to_string(gateway.config_path()).unwrap();
-    let with_tls = plain
-        .replace("[store]", &format!("{tls_table}[store]"))
-        .replace("scope = []", "scope = [\"client_cert\"]");
-    std::fs::write(gateway.config_path(), with_tls).unwrap();
+    gateway.write_config(&config(&server, Some(&ca), "[\"client_cert\"]"));
     gateway.signal("HUP");
     tokio::time::sleep(Duration::from_millis(300)).await;
     let metrics = gateway.admin_client().get("/metrics").await.text();
@@ -318,25 +254,16 @@ async fn a_reload_with_an_unusable_key_names_the_file_and_field() {
     let pki = Pki::new("CA");
     let server = pki.server(&dir, "server");
     let upstream = MockUpstream::start().await;
-    let template = config(&server, None, "[]").replacen(
-        "[store]",
-        "[admin]\ntoken_env = \"IDEMGATE_TEST_ADMIN_TOKEN\"\n\n[store]",
-        1,
-    );
+    let with_admin = |tls: Tls| plain("[]").server_tls(tls).admin_token_env(TOKEN_ENV);
     let gateway = GatewayProcess::start_with_env(
         &dir,
         &upstream.url(),
-        &template,
-        &[("IDEMGATE_TEST_ADMIN_TOKEN", "t")],
+        &with_admin(Tls::of(&server)),
+        &[(TOKEN_ENV, "t")],
     );
     let file = gateway.config_path().to_owned();
-    let running = std::fs::read_to_string(&file).unwrap();
     let missing = dir.path("missing.key");
-    std::fs::write(
-        &file,
-        running.replace(server.key.to_str().unwrap(), missing.to_str().unwrap()),
-    )
-    .unwrap();
+    gateway.write_config(&with_admin(Tls::new(&server.cert, &missing)));
     let reply = gateway
         .admin_client()
         .send(
@@ -377,15 +304,16 @@ fn bad_certificate_files_fail_startup_with_a_clear_message() {
         ),
     ];
     for (cert, key, field) in cases {
-        let config = format!(
-            "[server]\nlisten = \"{}\"\nadmin_listen = \"{}\"\n[server.tls]\ncert = \"{}\"\nkey = \"{}\"\n\
-             [store]\npath = \"{}\"\n[upstreams.api]\nurl = \"http://127.0.0.1:1\"\n\
-             [[routes]]\nname = \"r\"\nupstream = \"api\"\nmatch = {{ path_prefix = \"/\" }}\nidempotency = false\n",
+        let config = Config::new()
+            .server_tls(Tls::new(&cert, &key))
+            .upstream(Upstream::api())
+            .route(Route::new("r", "api").plain());
+        let config = common::gateway::render(
+            &config,
+            &dir,
+            "http://127.0.0.1:1",
             common::gateway::free_port(),
             common::gateway::free_port(),
-            cert.display(),
-            key.display(),
-            dir.path("store.db").display()
         );
         let path = dir.path("bad.toml");
         std::fs::write(&path, config).unwrap();
@@ -434,7 +362,7 @@ async fn an_http2_upstream_that_does_not_agree_to_h2_is_unreachable_not_outcome_
         }
     });
     let ca = pki.write_ca(&dir, "upstream-ca.pem");
-    let config = https_upstream_config("http2 = true\n", &format!("ca = \"{}\"\n", ca.display()));
+    let config = https_upstream_config(|u| u.set("http2", true).tls("ca", &ca));
     let gateway = GatewayProcess::start(&dir, &format!("https://localhost:{port}"), &config);
     for _ in 0..2 {
         assert_unreachable(&gateway, "h2-1").await;
@@ -468,17 +396,18 @@ async fn stalled_handshake_upstream() -> u16 {
     port
 }
 
-/// Keyed requests to an `http2 = true` upstream configured with
-/// `upstream_extra` whose handshake never finishes: each is 502
-/// `upstream-unreachable` (nothing sent, key freed) within `within`.
+/// Keyed requests to an `http2 = true` upstream with `connect_timeout`
+/// whose handshake never finishes: each is 502 `upstream-unreachable`
+/// (nothing sent, key freed) within `within`.
 async fn unreachable_while_the_handshake_stalls(
     name: &str,
-    upstream_extra: &str,
+    connect_timeout: &str,
     within: Duration,
 ) {
     let dir = TestDir::new(name);
     let port = stalled_handshake_upstream().await;
-    let config = https_upstream_config(upstream_extra, "");
+    let config =
+        https_upstream_config(|u| u.set("http2", true).set("connect_timeout", connect_timeout));
     let gateway = GatewayProcess::start(&dir, &format!("https://localhost:{port}"), &config);
     for _ in 0..2 {
         let started = std::time::Instant::now();
@@ -496,11 +425,10 @@ async fn unreachable_while_the_handshake_stalls(
 /// as towards HTTP/1 upstreams: 502 `upstream-unreachable`, key freed.
 #[tokio::test]
 async fn an_http2_upstream_that_never_finishes_the_handshake_is_unreachable_not_outcome_unknown() {
-    let extra = "http2 = true\nconnect_timeout = \"300ms\"\n";
     // The upstream `timeout` is 2s.
     unreachable_while_the_handshake_stalls(
         "tls-h2-stalled-handshake",
-        extra,
+        "300ms",
         Duration::from_secs(2),
     )
     .await;
@@ -514,9 +442,8 @@ async fn an_http2_upstream_that_never_finishes_the_handshake_is_unreachable_not_
 /// and none opened since, is now 502 `upstream-unreachable`, key freed.
 #[tokio::test]
 async fn an_http2_connect_slower_than_the_timeout_is_unreachable_not_outcome_unknown() {
-    let extra = "http2 = true\nconnect_timeout = \"10s\"\n";
     // The upstream `timeout` (2s) runs out first.
-    unreachable_while_the_handshake_stalls("tls-h2-slow-connect", extra, Duration::from_secs(4))
+    unreachable_while_the_handshake_stalls("tls-h2-slow-connect", "10s", Duration::from_secs(4))
         .await;
 }
 
@@ -578,7 +505,7 @@ async fn an_upstream_refusing_the_client_certificate_is_unreachable_not_outcome_
         }
     });
     let ca = pki.write_ca(&dir, "upstream-ca.pem");
-    let config = https_upstream_config("", &format!("ca = \"{}\"\n", ca.display()));
+    let config = https_upstream_config(|u| u.tls("ca", &ca));
     let gateway = GatewayProcess::start(&dir, &format!("https://localhost:{port}"), &config);
     for _ in 0..2 {
         assert_unreachable(&gateway, "mtls-1").await;

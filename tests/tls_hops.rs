@@ -12,30 +12,21 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use common::admin::TOKEN_ENV;
 use common::certs::{Identity, Pki};
+use common::config::{Config, Route, Store, Tls, Upstream};
 use common::gateway::free_port;
-use common::tls_client::{TlsClient, tls_client};
+use common::tls_client::{TlsClient, send, tls_client};
 use common::{GatewayProcess, MockUpstream, TestDir};
-use http::Request;
-use http_body_util::{BodyExt, Full};
 use pg_support::{RedisPrefix, TestSchema};
 
 const TOKEN: &str = "tls-hops-admin-token-0123456789";
 
 /// GET over TLS: the status, or the error (a refused handshake).
 async fn get(client: &TlsClient, port: u16, path: &str) -> Result<u16, String> {
-    let request = Request::get(format!("https://localhost:{port}{path}"))
-        .header("authorization", format!("Bearer {TOKEN}"))
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-    let response = client
-        .request(request)
-        .await
-        .map_err(|e| format!("{e:?}"))?;
-    let status = response.status().as_u16();
-    let _ = response.into_body().collect().await;
-    Ok(status)
+    let auth = common::admin::bearer(TOKEN);
+    let reply = send(client, "GET", port, path, &[("authorization", &auth)], b"").await?;
+    Ok(reply.status)
 }
 
 /// Whether the port answers a plain HTTP request with an HTTP status line.
@@ -52,40 +43,19 @@ fn answers_plain_http(port: u16) -> bool {
     buf[..n].starts_with(b"HTTP/1.1 200")
 }
 
-const ADMIN_TLS: &str = r#"
-[server]
-listen = "{listen}"
-admin_listen = "{admin}"
-shutdown_grace = "1s"
-
-[admin]
-token_env = "IDEMGATE_TEST_ADMIN_TOKEN"
-
-[admin.tls]
-cert = "{cert}"
-key = "{key}"
-{client_ca}
-
-[store]
-path = "{db}"
-
-[upstreams.api]
-url = "{upstream}"
-
-[[routes]]
-name = "charges"
-upstream = "api"
-match = { path_prefix = "/v1/charges" }
-"#;
-
-fn admin_config(server: &Identity, client_ca: Option<&Path>) -> String {
-    let client_ca = client_ca
-        .map(|ca| format!("client_ca = \"{}\"", ca.display()))
-        .unwrap_or_default();
-    ADMIN_TLS
-        .replace("{cert}", &server.cert.display().to_string())
-        .replace("{key}", &server.key.display().to_string())
-        .replace("{client_ca}", &client_ca)
+/// The admin plane over TLS as `server`, asking for client certificates
+/// signed by `client_ca` when given.
+fn admin_config(server: &Identity, client_ca: Option<&Path>) -> Config {
+    let tls = match client_ca {
+        Some(ca) => Tls::of(server).client_ca(ca),
+        None => Tls::of(server),
+    };
+    Config::new()
+        .server("shutdown_grace", "1s")
+        .admin_token_env(TOKEN_ENV)
+        .admin_tls(tls)
+        .upstream(Upstream::api())
+        .route(Route::api("charges", "/v1/charges"))
 }
 
 #[tokio::test]
@@ -98,7 +68,7 @@ async fn admin_plane_over_tls_without_client_certificates() {
         &dir,
         &upstream.url(),
         &admin_config(&server, None),
-        &[("IDEMGATE_TEST_ADMIN_TOKEN", TOKEN)],
+        &[(TOKEN_ENV, TOKEN)],
     );
     let port = gateway.admin.port();
     let client = tls_client(&pki.ca_pem(), None, false);
@@ -126,7 +96,7 @@ async fn admin_plane_over_tls_with_client_certificates_and_reloaded_certificates
         &dir,
         &upstream.url(),
         &admin_config(&server, Some(&client_ca)),
-        &[("IDEMGATE_TEST_ADMIN_TOKEN", TOKEN)],
+        &[(TOKEN_ENV, TOKEN)],
     );
     let port = gateway.admin.port();
     let with_cert = tls_client(&pki.ca_pem(), Some(&operator), false);
@@ -238,30 +208,22 @@ fn cache_lookups(metrics: &str, result: &str) -> u64 {
         .unwrap_or(0)
 }
 
-const REDIS_TLS: &str = r#"
-[server]
-listen = "{listen}"
-admin_listen = "{admin}"
-shutdown_grace = "1s"
-
-[store]
-backend = "postgres"
-url = "{pg_url}"
-pool_size = 4
-
-[store.redis]
-url = "rediss://localhost:{redis_port}"
-key_prefix = "{prefix}"
-{ca}
-
-[upstreams.api]
-url = "{upstream}"
-
-[[routes]]
-name = "charges"
-upstream = "api"
-match = { path_prefix = "/v1/charges" }
-"#;
+/// Postgres at `pg_url`; Redis over TLS at `redis_port`, trusting `ca`
+/// when given (else the platform's roots).
+fn redis_tls_config(pg_url: &str, redis_port: u16, prefix: &str, ca: Option<&Path>) -> Config {
+    let url = format!("rediss://localhost:{redis_port}");
+    let mut store = Store::postgres(pg_url)
+        .set("pool_size", 4)
+        .redis(&url, prefix);
+    if let Some(ca) = ca {
+        store = store.redis_set("ca", ca);
+    }
+    Config::new()
+        .server("shutdown_grace", "1s")
+        .store(store)
+        .upstream(Upstream::api())
+        .route(Route::api("charges", "/v1/charges"))
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_over_tls_carries_the_fast_path_and_refuses_an_untrusted_server() {
@@ -274,16 +236,9 @@ async fn redis_over_tls_carries_the_fast_path_and_refuses_an_untrusted_server() 
     for trusted in [true, false] {
         let schema = TestSchema::create().await;
         let prefix = RedisPrefix::new("rediss");
-        let ca_line = if trusted {
-            format!("ca = \"{}\"", ca.display())
-        } else {
-            String::new() // the platform's roots, which do not know this CA
-        };
-        let template = REDIS_TLS
-            .replace("{pg_url}", &schema.url())
-            .replace("{redis_port}", &redis_port.to_string())
-            .replace("{prefix}", &prefix.0)
-            .replace("{ca}", &ca_line);
+        // Untrusted: the platform's roots, which do not know this CA.
+        let trust = trusted.then_some(ca.as_path());
+        let template = redis_tls_config(&schema.url(), redis_port, &prefix.0, trust);
         let run = TestDir::new("rediss-gateway");
         let gateway = GatewayProcess::start_with_env(
             &run,
@@ -515,12 +470,11 @@ async fn postgres_verify_full_checks_the_ca_and_the_host_name() {
 
     // And the gateway serves over it.
     let upstream = MockUpstream::start().await;
-    let template = format!(
-        "[server]\nlisten = \"{{listen}}\"\nadmin_listen = \"{{admin}}\"\nshutdown_grace = \"1s\"\n\n\
-         [store]\nbackend = \"postgres\"\nurl = \"{right}\"\npool_size = 2\n\n\
-         [upstreams.api]\nurl = \"{{upstream}}\"\n\n\
-         [[routes]]\nname = \"charges\"\nupstream = \"api\"\nmatch = {{ path_prefix = \"/v1/charges\" }}\n"
-    );
+    let template = Config::new()
+        .server("shutdown_grace", "1s")
+        .store(Store::postgres(&right).set("pool_size", 2))
+        .upstream(Upstream::api())
+        .route(Route::api("charges", "/v1/charges"));
     let gateway =
         GatewayProcess::start(&TestDir::new("pg-tls-gateway"), &upstream.url(), &template);
     let client = gateway.client();

@@ -207,7 +207,7 @@ async fn read_body(stream: &mut TcpStream, buf: &mut Vec<u8>, head: &str) -> Opt
 async fn setup(name: &str) -> (TestDir, Arc<Mutex<Seen>>, GatewayProcess) {
     let dir = TestDir::new(name);
     let (url, seen) = scripted_upstream().await;
-    let gateway = GatewayProcess::start(&dir, &url, common::configs::CHARGES_AND_REST);
+    let gateway = GatewayProcess::start(&dir, &url, &common::config::Config::charges_and_rest());
     (dir, seen, gateway)
 }
 

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::config::Config;
 use common::{GatewayProcess, TestDir};
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -158,14 +159,12 @@ async fn answer(request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Inf
         .unwrap())
 }
 
-fn config(preserve_host: bool) -> String {
-    let config = common::configs::CHARGES_AND_REST
-        .replace("timeout = \"1s\"", "timeout = \"1s\"\nhttp2 = true")
-        .replace(
-            "idempotency = false",
-            &format!("idempotency = false\npreserve_host = {preserve_host}"),
-        );
-    assert!(config.contains("http2 = true") && config.contains("preserve_host"));
+fn config(preserve_host: bool) -> Config {
+    let config = Config::charges_and_rest()
+        .with_upstream("api", |u| u.set("http2", true))
+        .with_route("rest", |r| r.set("preserve_host", preserve_host));
+    let text = config.toml();
+    assert!(text.contains("http2 = true") && text.contains("preserve_host"));
     config
 }
 

@@ -7,20 +7,23 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use common::config::Config;
 use common::{GatewayProcess, MockUpstream, TestDir};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 /// The proxy tests' config with a pool of two connections, a short wait for
 /// a free one, and room for the longer upstream timeout.
-fn config() -> String {
-    let config = common::configs::CHARGES_AND_REST
-        .replace(
-            "timeout = \"1s\"",
-            "timeout = \"5s\"\nconnect_timeout = \"300ms\"\nmax_connections = 2",
-        )
-        .replace("lock_timeout = \"5s\"", "lock_timeout = \"10s\"");
-    assert!(config.contains("max_connections = 2") && config.contains("lock_timeout = \"10s\""));
+fn config() -> Config {
+    let config = Config::charges_and_rest()
+        .with_upstream("api", |u| {
+            u.timeout("5s")
+                .set("connect_timeout", "300ms")
+                .set("max_connections", 2)
+        })
+        .defaults("lock_timeout", "10s");
+    let text = config.toml();
+    assert!(text.contains("max_connections = 2") && text.contains("lock_timeout = \"10s\""));
     config
 }
 
@@ -208,11 +211,13 @@ async fn a_tls_handshake_that_never_ends_is_bounded_by_connect_timeout() {
 /// was alive, and a retry took the key over and ran it a second time.
 #[tokio::test]
 async fn waiting_for_a_connection_counts_against_the_timeout_so_the_lease_holds() {
-    let config = common::configs::CHARGES_AND_REST.replace(
-        "timeout = \"1s\"",
-        "timeout = \"4s\"\nconnect_timeout = \"3s\"\nmax_connections = 1",
-    );
-    assert!(config.contains("max_connections = 1") && config.contains("lock_timeout = \"5s\""));
+    let config = Config::charges_and_rest().with_upstream("api", |u| {
+        u.timeout("4s")
+            .set("connect_timeout", "3s")
+            .set("max_connections", 1)
+    });
+    let text = config.toml();
+    assert!(text.contains("max_connections = 1") && text.contains("lock_timeout = \"5s\""));
     let (_dir, upstream, gateway) = GatewayProcess::start_fresh("pool-lease", &config).await;
     let client = gateway.client();
     let started = std::time::Instant::now();

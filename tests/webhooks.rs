@@ -13,53 +13,58 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use common::config::{Config, Route, Upstream, Value, raw};
 use common::{GatewayProcess, MockUpstream, Reply, TestDir};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-const CONFIG: &str = r#"
-[server]
-listen = "{listen}"
-admin_listen = "{admin}"
-max_request_body = "4KiB"
+/// `webhook = { ... }` of a route: `scheme`, then the rest as written.
+fn webhook(scheme: &str, rest: &str) -> Value {
+    raw(&format!("{{ scheme = \"{scheme}\", {rest} }}"))
+}
 
-[admin]
-token_env = "IDEMGATE_ADMIN_TOKEN"
+/// The senders' routes in this order (`check` names them `routes[i]`).
+fn config() -> Config {
+    let route = |name: &str, prefix: &str| Route::new(name, "consumer").path_prefix(prefix);
+    Config::new()
+        .server("max_request_body", "4KiB")
+        .admin_token_env("IDEMGATE_ADMIN_TOKEN")
+        .upstream(Upstream::new("consumer", "{upstream}").timeout("5s"))
+        .defaults("lock_timeout", "10s")
+        .route(route("standard", "/hook/standard").set(
+            "webhook",
+            webhook(
+                "standard",
+                r#"secrets_env = ["STANDARD_SECRET", "STANDARD_SECRET_OLD"]"#,
+            ),
+        ))
+        .route(route("stripe", "/hook/stripe").set(
+            "webhook",
+            webhook(
+                "stripe",
+                r#"secrets_env = ["STRIPE_WHSEC", "STRIPE_WHSEC_OLD"], tolerance = "5m""#,
+            ),
+        ))
+        .route(route("github", "/hook/github").set(
+            "webhook",
+            webhook("github", r#"secrets_env = "GITHUB_SECRET""#),
+        ))
+        .route(route("shopify", "/hook/shopify").set(
+            "webhook",
+            webhook("shopify", r#"secrets_env = ["SHOPIFY_SECRET"]"#),
+        ))
+}
 
-[store]
-path = "{db}"
-
-[upstreams.consumer]
-url = "{upstream}"
-timeout = "5s"
-
-[defaults]
-lock_timeout = "10s"
-
-[[routes]]
-name = "standard"
-upstream = "consumer"
-match = { path_prefix = "/hook/standard" }
-webhook = { scheme = "standard", secrets_env = ["STANDARD_SECRET", "STANDARD_SECRET_OLD"] }
-
-[[routes]]
-name = "stripe"
-upstream = "consumer"
-match = { path_prefix = "/hook/stripe" }
-webhook = { scheme = "stripe", secrets_env = ["STRIPE_WHSEC", "STRIPE_WHSEC_OLD"], tolerance = "5m" }
-
-[[routes]]
-name = "github"
-upstream = "consumer"
-match = { path_prefix = "/hook/github" }
-webhook = { scheme = "github", secrets_env = "GITHUB_SECRET" }
-
-[[routes]]
-name = "shopify"
-upstream = "consumer"
-match = { path_prefix = "/hook/shopify" }
-webhook = { scheme = "shopify", secrets_env = ["SHOPIFY_SECRET"] }
-"#;
+/// `config()` rendered with fixed addresses, for `check` and a `serve`
+/// that must refuse it.
+fn fixed(config: &Config, listen: &str, admin: &str, db: &str) -> String {
+    config
+        .toml()
+        .replace("{listen}", listen)
+        .replace("{admin}", admin)
+        .replace("{db}", db)
+        .replace("{upstream}", "http://127.0.0.1:3000")
+}
 
 const ADMIN_TOKEN: &str = "webhook-test-admin-token";
 
@@ -252,7 +257,7 @@ impl Delivery {
 async fn start(name: &str) -> (TestDir, MockUpstream, GatewayProcess) {
     let dir = TestDir::new(name);
     let upstream = MockUpstream::start().await;
-    let gateway = GatewayProcess::start_with_env(&dir, &upstream.url(), CONFIG, &ENV);
+    let gateway = GatewayProcess::start_with_env(&dir, &upstream.url(), &config(), &ENV);
     (dir, upstream, gateway)
 }
 
@@ -393,18 +398,28 @@ async fn the_old_secret_verifies_during_rotation_until_a_reload_drops_it() {
     }
     assert_eq!(upstream.total(), 4);
 
-    let config = std::fs::read_to_string(gateway.config_path()).unwrap();
-    let rotated = config
-        .replace(
-            r#"["STANDARD_SECRET", "STANDARD_SECRET_OLD"]"#,
-            r#""STANDARD_SECRET""#,
-        )
-        .replace(
-            r#"["STRIPE_WHSEC", "STRIPE_WHSEC_OLD"]"#,
-            r#"["STRIPE_WHSEC"]"#,
-        );
-    assert_ne!(rotated, config);
-    std::fs::write(gateway.config_path(), rotated).unwrap();
+    let before = std::fs::read_to_string(gateway.config_path()).unwrap();
+    let rotated = config()
+        .with_route("standard", |r| {
+            r.set(
+                "webhook",
+                webhook("standard", r#"secrets_env = "STANDARD_SECRET""#),
+            )
+        })
+        .with_route("stripe", |r| {
+            r.set(
+                "webhook",
+                webhook(
+                    "stripe",
+                    r#"secrets_env = ["STRIPE_WHSEC"], tolerance = "5m""#,
+                ),
+            )
+        });
+    gateway.write_config(&rotated);
+    assert_ne!(
+        std::fs::read_to_string(gateway.config_path()).unwrap(),
+        before
+    );
     let auth = format!("Bearer {ADMIN_TOKEN}");
     let reload = gateway
         .admin_client()
@@ -507,12 +522,8 @@ fn idemgate_check(config: &Path, env: &[(&str, &str)]) -> (bool, String) {
 fn check_refuses_an_unset_secret_and_an_unknown_scheme() {
     let dir = TestDir::new("webhook-check");
     let config = dir.path("idemgate.toml");
-    let file = CONFIG
-        .replace("{listen}", "127.0.0.1:18080")
-        .replace("{admin}", "127.0.0.1:19090")
-        .replace("{db}", "store.db")
-        .replace("{upstream}", "http://127.0.0.1:3000");
-    std::fs::write(&config, &file).unwrap();
+    let file = |config: &Config| fixed(config, "127.0.0.1:18080", "127.0.0.1:19090", "store.db");
+    std::fs::write(&config, file(&self::config())).unwrap();
 
     let (ok, text) = idemgate_check(&config, &ENV);
     assert!(ok, "{text}");
@@ -535,11 +546,13 @@ fn check_refuses_an_unset_secret_and_an_unknown_scheme() {
     );
     assert!(!text.contains(STRIPE_WHSEC), "a secret leaked: {text}");
 
-    std::fs::write(
-        &config,
-        file.replace("scheme = \"shopify\"", "scheme = \"paypal\""),
-    )
-    .unwrap();
+    let paypal = self::config().with_route("shopify", |r| {
+        r.set(
+            "webhook",
+            webhook("paypal", r#"secrets_env = ["SHOPIFY_SECRET"]"#),
+        )
+    });
+    std::fs::write(&config, file(&paypal)).unwrap();
     let (ok, text) = idemgate_check(&config, &ENV);
     assert!(!ok, "{text}");
     assert!(text.contains("routes[3].webhook.scheme"), "{text}");
@@ -551,11 +564,12 @@ async fn serve_refuses_an_empty_secret() {
     let dir = TestDir::new("webhook-serve-refused");
     std::fs::write(
         dir.path("idemgate.toml"),
-        CONFIG
-            .replace("{listen}", "127.0.0.1:0")
-            .replace("{admin}", "127.0.0.1:1")
-            .replace("{db}", &dir.path("store.db").display().to_string())
-            .replace("{upstream}", "http://127.0.0.1:3000"),
+        fixed(
+            &config(),
+            "127.0.0.1:0",
+            "127.0.0.1:1",
+            &dir.path("store.db").display().to_string(),
+        ),
     )
     .unwrap();
     let mut env: Vec<(&str, &str)> = ENV.to_vec();

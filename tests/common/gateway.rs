@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::Client;
+use super::config::Template;
 
 /// A fresh directory under the system temp dir, removed on drop.
 pub struct TestDir(pub PathBuf);
@@ -87,25 +88,44 @@ pub struct GatewayProcess {
     log: PathBuf,
     child: Option<Child>,
     envs: Vec<(String, String)>,
+    /// What `render` put for `{upstream}` and `{db}`: `write_config` puts
+    /// them again.
+    upstream: String,
+    db: PathBuf,
 }
 
 /// Replaces `{listen}`, `{admin}`, `{db}` and `{upstream}` in a config template.
 pub fn render(
-    template: &str,
+    template: &(impl Template + ?Sized),
     dir: &TestDir,
     upstream: &str,
     listen: SocketAddr,
     admin: SocketAddr,
 ) -> String {
+    fill(template, upstream, &dir.path("store.db"), listen, admin)
+}
+
+fn fill(
+    template: &(impl Template + ?Sized),
+    upstream: &str,
+    db: &Path,
+    listen: SocketAddr,
+    admin: SocketAddr,
+) -> String {
     template
+        .template()
         .replace("{listen}", &listen.to_string())
         .replace("{admin}", &admin.to_string())
-        .replace("{db}", &dir.path("store.db").display().to_string())
+        .replace("{db}", &db.display().to_string())
         .replace("{upstream}", upstream)
 }
 
 impl GatewayProcess {
-    pub fn start(dir: &TestDir, upstream: &str, template: &str) -> GatewayProcess {
+    pub fn start(
+        dir: &TestDir,
+        upstream: &str,
+        template: &(impl Template + ?Sized),
+    ) -> GatewayProcess {
         Self::start_with_env(dir, upstream, template, &[])
     }
 
@@ -113,7 +133,7 @@ impl GatewayProcess {
     /// most tests start.
     pub async fn start_fresh(
         name: &str,
-        template: &str,
+        template: &(impl Template + ?Sized),
     ) -> (TestDir, super::MockUpstream, GatewayProcess) {
         let dir = TestDir::new(name);
         let upstream = super::MockUpstream::start().await;
@@ -124,31 +144,17 @@ impl GatewayProcess {
     pub fn start_with_env(
         dir: &TestDir,
         upstream: &str,
-        template: &str,
+        template: &(impl Template + ?Sized),
         envs: &[(&str, &str)],
     ) -> GatewayProcess {
-        let config = dir.path("idemgate.toml");
-        let log = dir.path("gateway.log");
         // A port `free_port` saw free can be taken before the gateway binds
         // it (by any outgoing connection's ephemeral port): then new ports.
         for attempt in 1.. {
-            let (listen, admin) = (free_port(), free_port());
-            std::fs::write(&config, render(template, dir, upstream, listen, admin)).unwrap();
-            let mut process = GatewayProcess {
-                addr: listen,
-                admin,
-                config: config.clone(),
-                log: log.clone(),
-                child: None,
-                envs: envs
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            };
-            match process.try_spawn() {
-                Ok(()) => return process,
+            let ports = (free_port(), free_port());
+            match Self::start_at(dir, upstream, template, ports, envs) {
+                Ok(process) => return process,
                 Err(text) if attempt < 5 && text.contains("Address already in use") => {
-                    let _ = std::fs::remove_file(&log);
+                    let _ = std::fs::remove_file(dir.path("gateway.log"));
                 }
                 Err(text) => panic!("{text}"),
             }
@@ -163,7 +169,7 @@ impl GatewayProcess {
     pub fn start_at(
         dir: &TestDir,
         upstream: &str,
-        template: &str,
+        template: &(impl Template + ?Sized),
         (listen, admin): (SocketAddr, SocketAddr),
         envs: &[(&str, &str)],
     ) -> Result<GatewayProcess, String> {
@@ -179,6 +185,8 @@ impl GatewayProcess {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            upstream: upstream.to_owned(),
+            db: dir.path("store.db"),
         };
         process.try_spawn()?;
         Ok(process)
@@ -211,8 +219,10 @@ impl GatewayProcess {
         self.wait_healthy()
     }
 
+    /// Generous: on a loaded machine (load 10 on two cores) starts took
+    /// longer than 15 s; the wait costs time only when a start fails.
     fn wait_healthy(&mut self) -> Result<(), String> {
-        let deadline = Instant::now() + Duration::from_secs(15);
+        let deadline = Instant::now() + Duration::from_secs(45);
         while Instant::now() < deadline {
             if std::net::TcpStream::connect(self.admin).is_ok()
                 && std::net::TcpStream::connect(self.addr).is_ok()
@@ -309,6 +319,13 @@ impl GatewayProcess {
 
     pub fn config_path(&self) -> &Path {
         &self.config
+    }
+
+    /// Writes `template` as this gateway's config file, on its own ports,
+    /// upstream and store (for a reload or a restart to read).
+    pub fn write_config(&self, template: &(impl Template + ?Sized)) {
+        let text = fill(template, &self.upstream, &self.db, self.addr, self.admin);
+        std::fs::write(&self.config, text).unwrap();
     }
 }
 

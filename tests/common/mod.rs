@@ -2,9 +2,10 @@
 //! on free loopback ports, and a small HTTP client.
 #![allow(dead_code, unused_imports)]
 
+pub mod admin;
 pub mod certs;
 pub mod client;
-pub mod configs;
+pub mod config;
 pub mod gateway;
 pub mod owned_store;
 pub mod raw;

@@ -1,10 +1,11 @@
 //! An HTTPS client that trusts the test's CA and, when given one, presents a
-//! client certificate.
+//! client certificate; and one request through it to a gateway on localhost.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::Full;
+use http::{Request, Version};
+use http_body_util::{BodyExt, Full};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -48,4 +49,47 @@ pub fn tls_client(ca_pem: &str, identity: Option<&Identity>, h2: bool) -> TlsCli
         connector.enable_http1().build()
     };
     Client::builder(TokioExecutor::new()).build(connector)
+}
+
+/// An answer over TLS.
+pub struct TlsReply {
+    pub status: u16,
+    pub version: Version,
+    pub body: Bytes,
+}
+
+/// `method https://localhost:{port}{path}` with `headers` and `body`: the
+/// answer, or the error as text (a refused handshake, a dropped connection).
+pub async fn send(
+    client: &TlsClient,
+    method: &str,
+    port: u16,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &'static [u8],
+) -> Result<TlsReply, String> {
+    let mut request = Request::builder()
+        .method(method)
+        .uri(format!("https://localhost:{port}{path}"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request.body(Full::new(Bytes::from_static(body))).unwrap();
+    let response = client
+        .request(request)
+        .await
+        .map_err(|e| format!("{e:?}"))?;
+    let status = response.status().as_u16();
+    let version = response.version();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok(TlsReply {
+        status,
+        version,
+        body,
+    })
 }
