@@ -237,3 +237,86 @@ fn fingerprint_part(part: &FingerprintPart) -> String {
         FingerprintPart::Header(name) => format!("header:{name}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// Every policy field set away from its default, header names in mixed
+    /// case, an extension method.
+    const CONFIG: &str = r#"
+[upstreams.api]
+url = "http://127.0.0.1:3000"
+
+[defaults]
+methods = ["post", "put", "purge"]
+key = [{ header = "X-Key" }, { derive = ["/id", "header:X-Customer"], namespace = "6ba7b811-9dad-11d1-80b4-00c04fd430c8" }]
+key_pattern = "ord_[0-9]+"
+required = true
+retention = "90m"
+lock_timeout = "2m"
+on_in_flight = "wait"
+wait_timeout = "1500ms"
+scope = ["header:X-Tenant", "header:Authorization"]
+fingerprint = ["method", "path", "header:X-Region", "body"]
+canonical_json = true
+fingerprint_body = { exclude = ["/sent_at"] }
+canonical_form = true
+release_statuses = [409, "5xx"]
+forward_key = false
+replay_header = "X-Was-Replayed"
+replay_exclude_headers = ["Set-Cookie", "X-Secret"]
+replay_headers = ["Location", "ETag"]
+replay_values = ["no", "yes"]
+expiry_header = "Idempotency-Expires"
+on_store_error = "pass"
+max_in_flight = 8
+
+[[routes]]
+name = "orders"
+upstream = "api"
+match = { path_prefix = "/v1/orders", methods = ["post", "PURGE"] }
+
+[[routes]]
+name = "health"
+upstream = "api"
+match = { path = "/health" }
+idempotency = false
+"#;
+
+    #[test]
+    fn every_policy_line() {
+        let config = crate::config::parse(CONFIG, Path::new("t.toml"), &|_| None).unwrap();
+        let shown = super::describe(&config);
+        let expected = r#"route orders
+  match     path_prefix /v1/orders methods POST,PURGE
+  upstream  api (http://127.0.0.1:3000)
+  policy    idempotent
+    methods        POST,PUT,PURGE
+    key            header x-key, else derive [/id,header:x-customer] namespace 6ba7b811-9dad-11d1-80b4-00c04fd430c8, required
+    retention      90m, lock_timeout 2m
+    in-flight      wait 1500ms
+    scope          header:x-tenant,header:authorization
+    fingerprint    method,path,header:x-region,body
+    canonical_json true
+    release        409
+    store error    pass
+    forward key    false
+    replay header  X-Was-Replayed
+    replay exclude set-cookie,x-secret
+    max in-flight  8
+    key pattern    "ord_[0-9]+"
+    body exclude   /sent_at
+    canonical_form true
+    release class  5xx
+    expiry header  idempotency-expires
+    replay only    location,etag
+    replay values  no (fresh), yes (replayed)
+route health
+  match     path /health any method
+  upstream  api (http://127.0.0.1:3000)
+  policy    pass-through
+"#;
+        assert_eq!(shown, expected, "\n{shown}");
+    }
+}
