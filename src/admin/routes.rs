@@ -3,6 +3,7 @@
 //! defaults applied) and how old its records were when replayed since the
 //! process started.
 
+use http::Method;
 use serde_json::{Value, json};
 
 use crate::config::{
@@ -30,7 +31,7 @@ fn route_json(route: &RouteConfig, ages: &ReplayAges) -> Value {
         "match": {
             "path": matcher.path,
             "path_prefix": matcher.path_prefix,
-            "methods": matcher.methods,
+            "methods": matcher.methods.as_deref().map(method_names),
         },
         "upstream": route.upstream,
         "idempotency": route.idempotency,
@@ -77,7 +78,7 @@ fn policy_json(policy: &Policy) -> Value {
         replay_values,
     } = policy;
     json!({
-        "methods": methods,
+        "methods": method_names(methods),
         "key": key.iter().map(key_json).collect::<Vec<_>>(),
         "key_pattern": key_pattern.as_ref().map(|pattern| pattern.as_str()),
         "required": required,
@@ -127,6 +128,10 @@ fn policy_json(policy: &Policy) -> Value {
         },
         "max_in_flight": max_in_flight,
     })
+}
+
+fn method_names(methods: &[Method]) -> Vec<&str> {
+    methods.iter().map(Method::as_str).collect()
 }
 
 /// One key source as the config file writes it.

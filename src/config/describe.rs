@@ -3,6 +3,8 @@
 
 use std::fmt::Write;
 
+use http::Method;
+
 use super::units::format_duration;
 use super::{
     Config, FingerprintPart, InFlightMode, KeySource, Policy, RouteConfig, RouteMatch, ScopePart,
@@ -97,7 +99,7 @@ fn matcher(matcher: &RouteMatch) -> String {
         (None, None) => String::new(),
     };
     match &matcher.methods {
-        Some(methods) => format!("{path} methods {}", methods.join(",")),
+        Some(methods) => format!("{path} methods {}", method_list(methods)),
         None => format!("{path} any method"),
     }
 }
@@ -119,7 +121,7 @@ fn policy(out: &mut String, policy: &Policy) {
     };
     let statuses: Vec<String> = policy.release_statuses.iter().map(u16::to_string).collect();
     let lines = [
-        ("methods", policy.methods.join(",")),
+        ("methods", method_list(&policy.methods)),
         (
             "key",
             format!(
@@ -210,6 +212,12 @@ fn key_and_fingerprint_lines(policy: &Policy) -> Vec<(&'static str, String)> {
         ));
     }
     lines
+}
+
+/// `POST,PUT`: as `check` and the config's warnings write methods.
+pub(super) fn method_list(methods: &[Method]) -> String {
+    let names: Vec<&str> = methods.iter().map(Method::as_str).collect();
+    names.join(",")
 }
 
 fn list(items: impl Iterator<Item = String>) -> String {

@@ -2,8 +2,8 @@
 //!
 //! Everything here is already validated and defaulted; no field needs a second
 //! check downstream. It knows nothing of hyper or of the store: header names are
-//! lower-case strings (the newer fields: `http::HeaderName`), methods upper-case
-//! strings, durations `std::time::Duration`.
+//! lower-case strings (the newer fields: `http::HeaderName`), methods
+//! `http::Method`, durations `std::time::Duration`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -172,14 +172,14 @@ pub struct RouteMatch {
     /// Path prefix, matched on segment boundaries' characters as written (`/v1/charges`
     /// matches `/v1/charges` and `/v1/charges/ch_1` and `/v1/chargesX`).
     pub path_prefix: Option<String>,
-    /// Upper-case methods; `None` = any method.
-    pub methods: Option<Vec<String>>,
+    /// `None` = any method.
+    pub methods: Option<Vec<Method>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Policy {
-    /// Upper-case methods the idempotency rules apply to; others pass through.
-    pub methods: Vec<String>,
+    /// The methods the idempotency rules apply to; others pass through.
+    pub methods: Vec<Method>,
     /// Tried in order; the first that yields a key wins. Never empty.
     pub key: Vec<KeySource>,
     pub required: bool,
@@ -217,7 +217,7 @@ pub struct Policy {
 }
 
 pub use crate::key::{FingerprintBody, KeyPattern, KeySource};
-use http::{HeaderName, HeaderValue};
+use http::{HeaderName, HeaderValue, Method};
 
 /// A class of HTTP statuses in `release_statuses`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -62,11 +62,7 @@ impl RoutePolicy {
             })
             .collect();
         Self {
-            methods: policy
-                .methods
-                .iter()
-                .filter_map(|m| Method::from_bytes(m.as_bytes()).ok())
-                .collect(),
+            methods: policy.methods.clone(),
             key: policy.key.clone(),
             required: policy.required,
             retention: policy.retention,

@@ -1,7 +1,9 @@
 //! Checks of single written values: tokens (methods, header names), names, paths,
-//! URLs. Each returns the normalized value or a message for the operator.
+//! URLs. Each returns the parsed value or a message for the operator.
 
-/// RFC 9110 `tchar`: what method and header names are made of.
+use http::Method;
+
+/// RFC 9110 `tchar`: what header names are made of.
 fn is_tchar(c: char) -> bool {
     c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
 }
@@ -10,13 +12,11 @@ fn is_token(text: &str) -> bool {
     !text.is_empty() && text.chars().all(is_tchar)
 }
 
-/// A method, upper-cased (`post` → `POST`).
-pub fn method(text: &str) -> Result<String, String> {
-    if is_token(text) {
-        Ok(text.to_ascii_uppercase())
-    } else {
-        Err(format!("{text:?} is not a valid HTTP method name"))
-    }
+/// A method, upper-cased (`post` → `POST`). `http` takes exactly the RFC 9110
+/// tokens as methods.
+pub fn method(text: &str) -> Result<Method, String> {
+    Method::from_bytes(text.to_ascii_uppercase().as_bytes())
+        .map_err(|_| format!("{text:?} is not a valid HTTP method name"))
 }
 
 /// A header name, lower-cased as the model stores it.
@@ -171,9 +171,18 @@ mod tests {
 
     #[test]
     fn methods_are_upper_cased_tokens() {
-        assert_eq!(method("post"), Ok("POST".to_owned()));
-        assert!(method("PO ST").is_err());
-        assert!(method("").is_err());
+        assert_eq!(method("post"), Ok(Method::POST));
+        assert_eq!(method("purge").unwrap(), "PURGE");
+        assert_eq!(
+            method("!#$%&'*+-.^_`|~09az").unwrap(),
+            "!#$%&'*+-.^_`|~09AZ"
+        );
+        for bad in ["PO ST", "", "GET/", "a\"b", "é", "A:B"] {
+            assert_eq!(
+                method(bad),
+                Err(format!("{bad:?} is not a valid HTTP method name"))
+            );
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use http::Method;
 use toml::Spanned;
 
 use super::context::Ctx;
@@ -20,7 +21,7 @@ use crate::config::{
 /// The policy when `[defaults]` says nothing (docs/configuration.md).
 pub fn builtin() -> Policy {
     Policy {
-        methods: vec!["POST".into(), "PATCH".into()],
+        methods: vec![Method::POST, Method::PATCH],
         key: vec![KeySource::Header(http::HeaderName::from_static(
             "idempotency-key",
         ))],

@@ -3,6 +3,8 @@
 use std::path::Path;
 use std::time::Duration;
 
+use http::Method;
+
 use crate::config::{
     ConfigErrors, Durability, FingerprintPart, InFlightMode, KeySource, ScopePart, StoreConfig,
     StoreErrorMode, describe, parse,
@@ -330,10 +332,7 @@ key = { json_pointer = "/id" }
     assert_eq!(a.retention, Duration::from_secs(12 * 3600));
     assert_eq!(a.release_statuses, [503]);
     let b = &config.routes[1];
-    assert_eq!(
-        b.matcher.methods.as_deref(),
-        Some(&["DELETE".to_owned()][..])
-    );
+    assert_eq!(b.matcher.methods.as_deref(), Some(&[Method::DELETE][..]));
     assert_eq!(b.policy.methods, ["DELETE"]);
     assert_eq!(b.policy.scope, []);
     assert_eq!(b.policy.retention, Duration::from_millis(500));
