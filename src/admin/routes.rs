@@ -3,7 +3,7 @@
 //! defaults applied) and how old its records were when replayed since the
 //! process started.
 
-use http::Method;
+use http::{HeaderName, Method};
 use serde_json::{Value, json};
 
 use crate::config::{
@@ -114,9 +114,9 @@ fn policy_json(policy: &Policy) -> Value {
             .chain(release_classes.iter().map(|class| json!(class.as_str())))
             .collect::<Vec<_>>(),
         "forward_key": forward_key,
-        "replay_header": replay_header,
-        "replay_exclude_headers": replay_exclude_headers,
-        "replay_headers": replay_headers.iter().map(|name| name.as_str()).collect::<Vec<_>>(),
+        "replay_header": replay_header.as_written(),
+        "replay_exclude_headers": header_names(replay_exclude_headers),
+        "replay_headers": header_names(replay_headers),
         "replay_values": [
             String::from_utf8_lossy(replay_values.fresh.as_bytes()),
             String::from_utf8_lossy(replay_values.replayed.as_bytes()),
@@ -132,6 +132,10 @@ fn policy_json(policy: &Policy) -> Value {
 
 fn method_names(methods: &[Method]) -> Vec<&str> {
     methods.iter().map(Method::as_str).collect()
+}
+
+fn header_names(names: &[HeaderName]) -> Vec<&str> {
+    names.iter().map(HeaderName::as_str).collect()
 }
 
 /// One key source as the config file writes it.

@@ -151,10 +151,18 @@ fn policy(out: &mut String, policy: &Policy) {
         ("release", list(statuses.into_iter())),
         ("store error", on_store_error.to_owned()),
         ("forward key", policy.forward_key.to_string()),
-        ("replay header", policy.replay_header.clone()),
+        (
+            "replay header",
+            policy.replay_header.as_written().to_owned(),
+        ),
         (
             "replay exclude",
-            list(policy.replay_exclude_headers.iter().cloned()),
+            list(
+                policy
+                    .replay_exclude_headers
+                    .iter()
+                    .map(ToString::to_string),
+            ),
         ),
         (
             "max in-flight",

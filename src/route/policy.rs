@@ -47,18 +47,16 @@ pub struct RoutePolicy {
 }
 
 impl RoutePolicy {
-    /// `policy` was validated by `config`, so a name that does not parse here
-    /// cannot occur; it is skipped rather than trusted blindly.
+    /// The model's values as they are: `config` parsed every one of them.
     pub fn new(policy: &Policy, max_request_body: u64) -> Self {
-        let header = |name: &str| HeaderName::from_bytes(name.as_bytes()).ok();
         let scope = policy
             .scope
             .iter()
-            .filter_map(|part| match part {
+            .map(|part| match part {
                 ScopePart::Header(name) => {
-                    header(name).map(|h| (format!("header:{name}"), ScopeSource::Header(h)))
+                    (format!("header:{name}"), ScopeSource::Header(name.clone()))
                 }
-                ScopePart::ClientCert => Some(("client_cert".to_string(), ScopeSource::ClientCert)),
+                ScopePart::ClientCert => ("client_cert".to_string(), ScopeSource::ClientCert),
             })
             .collect();
         Self {
@@ -74,13 +72,8 @@ impl RoutePolicy {
             canonical_json: policy.canonical_json,
             release_statuses: policy.release_statuses.clone(),
             forward_key: policy.forward_key,
-            replay_header: header(&policy.replay_header)
-                .unwrap_or(HeaderName::from_static("idempotent-replayed")),
-            replay_exclude_headers: policy
-                .replay_exclude_headers
-                .iter()
-                .filter_map(|name| header(name))
-                .collect(),
+            replay_header: policy.replay_header.name().clone(),
+            replay_exclude_headers: policy.replay_exclude_headers.clone(),
             on_store_error: policy.on_store_error,
             max_request_body,
             max_in_flight: policy.max_in_flight,

@@ -86,9 +86,7 @@ fn source(
         };
     if let Some(header) = &file.header {
         return checked(header, "header", &|text| {
-            names::header_name(text)
-                .and_then(|name| header_name(&name))
-                .map(KeySource::Header)
+            names::header_name(text).map(KeySource::Header)
         });
     }
     if let Some(pointer) = &file.json_pointer {
@@ -174,11 +172,6 @@ fn non_empty(text: &str) -> Result<(), String> {
     }
 }
 
-fn header_name(lower: &str) -> Result<HeaderName, String> {
-    HeaderName::from_bytes(lower.as_bytes())
-        .map_err(|_| format!("{lower:?} is not a valid HTTP header name"))
-}
-
 /// `key_pattern`: `""` none, `"uuid"`, or a regex compiled here, once.
 pub fn pattern(text: &str) -> Result<Option<KeyPattern>, String> {
     KeyPattern::parse(text)
@@ -246,14 +239,7 @@ pub fn expiry_header(text: &str) -> Result<Option<HeaderName>, String> {
     if text.is_empty() {
         return Ok(None);
     }
-    names::replay_header_name(text)
-        .and_then(|name| header_name(&name.to_ascii_lowercase()))
-        .map(Some)
-}
-
-/// `replay_headers`: names of the headers kept.
-pub fn replay_header(text: &str) -> Result<HeaderName, String> {
-    names::header_name(text).and_then(|name| header_name(&name))
+    names::replay_header_name(text).map(Some)
 }
 
 /// `replay_values = [fresh, replayed]`: two different field values.

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use http::Method;
+use http::{HeaderName, Method, header};
 use toml::Spanned;
 
 use super::context::Ctx;
@@ -14,15 +14,15 @@ use super::names;
 use super::server::positive_duration;
 use crate::config::file::PolicyFile;
 use crate::config::{
-    FingerprintBody, FingerprintPart, InFlightMode, KeySource, Policy, ReplayValues, ScopePart,
-    StatusClass, StoreErrorMode,
+    FingerprintBody, FingerprintPart, InFlightMode, KeySource, Policy, ReplayHeader, ReplayValues,
+    ScopePart, StatusClass, StoreErrorMode,
 };
 
 /// The policy when `[defaults]` says nothing (docs/configuration.md).
 pub fn builtin() -> Policy {
     Policy {
         methods: vec![Method::POST, Method::PATCH],
-        key: vec![KeySource::Header(http::HeaderName::from_static(
+        key: vec![KeySource::Header(HeaderName::from_static(
             "idempotency-key",
         ))],
         required: false,
@@ -30,7 +30,7 @@ pub fn builtin() -> Policy {
         lock_timeout: Duration::from_secs(60),
         on_in_flight: InFlightMode::Conflict,
         wait_timeout: Duration::from_secs(10),
-        scope: vec![ScopePart::Header("authorization".into())],
+        scope: vec![ScopePart::Header(header::AUTHORIZATION)],
         fingerprint: vec![
             FingerprintPart::Method,
             FingerprintPart::Path,
@@ -40,8 +40,11 @@ pub fn builtin() -> Policy {
         canonical_json: false,
         release_statuses: vec![429, 503],
         forward_key: true,
-        replay_header: "Idempotent-Replayed".into(),
-        replay_exclude_headers: vec!["set-cookie".into()],
+        replay_header: ReplayHeader::new(
+            HeaderName::from_static("idempotent-replayed"),
+            "Idempotent-Replayed",
+        ),
+        replay_exclude_headers: vec![header::SET_COOKIE],
         on_store_error: StoreErrorMode::Reject,
         max_in_flight: 0,
         key_pattern: None,
@@ -117,8 +120,7 @@ pub fn resolve(ctx: &mut Ctx<'_>, base: &Policy, file: &PolicyFile, prefix: &str
         file.replay_header.as_ref(),
         &field("replay_header"),
         base.replay_header.clone(),
-        // Kept as written: it is the spelling sent to clients.
-        |name| names::replay_header_name(name),
+        |written| names::replay_header_name(written).map(|name| ReplayHeader::new(name, written)),
     );
     if let Some(headers) = list(
         ctx,
@@ -300,7 +302,7 @@ fn key_and_fingerprint(
         ctx,
         file.replay_headers.as_ref(),
         &field("replay_headers"),
-        keys::replay_header,
+        names::header_name,
     ) {
         policy.replay_headers = headers;
     }
