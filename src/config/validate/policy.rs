@@ -9,7 +9,7 @@ use http::{HeaderName, Method, header};
 use toml::Spanned;
 
 use super::context::Ctx;
-use super::keys;
+use super::keys::{self, Released};
 use super::names;
 use super::server::positive_duration;
 use crate::config::file::PolicyFile;
@@ -215,9 +215,7 @@ fn fingerprint_part(text: &str) -> Result<FingerprintPart, String> {
     }
 }
 
-/// Final statuses the upstream may answer that free the key instead of being
-/// stored. A 2xx is refused: it means the effect happened, and releasing it would
-/// let a retry run the request twice. A 1xx is never a final answer.
+/// `release_statuses`: the codes and the classes apart, each once.
 fn release_statuses(
     ctx: &mut Ctx<'_>,
     file: &PolicyFile,
@@ -227,39 +225,19 @@ fn release_statuses(
     let mut statuses = Vec::new();
     let mut classes = Vec::new();
     for (i, entry) in file.release_statuses.as_ref()?.get_ref().iter().enumerate() {
-        let status = match keys::status_or_class(entry.get_ref()) {
-            Ok(Ok(status)) => i64::from(status),
-            Ok(Err(class)) => {
+        match keys::released(entry.get_ref()) {
+            Ok(Released::Status(status)) => {
+                if !statuses.contains(&status) {
+                    statuses.push(status);
+                }
+            }
+            Ok(Released::Class(class)) => {
                 if !classes.contains(&class) {
                     classes.push(class);
                 }
-                continue;
             }
             Err(message) => {
                 ok = false;
-                ctx.error(Some(entry.span()), format!("{field}[{i}]"), message);
-                continue;
-            }
-        };
-        let message = match status {
-            s if !(100..=599).contains(&s) => {
-                Some(format!("{s} is not an HTTP status (100..=599)"))
-            }
-            s if s < 200 => Some(format!("{s} is informational, never a final answer")),
-            s if s < 300 => Some(format!(
-                "{s} is a success: it must be stored, releasing it would let a retry execute twice"
-            )),
-            _ => None,
-        };
-        match (message, u16::try_from(status)) {
-            (None, Ok(s)) => {
-                if !statuses.contains(&s) {
-                    statuses.push(s);
-                }
-            }
-            (message, _) => {
-                ok = false;
-                let message = message.unwrap_or_else(|| "not an HTTP status".into());
                 ctx.error(Some(entry.span()), format!("{field}[{i}]"), message);
             }
         }
