@@ -3,6 +3,7 @@
 //! defaults applied) and how old its records were when replayed since the
 //! process started.
 
+use http::{HeaderName, Method};
 use serde_json::{Value, json};
 
 use crate::config::{
@@ -30,7 +31,7 @@ fn route_json(route: &RouteConfig, ages: &ReplayAges) -> Value {
         "match": {
             "path": matcher.path,
             "path_prefix": matcher.path_prefix,
-            "methods": matcher.methods,
+            "methods": matcher.methods.as_deref().map(method_names),
         },
         "upstream": route.upstream,
         "idempotency": route.idempotency,
@@ -77,7 +78,7 @@ fn policy_json(policy: &Policy) -> Value {
         replay_values,
     } = policy;
     json!({
-        "methods": methods,
+        "methods": method_names(methods),
         "key": key.iter().map(key_json).collect::<Vec<_>>(),
         "key_pattern": key_pattern.as_ref().map(|pattern| pattern.as_str()),
         "required": required,
@@ -113,9 +114,9 @@ fn policy_json(policy: &Policy) -> Value {
             .chain(release_classes.iter().map(|class| json!(class.as_str())))
             .collect::<Vec<_>>(),
         "forward_key": forward_key,
-        "replay_header": replay_header,
-        "replay_exclude_headers": replay_exclude_headers,
-        "replay_headers": replay_headers.iter().map(|name| name.as_str()).collect::<Vec<_>>(),
+        "replay_header": replay_header.as_written(),
+        "replay_exclude_headers": header_names(replay_exclude_headers),
+        "replay_headers": header_names(replay_headers),
         "replay_values": [
             String::from_utf8_lossy(replay_values.fresh.as_bytes()),
             String::from_utf8_lossy(replay_values.replayed.as_bytes()),
@@ -127,6 +128,14 @@ fn policy_json(policy: &Policy) -> Value {
         },
         "max_in_flight": max_in_flight,
     })
+}
+
+fn method_names(methods: &[Method]) -> Vec<&str> {
+    methods.iter().map(Method::as_str).collect()
+}
+
+fn header_names(names: &[HeaderName]) -> Vec<&str> {
+    names.iter().map(HeaderName::as_str).collect()
 }
 
 /// One key source as the config file writes it.
@@ -151,4 +160,145 @@ fn webhook_json(webhook: &WebhookConfig) -> Value {
         "secrets_env": webhook.secrets.iter().map(|secret| secret.env.as_str()).collect::<Vec<_>>(),
         "tolerance": webhook.scheme.has_timestamp().then_some(webhook.tolerance.as_secs_f64()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use prometheus::{HistogramOpts, HistogramVec};
+    use serde_json::json;
+
+    use super::*;
+
+    /// Every policy field set away from its default, header names in mixed
+    /// case, an extension method: what `/admin/routes` shows of each.
+    const CONFIG: &str = r#"
+[upstreams.api]
+url = "http://127.0.0.1:3000"
+
+[defaults]
+methods = ["post", "put", "purge"]
+key = [{ header = "X-Key" }, { derive = ["/id", "header:X-Customer"], namespace = "6ba7b811-9dad-11d1-80b4-00c04fd430c8" }]
+key_pattern = "ord_[0-9]+"
+required = true
+retention = "90m"
+lock_timeout = "2m"
+on_in_flight = "wait"
+wait_timeout = "1500ms"
+scope = ["header:X-Tenant", "header:Authorization"]
+fingerprint = ["method", "path", "header:X-Region", "body"]
+canonical_json = true
+fingerprint_body = { exclude = ["/sent_at"] }
+canonical_form = true
+release_statuses = [409, "5xx"]
+forward_key = false
+replay_header = "X-Was-Replayed"
+replay_exclude_headers = ["Set-Cookie", "X-Secret"]
+replay_headers = ["Location", "ETag"]
+replay_values = ["no", "yes"]
+expiry_header = "Idempotency-Expires"
+on_store_error = "pass"
+max_in_flight = 8
+
+[[routes]]
+name = "orders"
+upstream = "api"
+match = { path_prefix = "/v1/orders", methods = ["post", "PURGE"] }
+
+[[routes]]
+name = "health"
+upstream = "api"
+match = { path = "/health" }
+idempotency = false
+"#;
+
+    fn routes(text: &str) -> Vec<Value> {
+        let config = crate::config::parse(text, Path::new("t.toml"), &|_| None).unwrap();
+        let histogram = HistogramVec::new(HistogramOpts::new("ages", "ages"), &["route"]).unwrap();
+        let Value::Array(routes) = to_json(&config, &ReplayAges::new(histogram)) else {
+            panic!("not a list")
+        };
+        routes
+    }
+
+    #[test]
+    fn every_policy_field_as_the_file_names_it() {
+        let routes = routes(CONFIG);
+        assert_eq!(
+            routes[0]["match"],
+            json!({ "path": null, "path_prefix": "/v1/orders", "methods": ["POST", "PURGE"] })
+        );
+        assert_eq!(
+            routes[1]["match"],
+            json!({ "path": "/health", "path_prefix": null, "methods": null })
+        );
+        assert_eq!(routes[1]["idempotency"], false);
+        let policy = json!({
+            "methods": ["POST", "PUT", "PURGE"],
+            "key": [
+                { "header": "x-key" },
+                {
+                    "derive": ["/id", "header:x-customer"],
+                    "namespace": "6ba7b811-9dad-11d1-80b4-00c04fd430c8",
+                },
+            ],
+            "key_pattern": "ord_[0-9]+",
+            "required": true,
+            "retention": 5400.0,
+            "lock_timeout": 120.0,
+            "on_in_flight": "wait",
+            "wait_timeout": 1.5,
+            "scope": ["header:x-tenant", "header:authorization"],
+            "fingerprint": ["method", "path", "header:x-region", "body"],
+            "canonical_json": true,
+            "fingerprint_body": { "exclude": ["/sent_at"] },
+            "canonical_form": true,
+            "release_statuses": [409, "5xx"],
+            "forward_key": false,
+            "replay_header": "X-Was-Replayed",
+            "replay_exclude_headers": ["set-cookie", "x-secret"],
+            "replay_headers": ["location", "etag"],
+            "replay_values": ["no", "yes"],
+            "expiry_header": "idempotency-expires",
+            "on_store_error": "pass",
+            "max_in_flight": 8,
+        });
+        assert_eq!(routes[0]["policy"], policy);
+        // A pass-through route still shows the policy it would have.
+        assert_eq!(routes[1]["policy"], policy);
+    }
+
+    #[test]
+    fn the_built_in_policy() {
+        let text = CONFIG.split("[defaults]").next().unwrap().to_owned()
+            + "[[routes]]\nname = \"all\"\nupstream = \"api\"\nmatch = { path_prefix = \"/\" }\n";
+        let routes = routes(&text);
+        let policy = json!({
+            "methods": ["POST", "PATCH"],
+            "key": [{ "header": "idempotency-key" }],
+            "key_pattern": null,
+            "required": false,
+            "retention": 86400.0,
+            "lock_timeout": 60.0,
+            "on_in_flight": "conflict",
+            "wait_timeout": 10.0,
+            "scope": ["header:authorization"],
+            "fingerprint": ["method", "path", "query", "body"],
+            "canonical_json": false,
+            "fingerprint_body": null,
+            "canonical_form": false,
+            "release_statuses": [429, 503],
+            "forward_key": true,
+            "replay_header": "Idempotent-Replayed",
+            "replay_exclude_headers": ["set-cookie"],
+            "replay_headers": [],
+            "replay_values": ["false", "true"],
+            "expiry_header": null,
+            "on_store_error": "reject",
+            "max_in_flight": 0,
+        });
+        assert_eq!(routes[0]["policy"], policy);
+        assert_eq!(routes[0]["match"]["methods"], Value::Null);
+    }
 }

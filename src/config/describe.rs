@@ -3,6 +3,8 @@
 
 use std::fmt::Write;
 
+use http::Method;
+
 use super::units::format_duration;
 use super::{
     Config, FingerprintPart, InFlightMode, KeySource, Policy, RouteConfig, RouteMatch, ScopePart,
@@ -97,7 +99,7 @@ fn matcher(matcher: &RouteMatch) -> String {
         (None, None) => String::new(),
     };
     match &matcher.methods {
-        Some(methods) => format!("{path} methods {}", methods.join(",")),
+        Some(methods) => format!("{path} methods {}", method_list(methods)),
         None => format!("{path} any method"),
     }
 }
@@ -119,7 +121,7 @@ fn policy(out: &mut String, policy: &Policy) {
     };
     let statuses: Vec<String> = policy.release_statuses.iter().map(u16::to_string).collect();
     let lines = [
-        ("methods", policy.methods.join(",")),
+        ("methods", method_list(&policy.methods)),
         (
             "key",
             format!(
@@ -149,10 +151,18 @@ fn policy(out: &mut String, policy: &Policy) {
         ("release", list(statuses.into_iter())),
         ("store error", on_store_error.to_owned()),
         ("forward key", policy.forward_key.to_string()),
-        ("replay header", policy.replay_header.clone()),
+        (
+            "replay header",
+            policy.replay_header.as_written().to_owned(),
+        ),
         (
             "replay exclude",
-            list(policy.replay_exclude_headers.iter().cloned()),
+            list(
+                policy
+                    .replay_exclude_headers
+                    .iter()
+                    .map(ToString::to_string),
+            ),
         ),
         (
             "max in-flight",
@@ -212,6 +222,12 @@ fn key_and_fingerprint_lines(policy: &Policy) -> Vec<(&'static str, String)> {
     lines
 }
 
+/// `POST,PUT`: as `check` and the config's warnings write methods.
+pub(super) fn method_list(methods: &[Method]) -> String {
+    let names: Vec<&str> = methods.iter().map(Method::as_str).collect();
+    names.join(",")
+}
+
 fn list(items: impl Iterator<Item = String>) -> String {
     let items: Vec<String> = items.collect();
     if items.is_empty() {
@@ -235,5 +251,88 @@ fn fingerprint_part(part: &FingerprintPart) -> String {
         FingerprintPart::Query => "query".to_owned(),
         FingerprintPart::Body => "body".to_owned(),
         FingerprintPart::Header(name) => format!("header:{name}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// Every policy field set away from its default, header names in mixed
+    /// case, an extension method.
+    const CONFIG: &str = r#"
+[upstreams.api]
+url = "http://127.0.0.1:3000"
+
+[defaults]
+methods = ["post", "put", "purge"]
+key = [{ header = "X-Key" }, { derive = ["/id", "header:X-Customer"], namespace = "6ba7b811-9dad-11d1-80b4-00c04fd430c8" }]
+key_pattern = "ord_[0-9]+"
+required = true
+retention = "90m"
+lock_timeout = "2m"
+on_in_flight = "wait"
+wait_timeout = "1500ms"
+scope = ["header:X-Tenant", "header:Authorization"]
+fingerprint = ["method", "path", "header:X-Region", "body"]
+canonical_json = true
+fingerprint_body = { exclude = ["/sent_at"] }
+canonical_form = true
+release_statuses = [409, "5xx"]
+forward_key = false
+replay_header = "X-Was-Replayed"
+replay_exclude_headers = ["Set-Cookie", "X-Secret"]
+replay_headers = ["Location", "ETag"]
+replay_values = ["no", "yes"]
+expiry_header = "Idempotency-Expires"
+on_store_error = "pass"
+max_in_flight = 8
+
+[[routes]]
+name = "orders"
+upstream = "api"
+match = { path_prefix = "/v1/orders", methods = ["post", "PURGE"] }
+
+[[routes]]
+name = "health"
+upstream = "api"
+match = { path = "/health" }
+idempotency = false
+"#;
+
+    #[test]
+    fn every_policy_line() {
+        let config = crate::config::parse(CONFIG, Path::new("t.toml"), &|_| None).unwrap();
+        let shown = super::describe(&config);
+        let expected = r#"route orders
+  match     path_prefix /v1/orders methods POST,PURGE
+  upstream  api (http://127.0.0.1:3000)
+  policy    idempotent
+    methods        POST,PUT,PURGE
+    key            header x-key, else derive [/id,header:x-customer] namespace 6ba7b811-9dad-11d1-80b4-00c04fd430c8, required
+    retention      90m, lock_timeout 2m
+    in-flight      wait 1500ms
+    scope          header:x-tenant,header:authorization
+    fingerprint    method,path,header:x-region,body
+    canonical_json true
+    release        409
+    store error    pass
+    forward key    false
+    replay header  X-Was-Replayed
+    replay exclude set-cookie,x-secret
+    max in-flight  8
+    key pattern    "ord_[0-9]+"
+    body exclude   /sent_at
+    canonical_form true
+    release class  5xx
+    expiry header  idempotency-expires
+    replay only    location,etag
+    replay values  no (fresh), yes (replayed)
+route health
+  match     path /health any method
+  upstream  api (http://127.0.0.1:3000)
+  policy    pass-through
+"#;
+        assert_eq!(shown, expected, "\n{shown}");
     }
 }

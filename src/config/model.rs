@@ -1,9 +1,9 @@
 //! The resolved configuration: what the rest of the gateway reads.
 //!
-//! Everything here is already validated and defaulted; no field needs a second
-//! check downstream. It knows nothing of hyper or of the store: header names are
-//! lower-case strings (the newer fields: `http::HeaderName`), methods upper-case
-//! strings, durations `std::time::Duration`.
+//! Everything here is already validated, parsed and defaulted; no field needs a
+//! second check downstream. It knows nothing of hyper or of the store: header
+//! names are `http::HeaderName`, methods `http::Method` (the `http` crate's
+//! vocabulary types), durations `std::time::Duration`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -172,14 +172,14 @@ pub struct RouteMatch {
     /// Path prefix, matched on segment boundaries' characters as written (`/v1/charges`
     /// matches `/v1/charges` and `/v1/charges/ch_1` and `/v1/chargesX`).
     pub path_prefix: Option<String>,
-    /// Upper-case methods; `None` = any method.
-    pub methods: Option<Vec<String>>,
+    /// `None` = any method.
+    pub methods: Option<Vec<Method>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Policy {
-    /// Upper-case methods the idempotency rules apply to; others pass through.
-    pub methods: Vec<String>,
+    /// The methods the idempotency rules apply to; others pass through.
+    pub methods: Vec<Method>,
     /// Tried in order; the first that yields a key wins. Never empty.
     pub key: Vec<KeySource>,
     pub required: bool,
@@ -192,10 +192,10 @@ pub struct Policy {
     pub canonical_json: bool,
     pub release_statuses: Vec<u16>,
     pub forward_key: bool,
-    /// Name of the true/false replay marker header, as configured.
-    pub replay_header: String,
-    /// Lower-case header names never stored nor replayed.
-    pub replay_exclude_headers: Vec<String>,
+    /// The true/false replay marker header.
+    pub replay_header: ReplayHeader,
+    /// Header names never stored nor replayed.
+    pub replay_exclude_headers: Vec<HeaderName>,
     pub on_store_error: StoreErrorMode,
     /// Most keyed executions of the route running at once; past it a new key
     /// gets 503 + Retry-After and is freed. 0: no limit.
@@ -217,7 +217,34 @@ pub struct Policy {
 }
 
 pub use crate::key::{FingerprintBody, KeyPattern, KeySource};
-use http::{HeaderName, HeaderValue};
+use http::{HeaderName, HeaderValue, Method};
+
+/// `replay_header`: the marker's field name, and its spelling in the file,
+/// which `check` and `/admin/routes` show (answers carry the name in lower
+/// case, as every field).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayHeader {
+    name: HeaderName,
+    written: String,
+}
+
+impl ReplayHeader {
+    /// `name` is `written`, parsed.
+    pub(super) fn new(name: HeaderName, written: &str) -> Self {
+        Self {
+            name,
+            written: written.to_owned(),
+        }
+    }
+
+    pub fn name(&self) -> &HeaderName {
+        &self.name
+    }
+
+    pub fn as_written(&self) -> &str {
+        &self.written
+    }
+}
 
 /// A class of HTTP statuses in `release_statuses`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -274,8 +301,8 @@ pub enum StoreErrorMode {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ScopePart {
-    /// Lower-case header name (`header:Authorization`).
-    Header(String),
+    /// `header:Authorization`
+    Header(HeaderName),
     /// The subject of the verified TLS client certificate (`client_cert`).
     ClientCert,
 }
@@ -286,8 +313,8 @@ pub enum FingerprintPart {
     Path,
     Query,
     Body,
-    /// Lower-case header name (`header:NAME`).
-    Header(String),
+    /// `header:NAME`
+    Header(HeaderName),
 }
 
 /// Several regions, each with its own gateways and store: every key has a

@@ -9,8 +9,9 @@ use http::header::{self, AsHeaderName};
 use http::request::Parts;
 
 use crate::client_info::ClientInfo;
+use crate::config::ScopePart;
 use crate::key::{self, FingerprintInput};
-use crate::route::{RoutePolicy, ScopeSource};
+use crate::route::RoutePolicy;
 
 pub fn scope(policy: &RoutePolicy, parts: &Parts, client: &ClientInfo) -> Arc<str> {
     let values: Vec<(&str, Option<Cow<'_, [u8]>>)> = policy
@@ -18,8 +19,8 @@ pub fn scope(policy: &RoutePolicy, parts: &Parts, client: &ClientInfo) -> Arc<st
         .iter()
         .map(|(label, source)| {
             let value = match source {
-                ScopeSource::Header(name) => header_part(parts, name.as_str()),
-                ScopeSource::ClientCert => client
+                ScopePart::Header(name) => header_part(parts, name.as_str()),
+                ScopePart::ClientCert => client
                     .cert_subject
                     .as_deref()
                     .map(|subject| Cow::Borrowed(subject.as_bytes())),

@@ -70,8 +70,8 @@ pub fn fingerprint_with(
             FingerprintPart::Body => super::body::update(&mut h, input.body, rules),
             FingerprintPart::Header(name) => {
                 h.update([TAG_HEADER]);
-                update_len_prefixed(&mut h, name.as_bytes());
-                update_optional(&mut h, (input.header)(name).as_deref());
+                update_len_prefixed(&mut h, name.as_str().as_bytes());
+                update_optional(&mut h, (input.header)(name.as_str()).as_deref());
             }
         }
     }
@@ -90,6 +90,8 @@ fn update_optional(h: &mut Sha256, value: Option<&[u8]>) {
 
 #[cfg(test)]
 mod tests {
+    use http::HeaderName;
+
     use super::*;
 
     fn no_headers<'a>(_: &str) -> Option<Cow<'a, [u8]>> {
@@ -112,7 +114,7 @@ mod tests {
             FingerprintPart::Path,
             FingerprintPart::Query,
             FingerprintPart::Body,
-            FingerprintPart::Header("x-tenant".into()),
+            FingerprintPart::Header(HeaderName::from_static("x-tenant")),
         ]
     }
 
@@ -206,7 +208,7 @@ mod tests {
 
     #[test]
     fn header_absent_differs_from_empty() {
-        let parts = [FingerprintPart::Header("x-tenant".into())];
+        let parts = [FingerprintPart::Header(HeaderName::from_static("x-tenant"))];
         let empty = FingerprintInput {
             header: &|_: &str| Some(Cow::Borrowed(&b""[..])),
             ..base()
@@ -216,7 +218,7 @@ mod tests {
             fingerprint(&parts, &empty, false)
         );
         // The header name is part of the hash too.
-        let other = [FingerprintPart::Header("x-other".into())];
+        let other = [FingerprintPart::Header(HeaderName::from_static("x-other"))];
         assert_ne!(
             fingerprint(&parts, &base(), false),
             fingerprint(&other, &base(), false)

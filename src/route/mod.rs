@@ -1,12 +1,13 @@
 //! Which route a request belongs to, and the policy that applies to it.
 //!
-//! Built once per loaded config (and again on reload): header names, methods
-//! and limits are parsed here so the request path only compares.
+//! Built once per loaded config (and again on reload) from the model
+//! `crate::config` parsed: building cannot fail, and the request path only
+//! compares.
 
 mod path;
 mod policy;
 mod table;
 
 pub use path::resolve_dot_segments;
-pub use policy::{RoutePolicy, ScopeSource};
+pub use policy::RoutePolicy;
 pub use table::{Route, RouteTable};

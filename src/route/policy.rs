@@ -7,13 +7,6 @@ use crate::config::{
     ScopePart, StatusClass, StoreErrorMode,
 };
 
-/// One part of the scope hash.
-#[derive(Debug, Clone)]
-pub enum ScopeSource {
-    Header(HeaderName),
-    ClientCert,
-}
-
 /// The effective idempotency policy of a route, in the request path's terms.
 #[derive(Debug, Clone)]
 pub struct RoutePolicy {
@@ -26,7 +19,7 @@ pub struct RoutePolicy {
     pub on_in_flight: InFlightMode,
     pub wait_timeout: Duration,
     /// Label and source of each scope part, in configured order.
-    pub scope: Vec<(String, ScopeSource)>,
+    pub scope: Vec<(String, ScopePart)>,
     pub fingerprint: Vec<FingerprintPart>,
     pub canonical_json: bool,
     pub release_statuses: Vec<u16>,
@@ -47,44 +40,27 @@ pub struct RoutePolicy {
 }
 
 impl RoutePolicy {
-    /// `policy` was validated by `config`, so a name that does not parse here
-    /// cannot occur; it is skipped rather than trusted blindly.
+    /// The model's values as they are: `config` parsed every one of them.
     pub fn new(policy: &Policy, max_request_body: u64) -> Self {
-        let header = |name: &str| HeaderName::from_bytes(name.as_bytes()).ok();
-        let scope = policy
-            .scope
-            .iter()
-            .filter_map(|part| match part {
-                ScopePart::Header(name) => {
-                    header(name).map(|h| (format!("header:{name}"), ScopeSource::Header(h)))
-                }
-                ScopePart::ClientCert => Some(("client_cert".to_string(), ScopeSource::ClientCert)),
-            })
-            .collect();
         Self {
-            methods: policy
-                .methods
-                .iter()
-                .filter_map(|m| Method::from_bytes(m.as_bytes()).ok())
-                .collect(),
+            methods: policy.methods.clone(),
             key: policy.key.clone(),
             required: policy.required,
             retention: policy.retention,
             lock_timeout: policy.lock_timeout,
             on_in_flight: policy.on_in_flight,
             wait_timeout: policy.wait_timeout,
-            scope,
+            scope: policy
+                .scope
+                .iter()
+                .map(|part| (scope_label(part), part.clone()))
+                .collect(),
             fingerprint: policy.fingerprint.clone(),
             canonical_json: policy.canonical_json,
             release_statuses: policy.release_statuses.clone(),
             forward_key: policy.forward_key,
-            replay_header: header(&policy.replay_header)
-                .unwrap_or(HeaderName::from_static("idempotent-replayed")),
-            replay_exclude_headers: policy
-                .replay_exclude_headers
-                .iter()
-                .filter_map(|name| header(name))
-                .collect(),
+            replay_header: policy.replay_header.name().clone(),
+            replay_exclude_headers: policy.replay_exclude_headers.clone(),
             on_store_error: policy.on_store_error,
             max_request_body,
             max_in_flight: policy.max_in_flight,
@@ -110,5 +86,76 @@ impl RoutePolicy {
 
     pub fn applies_to(&self, method: &Method) -> bool {
         self.methods.contains(method)
+    }
+}
+
+/// A scope part's label in the scope hash (`crate::key::scope_hash`), as the
+/// config writes it: `header:authorization`, `client_cert`. Changing it
+/// changes every stored record's scope.
+fn scope_label(part: &ScopePart) -> String {
+    match part {
+        ScopePart::Header(name) => format!("header:{name}"),
+        ScopePart::ClientCert => "client_cert".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use http::header;
+
+    use super::*;
+
+    const CONFIG: &str = r#"
+[upstreams.api]
+url = "http://127.0.0.1:3000"
+
+[defaults]
+methods = ["post", "purge"]
+scope = ["header:X-Tenant", "header:Authorization"]
+fingerprint = ["body", "header:X-Region"]
+replay_header = "X-Was-Replayed"
+replay_exclude_headers = ["Set-Cookie", "X-Secret"]
+release_statuses = [409, "5xx"]
+
+[[routes]]
+name = "all"
+upstream = "api"
+match = { path_prefix = "/" }
+"#;
+
+    #[test]
+    fn the_parsed_model_as_it_is() {
+        let config = crate::config::parse(CONFIG, Path::new("t.toml"), &|_| None).unwrap();
+        let policy = RoutePolicy::new(&config.routes[0].policy, 1024);
+        assert_eq!(policy.methods, [Method::POST, "PURGE".parse().unwrap()]);
+        assert!(policy.applies_to(&"PURGE".parse().unwrap()));
+        assert!(!policy.applies_to(&Method::PATCH));
+        let labels: Vec<&str> = policy.scope.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(labels, ["header:x-tenant", "header:authorization"]);
+        assert_eq!(policy.scope[1].1, ScopePart::Header(header::AUTHORIZATION));
+        assert_eq!(
+            policy.fingerprint[1],
+            FingerprintPart::Header(HeaderName::from_static("x-region"))
+        );
+        assert_eq!(policy.replay_header, "x-was-replayed");
+        assert_eq!(
+            policy.replay_exclude_headers,
+            [header::SET_COOKIE, HeaderName::from_static("x-secret")]
+        );
+        assert!(policy.releases(409) && policy.releases(503) && !policy.releases(429));
+        assert_eq!(policy.max_request_body, 1024);
+    }
+
+    /// The labels go into every record's scope hash: a change would part
+    /// every stored key from its retries.
+    #[test]
+    fn scope_labels_as_the_config_writes_them() {
+        assert_eq!(scope_label(&ScopePart::ClientCert), "client_cert");
+        assert_eq!(
+            scope_label(&ScopePart::Header(header::AUTHORIZATION)),
+            "header:authorization"
+        );
     }
 }

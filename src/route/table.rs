@@ -14,7 +14,6 @@ pub struct Route {
     pub upstream: String,
     pub preserve_host: bool,
     matcher: RouteMatch,
-    methods: Option<Vec<Method>>,
     /// `None` on a plain reverse-proxy route (`idempotency = false`).
     pub policy: Option<RoutePolicy>,
     /// Keyed executions running now, for `max_in_flight`. A reload builds new
@@ -26,18 +25,11 @@ pub struct Route {
 
 impl Route {
     fn new(config: &RouteConfig, max_request_body: u64) -> Self {
-        let methods = config.matcher.methods.as_ref().map(|methods| {
-            methods
-                .iter()
-                .filter_map(|m| Method::from_bytes(m.as_bytes()).ok())
-                .collect()
-        });
         Self {
             name: Arc::from(config.name.as_str()),
             upstream: config.upstream.clone(),
             preserve_host: config.preserve_host,
             matcher: config.matcher.clone(),
-            methods,
             policy: config
                 .idempotency
                 .then(|| RoutePolicy::new(&config.policy, max_request_body)),
@@ -48,7 +40,7 @@ impl Route {
     }
 
     pub fn matches(&self, method: &Method, path: &str) -> bool {
-        if let Some(methods) = &self.methods
+        if let Some(methods) = &self.matcher.methods
             && !methods.contains(method)
         {
             return false;
@@ -110,11 +102,6 @@ mod tests {
             name: "r".into(),
             upstream: "u".into(),
             preserve_host: true,
-            methods: matcher.methods.as_ref().map(|m| {
-                m.iter()
-                    .map(|m| Method::from_bytes(m.as_bytes()).unwrap())
-                    .collect()
-            }),
             matcher,
             policy: None,
             executing: AtomicUsize::new(0),
@@ -134,7 +121,7 @@ mod tests {
 
         let exact = route(RouteMatch {
             path: Some("/hook".into()),
-            methods: Some(vec!["POST".into()]),
+            methods: Some(vec![Method::POST]),
             ..Default::default()
         });
         assert!(exact.matches(&Method::POST, "/hook"));

@@ -86,9 +86,7 @@ fn source(
         };
     if let Some(header) = &file.header {
         return checked(header, "header", &|text| {
-            names::header_name(text)
-                .and_then(|name| header_name(&name))
-                .map(KeySource::Header)
+            names::header_name(text).map(KeySource::Header)
         });
     }
     if let Some(pointer) = &file.json_pointer {
@@ -174,11 +172,6 @@ fn non_empty(text: &str) -> Result<(), String> {
     }
 }
 
-fn header_name(lower: &str) -> Result<HeaderName, String> {
-    HeaderName::from_bytes(lower.as_bytes())
-        .map_err(|_| format!("{lower:?} is not a valid HTTP header name"))
-}
-
 /// `key_pattern`: `""` none, `"uuid"`, or a regex compiled here, once.
 pub fn pattern(text: &str) -> Result<Option<KeyPattern>, String> {
     KeyPattern::parse(text)
@@ -227,17 +220,35 @@ pub fn fingerprint_body(
     ok.then(|| make(Pointers::new(pointers)))
 }
 
-/// One `release_statuses` entry: `Ok(Err(class))` for a class.
-pub fn status_or_class(input: &StatusInput) -> Result<Result<u16, StatusClass>, String> {
+/// What one `release_statuses` entry frees the key on.
+pub enum Released {
+    Status(u16),
+    Class(StatusClass),
+}
+
+/// One `release_statuses` entry: a final status the upstream may answer
+/// that frees the key instead of being stored, or a class of them. A 2xx is
+/// refused: it means the effect happened, and releasing it would let a retry
+/// run the request twice. A 1xx is never a final answer.
+pub fn released(input: &StatusInput) -> Result<Released, String> {
     match input {
         StatusInput::Class(class) => match class.as_str() {
-            "4xx" => Ok(Err(StatusClass::ClientError)),
-            "5xx" => Ok(Err(StatusClass::ServerError)),
+            "4xx" => Ok(Released::Class(StatusClass::ClientError)),
+            "5xx" => Ok(Released::Class(StatusClass::ServerError)),
             other => Err(format!(
                 "{other:?} is not a status class: only \"4xx\" and \"5xx\" are"
             )),
         },
-        StatusInput::Code(code) => Ok(Ok(u16::try_from(*code).unwrap_or(u16::MAX))),
+        StatusInput::Code(code) => match u16::try_from(*code) {
+            Ok(status @ 300..=599) => Ok(Released::Status(status)),
+            Ok(status @ 200..=299) => Err(format!(
+                "{status} is a success: it must be stored, releasing it would let a retry execute twice"
+            )),
+            Ok(status @ 100..=199) => {
+                Err(format!("{status} is informational, never a final answer"))
+            }
+            _ => Err(format!("{code} is not an HTTP status (100..=599)")),
+        },
     }
 }
 
@@ -246,14 +257,7 @@ pub fn expiry_header(text: &str) -> Result<Option<HeaderName>, String> {
     if text.is_empty() {
         return Ok(None);
     }
-    names::replay_header_name(text)
-        .and_then(|name| header_name(&name.to_ascii_lowercase()))
-        .map(Some)
-}
-
-/// `replay_headers`: names of the headers kept.
-pub fn replay_header(text: &str) -> Result<HeaderName, String> {
-    names::header_name(text).and_then(|name| header_name(&name))
+    names::replay_header_name(text).map(Some)
 }
 
 /// `replay_values = [fresh, replayed]`: two different field values.
@@ -463,6 +467,28 @@ canonical_form = true"#,
             "t.toml:2:21: defaults.release_statuses[0]:",
             "only \"4xx\" and \"5xx\"",
         );
+    }
+
+    #[test]
+    fn release_statuses_are_final_answers_but_not_successes() {
+        for (status, message) in [
+            ("200", "200 is a success: it must be stored"),
+            ("299", "299 is a success"),
+            ("101", "101 is informational, never a final answer"),
+            ("99", "99 is not an HTTP status (100..=599)"),
+            ("700", "700 is not an HTTP status (100..=599)"),
+            ("70000", "70000 is not an HTTP status (100..=599)"),
+            ("-1", "-1 is not an HTTP status (100..=599)"),
+        ] {
+            single(
+                &format!("release_statuses = [{status}]"),
+                "t.toml:2:21: defaults.release_statuses[0]:",
+                message,
+            );
+        }
+        let p = policy(r#"release_statuses = [300, 599, "4xx", 300, "4xx"]"#);
+        assert_eq!(p.release_statuses, [300, 599]);
+        assert_eq!(p.release_classes, [StatusClass::ClientError]);
     }
 
     #[test]

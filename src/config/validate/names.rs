@@ -1,38 +1,27 @@
 //! Checks of single written values: tokens (methods, header names), names, paths,
-//! URLs. Each returns the normalized value or a message for the operator.
+//! URLs. Each returns the parsed value or a message for the operator.
 
-/// RFC 9110 `tchar`: what method and header names are made of.
-fn is_tchar(c: char) -> bool {
-    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
+use http::{HeaderName, Method};
+
+/// A method, upper-cased (`post` → `POST`). `http` takes exactly the RFC 9110
+/// tokens as methods.
+pub fn method(text: &str) -> Result<Method, String> {
+    Method::from_bytes(text.to_ascii_uppercase().as_bytes())
+        .map_err(|_| format!("{text:?} is not a valid HTTP method name"))
 }
 
-fn is_token(text: &str) -> bool {
-    !text.is_empty() && text.chars().all(is_tchar)
+/// A header name, lower-cased (`X-Tenant` → `x-tenant`). `http` takes exactly
+/// the RFC 9110 tokens as names.
+pub fn header_name(text: &str) -> Result<HeaderName, String> {
+    HeaderName::from_bytes(text.as_bytes())
+        .map_err(|_| format!("{text:?} is not a valid HTTP header name"))
 }
 
-/// A method, upper-cased (`post` → `POST`).
-pub fn method(text: &str) -> Result<String, String> {
-    if is_token(text) {
-        Ok(text.to_ascii_uppercase())
-    } else {
-        Err(format!("{text:?} is not a valid HTTP method name"))
-    }
-}
-
-/// A header name, lower-cased as the model stores it.
-pub fn header_name(text: &str) -> Result<String, String> {
-    if is_token(text) {
-        Ok(text.to_ascii_lowercase())
-    } else {
-        Err(format!("{text:?} is not a valid HTTP header name"))
-    }
-}
-
-/// The replay marker's name: a valid header name that is not one the answer
-/// needs for itself. The marker is set over any field of its name, so it
+/// The replay marker's (or the expiry header's) name: a valid header name
+/// that is not one the answer needs for itself. The marker is set over any field of its name, so it
 /// would clobber `Content-Type` or `Date`; a connection or framing field is
 /// dropped or rewritten on the way out, taking the marker with it.
-pub fn replay_header_name(text: &str) -> Result<String, String> {
+pub fn replay_header_name(text: &str) -> Result<HeaderName, String> {
     const CONNECTION: &[&str] = &[
         "connection",
         "content-length",
@@ -52,19 +41,19 @@ pub fn replay_header_name(text: &str) -> Result<String, String> {
         "location",
         "retry-after",
     ];
-    let lower = header_name(text)?;
-    if CONNECTION.contains(&lower.as_str()) {
+    let name = header_name(text)?;
+    if CONNECTION.contains(&name.as_str()) {
         Err(format!(
             "{text:?} describes the connection, not the answer: the marker would be lost; \
              use a name of its own such as \"Idempotent-Replayed\""
         ))
-    } else if ANSWER.contains(&lower.as_str()) {
+    } else if ANSWER.contains(&name.as_str()) {
         Err(format!(
             "{text:?} is a field answers carry: the marker would replace it; \
              use a name of its own such as \"Idempotent-Replayed\""
         ))
     } else {
-        Ok(text.to_owned())
+        Ok(name)
     }
 }
 
@@ -171,19 +160,36 @@ mod tests {
 
     #[test]
     fn methods_are_upper_cased_tokens() {
-        assert_eq!(method("post"), Ok("POST".to_owned()));
-        assert!(method("PO ST").is_err());
-        assert!(method("").is_err());
+        assert_eq!(method("post"), Ok(Method::POST));
+        assert_eq!(method("purge").unwrap(), "PURGE");
+        assert_eq!(
+            method("!#$%&'*+-.^_`|~09az").unwrap(),
+            "!#$%&'*+-.^_`|~09AZ"
+        );
+        for bad in ["PO ST", "", "GET/", "a\"b", "é", "A:B"] {
+            assert_eq!(
+                method(bad),
+                Err(format!("{bad:?} is not a valid HTTP method name"))
+            );
+        }
     }
 
     #[test]
     fn header_names_are_lower_cased_tokens() {
         assert_eq!(
             header_name("Idempotency-Key"),
-            Ok("idempotency-key".to_owned())
+            Ok(HeaderName::from_static("idempotency-key"))
         );
-        assert!(header_name("Bad Header").is_err());
-        assert!(header_name("a:b").is_err());
+        assert_eq!(
+            header_name("X-!#$%&'*+-.^_`|~09").unwrap(),
+            "x-!#$%&'*+-.^_`|~09"
+        );
+        for bad in ["Bad Header", "a:b", "", "x\"y", "(x)", "é"] {
+            assert_eq!(
+                header_name(bad),
+                Err(format!("{bad:?} is not a valid HTTP header name"))
+            );
+        }
     }
 
     #[test]

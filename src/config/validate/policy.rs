@@ -5,23 +5,24 @@
 
 use std::time::Duration;
 
+use http::{HeaderName, Method, header};
 use toml::Spanned;
 
 use super::context::Ctx;
-use super::keys;
+use super::keys::{self, Released};
 use super::names;
 use super::server::positive_duration;
 use crate::config::file::PolicyFile;
 use crate::config::{
-    FingerprintBody, FingerprintPart, InFlightMode, KeySource, Policy, ReplayValues, ScopePart,
-    StatusClass, StoreErrorMode,
+    FingerprintBody, FingerprintPart, InFlightMode, KeySource, Policy, ReplayHeader, ReplayValues,
+    ScopePart, StatusClass, StoreErrorMode,
 };
 
 /// The policy when `[defaults]` says nothing (docs/configuration.md).
 pub fn builtin() -> Policy {
     Policy {
-        methods: vec!["POST".into(), "PATCH".into()],
-        key: vec![KeySource::Header(http::HeaderName::from_static(
+        methods: vec![Method::POST, Method::PATCH],
+        key: vec![KeySource::Header(HeaderName::from_static(
             "idempotency-key",
         ))],
         required: false,
@@ -29,7 +30,7 @@ pub fn builtin() -> Policy {
         lock_timeout: Duration::from_secs(60),
         on_in_flight: InFlightMode::Conflict,
         wait_timeout: Duration::from_secs(10),
-        scope: vec![ScopePart::Header("authorization".into())],
+        scope: vec![ScopePart::Header(header::AUTHORIZATION)],
         fingerprint: vec![
             FingerprintPart::Method,
             FingerprintPart::Path,
@@ -39,8 +40,11 @@ pub fn builtin() -> Policy {
         canonical_json: false,
         release_statuses: vec![429, 503],
         forward_key: true,
-        replay_header: "Idempotent-Replayed".into(),
-        replay_exclude_headers: vec!["set-cookie".into()],
+        replay_header: ReplayHeader::new(
+            HeaderName::from_static("idempotent-replayed"),
+            "Idempotent-Replayed",
+        ),
+        replay_exclude_headers: vec![header::SET_COOKIE],
         on_store_error: StoreErrorMode::Reject,
         max_in_flight: 0,
         key_pattern: None,
@@ -116,8 +120,7 @@ pub fn resolve(ctx: &mut Ctx<'_>, base: &Policy, file: &PolicyFile, prefix: &str
         file.replay_header.as_ref(),
         &field("replay_header"),
         base.replay_header.clone(),
-        // Kept as written: it is the spelling sent to clients.
-        |name| names::replay_header_name(name),
+        |written| names::replay_header_name(written).map(|name| ReplayHeader::new(name, written)),
     );
     if let Some(headers) = list(
         ctx,
@@ -212,9 +215,7 @@ fn fingerprint_part(text: &str) -> Result<FingerprintPart, String> {
     }
 }
 
-/// Final statuses the upstream may answer that free the key instead of being
-/// stored. A 2xx is refused: it means the effect happened, and releasing it would
-/// let a retry run the request twice. A 1xx is never a final answer.
+/// `release_statuses`: the codes and the classes apart, each once.
 fn release_statuses(
     ctx: &mut Ctx<'_>,
     file: &PolicyFile,
@@ -224,39 +225,19 @@ fn release_statuses(
     let mut statuses = Vec::new();
     let mut classes = Vec::new();
     for (i, entry) in file.release_statuses.as_ref()?.get_ref().iter().enumerate() {
-        let status = match keys::status_or_class(entry.get_ref()) {
-            Ok(Ok(status)) => i64::from(status),
-            Ok(Err(class)) => {
+        match keys::released(entry.get_ref()) {
+            Ok(Released::Status(status)) => {
+                if !statuses.contains(&status) {
+                    statuses.push(status);
+                }
+            }
+            Ok(Released::Class(class)) => {
                 if !classes.contains(&class) {
                     classes.push(class);
                 }
-                continue;
             }
             Err(message) => {
                 ok = false;
-                ctx.error(Some(entry.span()), format!("{field}[{i}]"), message);
-                continue;
-            }
-        };
-        let message = match status {
-            s if !(100..=599).contains(&s) => {
-                Some(format!("{s} is not an HTTP status (100..=599)"))
-            }
-            s if s < 200 => Some(format!("{s} is informational, never a final answer")),
-            s if s < 300 => Some(format!(
-                "{s} is a success: it must be stored, releasing it would let a retry execute twice"
-            )),
-            _ => None,
-        };
-        match (message, u16::try_from(status)) {
-            (None, Ok(s)) => {
-                if !statuses.contains(&s) {
-                    statuses.push(s);
-                }
-            }
-            (message, _) => {
-                ok = false;
-                let message = message.unwrap_or_else(|| "not an HTTP status".into());
                 ctx.error(Some(entry.span()), format!("{field}[{i}]"), message);
             }
         }
@@ -299,7 +280,7 @@ fn key_and_fingerprint(
         ctx,
         file.replay_headers.as_ref(),
         &field("replay_headers"),
-        keys::replay_header,
+        names::header_name,
     ) {
         policy.replay_headers = headers;
     }

@@ -9,6 +9,7 @@ use super::context::Ctx;
 use super::names;
 use super::policy;
 use super::webhook;
+use crate::config::describe;
 use crate::config::file::{MatchFile, PolicyFile, RouteFile};
 use crate::config::units::format_duration;
 use crate::config::{Policy, RouteConfig, RouteMatch, UpstreamConfig};
@@ -119,8 +120,8 @@ fn route(
             format!(
                 "none of {} is in methods ({}): every request on this route passes through \
                  without idempotency",
-                matched.join(","),
-                policy.methods.join(",")
+                describe::method_list(matched),
+                describe::method_list(&policy.methods)
             ),
         );
     }
@@ -189,10 +190,10 @@ fn route_match(ctx: &mut Ctx<'_>, matcher: &Spanned<MatchFile>, prefix: &str) ->
                 "empty: the route would match nothing; omit methods to match any",
             );
         }
-        let mut upper: Vec<String> = Vec::new();
+        let mut parsed = Vec::new();
         for (i, method) in methods.get_ref().iter().enumerate() {
             match names::method(method.get_ref()) {
-                Ok(m) if !upper.contains(&m) => upper.push(m),
+                Ok(m) if !parsed.contains(&m) => parsed.push(m),
                 Ok(_) => {}
                 Err(message) => ctx.error(
                     Some(method.span()),
@@ -201,7 +202,7 @@ fn route_match(ctx: &mut Ctx<'_>, matcher: &Spanned<MatchFile>, prefix: &str) ->
                 ),
             }
         }
-        upper
+        parsed
     });
     RouteMatch {
         path,

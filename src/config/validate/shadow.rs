@@ -50,7 +50,7 @@ mod tests {
         RouteMatch {
             path: None,
             path_prefix: Some(p.into()),
-            methods: methods.map(|m| m.iter().map(|s| s.to_string()).collect()),
+            methods: methods.map(|m| m.iter().map(|s| s.parse().unwrap()).collect()),
         }
     }
 

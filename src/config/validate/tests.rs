@@ -3,6 +3,8 @@
 use std::path::Path;
 use std::time::Duration;
 
+use http::{HeaderName, Method, header};
+
 use crate::config::{
     ConfigErrors, Durability, FingerprintPart, InFlightMode, KeySource, ScopePart, StoreConfig,
     StoreErrorMode, describe, parse,
@@ -97,7 +99,7 @@ fn policy_defaults() {
     assert_eq!(policy.lock_timeout, Duration::from_secs(60));
     assert_eq!(policy.on_in_flight, InFlightMode::Conflict);
     assert_eq!(policy.wait_timeout, Duration::from_secs(10));
-    assert_eq!(policy.scope, [ScopePart::Header("authorization".into())]);
+    assert_eq!(policy.scope, [ScopePart::Header(header::AUTHORIZATION)]);
     assert_eq!(
         policy.fingerprint,
         [
@@ -110,8 +112,9 @@ fn policy_defaults() {
     assert!(!policy.canonical_json);
     assert_eq!(policy.release_statuses, [429, 503]);
     assert!(policy.forward_key);
-    assert_eq!(policy.replay_header, "Idempotent-Replayed");
-    assert_eq!(policy.replay_exclude_headers, ["set-cookie"]);
+    assert_eq!(policy.replay_header.as_written(), "Idempotent-Replayed");
+    assert_eq!(policy.replay_header.name(), "idempotent-replayed");
+    assert_eq!(policy.replay_exclude_headers, [header::SET_COOKIE]);
     assert_eq!(policy.on_store_error, StoreErrorMode::Reject);
 }
 
@@ -325,15 +328,15 @@ key = { json_pointer = "/id" }
     assert_eq!(a.methods, ["POST", "PUT"]);
     assert_eq!(
         a.scope,
-        [ScopePart::Header("x-tenant".into()), ScopePart::ClientCert]
+        [
+            ScopePart::Header(HeaderName::from_static("x-tenant")),
+            ScopePart::ClientCert
+        ]
     );
     assert_eq!(a.retention, Duration::from_secs(12 * 3600));
     assert_eq!(a.release_statuses, [503]);
     let b = &config.routes[1];
-    assert_eq!(
-        b.matcher.methods.as_deref(),
-        Some(&["DELETE".to_owned()][..])
-    );
+    assert_eq!(b.matcher.methods.as_deref(), Some(&[Method::DELETE][..]));
     assert_eq!(b.policy.methods, ["DELETE"]);
     assert_eq!(b.policy.scope, []);
     assert_eq!(b.policy.retention, Duration::from_millis(500));
@@ -463,7 +466,9 @@ fn replay_header_is_not_a_field_the_answer_needs() {
     let config = ok(&format!(
         "[defaults]\nreplay_header = \"X-Replayed\"\n{MINIMAL}"
     ));
-    assert_eq!(config.routes[0].policy.replay_header, "X-Replayed");
+    let marker = &config.routes[0].policy.replay_header;
+    assert_eq!(marker.as_written(), "X-Replayed");
+    assert_eq!(marker.name(), "x-replayed");
 }
 
 /// Counts the gateway sets aside room for have a ceiling: one near `i64::MAX`

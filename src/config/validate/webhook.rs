@@ -12,7 +12,7 @@ use crate::config::file::{SecretsEnvFile, WebhookFile};
 use crate::config::{
     DEFAULT_TOLERANCE, KeySource, Policy, StatusClass, WebhookConfig, WebhookScheme, WebhookSecret,
 };
-use http::HeaderName;
+use http::{HeaderName, Method};
 
 /// What a webhook route releases by default: any 5xx and 429, so a
 /// consumer's failure lets the sender's redelivery run again, while a
@@ -36,7 +36,7 @@ fn default_key(scheme: WebhookScheme) -> KeySource {
 /// webhook defaults on top; the route's own fields then go on top of this.
 pub fn route_defaults(inherited: &Policy, scheme: WebhookScheme) -> Policy {
     Policy {
-        methods: vec!["POST".into()],
+        methods: vec![Method::POST],
         key: vec![default_key(scheme)],
         required: true,
         // One sender per route: its event ids are its only namespace.
