@@ -18,10 +18,10 @@
 //! pages; a full count read every unexpired row (30–50 s per 100 million,
 //! beyond the default `statement_timeout`).
 
-use tokio_postgres::Row;
+use tokio_postgres::{IsolationLevel, Row};
 
 use super::PostgresStore;
-use super::pool::db_error;
+use super::pool::{db_error, pool_error};
 use crate::store::listing::Count;
 use crate::store::{RecordState, StoreError};
 
@@ -51,7 +51,9 @@ impl Default for CountLimits {
 /// with the route, per route), with its in-flight and outcome-unknown
 /// records counted, its unexpired completed records counted up to `$1`
 /// (reaching `$1`, one past the exact limit, means: estimate), and the
-/// table's size in pages.
+/// table's size in pages. The completed records are read newest first: the
+/// expired ones awaiting the sweep are the oldest, and a backlog of them is
+/// then not read before the limit is reached.
 ///
 /// `$1 completed records counted at most`.
 const EXACT: &str = "
@@ -72,18 +74,24 @@ SELECT route,
             SELECT FROM idemgate_records r
             WHERE r.route = routes.route AND r.state = 1 AND NOT r.outcome_unknown
               AND r.expires_at > now()
+            ORDER BY r.created_at DESC
             LIMIT $1) AS upto) AS completed,
        pg_relation_size('idemgate_records') / current_setting('block_size')::bigint AS pages
 FROM routes
 WHERE route IS NOT NULL";
 
 /// Unexpired completed records per route in a sample of the table's pages,
-/// each page taken with probability `$1` percent.
+/// each page taken with probability `$1` percent. The same pages at every
+/// count (a fixed seed; a larger table adds its new pages to them): they
+/// stay cached, where pages drawn afresh were each a random read from disk
+/// (4,096 of them took 0.2–27 s on a busy disk), every replica reports the
+/// same estimate, and the gauge moves when the records do, not with the
+/// draw.
 ///
 /// `$1 percent (real)`.
 const SAMPLE: &str = "
 SELECT route, count(*) AS records
-FROM idemgate_records TABLESAMPLE SYSTEM ($1)
+FROM idemgate_records TABLESAMPLE SYSTEM ($1) REPEATABLE (0)
 WHERE state = 1 AND NOT outcome_unknown AND expires_at > now()
 GROUP BY route";
 
@@ -96,31 +104,59 @@ struct Exact {
     completed: Option<u64>,
 }
 
+/// Both statements see one snapshot, in a read-only transaction. Without
+/// JIT: the planner prices `EXACT` for a hundred routes of a large table,
+/// past `jit_above_cost`, and compiling it took 0.76 s of a count that
+/// runs in a fraction of that (docs/tuning-retention.md).
 pub(super) async fn count(
     store: &PostgresStore,
     limits: CountLimits,
 ) -> Result<Vec<Count>, StoreError> {
-    let upto = i64::from(limits.exact_completed) + 1;
-    let rows = store.query(EXACT, &[&upto]).await?;
-    let mut pages = 0;
-    let mut routes = Vec::with_capacity(rows.len());
-    for row in &rows {
-        pages = row.try_get::<_, i64>("pages").map_err(db_error)?;
-        routes.push(exact(row, limits.exact_completed)?);
-    }
-    let sampled = if routes.iter().any(|r| r.completed.is_none()) {
-        let percent = sample_percent(pages, limits.sample_pages);
-        let rows = store.query(SAMPLE, &[&percent]).await?;
-        let mut sampled = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let route: String = row.try_get("route").map_err(db_error)?;
-            let records: i64 = row.try_get("records").map_err(db_error)?;
-            sampled.push((route, scaled(records, percent)));
-        }
-        sampled
-    } else {
-        Vec::new()
-    };
+    store
+        .bounded(async {
+            let mut client = store.pool.get().await.map_err(pool_error)?;
+            let txn = client
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .await
+                .map_err(db_error)?;
+            txn.batch_execute("SET LOCAL jit = off")
+                .await
+                .map_err(db_error)?;
+            let upto = i64::from(limits.exact_completed) + 1;
+            let exact_stmt = txn.prepare_cached(EXACT).await.map_err(db_error)?;
+            let rows = txn.query(&exact_stmt, &[&upto]).await.map_err(db_error)?;
+            let mut pages = 0;
+            let mut routes = Vec::with_capacity(rows.len());
+            for row in &rows {
+                pages = row.try_get::<_, i64>("pages").map_err(db_error)?;
+                routes.push(exact(row, limits.exact_completed)?);
+            }
+            let mut sampled = Vec::new();
+            if routes.iter().any(|r| r.completed.is_none()) {
+                let percent = sample_percent(pages, limits.sample_pages);
+                let sample_stmt = txn.prepare_cached(SAMPLE).await.map_err(db_error)?;
+                for row in txn
+                    .query(&sample_stmt, &[&percent])
+                    .await
+                    .map_err(db_error)?
+                {
+                    let route: String = row.try_get("route").map_err(db_error)?;
+                    let records: i64 = row.try_get("records").map_err(db_error)?;
+                    sampled.push((route, scaled(records, percent)));
+                }
+            }
+            txn.commit().await.map_err(db_error)?;
+            Ok(counts(routes, &sampled, limits))
+        })
+        .await
+}
+
+/// The counts to report: a route's estimate where it had more completed
+/// records than the exact limit; no zeros.
+fn counts(routes: Vec<Exact>, sampled: &[(String, u64)], limits: CountLimits) -> Vec<Count> {
     let mut counts = Vec::new();
     for route in routes {
         // More than the exact limit was seen: never report fewer.
@@ -145,7 +181,7 @@ pub(super) async fn count(
             }
         }
     }
-    Ok(counts)
+    counts
 }
 
 fn exact(row: &Row, exact_completed: u32) -> Result<Exact, StoreError> {
