@@ -5,7 +5,9 @@
 //! with a oneshot reply. It drains everything queued and runs it in one write
 //! transaction (group commit, see `writer`): a burst of reservations costs one
 //! fsync. The batch's replies go back to the runtime together (`replies`).
-//! The thread exits, closing the file, when the last handle drops.
+//! The thread exits, closing the file, when the last handle drops. The
+//! count behind `idemgate_records` is the one read that does not go through
+//! it: it runs beside it on a read-only connection of its own (`reader`).
 //!
 //! **Durability** (`Durability::PowerLoss`, the default). WAL journal,
 //! every batch's commit synced (`fdatasync`) before its answers leave the
