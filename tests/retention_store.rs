@@ -552,3 +552,181 @@ async fn redis_hits_tell_the_age_postgres_gave() {
     assert!(two_hours.contains(&from_redis), "{from_redis:?}");
     drop(prefix);
 }
+
+/// Runs `sql` on a fresh connection to the test database; returns the
+/// first column of its one row.
+async fn pg_number(sql: &str) -> i64 {
+    let (client, conn) = tokio_postgres::connect(&pg_support::base_url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let task = tokio::spawn(conn);
+    let n = client.query_one(sql, &[]).await.unwrap().get(0);
+    drop(client);
+    let _ = task.await;
+    n
+}
+
+/// Past a route's exact limit, its completed records are estimated from a
+/// sample of the table's pages (the count then costs the same on a table of
+/// any size); in-flight and outcome-unknown records, and routes under the
+/// limit, stay exact. The default limits count this table exactly.
+#[tokio::test]
+async fn postgres_estimates_completed_records_past_the_exact_limit() {
+    let schema = TestSchema::create().await;
+    let name = schema.name.clone();
+    let store = PostgresStore::connect(&schema.config()).await.unwrap();
+    // 50,000 records of `orders` written oldest first, as a gateway writes
+    // them: 1% in flight, 1% outcome unknown, 1% completed but expired (the
+    // oldest, together at the start of the table), the rest completed; and
+    // 50 completed records of `refunds`.
+    pg_support::admin_sql(&format!(
+        "INSERT INTO {name}.idemgate_records
+             (route, scope, key, state, fingerprint, token, status, header_names, header_values,
+              body, created_at, completed_at, expires_at, lease_expires_at, outcome_unknown)
+         SELECT 'orders', 'scope-a', 'k' || n, CASE WHEN n % 100 = 0 THEN 0 ELSE 1 END,
+                md5(n::text), n, CASE WHEN n % 100 = 0 THEN NULL WHEN n % 100 = 1 THEN 504 ELSE 201 END,
+                '{{content-type}}', ARRAY['application/json'::bytea],
+                convert_to('{{\"id\":\"ch_' || n || '\",\"amount\":1000}}', 'UTF8'),
+                now(), now(),
+                CASE WHEN n % 100 = 0 THEN NULL
+                     WHEN n <= 1000 AND n % 100 <> 1 THEN now() - interval '1 minute'
+                     ELSE now() + interval '1 hour' END,
+                CASE WHEN n % 100 = 0 THEN now() + interval '1 hour' END,
+                n % 100 = 1
+         FROM generate_series(1, 50000) AS n;
+         INSERT INTO {name}.idemgate_records
+             (route, scope, key, state, fingerprint, token, status, created_at, completed_at,
+              expires_at)
+         SELECT 'refunds', 'scope-a', 'r' || n, 1, md5(n::text), 50000 + n, 201, now(), now(),
+                now() + interval '1 hour'
+         FROM generate_series(1, 50) AS n;"
+    ))
+    .await;
+    // Of `orders`: 500 in flight, 500 of unknown outcome, 980 expired.
+    let completed = 50_000 - 500 - 500 - 980;
+    let exact = store.count().await.unwrap();
+    assert_eq!(counted(&exact, "orders", RecordState::Completed), completed);
+    assert_eq!(counted(&exact, "orders", RecordState::InFlight), 500);
+    assert_eq!(counted(&exact, "orders", RecordState::OutcomeUnknown), 500);
+    assert_eq!(counted(&exact, "refunds", RecordState::Completed), 50);
+
+    // Half the table's pages sampled (the same half at every count): one
+    // standard error of such an estimate is ~4% here; ±20% is far out.
+    let pages = pg_number(&format!(
+        "SELECT pg_relation_size('{name}.idemgate_records') / current_setting('block_size')::bigint"
+    ))
+    .await;
+    assert!(pages > 200, "a table of {pages} pages");
+    let sample_pages = u32::try_from(pages / 2).unwrap();
+    let limits = idemgate::store::postgres::CountLimits {
+        exact_completed: 1000,
+        sample_pages,
+    };
+    let counts = store.count_within(limits).await.unwrap();
+    let estimate = counted(&counts, "orders", RecordState::Completed);
+    let error = estimate.abs_diff(completed) as f64 / completed as f64;
+    assert!(error < 0.2, "estimated {estimate} of {completed}");
+    assert_eq!(counted(&counts, "orders", RecordState::InFlight), 500);
+    assert_eq!(counted(&counts, "orders", RecordState::OutcomeUnknown), 500);
+    assert_eq!(
+        counted(&counts, "refunds", RecordState::Completed),
+        50,
+        "under the limit: exact"
+    );
+    // It is the count's sample (same pages, same seed), scaled up: not an
+    // exact count that happens to fall within the tolerance.
+    let percent = (100.0 * f64::from(sample_pages) / pages as f64) as f32;
+    let sampled = pg_number(&format!(
+        "SELECT count(*) FROM {name}.idemgate_records TABLESAMPLE SYSTEM ({percent}) REPEATABLE (0)
+         WHERE route = 'orders' AND state = 1 AND NOT outcome_unknown AND expires_at > now()"
+    ))
+    .await;
+    assert_eq!(
+        estimate,
+        (sampled as f64 * 100.0 / f64::from(percent)).round() as u64
+    );
+    let again = store.count_within(limits).await.unwrap();
+    assert_eq!(
+        counted(&again, "orders", RecordState::Completed),
+        estimate,
+        "the same pages each time: the gauge moves only when the records do"
+    );
+
+    // A sample that finds nothing of a route past the limit still reports
+    // more than the limit.
+    let tiny = idemgate::store::postgres::CountLimits {
+        exact_completed: 1000,
+        sample_pages: 1,
+    };
+    for _ in 0..3 {
+        let counts = store.count_within(tiny).await.unwrap();
+        assert!(counted(&counts, "orders", RecordState::Completed) > 1000);
+    }
+    drop(store);
+}
+
+/// The embedded store counts on a connection of its own, beside the
+/// writer: a file's worth of records takes a while to count, and writes
+/// issued meanwhile are answered without waiting for the count. (On the
+/// writer thread, every write issued after the count started waited for
+/// its end.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_writes_go_on_while_the_count_runs() {
+    const RECORDS: i64 = 300_000;
+    let path = temp_db("count-beside");
+    let _dir = TempDir(path.clone());
+    drop(EmbeddedStore::open(&path).unwrap());
+    let now = std::time::SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
+         INSERT INTO records (route, scope, key, state, fingerprint, token, status, body,
+                              created_at, completed_at, expires_at)
+         SELECT 'bulk', 'scope-a', printf('k%08d', i), 1, 'fp', i, 201, x'7b7d', ?2, ?2, ?3
+         FROM n",
+        rusqlite::params![RECORDS, now, now + 86_400_000],
+    )
+    .unwrap();
+    drop(conn);
+
+    let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(&path).unwrap());
+    let counting = tokio::spawn({
+        let store = store.clone();
+        async move {
+            let started = std::time::Instant::now();
+            let counts = store.count().await.unwrap();
+            (counts, started.elapsed())
+        }
+    });
+    // Under way (on the writer thread, it would be holding the writer now).
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let (mut during, mut slowest) = (0, Duration::ZERO);
+    while !counting.is_finished() {
+        let started = std::time::Instant::now();
+        let lease = reserve(&store, &id("orders", &format!("w{during}"))).await;
+        store
+            .complete(&lease, &answer(201, false), LONG)
+            .await
+            .unwrap();
+        if counting.is_finished() {
+            break;
+        }
+        slowest = slowest.max(started.elapsed());
+        during += 1;
+    }
+    let (counts, took) = counting.await.unwrap();
+    eprintln!(
+        "count of {RECORDS} records: {took:?}; {during} writes meanwhile, slowest {slowest:?}"
+    );
+    assert_eq!(
+        counted(&counts, "bulk", RecordState::Completed),
+        RECORDS as u64
+    );
+    assert!(
+        during >= 1,
+        "no write was answered while the count ran ({took:?})"
+    );
+}

@@ -1,8 +1,9 @@
 //! Listing and counting records for operators, through the `records_listing`
 //! index (route, state, outcome_unknown, created_at, key, scope, expires_at):
-//! a page is one range of it per state, never a scan of the table.
+//! a page is one range of it per state, never a scan of the table; the
+//! count reads the index alone, on the reader's connection (`reader`).
 
-use rusqlite::params;
+use rusqlite::{Connection, params};
 
 use super::codec::from_ms;
 use super::db_error::db;
@@ -103,9 +104,9 @@ fn one_state(
     rows.collect::<Result<Vec<_>, _>>().map_err(db)
 }
 
-pub(super) fn count(txn: &mut Txn<'_, '_>) -> Result<Vec<Count>, StoreError> {
-    let now = txn.now;
-    let mut stmt = txn.statement(COUNT)?;
+/// On the reader's connection (`reader`), off the writer thread.
+pub(super) fn count(conn: &Connection, now: i64) -> Result<Vec<Count>, StoreError> {
+    let mut stmt = conn.prepare_cached(COUNT).map_err(db)?;
     let rows = stmt
         .query_map(params![now], |row| {
             let records: i64 = row.get(3)?;

@@ -5,7 +5,9 @@
 //! with a oneshot reply. It drains everything queued and runs it in one write
 //! transaction (group commit, see `writer`): a burst of reservations costs one
 //! fsync. The batch's replies go back to the runtime together (`replies`).
-//! The thread exits, closing the file, when the last handle drops.
+//! The thread exits, closing the file, when the last handle drops. The
+//! count behind `idemgate_records` is the one read that does not go through
+//! it: it runs beside it on a read-only connection of its own (`reader`).
 //!
 //! **Durability** (`Durability::PowerLoss`, the default). WAL journal,
 //! every batch's commit synced (`fdatasync`) before its answers leave the
@@ -39,6 +41,7 @@ mod db_error;
 mod file_watch;
 mod listing;
 mod ops;
+mod reader;
 mod replies;
 mod schema;
 mod serve_lock;
@@ -76,6 +79,8 @@ pub struct EmbeddedStore {
 struct Inner {
     jobs: Option<Sender<Box<dyn Job>>>,
     thread: Option<JoinHandle<()>>,
+    /// The count runs on it, beside the writer (`reader`).
+    reader: Arc<reader::Reader>,
     /// Held by `serve` (`open_for_serving`); released after the thread has
     /// closed the file.
     _serve_lock: Option<serve_lock::ServeLock>,
@@ -148,6 +153,11 @@ impl EmbeddedStore {
         file: Option<file_watch::FileWatch>,
         lock: Option<serve_lock::ServeLock>,
     ) -> Result<EmbeddedStore, StoreError> {
+        let path = conn
+            .path()
+            .map(std::path::PathBuf::from)
+            .unwrap_or_default();
+        let reader = Arc::new(reader::Reader::open(&path, clock.clone())?);
         let (tx, rx) = mpsc::channel::<Box<dyn Job>>();
         let replies = Replies::start();
         let thread = std::thread::Builder::new()
@@ -158,6 +168,7 @@ impl EmbeddedStore {
             inner: Arc::new(Inner {
                 jobs: Some(tx),
                 thread: Some(thread),
+                reader,
                 _serve_lock: lock,
             }),
         })
@@ -191,7 +202,9 @@ fn stopped() -> StoreError {
 impl Drop for Inner {
     fn drop(&mut self) {
         // Closing the channel ends the thread once it has finished its batch;
-        // joining makes the file closed (WAL checkpointed) when drop returns.
+        // joining makes the file closed (WAL checkpointed) when drop returns,
+        // the reader's connection closed first.
+        self.reader.close();
         self.jobs.take();
         if let Some(thread) = self.thread.take()
             && thread.join().is_err()
@@ -262,7 +275,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn count(&self) -> Result<Vec<super::Count>, StoreError> {
-        self.call(listing::count).await
+        self.inner.reader.count().await
     }
 }
 

@@ -1,7 +1,6 @@
-//! Listing and counting records for operators, through the
-//! `idemgate_records_listing` index (route, state, outcome_unknown,
-//! created_at, key, scope; expires_at included): a page is one range of it
-//! per state, and the count reads it alone (an index-only scan).
+//! Listing records for operators, through the `idemgate_records_listing`
+//! index (route, state, outcome_unknown, created_at, key, scope; expires_at
+//! included): a page is one range of it per state. Counting them is `count`.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -11,7 +10,7 @@ use tokio_postgres::types::ToSql;
 use super::PostgresStore;
 use super::pool::db_error;
 use super::rows::record_state;
-use crate::store::listing::{Count, ListQuery, Listed, Page};
+use crate::store::listing::{ListQuery, Listed, Page};
 use crate::store::{RecordState, StoreError};
 
 /// One state's records after the cursor, oldest first; completed records past
@@ -27,12 +26,6 @@ WHERE route = $1 AND state = $2 AND outcome_unknown = $3
   AND (created_at, key COLLATE "C", scope COLLATE "C") > ($4, $5 COLLATE "C", $6 COLLATE "C")
 ORDER BY created_at, key COLLATE "C", scope COLLATE "C"
 LIMIT $7"#;
-
-const COUNT: &str = "
-SELECT route, state, outcome_unknown, count(*) AS records
-FROM idemgate_records
-WHERE state = 0 OR expires_at > now()
-GROUP BY route, state, outcome_unknown";
 
 fn columns(state: RecordState) -> (i16, bool) {
     match state {
@@ -97,21 +90,4 @@ fn listed(row: &Row) -> Result<Listed, StoreError> {
         completed_at: row.try_get("completed_at").map_err(db_error)?,
         expires_at: row.try_get("expires_at").map_err(db_error)?,
     })
-}
-
-pub(super) async fn count(store: &PostgresStore) -> Result<Vec<Count>, StoreError> {
-    let rows = store.query(COUNT, &[]).await?;
-    rows.iter()
-        .map(|row| {
-            let records: i64 = row.try_get("records").map_err(db_error)?;
-            Ok(Count {
-                route: row.try_get("route").map_err(db_error)?,
-                state: record_state(
-                    row.try_get("state").map_err(db_error)?,
-                    row.try_get("outcome_unknown").map_err(db_error)?,
-                ),
-                records: u64::try_from(records).unwrap_or(0),
-            })
-        })
-        .collect()
 }

@@ -14,6 +14,7 @@
 //! the URL or the password.
 
 mod batch;
+mod count;
 mod listing;
 mod many;
 mod migrations;
@@ -33,6 +34,7 @@ use async_trait::async_trait;
 use deadpool_postgres::Pool;
 use tokio_postgres::types::ToSql;
 
+pub use count::CountLimits;
 pub use migrations::SCHEMA_VERSION;
 pub use purges::{Heard, PurgeHook};
 
@@ -492,6 +494,6 @@ impl Store for PostgresStore {
     }
 
     async fn count(&self) -> Result<Vec<crate::store::Count>, StoreError> {
-        listing::count(self).await
+        count::count(self, CountLimits::default()).await
     }
 }
