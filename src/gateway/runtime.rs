@@ -35,7 +35,7 @@ pub struct BoundRoute {
 impl Runtime {
     pub fn new(config: Arc<Config>) -> Result<Self, String> {
         let routes = RouteTable::new(&config);
-        let upstreams = Upstreams::new(&config)?;
+        let upstreams = Upstreams::new(&config).map_err(|e| e.to_string())?;
         let bound = routes
             .iter()
             .map(|route| {

@@ -85,7 +85,8 @@ impl Regions {
             let gateway = if *name == region.name {
                 None
             } else {
-                let upstream = Upstream::new(&as_upstream(peer)).map_err(|e| named(peer, &e))?;
+                let upstream =
+                    Upstream::new(&as_upstream(peer)).map_err(|e| named(peer, &e.to_string()))?;
                 Some(Arc::new(upstream))
             };
             peers.push(Peer {
