@@ -53,7 +53,9 @@ impl Runtime {
                 }))
             })
             .collect::<Result<_, String>>()?;
-        let regions = crate::region::Regions::new(&config)?.map(Arc::new);
+        let regions = crate::region::Regions::new(&config)
+            .map_err(|e| e.to_string())?
+            .map(Arc::new);
         Ok(Self {
             regions,
             routes,
