@@ -28,20 +28,31 @@ pub struct Cli {
 /// A directive without `=` must be a level. tracing reads any other bare
 /// word as a target at every level, so `infoo` silenced every log line
 /// but that target's; a target is named with its level (`hyper=trace`).
-pub fn log_filter(value: &str) -> Result<String, String> {
+pub fn log_filter(value: &str) -> Result<String, LogFilterError> {
     const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
     for directive in value.split(',').map(str::trim) {
         let bare = !directive.is_empty() && !directive.contains(['=', '[']);
         if bare && !LEVELS.iter().any(|l| l.eq_ignore_ascii_case(directive)) {
-            return Err(format!(
-                "'{directive}' is not a level (off, error, warn, info, debug, trace); \
-                 name a target with its level, as in {directive}=debug"
-            ));
+            return Err(LogFilterError::NotALevel(directive.to_owned()));
         }
     }
     tracing_subscriber::EnvFilter::try_new(value)
         .map(|_| value.to_owned())
-        .map_err(|error| error.to_string())
+        .map_err(LogFilterError::Invalid)
+}
+
+/// Why a log filter is refused (clap, or `main` for `RUST_LOG`, says it).
+#[derive(Debug, thiserror::Error)]
+pub enum LogFilterError {
+    /// A bare word that is no level (module doc of `log_filter`).
+    #[error(
+        "'{0}' is not a level (off, error, warn, info, debug, trace); \
+         name a target with its level, as in {0}=debug"
+    )]
+    NotALevel(String),
+    /// What tracing cannot parse.
+    #[error("{0}")]
+    Invalid(#[source] tracing_subscriber::filter::ParseError),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -142,12 +153,17 @@ mod tests {
             "info,hyper=warn",
             "[span]=debug",
         ] {
-            assert_eq!(log_filter(good).as_deref(), Ok(good), "{good}");
+            assert_eq!(log_filter(good).ok().as_deref(), Some(good), "{good}");
         }
         for bad in ["infoo", "idemgate", "info,debugg", "idemgate=lots"] {
             assert!(log_filter(bad).is_err(), "{bad}");
         }
         let why = log_filter("infoo").expect_err("not a level");
-        assert!(why.contains("'infoo' is not a level"), "{why}");
+        assert!(matches!(&why, LogFilterError::NotALevel(word) if word == "infoo"));
+        assert!(why.to_string().contains("'infoo' is not a level"), "{why}");
+        assert!(matches!(
+            log_filter("idemgate=lots"),
+            Err(LogFilterError::Invalid(_))
+        ));
     }
 }

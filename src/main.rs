@@ -96,21 +96,35 @@ async fn serve(path: &std::path::Path) -> i32 {
 }
 
 /// `RUST_LOG` when it is set: `Err` is the one line that refuses it.
-fn rust_log() -> Result<Option<String>, String> {
+fn rust_log() -> Result<Option<String>, RustLogError> {
     read_rust_log(std::env::var("RUST_LOG"))
 }
 
+/// Why `RUST_LOG` is refused, in clap's words for a bad `--log-level`.
+#[derive(Debug, thiserror::Error)]
+enum RustLogError {
+    #[error("error: invalid value for RUST_LOG: not valid UTF-8")]
+    NotUnicode,
+    #[error("error: invalid value '{value}' for RUST_LOG: {source}")]
+    Invalid {
+        value: String,
+        #[source]
+        source: cli::LogFilterError,
+    },
+}
+
 /// An empty `RUST_LOG` is unset (tracing would read it as "nothing").
-fn read_rust_log(value: Result<String, std::env::VarError>) -> Result<Option<String>, String> {
+fn read_rust_log(
+    value: Result<String, std::env::VarError>,
+) -> Result<Option<String>, RustLogError> {
     match value {
         Err(std::env::VarError::NotPresent) => Ok(None),
         Ok(value) if value.trim().is_empty() => Ok(None),
-        Err(std::env::VarError::NotUnicode(_)) => {
-            Err("error: invalid value for RUST_LOG: not valid UTF-8".to_owned())
-        }
-        Ok(value) => cli::log_filter(&value)
-            .map(Some)
-            .map_err(|why| format!("error: invalid value '{value}' for RUST_LOG: {why}")),
+        Err(std::env::VarError::NotUnicode(_)) => Err(RustLogError::NotUnicode),
+        Ok(value) => match cli::log_filter(&value) {
+            Ok(filter) => Ok(Some(filter)),
+            Err(source) => Err(RustLogError::Invalid { value, source }),
+        },
     }
 }
 
@@ -159,13 +173,23 @@ mod tests {
 
     #[test]
     fn an_empty_rust_log_is_unset_and_a_bad_one_refused() {
-        assert_eq!(read_rust_log(Ok(String::new())), Ok(None));
-        assert_eq!(read_rust_log(Ok("  ".into())), Ok(None));
+        assert!(matches!(read_rust_log(Ok(String::new())), Ok(None)));
+        assert!(matches!(read_rust_log(Ok("  ".into())), Ok(None)));
         assert_eq!(
-            read_rust_log(Ok("idemgate=debug".into())),
-            Ok(Some("idemgate=debug".into()))
+            read_rust_log(Ok("idemgate=debug".into())).ok(),
+            Some(Some("idemgate=debug".into()))
         );
-        assert!(read_rust_log(Ok("idemgate=lots".into())).is_err());
+        let refused = read_rust_log(Ok("idemgate=lots".into())).expect_err("not a level");
+        assert!(
+            matches!(&refused, RustLogError::Invalid { value, .. } if value == "idemgate=lots"),
+            "{refused:?}"
+        );
+        assert!(
+            refused
+                .to_string()
+                .starts_with("error: invalid value 'idemgate=lots' for RUST_LOG: "),
+            "{refused}"
+        );
     }
 
     #[test]

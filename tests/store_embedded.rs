@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use idemgate::store::embedded::SCHEMA_VERSION;
-use idemgate::store::{EmbeddedStore, ReplayCache, Reservation, Store, StoreError};
+use idemgate::store::{
+    EmbeddedCause, EmbeddedStore, ReplayCache, Reservation, Store, StoreError, Unavailable,
+};
 use store_conformance::{id, reserved, response};
 
 /// A fresh path per test under the system temp dir.
@@ -109,9 +111,19 @@ async fn newer_schema_refused() {
     let err = EmbeddedStore::open(&path)
         .err()
         .expect("newer schema must be refused");
-    let StoreError::Unavailable(msg) = err else {
+    let StoreError::Unavailable(Unavailable::Embedded(EmbeddedCause::SchemaNewer {
+        path: named,
+        found,
+        supported,
+    })) = &err
+    else {
         panic!("unexpected {err:?}");
     };
+    assert_eq!(
+        (named, *found, *supported),
+        (&path, SCHEMA_VERSION + 1, SCHEMA_VERSION)
+    );
+    let msg = err.to_string();
     assert!(msg.contains("newer"), "{msg}");
     assert!(msg.contains(&format!("{}", SCHEMA_VERSION + 1)), "{msg}");
 }
@@ -388,7 +400,7 @@ async fn a_file_damaged_under_the_store_fails_its_ping() {
 
     let ping = store.ping().await;
     assert!(
-        matches!(&ping, Err(StoreError::Unavailable(m)) if m.contains("malformed")),
+        matches!(&ping, Err(e @ StoreError::Unavailable(_)) if e.to_string().contains("malformed")),
         "{ping:?}"
     );
     drop(store);

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 
 use crate::config::ConfigErrors;
+use crate::gateway::RuntimeError;
 use crate::store::StoreError;
 use crate::tls::TlsError;
 
@@ -23,7 +24,7 @@ pub enum StartError {
     Tls(#[source] TlsError),
     /// The routes and their upstreams' clients cannot be built.
     #[error("{0}")]
-    Runtime(String),
+    Runtime(#[source] RuntimeError),
     /// A listen address cannot be bound; `field` is the one under `[server]`
     /// that names it.
     #[error("cannot listen on {addr} (server.{field}): {source}")]

@@ -16,6 +16,7 @@ mod request_ids;
 mod request_key;
 mod reserve;
 mod runtime;
+mod runtime_error;
 mod signature;
 mod waiters;
 
@@ -29,6 +30,7 @@ use http::{Method, Request, Response, Version, header};
 
 use runtime::BoundRoute;
 pub use runtime::Runtime;
+pub use runtime_error::RuntimeError;
 
 use crate::answer::Answer;
 use crate::body::Body;

@@ -7,6 +7,8 @@ use crate::metrics::RouteMeters;
 use crate::proxy::{Upstream, Upstreams};
 use crate::route::{Route, RouteTable};
 
+use super::runtime_error::RuntimeError;
+
 /// Everything derived from one loaded config. Swapped whole on reload; a
 /// request holds the `Arc` it started with until it ends.
 pub struct Runtime {
@@ -33,18 +35,18 @@ pub struct BoundRoute {
 }
 
 impl Runtime {
-    pub fn new(config: Arc<Config>) -> Result<Self, String> {
+    pub fn new(config: Arc<Config>) -> Result<Self, RuntimeError> {
         let routes = RouteTable::new(&config);
-        let upstreams = Upstreams::new(&config)?;
+        let upstreams = Upstreams::new(&config).map_err(RuntimeError::Upstream)?;
         let bound = routes
             .iter()
             .map(|route| {
                 // Validation guarantees the upstream exists; say so rather than panic.
                 let upstream = upstreams.get(&route.upstream).ok_or_else(|| {
-                    format!(
-                        "route {:?} names upstream {:?}, which is not configured",
-                        route.name, route.upstream
-                    )
+                    RuntimeError::UnknownUpstream {
+                        route: route.name.clone(),
+                        upstream: route.upstream.clone(),
+                    }
                 })?;
                 Ok(Arc::new(BoundRoute {
                     route: route.clone(),
@@ -52,8 +54,10 @@ impl Runtime {
                     meters: RouteMeters::new(&route.name, &route.upstream),
                 }))
             })
-            .collect::<Result<_, String>>()?;
-        let regions = crate::region::Regions::new(&config)?.map(Arc::new);
+            .collect::<Result<_, RuntimeError>>()?;
+        let regions = crate::region::Regions::new(&config)
+            .map_err(RuntimeError::Regions)?
+            .map(Arc::new);
         Ok(Self {
             regions,
             routes,

@@ -23,9 +23,9 @@ pub use body::{BodyRules, FingerprintBody, Pointers};
 pub use fingerprint::{FingerprintInput, fingerprint, fingerprint_with};
 pub use header::from_header_value;
 pub use json_pointer::from_json_body;
-pub use pattern::KeyPattern;
+pub use pattern::{KeyPattern, PatternError};
 pub use scope::scope_hash;
-pub use source::{Derive, DerivePart, FoundKey, KeySource, RequestView};
+pub use source::{Derive, DerivePart, DerivePartError, FoundKey, KeySource, RequestView};
 
 /// Why a request has no usable key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

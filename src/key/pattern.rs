@@ -2,6 +2,15 @@
 
 use regex::Regex;
 
+/// A `key_pattern` that is not a regex the `regex` crate compiles.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{text:?} is not a valid regex: {source}")]
+pub struct PatternError {
+    pub text: String,
+    #[source]
+    pub source: regex::Error,
+}
+
 /// A compiled `key_pattern` (built once per config load).
 #[derive(Debug, Clone)]
 pub enum KeyPattern {
@@ -13,15 +22,18 @@ pub enum KeyPattern {
 
 impl KeyPattern {
     /// `""` is no pattern; `"uuid"` the canonical UUID form; anything else a
-    /// regex (its error text is for `check`).
-    pub fn parse(text: &str) -> Result<Option<Self>, String> {
+    /// regex.
+    pub fn parse(text: &str) -> Result<Option<Self>, PatternError> {
         match text {
             "" => Ok(None),
             "uuid" => Ok(Some(KeyPattern::Uuid)),
             _ => {
                 // Anchored outside a group, so `a|b` means the whole key is `a` or `b`.
-                let whole = Regex::new(&format!(r"\A(?:{text})\z"))
-                    .map_err(|error| format!("{text:?} is not a valid regex: {error}"))?;
+                let whole =
+                    Regex::new(&format!(r"\A(?:{text})\z")).map_err(|source| PatternError {
+                        text: text.to_owned(),
+                        source,
+                    })?;
                 Ok(Some(KeyPattern::Regex {
                     source: text.to_owned(),
                     whole,
@@ -94,7 +106,16 @@ mod tests {
 
     #[test]
     fn empty_is_none_and_bad_regex_is_refused() {
-        assert_eq!(KeyPattern::parse(""), Ok(None));
-        assert!(KeyPattern::parse("(unclosed").is_err());
+        assert!(matches!(KeyPattern::parse(""), Ok(None)));
+        let Err(error) = KeyPattern::parse("(unclosed") else {
+            panic!("an unclosed group is no regex");
+        };
+        assert_eq!(error.text, "(unclosed");
+        assert!(
+            error
+                .to_string()
+                .starts_with("\"(unclosed\" is not a valid regex: "),
+            "{error}"
+        );
     }
 }

@@ -1,19 +1,24 @@
 //! RFC 6901 JSON pointers as written in the config.
 
+/// Why a text is not a JSON pointer; it holds the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PointerError {
+    #[error("{0:?} is not a JSON pointer: it must be \"\" or start with \"/\"")]
+    NoLeadingSlash(String),
+    #[error("{0:?} is not a JSON pointer: \"~\" must be followed by 0 or 1")]
+    BadEscape(String),
+}
+
 /// `""` (the whole document) or `/`-separated tokens, each `~` escaped as
 /// `~0` or `~1`.
-pub fn check(text: &str) -> Result<(), String> {
+pub fn check(text: &str) -> Result<(), PointerError> {
     if !text.is_empty() && !text.starts_with('/') {
-        return Err(format!(
-            "{text:?} is not a JSON pointer: it must be \"\" or start with \"/\""
-        ));
+        return Err(PointerError::NoLeadingSlash(text.to_owned()));
     }
     let mut chars = text.chars();
     while let Some(c) = chars.next() {
         if c == '~' && !matches!(chars.next(), Some('0' | '1')) {
-            return Err(format!(
-                "{text:?} is not a JSON pointer: \"~\" must be followed by 0 or 1"
-            ));
+            return Err(PointerError::BadEscape(text.to_owned()));
         }
     }
     Ok(())

@@ -7,6 +7,7 @@ use http::{HeaderMap, HeaderName, header};
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::pointer::PointerError;
 use super::{KeyError, derive, form};
 
 /// One configured source of a key.
@@ -78,21 +79,27 @@ impl KeySource {
 
 impl DerivePart {
     /// `/pointer`, `header:NAME`, `query:NAME` or `form:NAME`.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, DerivePartError> {
         if text.starts_with('/') || text.is_empty() {
-            return super::pointer::check(text).map(|()| DerivePart::JsonPointer(text.to_owned()));
+            return super::pointer::check(text)
+                .map(|()| DerivePart::JsonPointer(text.to_owned()))
+                .map_err(DerivePartError::Pointer);
         }
-        let (prefix, name) = text.split_once(':').ok_or_else(|| unknown_part(text))?;
+        let unknown = || DerivePartError::Unknown(text.to_owned());
+        let (prefix, name) = text.split_once(':').ok_or_else(unknown)?;
         if name.is_empty() {
-            return Err(format!("{text:?} names no {prefix}"));
+            return Err(DerivePartError::NoName {
+                text: text.to_owned(),
+                prefix: prefix.to_owned(),
+            });
         }
         match prefix {
             "header" => HeaderName::from_bytes(name.as_bytes())
                 .map(DerivePart::Header)
-                .map_err(|_| format!("{name:?} is not a valid HTTP header name")),
+                .map_err(|_| DerivePartError::HeaderName(name.to_owned())),
             "query" => Ok(DerivePart::Query(name.to_owned())),
             "form" => Ok(DerivePart::Form(name.to_owned())),
-            _ => Err(unknown_part(text)),
+            _ => Err(unknown()),
         }
     }
 
@@ -106,11 +113,20 @@ impl DerivePart {
     }
 }
 
-fn unknown_part(text: &str) -> String {
-    format!(
-        "{text:?} is not a derive part: a JSON pointer (\"/...\"), \"header:NAME\", \
+/// Why a text is not a derive part; it holds the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DerivePartError {
+    #[error("{0}")]
+    Pointer(#[source] PointerError),
+    #[error("{text:?} names no {prefix}")]
+    NoName { text: String, prefix: String },
+    #[error("{0:?} is not a valid HTTP header name")]
+    HeaderName(String),
+    #[error(
+        "{0:?} is not a derive part: a JSON pointer (\"/...\"), \"header:NAME\", \
          \"query:NAME\" or \"form:NAME\""
-    )
+    )]
+    Unknown(String),
 }
 
 /// What the key sources read of a request. The body is `None` when no
@@ -366,10 +382,27 @@ mod tests {
             DerivePart::parse("form:f"),
             Ok(DerivePart::Form("f".into()))
         );
-        assert!(DerivePart::parse("cookie:x").is_err());
-        assert!(DerivePart::parse("header:").is_err());
-        assert!(DerivePart::parse("header:bad name").is_err());
-        assert!(DerivePart::parse("a~2").is_err());
-        assert!(DerivePart::parse("/a~2").is_err());
+        assert_eq!(
+            DerivePart::parse("cookie:x"),
+            Err(DerivePartError::Unknown("cookie:x".into()))
+        );
+        assert!(matches!(
+            DerivePart::parse("header:"),
+            Err(DerivePartError::NoName { prefix, .. }) if prefix == "header"
+        ));
+        assert_eq!(
+            DerivePart::parse("header:bad name"),
+            Err(DerivePartError::HeaderName("bad name".into()))
+        );
+        assert_eq!(
+            DerivePart::parse("a~2"),
+            Err(DerivePartError::Unknown("a~2".into()))
+        );
+        assert_eq!(
+            DerivePart::parse("/a~2"),
+            Err(DerivePartError::Pointer(PointerError::BadEscape(
+                "/a~2".into()
+            )))
+        );
     }
 }

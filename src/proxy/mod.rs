@@ -10,6 +10,7 @@ mod http2_connections;
 mod http2_dialer;
 mod http2_upstream;
 mod progress;
+mod setup_error;
 mod upstream;
 mod upstream_body;
 
@@ -17,5 +18,6 @@ pub use error::UpstreamError;
 pub use forwarded::prepare_request;
 pub use hop_by_hop::strip_hop_by_hop;
 pub use progress::Wait;
+pub use setup_error::UpstreamSetupError;
 pub use upstream::{Upstream, Upstreams};
 pub use upstream_body::UpstreamBody;

@@ -12,6 +12,7 @@ use super::http2_connections::Http2Connections;
 use super::http2_dialer;
 use super::http2_upstream::Http2Upstream;
 use super::progress::{Marking, Progress, Wait, within};
+use super::setup_error::UpstreamSetupError;
 use super::strip_hop_by_hop;
 use super::upstream_body::UpstreamBody;
 use crate::body::Body;
@@ -46,20 +47,24 @@ enum Connections {
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Upstream {
-    pub fn new(config: &UpstreamConfig) -> Result<Self, String> {
+    pub fn new(config: &UpstreamConfig) -> Result<Self, UpstreamSetupError> {
         let uri: Uri = config
             .url
             .parse()
-            .map_err(|err| format!("upstream {}: invalid url: {err}", config.name))?;
+            .map_err(|source| UpstreamSetupError::InvalidUrl {
+                upstream: config.name.clone(),
+                source,
+            })?;
         let scheme = uri.scheme().cloned().unwrap_or(Scheme::HTTP);
         let authority = uri
             .authority()
             .cloned()
-            .ok_or_else(|| format!("upstream {}: url has no host", config.name))?;
+            .ok_or_else(|| UpstreamSetupError::NoHost {
+                upstream: config.name.clone(),
+            })?;
         let base_path = uri.path().trim_end_matches('/').to_string();
 
-        let tls = crate::tls::client_config(&config.name, config.tls.as_ref())
-            .map_err(|error| error.to_string())?;
+        let tls = crate::tls::client_config(&config.name, config.tls.as_ref())?;
         let connections = if config.http2 {
             let connections = Arc::new(Http2Connections::default());
             let dialer = http2_dialer::dialer(tls, config.connect_timeout, connections.clone());
@@ -70,8 +75,12 @@ impl Upstream {
                 connections,
             ))
         } else {
-            let dialer = Dialer::new(&scheme, &authority, tls)
-                .map_err(|err| format!("upstream {}: {err}", config.name))?;
+            let dialer = Dialer::new(&scheme, &authority, tls).map_err(|source| {
+                UpstreamSetupError::Dialer {
+                    upstream: config.name.clone(),
+                    source,
+                }
+            })?;
             let limits = PoolLimits {
                 max_connections: config.max_connections,
                 connect_timeout: config.connect_timeout,
@@ -173,7 +182,7 @@ impl Upstream {
 pub struct Upstreams(HashMap<String, Arc<Upstream>>);
 
 impl Upstreams {
-    pub fn new(config: &Config) -> Result<Self, String> {
+    pub fn new(config: &Config) -> Result<Self, UpstreamSetupError> {
         let mut upstreams = HashMap::new();
         for (name, upstream) in &config.upstreams {
             upstreams.insert(name.clone(), Arc::new(Upstream::new(upstream)?));

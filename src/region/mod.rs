@@ -4,6 +4,7 @@
 //! is told from a client's by the shared token (`headers`).
 //! See docs/multi-region.md.
 
+mod error;
 mod forward;
 mod headers;
 mod home;
@@ -14,9 +15,11 @@ use http::HeaderValue;
 
 use crate::config::{Config, RegionPeerConfig, RegionsConfig, UpstreamConfig, UpstreamTlsConfig};
 use crate::metrics::Metrics;
-use crate::proxy::Upstream;
+use crate::proxy::{Upstream, UpstreamSetupError};
 use crate::store::RecordId;
+use crate::tls::TlsError;
 
+pub use error::RegionsError;
 pub use forward::forward;
 pub use headers::{FORWARDED_FROM, REGION_TOKEN, admit};
 pub use home::home;
@@ -67,25 +70,32 @@ impl Hop {
 
 impl Regions {
     /// `None` when the config has no `[region]`.
-    pub fn new(config: &Config) -> Result<Option<Self>, String> {
+    pub fn new(config: &Config) -> Result<Option<Self>, RegionsError> {
         config.region.as_ref().map(Self::from_config).transpose()
     }
 
-    pub fn from_config(region: &RegionsConfig) -> Result<Self, String> {
-        let token_value = HeaderValue::from_str(&region.token).map_err(|_| {
-            format!(
-                "{}: the region token is not a header value",
-                region.token_env
-            )
-        })?;
-        let from_value = HeaderValue::from_str(&region.name)
-            .map_err(|_| format!("region {:?} is not a header value", region.name))?;
+    pub fn from_config(region: &RegionsConfig) -> Result<Self, RegionsError> {
+        let token_value =
+            HeaderValue::from_str(&region.token).map_err(|source| RegionsError::Token {
+                token_env: region.token_env.clone(),
+                source,
+            })?;
+        let from_value =
+            HeaderValue::from_str(&region.name).map_err(|source| RegionsError::Name {
+                name: region.name.clone(),
+                source,
+            })?;
         let mut peers = Vec::new();
         for (name, peer) in &region.peers {
             let gateway = if *name == region.name {
                 None
             } else {
-                let upstream = Upstream::new(&as_upstream(peer)).map_err(|e| named(peer, &e))?;
+                let upstream = Upstream::new(&as_upstream(peer)).map_err(|error| match error {
+                    UpstreamSetupError::Tls(tls) => {
+                        RegionsError::Peer(UpstreamSetupError::Tls(named(peer, tls)))
+                    }
+                    other => RegionsError::Peer(other),
+                })?;
                 Some(Arc::new(upstream))
             };
             peers.push(Peer {
@@ -145,18 +155,18 @@ pub fn tls_errors(config: &Config) -> Vec<String> {
             let upstream = as_upstream(peer);
             crate::tls::client_config(&upstream.name, upstream.tls.as_ref())
                 .err()
-                .map(|error| named(peer, &error.to_string()))
+                .map(|error| named(peer, error).to_string())
         })
         .collect()
 }
 
 /// The upstream client names a region's CA as an upstream's; the operator
 /// wrote it as `regions.NAME.ca`.
-fn named(peer: &RegionPeerConfig, error: &str) -> String {
-    error.replace(
-        &format!("upstreams.regions.{}.tls.ca", peer.name),
-        &format!("regions.{}.ca", peer.name),
-    )
+fn named(peer: &RegionPeerConfig, mut error: TlsError) -> TlsError {
+    if error.field == format!("upstreams.regions.{}.tls.ca", peer.name) {
+        error.field = format!("regions.{}.ca", peer.name);
+    }
+    error
 }
 
 /// Most HTTP/1 connections open to one region's gateways from this process,

@@ -143,7 +143,7 @@ impl Reloader {
                 }
                 ReloadOutcome::Applied { notes }
             }
-            Err(error) => self.refused(&error),
+            Err(error) => self.refused(&error.to_string()),
         }
     }
 

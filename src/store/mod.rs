@@ -15,6 +15,7 @@ pub mod postgres;
 pub mod replay_cache;
 pub mod seal;
 pub mod sweeper;
+mod unavailable;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -22,15 +23,16 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use bytes::Bytes;
 
-pub use cache::{CachedStore, Lookup, LookupHook};
-pub use embedded::EmbeddedStore;
+pub use cache::{CacheError, CachedStore, Lookup, LookupHook, RedisCause};
+pub use embedded::{EmbeddedCause, EmbeddedStore};
 pub use guard::LeaseGuard;
 pub use instrumented::InstrumentedStore;
 pub use listing::{Count, Cursor, ListQuery, Listed, Page};
 pub use open::{StoreConfigExt, migrate, open, open_with_metrics, sweep_settings};
-pub use postgres::PostgresStore;
+pub use postgres::{PostgresCause, PostgresStore};
 pub use replay_cache::ReplayCache;
 pub use sweeper::spawn_sweeper;
+pub use unavailable::Unavailable;
 
 /// Identity of one record. Shared strings: a request's id is cloned into its
 /// lease and into each store call, and the route name and the scope of a
@@ -187,7 +189,7 @@ pub enum StoreError {
     /// The store could not be reached or failed; the operation's outcome is unknown
     /// to the caller only for `complete`, which callers treat as not written.
     #[error("store unavailable: {0}")]
-    Unavailable(String),
+    Unavailable(#[from] Unavailable),
     /// A completed answer no configured key opens (`[store.encryption]`):
     /// the request may have run, so it is never forwarded again.
     #[error("{0}")]

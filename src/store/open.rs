@@ -6,6 +6,7 @@ use super::replay_cache::Copies;
 use super::seal::{Keys, SealedStore};
 use super::{
     CachedStore, EmbeddedStore, Lookup, LookupHook, PostgresStore, ReplayCache, Store, StoreError,
+    Unavailable,
 };
 
 /// Memory for copies of replayed answers in front of every backend.
@@ -100,7 +101,7 @@ pub async fn migrate(config: &StoreConfig) -> Result<String, StoreError> {
             let path = embedded.path.clone();
             let found = tokio::task::spawn_blocking(move || EmbeddedStore::migrate(&path))
                 .await
-                .map_err(|err| StoreError::Unavailable(format!("opening the store: {err}")))??;
+                .map_err(opening)??;
             let current = super::embedded::SCHEMA_VERSION;
             let file = embedded.path.display();
             Ok(match found {
@@ -140,7 +141,7 @@ async fn open_embedded(
     serving: Serving,
 ) -> Result<EmbeddedStore, StoreError> {
     let StoreConfig::Embedded(embedded) = config else {
-        return Err(StoreError::Unavailable("not an embedded store".into()));
+        return Err(StoreError::invariant("not an embedded store"));
     };
     let (path, durability) = (embedded.path.clone(), embedded.durability);
     // Opening creates the file and runs the schema: blocking work.
@@ -153,7 +154,12 @@ async fn open_embedded(
         }
     })
     .await
-    .map_err(|err| StoreError::Unavailable(format!("opening the store: {err}")))?
+    .map_err(opening)?
+}
+
+/// The blocking task that opened the store did not finish.
+fn opening(err: tokio::task::JoinError) -> StoreError {
+    Unavailable::Opening(Arc::new(err)).into()
 }
 
 /// (interval, batch) of the background sweeper for the configured backend.

@@ -129,6 +129,7 @@ fn derive(
         match DerivePart::parse(part.get_ref()) {
             Ok(part) => derived.push(part),
             Err(message) => {
+                let message = message.to_string();
                 ctx.error(Some(part.span()), format!("{field}.derive[{i}]"), message);
                 ok = false;
             }
@@ -174,7 +175,7 @@ fn non_empty(text: &str) -> Result<(), String> {
 
 /// `key_pattern`: `""` none, `"uuid"`, or a regex compiled here, once.
 pub fn pattern(text: &str) -> Result<Option<KeyPattern>, String> {
-    KeyPattern::parse(text)
+    KeyPattern::parse(text).map_err(|error| error.to_string())
 }
 
 /// `fingerprint_body`: `{}`, `{ exclude = [...] }` or `{ include = [...] }`.
@@ -211,6 +212,7 @@ pub fn fingerprint_body(
     let mut pointers = Vec::new();
     for (i, item) in list.get_ref().iter().enumerate() {
         if let Err(message) = pointer::check(item.get_ref()) {
+            let message = message.to_string();
             ctx.error(Some(item.span()), format!("{field}.{name}[{i}]"), message);
             ok = false;
         } else {

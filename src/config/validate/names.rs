@@ -104,7 +104,9 @@ pub fn match_path(text: &str, exact: bool) -> Result<String, String> {
 
 /// RFC 6901: empty (the whole body) or `/`-separated tokens with `~0`/`~1` escapes.
 pub fn json_pointer(text: &str) -> Result<String, String> {
-    crate::key::pointer::check(text).map(|()| text.to_owned())
+    crate::key::pointer::check(text)
+        .map(|()| text.to_owned())
+        .map_err(|error| error.to_string())
 }
 
 /// A non-empty file path.

@@ -17,6 +17,19 @@ pub enum UpstreamStream {
     Tls(Box<TlsStream<TcpStream>>),
 }
 
+/// Why an upstream's URL cannot be dialed.
+#[derive(Debug, thiserror::Error)]
+pub enum DialerError {
+    #[error("unsupported scheme {0}")]
+    Scheme(Scheme),
+    #[error("invalid TLS server name {host}: {source}")]
+    ServerName {
+        host: String,
+        #[source]
+        source: pki_types::InvalidDnsNameError,
+    },
+}
+
 /// Where and how to connect: resolved once from the upstream's URL.
 #[derive(Clone)]
 pub struct Dialer {
@@ -41,10 +54,10 @@ impl Dialer {
         scheme: &Scheme,
         authority: &Authority,
         tls: rustls::ClientConfig,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, DialerError> {
         let https = *scheme == Scheme::HTTPS;
         if !https && *scheme != Scheme::HTTP {
-            return Err(format!("unsupported scheme {scheme}"));
+            return Err(DialerError::Scheme(scheme.clone()));
         }
         // `[::1]` in a URL, `::1` to resolve and to name a TLS server.
         let host = authority
@@ -56,8 +69,11 @@ impl Dialer {
         let tls = if https {
             let mut config = tls;
             config.alpn_protocols = vec![b"http/1.1".to_vec()];
-            let name = ServerName::try_from(host.clone())
-                .map_err(|err| format!("invalid TLS server name {host}: {err}"))?;
+            let name =
+                ServerName::try_from(host.clone()).map_err(|source| DialerError::ServerName {
+                    host: host.clone(),
+                    source,
+                })?;
             Some((TlsConnector::from(Arc::new(config)), name))
         } else {
             None

@@ -13,13 +13,11 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+use super::cause::{CacheError, RedisCause};
 use crate::store::StoreError;
 
 const TIMEOUT: Duration = Duration::from_millis(200);
 const PAUSE: Duration = Duration::from_secs(1);
-
-#[derive(Debug)]
-pub struct CacheError(pub String);
 
 /// What a GET found under a key.
 pub enum Got {
@@ -57,7 +55,7 @@ impl Redis {
             .set_number_of_retries(1)
             .set_max_delay(PAUSE);
         let manager = ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(|e| StoreError::Unavailable(format!("store.redis: {:?}", e.kind())))?;
+            .map_err(|e| RedisCause::Client(e.kind()))?;
         Ok(Redis {
             manager,
             started: Instant::now(),
@@ -139,21 +137,21 @@ impl Redis {
     ) -> Result<T, CacheError> {
         let now = self.elapsed_ms();
         if now < self.paused_until.load(Ordering::Relaxed) {
-            return Err(CacheError("redis paused after a recent failure".into()));
+            return Err(CacheError::Paused);
         }
         let result = match tokio::time::timeout(TIMEOUT, call).await {
             Ok(Ok(value)) => return Ok(value),
             // Redis answered, with an error about this one command (a value
             // of another type under the key, OOM on a write): it is up, and
             // pausing would skip every other key's lookup for nothing.
-            Ok(Err(e)) if answered(&e) => return Err(CacheError(format!("redis: {e}"))),
-            Ok(Err(e)) => CacheError(format!("redis: {e}")),
-            Err(_) => CacheError(format!("redis: no answer within {TIMEOUT:?}")),
+            Ok(Err(e)) if answered(&e) => return Err(CacheError::Failed(e)),
+            Ok(Err(e)) => CacheError::Failed(e),
+            Err(_) => CacheError::NoAnswer(TIMEOUT),
         };
         let until = now.saturating_add(u64::try_from(PAUSE.as_millis()).unwrap_or(u64::MAX));
         // Log once per pause, not once per request.
         if self.paused_until.swap(until, Ordering::Relaxed) <= now {
-            tracing::warn!(error = %result.0, pause = ?PAUSE, "redis unavailable; serving from postgres");
+            tracing::warn!(error = %result, pause = ?PAUSE, "redis unavailable; serving from postgres");
         }
         Err(result)
     }

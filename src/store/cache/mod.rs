@@ -19,6 +19,7 @@
 //!   not reach Redis would answer 409 to retries that should run, and
 //!   Postgres decides an in-flight key in the same single round trip anyway.
 
+mod cause;
 mod conn;
 mod entry;
 mod tls;
@@ -34,6 +35,8 @@ use super::{
 };
 use crate::config::RedisConfig;
 use conn::{Got, Redis};
+
+pub use cause::{CacheError, RedisCause};
 
 /// Result of one cache lookup, for `idemgate_cache_lookups_total{result}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,7 +100,7 @@ impl CachedStore {
                 (Err(Seen::Unusable(Vec::new())), Lookup::Error)
             }
             Err(err) => {
-                tracing::debug!(error = %err.0, "cache lookup failed");
+                tracing::debug!(error = %err, "cache lookup failed");
                 (Err(Seen::Unreachable), Lookup::Error)
             }
         }
@@ -125,7 +128,7 @@ impl CachedStore {
         route: &str,
         key: &str,
         scopes: impl Iterator<Item = &str>,
-    ) -> Result<(), conn::CacheError> {
+    ) -> Result<(), CacheError> {
         let keys: Vec<String> = scopes
             .map(|scope| entry::key(&self.prefix, &RecordId::new(route, scope, key)))
             .collect();
@@ -225,22 +228,13 @@ impl Store for CachedStore {
         let known = self.authority.records(route, key).await?;
         self.forget(route, key, known.iter().map(|record| record.scope.as_str()))
             .await
-            .map_err(|err| {
-                StoreError::Unavailable(format!(
-                    "cannot delete the cached answers ({}); nothing was purged, retry once redis is reachable",
-                    err.0
-                ))
-            })?;
+            .map_err(RedisCause::NothingPurged)?;
         let scopes = self.authority.purge_scopes(route, key).await?;
         self.forget(route, key, scopes.iter().map(String::as_str))
             .await
-            .map_err(|err| {
-                StoreError::Unavailable(format!(
-                    "purged {} records, but not the cached answers written meanwhile ({}); \
-                     one may replay until its retention ends",
-                    scopes.len(),
-                    err.0
-                ))
+            .map_err(|source| RedisCause::CopiesLeft {
+                records: scopes.len(),
+                source,
             })?;
         Ok(scopes.len() as u64)
     }

@@ -3,31 +3,28 @@
 //! ca` when given (a private CA), and always by host name.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use redis::{Client, TlsCertificates};
 
-use crate::store::StoreError;
+use super::cause::RedisCause;
 
-pub fn client(url: &str, ca: Option<&Path>) -> Result<Client, StoreError> {
-    // The URL may carry a password: messages name the problem only.
-    let invalid = |e: redis::RedisError| {
-        StoreError::Unavailable(format!("store.redis: invalid URL ({:?})", e.kind()))
-    };
+pub fn client(url: &str, ca: Option<&Path>) -> Result<Client, RedisCause> {
+    // The URL may carry a password: errors keep the problem's kind only.
+    let invalid = |e: redis::RedisError| RedisCause::InvalidUrl(e.kind());
     let Some(ca) = ca else {
         return Client::open(url).map_err(invalid);
     };
-    let pem = std::fs::read(ca).map_err(|e| {
-        StoreError::Unavailable(format!("store.redis.ca: cannot read {}: {e}", ca.display()))
+    let pem = std::fs::read(ca).map_err(|e| RedisCause::CaUnreadable {
+        path: ca.to_owned(),
+        source: Arc::new(e),
     })?;
     let certificates = TlsCertificates {
         client_tls: None,
         root_cert: Some(pem),
     };
-    Client::build_with_tls(url, certificates).map_err(|e| {
-        StoreError::Unavailable(format!(
-            "store.redis: {} cannot be used as a CA ({:?})",
-            ca.display(),
-            e.kind()
-        ))
+    Client::build_with_tls(url, certificates).map_err(|e| RedisCause::CaRefused {
+        path: ca.to_owned(),
+        kind: e.kind(),
     })
 }

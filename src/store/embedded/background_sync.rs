@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::cause::EmbeddedCause;
 use super::wal_sync::{SyncWal, sync_failed};
 use crate::store::StoreError;
 
@@ -31,7 +32,7 @@ pub(super) struct BackgroundSync {
     dirty: Option<SyncSender<()>>,
     /// Never sent on: dropping it cuts the thread's rest short at shutdown.
     closing: Option<Sender<()>>,
-    failed: Arc<Mutex<Option<String>>>,
+    failed: Arc<Mutex<Option<EmbeddedCause>>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -47,7 +48,7 @@ impl BackgroundSync {
                 let failed = failed.clone();
                 move || run(sync_wal, &signals, &closed, &failed, interval)
             })
-            .map_err(|e| StoreError::Unavailable(format!("starting the sync thread: {e}")))?;
+            .map_err(|e| EmbeddedCause::thread("sync", e))?;
         Ok(BackgroundSync {
             dirty: Some(dirty),
             closing: Some(closing),
@@ -66,7 +67,7 @@ impl BackgroundSync {
     }
 
     /// Why the last sync failed, once one has.
-    pub(super) fn failure(&self) -> Option<String> {
+    pub(super) fn failure(&self) -> Option<EmbeddedCause> {
         self.failed
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -90,13 +91,13 @@ fn run(
     mut sync_wal: SyncWal,
     signals: &Receiver<()>,
     closed: &Receiver<()>,
-    failed: &Mutex<Option<String>>,
+    failed: &Mutex<Option<EmbeddedCause>>,
     interval: Duration,
 ) {
     // Ends once the writer has gone and its last signal was taken (synced).
     while signals.recv().is_ok() {
         if let Err(e) = sync_wal() {
-            *failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(sync_failed(&e));
+            *failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(sync_failed(e));
             return;
         }
         // The rest; at shutdown `closed` disconnects and ends it at once.

@@ -1,7 +1,10 @@
 //! A SQLite failure, as the store reports it.
 
+use std::sync::Arc;
+
+use super::cause::EmbeddedCause;
 use crate::store::StoreError;
 
 pub(super) fn db(e: rusqlite::Error) -> StoreError {
-    StoreError::Unavailable(format!("sqlite: {e}"))
+    EmbeddedCause::Sqlite(Arc::new(e)).into()
 }

@@ -14,6 +14,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::cause::{EmbeddedCause, FileChange};
+
 /// How stale the check may be: at most this long of answers go to a file
 /// that is already gone.
 pub(super) const INTERVAL: Duration = Duration::from_secs(1);
@@ -45,30 +47,28 @@ impl FileWatch {
 
     /// Why the store must stop, once a path no longer names its file;
     /// `None` while each does, or before the next check is due.
-    pub(super) fn gone(&mut self) -> Option<String> {
+    pub(super) fn gone(&mut self) -> Option<EmbeddedCause> {
         let now = Instant::now();
         if now < self.next {
             return None;
         }
         self.next = now + INTERVAL;
-        let (path, why) = self.files.iter().find_map(|(path, opened)| {
-            let why = match identity(path) {
+        let (path, change) = self.files.iter().find_map(|(path, opened)| {
+            let change = match identity(path) {
                 Ok(Some(found)) if found == *opened => return None,
-                Ok(_) => "replaced by another file",
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => "deleted",
+                Ok(_) => FileChange::Replaced,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => FileChange::Deleted,
                 // Unreadable for another reason (permissions changed): the
                 // file open may still be the one; SQLite reports real
                 // trouble itself.
                 Err(_) => return None,
             };
-            Some((path, why))
+            Some((path, change))
         })?;
-        let err = format!(
-            "the store file {} was {why} while idemgate ran; answers recorded from now on \
-             would be lost at the next start, so the store refuses every operation until \
-             idemgate restarts",
-            path.display()
-        );
+        let err = EmbeddedCause::FileGone {
+            path: path.clone(),
+            change,
+        };
         tracing::error!(error = %err, "store file gone");
         Some(err)
     }

@@ -36,6 +36,7 @@
 //! never reused for a record id even after its row was released or purged.
 
 mod background_sync;
+mod cause;
 pub(crate) mod codec;
 mod db_error;
 mod file_watch;
@@ -60,6 +61,7 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use tokio::sync::oneshot;
 
+pub use cause::{EmbeddedCause, FileChange, FileUse};
 pub use schema::SCHEMA_VERSION;
 pub use writer::Clock;
 
@@ -163,7 +165,7 @@ impl EmbeddedStore {
         let thread = std::thread::Builder::new()
             .name("idemgate-store".into())
             .spawn(move || writer::run(conn, rx, clock, replies, syncing, file))
-            .map_err(|e| StoreError::Unavailable(format!("starting the store thread: {e}")))?;
+            .map_err(|e| EmbeddedCause::thread("store", e))?;
         Ok(EmbeddedStore {
             inner: Arc::new(Inner {
                 jobs: Some(tx),
@@ -196,7 +198,7 @@ impl EmbeddedStore {
 }
 
 fn stopped() -> StoreError {
-    StoreError::Unavailable("the store thread has stopped".into())
+    EmbeddedCause::Stopped.into()
 }
 
 impl Drop for Inner {
@@ -282,6 +284,15 @@ impl Store for EmbeddedStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Unavailable;
+
+    /// The embedded cause of a store error, if it is one.
+    fn cause(error: &StoreError) -> Option<&EmbeddedCause> {
+        match error {
+            StoreError::Unavailable(Unavailable::Embedded(cause)) => Some(cause),
+            _ => None,
+        }
+    }
 
     /// A fresh directory for one test, removed when the test ends, passed or not.
     struct TempDir(std::path::PathBuf);
@@ -328,7 +339,8 @@ mod tests {
         };
         let completed = store.complete(&lease, &answer(), lease_for).await;
         assert!(
-            matches!(&completed, Err(StoreError::Unavailable(m)) if m.contains("disk gone")),
+            matches!(completed.as_ref().err().and_then(cause),
+                Some(EmbeddedCause::SyncFailed(e)) if e.to_string() == "disk gone"),
             "{completed:?}"
         );
         let later = store
@@ -366,7 +378,9 @@ mod tests {
             .reserve(&RecordId::new("charges", "", "k2"), "fp", lease_for)
             .await;
         assert!(
-            matches!(&later, Err(StoreError::Unavailable(m)) if m.contains("was replaced")),
+            matches!(later.as_ref().err().and_then(cause),
+                Some(EmbeddedCause::FileGone { path, change: FileChange::Replaced })
+                    if *path == dir.file()),
             "{later:?}"
         );
         assert!(store.ping().await.is_err(), "/readyz reports it");
@@ -391,7 +405,7 @@ mod tests {
             )
             .await;
         assert!(
-            matches!(&later, Err(StoreError::Unavailable(m)) if m.contains("store.db-wal was deleted")),
+            matches!(&later, Err(e) if e.to_string().contains("store.db-wal was deleted")),
             "{later:?}"
         );
         drop(store);
@@ -502,8 +516,8 @@ mod tests {
                     lease_for,
                 )
                 .await;
-            if let Err(StoreError::Unavailable(message)) = later {
-                refused = Some(message);
+            if let Err(error @ StoreError::Unavailable(_)) = later {
+                refused = Some(error.to_string());
                 break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;

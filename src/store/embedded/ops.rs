@@ -8,6 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use rusqlite::{OptionalExtension, Statement, params};
 
+use super::cause::EmbeddedCause;
 use super::codec::{decode_headers, duration_ms, encode_headers, from_ms};
 use super::db_error::db;
 use super::schema::{COMPLETED, IN_FLIGHT};
@@ -68,7 +69,7 @@ pub(super) fn reserve(
         .optional()
         .map_err(db)?
         // The batch holds the write lock: what conflicted is still there.
-        .ok_or_else(|| StoreError::Unavailable("the conflicting record vanished".into()))?;
+        .ok_or_else(|| StoreError::invariant("the conflicting record vanished"))?;
 
     let same = row.fingerprint == fingerprint;
     if row.state == COMPLETED {
@@ -185,7 +186,7 @@ fn load_response(
         .map_err(db)?;
     let status = status
         .and_then(|s| u16::try_from(s).ok())
-        .ok_or_else(|| StoreError::Unavailable("completed record has no valid status".into()))?;
+        .ok_or_else(|| EmbeddedCause::Corrupt("completed record has no valid status"))?;
     let response = StoredResponse {
         status,
         headers: decode_headers(headers.as_deref().unwrap_or(&[0, 0, 0, 0]))?.into(),

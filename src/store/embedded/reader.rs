@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, InterruptHandle, OpenFlags};
 
+use super::EmbeddedCause;
 use super::codec::to_ms;
 use super::listing;
 use super::writer::Clock;
@@ -35,7 +36,10 @@ impl Reader {
     /// already migrated); never creates one.
     pub(super) fn open(path: &Path, clock: Clock) -> Result<Reader, StoreError> {
         let fail = |e: rusqlite::Error| {
-            StoreError::Unavailable(format!("{}: opening a reader: {e}", path.display()))
+            StoreError::from(EmbeddedCause::Opening {
+                path: path.to_path_buf(),
+                source: Arc::new(e),
+            })
         };
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).map_err(fail)?;
@@ -56,7 +60,7 @@ impl Reader {
             listing::count(conn.as_ref().ok_or_else(closed)?, now)
         })
         .await
-        .map_err(|e| StoreError::Unavailable(format!("the store's reader failed: {e}")))?
+        .map_err(|e| StoreError::from(EmbeddedCause::Reader(Arc::new(e))))?
     }
 
     /// Closes the connection, stopping a statement still running on it:
@@ -76,5 +80,5 @@ impl Reader {
 }
 
 fn closed() -> StoreError {
-    StoreError::Unavailable("the store has closed".into())
+    StoreError::from(EmbeddedCause::Stopped)
 }

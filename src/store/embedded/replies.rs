@@ -8,18 +8,19 @@
 
 use tokio::sync::mpsc;
 
+use super::cause::EmbeddedCause;
 use super::txn::Job;
 
 /// A committed (or failed) batch whose callers have not been told yet.
 struct Finished {
     jobs: Vec<Box<dyn Job>>,
-    error: Option<String>,
+    error: Option<EmbeddedCause>,
 }
 
 impl Finished {
     fn deliver(self) {
         for job in self.jobs {
-            job.finish(self.error.as_deref());
+            job.finish(self.error.as_ref());
         }
     }
 }
@@ -48,7 +49,7 @@ impl Replies {
         }
     }
 
-    pub(super) fn send(&self, jobs: Vec<Box<dyn Job>>, error: Option<String>) {
+    pub(super) fn send(&self, jobs: Vec<Box<dyn Job>>, error: Option<EmbeddedCause>) {
         let finished = Finished { jobs, error };
         match &self.batches {
             // The runtime that ran the task has shut down: answer from here.

@@ -1,10 +1,12 @@
 //! Opening the SQLite file: pragmas, schema creation and the version check.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::{Connection, TransactionBehavior};
 
+use super::cause::{EmbeddedCause, FileUse};
 use crate::store::StoreError;
 
 /// Bumped by every schema change; an older binary refuses a newer file rather
@@ -109,7 +111,7 @@ CREATE INDEX IF NOT EXISTS records_listing ON records
 pub(super) fn create_parent(path: &Path) -> Result<(), StoreError> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
-            .map_err(|e| StoreError::Unavailable(format!("creating {}: {e}", parent.display())))?;
+            .map_err(|e| EmbeddedCause::file(FileUse::Creating, parent, e))?;
     }
     Ok(())
 }
@@ -122,7 +124,10 @@ pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
 /// the version the file had (0: a new file), for `idemgate migrate`'s report.
 pub(super) fn open_and_migrate(path: &Path) -> Result<(Connection, i64), StoreError> {
     create_parent(path)?;
-    let fail = |e: rusqlite::Error| StoreError::Unavailable(format!("{}: {e}", path.display()));
+    let fail = |e: rusqlite::Error| EmbeddedCause::Opening {
+        path: path.to_owned(),
+        source: Arc::new(e),
+    };
     let mut conn = Connection::open(path).map_err(fail)?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
 
@@ -134,10 +139,11 @@ pub(super) fn open_and_migrate(path: &Path) -> Result<(Connection, i64), StoreEr
         .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
         .map_err(fail)?;
     if !mode.eq_ignore_ascii_case("wal") {
-        return Err(StoreError::Unavailable(format!(
-            "{}: cannot use WAL journal mode (got {mode})",
-            path.display()
-        )));
+        return Err(EmbeddedCause::NoWal {
+            path: path.to_owned(),
+            mode,
+        }
+        .into());
     }
     // NORMAL: a commit is not synced by SQLite; the writer syncs the WAL
     // after each batch (`sync_wal`), which with NORMAL's own syncs around a
@@ -184,11 +190,12 @@ fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
 
 fn refuse_newer(path: &Path, version: i64) -> Result<(), StoreError> {
     if version > SCHEMA_VERSION {
-        return Err(StoreError::Unavailable(format!(
-            "{}: store schema version {version} is newer than this idemgate supports \
-             ({SCHEMA_VERSION}); upgrade idemgate or point it at another file",
-            path.display()
-        )));
+        return Err(EmbeddedCause::SchemaNewer {
+            path: path.to_owned(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        }
+        .into());
     }
     Ok(())
 }

@@ -18,6 +18,7 @@
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 
+use super::cause::{EmbeddedCause, FileUse};
 use crate::store::StoreError;
 
 /// Held while the gateway serves the file; dropping it releases the lock.
@@ -43,19 +44,15 @@ pub(super) fn acquire(path: &Path) -> Result<ServeLock, StoreError> {
         .truncate(false)
         .write(true)
         .open(&lock)
-        .map_err(|e| StoreError::Unavailable(format!("opening {}: {e}", lock.display())))?;
+        .map_err(|e| EmbeddedCause::file(FileUse::Opening, &lock, e))?;
     match file.try_lock() {
         Ok(()) => Ok(ServeLock { _file: file }),
-        Err(TryLockError::WouldBlock) => Err(StoreError::Unavailable(format!(
-            "{} is already served by another idemgate process (it holds {}); \
-             the embedded store is for one gateway process, several need Postgres",
-            path.display(),
-            lock.display()
-        ))),
-        Err(TryLockError::Error(e)) => Err(StoreError::Unavailable(format!(
-            "locking {}: {e}",
-            lock.display()
-        ))),
+        Err(TryLockError::WouldBlock) => Err(EmbeddedCause::Served {
+            path: path.to_owned(),
+            lock,
+        }
+        .into()),
+        Err(TryLockError::Error(e)) => Err(EmbeddedCause::file(FileUse::Locking, lock, e).into()),
     }
 }
 
@@ -71,7 +68,7 @@ mod tests {
         let first = acquire(&path).unwrap();
         let second = acquire(&path);
         assert!(
-            matches!(&second, Err(StoreError::Unavailable(m)) if m.contains("already served")),
+            matches!(&second, Err(e) if e.to_string().contains("already served")),
             "{second:?}"
         );
         drop(first);

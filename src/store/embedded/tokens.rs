@@ -9,6 +9,7 @@
 //! counter in between and hand out the same tokens; a batch that rolls back
 //! drops its tokens with its rows.
 
+use super::cause::EmbeddedCause;
 use super::db_error::db;
 use super::statements::Statements;
 use crate::store::StoreError;
@@ -36,7 +37,7 @@ impl Tokens {
             }
         };
         last.checked_add(1)
-            .ok_or_else(|| StoreError::Unavailable("fencing tokens exhausted".into()))
+            .ok_or_else(|| EmbeddedCause::TokensExhausted.into())
     }
 
     /// Marks `token` (from `peek`) as written to a record.

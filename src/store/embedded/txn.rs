@@ -3,6 +3,7 @@
 
 use tokio::sync::oneshot;
 
+use super::cause::EmbeddedCause;
 use super::db_error::db;
 use super::statements::{Held, Statements};
 use super::tokens::Tokens;
@@ -54,7 +55,7 @@ pub(super) trait Job: Send {
     fn run(&mut self, txn: &mut Txn<'_, '_>) -> bool;
     /// Sends the kept result, or `Unavailable(batch_error)` when the batch's
     /// transaction did not commit (or its sync failed).
-    fn finish(self: Box<Self>, batch_error: Option<&str>);
+    fn finish(self: Box<Self>, batch_error: Option<&EmbeddedCause>);
     /// Whether the kept result may be answered once committed, before the
     /// batch's sync: only a new lease may (module doc).
     fn answered_before_sync(&self) -> bool;
@@ -113,11 +114,11 @@ where
         matches!(&self.result, Some(Ok(value)) if (self.before_sync)(value))
     }
 
-    fn finish(self: Box<Self>, batch_error: Option<&str>) {
+    fn finish(self: Box<Self>, batch_error: Option<&EmbeddedCause>) {
         let result = match (batch_error, self.result) {
             (None, Some(result)) => result,
-            (Some(err), _) => Err(StoreError::Unavailable(err.to_owned())),
-            (None, None) => Err(StoreError::Unavailable("operation did not run".into())),
+            (Some(err), _) => Err(err.clone().into()),
+            (None, None) => Err(StoreError::invariant("operation did not run")),
         };
         // The caller may have gone away (request cancelled); nothing to tell it.
         let _ = self.reply.send(result);

@@ -2,18 +2,17 @@
 //! it (`background_sync`), and what a failed sync means.
 
 use std::path::Path;
+use std::sync::Arc;
 
+use super::cause::{EmbeddedCause, FileUse};
 use crate::store::StoreError;
 
 /// Makes what the WAL holds durable (`fdatasync` of the WAL file).
 pub(super) type SyncWal = Box<dyn FnMut() -> std::io::Result<()> + Send>;
 
 /// Logs a failed sync; returns why every later operation is refused.
-pub(super) fn sync_failed(e: &std::io::Error) -> String {
-    let err = format!(
-        "syncing the store's WAL failed ({e}); what it holds on disk is unknown, \
-         so the store refuses every operation until idemgate restarts"
-    );
+pub(super) fn sync_failed(e: std::io::Error) -> EmbeddedCause {
+    let err = EmbeddedCause::SyncFailed(Arc::new(e));
     tracing::error!(error = %err, "store sync failed");
     err
 }
@@ -27,8 +26,6 @@ pub(super) fn sync_wal(path: &Path) -> Result<SyncWal, StoreError> {
     let wal = std::fs::OpenOptions::new()
         .write(true)
         .open(&wal_path)
-        .map_err(|e| {
-            StoreError::Unavailable(format!("opening {}: {e}", Path::new(&wal_path).display()))
-        })?;
+        .map_err(|e| EmbeddedCause::file(FileUse::Opening, wal_path, e))?;
     Ok(Box::new(move || wal.sync_data()))
 }

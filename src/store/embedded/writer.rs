@@ -32,6 +32,7 @@ use std::time::SystemTime;
 use rusqlite::Connection;
 
 use super::background_sync::BackgroundSync;
+use super::cause::EmbeddedCause;
 use super::codec::to_ms;
 use super::file_watch::FileWatch;
 use super::replies::Replies;
@@ -66,7 +67,7 @@ pub(super) fn run(
     mut file: Option<FileWatch>,
 ) {
     // Set by a failed sync, or the file gone, for good (module doc).
-    let mut broken: Option<String> = None;
+    let mut broken: Option<EmbeddedCause> = None;
     // The last failed batch's error while batches keep failing: a full disk
     // fails every batch that writes, and is logged once, not per batch.
     let mut failing: Option<String> = None;
@@ -95,11 +96,12 @@ pub(super) fn run(
         }
         let changes_before = conn.total_changes();
         if let Err(e) = execute(&conn, &mut statements, &mut batch, &clock) {
-            let err = format!("sqlite: {e}");
-            if failing.as_ref() != Some(&err) {
-                tracing::error!(error = %err, jobs = batch.len(), "store transaction failed; \
+            let err = EmbeddedCause::Sqlite(Arc::new(e));
+            let text = err.to_string();
+            if failing.as_ref() != Some(&text) {
+                tracing::error!(error = %text, jobs = batch.len(), "store transaction failed; \
                     until one commits, the same failure is not logged again");
-                failing = Some(err.clone());
+                failing = Some(text);
             }
             replies.send(batch, Some(err));
             continue;
@@ -128,7 +130,7 @@ pub(super) fn run(
             replies.send(leases, None);
         }
         let error = sync_wal().err().map(|e| {
-            let err = sync_failed(&e);
+            let err = sync_failed(e);
             broken = Some(err.clone());
             err
         });
@@ -229,11 +231,8 @@ mod tests {
 
     use super::*;
     use crate::store::StoreError;
+    use crate::store::embedded::db_error::db as unavailable;
     use crate::store::embedded::txn::Task;
-
-    fn unavailable(e: rusqlite::Error) -> StoreError {
-        StoreError::Unavailable(e.to_string())
-    }
 
     fn insert(v: i64) -> impl FnOnce(&mut Txn<'_, '_>) -> Result<i64, StoreError> + Send {
         move |txn| {
@@ -414,10 +413,10 @@ mod tests {
                 .blocking_recv()
                 .unwrap(),
         ] {
-            let Err(StoreError::Unavailable(message)) = reply else {
+            let Err(error @ StoreError::Unavailable(_)) = reply else {
                 panic!("{reply:?}");
             };
-            assert!(message.contains("disk gone"), "{message}");
+            assert!(error.to_string().contains("disk gone"), "{error}");
         }
         let after = Connection::open(&path).unwrap();
         assert_eq!(count(&after).unwrap(), 2, "the later job never ran");

@@ -9,6 +9,7 @@ use tokio::sync::oneshot;
 use tokio_postgres::Row;
 use tokio_postgres::types::{ToSql, Type};
 
+use super::cause::PostgresCause;
 use super::pool::{db_error, pool_error};
 use super::rows::{self, Decided, KeptFor};
 use super::sql;
@@ -221,8 +222,8 @@ async fn run(
     };
     match tokio::time::timeout(deadline, work).await {
         Ok(result) => result,
-        Err(_) => Err(Failed::Unavailable(StoreError::Unavailable(format!(
-            "postgres: no answer within {deadline:?}"
-        )))),
+        Err(_) => Err(Failed::Unavailable(
+            PostgresCause::NoAnswer(deadline).into(),
+        )),
     }
 }

@@ -6,8 +6,11 @@
 //! transactional in PostgreSQL, so a failed migration leaves no half schema,
 //! and the lock is released by the commit, the rollback or a dropped session.
 
+use std::sync::Arc;
+
 use deadpool_postgres::{Client, GenericClient};
 
+use super::cause::PostgresCause;
 use super::pool::db_error;
 use crate::store::StoreError;
 
@@ -61,12 +64,12 @@ pub async fn migrate(client: &mut Client) -> Result<Vec<i64>, StoreError> {
     refuse_newer(current)?;
     let mut applied = Vec::new();
     for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
-        tx.batch_execute(sql).await.map_err(|e| {
-            StoreError::Unavailable(format!(
-                "postgres migration {version} failed: {}",
-                super::pool::describe(&e)
-            ))
-        })?;
+        tx.batch_execute(sql)
+            .await
+            .map_err(|e| PostgresCause::Migration {
+                version: *version,
+                source: Arc::new(e),
+            })?;
         tx.execute(
             "INSERT INTO idemgate_schema_migrations (version) VALUES ($1)",
             &[version],
@@ -101,10 +104,11 @@ pub async fn check(client: &Client) -> Result<(), StoreError> {
     };
     refuse_newer(current)?;
     if current < SCHEMA_VERSION {
-        return Err(StoreError::Unavailable(format!(
-            "postgres schema is at version {current}, this idemgate needs {SCHEMA_VERSION}: \
-             run `idemgate migrate` (store.migrate = false)"
-        )));
+        return Err(PostgresCause::SchemaOlder {
+            found: current,
+            needed: SCHEMA_VERSION,
+        }
+        .into());
     }
     Ok(())
 }
@@ -120,18 +124,16 @@ async fn require_schema(client: &impl GenericClient) -> Result<(), StoreError> {
         return Ok(());
     }
     let path: String = row.try_get(1).map_err(db_error)?;
-    Err(StoreError::Unavailable(format!(
-        "postgres: no schema of the search_path ({path}) exists in this database (or this user may \
-         not use it): create it (CREATE SCHEMA) or fix the search_path in store.url"
-    )))
+    Err(PostgresCause::NoSchema { search_path: path }.into())
 }
 
 fn refuse_newer(current: i64) -> Result<(), StoreError> {
     if current > SCHEMA_VERSION {
-        return Err(StoreError::Unavailable(format!(
-            "postgres schema version {current} is newer than this idemgate supports \
-             ({SCHEMA_VERSION}); upgrade idemgate or point it at another database"
-        )));
+        return Err(PostgresCause::SchemaNewer {
+            found: current,
+            supported: SCHEMA_VERSION,
+        }
+        .into());
     }
     Ok(())
 }

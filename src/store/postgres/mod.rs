@@ -10,10 +10,11 @@
 //! `postgres://…/db?options=-c%20search_path%3Dmy_schema`. The schema must
 //! exist. Without it, PostgreSQL's default (`public`) is used.
 //!
-//! **Errors** are `Unavailable` with the driver's message, which never holds
-//! the URL or the password.
+//! **Errors** are `Unavailable` with a `PostgresCause`, which keeps the
+//! driver's error as its source; neither holds the URL or the password.
 
 mod batch;
+mod cause;
 mod count;
 mod listing;
 mod many;
@@ -34,6 +35,7 @@ use async_trait::async_trait;
 use deadpool_postgres::Pool;
 use tokio_postgres::types::ToSql;
 
+pub use cause::{PostgresCause, RootCertProblem};
 pub use count::CountLimits;
 pub use migrations::SCHEMA_VERSION;
 pub use purges::{Heard, PurgeHook};
@@ -163,9 +165,9 @@ impl PostgresStore {
             if batches.reserve.push(job).is_ok() {
                 let decided = self
                     .bounded(async {
-                        replied.await.map_err(|_| {
-                            StoreError::Unavailable("postgres: the batch was dropped".into())
-                        })?
+                        replied
+                            .await
+                            .map_err(|_| StoreError::from(PostgresCause::BatchDropped))?
                     })
                     .await?;
                 if let Reserved::Done(reservation, kept) = decided {
@@ -205,9 +207,7 @@ impl PostgresStore {
                         return Ok((reservation, kept));
                     }
                 }
-                return Err(StoreError::Unavailable(
-                    "postgres: the key changed under every reservation attempt".into(),
-                ));
+                return Err(PostgresCause::KeyKeptChanging.into());
             }
         })
         .await
@@ -382,7 +382,7 @@ impl PostgresStore {
     }
 
     fn too_slow(&self) -> StoreError {
-        StoreError::Unavailable(format!("postgres: no answer within {:?}", self.deadline))
+        PostgresCause::NoAnswer(self.deadline).into()
     }
 }
 

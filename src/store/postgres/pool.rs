@@ -1,11 +1,13 @@
 //! The connection pool: timeouts from the config, and errors that never carry
 //! the connection URL (it holds the password).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+use super::cause::PostgresCause;
 use crate::config::PostgresStoreConfig;
 use crate::store::StoreError;
 
@@ -33,7 +35,7 @@ pub fn build(
         .create_timeout(Some(config.connect_timeout))
         .recycle_timeout(Some(config.connect_timeout))
         .build()
-        .map_err(|e| StoreError::Unavailable(format!("building the postgres pool: {e}")))
+        .map_err(|e| PostgresCause::Build(e).into())
 }
 
 /// The connection settings every connection of this store uses, and its TLS
@@ -42,12 +44,9 @@ pub fn settings(
     config: &PostgresStoreConfig,
 ) -> Result<(tokio_postgres::Config, Option<MakeRustlsConnect>), StoreError> {
     let (url, tls) = super::tls::prepare(&config.url)?;
-    let mut pg: tokio_postgres::Config = url.parse().map_err(|e| {
-        StoreError::Unavailable(format!(
-            "the postgres URL is not a valid connection string: {}",
-            describe(&e)
-        ))
-    })?;
+    let mut pg: tokio_postgres::Config = url
+        .parse()
+        .map_err(|e| PostgresCause::InvalidUrl(Arc::new(e)))?;
     pg.connect_timeout(config.connect_timeout);
     // Dead peers (a cut network) are noticed by the kernel, not only by the
     // per-operation deadline.
@@ -75,23 +74,6 @@ fn with_statement_timeout(existing: Option<&str>, timeout: Duration) -> String {
     }
 }
 
-/// The driver error and its causes, e.g. "db error: ERROR: relation … does not
-/// exist" or "error connecting to server: Connection refused". The driver
-/// never puts the URL or password in an error.
-pub fn describe(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.ends_with(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
 /// Whether a statement failed because its session is gone: the connection
 /// closed, or the server ended the session (a FATAL error, such as
 /// `pg_terminate_backend`'s "terminating connection due to administrator
@@ -105,17 +87,11 @@ pub fn session_lost(client: &tokio_postgres::Client, err: &tokio_postgres::Error
 }
 
 pub fn db_error(err: tokio_postgres::Error) -> StoreError {
-    StoreError::Unavailable(format!("postgres: {}", describe(&err)))
+    PostgresCause::Driver(Arc::new(err)).into()
 }
 
 pub fn pool_error(err: deadpool_postgres::PoolError) -> StoreError {
-    use deadpool_postgres::PoolError;
-    let text = match &err {
-        PoolError::Backend(e) => describe(e),
-        PoolError::Timeout(_) => format!("no connection within the connect timeout ({err})"),
-        _ => describe(&err),
-    };
-    StoreError::Unavailable(format!("postgres: {text}"))
+    PostgresCause::Pool(Arc::new(err)).into()
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use tokio_postgres::{AsyncMessage, Notification};
 use tokio_util::sync::CancellationToken;
 
+use super::cause::PostgresCause;
 use crate::store::StoreError;
 
 pub const CHANNEL: &str = "idemgate_purge";
@@ -95,7 +96,7 @@ async fn listen(
             _ => {}
         }
     }
-    StoreError::Unavailable("postgres: the purge listener's connection closed".into())
+    PostgresCause::ListenerClosed.into()
 }
 
 /// Drives the connection, passing its notifications on; ends with it.

@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use tokio_postgres::Row;
 
+use super::cause::PostgresCause;
 use super::pool::db_error;
 use crate::store::{
     Kept, Lease, RecordId, RecordInfo, RecordState, Reservation, StoreError, StoredResponse,
@@ -147,6 +148,6 @@ pub fn record_state(state: i16, outcome_unknown: bool) -> RecordState {
     }
 }
 
-fn corrupt(column: &str) -> StoreError {
-    StoreError::Unavailable(format!("postgres: record has an invalid {column}"))
+fn corrupt(column: &'static str) -> StoreError {
+    PostgresCause::Corrupt(column).into()
 }

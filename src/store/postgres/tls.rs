@@ -27,10 +27,10 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use crate::store::StoreError;
+use super::cause::{PostgresCause, RootCertProblem};
 
 /// The URL for the driver, and the TLS connector when the URL asks for TLS.
-pub fn prepare(url: &str) -> Result<(String, Option<MakeRustlsConnect>), StoreError> {
+pub fn prepare(url: &str) -> Result<(String, Option<MakeRustlsConnect>), PostgresCause> {
     let (driver_url, asked) = split(url)?;
     let connector = match asked {
         Asked::Plain => None,
@@ -48,7 +48,7 @@ enum Asked {
 
 /// Reads `sslmode` and `sslrootcert` off the URL's query; `verify-full`
 /// reaches the driver as `require`, `sslrootcert` not at all.
-fn split(url: &str) -> Result<(String, Asked), StoreError> {
+fn split(url: &str) -> Result<(String, Asked), PostgresCause> {
     let Some((base, query)) = url.split_once('?') else {
         return Ok((url.to_owned(), Asked::Plain));
     };
@@ -110,35 +110,33 @@ fn split(url: &str) -> Result<(String, Asked), StoreError> {
     ))
 }
 
-fn refused(why: &str) -> StoreError {
-    StoreError::Unavailable(format!("postgres URL: {why}"))
+fn refused(why: &'static str) -> PostgresCause {
+    PostgresCause::UrlRefused(why)
 }
 
-fn connector(root_file: Option<PathBuf>) -> Result<MakeRustlsConnect, StoreError> {
+fn connector(root_file: Option<PathBuf>) -> Result<MakeRustlsConnect, PostgresCause> {
     let mut roots = rustls::RootCertStore::empty();
     match root_file {
         Some(path) => {
-            let read = |e: String| {
-                StoreError::Unavailable(format!("postgres sslrootcert {}: {e}", path.display()))
+            let read = |problem| PostgresCause::RootCert {
+                path: path.clone(),
+                problem,
             };
-            let pem = std::fs::read(&path).map_err(|e| read(e.to_string()))?;
+            let pem =
+                std::fs::read(&path).map_err(|e| read(RootCertProblem::Unreadable(Arc::new(e))))?;
             let certs = CertificateDer::pem_slice_iter(&pem)
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| read(format!("not PEM certificates ({e})")))?;
+                .map_err(|e| read(RootCertProblem::NotPem(Arc::new(e))))?;
             let (added, _) = roots.add_parsable_certificates(certs);
             if added == 0 {
-                return Err(read("holds no usable CA certificate".into()));
+                return Err(read(RootCertProblem::NoCa));
             }
         }
         None => {
             let loaded = rustls_native_certs::load_native_certs();
             let (added, _) = roots.add_parsable_certificates(loaded.certs);
             if added == 0 {
-                return Err(StoreError::Unavailable(
-                    "postgres TLS: no trusted CA certificates were found \
-                     (install ca-certificates, set SSL_CERT_FILE, or give sslrootcert)"
-                        .into(),
-                ));
+                return Err(PostgresCause::NoTrustedRoots);
             }
         }
     }
@@ -146,7 +144,7 @@ fn connector(root_file: Option<PathBuf>) -> Result<MakeRustlsConnect, StoreError
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let tls = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| StoreError::Unavailable(format!("postgres TLS setup: {e}")))?
+        .map_err(PostgresCause::TlsSetup)?
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(MakeRustlsConnect::new(tls))
@@ -192,11 +190,12 @@ mod tests {
 
     #[test]
     fn a_missing_root_file_is_a_clear_error() {
-        let Err(StoreError::Unavailable(text)) =
+        let Err(error @ PostgresCause::RootCert { .. }) =
             prepare("postgres://h/d?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem")
         else {
-            panic!("expected an error");
+            panic!("expected an unreadable root certificate file");
         };
+        let text = error.to_string();
         assert!(text.contains("/nonexistent/ca.pem"), "{text}");
     }
 }

@@ -18,7 +18,8 @@ use async_trait::async_trait;
 pub use envelope::{Keys, OpenError, SEALED, key_id, sealed_by};
 
 use super::{
-    Kept, Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse, listing,
+    Kept, Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse, Unavailable,
+    listing,
 };
 use crate::key;
 
@@ -93,9 +94,7 @@ impl<S: Store> Store for SealedStore<S> {
     ) -> Result<(), StoreError> {
         match self.keys.seal(&lease.id, response) {
             Some(sealed) => self.inner.complete(lease, &sealed, retain_for).await,
-            None if self.keys.enabled() => Err(StoreError::Unavailable(
-                "sealing the answer failed: the system's random source failed".into(),
-            )),
+            None if self.keys.enabled() => Err(Unavailable::Sealing.into()),
             None => self.inner.complete(lease, response, retain_for).await,
         }
     }

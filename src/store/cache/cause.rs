@@ -1,0 +1,60 @@
+//! Why Redis failed, as values: one call (`CacheError`, which only turns a
+//! hit into a miss), and what makes the store itself unavailable
+//! (`RedisCause`). The Redis URL may carry a password: setup errors keep
+//! the client's error kind only, never its text.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{ErrorKind, RedisError};
+
+/// One Redis call that failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CacheError {
+    /// Skipped: Redis failed within the last pause (`conn`).
+    #[error("redis paused after a recent failure")]
+    Paused,
+    /// Redis answered with an error, or the connection failed.
+    #[error("redis: {0}")]
+    Failed(#[source] RedisError),
+    /// No answer within the call's deadline.
+    #[error("redis: no answer within {0:?}")]
+    NoAnswer(Duration),
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RedisCause {
+    /// `store.redis.url` is not one the client accepts.
+    #[error("store.redis: invalid URL ({0:?})")]
+    InvalidUrl(ErrorKind),
+    /// `store.redis.ca` cannot be read.
+    #[error("store.redis.ca: cannot read {}: {source}", path.display())]
+    CaUnreadable {
+        path: PathBuf,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    /// `store.redis.ca` was read but the client refuses it.
+    #[error("store.redis: {} cannot be used as a CA ({kind:?})", path.display())]
+    CaRefused { path: PathBuf, kind: ErrorKind },
+    /// The connection manager could not be made.
+    #[error("store.redis: {0:?}")]
+    Client(ErrorKind),
+    /// A purge found Redis down before deleting any record.
+    #[error(
+        "cannot delete the cached answers ({0}); nothing was purged, \
+         retry once redis is reachable"
+    )]
+    NothingPurged(#[source] CacheError),
+    /// A purge deleted the records but not the copies written meanwhile.
+    #[error(
+        "purged {records} records, but not the cached answers written meanwhile ({source}); \
+         one may replay until its retention ends"
+    )]
+    CopiesLeft {
+        records: usize,
+        #[source]
+        source: CacheError,
+    },
+}

@@ -1,0 +1,138 @@
+//! Why the embedded store failed, as a value (`Unavailable::Embedded`).
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum EmbeddedCause {
+    /// A statement, or a batch's transaction, failed.
+    #[error("sqlite: {0}")]
+    Sqlite(#[source] Arc<rusqlite::Error>),
+    /// Opening the file, or bringing its schema up to date, failed.
+    #[error("{}: {source}", path.display())]
+    Opening {
+        path: PathBuf,
+        #[source]
+        source: Arc<rusqlite::Error>,
+    },
+    /// SQLite would not put the file in WAL mode (another journal mode was
+    /// forced on it, e.g. by a file system that cannot share memory).
+    #[error("{}: cannot use WAL journal mode (got {mode})", path.display())]
+    NoWal { path: PathBuf, mode: String },
+    /// The file was written by a newer idemgate.
+    #[error(
+        "{}: store schema version {found} is newer than this idemgate supports \
+         ({supported}); upgrade idemgate or point it at another file",
+        path.display()
+    )]
+    SchemaNewer {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+    /// A file or directory beside the database could not be made or used.
+    #[error("{doing} {}: {source}", path.display())]
+    File {
+        doing: FileUse,
+        path: PathBuf,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    /// Another gateway process serves the file (it holds `lock`).
+    #[error(
+        "{} is already served by another idemgate process (it holds {}); \
+         the embedded store is for one gateway process, several need Postgres",
+        path.display(),
+        lock.display()
+    )]
+    Served { path: PathBuf, lock: PathBuf },
+    /// The store's writer or sync thread could not be started.
+    #[error("starting the {thread} thread: {source}")]
+    Thread {
+        thread: &'static str,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    /// The writer thread has ended (it panicked, or the store is closing).
+    #[error("the store thread has stopped")]
+    Stopped,
+    /// Syncing the WAL failed: refused until a restart (`wal_sync`).
+    #[error(
+        "syncing the store's WAL failed ({0}); what it holds on disk is unknown, \
+         so the store refuses every operation until idemgate restarts"
+    )]
+    SyncFailed(#[source] Arc<std::io::Error>),
+    /// The path no longer names the file the store has open: refused until
+    /// a restart (`file_watch`).
+    #[error(
+        "the store file {} was {change} while idemgate ran; answers recorded from now on \
+         would be lost at the next start, so the store refuses every operation until \
+         idemgate restarts",
+        path.display()
+    )]
+    FileGone { path: PathBuf, change: FileChange },
+    /// The count's blocking task on the reader connection did not finish
+    /// (it panicked, or the runtime is shutting down).
+    #[error("the store's reader failed: {0}")]
+    Reader(#[source] Arc<tokio::task::JoinError>),
+    /// A row holds what this store never writes.
+    #[error("{0}")]
+    Corrupt(&'static str),
+    /// The store-wide fencing token sequence reached `i64::MAX`.
+    #[error("fencing tokens exhausted")]
+    TokensExhausted,
+}
+
+/// What was being done with a file when it failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileUse {
+    Creating,
+    Opening,
+    Locking,
+}
+
+impl fmt::Display for FileUse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FileUse::Creating => "creating",
+            FileUse::Opening => "opening",
+            FileUse::Locking => "locking",
+        })
+    }
+}
+
+/// How a path stopped naming the store's file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileChange {
+    Deleted,
+    Replaced,
+}
+
+impl fmt::Display for FileChange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FileChange::Deleted => "deleted",
+            FileChange::Replaced => "replaced by another file",
+        })
+    }
+}
+
+impl EmbeddedCause {
+    /// A failure to do `doing` with the file at `path`.
+    pub(super) fn file(doing: FileUse, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        EmbeddedCause::File {
+            doing,
+            path: path.into(),
+            source: Arc::new(source),
+        }
+    }
+
+    /// The store's writer or sync thread could not be started.
+    pub(super) fn thread(thread: &'static str, source: std::io::Error) -> Self {
+        EmbeddedCause::Thread {
+            thread,
+            source: Arc::new(source),
+        }
+    }
+}

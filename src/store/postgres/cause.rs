@@ -1,0 +1,125 @@
+//! Why the Postgres store failed, as a value (`Unavailable::Postgres`).
+//! None holds the URL (it carries the password): the driver never puts it
+//! in an error, and URL problems are told by name.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{BuildError, PoolError};
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PostgresCause {
+    /// A statement failed, or its connection.
+    #[error("postgres: {}", describe(.0.as_ref()))]
+    Driver(#[source] Arc<tokio_postgres::Error>),
+    /// No pooled connection: none could be made, or none came free in time.
+    #[error("postgres: {}", pool_text(.0))]
+    Pool(#[source] Arc<PoolError>),
+    /// The pool's settings were refused.
+    #[error("building the postgres pool: {0}")]
+    Build(#[source] BuildError),
+    /// No answer within the store's deadline.
+    #[error("postgres: no answer within {0:?}")]
+    NoAnswer(Duration),
+    /// The URL is not a connection string the driver reads.
+    #[error(
+        "the postgres URL is not a valid connection string: {}",
+        describe(.0.as_ref())
+    )]
+    InvalidUrl(#[source] Arc<tokio_postgres::Error>),
+    /// The URL's TLS settings are not ones idemgate accepts.
+    #[error("postgres URL: {0}")]
+    UrlRefused(&'static str),
+    /// The URL's `sslrootcert` file cannot be used.
+    #[error("postgres sslrootcert {}: {problem}", path.display())]
+    RootCert {
+        path: PathBuf,
+        #[source]
+        problem: RootCertProblem,
+    },
+    /// `sslmode=require` or `verify-full` with the platform's roots, and
+    /// there are none.
+    #[error(
+        "postgres TLS: no trusted CA certificates were found \
+         (install ca-certificates, set SSL_CERT_FILE, or give sslrootcert)"
+    )]
+    NoTrustedRoots,
+    /// rustls refused the client's settings.
+    #[error("postgres TLS setup: {0}")]
+    TlsSetup(#[source] rustls::Error),
+    /// A migration's SQL failed.
+    #[error("postgres migration {version} failed: {}", describe(.source.as_ref()))]
+    Migration {
+        version: i64,
+        #[source]
+        source: Arc<tokio_postgres::Error>,
+    },
+    /// The database was migrated by a newer idemgate.
+    #[error(
+        "postgres schema version {found} is newer than this idemgate supports \
+         ({supported}); upgrade idemgate or point it at another database"
+    )]
+    SchemaNewer { found: i64, supported: i64 },
+    /// `store.migrate = false` and the schema is behind this binary.
+    #[error(
+        "postgres schema is at version {found}, this idemgate needs {needed}: \
+         run `idemgate migrate` (store.migrate = false)"
+    )]
+    SchemaOlder { found: i64, needed: i64 },
+    /// No schema of the `search_path` exists (or may be used).
+    #[error(
+        "postgres: no schema of the search_path ({search_path}) exists in this database \
+         (or this user may not use it): create it (CREATE SCHEMA) or fix the search_path \
+         in store.url"
+    )]
+    NoSchema { search_path: String },
+    /// The connection listening for other replicas' purges closed.
+    #[error("postgres: the purge listener's connection closed")]
+    ListenerClosed,
+    /// The batch a reservation was queued in ended without answering it.
+    #[error("postgres: the batch was dropped")]
+    BatchDropped,
+    /// Every reservation attempt found the key changed under it.
+    #[error("postgres: the key changed under every reservation attempt")]
+    KeyKeptChanging,
+    /// A column holds what this store never writes.
+    #[error("postgres: record has an invalid {0}")]
+    Corrupt(&'static str),
+}
+
+/// What is wrong with an `sslrootcert` file.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RootCertProblem {
+    #[error("{0}")]
+    Unreadable(#[source] Arc<std::io::Error>),
+    #[error("not PEM certificates ({0})")]
+    NotPem(#[source] Arc<rustls::pki_types::pem::Error>),
+    #[error("holds no usable CA certificate")]
+    NoCa,
+}
+
+/// The driver error and its causes, e.g. "db error: ERROR: relation … does not
+/// exist" or "error connecting to server: Connection refused". The driver
+/// never puts the URL or password in an error.
+pub fn describe(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+fn pool_text(err: &PoolError) -> String {
+    match err {
+        PoolError::Backend(e) => describe(e),
+        PoolError::Timeout(_) => format!("no connection within the connect timeout ({err})"),
+        _ => describe(err),
+    }
+}

@@ -1,0 +1,60 @@
+//! Why the store could not do what was asked (`StoreError::Unavailable`):
+//! the cause kept as a value, made text only where it is logged or
+//! answered. Clone, because one failed batch answers each of its callers;
+//! a source that is not `Clone` is held behind `Arc`.
+
+use std::sync::Arc;
+
+use super::StoreError;
+use super::cache::RedisCause;
+use super::embedded::EmbeddedCause;
+use super::postgres::PostgresCause;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Unavailable {
+    /// The SQLite file, its thread, or what it holds.
+    #[error(transparent)]
+    Embedded(#[from] EmbeddedCause),
+    /// PostgreSQL: its URL, connections, answers, schema.
+    #[error(transparent)]
+    Postgres(#[from] PostgresCause),
+    /// Redis in front of Postgres: its URL, CA, or a purge it missed.
+    #[error(transparent)]
+    Redis(#[from] RedisCause),
+    /// The blocking task that opens or migrates the store did not finish
+    /// (it panicked, or the runtime is shutting down).
+    #[error("opening the store: {0}")]
+    Opening(#[source] Arc<tokio::task::JoinError>),
+    /// `[store.encryption]` is on and an answer could not be sealed: the
+    /// system's random source gave no nonce. Never stored in clear instead.
+    #[error("sealing the answer failed: the system's random source failed")]
+    Sealing,
+    /// The store's own bookkeeping broke a rule it keeps: a bug.
+    #[error("{0}")]
+    Invariant(&'static str),
+}
+
+impl From<EmbeddedCause> for StoreError {
+    fn from(cause: EmbeddedCause) -> Self {
+        StoreError::Unavailable(cause.into())
+    }
+}
+
+impl From<PostgresCause> for StoreError {
+    fn from(cause: PostgresCause) -> Self {
+        StoreError::Unavailable(cause.into())
+    }
+}
+
+impl From<RedisCause> for StoreError {
+    fn from(cause: RedisCause) -> Self {
+        StoreError::Unavailable(cause.into())
+    }
+}
+
+impl StoreError {
+    /// A broken rule of the store's own bookkeeping (`Unavailable::Invariant`).
+    pub fn invariant(rule: &'static str) -> Self {
+        StoreError::Unavailable(Unavailable::Invariant(rule))
+    }
+}
