@@ -66,6 +66,7 @@ fn parse() -> anyhow::Result<Args> {
         rounds: 3,
         pass: Pass {
             producers: 64,
+            counter_keys: false,
             warmup: Duration::from_secs(2),
             measured: Duration::from_secs(10),
             seed: 1,
@@ -91,6 +92,13 @@ fn parse() -> anyhow::Result<Args> {
             "--engines" => args.engines = value.split(',').map(str::to_owned).collect(),
             "--rounds" => args.rounds = value.parse()?,
             "--producers" => args.pass.producers = value.parse()?,
+            "--keys" => {
+                args.pass.counter_keys = match value.as_str() {
+                    "uuid" => false,
+                    "counter" => true,
+                    other => anyhow::bail!("--keys {other}: uuid or counter"),
+                }
+            }
             "--seconds" => args.pass.measured = seconds(&value)?,
             "--warmup" => args.pass.warmup = seconds(&value)?,
             "--replay-seconds" => args.replay = seconds(&value)?,
@@ -111,8 +119,10 @@ struct Results {
     written: u64,
     disk_bytes: u64,
     replay_per_s: f64,
+    replay_cpu_us: f64,
     replay_missed: usize,
     sweep_per_s: f64,
+    sweep_cpu_us: f64,
     sweep_syncs_per_s: f64,
 }
 
@@ -168,10 +178,14 @@ fn main() -> anyhow::Result<()> {
         keys.extend(written[i].lock().unwrap_or_else(|e| e.into_inner()).iter());
         shuffle(&mut keys);
         let mut engine = open(name, &dir)?;
+        let cpu = measure::process_cpu();
         let (per_s, missed) = replay(engine.as_mut(), &keys, args.replay)?;
+        results[i].replay_cpu_us = (measure::process_cpu() - cpu).as_secs_f64() * 1e6
+            / (per_s * args.replay.as_secs_f64());
         results[i].replay_per_s = per_s;
         results[i].replay_missed = missed;
         let started = Instant::now();
+        let cpu = measure::process_cpu();
         let (mut deleted, mut batches) = (0, 0);
         while started.elapsed() < args.sweep {
             let n = engine.sweep(1000)?;
@@ -183,6 +197,8 @@ fn main() -> anyhow::Result<()> {
         }
         let seconds = started.elapsed().as_secs_f64();
         results[i].sweep_per_s = deleted as f64 / seconds;
+        results[i].sweep_cpu_us =
+            (measure::process_cpu() - cpu).as_secs_f64() * 1e6 / deleted.max(1) as f64;
         results[i].sweep_syncs_per_s = batches as f64 / seconds;
         drop(engine);
         measure::settle();
@@ -238,8 +254,13 @@ fn row_of(s: &WriteStats) -> String {
 
 fn print_table(args: &Args, results: &[Results]) {
     println!(
-        "\n{} records prefilled; {} producers; {} rounds of {:.0} s (after {:.0} s warm-up), \
+        "\n{} keys; {} records prefilled; {} producers; {} rounds of {:.0} s (after {:.0} s warm-up), \
          candidates interleaved; the row is each candidate's median round by req/s.\n",
+        if args.pass.counter_keys {
+            "counter"
+        } else {
+            "UUID v4"
+        },
         args.records,
         args.pass.producers,
         args.rounds,
@@ -247,9 +268,9 @@ fn print_table(args: &Args, results: &[Results]) {
         args.pass.warmup.as_secs_f64(),
     );
     println!(
-        "| engine | records | req/s | rounds' req/s | CPU µs/req | writer µs/req (kernel) | fsyncs/s | jobs/batch | disk write B/req | p99 ms | disk B/record | replay lookups/s | sweep records/s (batches of 1000, synced) | prefill s |"
+        "| engine | records | req/s | rounds' req/s | CPU µs/req | writer µs/req (kernel) | fsyncs/s | jobs/batch | disk write B/req | p99 ms | disk B/record | replay lookups/s | replay CPU µs/lookup | sweep records/s (batches of 1000, synced) | sweep CPU µs/record | prefill s |"
     );
-    println!("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (name, r) in args.engines.iter().zip(results) {
         let mut order: Vec<&WriteStats> = r.rounds.iter().collect();
         order.sort_by(|a, b| {
@@ -266,7 +287,7 @@ fn print_table(args: &Args, results: &[Results]) {
             .collect();
         let records = args.records + r.written;
         println!(
-            "| {name} | {} | {:.0} | {} | {:.1} | {:.1} ({:.1}) | {:.0} | {:.1} | {:.0} | {:.1} | {:.0} | {:.0}{} | {:.0} | {:.1} |",
+            "| {name} | {} | {:.0} | {} | {:.1} | {:.1} ({:.1}) | {:.0} | {:.1} | {:.0} | {:.1} | {:.0} | {:.0}{} | {:.1} | {:.0} | {:.1} | {:.1} |",
             records,
             m.per_second(m.requests),
             all.join(" / "),
@@ -284,7 +305,9 @@ fn print_table(args: &Args, results: &[Results]) {
             } else {
                 String::new()
             },
+            r.replay_cpu_us,
             r.sweep_per_s,
+            r.sweep_cpu_us,
             r.prefill_s,
         );
     }

@@ -89,6 +89,9 @@ impl Snapshot {
 
 pub struct Pass {
     pub producers: usize,
+    /// Counter keys (`00…01`, `00…02`, ...: consecutive keys land on the same
+    /// index pages, as bench/run's counter rows) instead of random UUID v4.
+    pub counter_keys: bool,
     pub warmup: Duration,
     pub measured: Duration,
     pub seed: u64,
@@ -102,6 +105,7 @@ pub fn run(
     written: &Mutex<Vec<Key>>,
 ) -> anyhow::Result<(Box<dyn Engine>, WriteStats)> {
     let counters = Arc::new(Counters::default());
+    let sequence = Arc::new(AtomicU64::new(pass.seed << 40));
     let (tx, rx) = std::sync::mpsc::channel::<Queued>();
     let writer = {
         let counters = counters.clone();
@@ -121,13 +125,19 @@ pub fn run(
         for producer in 0..pass.producers {
             let tx = tx.clone();
             let counters = counters.clone();
+            let sequence = sequence.clone();
+            let counter_keys = pass.counter_keys;
             let mut random = Random::new(pass.seed ^ ((producer as u64 + 1) << 32));
             tasks.push(tokio::spawn(async move {
                 let mut latencies = Vec::new();
                 let mut keys = Vec::new();
                 while Instant::now() < deadline {
                     let started = Instant::now();
-                    let key = random.key();
+                    let key = if counter_keys {
+                        counter_key(sequence.fetch_add(1, Relaxed))
+                    } else {
+                        random.key()
+                    };
                     let fingerprint = random.fingerprint();
                     let Some(Outcome::Reserved(lease)) =
                         call(&tx, Job::Reserve { key, fingerprint }).await
@@ -190,6 +200,13 @@ pub fn run(
         written: latencies.len() as u64,
     };
     Ok((engine, stats))
+}
+
+fn counter_key(n: u64) -> Key {
+    let mut key = [b'0'; 36];
+    let digits = format!("{n:036}");
+    key.copy_from_slice(&digits.as_bytes()[digits.len() - 36..]);
+    key
 }
 
 async fn call(tx: &std::sync::mpsc::Sender<Queued>, job: Job) -> Option<Outcome> {
