@@ -21,6 +21,14 @@ pub trait Engine: Send {
     /// synced once at the end.
     fn prefill(&mut self, records: &mut dyn Iterator<Item = Prefilled>) -> anyhow::Result<()>;
 
+    /// Waits until the engine's own background work after a bulk load is
+    /// done (an LSM's flushes and compactions), so that a write pass measures
+    /// its steady state and not the prefill's debt. Returns at once where
+    /// there is none.
+    fn settle(&mut self) -> anyhow::Result<()> {
+        Ok(())
+    }
+
     /// Point reads of existing records in one read transaction, each answer
     /// decoded as a replay would be; returns how many were found.
     fn lookup(&mut self, keys: &[Key]) -> anyhow::Result<usize>;

@@ -189,6 +189,17 @@ impl Engine for Fjall {
         Ok(())
     }
 
+    fn settle(&mut self) -> anyhow::Result<()> {
+        // Idle for three checks in a row: a compaction's end can start the next.
+        let mut idle = 0;
+        while idle < 3 {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            let busy = self.db.active_compactions() > 0 || self.db.outstanding_flushes() > 0;
+            idle = if busy { 0 } else { idle + 1 };
+        }
+        Ok(())
+    }
+
     fn lookup(&mut self, keys: &[Key]) -> anyhow::Result<usize> {
         let mut found = 0;
         for key in keys {
