@@ -175,10 +175,9 @@ pub fn run(
         (before, after, latencies)
     });
     drop(tx);
-    let (engine, written_total) = writer
+    let engine = writer
         .join()
         .map_err(|_| anyhow::anyhow!("writer thread panicked"))??;
-    let _ = written_total;
     let mut latencies = latencies;
     latencies.sort();
     let p99 = latencies
@@ -219,14 +218,13 @@ fn writer(
     mut engine: Box<dyn Engine>,
     jobs: Receiver<Queued>,
     counters: &Counters,
-) -> anyhow::Result<(Box<dyn Engine>, u64)> {
+) -> anyhow::Result<Box<dyn Engine>> {
     counters
         .writer_tid
         .store(measure::this_thread_id(), Relaxed);
     let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
     let mut replies: Vec<oneshot::Sender<Outcome>> = Vec::with_capacity(MAX_BATCH);
     let mut outcomes = Vec::with_capacity(MAX_BATCH);
-    let mut total = 0;
     while let Ok((job, reply)) = jobs.recv() {
         batch.push(job);
         replies.push(reply);
@@ -256,11 +254,10 @@ fn writer(
         for (reply, outcome) in rest {
             let _ = reply.send(outcome);
         }
-        total += batch.len() as u64;
         counters.batches.fetch_add(1, Relaxed);
         counters.syncs.fetch_add(1, Relaxed);
         counters.jobs.fetch_add(batch.len() as u64, Relaxed);
         batch.clear();
     }
-    Ok((engine, total))
+    Ok(engine)
 }
