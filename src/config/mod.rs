@@ -6,6 +6,8 @@
 
 mod describe;
 mod error;
+#[cfg(test)]
+pub(crate) mod every_policy_field;
 mod file;
 mod file_keys;
 mod model;
