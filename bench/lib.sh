@@ -32,7 +32,7 @@ need_pgbench() {
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 PIDS=()
-declare -A PORT PID
+declare -A PORT ADMIN_PORT PID
 # The process whose CPU time `measure` charges to each listening port.
 declare -A CPU_PID
 cleanup() {
@@ -142,7 +142,7 @@ CONF
   # shellcheck disable=SC2086 # GATEWAY_WRAP is a command line, split on purpose
   taskset -c 0 ${GATEWAY_WRAP:-} "$bin" serve -c "$WORK/$name.toml" --log-level warn 2>"$WORK/$name.log" &
   PIDS+=($!)
-  PORT[$name]=$listen; PID[$name]=$!; CPU_PID[$listen]=$!
+  PORT[$name]=$listen; ADMIN_PORT[$name]=$admin; PID[$name]=$!; CPU_PID[$listen]=$!
   # Up to 30 s: under valgrind starting takes seconds.
   for _ in $(seq 300); do
     kill -0 "${PID[$name]}" 2>/dev/null || break
