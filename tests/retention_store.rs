@@ -15,8 +15,8 @@ use bytes::Bytes;
 use common::owned_store::OwnedStore;
 use futures_util::future::join_all;
 use idemgate::store::{
-    Count, EmbeddedStore, Kept, Lease, ListQuery, PostgresStore, RecordId, RecordState,
-    Reservation, Store, StoredResponse,
+    Count, CountLimits, EmbeddedStore, Kept, Lease, ListQuery, PostgresStore, RecordId,
+    RecordState, Reservation, Store, StoredResponse,
 };
 use pg_support::{SchemaGuard, TestSchema};
 
@@ -618,7 +618,7 @@ async fn postgres_estimates_completed_records_past_the_exact_limit() {
     .await;
     assert!(pages > 200, "a table of {pages} pages");
     let sample_pages = u32::try_from(pages / 2).unwrap();
-    let limits = idemgate::store::postgres::CountLimits {
+    let limits = CountLimits {
         exact_completed: 1000,
         sample_pages,
     };
@@ -654,7 +654,7 @@ async fn postgres_estimates_completed_records_past_the_exact_limit() {
 
     // A sample that finds nothing of a route past the limit still reports
     // more than the limit.
-    let tiny = idemgate::store::postgres::CountLimits {
+    let tiny = CountLimits {
         exact_completed: 1000,
         sample_pages: 1,
     };
@@ -692,12 +692,19 @@ async fn embedded_writes_go_on_while_the_count_runs() {
     .unwrap();
     drop(conn);
 
-    let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(&path).unwrap());
+    let embedded = Arc::new(EmbeddedStore::open(&path).unwrap());
+    let store: Arc<dyn Store> = embedded.clone();
     let counting = tokio::spawn({
-        let store = store.clone();
+        let store = embedded.clone();
         async move {
             let started = std::time::Instant::now();
-            let counts = store.count().await.unwrap();
+            // Every record counted one by one: the longest count the file
+            // can take (the default limits stop at 100,000 and sample).
+            let everything = CountLimits {
+                exact_completed: u32::MAX,
+                sample_pages: 1,
+            };
+            let counts = store.count_within(everything).await.unwrap();
             (counts, started.elapsed())
         }
     });
@@ -729,4 +736,105 @@ async fn embedded_writes_go_on_while_the_count_runs() {
         during >= 1,
         "no write was answered while the count ran ({took:?})"
     );
+}
+
+/// The embedded store's count, as Postgres's: past a route's exact limit its
+/// completed records are estimated from records at fixed rowids over the
+/// table (the same at every count); in-flight and outcome-unknown records,
+/// and routes under the limit, stay exact.
+#[tokio::test]
+async fn embedded_estimates_completed_records_past_the_exact_limit() {
+    let path = temp_db("estimate");
+    let _dir = TempDir(path.clone());
+    let clock = TestClock::new();
+    drop(EmbeddedStore::open(&path).unwrap());
+    let now = 1_800_000_000_000_i64;
+    // 50,000 records of `orders` written oldest first, the routes taking
+    // turns with `refunds` every tenth record (a regular pattern a sample at
+    // a fixed offset would alias with): of `orders`, 1% in flight, 1% of
+    // unknown outcome, the oldest 1,000 completed but expired; 50 completed
+    // records of `refunds` at the end.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(&format!(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 55000)
+         INSERT INTO records (route, scope, key, state, fingerprint, token, status, body,
+                              created_at, completed_at, expires_at, lease_expires_at,
+                              outcome_unknown)
+         SELECT CASE WHEN i % 10 = 0 THEN 'refunds' ELSE 'orders' END, 'scope-a', 'k' || i,
+                CASE WHEN i % 100 = 1 THEN 0 ELSE 1 END, 'fp', i,
+                CASE WHEN i % 100 = 1 THEN NULL WHEN i % 100 = 2 THEN 504 ELSE 201 END, x'7b7d',
+                {now} - 55000 + i, {now} - 55000 + i,
+                CASE WHEN i % 100 = 1 THEN NULL
+                     WHEN i <= 1100 AND i % 100 <> 2 THEN {now} - 1
+                     ELSE {now} + 3600000 END,
+                CASE WHEN i % 100 = 1 THEN {now} + 3600000 END,
+                i % 100 = 2
+         FROM n;
+         DELETE FROM records WHERE route = 'refunds' AND token <= 54500;"
+    ))
+    .unwrap();
+    let of = |route: &str, sql: &str| -> u64 {
+        conn.query_row(
+            &format!("SELECT count(*) FROM records WHERE route = '{route}' AND {sql}"),
+            [],
+            |row| row.get::<_, i64>(0),
+        )
+        .unwrap() as u64
+    };
+    let completed = of(
+        "orders",
+        &format!("state = 1 AND outcome_unknown = 0 AND expires_at > {now}"),
+    );
+    let in_flight = of("orders", "state = 0");
+    let unknown = of("orders", "outcome_unknown = 1");
+    assert_eq!(of("refunds", "1"), 50);
+    assert!(completed > 45_000 && in_flight == 550 && unknown == 550);
+    drop(conn);
+
+    let store = EmbeddedStore::open_with_clock(&path, clock.clock()).unwrap();
+    let exact = store.count_within(CountLimits::default()).await.unwrap();
+    assert_eq!(counted(&exact, "orders", RecordState::Completed), completed);
+    assert_eq!(counted(&exact, "orders", RecordState::InFlight), in_flight);
+    assert_eq!(
+        counted(&exact, "orders", RecordState::OutcomeUnknown),
+        unknown
+    );
+    assert_eq!(counted(&exact, "refunds", RecordState::Completed), 50);
+
+    // ~1,000-2,000 positions of 55,000 rowids: one standard error of the
+    // estimate is ~3% here; +-15% is far out.
+    let limits = CountLimits {
+        exact_completed: 1000,
+        sample_pages: 1000,
+    };
+    let counts = store.count_within(limits).await.unwrap();
+    let estimate = counted(&counts, "orders", RecordState::Completed);
+    let error = estimate.abs_diff(completed) as f64 / completed as f64;
+    assert!(error < 0.15, "estimated {estimate} of {completed}");
+    assert_ne!(estimate, completed, "an estimate, not the count");
+    assert_eq!(counted(&counts, "orders", RecordState::InFlight), in_flight);
+    assert_eq!(
+        counted(&counts, "orders", RecordState::OutcomeUnknown),
+        unknown
+    );
+    assert_eq!(
+        counted(&counts, "refunds", RecordState::Completed),
+        50,
+        "under the limit: exact"
+    );
+    let again = store.count_within(limits).await.unwrap();
+    assert_eq!(
+        counted(&again, "orders", RecordState::Completed),
+        estimate,
+        "the same rowids each time: the gauge moves only when the records do"
+    );
+
+    // A sample that finds nothing of a route past the limit still reports
+    // more than the limit.
+    let tiny = CountLimits {
+        exact_completed: 1000,
+        sample_pages: 1,
+    };
+    let counts = store.count_within(tiny).await.unwrap();
+    assert!(counted(&counts, "orders", RecordState::Completed) > 1000);
 }

@@ -6,6 +6,7 @@
 //! knows of HTTP: a stored answer is a status, a list of header pairs and bytes.
 
 pub mod cache;
+pub mod count;
 pub mod embedded;
 pub mod guard;
 pub mod instrumented;
@@ -24,6 +25,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 pub use cache::{CacheError, CachedStore, Lookup, LookupHook, RedisCause};
+pub use count::CountLimits;
 pub use embedded::{EmbeddedCause, EmbeddedStore};
 pub use guard::LeaseGuard;
 pub use instrumented::InstrumentedStore;

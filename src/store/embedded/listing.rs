@@ -1,16 +1,16 @@
 //! Listing and counting records for operators, through the `records_listing`
 //! index (route, state, outcome_unknown, created_at, key, scope, expires_at):
-//! a page is one range of it per state, never a scan of the table; the
-//! count reads the index alone, on the reader's connection (`reader`).
+//! a page is one range of it per state, never a scan of the table. The
+//! count is `count`'s.
 
-use rusqlite::{Connection, params};
+use rusqlite::params;
 
 use super::codec::from_ms;
 use super::db_error::db;
 use super::ops::record_state;
 use super::schema::{COMPLETED, IN_FLIGHT};
 use super::txn::Txn;
-use crate::store::listing::{Count, ListQuery, Listed, Page};
+use crate::store::listing::{ListQuery, Listed, Page};
 use crate::store::{RecordState, StoreError};
 
 /// One state's records after the cursor, oldest first. Completed rows past
@@ -23,13 +23,6 @@ WHERE route = ?1 AND state = ?2 AND outcome_unknown = ?3
   AND (created_at, key, scope) > (?5, ?6, ?7)
 ORDER BY created_at, key, scope
 LIMIT ?8";
-
-/// Read from the index alone (it ends with `expires_at`).
-const COUNT: &str = "
-SELECT route, state, outcome_unknown, count(*)
-FROM records INDEXED BY records_listing
-WHERE state = 0 OR expires_at > ?1
-GROUP BY route, state, outcome_unknown";
 
 fn columns(state: RecordState) -> (i64, bool) {
     match state {
@@ -100,22 +93,6 @@ fn one_state(
                 })
             },
         )
-        .map_err(db)?;
-    rows.collect::<Result<Vec<_>, _>>().map_err(db)
-}
-
-/// On the reader's connection (`reader`), off the writer thread.
-pub(super) fn count(conn: &Connection, now: i64) -> Result<Vec<Count>, StoreError> {
-    let mut stmt = conn.prepare_cached(COUNT).map_err(db)?;
-    let rows = stmt
-        .query_map(params![now], |row| {
-            let records: i64 = row.get(3)?;
-            Ok(Count {
-                route: row.get(0)?,
-                state: record_state(row.get(1)?, row.get(2)?),
-                records: u64::try_from(records).unwrap_or(0),
-            })
-        })
         .map_err(db)?;
     rows.collect::<Result<Vec<_>, _>>().map_err(db)
 }

@@ -7,7 +7,8 @@
 //! fsync. The batch's replies go back to the runtime together (`replies`).
 //! The thread exits, closing the file, when the last handle drops. The
 //! count behind `idemgate_records` is the one read that does not go through
-//! it: it runs beside it on a read-only connection of its own (`reader`).
+//! it: it runs beside it on a read-only connection of its own (`reader`,
+//! `count`).
 //!
 //! **Durability** (`Durability::PowerLoss`, the default). WAL journal,
 //! every batch's commit synced (`fdatasync`) before its answers leave the
@@ -38,6 +39,7 @@
 mod background_sync;
 mod cause;
 pub(crate) mod codec;
+mod count;
 mod db_error;
 mod file_watch;
 mod listing;
@@ -102,6 +104,15 @@ impl EmbeddedStore {
     /// running gateway, whose opening did the same already.
     pub fn migrate(path: &Path) -> Result<i64, StoreError> {
         schema::open_and_migrate(path).map(|(_, found)| found)
+    }
+
+    /// `Store::count` within other limits than the default ones (a test of
+    /// the estimate on a small file, or an operator's own trade-off).
+    pub async fn count_within(
+        &self,
+        limits: super::CountLimits,
+    ) -> Result<Vec<super::Count>, StoreError> {
+        self.inner.reader.count(limits).await
     }
 
     /// As `open`, with an injected clock (tests of expiry and retention).
@@ -277,7 +288,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn count(&self) -> Result<Vec<super::Count>, StoreError> {
-        self.inner.reader.count().await
+        self.inner.reader.count(super::CountLimits::default()).await
     }
 }
 

@@ -1,7 +1,8 @@
 //! Reading beside the writer: the count behind `idemgate_records` reads
-//! every unexpired record's index entry, for a time that grows with the
-//! file (docs/tuning-retention.md). On the writer thread, inside its
-//! transaction, every write waited for it once per `sweep_interval`. Here it
+//! up to a limit of index entries per route and a sample of the table
+//! (`count`), still hundreds of milliseconds on a large file whose pages
+//! are not cached (docs/tuning-retention.md). On the writer thread, inside
+//! its transaction, every write waited for it once per `sweep_interval`. Here it
 //! runs on a connection of its own, on a blocking thread: with the WAL
 //! journal a reader sees the last commit before its statement began while
 //! the writer goes on committing, so no write waits for the count.
@@ -14,8 +15,9 @@ use rusqlite::{Connection, InterruptHandle, OpenFlags};
 
 use super::EmbeddedCause;
 use super::codec::to_ms;
-use super::listing;
+use super::count;
 use super::writer::Clock;
+use crate::store::CountLimits;
 use crate::store::StoreError;
 use crate::store::listing::Count;
 
@@ -52,12 +54,15 @@ impl Reader {
     }
 
     /// Unexpired records per route and state, as of the last commit.
-    pub(super) async fn count(self: &Arc<Self>) -> Result<Vec<Count>, StoreError> {
+    pub(super) async fn count(
+        self: &Arc<Self>,
+        limits: CountLimits,
+    ) -> Result<Vec<Count>, StoreError> {
         let reader = self.clone();
         tokio::task::spawn_blocking(move || {
             let now = to_ms((reader.clock)());
             let conn = reader.connection();
-            listing::count(conn.as_ref().ok_or_else(closed)?, now)
+            count::count(conn.as_ref().ok_or_else(closed)?, now, limits)
         })
         .await
         .map_err(|e| StoreError::from(EmbeddedCause::Reader(Arc::new(e))))?

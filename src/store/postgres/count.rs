@@ -22,31 +22,9 @@ use tokio_postgres::{IsolationLevel, Row};
 
 use super::PostgresStore;
 use super::pool::{db_error, pool_error};
+use crate::store::StoreError;
+use crate::store::count::{CountLimits, RouteCount, merged};
 use crate::store::listing::Count;
-use crate::store::{RecordState, StoreError};
-
-/// How far the count goes before it estimates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CountLimits {
-    /// A route's completed records are counted one by one up to this many;
-    /// a route with more is estimated.
-    pub exact_completed: u32,
-    /// Heap pages (8 KiB each by default) the estimate samples.
-    pub sample_pages: u32,
-}
-
-impl Default for CountLimits {
-    /// Measured warm on 10 million rows (docs/tuning-retention.md): a
-    /// route's range ~30 ms at the limit, the sample 56–104 ms; one standard
-    /// error of the estimate of a route holding a quarter of the table is
-    /// about 1.5%.
-    fn default() -> CountLimits {
-        CountLimits {
-            exact_completed: 100_000,
-            sample_pages: 4_096,
-        }
-    }
-}
 
 /// Every route (a loose index scan: one descent of an index that starts
 /// with the route, per route), with its in-flight and outcome-unknown
@@ -96,15 +74,6 @@ FROM idemgate_records TABLESAMPLE SYSTEM ($1) REPEATABLE (0)
 WHERE state = 1 AND NOT outcome_unknown AND expires_at > now()
 GROUP BY route";
 
-/// One route's counts from `EXACT`.
-struct Exact {
-    route: String,
-    in_flight: u64,
-    outcome_unknown: u64,
-    /// `None`: more than `exact_completed`.
-    completed: Option<u64>,
-}
-
 /// Both statements see one snapshot, in a read-only transaction. Without
 /// JIT: the planner prices `EXACT` for a hundred routes of a large table,
 /// past `jit_above_cost`, and compiling it took 0.76 s of a count that
@@ -133,7 +102,7 @@ pub(super) async fn count(
             let mut routes = Vec::with_capacity(rows.len());
             for row in &rows {
                 pages = row.try_get::<_, i64>("pages").map_err(db_error)?;
-                routes.push(exact(row, limits.exact_completed)?);
+                routes.push(exact(row, limits)?);
             }
             let mut sampled = Vec::new();
             if routes.iter().any(|r| r.completed.is_none()) {
@@ -150,52 +119,22 @@ pub(super) async fn count(
                 }
             }
             txn.commit().await.map_err(db_error)?;
-            Ok(counts(routes, &sampled, limits))
+            Ok(merged(routes, &sampled, limits))
         })
         .await
 }
 
-/// The counts to report: a route's estimate where it had more completed
-/// records than the exact limit; no zeros.
-fn counts(routes: Vec<Exact>, sampled: &[(String, u64)], limits: CountLimits) -> Vec<Count> {
-    let mut counts = Vec::new();
-    for route in routes {
-        // More than the exact limit was seen: never report fewer.
-        let completed = route.completed.unwrap_or_else(|| {
-            let estimate = sampled
-                .iter()
-                .find(|(name, _)| *name == route.route)
-                .map_or(0, |(_, records)| *records);
-            estimate.max(u64::from(limits.exact_completed) + 1)
-        });
-        for (state, records) in [
-            (RecordState::InFlight, route.in_flight),
-            (RecordState::Completed, completed),
-            (RecordState::OutcomeUnknown, route.outcome_unknown),
-        ] {
-            if records > 0 {
-                counts.push(Count {
-                    route: route.route.clone(),
-                    state,
-                    records,
-                });
-            }
-        }
-    }
-    counts
-}
-
-fn exact(row: &Row, exact_completed: u32) -> Result<Exact, StoreError> {
+fn exact(row: &Row, limits: CountLimits) -> Result<RouteCount, StoreError> {
     let number = |column: &str| -> Result<u64, StoreError> {
         let n: i64 = row.try_get(column).map_err(db_error)?;
         Ok(u64::try_from(n).unwrap_or(0))
     };
     let completed = number("completed")?;
-    Ok(Exact {
+    Ok(RouteCount {
         route: row.try_get("route").map_err(db_error)?,
         in_flight: number("in_flight")?,
         outcome_unknown: number("outcome_unknown")?,
-        completed: (completed <= u64::from(exact_completed)).then_some(completed),
+        completed: RouteCount::completed_upto(completed, limits),
     })
 }
 

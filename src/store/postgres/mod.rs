@@ -36,7 +36,6 @@ use deadpool_postgres::Pool;
 use tokio_postgres::types::ToSql;
 
 pub use cause::{PostgresCause, RootCertProblem};
-pub use count::CountLimits;
 pub use migrations::SCHEMA_VERSION;
 pub use purges::{Heard, PurgeHook};
 
@@ -494,6 +493,6 @@ impl Store for PostgresStore {
     }
 
     async fn count(&self) -> Result<Vec<crate::store::Count>, StoreError> {
-        count::count(self, CountLimits::default()).await
+        count::count(self, crate::store::CountLimits::default()).await
     }
 }
