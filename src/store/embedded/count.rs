@@ -2,7 +2,7 @@
 //! stops growing with the file (docs/tuning-retention.md, "The count"), on
 //! the reader's connection (`reader`), in one read transaction:
 //!
-//! - Routes: one descent of the primary key per route (a loose index scan
+//! - Routes: one descent of an index per route (a loose index scan
 //!   written as a recursive query).
 //! - `in_flight` and `outcome_unknown`: exact, one range of the listing
 //!   index per route each.
@@ -23,7 +23,7 @@ use crate::store::StoreError;
 use crate::store::count::{CountLimits, RouteCount, merged};
 use crate::store::listing::Count;
 
-/// Every route: one descent of the primary key (route, key, scope) each.
+/// Every route: one descent of an index that starts with the route, each.
 const ROUTES: &str = "
 WITH RECURSIVE routes(route) AS (
     SELECT min(route) FROM records
@@ -49,7 +49,10 @@ SELECT
         ORDER BY created_at DESC
         LIMIT ?3))";
 
-const ROWIDS: &str = "SELECT min(rowid), max(rowid) FROM records";
+/// Each its own statement: SQLite reads one end of the table for a lone
+/// `min()` or `max()`, but scans an index for both in one.
+const LOWEST_ROWID: &str = "SELECT min(rowid) FROM records";
+const HIGHEST_ROWID: &str = "SELECT max(rowid) FROM records";
 
 /// The route of the record at one sampled rowid, if it is an unexpired
 /// completed one (`?1 rowid, ?2 now`).
@@ -107,9 +110,10 @@ fn sample(
     now: i64,
     limits: CountLimits,
 ) -> Result<Vec<(String, u64)>, StoreError> {
-    let (low, high): (Option<i64>, Option<i64>) = conn
-        .query_row(ROWIDS, [], |row| Ok((row.get(0)?, row.get(1)?)))
-        .map_err(db)?;
+    let end = |sql: &str| -> Result<Option<i64>, StoreError> {
+        conn.query_row(sql, [], |row| row.get(0)).map_err(db)
+    };
+    let (low, high) = (end(LOWEST_ROWID)?, end(HIGHEST_ROWID)?);
     let (Some(low), Some(high)) = (low, high) else {
         return Ok(Vec::new());
     };
