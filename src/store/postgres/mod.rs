@@ -19,12 +19,12 @@ mod count;
 mod listing;
 mod many;
 mod migrations;
+#[cfg(test)]
+mod plans;
 mod pool;
 mod purges;
 mod rows;
 mod sql;
-#[cfg(test)]
-mod sweep_plan;
 mod tls;
 
 use std::future::Future;
