@@ -566,6 +566,27 @@ async fn pg_number(sql: &str) -> i64 {
     n
 }
 
+/// What both backends' estimates of `orders` (past an exact limit of 1,000)
+/// promise beyond their accuracy: the same sample at every count, so the
+/// gauge moves only when the records do; and a sample that finds nothing of
+/// a route past the limit still reports more than the limit.
+async fn estimate_is_steady_and_above_the_limit(
+    count_within: impl AsyncFn(CountLimits) -> Vec<Count>,
+    limits: CountLimits,
+    estimate: u64,
+) {
+    let again = count_within(limits).await;
+    assert_eq!(counted(&again, "orders", RecordState::Completed), estimate);
+    let tiny = CountLimits {
+        exact_completed: 1000,
+        sample_pages: 1,
+    };
+    for _ in 0..3 {
+        let counts = count_within(tiny).await;
+        assert!(counted(&counts, "orders", RecordState::Completed) > 1000);
+    }
+}
+
 /// Past a route's exact limit, its completed records are estimated from a
 /// sample of the table's pages (the count then costs the same on a table of
 /// any size); in-flight and outcome-unknown records, and routes under the
@@ -645,23 +666,12 @@ async fn postgres_estimates_completed_records_past_the_exact_limit() {
         estimate,
         (sampled as f64 * 100.0 / f64::from(percent)).round() as u64
     );
-    let again = store.count_within(limits).await.unwrap();
-    assert_eq!(
-        counted(&again, "orders", RecordState::Completed),
+    estimate_is_steady_and_above_the_limit(
+        async |limits| store.count_within(limits).await.unwrap(),
+        limits,
         estimate,
-        "the same pages each time: the gauge moves only when the records do"
-    );
-
-    // A sample that finds nothing of a route past the limit still reports
-    // more than the limit.
-    let tiny = CountLimits {
-        exact_completed: 1000,
-        sample_pages: 1,
-    };
-    for _ in 0..3 {
-        let counts = store.count_within(tiny).await.unwrap();
-        assert!(counted(&counts, "orders", RecordState::Completed) > 1000);
-    }
+    )
+    .await;
     drop(store);
 }
 
@@ -822,19 +832,10 @@ async fn embedded_estimates_completed_records_past_the_exact_limit() {
         50,
         "under the limit: exact"
     );
-    let again = store.count_within(limits).await.unwrap();
-    assert_eq!(
-        counted(&again, "orders", RecordState::Completed),
+    estimate_is_steady_and_above_the_limit(
+        async |limits| store.count_within(limits).await.unwrap(),
+        limits,
         estimate,
-        "the same rowids each time: the gauge moves only when the records do"
-    );
-
-    // A sample that finds nothing of a route past the limit still reports
-    // more than the limit.
-    let tiny = CountLimits {
-        exact_completed: 1000,
-        sample_pages: 1,
-    };
-    let counts = store.count_within(tiny).await.unwrap();
-    assert!(counted(&counts, "orders", RecordState::Completed) > 1000);
+    )
+    .await;
 }
