@@ -314,6 +314,43 @@ async fn every_senders_genuine_delivery_runs_once_and_its_redelivery_replays() {
     }
 }
 
+/// `forward_key = false` keeps the key from the upstream, but a webhook
+/// route's key is one of the headers its signature covers: the consumer gets
+/// every one of them, so it can verify the delivery again.
+#[tokio::test]
+async fn signed_headers_reach_the_consumer_even_without_forward_key() {
+    let dir = TestDir::new("webhook-forward-key");
+    let upstream = MockUpstream::start().await;
+    let config = config().defaults("forward_key", false);
+    let gateway = GatewayProcess::start_with_env(&dir, &upstream.url(), &config, &ENV);
+    for sender in SENDERS {
+        let id = format!("evt_{}_unforwarded", sender.name());
+        let delivery = Delivery::new(sender, sender.secret(), &id, now());
+        let fresh = delivery.post(&gateway, sender).await;
+        assert_eq!(fresh.status, 201, "{sender:?}: {}", fresh.text());
+        let signed: &[&str] = match sender {
+            Sender::Standard => &["webhook-id", "webhook-timestamp", "webhook-signature"],
+            _ => &[sender.signature_header()],
+        };
+        for name in signed {
+            assert_eq!(
+                upstream.last_header(name).as_deref(),
+                Some(delivery.header(name)),
+                "{sender:?}: {name} did not reach the consumer unchanged"
+            );
+        }
+        // A key header the signature does not cover stays behind, as asked.
+        let unsigned_key = match sender {
+            Sender::Github => Some("x-github-delivery"),
+            Sender::Shopify => Some("x-shopify-webhook-id"),
+            _ => None,
+        };
+        if let Some(name) = unsigned_key {
+            assert_eq!(upstream.last_header(name), None, "{sender:?}: {name}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn bad_signatures_get_401_and_reach_nothing() {
     let (_dir, upstream, gateway) = start("webhook-refused").await;

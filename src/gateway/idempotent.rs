@@ -82,9 +82,12 @@ pub async fn run(
         .then(|| answer_headers::derived_key(&id.key))
         .flatten();
     if !policy.forward_key {
+        let webhook = exchange.route().webhook.as_ref();
         for source in &policy.key {
             if let KeySource::Header(name) = source {
-                head.headers.remove(name);
+                if !webhook.is_some_and(|verifier| verifier.signs(name)) {
+                    head.headers.remove(name);
+                }
             }
         }
     } else if let Some(value) = &derived {

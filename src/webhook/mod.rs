@@ -71,6 +71,19 @@ impl Verifier {
         self.scheme
     }
 
+    /// Whether `name` is one of the headers this route's signature covers or
+    /// carries: they reach the consumer unchanged, so it can verify again,
+    /// even where `forward_key = false` would drop the key's header.
+    pub fn signs(&self, name: &http::HeaderName) -> bool {
+        let signed = match self.scheme {
+            WebhookScheme::Standard => standard::SIGNED,
+            WebhookScheme::Stripe => stripe::SIGNED,
+            WebhookScheme::Github => github::SIGNED,
+            WebhookScheme::Shopify => shopify::SIGNED,
+        };
+        signed.iter().any(|signed| name.as_str() == *signed)
+    }
+
     /// Checks a request's signature headers against its whole body, at `now`.
     pub fn verify(
         &self,

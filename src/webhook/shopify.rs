@@ -10,6 +10,8 @@ use super::headers::single;
 use super::{Rejection, mac};
 
 const SIGNATURE: &str = "x-shopify-hmac-sha256";
+/// Every header the signature covers or carries.
+pub const SIGNED: &[&str] = &[SIGNATURE];
 
 pub fn verify(headers: &HeaderMap, body: &[u8], keys: &[Vec<u8>]) -> Result<(), Rejection> {
     let signature = STANDARD

@@ -13,6 +13,8 @@ use super::{Rejection, mac};
 const ID: &str = "webhook-id";
 const TIMESTAMP: &str = "webhook-timestamp";
 const SIGNATURE: &str = "webhook-signature";
+/// Every header the signature covers or carries.
+pub const SIGNED: &[&str] = &[ID, TIMESTAMP, SIGNATURE];
 
 pub fn verify(
     headers: &HeaderMap,

@@ -9,6 +9,8 @@ use super::timestamp::{self, Window};
 use super::{Rejection, mac};
 
 const SIGNATURE: &str = "stripe-signature";
+/// Every header the signature covers or carries.
+pub const SIGNED: &[&str] = &[SIGNATURE];
 
 pub fn verify(
     headers: &HeaderMap,
