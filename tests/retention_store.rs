@@ -293,8 +293,12 @@ async fn counts_follow_the_records(store: Arc<dyn Store>, expire: impl AsyncFnOn
     let a = reserve(&store, &id("orders", "a")).await;
     let b = reserve(&store, &id("orders", "b")).await;
     let c = reserve(&store, &id("orders", "c")).await;
+    // `d`'s holder dies: its lease runs out with `a`'s retention.
+    let d = id("orders", "d");
+    let d = store.reserve(&d, "fp", Duration::from_millis(300)).await;
+    assert!(matches!(d.unwrap(), Reservation::Reserved(_)));
     let now = counts().await;
-    assert_eq!(of(&now, RecordState::InFlight), 3);
+    assert_eq!(of(&now, RecordState::InFlight), 4);
 
     store
         .complete(&a, &answer(201, false), Duration::from_millis(300))
@@ -302,7 +306,7 @@ async fn counts_follow_the_records(store: Arc<dyn Store>, expire: impl AsyncFnOn
         .unwrap();
     store.complete(&b, &answer(504, true), LONG).await.unwrap();
     let now = counts().await;
-    assert_eq!(of(&now, RecordState::InFlight), 1);
+    assert_eq!(of(&now, RecordState::InFlight), 2);
     assert_eq!(of(&now, RecordState::Completed), 1);
     assert_eq!(of(&now, RecordState::OutcomeUnknown), 1);
     assert_eq!(
@@ -311,12 +315,31 @@ async fn counts_follow_the_records(store: Arc<dyn Store>, expire: impl AsyncFnOn
         "shown as its own state"
     );
 
-    // Past its retention, `a` is no longer counted, swept or not.
+    // Past its retention, `a` is no longer counted, swept or not; past its
+    // lease, `d` is no longer in flight (nor listed), and the sweep takes it.
     expire().await;
     let now = counts().await;
     assert_eq!(of(&now, RecordState::Completed), 0, "{now:?}");
-    assert_eq!(store.sweep(100).await.unwrap(), 1);
+    assert_eq!(of(&now, RecordState::InFlight), 1, "{now:?}");
+    let flying = store
+        .list(&ListQuery {
+            route: "orders".into(),
+            state: Some(RecordState::InFlight),
+            limit: 10,
+            after: None,
+        })
+        .await
+        .unwrap();
+    let keys: Vec<&str> = flying.records.iter().map(|r| r.key.as_str()).collect();
+    assert_eq!(keys, ["c"]);
+    assert_eq!(
+        flying.records[0].expires_at,
+        Some(c.expires_at),
+        "its lease"
+    );
+    assert_eq!(store.sweep(100).await.unwrap(), 2);
     assert_eq!(of(&counts().await, RecordState::Completed), 0);
+    assert!(store.records("orders", "d").await.unwrap().is_empty());
 
     // A purge of the outcome-unknown key (once reconciled) removes it.
     assert_eq!(store.purge("orders", "b").await.unwrap(), 1);

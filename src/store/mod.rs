@@ -249,8 +249,9 @@ pub trait Store: Send + Sync + 'static {
     /// Delete every record of this key (all scopes); returns how many.
     async fn purge(&self, route: &str, key: &str) -> Result<u64, StoreError>;
 
-    /// Delete up to `batch` records whose retention has passed; returns how many.
-    /// In-flight records are never swept (an expired lease is taken over instead).
+    /// Delete up to `batch` records whose retention has passed, or whose
+    /// lease ran out without an answer (the next request would take the key
+    /// over); returns how many.
     async fn sweep(&self, batch: u32) -> Result<u64, StoreError>;
 
     /// Cheap liveness probe for `/readyz`.

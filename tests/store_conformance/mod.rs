@@ -29,7 +29,7 @@ macro_rules! conformance_tests {
             release_frees_key, lease_expiry_takeover, fenced_complete_after_takeover,
             fenced_release_after_takeover, token_not_reused_after_release,
             retention_expiry, records_lifecycle, purge_all_scopes,
-            sweep_expired_completed_only, concurrent_reservations, scopes_independent,
+            sweep_expired_records_and_dead_leases, concurrent_reservations, scopes_independent,
             guard_drop_releases);
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
@@ -260,7 +260,10 @@ pub async fn purge_all_scopes(store: Arc<dyn Store>) {
     reserved(&store, &id("k"), "fp", LONG).await;
 }
 
-pub async fn sweep_expired_completed_only(store: Arc<dyn Store>) {
+/// Completed records past retention go, and so do in-flight records whose
+/// lease ran out without an answer (they hold nothing: the next request
+/// takes the key over); live leases and unexpired records stay.
+pub async fn sweep_expired_records_and_dead_leases(store: Arc<dyn Store>) {
     for i in 0..5 {
         let lease = reserved(&store, &id(&format!("old{i}")), "fp", LONG).await;
         store.complete(&lease, &response(), SHORT).await.unwrap();
@@ -268,13 +271,13 @@ pub async fn sweep_expired_completed_only(store: Arc<dyn Store>) {
     let live = reserved(&store, &id("live"), "fp", LONG).await;
     store.complete(&live, &response(), LONG).await.unwrap();
     reserved(&store, &id("flying"), "fp", LONG).await;
-    reserved(&store, &id("stale-lease"), "fp", SHORT).await;
+    let dead = reserved(&store, &id("stale-lease"), "fp", SHORT).await;
     tokio::time::sleep(PAST_SHORT).await;
 
-    assert_eq!(store.sweep(3).await.unwrap(), 3);
-    assert_eq!(store.sweep(3).await.unwrap(), 2);
-    assert_eq!(store.sweep(3).await.unwrap(), 0);
-    for key in ["live", "flying", "stale-lease"] {
+    assert_eq!(store.sweep(4).await.unwrap(), 4);
+    assert_eq!(store.sweep(4).await.unwrap(), 2);
+    assert_eq!(store.sweep(4).await.unwrap(), 0);
+    for key in ["live", "flying"] {
         assert_eq!(
             store.records("orders", key).await.unwrap().len(),
             1,
@@ -285,6 +288,17 @@ pub async fn sweep_expired_completed_only(store: Arc<dyn Store>) {
         let key = format!("old{i}");
         assert!(store.records("orders", &key).await.unwrap().is_empty());
     }
+    assert!(
+        store
+            .records("orders", "stale-lease")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // The dead lease's late answer is refused, as after a takeover.
+    let late = store.complete(&dead, &response(), LONG).await;
+    assert!(matches!(late, Err(StoreError::Fenced)), "{late:?}");
+    reserved(&store, &id("stale-lease"), "fp", LONG).await;
 }
 
 pub async fn concurrent_reservations(store: Arc<dyn Store>) {

@@ -229,6 +229,8 @@ enum Slot {
         fp: usize,
         token: i64,
         expires: SystemTime,
+        /// A sweep may have deleted it (only when its lease's end was ambiguous).
+        maybe_swept: bool,
     },
     Completed {
         fp: usize,
@@ -266,6 +268,21 @@ impl Slot {
             Slot::Free => Live::No,
             Slot::InFlight { expires, .. } => live(*expires, *expires, before, after),
             Slot::Completed { lo, hi, .. } => live(*lo, *hi, before, after),
+        }
+    }
+
+    fn maybe_swept(&self) -> bool {
+        match self {
+            Slot::Free => false,
+            Slot::InFlight { maybe_swept, .. } | Slot::Completed { maybe_swept, .. } => {
+                *maybe_swept
+            }
+        }
+    }
+
+    fn mark_maybe_swept(&mut self) {
+        if let Slot::InFlight { maybe_swept, .. } | Slot::Completed { maybe_swept, .. } = self {
+            *maybe_swept = true;
         }
     }
 }
@@ -328,6 +345,7 @@ impl Model {
             fp,
             token: lease.token,
             expires: lease.expires_at,
+            maybe_swept: false,
         };
         self.leases[holder][id] = Some(lease.clone());
         Ok(())
@@ -460,6 +478,7 @@ async fn apply(store: &Arc<dyn Store>, clock: &dyn TestClock, model: &mut Model,
                     fp: racers[i].1,
                     token: lease.token,
                     expires: lease.expires_at,
+                    maybe_swept: false,
                 });
             }
             for (i, result) in got.iter().enumerate() {
@@ -506,7 +525,14 @@ async fn apply(store: &Arc<dyn Store>, clock: &dyn TestClock, model: &mut Model,
                     };
                 }
                 Err(StoreError::Fenced) => {
-                    ensure!(!holds, "the holder of the live lease was fenced: {lease:?}");
+                    // A dead lease the sweep may have deleted is fenced too.
+                    ensure!(
+                        !holds || slot.maybe_swept(),
+                        "the holder of the live lease was fenced: {lease:?}"
+                    );
+                    if holds {
+                        model.slots[id] = Slot::Free;
+                    }
                 }
                 Err(e) => return Err(unavailable(e)),
             }
@@ -530,37 +556,28 @@ async fn apply(store: &Arc<dyn Store>, clock: &dyn TestClock, model: &mut Model,
             let after = clock.now();
             let mut certain = 0;
             let mut possible = 0;
+            // Completed records past retention and in-flight ones past
+            // their lease both go.
             for slot in &mut model.slots {
-                if !matches!(slot, Slot::Completed { .. }) {
-                    continue;
-                }
                 match slot.live(before, after) {
+                    Live::No if matches!(slot, Slot::Free) => {}
                     Live::No => {
                         // One an earlier sweep may have taken already.
-                        let gone = matches!(
-                            slot,
-                            Slot::Completed {
-                                maybe_swept: true,
-                                ..
-                            }
-                        );
-                        certain += u64::from(!gone);
+                        certain += u64::from(!slot.maybe_swept());
                         possible += 1;
                         *slot = Slot::Free;
                     }
                     Live::Either => {
                         possible += 1;
                         // Still readable as it was, or gone.
-                        if let Slot::Completed { maybe_swept, .. } = slot {
-                            *maybe_swept = true;
-                        }
+                        slot.mark_maybe_swept();
                     }
                     Live::Yes => {}
                 }
             }
             ensure!(
                 (certain..=possible).contains(&swept),
-                "swept {swept}, expected {certain}..={possible} (in-flight records are never swept)"
+                "swept {swept}, expected {certain}..={possible}"
             );
         }
         Op::Inspect { key } => {
@@ -570,13 +587,7 @@ async fn apply(store: &Arc<dyn Store>, clock: &dyn TestClock, model: &mut Model,
             let mut rows = got.iter();
             for (id, (scope, _)) in IDS.iter().enumerate().filter(|(_, (_, k))| *k == name) {
                 let slot = &model.slots[id];
-                let optional = matches!(
-                    slot,
-                    Slot::Completed {
-                        maybe_swept: true,
-                        ..
-                    }
-                );
+                let optional = slot.maybe_swept();
                 let next = rows.as_slice().first().filter(|r| r.scope == *scope);
                 let Some(row) = next else {
                     ensure!(

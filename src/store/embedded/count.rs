@@ -5,7 +5,8 @@
 //! - Routes: one descent of an index per route (a loose index scan
 //!   written as a recursive query).
 //! - `in_flight` and `outcome_unknown`: exact, one range of the listing
-//!   index per route each.
+//!   index per route each; a lease that ran out is not in flight (the
+//!   sweep deletes it).
 //! - `completed`: exact up to `CountLimits::exact_completed` per route, the
 //!   route's range of the listing index newest first (an expired backlog is
 //!   the oldest), cut off one record past the limit. A route with more is
@@ -40,7 +41,7 @@ SELECT route FROM routes WHERE route IS NOT NULL";
 const EXACT: &str = "
 SELECT
     (SELECT count(*) FROM records INDEXED BY records_listing
-     WHERE route = ?1 AND state = 0),
+     WHERE route = ?1 AND state = 0 AND lease_expires_at > ?2),
     (SELECT count(*) FROM records INDEXED BY records_listing
      WHERE route = ?1 AND state = 1 AND outcome_unknown = 1 AND expires_at > ?2),
     (SELECT count(*) FROM (

@@ -13,13 +13,15 @@ use super::txn::Txn;
 use crate::store::listing::{ListQuery, Listed, Page};
 use crate::store::{RecordState, StoreError};
 
-/// One state's records after the cursor, oldest first. Completed rows past
-/// their retention (awaiting the sweep) are skipped: they no longer replay.
+/// One state's records after the cursor, oldest first. Rows past their
+/// retention or lease (awaiting the sweep) are skipped: they no longer
+/// replay or hold the key. An in-flight record's expiry is its lease's.
 const PAGE: &str = "
-SELECT key, scope, state, outcome_unknown, status, created_at, completed_at, expires_at
+SELECT key, scope, state, outcome_unknown, status, created_at, completed_at,
+       CASE state WHEN 0 THEN lease_expires_at ELSE expires_at END
 FROM records INDEXED BY records_listing
 WHERE route = ?1 AND state = ?2 AND outcome_unknown = ?3
-  AND (state = 0 OR expires_at > ?4)
+  AND (CASE state WHEN 0 THEN lease_expires_at ELSE expires_at END) > ?4
   AND (created_at, key, scope) > (?5, ?6, ?7)
 ORDER BY created_at, key, scope
 LIMIT ?8";

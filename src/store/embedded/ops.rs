@@ -333,7 +333,7 @@ pub(super) fn purge(txn: &mut Txn<'_, '_>, route: &str, key: &str) -> Result<u64
 
 pub(super) fn sweep(txn: &mut Txn<'_, '_>, batch: u32) -> Result<u64, StoreError> {
     let now = txn.now;
-    let n = txn
+    let completed = txn
         .statement(
             "DELETE FROM records WHERE rowid IN (
                  SELECT rowid FROM records
@@ -341,7 +341,32 @@ pub(super) fn sweep(txn: &mut Txn<'_, '_>, batch: u32) -> Result<u64, StoreError
         )?
         .execute(params![now, COMPLETED, i64::from(batch)])
         .map_err(db)?;
-    Ok(n as u64)
+    let room = i64::from(batch).saturating_sub(completed as i64);
+    if room == 0 {
+        return Ok(completed as u64);
+    }
+    // A lease that ran out without an answer (its gateway died) holds
+    // nothing: the next request takes the key over. Left in place, such a
+    // record would stay for good when the key never comes back. Found per
+    // route through the listing index's in-flight range (one descent per
+    // route, as `count` does), never a scan of the table.
+    let dead = txn
+        .statement(
+            "WITH RECURSIVE routes(route) AS (
+                 SELECT min(route) FROM records
+                 UNION ALL
+                 SELECT (SELECT min(route) FROM records WHERE route > routes.route)
+                 FROM routes WHERE routes.route IS NOT NULL)
+             DELETE FROM records WHERE rowid IN (
+                 SELECT r.rowid FROM routes
+                 JOIN records r INDEXED BY records_listing
+                   ON r.route = routes.route AND r.state = ?2
+                 WHERE r.lease_expires_at <= ?1
+                 LIMIT ?3)",
+        )?
+        .execute(params![now, IN_FLIGHT, room])
+        .map_err(db)?;
+    Ok((completed + dead) as u64)
 }
 
 /// Reads both tables, not a constant: a file damaged under the gateway

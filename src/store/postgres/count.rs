@@ -45,7 +45,8 @@ WITH RECURSIVE routes(route) AS (
 )
 SELECT route,
        (SELECT count(*) FROM idemgate_records r
-        WHERE r.route = routes.route AND r.state = 0) AS in_flight,
+        WHERE r.route = routes.route AND r.state = 0
+          AND r.lease_expires_at > now()) AS in_flight,
        (SELECT count(*) FROM idemgate_records r
         WHERE r.route = routes.route AND r.state = 1 AND r.outcome_unknown
           AND r.expires_at > now()) AS outcome_unknown,

@@ -13,16 +13,18 @@ use super::rows::record_state;
 use crate::store::listing::{ListQuery, Listed, Page};
 use crate::store::{RecordState, StoreError};
 
-/// One state's records after the cursor, oldest first; completed records past
-/// their retention (awaiting the sweep) are skipped. Key and scope compare
+/// One state's records after the cursor, oldest first; records past their
+/// retention or lease (awaiting the sweep) are skipped. An in-flight
+/// record's expiry is its lease's. Key and scope compare
 /// in byte order, as the index keeps them.
 ///
 /// `$1 route, $2 state, $3 outcome unknown, $4..$6 cursor, $7 rows`.
 const PAGE: &str = r#"
-SELECT key, scope, state, outcome_unknown, status, created_at, completed_at, expires_at
+SELECT key, scope, state, outcome_unknown, status, created_at, completed_at,
+       CASE state WHEN 0 THEN lease_expires_at ELSE expires_at END AS expires_at
 FROM idemgate_records
 WHERE route = $1 AND state = $2 AND outcome_unknown = $3
-  AND (state = 0 OR expires_at > now())
+  AND (CASE state WHEN 0 THEN lease_expires_at ELSE expires_at END) > now()
   AND (created_at, key COLLATE "C", scope COLLATE "C") > ($4, $5 COLLATE "C", $6 COLLATE "C")
 ORDER BY created_at, key COLLATE "C", scope COLLATE "C"
 LIMIT $7"#;

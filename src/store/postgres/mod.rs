@@ -471,10 +471,19 @@ impl Store for PostgresStore {
             let tx = client.transaction().await.map_err(db_error)?;
             tx.batch_execute(sql::SWEEP_PLAN).await.map_err(db_error)?;
             let stmt = tx.prepare_cached(sql::SWEEP).await.map_err(db_error)?;
-            let deleted = tx
+            let mut deleted = tx
                 .execute(&stmt, &[&i64::from(batch)])
                 .await
                 .map_err(db_error)?;
+            let room = u64::from(batch).saturating_sub(deleted);
+            if room > 0 {
+                let stmt = tx
+                    .prepare_cached(sql::SWEEP_DEAD_LEASES)
+                    .await
+                    .map_err(db_error)?;
+                let room = i64::try_from(room).unwrap_or(i64::MAX);
+                deleted += tx.execute(&stmt, &[&room]).await.map_err(db_error)?;
+            }
             tx.commit().await.map_err(db_error)?;
             Ok(deleted)
         })
