@@ -627,6 +627,14 @@ async fn problem_base_types_and_links_every_problem() {
     )
     .await;
     check(&mismatch, 422, "fingerprint-mismatch");
+    // An outcome-unknown problem replays with its Link, even on a route that
+    // keeps only some of the upstream's headers (`replay_headers`).
+    let key = json_key("pb-2");
+    let timed_out = post(&gateway, "/v1/values?delay_ms=1500", &refs(&key), "{}").await;
+    check(&timed_out, 504, "outcome-unknown");
+    let replay = post(&gateway, "/v1/values?delay_ms=1500", &refs(&key), "{}").await;
+    check(&replay, 504, "outcome-unknown");
+    assert_eq!(replay.header("idempotency-result"), Some("cached"));
     // The admin plane's problems too.
     let unauthorized = gateway.admin_client().get("/admin/keys/charges/x").await;
     check(&unauthorized, 401, "unauthorized");

@@ -19,10 +19,18 @@ const GATEWAY_FIELDS: [HeaderName; 2] = [REPLAY_OMITTED, DEGRADED];
 /// `replay_headers` now apply: a header excluded (or no longer allowed)
 /// after an answer was stored is not replayed either ("never stored nor
 /// replayed").
+///
+/// The gateway's own outcome-unknown problem is replayed whole: its headers
+/// (`Content-Type`, the problem's `Link`) are the gateway's, not an
+/// upstream's that those lists choose from.
 pub fn replayed(stored: &StoredResponse, policy: &RoutePolicy) -> Response<Body> {
-    let kept = Kept {
-        exclude: &policy.replay_exclude_headers,
-        only: &policy.replay_headers,
+    let kept = if stored.outcome_unknown {
+        Kept::ALL
+    } else {
+        Kept {
+            exclude: &policy.replay_exclude_headers,
+            only: &policy.replay_headers,
+        }
     };
     from_stored(
         stored,

@@ -115,12 +115,22 @@ fn bare_item(v: &[u8]) -> Result<&[u8], KeyError> {
     match v.first() {
         Some(b'"') => unquote(&v[1..]).map(|(_, after)| after),
         Some(b'-' | b'0'..=b'9') => {
+            // RFC 8941 4.2.4: an integer of at most 15 digits, or a decimal
+            // of 1 to 12 integer digits, `.`, and 1 to 3 fraction digits.
             let sign = usize::from(v[0] == b'-');
-            let digits = count(&v[sign..], |b| b.is_ascii_digit() || *b == b'.');
-            if digits == 0 {
-                return Err(malformed);
+            let whole = count(&v[sign..], u8::is_ascii_digit);
+            let after = &v[sign + whole..];
+            match after.first() {
+                Some(b'.') => {
+                    let fraction = count(&after[1..], u8::is_ascii_digit);
+                    if !(1..=12).contains(&whole) || !(1..=3).contains(&fraction) {
+                        return Err(malformed);
+                    }
+                    Ok(&after[1 + fraction..])
+                }
+                _ if (1..=15).contains(&whole) => Ok(after),
+                _ => Err(malformed),
             }
-            Ok(&v[sign + digits..])
         }
         Some(b'?') => match v.get(1) {
             Some(b'0' | b'1') => Ok(&v[2..]),
@@ -234,6 +244,37 @@ mod tests {
         assert_eq!(invalid("\"clé\"".as_bytes()), NOT_VISIBLE);
         assert_eq!(invalid(b"a\xffb"), NOT_VISIBLE);
         assert_eq!(invalid(b"\"a\xffb\""), NOT_VISIBLE);
+    }
+
+    #[test]
+    fn numeric_parameters_follow_rfc_8941() {
+        for good in [
+            "1",
+            "-1",
+            "123456789012345",
+            "0.5",
+            "-1.25",
+            "123456789012.123",
+        ] {
+            assert_eq!(ok(format!("\"k\";a={good}").as_bytes()), "k", "{good}");
+        }
+        for bad in [
+            "1234567890123456",
+            "1.2345",
+            "1234567890123.1",
+            "1.",
+            "-",
+            "-.5",
+            ".5",
+            "1e5",
+            "+1",
+        ] {
+            assert_eq!(
+                invalid(format!("\"k\";a={bad}").as_bytes()),
+                MALFORMED,
+                "{bad}"
+            );
+        }
     }
 
     #[test]

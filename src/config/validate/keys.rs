@@ -259,7 +259,7 @@ pub fn expiry_header(text: &str) -> Result<Option<HeaderName>, String> {
     if text.is_empty() {
         return Ok(None);
     }
-    names::replay_header_name(text).map(Some)
+    names::replay_header_name(text, "Idempotency-Expires").map(Some)
 }
 
 /// `replay_values = [fresh, replayed]`: two different field values.
@@ -519,7 +519,23 @@ replay_values = ["new", "cached"]"#,
         single(
             r#"expiry_header = "Content-Type""#,
             "t.toml:2:17: defaults.expiry_header:",
-            "",
+            "Idempotency-Expires",
+        );
+        // The gateway's own fields may not share a name.
+        single(
+            r#"expiry_header = "Idempotent-Replayed""#,
+            "t.toml:2:17: defaults.expiry_header:",
+            "replace the replay marker",
+        );
+        single(
+            r#"replay_header = "Idempotency-Key""#,
+            "t.toml:2:17: defaults.replay_header:",
+            "Idempotent-Replayed",
+        );
+        single(
+            r#"expiry_header = "idempotency-key""#,
+            "t.toml:2:17: defaults.expiry_header:",
+            "answers carry",
         );
     }
 
@@ -580,7 +596,18 @@ replay_values = ["new", "cached"]"#
             config.server.problem_base.as_deref(),
             Some("https://docs.example.com/errors/")
         );
-        for bad in ["errors/", "https://docs.example.com/a b/", "https://x/<"] {
+        for good in ["tag:example.com,2024:errors:", "urn:ietf:params:errors:"] {
+            let config = parse(&text(good), Path::new("t.toml"), &|_| None).unwrap();
+            assert_eq!(config.server.problem_base.as_deref(), Some(good));
+        }
+        for bad in [
+            "errors/",
+            "https://docs.example.com/a b/",
+            "https://x/<",
+            "1http://x/",
+            "https:",
+            ":errors",
+        ] {
             let errors = parse(&text(bad), Path::new("t.toml"), &|_| None).unwrap_err();
             assert!(
                 errors.to_string().contains("server.problem_base"),

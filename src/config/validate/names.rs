@@ -21,7 +21,7 @@ pub fn header_name(text: &str) -> Result<HeaderName, String> {
 /// that is not one the answer needs for itself. The marker is set over any field of its name, so it
 /// would clobber `Content-Type` or `Date`; a connection or framing field is
 /// dropped or rewritten on the way out, taking the marker with it.
-pub fn replay_header_name(text: &str) -> Result<HeaderName, String> {
+pub fn replay_header_name(text: &str, example: &str) -> Result<HeaderName, String> {
     const CONNECTION: &[&str] = &[
         "connection",
         "content-length",
@@ -37,6 +37,8 @@ pub fn replay_header_name(text: &str) -> Result<HeaderName, String> {
         "content-type",
         "date",
         "idempotency-degraded",
+        // A derived key's answers carry it (docs/keys-and-fingerprints.md).
+        "idempotency-key",
         "idempotency-replay",
         "location",
         "retry-after",
@@ -45,12 +47,12 @@ pub fn replay_header_name(text: &str) -> Result<HeaderName, String> {
     if CONNECTION.contains(&name.as_str()) {
         Err(format!(
             "{text:?} describes the connection, not the answer: the marker would be lost; \
-             use a name of its own such as \"Idempotent-Replayed\""
+             use a name of its own such as {example:?}"
         ))
     } else if ANSWER.contains(&name.as_str()) {
         Err(format!(
             "{text:?} is a field answers carry: the marker would replace it; \
-             use a name of its own such as \"Idempotent-Replayed\""
+             use a name of its own such as {example:?}"
         ))
     } else {
         Ok(name)

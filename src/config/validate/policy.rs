@@ -120,7 +120,10 @@ pub fn resolve(ctx: &mut Ctx<'_>, base: &Policy, file: &PolicyFile, prefix: &str
         file.replay_header.as_ref(),
         &field("replay_header"),
         base.replay_header.clone(),
-        |written| names::replay_header_name(written).map(|name| ReplayHeader::new(name, written)),
+        |written| {
+            names::replay_header_name(written, "Idempotent-Replayed")
+                .map(|name| ReplayHeader::new(name, written))
+        },
     );
     if let Some(headers) = list(
         ctx,
@@ -276,6 +279,26 @@ fn key_and_fingerprint(
         base.expiry_header.clone(),
         |text| keys::expiry_header(text),
     );
+    // Two fields of the gateway's own under one name: one would replace the
+    // other on every answer.
+    if policy.expiry_header.as_ref() == Some(policy.replay_header.name()) {
+        let at = file
+            .expiry_header
+            .as_ref()
+            .map(|v| (v.span(), "expiry_header"));
+        let at = at.or(file
+            .replay_header
+            .as_ref()
+            .map(|v| (v.span(), "replay_header")));
+        if let Some((span, name)) = at {
+            ctx.error(
+                Some(span),
+                field(name),
+                "expiry_header and replay_header name the same field: the expiry would \
+                 replace the replay marker",
+            );
+        }
+    }
     if let Some(headers) = list(
         ctx,
         file.replay_headers.as_ref(),

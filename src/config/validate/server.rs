@@ -103,9 +103,15 @@ fn problem_base(text: &str) -> Result<String, String> {
     let plain = text
         .bytes()
         .all(|b| (0x21..=0x7E).contains(&b) && !b"<>\"\\^`{|}".contains(&b));
-    let absolute = text
-        .parse::<http::Uri>()
-        .is_ok_and(|uri| uri.scheme().is_some() && uri.authority().is_some());
+    // RFC 3986's absolute URI: a scheme, `:`, then anything. `tag:` and
+    // `urn:` type URIs have no authority, and RFC 9457 allows them.
+    let absolute = text.split_once(':').is_some_and(|(scheme, rest)| {
+        scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+            && !rest.is_empty()
+    });
     if plain && absolute {
         Ok(text.to_owned())
     } else {
