@@ -73,6 +73,9 @@ pub enum GatewayError {
     StoreUnavailable {
         retry_after: Duration,
     },
+    /// The key's stored answer opens under none of the configured encryption
+    /// keys: the request may have run, so nothing is forwarded either.
+    StoredAnswerSealed,
     /// The route's `max_in_flight` executions are running; the key was freed.
     RouteOverloaded {
         retry_after: Duration,
@@ -126,9 +129,10 @@ impl GatewayError {
             NoRoute | NotFound => StatusCode::NOT_FOUND,
             UpstreamUnreachable | UpstreamError | OutcomeUnknownBroken => StatusCode::BAD_GATEWAY,
             UpstreamTimeout | OutcomeUnknownTimeout => StatusCode::GATEWAY_TIMEOUT,
-            StoreUnavailable { .. } | RouteOverloaded { .. } | HomeRegionUnavailable { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            StoreUnavailable { .. }
+            | StoredAnswerSealed
+            | RouteOverloaded { .. }
+            | HomeRegionUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Unauthorized => StatusCode::UNAUTHORIZED,
             Forbidden => StatusCode::FORBIDDEN,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
@@ -155,7 +159,7 @@ impl GatewayError {
             UpstreamTimeout => "upstream-timeout",
             UpstreamError => "upstream-error",
             OutcomeUnknownTimeout | OutcomeUnknownBroken => "outcome-unknown",
-            StoreUnavailable { .. } => "store-unavailable",
+            StoreUnavailable { .. } | StoredAnswerSealed => "store-unavailable",
             RouteOverloaded { .. } => "route-overloaded",
             Unauthorized => "unauthorized",
             Forbidden => "forbidden",
@@ -184,7 +188,7 @@ impl GatewayError {
             UpstreamTimeout => "Upstream timed out",
             UpstreamError => "Upstream connection failed",
             OutcomeUnknownTimeout | OutcomeUnknownBroken => "Outcome unknown",
-            StoreUnavailable { .. } => "Idempotency store unavailable",
+            StoreUnavailable { .. } | StoredAnswerSealed => "Idempotency store unavailable",
             RouteOverloaded { .. } => "Too many requests in progress on this route",
             Unauthorized => "Unauthorized",
             Forbidden => "Forbidden",
@@ -237,6 +241,10 @@ impl GatewayError {
             StoreUnavailable { .. } => {
                 "The idempotency store cannot be reached; nothing was forwarded.".into()
             }
+            StoredAnswerSealed => "This key's stored answer cannot be opened with the configured \
+                 encryption keys; the request may have run, so nothing was forwarded. An operator \
+                 can restore the key that sealed it, or purge the key."
+                .into(),
             RouteOverloaded { .. } => "The route's limit of requests in progress is reached; \
                  nothing was forwarded and the key is free. Retry later."
                 .into(),
@@ -265,6 +273,7 @@ impl GatewayError {
             | GatewayError::StoreUnavailable { retry_after }
             | GatewayError::RouteOverloaded { retry_after }
             | GatewayError::HomeRegionUnavailable { retry_after } => Some(*retry_after),
+            GatewayError::StoredAnswerSealed => Some(Duration::from_secs(1)),
             _ => None,
         }
     }
@@ -281,7 +290,7 @@ impl GatewayError {
             BodyTooLarge { .. } | HeaderTooLarge { .. } | TooManyHeaders { .. } => {
                 Outcome::TooLarge
             }
-            StoreUnavailable { .. } => Outcome::StoreUnavailable,
+            StoreUnavailable { .. } | StoredAnswerSealed => Outcome::StoreUnavailable,
             RouteOverloaded { .. } => Outcome::Overloaded,
             OutcomeUnknownTimeout | OutcomeUnknownBroken => Outcome::OutcomeUnknown,
             UpstreamUnreachable | UpstreamTimeout | UpstreamError => Outcome::UpstreamError,
@@ -433,6 +442,7 @@ mod tests {
                 503,
                 "store-unavailable",
             ),
+            (GatewayError::StoredAnswerSealed, 503, "store-unavailable"),
             (
                 GatewayError::RouteOverloaded {
                     retry_after: second,

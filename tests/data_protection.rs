@@ -170,6 +170,13 @@ async fn rotation_lost_keys_purge_and_turning_encryption_on_and_off() {
     let refused = charge(&client, "old", "M-old").await;
     assert_eq!(refused.status, 503, "{}", refused.text());
     assert_eq!(refused.json()["code"], "store-unavailable");
+    assert!(refused.header("retry-after").is_some());
+    // Told apart from a store that cannot be reached.
+    let detail = refused.json()["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(detail.contains("cannot be opened"), "{detail}");
     assert!(!refused.text().contains("M-old"));
     assert_eq!(upstream.executions("old"), 1, "never run again");
     assert_replay(&charge(&client, "new", "M-new").await, "M-new");

@@ -168,9 +168,7 @@ async fn under_key(
         }
         // Never forwarded, whatever `on_store_error` says: the record
         // exists, so the request may have run (logged by the store).
-        Err(StoreError::Sealed(_)) => Answer::error(GatewayError::StoreUnavailable {
-            retry_after: std::time::Duration::from_secs(1),
-        }),
+        Err(StoreError::Sealed(_)) => Answer::error(GatewayError::StoredAnswerSealed),
         Err(error) => {
             warn_store_unavailable(&id, &error);
             match policy.on_store_error {
