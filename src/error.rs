@@ -92,8 +92,9 @@ pub enum GatewayError {
     AdminDisabled,
     /// A webhook route's signature check failed: nothing was forwarded or stored.
     InvalidSignature(crate::webhook::InvalidSignature),
-    /// The key's home is another region, whose gateway could not be
-    /// reached: nothing was sent, and nothing ran here.
+    /// The key's home is another region, and the hop to its gateway failed
+    /// (not reached, or its answer not received whole): nothing ran here.
+    /// The home region holds the key's record, so a retry is safe.
     HomeRegionUnavailable {
         retry_after: Duration,
     },
@@ -261,7 +262,9 @@ impl GatewayError {
                 invalid.rejection
             ),
             HomeRegionUnavailable { .. } => "This idempotency key belongs to another region, \
-                 whose gateway could not be reached; nothing was sent or run. Retry later."
+                 whose gateway could not be reached or did not answer; nothing ran here. \
+                 Retry later: the key runs in that region only, which keeps its record, \
+                 so a retry cannot run it twice."
                 .into(),
             InvalidQuery(why) => format!("{why}."),
         }

@@ -6,7 +6,10 @@ mod common;
 mod pg_support;
 
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use common::config::{Config, Peer, Route, Store, Tls, Upstream};
 use common::gateway::free_port;
@@ -520,8 +523,44 @@ async fn a_fourth_region_takes_only_the_keys_it_now_outweighs() {
     assert!((10..60).contains(&moved), "{moved} of 120 keys moved to sa");
 }
 
+/// What a failed forward answers, whether or not the request was sent: 503
+/// `home-region-unavailable` with `Retry-After`, no replay marker, counted
+/// `unavailable`; no third result exists.
+async fn assert_home_unavailable(reply: &Reply, forwarder: &GatewayProcess, failed: f64) {
+    assert_eq!(reply.status, 503, "{}", reply.text());
+    assert_eq!(reply.json()["code"], "home-region-unavailable");
+    let retry_after = reply.header("retry-after").expect("Retry-After");
+    assert!(
+        retry_after.parse::<u64>().is_ok_and(|s| s >= 1),
+        "{retry_after}"
+    );
+    assert_eq!(
+        marker(reply),
+        None,
+        "the gateway's own answer has no marker"
+    );
+    assert_eq!(
+        metric(
+            forwarder,
+            "idemgate_region_forwards_total{region=\"us\",result=\"unavailable\"}"
+        )
+        .await,
+        Some(failed)
+    );
+    let metrics = forwarder.admin_client().get("/metrics").await.text();
+    let results: Vec<&str> = metrics
+        .lines()
+        .filter(|line| line.starts_with("idemgate_region_forwards_total{"))
+        .collect();
+    assert!(
+        !results.iter().any(|line| line.contains("outcome_unknown")),
+        "{results:?}"
+    );
+    assert_eq!(results.len(), 2, "ok and unavailable only: {results:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_home_that_answers_too_late_is_an_unknown_outcome_not_a_local_run() {
+async fn a_home_that_answers_too_late_is_503_and_the_retry_replays_its_answer() {
     let mut world = World::new(&["eu", "us"]).await;
     // The forward gives up after 1 s; the home's upstream takes 3 s and the
     // home's own upstream timeout (5 s) lets it finish and record.
@@ -545,16 +584,7 @@ async fn a_home_that_answers_too_late_is_an_unknown_outcome_not_a_local_run() {
             .await
     };
     let reply = late(eu.clone(), key.clone()).await;
-    assert_eq!(reply.status, 504, "{}", reply.text());
-    assert_eq!(reply.json()["code"], "outcome-unknown");
-    assert_eq!(
-        metric(
-            world.regions[0].gateway(),
-            "idemgate_region_forwards_total{region=\"us\",result=\"outcome_unknown\"}"
-        )
-        .await,
-        Some(1.0)
-    );
+    assert_home_unavailable(&reply, world.regions[0].gateway(), 1.0).await;
     // The home ran it and recorded its answer; eu recorded nothing, so once
     // the home has finished a retry through eu gets the home's answer.
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -568,6 +598,145 @@ async fn a_home_that_answers_too_late_is_an_unknown_outcome_not_a_local_run() {
     assert_eq!(retry.status, 201, "{}", retry.text());
     assert_eq!(marker(&retry), Some("true"));
     assert_eq!(world.executions(&key), vec![("us", 1)], "never run at eu");
+}
+
+/// What a stand-in for the home region's gateway does with each request it
+/// reads whole.
+#[derive(Clone, Copy)]
+enum Silent {
+    /// Keeps the connection open and never answers.
+    Hangs,
+    /// Closes the connection without a byte of answer.
+    Closes,
+    /// Sends a head announcing 64 body bytes, 3 of them, then closes.
+    CutsTheBody,
+}
+
+/// A raw listener in place of us's gateway: it reads each request whole,
+/// keeps it, and answers as `silent` says.
+async fn silent_home(silent: Silent) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+    let listener = common::gateway::free_listener();
+    listener.set_nonblocking(true).unwrap();
+    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let request = read_request(&mut stream).await;
+            seen.lock().unwrap().push(request);
+            match silent {
+                Silent::Hangs => held.push(stream),
+                Silent::Closes => drop(stream),
+                Silent::CutsTheBody => {
+                    let head = "HTTP/1.1 201 Created\r\ncontent-type: application/json\r\n\
+                                content-length: 64\r\n\r\n{\"i";
+                    let _ = stream.write_all(head.as_bytes()).await;
+                    drop(stream);
+                }
+            }
+        }
+    });
+    (addr, requests)
+}
+
+/// A request's head and its `Content-Length` body, lossily decoded.
+async fn read_request(stream: &mut tokio::net::TcpStream) -> String {
+    let mut read = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(end) = read.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&read[..end]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|line| line.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            if read.len() >= end + 4 + length {
+                break;
+            }
+        }
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => read.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&read).into_owned()
+}
+
+/// eu forwards a key homed at us to a stand-in that reads the request and
+/// does not answer it: a failed hop, the same 503 as an unreachable home,
+/// and nothing run at eu.
+async fn a_silent_home_is_unavailable(silent: Silent) {
+    let mut world = World::new(&["eu", "us"]).await;
+    world.forward_timeout = "1s";
+    let (addr, requests) = silent_home(silent).await;
+    world.regions[1].ports.0 = addr;
+    world.start(0, 2);
+    let names = world.names(2);
+    let key = (0..)
+        .map(|i| format!("silent-{i}"))
+        .find(|key| home(&names, key) == "us")
+        .unwrap();
+    let started = Instant::now();
+    let reply = charge(&world.regions[0].client(), &key, &[]).await;
+    let eu = world.regions[0].gateway();
+    assert_home_unavailable(&reply, eu, 1.0).await;
+    if matches!(silent, Silent::Hangs) {
+        assert!(
+            started.elapsed() >= Duration::from_millis(900),
+            "the forward's timeout ran out"
+        );
+    }
+    // The request was sent whole: the failure came after it.
+    let requests = requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert!(
+        requests[0].starts_with("POST /v1/charges "),
+        "{}",
+        requests[0]
+    );
+    assert!(requests[0].contains(&key), "{}", requests[0]);
+    assert!(
+        requests[0]
+            .to_ascii_lowercase()
+            .contains(&format!("\r\nidempotency-region-token: {TOKEN}\r\n")),
+        "{}",
+        requests[0]
+    );
+    assert!(
+        requests[0].ends_with(&format!("{{\"key\":\"{key}\"}}")),
+        "{}",
+        requests[0]
+    );
+    assert_eq!(world.regions[0].upstream.total(), 0, "nothing ran at eu");
+    assert_eq!(world.executions(&key), vec![]);
+    assert_eq!(
+        metric(
+            eu,
+            "idemgate_requests_total{outcome=\"region_unavailable\",route=\"charges\"}"
+        )
+        .await,
+        Some(1.0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_home_gateway_that_never_answers_is_503_home_region_unavailable() {
+    a_silent_home_is_unavailable(Silent::Hangs).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_home_gateway_that_closes_without_answering_is_503_home_region_unavailable() {
+    a_silent_home_is_unavailable(Silent::Closes).await;
+}
+
+/// A small answer is read whole before the client gets anything: cut short,
+/// it is a failed hop like a missing head.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_home_answer_cut_before_its_small_body_is_whole_is_503_home_region_unavailable() {
+    a_silent_home_is_unavailable(Silent::CutsTheBody).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,12 +18,11 @@ use crate::metrics::{Metrics, Outcome};
 use crate::proxy::{UpstreamError, Wait, prepare_request};
 
 /// `idemgate_region_forwards_total{result}`: answered by the home region;
-/// nothing sent (the home region unreachable); sent, then no complete
-/// answer (the home region may have run it).
-pub const RESULTS: [&str; 3] = [OK, UNAVAILABLE, OUTCOME_UNKNOWN];
+/// the home region not reached, or its answer not received (no answer head
+/// in time, the connection broken, a small body stalled or cut).
+pub const RESULTS: [&str; 2] = [OK, UNAVAILABLE];
 const OK: &str = "ok";
 const UNAVAILABLE: &str = "unavailable";
-const OUTCOME_UNKNOWN: &str = "outcome_unknown";
 
 /// How long a client is told to wait before retrying an unreachable home.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
@@ -59,14 +58,20 @@ pub async fn forward(
         .gateway
         .send(Request::from_parts(head, body::full(body)), Wait::Whole)
         .await;
+    // Every failure of this hop is 503 `home-region-unavailable`, sent or
+    // not: nothing is recorded here, and the home region holds the key's
+    // record and does the idempotency work, so a retry that reaches it gets
+    // the stored answer (replayed), `key-in-flight` while it still runs, or a
+    // first run if the request never got there. Retrying is always safe.
+    let unavailable = |why: &str, detail: &dyn std::fmt::Display| {
+        tracing::warn!(region = %home.name, %detail, "{why}; answered home-region-unavailable, nothing run here");
+        count(UNAVAILABLE);
+        Answer::error(GatewayError::HomeRegionUnavailable {
+            retry_after: RETRY_AFTER,
+        })
+    };
     let answer = match sent {
-        Err(UpstreamError::NotSent(detail)) => {
-            tracing::warn!(region = %home.name, %detail, "home region unreachable; nothing run");
-            count(UNAVAILABLE);
-            Answer::error(GatewayError::HomeRegionUnavailable {
-                retry_after: RETRY_AFTER,
-            })
-        }
+        Err(UpstreamError::NotSent(detail)) => unavailable("home region unreachable", &detail),
         // Not expected: the body is whole before it is forwarded. The home
         // region had at most part of a request, which it does not run.
         Err(UpstreamError::RequestBody(detail)) => {
@@ -74,34 +79,33 @@ pub async fn forward(
             count(UNAVAILABLE);
             Answer::error(INCOMPLETE_BODY)
         }
-        Err(UpstreamError::Timeout) => {
-            tracing::warn!(region = %home.name, "home region did not answer in time; outcome unknown");
-            count(OUTCOME_UNKNOWN);
-            Answer::error(GatewayError::OutcomeUnknownTimeout)
+        Err(error @ UpstreamError::Timeout) => {
+            unavailable("home region sent no answer head in time", &error)
         }
-        Err(UpstreamError::Broken(detail)) => {
-            tracing::warn!(region = %home.name, %detail, "connection to the home region broke after sending; outcome unknown");
-            count(OUTCOME_UNKNOWN);
-            Answer::error(GatewayError::OutcomeUnknownBroken)
-        }
+        Err(UpstreamError::Broken(detail)) => unavailable(
+            "connection to the home region broke before its answer head",
+            &detail,
+        ),
         Ok(response) => {
             // As a pass-through answer: a small body read whole, a larger
-            // one streamed. A small one that stalls or breaks is an unknown
-            // outcome, as a late or broken head is.
+            // one streamed. A small one that stalls or breaks has given the
+            // client nothing yet: a failed hop like a late head. A streamed
+            // one that breaks later cuts the client's connection after its
+            // status went out, and stays counted `ok` (the home answered).
             let (parts, incoming) = response.into_parts();
             match body::coalesce(incoming).await {
                 Ok(body) => {
                     count(OK);
                     Answer::new(http::Response::from_parts(parts, body), Outcome::Forwarded)
                 }
-                Err(error) if body::is_stalled(&error) => {
-                    count(OUTCOME_UNKNOWN);
-                    Answer::error(GatewayError::OutcomeUnknownTimeout)
-                }
-                Err(_) => {
-                    count(OUTCOME_UNKNOWN);
-                    Answer::error(GatewayError::OutcomeUnknownBroken)
-                }
+                Err(error) if body::is_stalled(&error) => unavailable(
+                    "the home region's answer body stalled before it was whole",
+                    &error,
+                ),
+                Err(error) => unavailable(
+                    "the home region's answer body broke before it was whole",
+                    &error,
+                ),
             }
         }
     };

@@ -204,7 +204,8 @@ pub fn needs_no_client_cert(
 }
 
 /// A forward that gives up before the home region's upstream could answer
-/// tells the client "outcome unknown" for requests that mostly succeed. The
+/// tells the client `home-region-unavailable` for requests that mostly
+/// succeed, and the client's retry then waits on the home's record. The
 /// home region's upstreams are assumed to be this region's (one config
 /// shipped to every region).
 pub fn warn_forward_shorter_than_upstreams(
@@ -236,7 +237,7 @@ pub fn warn_forward_shorter_than_upstreams(
             format!("regions.{}.timeout", peer.name),
             format!(
                 "{} is not longer than the timeout {} of upstream {:?}: a forwarded request \
-                 the home region is still running is answered outcome-unknown here",
+                 the home region is still running is answered 503 home-region-unavailable here",
                 crate::config::units::format_duration(peer.timeout),
                 crate::config::units::format_duration(slowest.timeout),
                 slowest.name,
