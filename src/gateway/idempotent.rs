@@ -84,10 +84,10 @@ pub async fn run(
     if !policy.forward_key {
         let webhook = exchange.route().webhook.as_ref();
         for source in &policy.key {
-            if let KeySource::Header(name) = source {
-                if !webhook.is_some_and(|verifier| verifier.signs(name)) {
-                    head.headers.remove(name);
-                }
+            if let KeySource::Header(name) = source
+                && !webhook.is_some_and(|verifier| verifier.signs(name))
+            {
+                head.headers.remove(name);
             }
         }
     } else if let Some(value) = &derived {
