@@ -56,9 +56,11 @@ pub fn check(path: &Path) -> i32 {
                     eprintln!("{warning}");
                 }
             }
-            let unusable = tls_material_errors(&config);
+            // The files the config names and the store's URLs, read as
+            // `serve` (and a reload) would read them.
+            let unusable = crate::preflight::unusable(&config);
             for error in &unusable {
-                eprintln!("{}: {error}", path.display());
+                eprintln!("{error}");
             }
             if !unusable.is_empty() {
                 return EXIT_FAILURE;
@@ -70,25 +72,6 @@ pub fn check(path: &Path) -> i32 {
             EXIT_FAILURE
         }
     }
-}
-
-/// The certificates and keys the file names, read and matched as `serve`
-/// (and a reload) would: a file that `check` passes must not then fail to
-/// start on a missing or unreadable PEM. Each error names its field.
-fn tls_material_errors(config: &Config) -> Vec<String> {
-    let mut errors = Vec::new();
-    if let Some(tls) = &config.server.tls
-        && let Err(error) = crate::tls::server_config(tls)
-    {
-        errors.push(error.to_string());
-    }
-    for upstream in config.upstreams.values() {
-        if let Err(error) = crate::tls::client_config(&upstream.name, upstream.tls.as_ref()) {
-            errors.push(error.to_string());
-        }
-    }
-    errors.extend(crate::region::tls_errors(config));
-    errors
 }
 
 fn load(path: &Path) -> Result<Config, i32> {

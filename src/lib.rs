@@ -18,6 +18,7 @@ pub mod error;
 pub mod gateway;
 pub mod key;
 pub mod metrics;
+pub mod preflight;
 pub mod proxy;
 pub mod region;
 pub mod reload;

@@ -823,3 +823,221 @@ async fn a_closed_stderr_stops_neither_requests_nor_shutdown() {
     };
     assert_eq!(status.code(), Some(0), "{status:?}");
 }
+
+/// `check -c FILE` as a script runs it, with `DATABASE_URL` set for `url_env`.
+fn check_with_database_url(path: &std::path::Path, database_url: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_idemgate"))
+        .args(["check", "-c", path.to_str().unwrap()])
+        .env_remove("IDEMGATE_CONFIG")
+        .env("DATABASE_URL", database_url)
+        .output()
+        .unwrap()
+}
+
+/// Found by a black-box pass: `check` passed an `[admin.tls]` whose files
+/// `serve` then could not read. Each is read as the admin listener reads
+/// it, and refused at the field's line and column.
+#[test]
+fn check_refuses_admin_certificates_it_cannot_read() {
+    let dir = TestDir::new("cli-check-admin-tls");
+    let path = dir.path("admin.toml");
+    let config = path.to_str().unwrap();
+    let pki = common::certs::Pki::new("CA");
+    let server = pki.server(&dir, "admin");
+    let client_ca = pki.write_ca(&dir, "operators.pem");
+    let missing = dir.path("missing.pem");
+    let admin = |cert: &std::path::Path, key: &std::path::Path, ca: &std::path::Path| {
+        format!(
+            "[admin.tls]\ncert = \"{}\"\nkey = \"{}\"\nclient_ca = \"{}\"\n{VALID}",
+            cert.display(),
+            key.display(),
+            ca.display()
+        )
+    };
+    for (file, field) in [
+        (
+            admin(&missing, &server.key, &client_ca),
+            "2:8: admin.tls.cert:",
+        ),
+        (
+            admin(&server.cert, &missing, &client_ca),
+            "3:7: admin.tls.key:",
+        ),
+        (
+            admin(&server.cert, &server.key, &missing),
+            "4:13: admin.tls.client_ca:",
+        ),
+    ] {
+        std::fs::write(&path, file).unwrap();
+        let out = idemgate(&["check", "-c", config]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{field}: {stderr}");
+        let line = stderr
+            .lines()
+            .find(|line| line.starts_with(&format!("{config}:{field} ")));
+        assert!(
+            line.is_some_and(|line| line.contains(missing.to_str().unwrap())),
+            "{stderr}"
+        );
+        assert!(!text(&out.stdout).contains(": ok"), "{field}");
+    }
+    std::fs::write(&path, admin(&server.cert, &server.key, &client_ca)).unwrap();
+    let out = idemgate(&["check", "-c", config]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+/// `[store.redis] ca` is read as opening the store reads it: a file `serve`
+/// cannot read fails `check` at the field; a readable CA passes.
+#[test]
+fn check_refuses_a_redis_ca_it_cannot_read() {
+    let dir = TestDir::new("cli-check-redis-ca");
+    let path = dir.path("redis.toml");
+    let config = path.to_str().unwrap();
+    let redis = |ca: &std::path::Path| {
+        format!(
+            "[store]\nbackend = \"postgres\"\nurl = \"postgres://postgres@127.0.0.1/test\"\n\
+             [store.redis]\nurl = \"rediss://127.0.0.1:6379/7\"\nca = \"{}\"\n{VALID}",
+            ca.display()
+        )
+    };
+    let missing = dir.path("missing-ca.pem");
+    std::fs::write(&path, redis(&missing)).unwrap();
+    let out = idemgate(&["check", "-c", config]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{config}:6:6: store.redis.ca: cannot read {}",
+            missing.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!text(&out.stdout).contains(": ok"), "{stderr}");
+
+    let ca = common::certs::Pki::new("redis CA").write_ca(&dir, "redis-ca.pem");
+    std::fs::write(&path, redis(&ca)).unwrap();
+    let out = idemgate(&["check", "-c", config]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+/// The Postgres URL's TLS parameters are read as opening the store reads
+/// them (the `sslrootcert` file too), given inline or through `url_env`:
+/// what `serve` refuses fails `check` at the field, never quoting the URL
+/// (it holds the password).
+#[test]
+fn check_refuses_postgres_tls_parameters_serve_refuses() {
+    let dir = TestDir::new("cli-check-pg-tls");
+    let path = dir.path("pg.toml");
+    let config = path.to_str().unwrap();
+    let base = "postgres://app:hunter2@127.0.0.1/orders";
+    let missing = dir.path("missing-root.pem");
+    let refused = [
+        (
+            format!("sslmode=verify-full&sslrootcert={}", missing.display()),
+            format!("sslrootcert {}", missing.display()),
+        ),
+        (
+            "sslmode=verify-ca".to_owned(),
+            "verify-ca is not supported".to_owned(),
+        ),
+        (
+            format!("sslrootcert={}", missing.display()),
+            "sslrootcert needs sslmode=verify-full".to_owned(),
+        ),
+        (
+            "sslmode=bogus".to_owned(),
+            "invalid value for option `sslmode`".to_owned(),
+        ),
+    ];
+    // The URL written inline, or read from `DATABASE_URL`; where each is said.
+    let forms = [
+        ("url = \"{}\"", "3:7: store.url:"),
+        ("url_env = \"DATABASE_URL\"", "3:11: store.url_env:"),
+    ];
+    let write = |store: &str, url: &str| {
+        let store = store.replace("{}", url);
+        let file = format!("[store]\nbackend = \"postgres\"\n{store}\n{VALID}");
+        std::fs::write(&path, file).unwrap();
+    };
+    for (query, cause) in &refused {
+        let url = format!("{base}?{query}");
+        for (store, field) in forms {
+            write(store, &url);
+            let out = check_with_database_url(&path, &url);
+            let stderr = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{query} ({field}): {stderr}");
+            assert!(
+                stderr.contains(&format!("{config}:{field} ")),
+                "{query}: {stderr}"
+            );
+            assert!(stderr.contains(cause), "{query}: {stderr}");
+            assert!(!stderr.contains("hunter2"), "the URL is a secret: {stderr}");
+            assert!(!text(&out.stdout).contains(": ok"), "{query}");
+        }
+    }
+
+    let root = common::certs::Pki::new("postgres CA").write_ca(&dir, "pg-root.pem");
+    for query in [
+        format!("sslmode=verify-full&sslrootcert={}", root.display()),
+        "sslmode=disable".to_owned(),
+    ] {
+        let url = format!("{base}?{query}");
+        for (store, _) in forms {
+            write(store, &url);
+            let out = check_with_database_url(&path, &url);
+            assert_eq!(out.status.code(), Some(0), "{query}: {}", text(&out.stderr));
+        }
+    }
+}
+
+/// `serve` reads the same before it opens the store: what `check` refuses
+/// is one line naming the file, line and field, exit 1, and no database is
+/// reached (none listens here).
+#[test]
+fn serve_refuses_unusable_tls_files_and_store_settings_before_opening_the_store() {
+    let dir = TestDir::new("cli-serve-unusable");
+    let path = dir.path("serve.toml");
+    let config = path.to_str().unwrap();
+    let (listen, admin) = (common::gateway::free_port(), common::gateway::free_port());
+    let server = format!("[server]\nlisten = \"{listen}\"\nadmin_listen = \"{admin}\"\n");
+    let postgres =
+        "[store]\nbackend = \"postgres\"\nurl = \"postgres://app:hunter2@127.0.0.1:1/orders";
+    let missing = dir.path("missing.pem");
+    for (file, expected) in [
+        (
+            format!(
+                "{server}{postgres}\"\n[admin.tls]\ncert = \"{0}\"\nkey = \"{0}\"\n{VALID}",
+                missing.display()
+            ),
+            format!(
+                "{config}:8:8: admin.tls.cert: cannot read {}",
+                missing.display()
+            ),
+        ),
+        (
+            format!("{server}{postgres}?sslmode=verify-ca\"\n{VALID}"),
+            format!("{config}:6:7: store.url: sslmode=verify-ca is not supported"),
+        ),
+        (
+            format!(
+                "{server}{postgres}\"\n[store.redis]\nurl = \"rediss://127.0.0.1:1\"\nca = \"{}\"\n{VALID}",
+                missing.display()
+            ),
+            format!(
+                "{config}:9:6: store.redis.ca: cannot read {}",
+                missing.display()
+            ),
+        ),
+    ] {
+        std::fs::write(&path, file).unwrap();
+        let out = idemgate(&["serve", "-c", config]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with(&format!("idemgate: {expected}")),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("hunter2"), "the URL is a secret: {stderr}");
+    }
+}

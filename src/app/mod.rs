@@ -15,7 +15,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::admin::AdminPlane;
-use crate::config::Config;
+use crate::config::{Config, ConfigErrors};
 use crate::gateway::{Gateway, Runtime};
 use crate::metrics::Metrics;
 use crate::reload::{self, Reloader};
@@ -31,6 +31,12 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
     let config = Arc::new(config);
     let registry = prometheus::Registry::new();
     let metrics = Metrics::new(registry).map_err(StartError::Metrics)?;
+    // Before the store is opened (and migrated): what cannot be used is
+    // said as `check` says it, all at once.
+    let unusable = crate::preflight::before_start(&config);
+    if !unusable.is_empty() {
+        return Err(StartError::Unusable(ConfigErrors(unusable)));
+    }
     let store = store_stack::open(&config.store, &metrics)
         .await
         .map_err(StartError::Store)?;

@@ -11,6 +11,7 @@ pub(crate) mod every_policy_field;
 mod file;
 mod file_keys;
 mod model;
+mod places;
 mod store_key;
 mod units;
 mod validate;
@@ -18,6 +19,7 @@ mod webhook;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use model::*;
+pub use places::Places;
 pub use store_key::StoreKey;
 pub use webhook::{DEFAULT_TOLERANCE, WebhookConfig, WebhookScheme, WebhookSecret};
 

@@ -25,6 +25,9 @@ pub struct Config {
     /// `[region]` and `[regions.*]`; `None` (no `[region]`): one region, as
     /// before regions existed.
     pub region: Option<RegionsConfig>,
+    /// Where the file writes the settings that name files and URLs
+    /// (`Config::error_at`).
+    pub places: super::Places,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -74,6 +74,7 @@ pub fn parse(text: &str, source: &Path, env: Env<'_>) -> Result<Config, ConfigEr
         routes: routes.into_iter().map(|(route, _)| route).collect(),
         warnings: ctx.warnings,
         region,
+        places: ctx.places,
     })
 }
 

@@ -143,7 +143,7 @@ impl Regions {
 }
 
 /// Every region's `ca` read as `serve` reads it, for `check`.
-pub fn tls_errors(config: &Config) -> Vec<String> {
+pub fn tls_errors(config: &Config) -> Vec<TlsError> {
     let Some(region) = &config.region else {
         return Vec::new();
     };
@@ -155,7 +155,7 @@ pub fn tls_errors(config: &Config) -> Vec<String> {
             let upstream = as_upstream(peer);
             crate::tls::client_config(&upstream.name, upstream.tls.as_ref())
                 .err()
-                .map(|error| named(peer, error).to_string())
+                .map(|error| named(peer, error))
         })
         .collect()
 }

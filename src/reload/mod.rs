@@ -80,8 +80,8 @@ impl Reloader {
         outcome
     }
 
-    /// `FILE: field: reason`, as `check` prints what it finds unusable in
-    /// the files a config names.
+    /// `FILE: field: reason`, for what has no place in the file (a
+    /// warning about a certificate's dates, the routes' clients).
     fn in_file(&self, error: &str) -> String {
         format!("{}: {error}", self.path.display())
     }
@@ -123,14 +123,18 @@ impl Reloader {
                 .map(|warning| self.in_file(warning)),
         );
         // Build everything before swapping anything: a refusal changes nothing.
+        // A file that cannot be used is said as `check` says it, located.
+        let unusable = |error| ReloadOutcome::Rejected {
+            errors: vec![crate::preflight::tls_error(&new, &error).to_string()],
+        };
         let certificates = match renewed(&self.tls, &new.server.tls, crate::tls::server_config) {
             Ok(certificates) => certificates,
-            Err(error) => return self.refused(&error.to_string()),
+            Err(error) => return unusable(error),
         };
         let admin_certificates =
             match renewed(&self.admin_tls, &new.admin.tls, crate::tls::admin_config) {
                 Ok(certificates) => certificates,
-                Err(error) => return self.refused(&error.to_string()),
+                Err(error) => return unusable(error),
             };
         match Runtime::new(Arc::new(new)) {
             Ok(runtime) => {

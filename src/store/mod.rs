@@ -15,6 +15,7 @@ mod open;
 pub mod postgres;
 pub mod replay_cache;
 pub mod seal;
+pub mod setting;
 pub mod sweeper;
 mod unavailable;
 
@@ -33,6 +34,7 @@ pub use listing::{Count, Cursor, ListQuery, Listed, Page};
 pub use open::{StoreConfigExt, migrate, open, open_with_metrics, sweep_settings};
 pub use postgres::{PostgresCause, PostgresStore};
 pub use replay_cache::ReplayCache;
+pub use setting::{Setting, SettingError};
 pub use sweeper::spawn_sweeper;
 pub use unavailable::Unavailable;
 

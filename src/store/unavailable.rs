@@ -9,6 +9,7 @@ use super::StoreError;
 use super::cache::RedisCause;
 use super::embedded::EmbeddedCause;
 use super::postgres::PostgresCause;
+use super::setting::SettingError;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Unavailable {
@@ -21,6 +22,10 @@ pub enum Unavailable {
     /// Redis in front of Postgres: its URL, CA, or a purge it missed.
     #[error(transparent)]
     Redis(#[from] RedisCause),
+    /// A setting opening the store reads (a URL, a CA file) cannot be
+    /// used; names the setting.
+    #[error(transparent)]
+    Setting(#[from] SettingError),
     /// The blocking task that opens or migrates the store did not finish
     /// (it panicked, or the runtime is shutting down).
     #[error("opening the store: {0}")]
@@ -49,6 +54,12 @@ impl From<PostgresCause> for StoreError {
 impl From<RedisCause> for StoreError {
     fn from(cause: RedisCause) -> Self {
         StoreError::Unavailable(cause.into())
+    }
+}
+
+impl From<SettingError> for StoreError {
+    fn from(error: SettingError) -> Self {
+        StoreError::Unavailable(error.into())
     }
 }
 

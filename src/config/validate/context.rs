@@ -2,11 +2,11 @@
 //! run of `check` reports every problem at once.
 
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use toml::Spanned;
 
-use crate::config::ConfigError;
+use crate::config::{ConfigError, Places};
 
 pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
@@ -16,6 +16,8 @@ pub struct Ctx<'a> {
     pub env: Env<'a>,
     pub errors: Vec<ConfigError>,
     pub warnings: Vec<String>,
+    /// Where the settings naming files and URLs are written.
+    pub places: Places,
 }
 
 impl<'a> Ctx<'a> {
@@ -26,6 +28,7 @@ impl<'a> Ctx<'a> {
             env,
             errors: Vec::new(),
             warnings: Vec::new(),
+            places: Places::default(),
         }
     }
 
@@ -70,6 +73,21 @@ impl<'a> Ctx<'a> {
     ) {
         let warning = self.located(span, field, message).to_string();
         self.warnings.push(warning);
+    }
+
+    /// Keeps where `field` is written (as `written`, at `span`), for a
+    /// problem with what it names found after validation.
+    pub fn place(&mut self, field: &str, written: &str, span: Range<usize>) {
+        let at = line_column(self.text, span.start);
+        self.places.insert(field, written, at);
+    }
+
+    /// A setting that names a file (`names::file_path`); its place is kept.
+    pub fn file_path(&mut self, input: Option<&Spanned<String>>, field: &str) -> Option<PathBuf> {
+        if let Some(input) = input {
+            self.place(field, field, input.span());
+        }
+        self.value(input, field, None, |p| super::names::file_path(p).map(Some))
     }
 
     /// Resolves an optional value: `default` when absent; when `parse` refuses it,

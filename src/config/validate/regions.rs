@@ -163,9 +163,7 @@ fn peer(ctx: &mut Ctx<'_>, name: &str, peer: &Spanned<RegionPeerFile>) -> Region
             Duration::from_secs(30),
             positive_duration,
         ),
-        ca: ctx.value(file.ca.as_ref(), &format!("{prefix}.ca"), None, |p| {
-            names::file_path(p).map(Some)
-        }),
+        ca: ctx.file_path(file.ca.as_ref(), &format!("{prefix}.ca")),
         http2: file.http2.unwrap_or(false),
     }
 }

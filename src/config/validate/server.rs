@@ -6,7 +6,6 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::context::Ctx;
-use super::names;
 use crate::config::file::{AdminFile, ServerFile, TlsFile};
 use crate::config::units::{parse_duration_input, parse_size_input};
 use crate::config::{AdminConfig, ServerConfig, TlsConfig};
@@ -177,11 +176,7 @@ pub fn count_up_to<T: TryFrom<i64>>(n: i64, max: i64) -> Result<T, String> {
 fn server_tls(ctx: &mut Ctx<'_>, tls: &Spanned<TlsFile>, table: &str) -> Option<TlsConfig> {
     let file = tls.get_ref();
     let path = |ctx: &mut Ctx<'_>, value: &Option<Spanned<String>>, name: &str| {
-        value.as_ref().and_then(|v| {
-            ctx.value(Some(v), &format!("{table}.{name}"), None, |t| {
-                names::file_path(t).map(Some)
-            })
-        })
+        ctx.file_path(value.as_ref(), &format!("{table}.{name}"))
     };
     let cert = path(ctx, &file.cert, "cert");
     let key = path(ctx, &file.key, "key");

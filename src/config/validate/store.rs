@@ -175,9 +175,7 @@ fn redis(ctx: &mut Ctx<'_>, redis: &Spanned<RedisFile>) -> RedisConfig {
         .key_prefix
         .as_ref()
         .map_or_else(|| "idemgate:".to_owned(), |p| p.get_ref().clone());
-    let ca = ctx.value(file.ca.as_ref(), "store.redis.ca", None, |p| {
-        names::file_path(p).map(Some)
-    });
+    let ca = ctx.file_path(file.ca.as_ref(), "store.redis.ca");
     if ca.is_some() && !url.is_empty() && !url.starts_with("rediss://") {
         ctx.error(
             file.ca.as_ref().map(Spanned::span),
@@ -243,6 +241,9 @@ fn secret_url(
         }
     };
     let value = value.unwrap_or_default();
+    // What opening the store reads of the URL (its TLS parameters) is
+    // checked later, as `{table}.url`, said as the file writes it.
+    ctx.place(&format!("{table}.url"), &field, span.clone());
     if value.trim().is_empty() {
         ctx.error(Some(span), field, "the URL is empty");
     } else if !schemes.is_empty() && !schemes.iter().any(|s| value.starts_with(s)) {

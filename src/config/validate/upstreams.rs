@@ -85,9 +85,7 @@ fn upstream(ctx: &mut Ctx<'_>, name: &str, upstream: &Spanned<UpstreamFile>) -> 
 fn tls(ctx: &mut Ctx<'_>, prefix: &str, tls: &Spanned<UpstreamTlsFile>) -> UpstreamTlsConfig {
     let file = tls.get_ref();
     let mut path = |value: &Option<Spanned<String>>, name: &str| {
-        ctx.value(value.as_ref(), &format!("{prefix}.tls.{name}"), None, |p| {
-            names::file_path(p).map(Some)
-        })
+        ctx.file_path(value.as_ref(), &format!("{prefix}.tls.{name}"))
     };
     let ca = path(&file.ca, "ca");
     let cert = path(&file.cert, "cert");

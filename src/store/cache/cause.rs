@@ -26,17 +26,17 @@ pub enum CacheError {
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum RedisCause {
     /// `store.redis.url` is not one the client accepts.
-    #[error("store.redis: invalid URL ({0:?})")]
+    #[error("invalid URL ({0:?})")]
     InvalidUrl(ErrorKind),
     /// `store.redis.ca` cannot be read.
-    #[error("store.redis.ca: cannot read {}: {source}", path.display())]
+    #[error("cannot read {}: {source}", path.display())]
     CaUnreadable {
         path: PathBuf,
         #[source]
         source: Arc<std::io::Error>,
     },
     /// `store.redis.ca` was read but the client refuses it.
-    #[error("store.redis: {} cannot be used as a CA ({kind:?})", path.display())]
+    #[error("{} cannot be used as a CA ({kind:?})", path.display())]
     CaRefused { path: PathBuf, kind: ErrorKind },
     /// The connection manager could not be made.
     #[error("store.redis: {0:?}")]

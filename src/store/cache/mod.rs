@@ -59,6 +59,12 @@ impl Lookup {
     }
 }
 
+/// What opening the cache would refuse of its settings (the URL, the `ca`
+/// file), found without connecting.
+pub fn settings_error(config: &RedisConfig) -> Option<super::setting::SettingError> {
+    tls::client(&config.url, config.ca.as_deref()).err()
+}
+
 /// Told every lookup's result (metrics).
 pub type LookupHook = Arc<dyn Fn(Lookup) + Send + Sync>;
 

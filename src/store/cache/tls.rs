@@ -8,23 +8,32 @@ use std::sync::Arc;
 use redis::{Client, TlsCertificates};
 
 use super::cause::RedisCause;
+use crate::store::setting::{Setting, SettingError};
 
-pub fn client(url: &str, ca: Option<&Path>) -> Result<Client, RedisCause> {
+/// Reads the URL and the CA file (its certificates parsed); connects to
+/// nothing.
+pub fn client(url: &str, ca: Option<&Path>) -> Result<Client, SettingError> {
     // The URL may carry a password: errors keep the problem's kind only.
-    let invalid = |e: redis::RedisError| RedisCause::InvalidUrl(e.kind());
+    let client = Client::open(url)
+        .map_err(|e| SettingError::new(Setting::RedisUrl, RedisCause::InvalidUrl(e.kind())))?;
     let Some(ca) = ca else {
-        return Client::open(url).map_err(invalid);
+        return Ok(client);
     };
-    let pem = std::fs::read(ca).map_err(|e| RedisCause::CaUnreadable {
-        path: ca.to_owned(),
-        source: Arc::new(e),
+    let refused = |cause: RedisCause| SettingError::new(Setting::RedisCa, cause);
+    let pem = std::fs::read(ca).map_err(|e| {
+        refused(RedisCause::CaUnreadable {
+            path: ca.to_owned(),
+            source: Arc::new(e),
+        })
     })?;
     let certificates = TlsCertificates {
         client_tls: None,
         root_cert: Some(pem),
     };
-    Client::build_with_tls(url, certificates).map_err(|e| RedisCause::CaRefused {
-        path: ca.to_owned(),
-        kind: e.kind(),
+    Client::build_with_tls(url, certificates).map_err(|e| {
+        refused(RedisCause::CaRefused {
+            path: ca.to_owned(),
+            kind: e.kind(),
+        })
     })
 }

@@ -22,17 +22,15 @@ pub enum PostgresCause {
     /// No answer within the store's deadline.
     #[error("postgres: no answer within {0:?}")]
     NoAnswer(Duration),
-    /// The URL is not a connection string the driver reads.
-    #[error(
-        "the postgres URL is not a valid connection string: {}",
-        describe(.0.as_ref())
-    )]
+    /// The URL is not a connection string the driver reads (`store.url`).
+    /// The driver's words say so ("invalid connection string: ...").
+    #[error("{}", describe(.0.as_ref()))]
     InvalidUrl(#[source] Arc<tokio_postgres::Error>),
-    /// The URL's TLS settings are not ones idemgate accepts.
-    #[error("postgres URL: {0}")]
+    /// The URL's TLS settings are not ones idemgate accepts (`store.url`).
+    #[error("{0}")]
     UrlRefused(&'static str),
-    /// The URL's `sslrootcert` file cannot be used.
-    #[error("postgres sslrootcert {}: {problem}", path.display())]
+    /// The URL's `sslrootcert` file cannot be used (`store.url`).
+    #[error("sslrootcert {}: {problem}", path.display())]
     RootCert {
         path: PathBuf,
         #[source]

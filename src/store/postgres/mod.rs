@@ -99,6 +99,12 @@ impl Batches {
     }
 }
 
+/// What opening this store would refuse of its settings (the URL, its TLS
+/// parameters and `sslrootcert` file), found without connecting.
+pub fn settings_error(config: &PostgresStoreConfig) -> Option<super::setting::SettingError> {
+    pool::settings(config).err()
+}
+
 impl PostgresStore {
     /// Builds the pool and applies pending migrations (`config.migrate`), or
     /// checks that the schema is this binary's. Connects once to do so: a

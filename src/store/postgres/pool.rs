@@ -10,6 +10,7 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 use super::cause::PostgresCause;
 use crate::config::PostgresStoreConfig;
 use crate::store::StoreError;
+use crate::store::setting::{Setting, SettingError};
 
 /// Builds the pool without connecting: connections are made on first use, so
 /// a gateway whose database is briefly down still starts its admin plane and
@@ -39,14 +40,16 @@ pub fn build(
 }
 
 /// The connection settings every connection of this store uses, and its TLS
-/// connector when the URL asks for TLS (`tls`).
+/// connector when the URL asks for TLS (`tls`). Reads the `sslrootcert`
+/// file; connects to nothing. An error is `store.url`'s.
 pub fn settings(
     config: &PostgresStoreConfig,
-) -> Result<(tokio_postgres::Config, Option<MakeRustlsConnect>), StoreError> {
-    let (url, tls) = super::tls::prepare(&config.url)?;
+) -> Result<(tokio_postgres::Config, Option<MakeRustlsConnect>), SettingError> {
+    let of_url = |cause| SettingError::new(Setting::Url, cause);
+    let (url, tls) = super::tls::prepare(&config.url).map_err(of_url)?;
     let mut pg: tokio_postgres::Config = url
         .parse()
-        .map_err(|e| PostgresCause::InvalidUrl(Arc::new(e)))?;
+        .map_err(|e| of_url(PostgresCause::InvalidUrl(Arc::new(e))))?;
     pg.connect_timeout(config.connect_timeout);
     // Dead peers (a cut network) are noticed by the kernel, not only by the
     // per-operation deadline.

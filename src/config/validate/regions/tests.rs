@@ -294,7 +294,10 @@ fn an_unreadable_region_ca_fails_check_naming_the_field() {
             "timeout = \"45s\"",
             "timeout = \"45s\"\nca = \"/nonexistent/ca.pem\"",
         );
-    let errors = crate::region::tls_errors(&ok(&text));
+    let errors: Vec<String> = crate::region::tls_errors(&ok(&text))
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     assert_eq!(errors.len(), 1, "{errors:#?}");
     assert!(errors[0].contains("regions.us.ca"), "{}", errors[0]);
     assert!(errors[0].contains("/nonexistent/ca.pem"), "{}", errors[0]);

@@ -1,0 +1,70 @@
+//! What `serve` reads at start besides the file, read without starting
+//! anything: the certificates, keys and CAs the file names (the listeners',
+//! the upstreams', the regions') and the store's settings that need no
+//! connection (its URLs, their TLS parameters, the CA files). Each problem
+//! is located in the file as validation locates its own
+//! (`FILE:LINE:COL: field: message`), never quoting a URL.
+//!
+//! `check` reads all of it; `serve` reads the listeners' and the store's
+//! before it opens the store (the upstreams' and regions' are read as the
+//! routes are built, naming their field), and a reload the listeners' it
+//! renews.
+
+use crate::config::{Config, ConfigError};
+use crate::tls::TlsError;
+
+/// Everything `check` reads: a file it calls ok must not then fail to start
+/// on a missing or unreadable file, or on a store URL opening refuses.
+pub fn unusable(config: &Config) -> Vec<ConfigError> {
+    let mut errors = listener_errors(config);
+    for upstream in config.upstreams.values() {
+        if let Err(error) = crate::tls::client_config(&upstream.name, upstream.tls.as_ref()) {
+            errors.push(tls_error(config, &error));
+        }
+    }
+    for error in crate::region::tls_errors(config) {
+        errors.push(tls_error(config, &error));
+    }
+    errors.extend(store_errors(config));
+    in_file_order(errors)
+}
+
+/// What `serve` reads before it opens the store: the listeners'
+/// certificates and the store's settings.
+pub fn before_start(config: &Config) -> Vec<ConfigError> {
+    let mut errors = listener_errors(config);
+    errors.extend(store_errors(config));
+    in_file_order(errors)
+}
+
+/// As validation orders its errors: as an operator fixes them.
+fn in_file_order(mut errors: Vec<ConfigError>) -> Vec<ConfigError> {
+    errors.sort_by_key(|error| (error.line, error.column));
+    errors
+}
+
+/// `[server.tls]` and `[admin.tls]`: certificate, key and client CA read and
+/// matched as the listener is built.
+fn listener_errors(config: &Config) -> Vec<ConfigError> {
+    let server = (config.server.tls.as_ref()).map(|tls| crate::tls::server_config(tls).err());
+    let admin = (config.admin.tls.as_ref()).map(|tls| crate::tls::admin_config(tls).err());
+    [server, admin]
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|error| tls_error(config, &error))
+        .collect()
+}
+
+/// The store's URLs and CA files, read as opening the store reads them.
+fn store_errors(config: &Config) -> Vec<ConfigError> {
+    crate::store::setting::unusable(&config.store)
+        .into_iter()
+        .map(|error| config.error_at(error.setting.field(), error.cause.to_string()))
+        .collect()
+}
+
+/// A certificate, key or CA problem, at the field that names the file.
+pub fn tls_error(config: &Config, error: &TlsError) -> ConfigError {
+    config.error_at(&error.field, error.cause.to_string())
+}
