@@ -58,7 +58,7 @@ fn listener_errors(config: &Config) -> Vec<ConfigError> {
 
 /// The store's URLs and CA files, read as opening the store reads them.
 fn store_errors(config: &Config) -> Vec<ConfigError> {
-    crate::store::setting::unusable(&config.store)
+    crate::store::unusable_settings(&config.store)
         .into_iter()
         .map(|error| config.error_at(error.setting.field(), error.cause.to_string()))
         .collect()

@@ -31,7 +31,9 @@ pub use embedded::{EmbeddedCause, EmbeddedStore};
 pub use guard::LeaseGuard;
 pub use instrumented::InstrumentedStore;
 pub use listing::{Count, Cursor, ListQuery, Listed, Page};
-pub use open::{StoreConfigExt, migrate, open, open_with_metrics, sweep_settings};
+pub use open::{
+    StoreConfigExt, migrate, open, open_with_metrics, sweep_settings, unusable_settings,
+};
 pub use postgres::{PostgresCause, PostgresStore};
 pub use replay_cache::ReplayCache;
 pub use setting::{Setting, SettingError};

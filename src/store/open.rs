@@ -183,3 +183,17 @@ impl StoreConfigExt for StoreConfig {
         }
     }
 }
+
+/// Every setting of `config` that opening the store would refuse, read as
+/// opening reads it (the same functions) but connecting to nothing.
+pub fn unusable_settings(config: &StoreConfig) -> Vec<super::SettingError> {
+    let StoreConfig::Postgres(pg) = config else {
+        return Vec::new();
+    };
+    let mut errors = Vec::new();
+    errors.extend(super::postgres::settings_error(pg));
+    if let Some(redis) = &pg.redis {
+        errors.extend(super::cache::settings_error(redis));
+    }
+    errors
+}

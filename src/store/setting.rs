@@ -1,12 +1,13 @@
 //! The settings opening the store reads before it connects: the Postgres URL
 //! with its TLS parameters (`sslmode`, the `sslrootcert` file) and the Redis
-//! URL with its `ca` file. A problem with one names the setting; `unusable`
-//! reads them all as opening does, without connecting, so that `check` (and
-//! `serve` before it opens anything) refuses what opening would refuse.
+//! URL with its `ca` file. A problem with one names the setting;
+//! `open::unusable_settings` reads them all as opening does, without
+//! connecting, so that `check` (and `serve` before it opens anything)
+//! refuses what opening would refuse.
 
-use super::cache::RedisCause;
-use super::postgres::PostgresCause;
-use crate::config::StoreConfig;
+// The backends' cause files, not the backends: they build these errors.
+use super::cache::cause::RedisCause;
+use super::postgres::cause::PostgresCause;
 
 /// Which setting of `[store]` a problem is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,18 +53,4 @@ impl SettingError {
         let cause = cause.into();
         Self { setting, cause }
     }
-}
-
-/// Every setting of `config` that opening the store would refuse, read as
-/// opening reads it (the same functions) but connecting to nothing.
-pub fn unusable(config: &StoreConfig) -> Vec<SettingError> {
-    let StoreConfig::Postgres(pg) = config else {
-        return Vec::new();
-    };
-    let mut errors = Vec::new();
-    errors.extend(super::postgres::settings_error(pg));
-    if let Some(redis) = &pg.redis {
-        errors.extend(super::cache::settings_error(redis));
-    }
-    errors
 }

@@ -19,7 +19,7 @@
 //!   not reach Redis would answer 409 to retries that should run, and
 //!   Postgres decides an in-flight key in the same single round trip anyway.
 
-mod cause;
+pub(in crate::store) mod cause;
 mod conn;
 mod entry;
 mod tls;

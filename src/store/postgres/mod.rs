@@ -14,7 +14,7 @@
 //! driver's error as its source; neither holds the URL or the password.
 
 mod batch;
-mod cause;
+pub(in crate::store) mod cause;
 mod count;
 mod listing;
 mod many;
