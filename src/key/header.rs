@@ -79,9 +79,9 @@ fn parameters(mut rest: &[u8]) -> Result<(), KeyError> {
         if let Some((b'=', after)) = rest.split_first() {
             rest = bare_item(after)?;
         }
-        rest = skip_spaces(rest);
     }
-    if rest.is_empty() {
+    // Spaces may end the field, never come before a `;` (RFC 8941 4.2.3.2).
+    if skip_spaces(rest).is_empty() {
         Ok(())
     } else {
         Err(KeyError::Invalid(MALFORMED))
@@ -275,6 +275,8 @@ mod tests {
                 "{bad}"
             );
         }
+        assert_eq!(ok(b"\"k\"; a=1;b=2  "), "k");
+        assert_eq!(invalid(b"\"k\";a=1 ;b=2"), MALFORMED);
     }
 
     #[test]
