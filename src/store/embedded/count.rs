@@ -25,14 +25,10 @@ use crate::store::count::{CountLimits, RouteCount, merged};
 use crate::store::listing::Count;
 
 /// Every route: one descent of an index that starts with the route, each.
-const ROUTES: &str = "
-WITH RECURSIVE routes(route) AS (
-    SELECT min(route) FROM records
-    UNION ALL
-    SELECT (SELECT min(route) FROM records WHERE route > routes.route)
-    FROM routes WHERE routes.route IS NOT NULL
-)
-SELECT route FROM routes WHERE route IS NOT NULL";
+const ROUTES: &str = concat!(
+    super::schema::with_routes!(),
+    "SELECT route FROM routes WHERE route IS NOT NULL"
+);
 
 /// One route's exact counts; the completed ones up to `?3` (one past the
 /// limit: reaching it means "estimate"), newest first.

@@ -351,19 +351,15 @@ pub(super) fn sweep(txn: &mut Txn<'_, '_>, batch: u32) -> Result<u64, StoreError
     // route through the listing index's in-flight range (one descent per
     // route, as `count` does), never a scan of the table.
     let dead = txn
-        .statement(
-            "WITH RECURSIVE routes(route) AS (
-                 SELECT min(route) FROM records
-                 UNION ALL
-                 SELECT (SELECT min(route) FROM records WHERE route > routes.route)
-                 FROM routes WHERE routes.route IS NOT NULL)
-             DELETE FROM records WHERE rowid IN (
+        .statement(concat!(
+            super::schema::with_routes!(),
+            "DELETE FROM records WHERE rowid IN (
                  SELECT r.rowid FROM routes
                  JOIN records r INDEXED BY records_listing
                    ON r.route = routes.route AND r.state = ?2
                  WHERE r.lease_expires_at <= ?1
                  LIMIT ?3)",
-        )?
+        ))?
         .execute(params![now, IN_FLIGHT, room])
         .map_err(db)?;
     Ok((completed + dead) as u64)

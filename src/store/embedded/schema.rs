@@ -107,6 +107,22 @@ CREATE INDEX IF NOT EXISTS records_listing ON records
     (route, state, outcome_unknown, created_at, key, scope, expires_at);
 ";
 
+/// The start of a statement that reads every route of the table, one
+/// descent of the primary key each (a loose index scan), as `routes`.
+macro_rules! with_routes {
+    () => {
+        "
+WITH RECURSIVE routes(route) AS (
+    SELECT min(route) FROM records
+    UNION ALL
+    SELECT (SELECT min(route) FROM records WHERE route > routes.route)
+    FROM routes WHERE routes.route IS NOT NULL
+)
+"
+    };
+}
+pub(super) use with_routes;
+
 /// Creates the directories the store file goes in.
 pub(super) fn create_parent(path: &Path) -> Result<(), StoreError> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {

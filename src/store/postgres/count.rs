@@ -35,14 +35,9 @@ use crate::store::listing::Count;
 /// then not read before the limit is reached.
 ///
 /// `$1 completed records counted at most`.
-const EXACT: &str = "
-WITH RECURSIVE routes(route) AS (
-    (SELECT route FROM idemgate_records ORDER BY route LIMIT 1)
-    UNION ALL
-    SELECT (SELECT r.route FROM idemgate_records r
-            WHERE r.route > routes.route ORDER BY r.route LIMIT 1)
-    FROM routes WHERE routes.route IS NOT NULL
-)
+const EXACT: &str = concat!(
+    super::sql::with_routes!(),
+    "
 SELECT route,
        (SELECT count(*) FROM idemgate_records r
         WHERE r.route = routes.route AND r.state = 0
@@ -58,7 +53,8 @@ SELECT route,
             LIMIT $1) AS upto) AS completed,
        pg_relation_size('idemgate_records') / current_setting('block_size')::bigint AS pages
 FROM routes
-WHERE route IS NOT NULL";
+WHERE route IS NOT NULL"
+);
 
 /// Unexpired completed records per route in a sample of the table's pages,
 /// each page taken with probability `$1` percent. The same pages at every

@@ -238,14 +238,11 @@ DELETE FROM idemgate_records WHERE ctid IN (
     LIMIT $1
     FOR UPDATE SKIP LOCKED)";
 
-/// In-flight records whose lease ran out without an answer (their gateway
-/// died): they hold nothing, the next request takes the key over, and left
-/// in place they would stay for good when the key never comes back. Found
-/// per route through the listing index's in-flight range (a loose index
-/// scan over the routes, as the count does), never a scan of the table.
-///
-/// `$1 batch size`.
-pub const SWEEP_DEAD_LEASES: &str = "
+/// The start of a statement that reads every route of the table, one
+/// descent of the primary key each (a loose index scan), as `routes`.
+macro_rules! with_routes {
+    () => {
+        "
 WITH RECURSIVE routes(route) AS (
     (SELECT route FROM idemgate_records ORDER BY route LIMIT 1)
     UNION ALL
@@ -253,12 +250,28 @@ WITH RECURSIVE routes(route) AS (
             WHERE r.route > routes.route ORDER BY r.route LIMIT 1)
     FROM routes WHERE routes.route IS NOT NULL
 )
+"
+    };
+}
+pub(super) use with_routes;
+
+/// In-flight records whose lease ran out without an answer (their gateway
+/// died): they hold nothing, the next request takes the key over, and left
+/// in place they would stay for good when the key never comes back. Found
+/// per route through the listing index's in-flight range (a loose index
+/// scan over the routes, as the count does), never a scan of the table.
+///
+/// `$1 batch size`.
+pub const SWEEP_DEAD_LEASES: &str = concat!(
+    with_routes!(),
+    "
 DELETE FROM idemgate_records WHERE ctid IN (
     SELECT r.ctid FROM routes
     JOIN idemgate_records r ON r.route = routes.route AND r.state = 0
     WHERE r.lease_expires_at <= now()
     LIMIT $1
-    FOR UPDATE OF r SKIP LOCKED)";
+    FOR UPDATE OF r SKIP LOCKED)"
+);
 
 /// `/readyz`: planned against the records table (it must exist, in the
 /// search_path, and be readable), never reads a row. A bare `SELECT 1` said
