@@ -268,6 +268,41 @@ async fn multipart_retry_with_a_new_boundary_replays() {
     assert_eq!(upstream.executions("mp-1"), 1);
 }
 
+/// A part's media type is case-insensitive, and a part without one is
+/// `text/plain`: a retry that spells it another way is the same request.
+#[tokio::test]
+async fn multipart_part_media_type_compares_case_insensitively() {
+    let (_dir, upstream, gateway) = setup("kf-multipart-type").await;
+    let send = |part_type: &'static str, text: &'static str| {
+        let body = format!(
+            "--b1\r\nContent-Disposition: form-data; name=\"note\"\r\n{part_type}\r\n\
+             {text}\r\n--b1--\r\n"
+        );
+        let gateway = &gateway;
+        async move {
+            post(
+                gateway,
+                "/v1/multi",
+                &[
+                    ("content-type", "multipart/form-data; boundary=b1"),
+                    ("idempotency-key", "mp-type"),
+                ],
+                &body,
+            )
+            .await
+        }
+    };
+    assert_eq!(send("Content-Type: TEXT/PLAIN\r\n", "hi").await.status, 201);
+    assert_replayed(&send("", "hi").await);
+    assert_replayed(&send("Content-Type: text/plain\r\n", "hi").await);
+    assert_code(
+        &send("Content-Type: text/html\r\n", "hi").await,
+        422,
+        "fingerprint-mismatch",
+    );
+    assert_eq!(upstream.executions("mp-type"), 1);
+}
+
 #[tokio::test]
 async fn derived_key_is_python_uuid5_told_and_forwarded() {
     let (_dir, upstream, gateway) = setup("kf-derive").await;

@@ -83,7 +83,7 @@ pub(super) fn update(h: &mut Sha256, body: &[u8], rules: &BodyRules<'_>) {
             for part in &parts {
                 optional(h, part.name.as_deref());
                 optional(h, part.filename.as_deref());
-                update_len_prefixed(h, part.content_type);
+                update_len_prefixed(h, &part.content_type);
                 update_len_prefixed(h, part.content);
             }
             return;

@@ -7,6 +7,8 @@ use std::borrow::Cow;
 
 use percent_encoding::percent_decode;
 
+use super::media_type::media_type;
+
 /// The decoded (name, value) pairs, in order. Empty pieces (`a=1&&b=2`) are
 /// skipped; a piece without `=` is a name with an empty value.
 pub fn pairs(input: &[u8]) -> impl Iterator<Item = (Cow<'_, [u8]>, Cow<'_, [u8]>)> {
@@ -45,12 +47,6 @@ fn decode(raw: &[u8]) -> Cow<'_, [u8]> {
 /// (any case, any parameters).
 pub fn is_form_urlencoded(content_type: &[u8]) -> bool {
     media_type(content_type).eq_ignore_ascii_case(b"application/x-www-form-urlencoded")
-}
-
-/// The media type of a `Content-Type` value, without parameters or spaces.
-pub fn media_type(content_type: &[u8]) -> &[u8] {
-    let end = memchr::memchr(b';', content_type).unwrap_or(content_type.len());
-    content_type[..end].trim_ascii()
 }
 
 #[cfg(test)]

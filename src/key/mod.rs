@@ -13,6 +13,7 @@ pub mod form;
 pub mod header;
 mod json_number;
 pub mod json_pointer;
+mod media_type;
 pub mod multipart;
 pub mod pattern;
 pub mod pointer;

@@ -4,13 +4,17 @@
 
 use memchr::memmem;
 
+use super::media_type::{self, parameter};
+
 /// One part, as the fingerprint sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Part<'a> {
     pub name: Option<Vec<u8>>,
     pub filename: Option<Vec<u8>>,
-    /// As sent, trimmed; `text/plain` when the part has none (RFC 7578 §4.4).
-    pub content_type: &'a [u8],
+    /// In its canonical form (`media_type::canonical`), so that a retry
+    /// spelling it in another case compares equal; `text/plain` when the part
+    /// has none (RFC 7578 §4.4).
+    pub content_type: Vec<u8>,
     pub content: &'a [u8],
 }
 
@@ -21,7 +25,7 @@ const MAX_PART_HEADERS: usize = 16;
 /// The boundary of a `multipart/form-data` Content-Type value, or `None`
 /// for any other media type.
 pub fn boundary(content_type: &[u8]) -> Option<Vec<u8>> {
-    let media = super::form::media_type(content_type);
+    let media = media_type::media_type(content_type);
     if !media.eq_ignore_ascii_case(b"multipart/form-data") {
         return None;
     }
@@ -75,7 +79,7 @@ fn part(raw: &[u8]) -> Option<Part<'_>> {
     let mut part = Part {
         name: None,
         filename: None,
-        content_type: b"text/plain",
+        content_type: b"text/plain".to_vec(),
         content: &raw[head_len..],
     };
     for field in fields.iter() {
@@ -85,54 +89,10 @@ fn part(raw: &[u8]) -> Option<Part<'_>> {
             part.name = parameter(params, b"name");
             part.filename = parameter(params, b"filename");
         } else if field.name.eq_ignore_ascii_case("content-type") {
-            part.content_type = field.value.trim_ascii();
+            part.content_type = media_type::canonical(field.value);
         }
     }
     Some(part)
-}
-
-/// The value of the `;`-separated parameter `wanted` (case-insensitive name),
-/// unquoted when quoted (`\x` is `x`, as in RFC 9110 §5.6.4).
-fn parameter(params: &[u8], wanted: &[u8]) -> Option<Vec<u8>> {
-    let mut rest = params;
-    loop {
-        rest = rest.trim_ascii_start();
-        if rest.is_empty() {
-            return None;
-        }
-        let eq = memchr::memchr(b'=', rest)?;
-        let name = rest[..eq].trim_ascii();
-        rest = rest[eq + 1..].trim_ascii_start();
-        let value;
-        if let Some(quoted) = rest.strip_prefix(b"\"") {
-            let mut out = Vec::new();
-            let mut i = 0;
-            loop {
-                match quoted.get(i)? {
-                    b'\\' => {
-                        out.push(*quoted.get(i + 1)?);
-                        i += 2;
-                    }
-                    b'"' => break,
-                    &b => {
-                        out.push(b);
-                        i += 1;
-                    }
-                }
-            }
-            value = out;
-            rest = &quoted[i + 1..];
-            rest = rest.trim_ascii_start();
-            rest = rest.strip_prefix(b";").unwrap_or(rest);
-        } else {
-            let end = memchr::memchr(b';', rest).unwrap_or(rest.len());
-            value = rest[..end].trim_ascii().to_vec();
-            rest = rest.get(end + 1..).unwrap_or_default();
-        }
-        if name.eq_ignore_ascii_case(wanted) {
-            return Some(value);
-        }
-    }
 }
 
 #[cfg(test)]
@@ -186,6 +146,24 @@ mod tests {
         let a = body("first", "x");
         let b = body("second-boundary", "x");
         assert_eq!(parts(&a, b"first"), parts(&b, b"second-boundary"));
+    }
+
+    #[test]
+    fn content_type_compares_case_insensitively() {
+        let with = |content_type: &str| {
+            format!(
+                "--b\r\nContent-Disposition: form-data; name=\"n\"\r\n\
+                 {content_type}\r\nx\r\n--b--"
+            )
+            .into_bytes()
+        };
+        let none = with("");
+        let upper = with("Content-Type: TEXT/PLAIN\r\n");
+        let mixed = with("content-type:  Text/Plain ; CharSet=\"UTF-8\"\r\n");
+        let lower = with("Content-Type: text/plain; charset=utf-8\r\n");
+        assert_eq!(parts(&none, b"b"), parts(&upper, b"b"));
+        assert_eq!(parts(&mixed, b"b"), parts(&lower, b"b"));
+        assert_ne!(parts(&none, b"b"), parts(&lower, b"b"));
     }
 
     #[test]
