@@ -710,6 +710,32 @@ match = { path_prefix = "/" }
     ] {
         assert!(stderr.contains(expected), "{expected} not in:\n{stderr}");
     }
+    // A misspelt field of one alternative (toml stops at it, so alone).
+    std::fs::write(
+        &path,
+        r#"
+[upstreams.api]
+url = "http://127.0.0.1:3000"
+
+[[routes]]
+name = "all"
+upstream = "api"
+match = { path_prefix = "/" }
+key = [{ header = "A" }, { hedaer = "B" }]
+"#,
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_idemgate"))
+        .args(["check", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("bad.toml:9:28: routes[0].key[1].hedaer: unknown field `hedaer`"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]

@@ -3,7 +3,9 @@
 //! line, and name the field from the key path toml tracked or, for pure syntax
 //! errors, from the table header and key written on that line.
 
-use toml::de::Error as TomlError;
+use std::fmt::Write as _;
+
+use toml::de::{DeTable, DeValue, Error as TomlError};
 
 use super::context::Ctx;
 use crate::config::ConfigError;
@@ -26,7 +28,7 @@ pub fn toml_error(ctx: &Ctx<'_>, text: &str, error: &TomlError) -> ConfigError {
     } else if field.is_empty() {
         field = offset.map(|at| written_field(text, at)).unwrap_or_default();
     } else if let Some(at) = offset {
-        field = index_routes(text, at, &field);
+        field = index_lists(text, at, &index_routes(text, at, &field));
     }
     if let Some(unknown) = unknown {
         field = join(&field, unknown);
@@ -79,6 +81,53 @@ fn index_routes(text: &str, offset: usize, field: &str) -> String {
         Some(header) if header.starts_with("routes[") => format!("{header}{rest}"),
         _ => field.to_owned(),
     }
+}
+
+/// toml's path names no entry of an inline list either: `routes[0].key` for a
+/// fault in the second table of `key = [{ ... }, { ... }]`. Walk the parsed
+/// file along the path and name, at each list, the entry whose span holds
+/// the error (`routes[0].key[1]`). A path the walk cannot follow is kept.
+fn index_lists(text: &str, offset: usize, field: &str) -> String {
+    let Ok(root) = DeTable::parse(text) else {
+        return field.to_owned();
+    };
+    let mut table = Some(root.get_ref());
+    let mut out = String::with_capacity(field.len() + 4);
+    for segment in field.split('.') {
+        if !out.is_empty() {
+            out.push('.');
+        }
+        out.push_str(segment);
+        let (name, index) = match segment.strip_suffix(']').and_then(|s| s.split_once('[')) {
+            Some((name, index)) => (name, index.parse::<usize>().ok()),
+            None => (segment, None),
+        };
+        let Some(mut value) = table.take().and_then(|table| {
+            table
+                .iter()
+                .find(|(key, _)| key.get_ref() == name)
+                .map(|(_, value)| value)
+        }) else {
+            continue;
+        };
+        if let DeValue::Array(items) = value.get_ref() {
+            let entry = index.or_else(|| {
+                let at = items
+                    .iter()
+                    .position(|item| item.span().contains(&offset))?;
+                let _ = write!(out, "[{at}]");
+                Some(at)
+            });
+            match entry.and_then(|at| items.get(at)) {
+                Some(item) => value = item,
+                None => continue,
+            }
+        }
+        if let DeValue::Table(inner) = value.get_ref() {
+            table = Some(inner);
+        }
+    }
+    out
 }
 
 /// For a syntax error: `table.key` from the nearest header and the `key =` on the line.

@@ -376,6 +376,30 @@ fn unknown_field_names_field_and_line() {
     );
 }
 
+/// toml names no entry of a list; the message does (`key[1]`).
+#[test]
+fn a_fault_inside_a_list_names_its_entry() {
+    let text = MINIMAL.replace(
+        "match = { path_prefix = \"/\" }",
+        "match = { path_prefix = \"/\" }\nkey = [{ header = \"A\" }, { hedaer = \"B\" }]",
+    );
+    single(
+        &text,
+        "t.toml:9:28: routes[0].key[1].hedaer:",
+        "unknown field `hedaer`",
+    );
+    single(
+        &format!("[defaults]\nkey = [\n  {{ header = \"A\" }},\n  {{ header = 1 }},\n]\n{MINIMAL}"),
+        "t.toml:4:14: defaults.key[1].header:",
+        "expected a string",
+    );
+    single(
+        &format!("[defaults]\nrelease_statuses = [429, true]\n{MINIMAL}"),
+        "t.toml:2:26: defaults.release_statuses[1]:",
+        "invalid type: boolean",
+    );
+}
+
 #[test]
 fn wrong_type_names_field_and_line() {
     single(
