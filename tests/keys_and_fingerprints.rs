@@ -693,6 +693,7 @@ key_pattern = "ord_[0-9"
 name = "all"
 upstream = "api"
 match = { path_prefix = "/" }
+key_pattern = "a)|(b"
 "#,
     )
     .unwrap();
@@ -706,7 +707,10 @@ match = { path_prefix = "/" }
     for expected in [
         "bad.toml:6:58: defaults.key[1].derive[1]:",
         "bad.toml:6:83: defaults.key[1].namespace:",
-        "bad.toml:7:15: defaults.key_pattern:",
+        // One line, about the pattern as written.
+        "bad.toml:7:15: defaults.key_pattern: \"ord_[0-9\" is not a valid regex: unclosed character class\n",
+        // It would escape the anchors that make a pattern match whole keys.
+        "bad.toml:13:15: routes[0].key_pattern: \"a)|(b\" is not a valid regex: unopened group\n",
     ] {
         assert!(stderr.contains(expected), "{expected} not in:\n{stderr}");
     }

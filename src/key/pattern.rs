@@ -4,7 +4,7 @@ use regex::Regex;
 
 /// A `key_pattern` that is not a regex the `regex` crate compiles.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{text:?} is not a valid regex: {source}")]
+#[error("{text:?} is not a valid regex: {}", reason(source))]
 pub struct PatternError {
     pub text: String,
     #[source]
@@ -28,12 +28,16 @@ impl KeyPattern {
             "" => Ok(None),
             "uuid" => Ok(Some(KeyPattern::Uuid)),
             _ => {
+                let refused = |source| PatternError {
+                    text: text.to_owned(),
+                    source,
+                };
+                // Compiled alone first: a pattern that only compiles inside
+                // the anchoring group (`a)|(b`) would escape it and match part
+                // of a key, and errors then point into the text as written.
+                Regex::new(text).map_err(refused)?;
                 // Anchored outside a group, so `a|b` means the whole key is `a` or `b`.
-                let whole =
-                    Regex::new(&format!(r"\A(?:{text})\z")).map_err(|source| PatternError {
-                        text: text.to_owned(),
-                        source,
-                    })?;
+                let whole = Regex::new(&format!(r"\A(?:{text})\z")).map_err(refused)?;
                 Ok(Some(KeyPattern::Regex {
                     source: text.to_owned(),
                     whole,
@@ -65,6 +69,21 @@ impl PartialEq for KeyPattern {
 }
 
 impl Eq for KeyPattern {}
+
+/// The regex crate's reason in one line: a syntax error is printed over
+/// several (the pattern, a caret under the fault, then `error: why`), and a
+/// config error is one line.
+fn reason(error: &regex::Error) -> String {
+    match error {
+        regex::Error::Syntax(text) => text
+            .lines()
+            .rev()
+            .find_map(|line| line.strip_prefix("error: "))
+            .unwrap_or(text)
+            .to_owned(),
+        other => other.to_string(),
+    }
+}
 
 fn is_uuid(key: &[u8]) -> bool {
     key.len() == 36
@@ -111,11 +130,15 @@ mod tests {
             panic!("an unclosed group is no regex");
         };
         assert_eq!(error.text, "(unclosed");
-        assert!(
-            error
-                .to_string()
-                .starts_with("\"(unclosed\" is not a valid regex: "),
-            "{error}"
+        assert_eq!(
+            error.to_string(),
+            "\"(unclosed\" is not a valid regex: unclosed group"
         );
+    }
+
+    #[test]
+    fn a_pattern_cannot_escape_the_anchors() {
+        // Wrapped as `\A(?:a)|(b)\z` it would compile and match "xa".
+        assert!(KeyPattern::parse("a)|(b").is_err());
     }
 }
