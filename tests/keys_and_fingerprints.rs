@@ -623,6 +623,15 @@ async fn replay_values_and_replay_headers() {
     assert_eq!(replay.header("location"), fresh.header("location"));
     assert_eq!(replay.header("content-type"), Some("application/json"));
     assert_eq!(replay.header("x-execution"), None);
+    // Content-Encoding too: without it the replayed bytes cannot be read.
+    let key = json_key("val-2");
+    let encoded = "/v1/values?encoding=identity";
+    let fresh = post(&gateway, encoded, &refs(&key), "{}").await;
+    assert_eq!(fresh.header("content-encoding"), Some("identity"));
+    let replay = post(&gateway, encoded, &refs(&key), "{}").await;
+    assert_eq!(replay.header("idempotency-result"), Some("cached"));
+    assert_eq!(replay.header("content-encoding"), Some("identity"));
+    assert_eq!(replay.body, fresh.body);
 }
 
 #[tokio::test]

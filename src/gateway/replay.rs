@@ -52,7 +52,8 @@ pub fn fresh_from_stored(stored: &StoredResponse, policy: &RoutePolicy) -> Respo
 }
 
 /// Which answer headers are stored and replayed: `replay_headers` (when
-/// not empty: only those, and `Content-Type`), less `replay_exclude_headers`.
+/// not empty: only those, and `Content-Type` and `Content-Encoding`, without
+/// which the stored bytes cannot be read), less `replay_exclude_headers`.
 #[derive(Clone, Copy)]
 pub struct Kept<'a> {
     pub exclude: &'a [HeaderName],
@@ -67,7 +68,10 @@ impl Kept<'_> {
 
     pub fn keeps(&self, name: &HeaderName) -> bool {
         !self.exclude.contains(name)
-            && (self.only.is_empty() || *name == header::CONTENT_TYPE || self.only.contains(name))
+            && (self.only.is_empty()
+                || *name == header::CONTENT_TYPE
+                || *name == header::CONTENT_ENCODING
+                || self.only.contains(name))
     }
 }
 

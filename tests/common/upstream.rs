@@ -6,7 +6,8 @@
 //!   `?delay_ms=N` waits first; `?status=N` answers N; `?cookie=1` adds Set-Cookie;
 //!   `?pad=N` pads the body with N bytes; `?marker=V` adds `Idempotent-Replayed: V`
 //!   (an upstream that answers with a field of the gateway's marker's name);
-//!   `?claims=1` adds `Idempotency-Degraded: true` and `Idempotency-Replay: omitted`.
+//!   `?claims=1` adds `Idempotency-Degraded: true` and `Idempotency-Replay: omitted`;
+//!   `?encoding=V` adds `Content-Encoding: V`.
 //! - `/echo`: 200, JSON of method, path, query, headers, body sha-less length.
 //! - `/big?bytes=N`: streams N bytes in 64 KiB chunks.
 //! - `/sink`: reads the body as it streams and answers its length.
@@ -247,6 +248,7 @@ async fn handle(
     let cookie = query_param(&req, "cookie").is_some();
     let marker = query_param(&req, "marker");
     let claims = query_param(&req, "claims").is_some();
+    let encoding = query_param(&req, "encoding");
     let pad: usize = query_param(&req, "pad")
         .and_then(|p| p.parse().ok())
         .unwrap_or(0);
@@ -305,6 +307,9 @@ async fn handle(
     }
     if let Some(marker) = marker {
         builder = builder.header("idempotent-replayed", marker);
+    }
+    if let Some(encoding) = encoding {
+        builder = builder.header("content-encoding", encoding);
     }
     if claims {
         builder = builder
