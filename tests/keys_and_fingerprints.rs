@@ -703,6 +703,7 @@ name = "all"
 upstream = "api"
 match = { path_prefix = "/" }
 key_pattern = "a)|(b"
+expiry_header = "Link"
 "#,
     )
     .unwrap();
@@ -720,6 +721,8 @@ key_pattern = "a)|(b"
         "bad.toml:7:15: defaults.key_pattern: \"ord_[0-9\" is not a valid regex: unclosed character class\n",
         // It would escape the anchors that make a pattern match whole keys.
         "bad.toml:13:15: routes[0].key_pattern: \"a)|(b\" is not a valid regex: unopened group\n",
+        // The problems' Link (problem_base) would be replaced by the expiry.
+        "bad.toml:14:17: routes[0].expiry_header: \"Link\" is a field answers carry",
     ] {
         assert!(stderr.contains(expected), "{expected} not in:\n{stderr}");
     }

@@ -40,6 +40,8 @@ pub fn replay_header_name(text: &str, example: &str) -> Result<HeaderName, Strin
         // A derived key's answers carry it (docs/keys-and-fingerprints.md).
         "idempotency-key",
         "idempotency-replay",
+        // The gateway's own problems carry one when `problem_base` is set.
+        "link",
         "location",
         "retry-after",
     ];
