@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::admin::records;
-use crate::config::{self, Config};
+use crate::config::{self, StoreSettings};
 use crate::store;
 
 pub const EXIT_OK: i32 = 0;
@@ -79,7 +79,7 @@ pub fn check(path: &Path) -> i32 {
 /// relative `store.path` is read from the working directory, so a command
 /// run from another one would leave a stray empty store behind and say
 /// nothing of it. Their stderr names the file looked for.
-fn missing_store_file(config: &Config) -> Option<std::path::PathBuf> {
+fn missing_store_file(config: &StoreSettings) -> Option<std::path::PathBuf> {
     let crate::config::StoreConfig::Embedded(embedded) = &config.store else {
         return None;
     };
@@ -100,8 +100,9 @@ fn note_missing(file: &Path) {
     );
 }
 
-fn load(path: &Path) -> Result<Config, i32> {
-    config::load(path).map_err(|errors| {
+/// The store commands' read of the file (`config::load_store_settings`).
+fn load(path: &Path) -> Result<StoreSettings, i32> {
+    config::load_store_settings(path).map_err(|errors| {
         eprintln!("{errors}");
         EXIT_FAILURE
     })
@@ -171,7 +172,7 @@ pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
         Ok(config) => config,
         Err(code) => return code,
     };
-    if !config.routes.iter().any(|r| r.name == route) {
+    if !config.routes.iter().any(|name| name == route) {
         eprintln!(
             "idemgate keys: no route named {route:?} in {}",
             path.display()
@@ -261,7 +262,7 @@ pub async fn list_keys(args: &crate::cli::ListArgs) -> i32 {
 
 /// One page of `idemgate keys list` from the configured store.
 async fn page(
-    config: &Config,
+    config: &StoreSettings,
     args: &crate::cli::ListArgs,
     state: Option<crate::store::RecordState>,
     after: Option<crate::store::Cursor>,
