@@ -123,11 +123,12 @@ fn policy_json(policy: &Policy) -> Value {
             FingerprintBody::Include(pointers) => json!({ "include": pointers.as_written() }),
         },
         "canonical_form": canonical_form,
-        // As the file writes them: statuses and classes in one list.
-        "release_statuses": release_statuses
+        // One list, as the file writes it: classes first, then statuses, the
+        // order of a webhook route's default `["5xx", 429]`.
+        "release_statuses": release_classes
             .iter()
-            .map(|status| json!(status))
-            .chain(release_classes.iter().map(|class| json!(class.as_str())))
+            .map(|class| json!(class.as_str()))
+            .chain(release_statuses.iter().map(|status| json!(status)))
             .collect::<Vec<_>>(),
         "forward_key": forward_key,
         "replay_header": replay_header.as_written(),
@@ -253,7 +254,7 @@ mod tests {
             "canonical_json": true,
             "fingerprint_body": { "exclude": ["/sent_at"] },
             "canonical_form": true,
-            "release_statuses": [409, "5xx"],
+            "release_statuses": ["5xx", 409],
             "forward_key": false,
             "replay_header": "X-Was-Replayed",
             "replay_exclude_headers": ["set-cookie", "x-secret"],
