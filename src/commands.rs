@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::admin::records;
-use crate::config::{self, Config};
+use crate::config::{self, StoreSettings};
 use crate::store;
 
 pub const EXIT_OK: i32 = 0;
@@ -74,8 +74,35 @@ pub fn check(path: &Path) -> i32 {
     }
 }
 
-fn load(path: &Path) -> Result<Config, i32> {
-    config::load(path).map_err(|errors| {
+/// The embedded store's file when it does not exist. It holds no records
+/// then, and the one-shot commands answer so without creating it: a
+/// relative `store.path` is read from the working directory, so a command
+/// run from another one would leave a stray empty store behind and say
+/// nothing of it. Their stderr names the file looked for.
+fn missing_store_file(config: &StoreSettings) -> Option<std::path::PathBuf> {
+    let crate::config::StoreConfig::Embedded(embedded) = &config.store else {
+        return None;
+    };
+    if embedded.path.exists() {
+        return None;
+    }
+    Some(std::path::absolute(&embedded.path).unwrap_or_else(|_| embedded.path.clone()))
+}
+
+/// Why a store that does not exist may still be the right one to ask.
+const RELATIVE_PATH: &str = "a relative store.path is read from the working directory";
+
+/// The stderr line of `sweep` and `keys list`, which succeed on it.
+fn note_missing(file: &Path) {
+    eprintln!(
+        "note: the embedded store {} does not exist, so it holds no records ({RELATIVE_PATH})",
+        file.display()
+    );
+}
+
+/// The store commands' read of the file (`config::load_store_settings`).
+fn load(path: &Path) -> Result<StoreSettings, i32> {
+    config::load_store_settings(path).map_err(|errors| {
         eprintln!("{errors}");
         EXIT_FAILURE
     })
@@ -100,6 +127,10 @@ pub async fn sweep(path: &Path) -> i32 {
         Ok(config) => config,
         Err(code) => return code,
     };
+    if let Some(file) = missing_store_file(&config) {
+        note_missing(&file);
+        return say("0 expired records deleted\n").map_or_else(|code| code, |()| EXIT_OK);
+    }
     let store = match store::open(&config.store).await {
         Ok(store) => store,
         Err(err) => {
@@ -141,10 +172,18 @@ pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
         Ok(config) => config,
         Err(code) => return code,
     };
-    if !config.routes.iter().any(|r| r.name == route) {
+    if !config.routes.iter().any(|name| name == route) {
         eprintln!(
             "idemgate keys: no route named {route:?} in {}",
             path.display()
+        );
+        return EXIT_FAILURE;
+    }
+    if let Some(file) = missing_store_file(&config) {
+        eprintln!(
+            "no records for this key on route {route:?}: the embedded store {} does not exist \
+             ({RELATIVE_PATH})",
+            file.display()
         );
         return EXIT_FAILURE;
     }
@@ -184,7 +223,7 @@ pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
 /// `GET /admin/keys/{route}` answers it. A route the config no longer has
 /// may still hold records (renamed or removed), so any name is listed.
 pub async fn list_keys(args: &crate::cli::ListArgs) -> i32 {
-    use crate::store::{Cursor, ListQuery, RecordState};
+    use crate::store::{Cursor, RecordState};
     let after = match args.after.as_deref().map(Cursor::decode).transpose() {
         Ok(after) => after,
         Err(error) => {
@@ -199,20 +238,16 @@ pub async fn list_keys(args: &crate::cli::ListArgs) -> i32 {
         Ok(config) => config,
         Err(code) => return code,
     };
-    let store = match store::open(&config.store).await {
-        Ok(store) => store,
-        Err(err) => {
-            eprintln!("idemgate keys list: {err}");
-            return EXIT_FAILURE;
-        }
+    let page = if let Some(file) = missing_store_file(&config) {
+        note_missing(&file);
+        Ok(crate::store::Page {
+            records: Vec::new(),
+            next: None,
+        })
+    } else {
+        page(&config, args, state, after).await
     };
-    let query = ListQuery {
-        route: args.route.clone(),
-        state,
-        limit: args.limit,
-        after,
-    };
-    match store.list(&query).await {
+    match page {
         Ok(page) => {
             let text = serde_json::to_string_pretty(&crate::admin::listing::to_json(&page))
                 .unwrap_or_default();
@@ -223,4 +258,21 @@ pub async fn list_keys(args: &crate::cli::ListArgs) -> i32 {
             EXIT_FAILURE
         }
     }
+}
+
+/// One page of `idemgate keys list` from the configured store.
+async fn page(
+    config: &StoreSettings,
+    args: &crate::cli::ListArgs,
+    state: Option<crate::store::RecordState>,
+    after: Option<crate::store::Cursor>,
+) -> Result<crate::store::Page, store::StoreError> {
+    let store = store::open(&config.store).await?;
+    let query = crate::store::ListQuery {
+        route: args.route.clone(),
+        state,
+        limit: args.limit,
+        after,
+    };
+    store.list(&query).await
 }

@@ -89,6 +89,8 @@ pub enum GatewayError {
         allow: &'static str,
     },
     /// `/admin/*` while no admin token is configured (the log says why).
+    /// The admin plane's 404 `not-found`, as for a path that does not
+    /// exist; only its detail tells an operator why.
     AdminDisabled,
     /// A webhook route's signature check failed: nothing was forwarded or stored.
     InvalidSignature(crate::webhook::InvalidSignature),
@@ -166,7 +168,7 @@ impl GatewayError {
             Forbidden => "forbidden",
             NotFound => "not-found",
             MethodNotAllowed { .. } => "method-not-allowed",
-            AdminDisabled => "admin-disabled",
+            AdminDisabled => "not-found",
             InvalidSignature(_) => "invalid-signature",
             HomeRegionUnavailable { .. } => "home-region-unavailable",
             InvalidQuery(_) => "invalid-query",
@@ -195,7 +197,7 @@ impl GatewayError {
             Forbidden => "Forbidden",
             NotFound => "Not found",
             MethodNotAllowed { .. } => "Method not allowed",
-            AdminDisabled => "Admin API disabled",
+            AdminDisabled => "Not found",
             InvalidSignature(_) => "Invalid webhook signature",
             HomeRegionUnavailable { .. } => "Home region unavailable",
             InvalidQuery(_) => "Invalid query parameter",
@@ -461,7 +463,7 @@ mod tests {
                 405,
                 "method-not-allowed",
             ),
-            (GatewayError::AdminDisabled, 404, "admin-disabled"),
+            (GatewayError::AdminDisabled, 404, "not-found"),
             (
                 GatewayError::InvalidSignature(crate::webhook::InvalidSignature {
                     scheme: crate::config::WebhookScheme::Stripe,

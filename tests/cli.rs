@@ -236,6 +236,111 @@ fn keys_and_sweep_work_on_the_embedded_store() {
     assert!(text(&out.stderr).contains("nosuchroute"));
 }
 
+/// The one-shot commands run from another working directory than the
+/// gateway's find no file at a relative `store.path`: they say which file
+/// they looked for, answer as for an empty store, and create nothing.
+#[test]
+fn store_commands_create_no_embedded_store_and_name_the_file_they_looked_for() {
+    let dir = TestDir::new("cli-no-store");
+    let config = dir.path("idemgate.toml");
+    std::fs::write(
+        &config,
+        format!("[store]\npath = \"data/here.db\"\n{VALID}"),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let wanted = dir.path("data/here.db");
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_idemgate"))
+            .current_dir(&dir.0)
+            .args(args)
+            .env_remove("IDEMGATE_CONFIG")
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains(&format!("{} does not exist", wanted.display())),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        out
+    };
+    for action in ["show", "purge"] {
+        let out = run(&["keys", action, "-c", config, "charges", "k1"]);
+        assert_eq!(out.status.code(), Some(1), "{action}");
+        assert!(text(&out.stderr).starts_with("no records for this key"));
+    }
+    let out = run(&["sweep", "-c", config]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(text(&out.stdout), "0 expired records deleted\n");
+    let out = run(&["keys", "list", "-c", config, "charges"]);
+    assert_eq!(out.status.code(), Some(0));
+    let page: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(page, serde_json::json!({ "records": [], "next": null }));
+    assert!(!dir.path("data").exists(), "a store was created");
+}
+
+/// `check` (and `serve`) refuse a webhook secret or region token that is not
+/// set; the store commands use neither and run without them, as a
+/// migration job or an operator's shell is given only the store's settings.
+#[test]
+fn store_commands_need_no_webhook_secret_nor_region_token() {
+    let dir = TestDir::new("cli-store-secrets");
+    let config = dir.path("idemgate.toml");
+    let store = dir.path("store.db");
+    std::fs::write(
+        &config,
+        format!(
+            r#"[store]
+path = "{}"
+
+[region]
+name = "eu"
+token_env = "IDEMGATE_TEST_UNSET_REGION_TOKEN"
+[regions.eu]
+gateway = "http://127.0.0.1:1"
+[regions.us]
+gateway = "http://127.0.0.1:2"
+
+[upstreams.api]
+url = "http://127.0.0.1:3000"
+
+[[routes]]
+name = "hooks"
+upstream = "api"
+match = {{ path = "/hooks" }}
+webhook = {{ scheme = "stripe", secrets_env = ["IDEMGATE_TEST_UNSET_WHSEC"] }}
+"#,
+            store.display()
+        ),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let out = idemgate(&["check", "-c", config]);
+    assert_eq!(out.status.code(), Some(1));
+    let refused = text(&out.stderr);
+    assert!(refused.contains("IDEMGATE_TEST_UNSET_WHSEC"), "{refused}");
+    assert!(
+        refused.contains("IDEMGATE_TEST_UNSET_REGION_TOKEN"),
+        "{refused}"
+    );
+
+    let out = idemgate(&["migrate", "-c", config]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = idemgate(&["sweep", "-c", config]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "0 expired records deleted\n");
+    let out = idemgate(&["keys", "list", "-c", config, "hooks"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = idemgate(&["keys", "show", "-c", config, "hooks", "evt_1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("no records"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 /// A report piped to a reader that has gone away (`idemgate keys show … |
 /// head`) is cut short quietly, with the command's own exit code: it used
 /// to panic on the broken pipe, backtrace and all.

@@ -545,6 +545,48 @@ async fn every_method_is_verified_and_only_post_is_deduplicated() {
     }
 }
 
+/// `GET /admin/routes` shows each sender's route with the webhook
+/// defaults, in the contract's words: `release_statuses` is `["5xx", 429]`.
+#[tokio::test]
+async fn admin_routes_shows_the_webhook_defaults() {
+    let (_dir, _upstream, gateway) = start("webhook-admin-routes").await;
+    let auth = format!("Bearer {ADMIN_TOKEN}");
+    let reply = gateway
+        .admin_client()
+        .send("GET", "/admin/routes", &[("authorization", &auth)], "")
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let routes = reply.json();
+    let keys = [
+        ("standard", serde_json::json!({ "header": "webhook-id" })),
+        ("stripe", serde_json::json!({ "json_pointer": "/id" })),
+        (
+            "github",
+            serde_json::json!({ "header": "x-github-delivery" }),
+        ),
+        (
+            "shopify",
+            serde_json::json!({ "header": "x-shopify-webhook-id" }),
+        ),
+    ];
+    for (name, key) in keys {
+        let route = routes
+            .as_array()
+            .and_then(|routes| routes.iter().find(|route| route["name"] == name))
+            .unwrap_or_else(|| panic!("no route {name}: {routes}"));
+        assert_eq!(route["webhook"]["scheme"], name);
+        assert_eq!(route["methods"], serde_json::json!(["POST"]), "{name}");
+        assert_eq!(route["required"], true, "{name}");
+        assert_eq!(route["scope"], serde_json::json!([]), "{name}");
+        assert_eq!(
+            route["release_statuses"],
+            serde_json::json!(["5xx", 429]),
+            "{name}"
+        );
+        assert_eq!(route["key"], serde_json::json!([key]), "{name}");
+    }
+}
+
 fn idemgate_check(config: &Path, env: &[(&str, &str)]) -> (bool, String) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_idemgate"));
     command.args(["check", "-c"]).arg(config).env_clear();

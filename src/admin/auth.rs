@@ -3,7 +3,7 @@ use http::header;
 
 use crate::error::GatewayError;
 
-/// `/admin/*` without a configured token is disabled (404 `admin-disabled`);
+/// `/admin/*` without a configured token is disabled (404 `not-found`);
 /// with one, a missing bearer token is 401 and a wrong one 403.
 pub fn check(expected: Option<&str>, headers: &HeaderMap) -> Result<(), GatewayError> {
     let Some(expected) = expected.filter(|t| !t.is_empty()) else {

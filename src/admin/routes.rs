@@ -1,13 +1,13 @@
 //! `GET /admin/routes`: every route of the running config as operators tune
 //! it: its match, upstream, effective policy (the fields of the config file,
-//! defaults applied) and how old its records were when replayed since the
-//! process started.
+//! defaults applied, as members of the route's object beside its name) and
+//! how old its records were when replayed since the process started.
 
 use http::{HeaderName, Method};
 use serde_json::{Value, json};
 
 use crate::config::{
-    Config, FingerprintPart, InFlightMode, KeySource, Policy, RouteConfig, ScopePart,
+    Config, FingerprintPart, InFlightMode, KeySource, Policy, RouteConfig, RouteMatch, ScopePart,
     StoreErrorMode, WebhookConfig,
 };
 use crate::key::FingerprintBody;
@@ -24,19 +24,13 @@ pub fn to_json(config: &Config, ages: &ReplayAges) -> Value {
 }
 
 fn route_json(route: &RouteConfig, ages: &ReplayAges) -> Value {
-    let matcher = &route.matcher;
     let quantiles = ages.quantiles(&route.name);
-    json!({
+    let mut object = json!({
         "name": route.name,
-        "match": {
-            "path": matcher.path,
-            "path_prefix": matcher.path_prefix,
-            "methods": matcher.methods.as_deref().map(method_names),
-        },
+        "match": match_json(&route.matcher),
         "upstream": route.upstream,
         "idempotency": route.idempotency,
         "preserve_host": route.preserve_host,
-        "policy": policy_json(&route.policy),
         "webhook": route.webhook.as_ref().map(webhook_json),
         "replay_age": {
             "count": quantiles.count,
@@ -45,7 +39,29 @@ fn route_json(route: &RouteConfig, ages: &ReplayAges) -> Value {
             "p999": quantiles.p999,
             "max": quantiles.max,
         },
-    })
+    });
+    // The policy's fields sit beside the route's own: no name is shared.
+    if let (Value::Object(object), Value::Object(policy)) =
+        (&mut object, policy_json(&route.policy))
+    {
+        object.extend(policy);
+    }
+    object
+}
+
+/// As the file writes it: only the members it has.
+fn match_json(matcher: &RouteMatch) -> Value {
+    let mut object = serde_json::Map::new();
+    if let Some(path) = &matcher.path {
+        object.insert("path".into(), json!(path));
+    }
+    if let Some(prefix) = &matcher.path_prefix {
+        object.insert("path_prefix".into(), json!(prefix));
+    }
+    if let Some(methods) = &matcher.methods {
+        object.insert("methods".into(), json!(method_names(methods)));
+    }
+    Value::Object(object)
 }
 
 /// Durations in seconds (fractions kept), names as in the config file.
@@ -107,11 +123,12 @@ fn policy_json(policy: &Policy) -> Value {
             FingerprintBody::Include(pointers) => json!({ "include": pointers.as_written() }),
         },
         "canonical_form": canonical_form,
-        // As the file writes them: statuses and classes in one list.
-        "release_statuses": release_statuses
+        // One list, as the file writes it: classes first, then statuses, the
+        // order of a webhook route's default `["5xx", 429]`.
+        "release_statuses": release_classes
             .iter()
-            .map(|status| json!(status))
-            .chain(release_classes.iter().map(|class| json!(class.as_str())))
+            .map(|class| json!(class.as_str()))
+            .chain(release_statuses.iter().map(|status| json!(status)))
             .collect::<Vec<_>>(),
         "forward_key": forward_key,
         "replay_header": replay_header.as_written(),
@@ -182,17 +199,40 @@ mod tests {
         routes
     }
 
+    /// Every policy field is a member of the route's object, and nothing
+    /// else is there but the route's own members.
+    fn assert_policy(route: &Value, policy: &Value) {
+        let (Value::Object(route), Value::Object(policy)) = (route, policy) else {
+            panic!("not objects")
+        };
+        for (name, value) in policy {
+            assert_eq!(route.get(name), Some(value), "{name}");
+        }
+        let own = [
+            "name",
+            "match",
+            "upstream",
+            "idempotency",
+            "preserve_host",
+            "webhook",
+            "replay_age",
+        ];
+        for name in route.keys() {
+            assert!(
+                policy.contains_key(name) || own.contains(&name.as_str()),
+                "{name}"
+            );
+        }
+    }
+
     #[test]
     fn every_policy_field_as_the_file_names_it() {
         let routes = routes(CONFIG);
         assert_eq!(
             routes[0]["match"],
-            json!({ "path": null, "path_prefix": "/v1/orders", "methods": ["POST", "PURGE"] })
+            json!({ "path_prefix": "/v1/orders", "methods": ["POST", "PURGE"] })
         );
-        assert_eq!(
-            routes[1]["match"],
-            json!({ "path": "/health", "path_prefix": null, "methods": null })
-        );
+        assert_eq!(routes[1]["match"], json!({ "path": "/health" }));
         assert_eq!(routes[1]["idempotency"], false);
         let policy = json!({
             "methods": ["POST", "PUT", "PURGE"],
@@ -214,7 +254,7 @@ mod tests {
             "canonical_json": true,
             "fingerprint_body": { "exclude": ["/sent_at"] },
             "canonical_form": true,
-            "release_statuses": [409, "5xx"],
+            "release_statuses": ["5xx", 409],
             "forward_key": false,
             "replay_header": "X-Was-Replayed",
             "replay_exclude_headers": ["set-cookie", "x-secret"],
@@ -224,9 +264,9 @@ mod tests {
             "on_store_error": "pass",
             "max_in_flight": 8,
         });
-        assert_eq!(routes[0]["policy"], policy);
+        assert_policy(&routes[0], &policy);
         // A pass-through route still shows the policy it would have.
-        assert_eq!(routes[1]["policy"], policy);
+        assert_policy(&routes[1], &policy);
     }
 
     #[test]
@@ -258,7 +298,7 @@ mod tests {
             "on_store_error": "reject",
             "max_in_flight": 0,
         });
-        assert_eq!(routes[0]["policy"], policy);
-        assert_eq!(routes[0]["match"]["methods"], Value::Null);
+        assert_policy(&routes[0], &policy);
+        assert_eq!(routes[0]["match"], json!({ "path_prefix": "/" }));
     }
 }

@@ -28,7 +28,33 @@ use std::path::Path;
 /// Reads and validates the file at `path`, resolving `*_env` secrets from the
 /// process environment.
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
-    let text = std::fs::read_to_string(path).map_err(|err| {
+    let text = read(path)?;
+    parse(&text, path, &|name| std::env::var(name).ok())
+}
+
+/// What the one-shot store commands (`migrate`, `sweep`, `keys`) read of a
+/// config file: the store and the routes' names. The file is validated
+/// whole, but the data plane's secrets (webhook signing secrets, the region
+/// token) are not read: a migration job or an operator's shell need not
+/// hold them. No [`Config`] leaves here, so nothing serves without them.
+#[derive(Debug)]
+pub struct StoreSettings {
+    pub store: StoreConfig,
+    pub routes: Vec<String>,
+}
+
+pub fn load_store_settings(path: &Path) -> Result<StoreSettings, ConfigErrors> {
+    let text = read(path)?;
+    let env = |name: &str| std::env::var(name).ok();
+    let config = validate::parse(&text, path, &env, validate::Secrets::Skip)?;
+    Ok(StoreSettings {
+        store: config.store,
+        routes: config.routes.into_iter().map(|route| route.name).collect(),
+    })
+}
+
+fn read(path: &Path) -> Result<String, ConfigErrors> {
+    std::fs::read_to_string(path).map_err(|err| {
         ConfigErrors::single(ConfigError {
             file: path.to_path_buf(),
             line: None,
@@ -36,8 +62,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
             field: String::new(),
             message: format!("cannot read the file: {err}"),
         })
-    })?;
-    parse(&text, path, &|name| std::env::var(name).ok())
+    })
 }
 
 /// Validates `text` as if read from `source`, resolving `*_env` secrets with `env`.
@@ -46,7 +71,7 @@ pub fn parse(
     source: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigErrors> {
-    validate::parse(text, source, env)
+    validate::parse(text, source, env, validate::Secrets::Read)
 }
 
 /// The human-readable summary `idemgate check` prints: one block per route with

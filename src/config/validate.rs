@@ -23,10 +23,16 @@ use std::path::Path;
 
 use super::file::{FileConfig, PolicyFile};
 use super::{Config, ConfigErrors, RouteConfig};
+pub use context::Secrets;
 use context::{Ctx, Env};
 
-pub fn parse(text: &str, source: &Path, env: Env<'_>) -> Result<Config, ConfigErrors> {
-    let mut ctx = Ctx::new(source, text, env);
+pub fn parse(
+    text: &str,
+    source: &Path,
+    env: Env<'_>,
+    secrets: Secrets,
+) -> Result<Config, ConfigErrors> {
+    let mut ctx = Ctx::new(source, text, env, secrets);
     let file: FileConfig = toml::from_str(text)
         .map_err(|err| ConfigErrors::single(syntax::toml_error(&ctx, text, &err)))?;
 

@@ -1,5 +1,5 @@
 //! Why `/admin/*` is off. Said in the log when `serve` starts and after
-//! each reload, so an operator who gets 404 `admin-disabled` finds the cause
+//! each reload, so an operator who gets 404 `not-found` finds the cause
 //! without reading the code; the caller's answer does not name the variable.
 
 use std::fmt;
@@ -37,7 +37,7 @@ pub fn why(config: &AdminConfig) -> Option<Disabled> {
 /// One log line when `/admin/*` is disabled; nothing when it is served.
 pub fn log(config: &AdminConfig) {
     if let Some(why) = why(config) {
-        tracing::warn!("/admin/* is disabled (it answers 404 admin-disabled): {why}");
+        tracing::warn!("/admin/* is disabled (it answers 404 not-found): {why}");
     }
 }
 

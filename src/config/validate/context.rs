@@ -10,10 +10,20 @@ use crate::config::{ConfigError, Places};
 
 pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
+/// Whether the data plane's secrets (webhook signing secrets, the region
+/// token) are read from the environment. The one-shot store commands use
+/// none of them, and run where they are not given (a migration job).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Secrets {
+    Read,
+    Skip,
+}
+
 pub struct Ctx<'a> {
     source: &'a Path,
     text: &'a str,
     pub env: Env<'a>,
+    pub secrets: Secrets,
     pub errors: Vec<ConfigError>,
     pub warnings: Vec<String>,
     /// Where the settings naming files and URLs are written.
@@ -21,11 +31,12 @@ pub struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
-    pub fn new(source: &'a Path, text: &'a str, env: Env<'a>) -> Self {
+    pub fn new(source: &'a Path, text: &'a str, env: Env<'a>, secrets: Secrets) -> Self {
         Self {
             source,
             text,
             env,
+            secrets,
             errors: Vec::new(),
             warnings: Vec::new(),
             places: Places::default(),

@@ -6,7 +6,7 @@
 use base64::Engine as _;
 use toml::Spanned;
 
-use super::context::Ctx;
+use super::context::{Ctx, Secrets};
 use super::server::{env_name, positive_duration};
 use crate::config::file::{SecretsEnvFile, WebhookFile};
 use crate::config::{
@@ -144,6 +144,12 @@ fn secrets(
         let resolved = env_name(&name).and_then(|name| {
             if secrets.iter().any(|s| s.env == name) {
                 return Err(format!("{name} is listed twice"));
+            }
+            if ctx.secrets == Secrets::Skip {
+                return Ok(WebhookSecret {
+                    env: name,
+                    key: Vec::new(),
+                });
             }
             let value = (ctx.env)(&name)
                 .map(|v| v.trim().to_owned())
