@@ -914,6 +914,24 @@ fn check_refuses_a_redis_ca_it_cannot_read() {
     );
     assert!(!text(&out.stdout).contains(": ok"), "{stderr}");
 
+    // An empty or non-PEM file is a CA that trusts nothing: Redis would be
+    // down for good.
+    for (name, body) in [("empty-ca.pem", ""), ("text-ca.pem", "not a certificate\n")] {
+        let ca = dir.path(name);
+        std::fs::write(&ca, body).unwrap();
+        std::fs::write(&path, redis(&ca)).unwrap();
+        let out = idemgate(&["check", "-c", config]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "{config}:6:6: store.redis.ca: no certificate in {}",
+                ca.display()
+            )),
+            "{stderr}"
+        );
+    }
+
     let ca = common::certs::Pki::new("redis CA").write_ca(&dir, "redis-ca.pem");
     std::fs::write(&path, redis(&ca)).unwrap();
     let out = idemgate(&["check", "-c", config]);
@@ -1003,6 +1021,8 @@ fn serve_refuses_unusable_tls_files_and_store_settings_before_opening_the_store(
     let postgres =
         "[store]\nbackend = \"postgres\"\nurl = \"postgres://app:hunter2@127.0.0.1:1/orders";
     let missing = dir.path("missing.pem");
+    let empty = dir.path("empty.pem");
+    std::fs::write(&empty, "").unwrap();
     for (file, expected) in [
         (
             format!(
@@ -1026,6 +1046,16 @@ fn serve_refuses_unusable_tls_files_and_store_settings_before_opening_the_store(
             format!(
                 "{config}:9:6: store.redis.ca: cannot read {}",
                 missing.display()
+            ),
+        ),
+        (
+            format!(
+                "{server}{postgres}\"\n[store.redis]\nurl = \"rediss://127.0.0.1:1\"\nca = \"{}\"\n{VALID}",
+                empty.display()
+            ),
+            format!(
+                "{config}:9:6: store.redis.ca: no certificate in {}",
+                empty.display()
             ),
         ),
     ] {

@@ -35,6 +35,9 @@ pub enum RedisCause {
         #[source]
         source: Arc<std::io::Error>,
     },
+    /// `store.redis.ca` holds no PEM certificate (empty, or not PEM).
+    #[error("no certificate in {}", path.display())]
+    CaHoldsNoCertificate { path: PathBuf },
     /// `store.redis.ca` was read but the client refuses it.
     #[error("{} cannot be used as a CA ({kind:?})", path.display())]
     CaRefused { path: PathBuf, kind: ErrorKind },

@@ -6,6 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use redis::{Client, TlsCertificates};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 
 use super::cause::RedisCause;
 use crate::store::setting::{Setting, SettingError};
@@ -26,6 +28,14 @@ pub fn client(url: &str, ca: Option<&Path>) -> Result<Client, SettingError> {
             source: Arc::new(e),
         })
     })?;
+    // The client takes a file without a certificate (empty, or not PEM) as
+    // a CA that trusts nothing: Redis would be down for good, and silently
+    // so. A malformed one the client refuses below.
+    if CertificateDer::pem_slice_iter(&pem).next().is_none() {
+        return Err(refused(RedisCause::CaHoldsNoCertificate {
+            path: ca.to_owned(),
+        }));
+    }
     let certificates = TlsCertificates {
         client_tls: None,
         root_cert: Some(pem),
