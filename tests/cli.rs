@@ -1050,6 +1050,17 @@ fn serve_refuses_unusable_tls_files_and_store_settings_before_opening_the_store(
         ),
         (
             format!(
+                "{server}{postgres}\"\n{VALID}[upstreams.billing]\nurl = \"https://127.0.0.1:1\"\n\
+                 [upstreams.billing.tls]\nca = \"{}\"\n",
+                empty.display()
+            ),
+            format!(
+                "{config}:17:6: upstreams.billing.tls.ca: no certificate in {}",
+                empty.display()
+            ),
+        ),
+        (
+            format!(
                 "{server}{postgres}\"\n[store.redis]\nurl = \"rediss://127.0.0.1:1\"\nca = \"{}\"\n{VALID}",
                 empty.display()
             ),
