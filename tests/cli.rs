@@ -886,10 +886,11 @@ fn check_refuses_admin_certificates_it_cannot_read() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
 
-/// `[store.redis] ca` is read as opening the store reads it: a file `serve`
-/// cannot read fails `check` at the field; a readable CA passes.
+/// `[store.redis]` is read as opening the store reads it: a CA file `serve`
+/// cannot use, or a URL asking for TLS without verification, fails `check`
+/// at the field; a readable CA passes.
 #[test]
-fn check_refuses_a_redis_ca_it_cannot_read() {
+fn check_refuses_redis_tls_settings_serve_cannot_use() {
     let dir = TestDir::new("cli-check-redis-ca");
     let path = dir.path("redis.toml");
     let config = path.to_str().unwrap();
@@ -936,6 +937,17 @@ fn check_refuses_a_redis_ca_it_cannot_read() {
     std::fs::write(&path, redis(&ca)).unwrap();
     let out = idemgate(&["check", "-c", config]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    // `#insecure` (no verification) is a connection the client refuses at
+    // every try: Redis would be down for good.
+    std::fs::write(&path, redis(&ca).replace("/7\"", "/7#insecure\"")).unwrap();
+    let out = idemgate(&["check", "-c", config]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{config}:5:7: store.redis.url: #insecure")),
+        "{stderr}"
+    );
 }
 
 /// The Postgres URL's TLS parameters are read as opening the store reads

@@ -28,6 +28,12 @@ pub enum RedisCause {
     /// `store.redis.url` is not one the client accepts.
     #[error("invalid URL ({0:?})")]
     InvalidUrl(ErrorKind),
+    /// `store.redis.url` ends in `#insecure`: TLS without verification.
+    #[error(
+        "#insecure (TLS without verifying the server) is not supported: \
+         give the server's CA as store.redis.ca instead"
+    )]
+    Unverified,
     /// `store.redis.ca` cannot be read.
     #[error("cannot read {}: {source}", path.display())]
     CaUnreadable {

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use redis::{Client, TlsCertificates};
+use redis::{Client, ConnectionAddr, TlsCertificates};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
@@ -18,6 +18,15 @@ pub fn client(url: &str, ca: Option<&Path>) -> Result<Client, SettingError> {
     // The URL may carry a password: errors keep the problem's kind only.
     let client = Client::open(url)
         .map_err(|e| SettingError::new(Setting::RedisUrl, RedisCause::InvalidUrl(e.kind())))?;
+    // `#insecure` asks for a session whose certificate is not verified. The
+    // client is built without that, so it would refuse every connection and
+    // Redis would be down for good; idemgate never uses one anyway.
+    if matches!(
+        client.get_connection_info().addr(),
+        ConnectionAddr::TcpTls { insecure: true, .. }
+    ) {
+        return Err(SettingError::new(Setting::RedisUrl, RedisCause::Unverified));
+    }
     let Some(ca) = ca else {
         return Ok(client);
     };
