@@ -5,16 +5,15 @@
 //! is located in the file as validation locates its own
 //! (`FILE:LINE:COL: field: message`), never quoting a URL.
 //!
-//! `check` reads all of it; `serve` reads the listeners' and the store's
-//! before it opens the store (the upstreams' and regions' are read as the
-//! routes are built, naming their field), and a reload the listeners' it
-//! renews.
+//! `check`, `serve` (before it opens the store) and a reload read all of
+//! it alike: what one refuses, the others refuse in the same words, so a
+//! reloaded file is one the next start accepts.
 
 use crate::config::{Config, ConfigError};
 use crate::tls::TlsError;
 
-/// Everything `check` reads: a file it calls ok must not then fail to start
-/// on a missing or unreadable file, or on a store URL opening refuses.
+/// Everything a config names outside the file: a file `check` calls ok
+/// must not then fail to start, nor a reload take what a restart refuses.
 pub fn unusable(config: &Config) -> Vec<ConfigError> {
     let mut errors = listener_errors(config);
     for upstream in config.upstreams.values() {
@@ -25,14 +24,6 @@ pub fn unusable(config: &Config) -> Vec<ConfigError> {
     for error in crate::region::tls_errors(config) {
         errors.push(tls_error(config, &error));
     }
-    errors.extend(store_errors(config));
-    in_file_order(errors)
-}
-
-/// What `serve` reads before it opens the store: the listeners'
-/// certificates and the store's settings.
-pub fn before_start(config: &Config) -> Vec<ConfigError> {
-    let mut errors = listener_errors(config);
     errors.extend(store_errors(config));
     in_file_order(errors)
 }

@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use common::admin::TOKEN_ENV;
-use common::config::{Config, Route, Upstream, raw};
+use common::config::{Config, Route, Store, Upstream, raw};
 use common::{GatewayProcess, MockUpstream, TestDir};
 
 /// Everything but `[admin]`.
@@ -415,6 +415,51 @@ async fn reload_applies_new_routes_and_retention_and_refuses_bad_files() {
         metrics.contains("idemgate_config_reloads_total{result=\"ok\"} 6"),
         "{metrics}"
     );
+    assert!(
+        metrics.contains("idemgate_config_reloads_total{result=\"rejected\"} 2"),
+        "{metrics}"
+    );
+}
+
+/// A reload refuses what `check`, and so the next start, refuses, located
+/// as `check` locates it: a store setting that only a restart applies, and
+/// an upstream's CA file. Counted as rejected; the running config stays.
+#[tokio::test]
+async fn a_reload_refuses_what_a_restart_would_refuse_at_its_line() {
+    let (dir, _upstream, gateway) = setup("reload-unusable").await;
+    let admin = gateway.admin_client();
+    let (name, value) = bearer();
+    let auth = [(name, value.as_str())];
+    let file = gateway.config_path().display().to_string();
+    let missing = dir.path("missing-ca.pem");
+    let store = config().store(Store::postgres(
+        "postgres://app:hunter2@127.0.0.1:1/orders?sslmode=verify-ca",
+    ));
+    let upstream_ca = config().upstream(
+        Upstream::new("billing", "https://127.0.0.1:1").tls("ca", missing.to_str().unwrap()),
+    );
+    for (broken, field) in [
+        (store, "store.url"),
+        (upstream_ca, "upstreams.billing.tls.ca"),
+    ] {
+        gateway.write_config(&broken);
+        let reply = admin.send("POST", "/admin/reload", &auth, "").await;
+        assert_eq!(reply.status, 400, "{field}: {}", reply.text());
+        assert!(!reply.text().contains("hunter2"), "{}", reply.text());
+        let error = reply.json()["errors"][0].as_str().unwrap().to_owned();
+        // `FILE:LINE:COL: field: ...`
+        let at = error
+            .strip_prefix(&format!("{file}:"))
+            .and_then(|rest| rest.split_once(&format!(": {field}: ")))
+            .map(|(line_column, _)| line_column.to_owned());
+        assert!(
+            at.is_some_and(|at| at.split(':').all(|n| n.parse::<usize>().is_ok())),
+            "{error}"
+        );
+    }
+    let reply = gateway.client().post("/v1/charges", Some("k"), "{}").await;
+    assert_eq!(reply.status, 201);
+    let metrics = admin.get("/metrics").await.text();
     assert!(
         metrics.contains("idemgate_config_reloads_total{result=\"rejected\"} 2"),
         "{metrics}"

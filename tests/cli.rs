@@ -991,10 +991,11 @@ fn check_refuses_admin_certificates_it_cannot_read() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
 
-/// `[store.redis] ca` is read as opening the store reads it: a file `serve`
-/// cannot read fails `check` at the field; a readable CA passes.
+/// `[store.redis]` is read as opening the store reads it: a CA file `serve`
+/// cannot use, or a URL asking for TLS without verification, fails `check`
+/// at the field; a readable CA passes.
 #[test]
-fn check_refuses_a_redis_ca_it_cannot_read() {
+fn check_refuses_redis_tls_settings_serve_cannot_use() {
     let dir = TestDir::new("cli-check-redis-ca");
     let path = dir.path("redis.toml");
     let config = path.to_str().unwrap();
@@ -1019,10 +1020,39 @@ fn check_refuses_a_redis_ca_it_cannot_read() {
     );
     assert!(!text(&out.stdout).contains(": ok"), "{stderr}");
 
+    // An empty or non-PEM file is a CA that trusts nothing: Redis would be
+    // down for good.
+    for (name, body) in [("empty-ca.pem", ""), ("text-ca.pem", "not a certificate\n")] {
+        let ca = dir.path(name);
+        std::fs::write(&ca, body).unwrap();
+        std::fs::write(&path, redis(&ca)).unwrap();
+        let out = idemgate(&["check", "-c", config]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "{config}:6:6: store.redis.ca: no certificate in {}",
+                ca.display()
+            )),
+            "{stderr}"
+        );
+    }
+
     let ca = common::certs::Pki::new("redis CA").write_ca(&dir, "redis-ca.pem");
     std::fs::write(&path, redis(&ca)).unwrap();
     let out = idemgate(&["check", "-c", config]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    // `#insecure` (no verification) is a connection the client refuses at
+    // every try: Redis would be down for good.
+    std::fs::write(&path, redis(&ca).replace("/7\"", "/7#insecure\"")).unwrap();
+    let out = idemgate(&["check", "-c", config]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{config}:5:7: store.redis.url: #insecure")),
+        "{stderr}"
+    );
 }
 
 /// The Postgres URL's TLS parameters are read as opening the store reads
@@ -1108,6 +1138,8 @@ fn serve_refuses_unusable_tls_files_and_store_settings_before_opening_the_store(
     let postgres =
         "[store]\nbackend = \"postgres\"\nurl = \"postgres://app:hunter2@127.0.0.1:1/orders";
     let missing = dir.path("missing.pem");
+    let empty = dir.path("empty.pem");
+    std::fs::write(&empty, "").unwrap();
     for (file, expected) in [
         (
             format!(
@@ -1131,6 +1163,27 @@ fn serve_refuses_unusable_tls_files_and_store_settings_before_opening_the_store(
             format!(
                 "{config}:9:6: store.redis.ca: cannot read {}",
                 missing.display()
+            ),
+        ),
+        (
+            format!(
+                "{server}{postgres}\"\n{VALID}[upstreams.billing]\nurl = \"https://127.0.0.1:1\"\n\
+                 [upstreams.billing.tls]\nca = \"{}\"\n",
+                empty.display()
+            ),
+            format!(
+                "{config}:17:6: upstreams.billing.tls.ca: no certificate in {}",
+                empty.display()
+            ),
+        ),
+        (
+            format!(
+                "{server}{postgres}\"\n[store.redis]\nurl = \"rediss://127.0.0.1:1\"\nca = \"{}\"\n{VALID}",
+                empty.display()
+            ),
+            format!(
+                "{config}:9:6: store.redis.ca: no certificate in {}",
+                empty.display()
             ),
         ),
     ] {

@@ -279,6 +279,9 @@ async fn redis_over_tls_carries_the_fast_path_and_refuses_an_untrusted_server() 
         } else {
             assert_eq!(hits, 0, "an unverified Redis was used");
             assert!(errors >= 1, "{metrics}");
+            // Said as it is, not as a Redis too slow to answer.
+            let log = gateway.log_text();
+            assert!(log.contains("invalid peer certificate"), "{log}");
         }
     }
 }

@@ -33,7 +33,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
     let metrics = Metrics::new(registry).map_err(StartError::Metrics)?;
     // Before the store is opened (and migrated): what cannot be used is
     // said as `check` says it, all at once.
-    let unusable = crate::preflight::before_start(&config);
+    let unusable = crate::preflight::unusable(&config);
     if !unusable.is_empty() {
         return Err(StartError::Unusable(ConfigErrors(unusable)));
     }

@@ -13,9 +13,10 @@ pub enum StartError {
     /// The file is invalid.
     #[error("{0}")]
     Config(#[from] ConfigErrors),
-    /// A file the config names (a listener's certificate, key or client
-    /// CA) or a store setting (its URLs, their TLS parameters and CA files)
-    /// cannot be used; located in the file, on one line.
+    /// A file the config names (a listener's, an upstream's or a region's
+    /// certificate, key or CA) or a store setting (its URLs, their TLS
+    /// parameters and CA files) cannot be used; located in the file, on one
+    /// line.
     #[error("{}", .0.one_line())]
     Unusable(ConfigErrors),
     /// The metrics registry refused a series.

@@ -122,6 +122,15 @@ impl Reloader {
                 .iter()
                 .map(|warning| self.in_file(warning)),
         );
+        // What `check` (and so the next start) refuses is refused here, in
+        // its words: the store's settings too, though only a restart
+        // applies them.
+        let unusable = crate::preflight::unusable(&new);
+        if !unusable.is_empty() {
+            return ReloadOutcome::Rejected {
+                errors: unusable.iter().map(ToString::to_string).collect(),
+            };
+        }
         // Build everything before swapping anything: a refusal changes nothing.
         // A file that cannot be used is said as `check` says it, located.
         let unusable = |error| ReloadOutcome::Rejected {

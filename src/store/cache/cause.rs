@@ -28,6 +28,12 @@ pub enum RedisCause {
     /// `store.redis.url` is not one the client accepts.
     #[error("invalid URL ({0:?})")]
     InvalidUrl(ErrorKind),
+    /// `store.redis.url` ends in `#insecure`: TLS without verification.
+    #[error(
+        "#insecure (TLS without verifying the server) is not supported: \
+         give the server's CA as store.redis.ca instead"
+    )]
+    Unverified,
     /// `store.redis.ca` cannot be read.
     #[error("cannot read {}: {source}", path.display())]
     CaUnreadable {
@@ -35,6 +41,9 @@ pub enum RedisCause {
         #[source]
         source: Arc<std::io::Error>,
     },
+    /// `store.redis.ca` holds no PEM certificate (empty, or not PEM).
+    #[error("no certificate in {}", path.display())]
+    CaHoldsNoCertificate { path: PathBuf },
     /// `store.redis.ca` was read but the client refuses it.
     #[error("{} cannot be used as a CA ({kind:?})", path.display())]
     CaRefused { path: PathBuf, kind: ErrorKind },

@@ -18,6 +18,10 @@ use crate::store::StoreError;
 
 const TIMEOUT: Duration = Duration::from_millis(200);
 const PAUSE: Duration = Duration::from_secs(1);
+/// Before the connection manager's one retry of a failed connect: short, so
+/// that both tries fit in `TIMEOUT` and the failure is said as it is (a
+/// refused connection, a certificate not trusted), not as a timeout.
+const RETRY_DELAY: Duration = Duration::from_millis(10);
 
 /// What a GET found under a key.
 pub enum Got {
@@ -53,6 +57,7 @@ impl Redis {
             .set_connection_timeout(Some(TIMEOUT))
             .set_response_timeout(Some(TIMEOUT))
             .set_number_of_retries(1)
+            .set_min_delay(RETRY_DELAY)
             .set_max_delay(PAUSE);
         let manager = ConnectionManager::new_lazy_with_config(client, config)
             .map_err(|e| RedisCause::Client(e.kind()))?;

@@ -5,7 +5,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use redis::{Client, TlsCertificates};
+use redis::{Client, ConnectionAddr, TlsCertificates};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 
 use super::cause::RedisCause;
 use crate::store::setting::{Setting, SettingError};
@@ -16,6 +18,15 @@ pub fn client(url: &str, ca: Option<&Path>) -> Result<Client, SettingError> {
     // The URL may carry a password: errors keep the problem's kind only.
     let client = Client::open(url)
         .map_err(|e| SettingError::new(Setting::RedisUrl, RedisCause::InvalidUrl(e.kind())))?;
+    // `#insecure` asks for a session whose certificate is not verified. The
+    // client is built without that, so it would refuse every connection and
+    // Redis would be down for good; idemgate never uses one anyway.
+    if matches!(
+        client.get_connection_info().addr(),
+        ConnectionAddr::TcpTls { insecure: true, .. }
+    ) {
+        return Err(SettingError::new(Setting::RedisUrl, RedisCause::Unverified));
+    }
     let Some(ca) = ca else {
         return Ok(client);
     };
@@ -26,6 +37,14 @@ pub fn client(url: &str, ca: Option<&Path>) -> Result<Client, SettingError> {
             source: Arc::new(e),
         })
     })?;
+    // The client takes a file without a certificate (empty, or not PEM) as
+    // a CA that trusts nothing: Redis would be down for good, and silently
+    // so. A malformed one the client refuses below.
+    if CertificateDer::pem_slice_iter(&pem).next().is_none() {
+        return Err(refused(RedisCause::CaHoldsNoCertificate {
+            path: ca.to_owned(),
+        }));
+    }
     let certificates = TlsCertificates {
         client_tls: None,
         root_cert: Some(pem),
