@@ -215,6 +215,16 @@ pub fn fingerprint_body(
             let message = message.to_string();
             ctx.error(Some(item.span()), format!("{field}.{name}[{i}]"), message);
             ok = false;
+        } else if name == "exclude" && item.get_ref().is_empty() {
+            // "" is the whole document: without it every JSON body would
+            // match every other, and a changed request would be replayed.
+            ctx.error(
+                Some(item.span()),
+                format!("{field}.{name}[{i}]"),
+                "\"\" is the whole body: excluding it makes every JSON body match; \
+                 leave \"body\" out of fingerprint instead",
+            );
+            ok = false;
         } else {
             pointers.push(item.get_ref().clone());
         }
@@ -447,6 +457,11 @@ canonical_form = true"#,
             r#"fingerprint_body = { include = ["/a"], exclude = ["/b"] }"#,
             "t.toml:2:20: defaults.fingerprint_body:",
             "not both",
+        );
+        single(
+            r#"fingerprint_body = { exclude = ["/a", ""] }"#,
+            "t.toml:2:39: defaults.fingerprint_body.exclude[1]:",
+            "whole body",
         );
         single(
             r#"fingerprint_body = { include = [] }"#,

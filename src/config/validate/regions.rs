@@ -114,7 +114,9 @@ fn token(ctx: &mut Ctx<'_>, region: &Spanned<RegionFile>) -> (String, String) {
         ctx.error(
             Some(token_env.span()),
             "region.token_env",
-            format!("the value of {variable} cannot be sent in a header (visible ASCII only)"),
+            format!(
+                "the value of {variable} cannot be sent in a header: it holds a control character"
+            ),
         );
     }
     (variable, token)
