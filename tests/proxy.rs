@@ -78,6 +78,22 @@ async fn drops_hop_by_hop_headers_and_sets_forwarded_headers() {
     assert_eq!(headers["host"], "shop.example");
 }
 
+/// `Connection` may name any field, `Host` too; removing it must not change
+/// which host the upstream is sent (it got the upstream's own, while
+/// `X-Forwarded-Host` named the client's).
+#[tokio::test]
+async fn a_host_named_in_connection_is_still_the_host_sent_on() {
+    let (_dir, _upstream, gateway) = setup("hop-host").await;
+    let head =
+        "GET /echo HTTP/1.1\r\nHost: shop.example\r\nConnection: host, x-hop\r\nX-Hop: 1\r\n\r\n";
+    let reply = common::raw::exchange(gateway.addr, head.as_bytes(), Duration::from_secs(5)).await;
+    assert_eq!(reply.status, Some(200), "{}", reply.text);
+    let echo: serde_json::Value = serde_json::from_str(reply.body()).unwrap();
+    assert_eq!(echo["headers"]["host"], "shop.example", "{echo}");
+    assert_eq!(echo["headers"]["x-forwarded-host"], "shop.example");
+    assert!(echo["headers"].get("x-hop").is_none(), "{echo}");
+}
+
 fn assert_problem(reply: &common::Reply, status: u16, code: &str) {
     assert_eq!(reply.status, status, "{}", reply.text());
     assert_eq!(
