@@ -742,6 +742,39 @@ async fn idle_http2_connections_give_their_slots_back() {
     s.assert_no_panic();
 }
 
+/// An HTTP/2 client that keeps its stream's flow-control window shut, so
+/// none of its answer can be sent, is cut off once it took nothing for
+/// `header_read_timeout`, as an HTTP/1 client that reads nothing is: it
+/// held its connection slot and the upstream's stream for good.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_http2_client_that_never_opens_its_window_is_cut_off() {
+    let s = setup("h2-window-shut").await;
+    let tcp = TcpStream::connect(s.gateway.addr).await.expect("connect");
+    let (client, connection) = h2::client::Builder::new()
+        .initial_window_size(0)
+        .handshake::<_, bytes::Bytes>(tcp)
+        .await
+        .expect("handshake");
+    let connection = tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    let request = http::Request::get(format!("http://{}/big?bytes=200000", s.gateway.addr))
+        .body(())
+        .expect("request");
+    let (answer, _) = client.send_request(request, true).expect("sent");
+    let answer = tokio::time::timeout(WITHIN, answer)
+        .await
+        .expect("a head in time")
+        .expect("a head");
+    assert!(answer.status().is_success(), "{:?}", answer.status());
+    let ended = tokio::time::timeout(WITHIN, connection).await;
+    assert!(
+        ended.is_ok(),
+        "a connection whose answer cannot move was left open"
+    );
+    drop(answer);
+    s.assert_no_panic();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn request_smuggling_attempts() {
     let s = setup("smuggling").await;

@@ -78,6 +78,22 @@ async fn drops_hop_by_hop_headers_and_sets_forwarded_headers() {
     assert_eq!(headers["host"], "shop.example");
 }
 
+/// `Connection` may name any field, `Host` too; removing it must not change
+/// which host the upstream is sent (it got the upstream's own, while
+/// `X-Forwarded-Host` named the client's).
+#[tokio::test]
+async fn a_host_named_in_connection_is_still_the_host_sent_on() {
+    let (_dir, _upstream, gateway) = setup("hop-host").await;
+    let head =
+        "GET /echo HTTP/1.1\r\nHost: shop.example\r\nConnection: host, x-hop\r\nX-Hop: 1\r\n\r\n";
+    let reply = common::raw::exchange(gateway.addr, head.as_bytes(), Duration::from_secs(5)).await;
+    assert_eq!(reply.status, Some(200), "{}", reply.text);
+    let echo: serde_json::Value = serde_json::from_str(reply.body()).unwrap();
+    assert_eq!(echo["headers"]["host"], "shop.example", "{echo}");
+    assert_eq!(echo["headers"]["x-forwarded-host"], "shop.example");
+    assert!(echo["headers"].get("x-hop").is_none(), "{echo}");
+}
+
 fn assert_problem(reply: &common::Reply, status: u16, code: &str) {
     assert_eq!(reply.status, status, "{}", reply.text());
     assert_eq!(
@@ -412,6 +428,35 @@ async fn too_many_header_fields_is_431() {
         200
     );
     assert!(upstream.last_header("x-h60").is_none());
+}
+
+/// A head at the limits (`max_headers` fields, `max_header_bytes` bytes) is
+/// served: the gateway's own `X-Request-Id` used to count against them, so
+/// such a head got 431.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_head_at_the_limits_is_served() {
+    let config = config()
+        .server("max_headers", 20)
+        .server("max_header_bytes", "2KiB");
+    let (_dir, _upstream, gateway) = GatewayProcess::start_fresh("head-at-limits", &config).await;
+    let fields: String = (1..20).map(|i| format!("X-H{i}: 1\r\n")).collect();
+    let head = format!("GET /echo HTTP/1.1\r\nHost: gw\r\n{fields}\r\n");
+    let reply = common::raw::exchange(gateway.addr, head.as_bytes(), Duration::from_secs(5)).await;
+    assert_eq!(reply.status, Some(200), "20 fields: {}", reply.text);
+
+    let names: Vec<String> = (0..20).map(|i| format!("x-h{i}")).collect();
+    let headers: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "1")).collect();
+    let reply = common::Client::h2c(gateway.addr)
+        .send("GET", "/echo", &headers, "")
+        .await;
+    assert_eq!(reply.status, 200, "20 fields over HTTP/2: {}", reply.text());
+
+    let start = "GET /echo HTTP/1.1\r\nHost: gw\r\nX-Pad: ";
+    let pad = "p".repeat(2048 - start.len() - 4);
+    let head = format!("{start}{pad}\r\n\r\n");
+    assert_eq!(head.len(), 2048);
+    let reply = common::raw::exchange(gateway.addr, head.as_bytes(), Duration::from_secs(5)).await;
+    assert_eq!(reply.status, Some(200), "a 2 KiB head: {}", reply.text);
 }
 
 /// Found by a black-box pass: `Host: a b`, `user@evil`, `x/y` and an empty

@@ -128,14 +128,21 @@ impl Gateway {
         let started = Instant::now();
         let method = request.method().clone();
         let version = request.version();
+        let runtime = self.runtime.load_full();
+        // The client's head is held to the limits before the gateway adds
+        // its own `X-Request-Id`: a head at `max_headers` fields or
+        // `max_header_bytes` is the client's to send.
+        let refused = check_framing(&request, runtime.max_header_bytes, runtime.max_headers).err();
         // Kept for the log line only when it will be written: a copy of the
         // value costs an allocation and reference counting per request.
         let request_id = request_id(
             request.headers_mut(),
             tracing::enabled!(tracing::Level::INFO),
         );
-        let runtime = self.runtime.load_full();
-        let (bound, mut answer) = self.dispatch(&runtime, request, client).await;
+        let (bound, mut answer) = match refused {
+            Some(error) => (None, Answer::error(error)),
+            None => self.dispatch(&runtime, request, client).await,
+        };
         if version != Version::HTTP_11 && carries_codings(&answer) {
             tracing::warn!(
                 route = bound.as_ref().map_or("-", |b| &*b.route.name),
@@ -176,9 +183,6 @@ impl Gateway {
         mut request: Request<ClientBody>,
         client: Arc<ClientInfo>,
     ) -> (Option<Arc<BoundRoute>>, Answer) {
-        if let Err(error) = check_framing(&request, runtime.max_header_bytes, runtime.max_headers) {
-            return (None, Answer::error(error));
-        }
         // Matched and forwarded as one path: an upstream never resolves
         // `..` into a route the gateway did not choose.
         match route::resolve_dot_segments(request.uri()) {

@@ -35,7 +35,12 @@ pub fn prepare_request(
     match (preserve_host, host, upstream.host_header()) {
         // Already the head's one `Host` field (the server refuses an HTTP/1
         // head with two): left as it is, not put back in its own place.
-        (true, Some(_), _) if in_field && parts.version != Version::HTTP_2 => {}
+        // Unless `Connection` named it: the client's host is still the one
+        // the upstream is sent, as `X-Forwarded-Host` says.
+        (true, Some(_), _)
+            if in_field
+                && parts.version != Version::HTTP_2
+                && parts.headers.contains_key(header::HOST) => {}
         (true, Some(host), _) => {
             parts.headers.insert(header::HOST, host);
         }
@@ -233,6 +238,27 @@ mod tests {
             ["192.0.2.1, 198.51.100.2, 203.0.113.3, 10.0.0.7"],
             "one line, every hop"
         );
+    }
+
+    #[tokio::test]
+    async fn a_host_named_in_connection_is_still_sent_on() {
+        for http2 in [false, true] {
+            let request = http::Request::builder()
+                .uri("/x")
+                .header("host", "shop.example")
+                .header("connection", "host")
+                .body(())
+                .unwrap();
+            let parts = prepared(request, &upstream_over("http://up:81", http2), true);
+            let host = match http2 {
+                false => parts
+                    .headers
+                    .get("host")
+                    .map(|h| h.to_str().unwrap().to_owned()),
+                true => parts.uri.authority().map(|a| a.as_str().to_owned()),
+            };
+            assert_eq!(host.as_deref(), Some("shop.example"), "http2: {http2}");
+        }
     }
 
     /// Found by a black-box pass: an HTTP/1.0 request without `Host` had

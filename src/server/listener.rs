@@ -6,7 +6,6 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -21,6 +20,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use super::http1;
+use super::http2_activity::{Activity, Busy, Tracked};
 use super::prefixed::Prefixed;
 use crate::body::{Body, ClientBody, Http2Body};
 use crate::client_info::ClientInfo;
@@ -215,7 +215,7 @@ where
             ));
             async move {
                 // Counted until hyper is done with the answer's body too.
-                let response = response.await.map(|body| Tracked { body, _busy: busy });
+                let response = response.await.map(|body| Tracked::new(body, busy));
                 Ok::<_, std::convert::Infallible>(response)
             }
         });
@@ -235,6 +235,7 @@ where
         let idle = tokio::time::sleep(idle_limit);
         tokio::pin!(idle);
         let mut started_before = 0;
+        let mut answers_before = activity.answers();
         let mut idle_closing = false;
         loop {
             tokio::select! {
@@ -245,13 +246,21 @@ where
                     return;
                 }
                 () = idle.as_mut() => {
-                    let started = activity.started.load(Ordering::Relaxed);
+                    let started = activity.started();
                     if started == 0 {
                         tracing::debug!(listener = self.name, "no request in time; closing");
                         return;
                     }
-                    let idle_now =
-                        started == started_before && activity.busy.load(Ordering::Relaxed) == 0;
+                    // An answer waited on the client a whole period, and it
+                    // took nothing of any answer: closed, as HTTP/1 closes
+                    // a connection whose answer makes no progress.
+                    let answers = activity.answers();
+                    if answers.1 && answers == answers_before {
+                        tracing::debug!(listener = self.name, "HTTP/2 client took nothing of its answers; closing");
+                        return;
+                    }
+                    answers_before = answers;
+                    let idle_now = started == started_before && activity.busy() == 0;
                     if idle_now && idle_closing {
                         // A client that acknowledges no GOAWAY (hyper waits
                         // for its PING back) is not waited on for ever.
@@ -276,59 +285,6 @@ where
                 }
             }
         }
-    }
-}
-
-/// An HTTP/2 answer's body, holding its request's [`Busy`] until hyper
-/// drops it (sent whole, or the stream reset).
-struct Tracked {
-    body: Body,
-    _busy: Busy,
-}
-
-impl http_body::Body for Tracked {
-    type Data = bytes::Bytes;
-    type Error = crate::body::BoxError;
-
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
-    }
-}
-
-/// What an HTTP/2 connection's requests are doing, for its idle timeout.
-#[derive(Default)]
-struct Activity {
-    /// Requests started on the connection so far.
-    started: AtomicUsize,
-    /// Requests whose handler has not finished (or been dropped).
-    busy: AtomicUsize,
-}
-
-/// One request being handled; counted until dropped.
-struct Busy(Arc<Activity>);
-
-impl Busy {
-    fn new(activity: Arc<Activity>) -> Self {
-        activity.started.fetch_add(1, Ordering::Relaxed);
-        activity.busy.fetch_add(1, Ordering::Relaxed);
-        Self(activity)
-    }
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        self.0.busy.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

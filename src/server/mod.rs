@@ -4,6 +4,7 @@
 //! handler's (the gateway's, the admin plane's); `app` wires them.
 
 pub(crate) mod http1;
+mod http2_activity;
 mod listener;
 mod prefixed;
 mod stall;
