@@ -293,6 +293,33 @@ async fn graceful_shutdown_lets_a_slow_request_finish() {
     assert!(status.success(), "{status}");
 }
 
+/// During the drain the admin plane still answers: `/readyz` says 503 so
+/// that a load balancer stops sending, `/metrics` and `/healthz` answer; it
+/// closes once the data plane has drained.
+#[tokio::test]
+async fn the_admin_plane_answers_through_the_drain() {
+    let (_dir, _upstream, mut gateway) = setup("drain-admin").await;
+    let admin = gateway.admin_client();
+    assert_eq!(admin.get("/readyz").await.status, 200);
+    let client = gateway.client();
+    let slow = tokio::spawn(async move { client.get("/v1/charges?delay_ms=900").await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    gateway.signal("TERM");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(tokio::net::TcpStream::connect(gateway.addr).await.is_err());
+    let ready = admin.get("/readyz").await;
+    assert_eq!(ready.status, 503, "{}", ready.text());
+    assert_eq!(ready.text(), "draining\n");
+    assert_eq!(admin.get("/healthz").await.status, 200);
+    let metrics = admin.get("/metrics").await;
+    assert_eq!(metrics.status, 200);
+    assert!(metrics.text().contains("idemgate_inflight"));
+    assert_eq!(slow.await.unwrap().status, 201);
+    let status = gateway.wait_exit(Duration::from_secs(5));
+    assert!(status.success(), "{status}");
+    assert!(tokio::net::TcpStream::connect(gateway.admin).await.is_err());
+}
+
 /// A second SIGTERM during the drain ends it at once: the gateway does not
 /// wait out `shutdown_grace` (30s here) for a request that will not finish
 /// soon (20s).

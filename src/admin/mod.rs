@@ -12,6 +12,7 @@ use std::time::Duration;
 use crate::body::ClientBody;
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
+use tokio_util::sync::CancellationToken;
 
 use crate::body::{self, Body};
 use crate::error::{CONTROL_CHARACTERS, GatewayError, PROBLEM_JSON};
@@ -38,11 +39,22 @@ fn method_not_allowed(allow: &'static str) -> Response<Body> {
 pub struct AdminPlane {
     gateway: Arc<Gateway>,
     reloader: Arc<Reloader>,
+    /// Cancelled at SIGTERM: the data plane drains while this plane still
+    /// answers, `/readyz` with 503 so that a load balancer stops sending.
+    draining: CancellationToken,
 }
 
 impl AdminPlane {
-    pub fn new(gateway: Arc<Gateway>, reloader: Arc<Reloader>) -> Self {
-        Self { gateway, reloader }
+    pub fn new(
+        gateway: Arc<Gateway>,
+        reloader: Arc<Reloader>,
+        draining: CancellationToken,
+    ) -> Self {
+        Self {
+            gateway,
+            reloader,
+            draining,
+        }
     }
 
     pub async fn handle(&self, request: Request<ClientBody>) -> Response<Body> {
@@ -79,6 +91,9 @@ impl AdminPlane {
     }
 
     async fn ready(&self) -> Response<Body> {
+        if self.draining.is_cancelled() {
+            return text(StatusCode::SERVICE_UNAVAILABLE, "draining\n");
+        }
         match tokio::time::timeout(READY_TIMEOUT, self.gateway.store().ping()).await {
             Ok(Ok(())) => text(StatusCode::OK, "ready\n"),
             Ok(Err(err)) => text(StatusCode::SERVICE_UNAVAILABLE, &format!("store: {err}\n")),

@@ -111,9 +111,12 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
         abandon,
         tls,
     };
+    // The admin plane outlives the data plane's drain: metrics show it and
+    // `/readyz` answers 503 through it (docs/operating.md, Shutdown).
+    let admin_stop = CancellationToken::new();
     let data_plane = {
         let gateway = gateway.clone();
-        server::serve(
+        let serving = server::serve(
             "data",
             data,
             limits.clone(),
@@ -121,10 +124,15 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
             // future moves (copies) the whole of the one inside it.
             move |request, client| gateway.clone().handle(request, client),
             shutdown.clone(),
-        )
+        );
+        let admin_stop = admin_stop.clone();
+        async move {
+            serving.await;
+            admin_stop.cancel();
+        }
     };
     let admin_plane = {
-        let plane = Arc::new(AdminPlane::new(gateway.clone(), reloader));
+        let plane = Arc::new(AdminPlane::new(gateway.clone(), reloader, shutdown.clone()));
         server::serve(
             "admin",
             admin,
@@ -136,7 +144,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
                 let plane = plane.clone();
                 async move { plane.handle(request).await }
             },
-            shutdown.clone(),
+            admin_stop,
         )
     };
     tokio::join!(data_plane, admin_plane);
