@@ -70,6 +70,12 @@ pub enum GatewayError {
     OutcomeUnknownTimeout,
     /// Keyed request: the connection broke after the request was sent.
     OutcomeUnknownBroken,
+    /// Keyed request: the outcome is unknown and that could not be recorded
+    /// either (the store failed, or the lease was taken over), so a retry is
+    /// not bound to this answer. `status` is the 504 or 502 it would have had.
+    OutcomeUnrecorded {
+        status: StatusCode,
+    },
     StoreUnavailable {
         retry_after: Duration,
     },
@@ -132,6 +138,7 @@ impl GatewayError {
             NoRoute | NotFound => StatusCode::NOT_FOUND,
             UpstreamUnreachable | UpstreamError | OutcomeUnknownBroken => StatusCode::BAD_GATEWAY,
             UpstreamTimeout | OutcomeUnknownTimeout => StatusCode::GATEWAY_TIMEOUT,
+            OutcomeUnrecorded { status } => *status,
             StoreUnavailable { .. }
             | StoredAnswerSealed
             | RouteOverloaded { .. }
@@ -161,7 +168,9 @@ impl GatewayError {
             UpstreamUnreachable => "upstream-unreachable",
             UpstreamTimeout => "upstream-timeout",
             UpstreamError => "upstream-error",
-            OutcomeUnknownTimeout | OutcomeUnknownBroken => "outcome-unknown",
+            OutcomeUnknownTimeout | OutcomeUnknownBroken | OutcomeUnrecorded { .. } => {
+                "outcome-unknown"
+            }
             StoreUnavailable { .. } | StoredAnswerSealed => "store-unavailable",
             RouteOverloaded { .. } => "route-overloaded",
             Unauthorized => "unauthorized",
@@ -190,7 +199,9 @@ impl GatewayError {
             UpstreamUnreachable => "Upstream unreachable",
             UpstreamTimeout => "Upstream timed out",
             UpstreamError => "Upstream connection failed",
-            OutcomeUnknownTimeout | OutcomeUnknownBroken => "Outcome unknown",
+            OutcomeUnknownTimeout | OutcomeUnknownBroken | OutcomeUnrecorded { .. } => {
+                "Outcome unknown"
+            }
             StoreUnavailable { .. } | StoredAnswerSealed => "Idempotency store unavailable",
             RouteOverloaded { .. } => "Too many requests in progress on this route",
             Unauthorized => "Unauthorized",
@@ -240,6 +251,10 @@ impl GatewayError {
                 .into(),
             OutcomeUnknownBroken => "The request was sent but the connection broke before an answer; \
                  it may have been executed. Retries get this answer until an operator purges the key."
+                .into(),
+            OutcomeUnrecorded { .. } => "The request was sent and its outcome is unknown; it may \
+                 have been executed. This answer could not be recorded: a retry may get the answer \
+                 of another attempt, or run the request again."
                 .into(),
             StoreUnavailable { .. } => {
                 "The idempotency store cannot be reached; nothing was forwarded.".into()
@@ -297,7 +312,9 @@ impl GatewayError {
             }
             StoreUnavailable { .. } | StoredAnswerSealed => Outcome::StoreUnavailable,
             RouteOverloaded { .. } => Outcome::Overloaded,
-            OutcomeUnknownTimeout | OutcomeUnknownBroken => Outcome::OutcomeUnknown,
+            OutcomeUnknownTimeout | OutcomeUnknownBroken | OutcomeUnrecorded { .. } => {
+                Outcome::OutcomeUnknown
+            }
             UpstreamUnreachable | UpstreamTimeout | UpstreamError => Outcome::UpstreamError,
             InvalidSignature(_) => Outcome::InvalidSignature,
             HomeRegionUnavailable { .. } => Outcome::RegionUnavailable,
@@ -439,6 +456,13 @@ mod tests {
             (GatewayError::UpstreamError, 502, "upstream-error"),
             (GatewayError::OutcomeUnknownTimeout, 504, "outcome-unknown"),
             (GatewayError::OutcomeUnknownBroken, 502, "outcome-unknown"),
+            (
+                GatewayError::OutcomeUnrecorded {
+                    status: StatusCode::GATEWAY_TIMEOUT,
+                },
+                504,
+                "outcome-unknown",
+            ),
             (GatewayError::InvalidQuery("x"), 400, "invalid-query"),
             (
                 GatewayError::StoreUnavailable {

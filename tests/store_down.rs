@@ -237,3 +237,49 @@ async fn a_release_that_failed_in_an_outage_is_retried_once_the_store_is_back() 
         gateway.log_text()
     );
 }
+
+/// An outcome-unknown answer promises that retries get it; when the store
+/// is gone by then and it cannot be recorded, it says that a retry is not
+/// bound to it instead (the key is held until its lease ends, then runs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outcome_unknown_that_cannot_be_recorded_says_so() {
+    let schema = TestSchema::create().await;
+    let switch = Switch::start(pg_support::server_addr()).await;
+    let url = pg_support::via(&schema.url(), switch.addr);
+    let dir = TestDir::new("unrecorded-outcome");
+    let upstream = MockUpstream::start().await;
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config(&url));
+    let client = gateway.client();
+
+    // Recorded: the promise holds.
+    let recorded = client
+        .post("/v1/charges?delay_ms=3000", Some("u-1"), "{}")
+        .await;
+    assert_eq!(recorded.status, 504, "{}", recorded.text());
+    assert!(
+        recorded.text().contains("Retries get this answer"),
+        "{}",
+        recorded.text()
+    );
+
+    // The upstream times out at 2 s; the database goes away before that.
+    let first = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .post("/v1/charges?delay_ms=3000", Some("u-2"), "{}")
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    switch.cut();
+    let first = first.await.unwrap();
+    assert_eq!(first.status, 504, "{}", first.text());
+    assert_eq!(first.header("idempotent-replayed"), Some("false"));
+    let problem = first.json();
+    assert_eq!(problem["code"], "outcome-unknown");
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(detail.contains("could not be recorded"), "{detail}");
+    assert!(!detail.contains("Retries get this answer"), "{detail}");
+    switch.restore();
+}

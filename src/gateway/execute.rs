@@ -201,7 +201,7 @@ impl Recorder<'_> {
             Captured::Whole { mut parts, body } => {
                 replay::drop_gateway_fields(&mut parts.headers);
                 let stored = capture::stored(&parts, body.clone(), false, kept);
-                let expires_at = self.complete(guard, &stored).await;
+                let expires_at = self.complete(guard, &stored).await.ok().flatten();
                 (parts, body::full(body), expires_at)
             }
             Captured::Oversized {
@@ -211,7 +211,7 @@ impl Recorder<'_> {
             } => {
                 replay::drop_gateway_fields(&mut parts.headers);
                 let stored = capture::stored(&parts, Bytes::new(), true, kept);
-                let expires_at = self.complete(guard, &stored).await;
+                let expires_at = self.complete(guard, &stored).await.ok().flatten();
                 (parts, capture::resume(prefix, rest), expires_at)
             }
         };
@@ -228,34 +228,37 @@ impl Recorder<'_> {
     /// The request was sent and its fate is unknown: the problem is stored like
     /// an answer, so a retry cannot run it a second time.
     async fn outcome_unknown(&self, guard: LeaseGuard, error: GatewayError) -> Answer {
-        let (body, link) = error.body_and_link();
-        let mut headers = vec![("content-type", Bytes::from_static(PROBLEM_JSON.as_bytes()))];
-        if let Some(link) = link {
-            headers.push(("link", Bytes::copy_from_slice(link.as_bytes())));
-        }
-        let stored = StoredResponse {
-            status: error.status().as_u16(),
-            headers: StoredResponse::header_list(headers),
-            body: Bytes::from(body),
-            body_omitted: false,
-            outcome_unknown: true,
+        let stored = stored_problem(&error);
+        // Its text promises that retries get it: true only once recorded.
+        let (stored, expires_at) = match self.complete(guard, &stored).await {
+            Ok(expires_at) => (stored, expires_at),
+            Err(NotRecorded) => {
+                let status = error.status();
+                (
+                    stored_problem(&GatewayError::OutcomeUnrecorded { status }),
+                    None,
+                )
+            }
         };
-        let expires_at = self.complete(guard, &stored).await;
         let mut response = replay::fresh_from_stored(&stored, self.policy);
         super::answer_headers::expiry(response.headers_mut(), self.policy, expires_at);
         Answer::new(response, Outcome::OutcomeUnknown)
     }
 
-    /// Records the answer; `Some(expiry)` when it was recorded and the route
-    /// has an `expiry_header`.
-    async fn complete(&self, guard: LeaseGuard, stored: &StoredResponse) -> Option<SystemTime> {
+    /// Records the answer; `Ok(Some(expiry))` when it was recorded and the
+    /// route has an `expiry_header`.
+    async fn complete(
+        &self,
+        guard: LeaseGuard,
+        stored: &StoredResponse,
+    ) -> Result<Option<SystemTime>, NotRecorded> {
         let written = guard.complete(stored, self.policy.retention).await;
         // Retention counts from completion: the store's instant is within
         // the write just made.
         // Only a route that tells it reads the clock for it.
         let expires_at = (written.is_ok() && self.policy.expiry_header.is_some())
             .then(|| SystemTime::now() + self.policy.retention);
-        match written {
+        match &written {
             Ok(()) => {}
             Err(StoreError::Fenced) => tracing::warn!(
                 route = %self.id.route,
@@ -270,7 +273,7 @@ impl Recorder<'_> {
             ),
         }
         self.gateway.waiters.wake(self.id);
-        expires_at
+        written.map(|()| expires_at).map_err(|_| NotRecorded)
     }
 
     async fn release(&self, guard: LeaseGuard) {
@@ -278,5 +281,24 @@ impl Recorder<'_> {
             tracing::warn!(route = %self.id.route, error = %err, "releasing the key failed; retrying in the background while its lease holds");
         }
         self.gateway.waiters.wake(self.id);
+    }
+}
+
+/// The answer was not written: the store failed, or the lease was taken over.
+struct NotRecorded;
+
+/// A gateway's own problem, as it is stored and replayed.
+fn stored_problem(error: &GatewayError) -> StoredResponse {
+    let (body, link) = error.body_and_link();
+    let mut headers = vec![("content-type", Bytes::from_static(PROBLEM_JSON.as_bytes()))];
+    if let Some(link) = link {
+        headers.push(("link", Bytes::copy_from_slice(link.as_bytes())));
+    }
+    StoredResponse {
+        status: error.status().as_u16(),
+        headers: StoredResponse::header_list(headers),
+        body: Bytes::from(body),
+        body_omitted: false,
+        outcome_unknown: true,
     }
 }
