@@ -7,7 +7,7 @@ use toml::Spanned;
 
 use super::context::{Ctx, Secrets};
 use super::names;
-use super::server::{env_name, positive_duration};
+use super::server::{MIN_TOKEN_CHARS, env_name, positive_duration};
 use crate::config::file::{FileConfig, RegionFile, RegionPeerFile};
 use crate::config::{RegionPeerConfig, RegionsConfig};
 
@@ -116,6 +116,20 @@ fn token(ctx: &mut Ctx<'_>, region: &Spanned<RegionFile>) -> (String, String) {
             "region.token_env",
             format!(
                 "the value of {variable} cannot be sent in a header: it holds a control character"
+            ),
+        );
+    } else if token.chars().count() < MIN_TOKEN_CHARS {
+        // Not refused, as the admin token is not. But whoever presents it
+        // has a key run where it lands, outside its home: twice, across
+        // regions. The length, never the token, is quoted.
+        ctx.warn(
+            Some(token_env.span()),
+            "region.token_env",
+            format!(
+                "the region token is {} characters long; anyone who guesses it can have a key \
+                 run outside its home region: use at least {MIN_TOKEN_CHARS} random characters \
+                 (e.g. `openssl rand -hex 32`)",
+                token.chars().count()
             ),
         );
     }

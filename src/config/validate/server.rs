@@ -237,7 +237,7 @@ pub fn admin(ctx: &mut Ctx<'_>, file: &AdminFile) -> AdminConfig {
         (None, env) => (from_env, "admin.token_env", env.as_ref().map(|t| t.span())),
     };
     if let Some(length) = token.as_ref().map(|token| token.chars().count())
-        && length < MIN_ADMIN_TOKEN_CHARS
+        && length < MIN_TOKEN_CHARS
     {
         // Not refused: a short token still works, and a test bed may want
         // one. But a placeholder left in place ("CHANGE-ME") guards the purge
@@ -247,7 +247,7 @@ pub fn admin(ctx: &mut Ctx<'_>, file: &AdminFile) -> AdminConfig {
             field,
             format!(
                 "the admin token is {length} characters long; anyone who guesses it can \
-                 purge keys and reload: use at least {MIN_ADMIN_TOKEN_CHARS} random \
+                 purge keys and reload: use at least {MIN_TOKEN_CHARS} random \
                  characters (e.g. `openssl rand -hex 32`)"
             ),
         );
@@ -263,8 +263,9 @@ pub fn admin(ctx: &mut Ctx<'_>, file: &AdminFile) -> AdminConfig {
     }
 }
 
-/// Shorter admin tokens are warned about (a guessable one guards `/admin/*`).
-const MIN_ADMIN_TOKEN_CHARS: usize = 16;
+/// Shorter admin and region tokens are warned about: a guessable one guards
+/// `/admin/*`, or the regions' one-home rule.
+pub const MIN_TOKEN_CHARS: usize = 16;
 
 /// The name of an environment variable, as given in a `*_env` field.
 pub fn env_name(text: &String) -> Result<String, String> {

@@ -21,6 +21,7 @@ fn env(name: &str) -> Option<String> {
     match name {
         "REGION_TOKEN" => Some(format!("{TOKEN}\n")),
         "EMPTY" => Some("  ".into()),
+        "SHORT_TOKEN" => Some("region-pass".into()),
         _ => None,
     }
 }
@@ -301,4 +302,19 @@ fn an_unreadable_region_ca_fails_check_naming_the_field() {
     assert_eq!(errors.len(), 1, "{errors:#?}");
     assert!(errors[0].contains("regions.us.ca"), "{}", errors[0]);
     assert!(errors[0].contains("/nonexistent/ca.pem"), "{}", errors[0]);
+}
+
+#[test]
+fn a_short_token_is_warned_about_without_quoting_it() {
+    let text = TWO.replace(
+        "token_env = \"REGION_TOKEN\"",
+        "token_env = \"SHORT_TOKEN\"",
+    );
+    let config = ok(&text);
+    assert_eq!(config.warnings.len(), 1, "{:#?}", config.warnings);
+    let warning = &config.warnings[0];
+    assert!(warning.contains("region.token_env"), "{warning}");
+    assert!(warning.contains("11 characters long"), "{warning}");
+    assert!(!warning.contains("region-pass"), "{warning}");
+    assert!(ok(TWO).warnings.is_empty());
 }
