@@ -707,13 +707,7 @@ expiry_header = "Link"
 "#,
     )
     .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_idemgate"))
-        .args(["check", "-c"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = refused_by_check(&path);
     for expected in [
         "bad.toml:6:58: defaults.key[1].derive[1]:",
         "bad.toml:6:83: defaults.key[1].namespace:",
@@ -741,13 +735,7 @@ key = [{ header = "A" }, { hedaer = "B" }]
 "#,
     )
     .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_idemgate"))
-        .args(["check", "-c"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = refused_by_check(&path);
     assert!(
         stderr.contains("bad.toml:9:28: routes[0].key[1].hedaer: unknown field `hedaer`"),
         "{stderr}"
@@ -801,4 +789,15 @@ async fn a_reload_applies_to_new_requests_and_says_what_older_records_meet() {
         "invalid-key",
     );
     assert_eq!(upstream.total(), 2);
+}
+
+/// `idemgate check -c path`, which must refuse the file: its stderr.
+fn refused_by_check(path: &std::path::Path) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_idemgate"))
+        .args(["check", "-c"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }

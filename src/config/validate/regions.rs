@@ -104,6 +104,7 @@ fn token(ctx: &mut Ctx<'_>, region: &Spanned<RegionFile>) -> (String, String) {
     let token = (ctx.env)(&variable)
         .map(|token| token.trim().to_owned())
         .unwrap_or_default();
+    let length = token.chars().count();
     if token.is_empty() {
         ctx.error(
             Some(token_env.span()),
@@ -118,7 +119,7 @@ fn token(ctx: &mut Ctx<'_>, region: &Spanned<RegionFile>) -> (String, String) {
                 "the value of {variable} cannot be sent in a header: it holds a control character"
             ),
         );
-    } else if token.chars().count() < MIN_TOKEN_CHARS {
+    } else if length < MIN_TOKEN_CHARS {
         // Not refused, as the admin token is not. But whoever presents it
         // has a key run where it lands, outside its home: twice, across
         // regions. The length, never the token, is quoted.
@@ -126,10 +127,9 @@ fn token(ctx: &mut Ctx<'_>, region: &Spanned<RegionFile>) -> (String, String) {
             Some(token_env.span()),
             "region.token_env",
             format!(
-                "the region token is {} characters long; anyone who guesses it can have a key \
-                 run outside its home region: use at least {MIN_TOKEN_CHARS} random characters \
-                 (e.g. `openssl rand -hex 32`)",
-                token.chars().count()
+                "the region token is {length} characters long; anyone who guesses it can have a \
+                 key run outside its home region: use at least {MIN_TOKEN_CHARS} random characters \
+                 (e.g. `openssl rand -hex 32`)"
             ),
         );
     }
