@@ -175,6 +175,118 @@ async fn an_idle_connection_the_upstream_closed_is_not_used() {
     assert_eq!(accepted.load(Ordering::SeqCst), 3);
 }
 
+/// An upstream that answers each connection's first request with keep-alive,
+/// then reads the next request on it and closes without a word: what an
+/// upstream's keep-alive close crossing the gateway's request looks like
+/// from the gateway. Counts connections and the request lines it read.
+async fn upstream_closing_on_the_second_request()
+-> (String, Arc<AtomicU64>, Arc<std::sync::Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let accepted = Arc::new(AtomicU64::new(0));
+    let lines = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (counted, seen) = (accepted.clone(), lines.clone());
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                for answered in [true, false] {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        match stream.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(_) => head.push(buf[0]),
+                        }
+                    }
+                    let text = String::from_utf8_lossy(&head).into_owned();
+                    seen.lock()
+                        .unwrap()
+                        .push(text.lines().next().unwrap_or("").to_owned());
+                    if !answered {
+                        return;
+                    }
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                        .await;
+                }
+            });
+        }
+    });
+    (url, accepted, lines)
+}
+
+#[tokio::test]
+async fn an_idempotent_request_on_a_connection_closed_unanswered_goes_once_more() {
+    let dir = TestDir::new("pool-closed-unanswered");
+    let (url, accepted, lines) = upstream_closing_on_the_second_request().await;
+    let gateway = GatewayProcess::start(&dir, &url, &config());
+    let client = gateway.client();
+    assert_eq!(client.get("/things/1").await.status, 200);
+    // The second GET goes on the kept connection, which the upstream closes
+    // having read it: it is sent again on a new connection and answered.
+    let again = client.get("/things/2").await;
+    assert_eq!(again.status, 200, "{}", again.text());
+    assert_eq!(again.text(), "ok");
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        *lines.lock().unwrap(),
+        [
+            "GET /things/1 HTTP/1.1",
+            "GET /things/2 HTTP/1.1",
+            "GET /things/2 HTTP/1.1"
+        ]
+    );
+
+    // A POST is never sent twice: the upstream may have run it.
+    let post = client
+        .send(
+            "POST",
+            "/things",
+            &[("content-type", "application/json")],
+            "{}",
+        )
+        .await;
+    assert_eq!(post.status, 502, "{}", post.text());
+    assert_eq!(post.json()["code"], "upstream-error");
+    let keyed = client
+        .send(
+            "POST",
+            "/v1/charges",
+            &[
+                ("content-type", "application/json"),
+                ("idempotency-key", "closed-1"),
+            ],
+            "{}",
+        )
+        .await;
+    // The new connection after the POST's answers the keyed POST first, so
+    // it needs one more request on it to be closed unanswered.
+    assert_eq!(keyed.status, 200, "{}", keyed.text());
+    let keyed = client
+        .send(
+            "POST",
+            "/v1/charges",
+            &[
+                ("content-type", "application/json"),
+                ("idempotency-key", "closed-2"),
+            ],
+            "{}",
+        )
+        .await;
+    assert_eq!(keyed.status, 502, "{}", keyed.text());
+    assert_eq!(keyed.json()["code"], "outcome-unknown");
+    let posts = lines
+        .lock()
+        .unwrap()
+        .iter()
+        // A line may start with the body before it ("{}POST ..."), unread.
+        .filter(|line| line.contains("POST /"))
+        .count();
+    assert_eq!(posts, 3, "each POST reached the upstream once");
+}
+
 #[tokio::test]
 async fn a_tls_handshake_that_never_ends_is_bounded_by_connect_timeout() {
     // Accepts TCP connections and never answers the TLS ClientHello.

@@ -56,6 +56,21 @@ pub enum NoAnswer {
     /// The connection failed or the answer was not HTTP: the request may
     /// have run.
     Broken(Cause),
+    /// The connection ended (closed or reset) before a byte of an answer:
+    /// as `Broken`, but on a reused connection also what an upstream's
+    /// keep-alive close crossing our request looks like.
+    Silent(Cause),
+}
+
+/// A request written.
+#[derive(Debug)]
+pub struct Written {
+    /// All of it went out; `false`: the upstream began answering before it
+    /// had the whole body, and sending stopped there.
+    pub whole: bool,
+    /// Its bytes, when its method is idempotent and it was encoded whole:
+    /// it may go again if a reused connection ends without an answer.
+    pub again: Option<Encoded>,
 }
 
 /// How writing a request failed.
@@ -140,15 +155,15 @@ impl Connection {
         )
     }
 
-    /// Writes the request's head and body. `Ok(false)`: the upstream began
-    /// answering before it had the whole body, and sending stopped there.
-    /// Each piece of a streamed body written marks `progress`.
+    /// Writes the request's head and body. Each piece of a streamed body
+    /// written marks `progress`.
     pub async fn write_request(
         &mut self,
         parts: &Parts,
         mut body: Body,
         progress: Option<&Progress>,
-    ) -> Result<bool, WriteError> {
+    ) -> Result<Written, WriteError> {
+        let streamed = |whole| Written { whole, again: None };
         let framing = request_head::body_framing(&parts.method, &parts.headers, &body);
         let mut out = Vec::with_capacity(512);
         request_head::encode(parts, framing, &mut out);
@@ -172,7 +187,7 @@ impl Connection {
             BodyKind::Length(_) | BodyKind::Chunked => {
                 let chunked = framing == BodyKind::Chunked;
                 if self.send_piece(&mut &out[..]).await.map_err(unsent)? {
-                    return Ok(false);
+                    return Ok(streamed(false));
                 }
                 let mut written: u64 = 0;
                 while let Some(frame) = body.frame().await {
@@ -194,7 +209,7 @@ impl Connection {
                         self.send_piece(&mut { data }).await
                     };
                     if answered.map_err(sent)? {
-                        return Ok(false);
+                        return Ok(streamed(false));
                     }
                     if let Some(progress) = progress {
                         progress.mark();
@@ -207,10 +222,10 @@ impl Connection {
                     .await
                     .map_err(sent)?
                 {
-                    return Ok(false);
+                    return Ok(streamed(false));
                 }
                 self.flush().await.map_err(sent)?;
-                return Ok(true);
+                return Ok(streamed(true));
             }
         }
         let request = Encoded {
@@ -218,7 +233,10 @@ impl Connection {
             head_len,
         };
         match self.write_encoded(&request).await {
-            Ok(()) => Ok(true),
+            Ok(()) => Ok(Written {
+                whole: true,
+                again: parts.method.is_idempotent().then_some(request),
+            }),
             Err(mut failed) => {
                 if !failed.head_sent {
                     failed.resend = Some(request);
@@ -305,13 +323,16 @@ impl Connection {
                 return Ok(head);
             }
             self.buf.reserve(READ_CHUNK);
+            let silent = self.buf.is_empty() && self.interim == 0;
             match self.stream.read_buf(&mut self.buf).await {
-                Ok(0) => {
-                    return Err(NoAnswer::Broken(Cause::ClosedBeforeAnswer));
-                }
+                Ok(0) if silent => return Err(NoAnswer::Silent(Cause::ClosedBeforeAnswer)),
+                Ok(0) => return Err(NoAnswer::Broken(Cause::ClosedBeforeAnswer)),
                 Ok(_) => self.received = true,
                 Err(err) if !self.received && refused_handshake(&err) => {
                     return Err(NoAnswer::Refused(Cause::TlsRefused(err)));
+                }
+                Err(err) if silent && err.kind() == io::ErrorKind::ConnectionReset => {
+                    return Err(NoAnswer::Silent(Cause::Read(err)));
                 }
                 Err(err) => return Err(NoAnswer::Broken(Cause::Read(err))),
             }

@@ -12,7 +12,11 @@
 //! upstream never had the request, so it goes once more on a new connection
 //! (if it was read whole, as bodies up to 16 KiB are); otherwise the caller
 //! hears `NotSent`. Once the whole head has left, a failure is `Broken`:
-//! the upstream may be running it, and nothing is sent again.
+//! the upstream may be running it, and nothing is sent again; except that
+//! a request of an idempotent method (GET, HEAD, PUT, DELETE, OPTIONS,
+//! TRACE) whose reused connection ends before a byte of an answer goes once
+//! more on a new connection, as RFC 9112 section 9.3.1 allows and nginx does:
+//! that is how an upstream's keep-alive close crossing our request looks.
 
 use std::pin::pin;
 use std::sync::{Arc, Weak};
@@ -25,7 +29,7 @@ use http::{Request, Response};
 use tokio::sync::Semaphore;
 
 use super::body::AnswerBody;
-use super::connection::{Connection, Encoded, NoAnswer, WriteError};
+use super::connection::{Connection, Encoded, NoAnswer, WriteError, Written};
 use super::idle::{IdleConnections, Lease};
 use super::response_head::AnswerHead;
 use super::stream::Dialer;
@@ -170,7 +174,8 @@ impl Http1Pool {
             Err(_) => return Err(UpstreamError::Timeout),
             Ok(Ok(answered)) => answered,
             // A pooled connection failed before the upstream had the whole
-            // head (it closed it as we took it): the request goes again,
+            // head (it closed it as we took it), or an idempotent request's
+            // ended without a byte of an answer: the request goes again,
             // once, on a new connection. Boxed: rare, like `connect`.
             Ok(Err(Unanswered {
                 resend: Some(request),
@@ -197,7 +202,10 @@ impl Http1Pool {
     ) -> Result<(Connection, AnswerHead, bool), UpstreamError> {
         let mut connection = self.connect().await?;
         let answered = tokio::time::timeout(timeout, async {
-            let written = connection.write_encoded(request).await.map(|()| true);
+            let written = connection.write_encoded(request).await.map(|()| Written {
+                whole: true,
+                again: None,
+            });
             answer(&mut connection, parts, written).await
         })
         .await;
@@ -220,7 +228,8 @@ impl Http1Pool {
 }
 
 /// Why one connection gave no answer head, and the request's bytes when
-/// they never reached the upstream and can go again as they are.
+/// they can go again as they are: they never reached the upstream, or the
+/// request is idempotent and no byte of an answer came.
 struct Unanswered {
     error: UpstreamError,
     resend: Option<Encoded>,
@@ -242,7 +251,7 @@ async fn exchange(
 async fn answer(
     connection: &mut Connection,
     parts: &Parts,
-    written: Result<bool, WriteError>,
+    written: Result<Written, WriteError>,
 ) -> Result<(AnswerHead, bool), Unanswered> {
     let broken = |cause| Unanswered {
         error: UpstreamError::Broken(cause),
@@ -261,9 +270,13 @@ async fn answer(
             error: UpstreamError::RequestBody(write.cause),
             resend: None,
         }),
-        Ok(whole) => match connection.read_head(&parts.method).await {
-            Ok(head) => Ok((head, whole)),
+        Ok(written) => match connection.read_head(&parts.method).await {
+            Ok(head) => Ok((head, written.whole)),
             Err(NoAnswer::Refused(cause)) => Err(refused(cause)),
+            Err(NoAnswer::Silent(cause)) => Err(Unanswered {
+                error: UpstreamError::Broken(cause),
+                resend: written.again,
+            }),
             Err(NoAnswer::Broken(cause)) => Err(broken(cause)),
         },
         // The upstream may have answered (413, say) and closed
@@ -271,7 +284,7 @@ async fn answer(
         Err(write) if write.head_sent => match connection.read_head(&parts.method).await {
             Ok(head) => Ok((head, false)),
             Err(NoAnswer::Refused(cause)) => Err(refused(cause)),
-            Err(NoAnswer::Broken(_)) => Err(broken(write.cause)),
+            Err(NoAnswer::Broken(_) | NoAnswer::Silent(_)) => Err(broken(write.cause)),
         },
         Err(write) => Err(Unanswered {
             error: UpstreamError::NotSent(write.cause),
