@@ -16,6 +16,7 @@ pub mod config;
 pub mod deadline;
 pub mod error;
 pub mod gateway;
+pub mod http1_probe;
 pub mod key;
 pub mod metrics;
 pub mod preflight;

@@ -2,7 +2,7 @@
 //! pieces the bytes arrive in.
 #![no_main]
 
-use idemgate::wire::probe;
+use idemgate::http1_probe as probe;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -3,7 +3,7 @@
 #![no_main]
 
 use idemgate::wire::framing::BodyKind;
-use idemgate::wire::probe;
+use idemgate::http1_probe as probe;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -219,7 +219,7 @@ pub struct Policy {
     pub replay_values: ReplayValues,
 }
 
-pub use crate::key::{FingerprintBody, KeyPattern, KeySource};
+pub use crate::key::{FingerprintBody, FingerprintPart, KeyPattern, KeySource};
 use http::{HeaderName, HeaderValue, Method};
 
 /// `replay_header`: the marker's field name, and its spelling in the file,
@@ -308,16 +308,6 @@ pub enum ScopePart {
     Header(HeaderName),
     /// The subject of the verified TLS client certificate (`client_cert`).
     ClientCert,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FingerprintPart {
-    Method,
-    Path,
-    Query,
-    Body,
-    /// `header:NAME`
-    Header(HeaderName),
 }
 
 /// Several regions, each with its own gateways and store: every key has a

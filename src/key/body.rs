@@ -141,7 +141,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::config::FingerprintPart;
+    use crate::key::FingerprintPart;
     use crate::key::{FingerprintInput, fingerprint_with};
 
     fn no_headers<'a>(_: &str) -> Option<Cow<'a, [u8]>> {

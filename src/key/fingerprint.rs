@@ -4,7 +4,17 @@ use sha2::{Digest, Sha256};
 
 use super::body::BodyRules;
 use super::scope::update_len_prefixed;
-use crate::config::FingerprintPart;
+
+/// One part of a request that its fingerprint covers (a route's `fingerprint`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FingerprintPart {
+    Method,
+    Path,
+    Query,
+    Body,
+    /// `header:NAME`
+    Header(http::HeaderName),
+}
 
 /// What a request offers to the fingerprint.
 pub struct FingerprintInput<'a> {

@@ -21,7 +21,7 @@ pub mod scope;
 pub mod source;
 
 pub use body::{BodyRules, FingerprintBody, Pointers};
-pub use fingerprint::{FingerprintInput, fingerprint, fingerprint_with};
+pub use fingerprint::{FingerprintInput, FingerprintPart, fingerprint, fingerprint_with};
 pub use header::from_header_value;
 pub use json_pointer::from_json_body;
 pub use pattern::{KeyPattern, PatternError};

@@ -9,9 +9,6 @@ pub mod fields;
 pub mod framing;
 pub mod host;
 pub mod names;
-pub mod probe;
-#[cfg(test)]
-mod props;
 
 /// Appends `value` in decimal, as `Content-Length` carries it (no `fmt`
 /// machinery on every message).

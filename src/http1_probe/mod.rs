@@ -1,14 +1,18 @@
 //! The HTTP/1 parsers as plain functions over bytes, for what exercises
 //! them from outside the crate: the coverage-guided fuzz targets (fuzz/)
 //! and the property and differential tests. Not used by the gateway; the
-//! limits are the defaults a gateway runs with.
+//! limits are the defaults a gateway runs with. Above both sides, since it
+//! reads with the server's parser and the upstream client's.
+
+#[cfg(test)]
+mod props;
 
 use bytes::BytesMut;
 use http::Method;
 
-use super::chunked::{ChunkedDecoder, Step};
-use super::framing::BodyKind;
-use super::names::FieldNames;
+use crate::wire::chunked::{ChunkedDecoder, Step};
+use crate::wire::framing::BodyKind;
+use crate::wire::names::FieldNames;
 
 /// Why a probe refused its input: the parser's own typed cause, as text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

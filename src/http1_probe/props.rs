@@ -12,9 +12,9 @@ use bytes::BytesMut;
 use http_body::Body as _;
 use proptest::prelude::*;
 
-use super::framing::BodyKind;
-use super::names::FieldNames;
 use crate::server::http1::request_head;
+use crate::wire::framing::BodyKind;
+use crate::wire::names::FieldNames;
 
 /// A piece of a generated head, with what makes it special.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -290,13 +290,13 @@ proptest! {
         // CRLF; a zero chunk last), read in pieces of `step`.
         let mut body = Vec::new();
         for chunk in &chunks {
-            super::push_hex(&mut body, chunk.len() as u64);
+            crate::wire::push_hex(&mut body, chunk.len() as u64);
             body.extend_from_slice(b"\r\n");
             body.extend_from_slice(chunk);
             body.extend_from_slice(b"\r\n");
         }
         body.extend_from_slice(b"0\r\n\r\n");
-        let decoded = super::probe::chunked(&body, step).expect("valid").expect("ended");
+        let decoded = super::chunked(&body, step).expect("valid").expect("ended");
         prop_assert_eq!(decoded.0, chunks.concat());
         prop_assert_eq!(decoded.1, body.len());
     }
