@@ -117,6 +117,9 @@ async fn expect_continue_gets_a_go_ahead_before_the_body() {
     let reply = raw::read_reply(&mut stream, WITHIN).await;
     assert_eq!(reply.status, Some(201), "{}", reply.text);
     assert_eq!(upstream.executions("expect-1"), 1);
+    // The gateway answered the expectation; the upstream, which gets the
+    // body whole, is not asked for one of its own.
+    assert_eq!(upstream.last_header("expect"), None);
 }
 
 /// A request the gateway answers without its body (413 on the declared

@@ -32,13 +32,18 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 
 /// Whether a header describes one connection, not the message (RFC 9110
 /// §7.6.1: `Connection`, `Keep-Alive`, `TE`, `Trailer`, `Transfer-Encoding`,
-/// `Upgrade`), or is of the `Proxy-*` family.
+/// `Upgrade`), or is of the `Proxy-*` family; or is `Expect`, which the
+/// gateway answers on its own hop (its `100 Continue` went to the client when
+/// the body was first read), as nginx and Envoy do: passed on, it would have
+/// the upstream send an interim answer nobody waits for, or refuse (417) a
+/// request the client was already told to send.
 pub(super) fn is_hop_by_hop(name: &HeaderName) -> bool {
     // One `match` on the name's text: its length picks the candidates, so
     // the usual fields (host, content-type, date, ...) cost a comparison or
     // none. Every field of both heads is asked (docs/adr/0007-hot-path-costs.md).
     match name.as_str() {
-        "connection" | "keep-alive" | "te" | "trailer" | "transfer-encoding" | "upgrade" => true,
+        "connection" | "keep-alive" | "te" | "trailer" | "transfer-encoding" | "upgrade"
+        | "expect" => true,
         other => other.starts_with("proxy-"),
     }
 }
@@ -60,6 +65,7 @@ mod tests {
             ("trailer", "x-t"),
             ("transfer-encoding", "chunked"),
             ("upgrade", "h2c"),
+            ("expect", "100-continue"),
             ("content-type", "application/json"),
             ("authorization", "Bearer t"),
         ] {
@@ -86,6 +92,7 @@ mod tests {
             "trailer",
             "transfer-encoding",
             "upgrade",
+            "expect",
         ] {
             let mut headers = HeaderMap::new();
             headers.append("content-type", "application/json".parse().unwrap());
@@ -107,6 +114,7 @@ mod tests {
             "proxy",
             "x-connection",
             "keep-alive-ish",
+            "expected",
         ] {
             let name = HeaderName::from_bytes(name.as_bytes()).unwrap();
             assert!(!is_hop_by_hop(&name), "{name}");

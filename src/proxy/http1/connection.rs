@@ -287,7 +287,7 @@ impl Connection {
                 }
                 return match self.poll_fill(cx) {
                     Poll::Ready(Ok(0)) => Poll::Ready(Err(Cause::ClosedWhileSending)),
-                    // A `100 Continue` (the gateway forwards `Expect`) is no
+                    // A `100 Continue` (some upstreams send one unasked) is no
                     // answer: the upstream waits for the rest of the body.
                     Poll::Ready(Ok(_))
                         if !response_head::final_answer_started(
