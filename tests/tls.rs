@@ -303,15 +303,22 @@ fn bad_certificate_files_fail_startup_with_a_clear_message() {
             dir.path("missing.pem"),
             server.key.clone(),
             "server.tls.cert",
+            "cannot read",
         ),
-        (server.cert.clone(), other.key.clone(), "server.tls.key"),
+        (
+            server.cert.clone(),
+            other.key.clone(),
+            "server.tls.key",
+            "they come from different key pairs",
+        ),
         (
             server.cert.clone(),
             dir.path("missing.key"),
             "server.tls.key",
+            "cannot read",
         ),
     ];
-    for (cert, key, field) in cases {
+    for (cert, key, field, says) in cases {
         let config = Config::new()
             .server_tls(Tls::new(&cert, &key))
             .upstream(Upstream::api())
@@ -332,6 +339,7 @@ fn bad_certificate_files_fail_startup_with_a_clear_message() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{stderr}");
         assert!(stderr.contains(field), "{field} not named: {stderr}");
+        assert!(stderr.contains(says), "{stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }

@@ -42,8 +42,16 @@ pub enum TlsCause {
     /// A CA file's certificate that rustls refuses as a trust root.
     #[error("{}: {error}", path.display())]
     BadRoot { path: PathBuf, error: rustls::Error },
-    #[error("does not match the certificate: {0}")]
-    KeyMismatch(rustls::Error),
+    /// The two files hold halves of different pairs: said in words, as
+    /// rustls's own text ("keys may not be consistent") does not.
+    #[error(
+        "the private key in {} is not the one of the certificate in {}: they come from different key pairs",
+        key.display(),
+        cert.display()
+    )]
+    KeyMismatch { key: PathBuf, cert: PathBuf },
+    #[error("cannot be used with the certificate in {}: {error}", cert.display())]
+    KeyRefused { cert: PathBuf, error: rustls::Error },
     #[error("{0}")]
     Rustls(rustls::Error),
     #[error("{0}")]
@@ -67,11 +75,15 @@ mod tests {
         );
         let mismatch = TlsError::new(
             "admin.tls.key",
-            TlsCause::KeyMismatch(rustls::Error::General("wrong key".into())),
+            TlsCause::KeyMismatch {
+                key: "key.pem".into(),
+                cert: "cert.pem".into(),
+            },
         );
         assert_eq!(
             mismatch.to_string(),
-            "admin.tls.key: does not match the certificate: unexpected error: wrong key"
+            "admin.tls.key: the private key in key.pem is not the one of the certificate in \
+             cert.pem: they come from different key pairs"
         );
         let path = PathBuf::from("ca.pem");
         let empty = TlsError::new("upstreams.api.tls.ca", TlsCause::NoCertificate { path });

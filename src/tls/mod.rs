@@ -56,7 +56,7 @@ fn listener_config(tls: &TlsConfig, table: &str) -> Result<Arc<rustls::ServerCon
         }
     };
     let mut config = (builder.with_single_cert(certs, key))
-        .map_err(|e| TlsError::new(field("key"), TlsCause::KeyMismatch(e)))?;
+        .map_err(|error| TlsError::new(field("key"), pair_refused(error, &tls.key, &tls.cert)))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
@@ -89,10 +89,26 @@ pub fn client_config(
                 load_certs(cert, &field("cert"))?,
                 load_key(key, &field("key"))?,
             )
-            .map_err(|e| TlsError::new(field("key"), TlsCause::Rustls(e)))?,
+            .map_err(|error| TlsError::new(field("key"), pair_refused(error, key, cert)))?,
         None => builder.with_no_client_auth(),
     };
     Ok(config)
+}
+
+/// Why rustls refused a certificate with its private key.
+fn pair_refused(error: rustls::Error, key: &Path, cert: &Path) -> TlsCause {
+    match error {
+        rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
+            TlsCause::KeyMismatch {
+                key: key.to_owned(),
+                cert: cert.to_owned(),
+            }
+        }
+        error => TlsCause::KeyRefused {
+            cert: cert.to_owned(),
+            error,
+        },
+    }
 }
 
 /// The system's trust store as OpenSSL finds it (`SSL_CERT_FILE` and

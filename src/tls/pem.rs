@@ -35,10 +35,10 @@ pub fn load_key(path: &Path, field: &str) -> Result<PrivateKeyDer<'static>, TlsE
         let path = path.to_path_buf();
         // The parser reads past an encrypted key ("no items found") or
         // trips on its headers: say what is wrong and how to mend it.
-        let cause = if std::fs::read(&path).is_ok_and(|pem| is_encrypted(&pem)) {
-            TlsCause::EncryptedKey { path }
-        } else {
-            TlsCause::NoKey { path, error }
+        let cause = match (&error, std::fs::read(&path)) {
+            (pki_types::pem::Error::Io(_), _) => TlsCause::Unreadable { path, error },
+            (_, Ok(pem)) if is_encrypted(&pem) => TlsCause::EncryptedKey { path },
+            _ => TlsCause::NoKey { path, error },
         };
         TlsError::new(field, cause)
     })
