@@ -124,6 +124,10 @@ async fn serve(mut stream: TcpStream, seen: Arc<Mutex<Seen>>) {
                 b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1ffffffffffffffff\r\nhello\r\n0\r\n\r\n",
                 false,
             ),
+            "proxy-challenge" => (
+                b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"inner\"\r\nProxy-Connection: keep-alive\r\nKeep-Alive: timeout=5\r\nConnection: X-Hop\r\nX-Hop: 1\r\nContent-Length: 2\r\n\r\nno",
+                false,
+            ),
             _ => (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false),
         };
         if stream.write_all(answer).await.is_err() || close {
@@ -546,4 +550,36 @@ async fn hostile_upstream_answers_are_refused_or_cut_and_the_connection_is_not_r
         .map(|(head, _)| head.clone())
         .collect();
     assert!(texts.iter().all(|head| !head.contains("smuggled")));
+}
+
+/// Found by a black-box pass: every `Proxy-*` field of an answer was
+/// dropped as hop-by-hop, so a 407 reached the client without the
+/// `Proxy-Authenticate` challenge it must carry. It is end-to-end (RFC 9110
+/// §11.7.1), relayed, stored and replayed; the fields that describe the
+/// upstream's connection are not.
+#[tokio::test]
+async fn a_proxy_challenge_is_relayed_and_replayed() {
+    let (_dir, seen, gateway) = setup("h1-proxy-challenge").await;
+    let client = gateway.client();
+    let passed = client.get("/things?script=proxy-challenge").await;
+    let keyed = || {
+        client.post(
+            "/v1/charges?script=proxy-challenge",
+            Some("proxy-challenge-1"),
+            "{}",
+        )
+    };
+    let (fresh, replayed) = (keyed().await, keyed().await);
+    assert_eq!(replayed.header("idempotent-replayed"), Some("true"));
+    for reply in [passed, fresh, replayed] {
+        assert_eq!(reply.status, 407, "{}", reply.text());
+        assert_eq!(
+            reply.header("proxy-authenticate"),
+            Some("Basic realm=\"inner\"")
+        );
+        for hop in ["proxy-connection", "keep-alive", "x-hop", "connection"] {
+            assert_eq!(reply.header(hop), None, "{hop}");
+        }
+    }
+    assert_eq!(seen.lock().unwrap().requests.len(), 2);
 }

@@ -8,7 +8,7 @@ use http::header::{self, HeaderName, HeaderValue};
 use http::response::Parts;
 use http::{HeaderMap, Method, Response, StatusCode, Version};
 
-use crate::proxy::hop_by_hop::is_hop_by_hop;
+use crate::proxy::hop_by_hop::is_connection_scoped;
 use crate::wire::fields::{self, TransferCodings};
 use crate::wire::framing::{self, BodyKind, ContentLength, Lists, TransferEncoding};
 use crate::wire::names::FieldNames;
@@ -153,7 +153,7 @@ fn parse_one(
         let name = names
             .name(at, field.name.as_bytes())
             .map_err(|_| HeadError::Header("field name"))?;
-        if is_hop_by_hop(&name) {
+        if is_connection_scoped(&name) {
             connection.note(&name, field.value)?;
             continue;
         }
@@ -649,10 +649,12 @@ mod tests {
     #[test]
     fn connection_scoped_fields_are_read_and_not_passed_on() {
         let head = head(
-            "HTTP/1.1 200 OK\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\nProxy-Authenticate: x\r\nTransfer-Encoding: chunked\r\nX-End: 2\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\nProxy-Authenticate: x\r\nTransfer-Encoding: chunked\r\nX-End: 2\r\n\r\n",
         );
-        let names: Vec<&str> = head.parts.headers.keys().map(|n| n.as_str()).collect();
-        assert_eq!(names, ["x-end"]);
+        let mut names: Vec<&str> = head.parts.headers.keys().map(|n| n.as_str()).collect();
+        names.sort_unstable();
+        // A proxy's challenge is end-to-end (RFC 9110 §11.7.1).
+        assert_eq!(names, ["proxy-authenticate", "x-end"]);
         assert_eq!(head.framing, BodyKind::Chunked);
         assert!(head.keep_alive);
     }
