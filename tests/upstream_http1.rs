@@ -124,6 +124,10 @@ async fn serve(mut stream: TcpStream, seen: Arc<Mutex<Seen>>) {
                 b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1ffffffffffffffff\r\nhello\r\n0\r\n\r\n",
                 false,
             ),
+            "304-large-length" => (
+                b"HTTP/1.1 304 Not Modified\r\nContent-Length: 9000000\r\nETag: \"v2\"\r\n\r\n",
+                false,
+            ),
             "proxy-challenge" => (
                 b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"inner\"\r\nProxy-Connection: keep-alive\r\nKeep-Alive: timeout=5\r\nConnection: X-Hop\r\nX-Hop: 1\r\nContent-Length: 2\r\n\r\nno",
                 false,
@@ -582,4 +586,26 @@ async fn a_proxy_challenge_is_relayed_and_replayed() {
         }
     }
     assert_eq!(seen.lock().unwrap().requests.len(), 2);
+}
+
+/// Found by a black-box pass: a 304 whose `Content-Length` (the
+/// representation's, RFC 9110 §8.6) is over `max_stored_response` was kept
+/// as an oversized answer, so its replay said `Idempotency-Replay: omitted`
+/// and lost the length, though no body was left out. An answer with no
+/// body to come is kept whole.
+#[tokio::test]
+async fn a_bodiless_answer_with_a_large_length_is_kept_whole() {
+    let (_dir, seen, gateway) = setup("h1-304-large-length").await;
+    let client = gateway.client();
+    for replayed in ["false", "true"] {
+        let reply = client
+            .post("/v1/charges?script=304-large-length", Some("304-big"), "{}")
+            .await;
+        assert_eq!(reply.status, 304, "{}", reply.text());
+        assert_eq!(reply.header("idempotent-replayed"), Some(replayed));
+        assert_eq!(reply.header("idempotency-replay"), None, "{replayed}");
+        assert_eq!(reply.header("content-length"), Some("9000000"));
+        assert_eq!(reply.header("etag"), Some("\"v2\""));
+    }
+    assert_eq!(seen.lock().unwrap().requests.len(), 1);
 }
