@@ -128,6 +128,10 @@ async fn serve(mut stream: TcpStream, seen: Arc<Mutex<Seen>>) {
                 b"HTTP/1.1 304 Not Modified\r\nContent-Length: 9000000\r\nETag: \"v2\"\r\n\r\n",
                 false,
             ),
+            "identity-length" => (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\nContent-Length: 2\r\n\r\nok",
+                false,
+            ),
             "proxy-challenge" => (
                 b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"inner\"\r\nProxy-Connection: keep-alive\r\nKeep-Alive: timeout=5\r\nConnection: X-Hop\r\nX-Hop: 1\r\nContent-Length: 2\r\n\r\nno",
                 false,
@@ -608,4 +612,34 @@ async fn a_bodiless_answer_with_a_large_length_is_kept_whole() {
         assert_eq!(reply.header("etag"), Some("\"v2\""));
     }
     assert_eq!(seen.lock().unwrap().requests.len(), 1);
+}
+
+/// Found by a black-box pass: `Transfer-Encoding: identity` (RFC 2616's
+/// "no coding", still sent by old servers) beside a `Content-Length` made
+/// the answer run to the close, so on a connection the upstream kept open
+/// it hung until the upstream's timeout: the client's connection was cut,
+/// and a keyed route stored `504 outcome-unknown` for an answer that had
+/// come whole. A field that names no coding frames nothing; the length does.
+#[tokio::test]
+async fn a_transfer_encoding_that_names_no_coding_is_framed_by_its_length() {
+    let (_dir, seen, gateway) = setup("h1-identity").await;
+    let client = gateway.client();
+    let started = std::time::Instant::now();
+    let passed = client.get("/things?script=identity-length").await;
+    assert_eq!(passed.status, 200);
+    assert_eq!(passed.text(), "ok");
+    for replayed in ["false", "true"] {
+        let reply = client
+            .post(
+                "/v1/charges?script=identity-length",
+                Some("identity-1"),
+                "{}",
+            )
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        assert_eq!(reply.text(), "ok");
+        assert_eq!(reply.header("idempotent-replayed"), Some(replayed));
+    }
+    assert!(started.elapsed() < Duration::from_millis(900));
+    assert_eq!(seen.lock().unwrap().requests.len(), 2);
 }

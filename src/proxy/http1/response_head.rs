@@ -185,7 +185,12 @@ fn parse_one(
         headers.remove(listed.as_str());
     }
     let transfer_encoding = connection.transfer_encoding.present;
-    settle_length(&mut headers, status, transfer_encoding, &lengths);
+    settle_length(
+        &mut headers,
+        status,
+        connection.transfer_encoding().is_some(),
+        &lengths,
+    );
     // An HTTP/1.0 answer with `Transfer-Encoding` is faultily framed: the
     // connection closes after it (RFC 9112 §6.1), whatever it says.
     let keep_alive = connection.keeps_alive(version)
@@ -369,10 +374,14 @@ impl ConnectionFields {
     }
 
     /// `Some(true)` when the body is chunked, `Some(false)` when it runs to
-    /// the close, `None` without `Transfer-Encoding`.
+    /// the close, `None` without a transfer coding. A field that names none
+    /// (empty, or only `identity`, RFC 2616's word for none, still sent by
+    /// old servers beside a `Content-Length` that they frame by) counts as
+    /// absent: read to the close, such an answer would hang until the
+    /// upstream's timeout on a connection the upstream keeps open.
     fn transfer_encoding(&self) -> Option<bool> {
         let te = &self.transfer_encoding;
-        te.present.then_some(te.chunked)
+        (te.present && (te.chunked || !te.others.is_empty())).then_some(te.chunked)
     }
 
     /// The codings besides chunked, as the client is told them; `None` for
@@ -471,10 +480,28 @@ mod tests {
                 "HTTP/1.1 304 Not Modified\r\nContent-Length: 7\r\n\r\n",
                 BodyKind::Length(0),
             ),
+            // A field that names no coding frames nothing: the length does.
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\nContent-Length: 2\r\n\r\n",
+                BodyKind::Length(2),
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding:\r\nContent-Length: 2\r\n\r\n",
+                BodyKind::Length(2),
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\n\r\n",
+                BodyKind::UntilClose,
+            ),
         ];
         for (text, framing) in cases {
             assert_eq!(head(text).framing, framing, "{text:?}");
         }
+        // Still two framing fields: the connection is not used again.
+        let identity =
+            head("HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\nContent-Length: 2\r\n\r\n");
+        assert!(!identity.keep_alive);
+        assert_eq!(identity.parts.headers["content-length"], "2");
         let to_head = parse_str("HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n", Method::HEAD)
             .expect("valid")
             .expect("complete");
