@@ -132,6 +132,10 @@ async fn serve(mut stream: TcpStream, seen: Arc<Mutex<Seen>>) {
                 b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\nContent-Length: 2\r\n\r\nok",
                 false,
             ),
+            "keep-alive-2s" => (
+                b"HTTP/1.1 200 OK\r\nKeep-Alive: timeout=2, max=100\r\nContent-Length: 2\r\n\r\nok",
+                false,
+            ),
             "proxy-challenge" => (
                 b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"inner\"\r\nProxy-Connection: keep-alive\r\nKeep-Alive: timeout=5\r\nConnection: X-Hop\r\nX-Hop: 1\r\nContent-Length: 2\r\n\r\nno",
                 false,
@@ -642,4 +646,30 @@ async fn a_transfer_encoding_that_names_no_coding_is_framed_by_its_length() {
     }
     assert!(started.elapsed() < Duration::from_millis(900));
     assert_eq!(seen.lock().unwrap().requests.len(), 2);
+}
+
+/// Found by a black-box pass: an upstream that closes idle connections
+/// after a few seconds (Apache and Node.js: 5 s, said in `Keep-Alive:
+/// timeout=5`) had them kept and reused for 60 s, so a request could take
+/// one just as the upstream closed it; a keyed POST then has an unknown
+/// outcome. A connection is no longer taken within a second of the
+/// timeout the upstream announced.
+#[tokio::test]
+async fn a_connection_is_not_reused_near_the_upstreams_keep_alive_timeout() {
+    let (_dir, seen, gateway) = setup("h1-keep-alive-timeout").await;
+    let client = gateway.client();
+    for _ in 0..2 {
+        let reply = client.get("/things?script=keep-alive-2s").await;
+        assert_eq!(reply.text(), "ok");
+        assert_eq!(reply.header("keep-alive"), None);
+    }
+    assert_eq!(seen.lock().unwrap().connections, 1, "reused while fresh");
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let reply = client.get("/things?script=plain").await;
+    assert_eq!(reply.text(), "ok");
+    assert_eq!(
+        seen.lock().unwrap().connections,
+        2,
+        "taken a second before the upstream's timeout"
+    );
 }

@@ -2,6 +2,7 @@
 //! how its body is framed (RFC 9112 §6.3).
 
 use std::mem::MaybeUninit;
+use std::time::Duration;
 
 use bytes::BytesMut;
 use http::header::{self, HeaderName, HeaderValue};
@@ -28,6 +29,9 @@ pub struct AnswerHead {
     pub framing: BodyKind,
     /// The upstream lets the connection carry another request after this one.
     pub keep_alive: bool,
+    /// How long the upstream keeps the connection open while idle, as its
+    /// `Keep-Alive: timeout=N` says (RFC 2068 §19.7.1.1).
+    pub idle_timeout: Option<Duration>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -219,6 +223,7 @@ fn parse_one(
         parts,
         framing,
         keep_alive,
+        idle_timeout: connection.idle_timeout.map(Duration::from_secs),
     }))
 }
 
@@ -346,6 +351,8 @@ struct ConnectionFields {
     keep_alive: bool,
     /// Other names `Connection` lists: connection-scoped too (RFC 9110 §7.6.1).
     listed: Vec<String>,
+    /// Seconds of `Keep-Alive: timeout=N`, the least when sent twice.
+    idle_timeout: Option<u64>,
 }
 
 impl ConnectionFields {
@@ -358,6 +365,18 @@ impl ConnectionFields {
             self.transfer_encoding
                 .note(value)
                 .map_err(|_| HeadError::Header("Transfer-Encoding"))?;
+        } else if name.as_str() == "keep-alive" {
+            // `timeout=5, max=100` (Apache, Node.js): a hint, so a value
+            // that is not one is ignored rather than refused.
+            let timeouts = std::str::from_utf8(value)
+                .unwrap_or("")
+                .split(',')
+                .filter_map(|param| param.split_once('='))
+                .filter(|(name, _)| name.trim().eq_ignore_ascii_case("timeout"))
+                .filter_map(|(_, seconds)| framing::decimal(seconds.trim().as_bytes()));
+            for seconds in timeouts {
+                self.idle_timeout = Some(self.idle_timeout.map_or(seconds, |t| t.min(seconds)));
+            }
         } else if *name == header::CONNECTION {
             let tokens = fields::connection_tokens(value).ok_or(HeadError::Header("Connection"))?;
             for token in tokens {
@@ -684,6 +703,31 @@ mod tests {
         assert_eq!(names, ["proxy-authenticate", "x-end"]);
         assert_eq!(head.framing, BodyKind::Chunked);
         assert!(head.keep_alive);
+    }
+
+    #[test]
+    fn the_upstreams_keep_alive_timeout_is_read() {
+        for (field, expected) in [
+            ("Keep-Alive: timeout=5, max=100\r\n", Some(5)),
+            ("Keep-Alive: max=100,Timeout = 2\r\n", Some(2)),
+            (
+                "Keep-Alive: timeout=9\r\nKeep-Alive: timeout=3\r\n",
+                Some(3),
+            ),
+            ("Keep-Alive: timeout=soon\r\n", None),
+            ("Keep-Alive: timeout=-1\r\n", None),
+            ("", None),
+        ] {
+            let head = head(&format!(
+                "HTTP/1.1 200 OK\r\n{field}Content-Length: 0\r\n\r\n"
+            ));
+            assert_eq!(
+                head.idle_timeout,
+                expected.map(Duration::from_secs),
+                "{field:?}"
+            );
+            assert!(!head.parts.headers.contains_key("keep-alive"));
+        }
     }
 
     #[test]
