@@ -124,6 +124,22 @@ async fn serve(mut stream: TcpStream, seen: Arc<Mutex<Seen>>) {
                 b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1ffffffffffffffff\r\nhello\r\n0\r\n\r\n",
                 false,
             ),
+            "304-large-length" => (
+                b"HTTP/1.1 304 Not Modified\r\nContent-Length: 9000000\r\nETag: \"v2\"\r\n\r\n",
+                false,
+            ),
+            "identity-length" => (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\nContent-Length: 2\r\n\r\nok",
+                false,
+            ),
+            "keep-alive-2s" => (
+                b"HTTP/1.1 200 OK\r\nKeep-Alive: timeout=2, max=100\r\nContent-Length: 2\r\n\r\nok",
+                false,
+            ),
+            "proxy-challenge" => (
+                b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"inner\"\r\nProxy-Connection: keep-alive\r\nKeep-Alive: timeout=5\r\nConnection: X-Hop\r\nX-Hop: 1\r\nContent-Length: 2\r\n\r\nno",
+                false,
+            ),
             _ => (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false),
         };
         if stream.write_all(answer).await.is_err() || close {
@@ -546,4 +562,114 @@ async fn hostile_upstream_answers_are_refused_or_cut_and_the_connection_is_not_r
         .map(|(head, _)| head.clone())
         .collect();
     assert!(texts.iter().all(|head| !head.contains("smuggled")));
+}
+
+/// Found by a black-box pass: every `Proxy-*` field of an answer was
+/// dropped as hop-by-hop, so a 407 reached the client without the
+/// `Proxy-Authenticate` challenge it must carry. It is end-to-end (RFC 9110
+/// §11.7.1), relayed, stored and replayed; the fields that describe the
+/// upstream's connection are not.
+#[tokio::test]
+async fn a_proxy_challenge_is_relayed_and_replayed() {
+    let (_dir, seen, gateway) = setup("h1-proxy-challenge").await;
+    let client = gateway.client();
+    let passed = client.get("/things?script=proxy-challenge").await;
+    let keyed = || {
+        client.post(
+            "/v1/charges?script=proxy-challenge",
+            Some("proxy-challenge-1"),
+            "{}",
+        )
+    };
+    let (fresh, replayed) = (keyed().await, keyed().await);
+    assert_eq!(replayed.header("idempotent-replayed"), Some("true"));
+    for reply in [passed, fresh, replayed] {
+        assert_eq!(reply.status, 407, "{}", reply.text());
+        assert_eq!(
+            reply.header("proxy-authenticate"),
+            Some("Basic realm=\"inner\"")
+        );
+        for hop in ["proxy-connection", "keep-alive", "x-hop", "connection"] {
+            assert_eq!(reply.header(hop), None, "{hop}");
+        }
+    }
+    assert_eq!(seen.lock().unwrap().requests.len(), 2);
+}
+
+/// Found by a black-box pass: a 304 whose `Content-Length` (the
+/// representation's, RFC 9110 §8.6) is over `max_stored_response` was kept
+/// as an oversized answer, so its replay said `Idempotency-Replay: omitted`
+/// and lost the length, though no body was left out. An answer with no
+/// body to come is kept whole.
+#[tokio::test]
+async fn a_bodiless_answer_with_a_large_length_is_kept_whole() {
+    let (_dir, seen, gateway) = setup("h1-304-large-length").await;
+    let client = gateway.client();
+    for replayed in ["false", "true"] {
+        let reply = client
+            .post("/v1/charges?script=304-large-length", Some("304-big"), "{}")
+            .await;
+        assert_eq!(reply.status, 304, "{}", reply.text());
+        assert_eq!(reply.header("idempotent-replayed"), Some(replayed));
+        assert_eq!(reply.header("idempotency-replay"), None, "{replayed}");
+        assert_eq!(reply.header("content-length"), Some("9000000"));
+        assert_eq!(reply.header("etag"), Some("\"v2\""));
+    }
+    assert_eq!(seen.lock().unwrap().requests.len(), 1);
+}
+
+/// Found by a black-box pass: `Transfer-Encoding: identity` (RFC 2616's
+/// "no coding", still sent by old servers) beside a `Content-Length` made
+/// the answer run to the close, so on a connection the upstream kept open
+/// it hung until the upstream's timeout: the client's connection was cut,
+/// and a keyed route stored `504 outcome-unknown` for an answer that had
+/// come whole. A field that names no coding frames nothing; the length does.
+#[tokio::test]
+async fn a_transfer_encoding_that_names_no_coding_is_framed_by_its_length() {
+    let (_dir, seen, gateway) = setup("h1-identity").await;
+    let client = gateway.client();
+    let started = std::time::Instant::now();
+    let passed = client.get("/things?script=identity-length").await;
+    assert_eq!(passed.status, 200);
+    assert_eq!(passed.text(), "ok");
+    for replayed in ["false", "true"] {
+        let reply = client
+            .post(
+                "/v1/charges?script=identity-length",
+                Some("identity-1"),
+                "{}",
+            )
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        assert_eq!(reply.text(), "ok");
+        assert_eq!(reply.header("idempotent-replayed"), Some(replayed));
+    }
+    assert!(started.elapsed() < Duration::from_millis(900));
+    assert_eq!(seen.lock().unwrap().requests.len(), 2);
+}
+
+/// Found by a black-box pass: an upstream that closes idle connections
+/// after a few seconds (Apache and Node.js: 5 s, said in `Keep-Alive:
+/// timeout=5`) had them kept and reused for 60 s, so a request could take
+/// one just as the upstream closed it; a keyed POST then has an unknown
+/// outcome. A connection is no longer taken within a second of the
+/// timeout the upstream announced.
+#[tokio::test]
+async fn a_connection_is_not_reused_near_the_upstreams_keep_alive_timeout() {
+    let (_dir, seen, gateway) = setup("h1-keep-alive-timeout").await;
+    let client = gateway.client();
+    for _ in 0..2 {
+        let reply = client.get("/things?script=keep-alive-2s").await;
+        assert_eq!(reply.text(), "ok");
+        assert_eq!(reply.header("keep-alive"), None);
+    }
+    assert_eq!(seen.lock().unwrap().connections, 1, "reused while fresh");
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let reply = client.get("/things?script=plain").await;
+    assert_eq!(reply.text(), "ok");
+    assert_eq!(
+        seen.lock().unwrap().connections,
+        2,
+        "taken a second before the upstream's timeout"
+    );
 }

@@ -396,3 +396,125 @@ async fn a_refused_stream_frees_the_key_for_the_retry() {
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
     assert_eq!(answered.load(Ordering::SeqCst), 1);
 }
+
+/// An h2c upstream whose first `go_away` connections each answer their
+/// first stream with GOAWAY naming no stream processed (last stream 0, as a
+/// server that reached its request limit or is shutting down does when a
+/// stream crosses its GOAWAY), then close; later connections answer 201.
+/// Counts the streams it answered.
+async fn going_away_upstream(go_away: u64) -> (SocketAddr, Arc<AtomicU64>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let listener = free_listener();
+    let addr = listener.local_addr().unwrap();
+    let answered = Arc::new(AtomicU64::new(0));
+    let counted = answered.clone();
+    tokio::spawn(async move {
+        let mut accepted = 0;
+        while let Ok((mut stream, _)) = listener.accept().await {
+            accepted += 1;
+            let answered = counted.clone();
+            if accepted <= go_away {
+                tokio::spawn(async move {
+                    // Our SETTINGS; then the client's preface and frames,
+                    // up to its first HEADERS (a frame is a 9-byte header:
+                    // length, type, flags, stream).
+                    let _ = stream.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await;
+                    let mut buf = Vec::new();
+                    let mut at = 24;
+                    loop {
+                        while buf.len() >= at + 9 {
+                            let length = u32::from_be_bytes([0, buf[at], buf[at + 1], buf[at + 2]]);
+                            let (kind, flags) = (buf[at + 3], buf[at + 4]);
+                            if buf.len() < at + 9 + length as usize {
+                                break;
+                            }
+                            at += 9 + length as usize;
+                            if kind == 4 && flags & 1 == 0 {
+                                let _ = stream.write_all(&[0, 0, 0, 4, 1, 0, 0, 0, 0]).await;
+                            }
+                            if kind == 1 {
+                                // GOAWAY: last stream 0, NO_ERROR.
+                                let goaway = [0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+                                let _ = stream.write_all(&goaway).await;
+                                tokio::time::sleep(Duration::from_millis(100)).await;
+                                return;
+                            }
+                        }
+                        let mut chunk = [0u8; 4096];
+                        match stream.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                });
+                continue;
+            }
+            tokio::spawn(async move {
+                let Ok(mut connection) = h2::server::handshake(stream).await else {
+                    return;
+                };
+                while let Some(Ok((_request, mut respond))) = connection.accept().await {
+                    answered.fetch_add(1, Ordering::SeqCst);
+                    let head = Response::builder().status(201).body(()).unwrap();
+                    if let Ok(mut body) = respond.send_response(head, false) {
+                        let _ = body.send_data(Bytes::from_static(b"{\"ok\":true}"), true);
+                    }
+                }
+            });
+        }
+    });
+    (addr, answered)
+}
+
+/// Found by a black-box pass: a stream above the last one an upstream's
+/// GOAWAY named (an nginx at `keepalive_requests`, a server shutting down)
+/// was taken for a broken exchange, and a keyed request's key was stored
+/// as `outcome-unknown` for a request the upstream said it never
+/// processed (RFC 9113 §6.8). It goes once more on a new connection.
+#[tokio::test]
+async fn a_stream_a_goaway_leaves_unprocessed_goes_once_more_on_a_new_connection() {
+    let dir = TestDir::new("h2-goaway-unprocessed");
+    let (addr, answered) = going_away_upstream(1).await;
+    let gateway = GatewayProcess::start(&dir, &format!("http://{addr}"), &config(true));
+    let client = gateway.client();
+    let first = client.post("/v1/charges", Some("unprocessed"), "{}").await;
+    assert_eq!(first.status, 201, "{}", first.text());
+    assert_eq!(first.header("idempotent-replayed"), Some("false"));
+    let replay = client.post("/v1/charges", Some("unprocessed"), "{}").await;
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(answered.load(Ordering::SeqCst), 1);
+}
+
+/// Sent once more and left unprocessed again, or with a body too long to
+/// keep for a second send: nothing was processed, so the key is freed
+/// (502 `upstream-unreachable`) and the client's retry runs it.
+#[tokio::test]
+async fn a_request_left_unprocessed_twice_or_too_long_to_keep_frees_its_key() {
+    let dir = TestDir::new("h2-goaway-twice");
+    let (addr, answered) = going_away_upstream(3).await;
+    let gateway = GatewayProcess::start(&dir, &format!("http://{addr}"), &config(true));
+    let client = gateway.client();
+    let refused = client.post("/v1/charges", Some("twice"), "{}").await;
+    assert_eq!(refused.status, 502, "{}", refused.text());
+    assert!(
+        refused.text().contains("upstream-unreachable"),
+        "{}",
+        refused.text()
+    );
+    // Over 16 KiB: not kept, so not sent again.
+    let long = format!("{{\"pad\":\"{}\"}}", "x".repeat(20 << 10));
+    let refused = client.post("/v1/charges", Some("long"), &long).await;
+    assert_eq!(refused.status, 502, "{}", refused.text());
+    assert!(
+        refused.text().contains("upstream-unreachable"),
+        "{}",
+        refused.text()
+    );
+    for (key, body) in [("twice", "{}".to_owned()), ("long", long)] {
+        let retry = client.post("/v1/charges", Some(key), &body).await;
+        assert_eq!(retry.status, 201, "{key}: {}", retry.text());
+        assert_eq!(retry.header("idempotent-replayed"), Some("false"));
+    }
+    assert_eq!(answered.load(Ordering::SeqCst), 2);
+}

@@ -364,3 +364,93 @@ async fn waiting_for_a_connection_counts_against_the_timeout_so_the_lease_holds(
     assert_eq!(busy.await.unwrap().status, 201);
     assert_eq!(upstream.executions("k-lease"), 1);
 }
+
+/// An upstream whose first connection answers its first request and, 700 ms
+/// after reading the second, closes without a word; every later connection
+/// answers its request 700 ms after reading it. Counts the requests read.
+async fn upstream_slow_to_close_then_slow_to_answer() -> (String, Arc<AtomicU64>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let requests = Arc::new(AtomicU64::new(0));
+    let counted = requests.clone();
+    tokio::spawn(async move {
+        let mut first = true;
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let counted = counted.clone();
+            let answers_first = std::mem::take(&mut first);
+            tokio::spawn(async move {
+                for answered in [answers_first, false] {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        match stream.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(_) => head.push(buf[0]),
+                        }
+                    }
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    let text = String::from_utf8_lossy(&head).to_lowercase();
+                    let length = text
+                        .lines()
+                        .find_map(|line| line.strip_prefix("content-length:"))
+                        .and_then(|n| n.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    let mut body = vec![0u8; length];
+                    if stream.read_exact(&mut body).await.is_err() {
+                        return;
+                    }
+                    if answered {
+                        let _ = stream
+                            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                            .await;
+                        continue;
+                    }
+                    tokio::time::sleep(Duration::from_millis(700)).await;
+                    if !answers_first {
+                        let _ = stream
+                            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                            .await;
+                    }
+                    return;
+                }
+            });
+        }
+    });
+    (url, requests)
+}
+
+/// Found by a black-box pass: an idempotent request sent again after its
+/// kept-alive connection closed unanswered got a whole new `timeout` (and
+/// `connect_timeout`) for the second try, so a keyed PUT could run to twice
+/// its upstream's `timeout`, past a `lock_timeout` that `check` only asks
+/// to exceed it once: a retry then took the key over while the gateway
+/// still waited. The second try ends by the first one's deadline.
+#[tokio::test]
+async fn a_request_sent_again_ends_by_the_first_tries_deadline() {
+    let config = Config::charges_and_rest()
+        .with_upstream("api", |u| u.timeout("1s"))
+        .defaults("lock_timeout", "2s")
+        .with_route("charges", |r| r.set("methods", &["PUT"][..]));
+    let text = config.toml();
+    assert!(text.contains("methods = [\"PUT\"]"), "{text}");
+    let dir = TestDir::new("pool-resend-deadline");
+    let (url, requests) = upstream_slow_to_close_then_slow_to_answer().await;
+    let gateway = GatewayProcess::start(&dir, &url, &config);
+    let client = gateway.client();
+    assert_eq!(client.get("/things").await.status, 200);
+    let started = std::time::Instant::now();
+    let put = client
+        .send(
+            "PUT",
+            "/v1/charges/1",
+            &[("idempotency-key", "resend-deadline")],
+            "{}",
+        )
+        .await;
+    let took = started.elapsed();
+    assert_eq!(put.status, 504, "{}", put.text());
+    assert_eq!(put.json()["code"], "outcome-unknown");
+    assert!(took < Duration::from_millis(1300), "{took:?}");
+    // Sent twice, as an idempotent method may be (RFC 9112 §9.3.1).
+    assert_eq!(requests.load(Ordering::SeqCst), 3);
+}

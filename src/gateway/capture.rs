@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http::header;
 use http::response::Parts;
 use http::{HeaderMap, Response};
-use http_body::{Frame, SizeHint};
+use http_body::{Body as _, Frame, SizeHint};
 use http_body_util::BodyExt;
 
 use crate::body::{self, Body, BoxError};
@@ -29,12 +29,14 @@ pub enum Captured {
 /// Reads the upstream's body up to `limit` bytes. Trailers are not kept.
 pub async fn capture(response: Response<UpstreamBody>, limit: u64) -> Result<Captured, BoxError> {
     let (parts, mut incoming) = response.into_parts();
+    // A 304's or a HEAD's `Content-Length` is the representation's, not
+    // this answer's: with no body to come, the whole answer is kept.
     let declared = parts
         .headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > limit) {
+    if !incoming.is_end_stream() && declared.is_some_and(|length| length > limit) {
         return Ok(Captured::Oversized {
             parts,
             prefix: Vec::new(),

@@ -3,11 +3,24 @@ use http::header::{self, HeaderName};
 
 use crate::wire::fields;
 
-/// Removes hop-by-hop headers, including every header named by `Connection`.
+/// Removes a request's hop-by-hop headers, including every header named by
+/// `Connection`, and its `Proxy-*` fields (`Proxy-Authorization` carries
+/// credentials meant for a proxy, not for the upstream).
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // Most requests carry none (`Connection` is in the list): one look at each
+    strip(headers, is_hop_by_hop);
+}
+
+/// Removes an answer's hop-by-hop headers, including every header named by
+/// `Connection`. `Proxy-Authenticate` and `Proxy-Authentication-Info` are
+/// end-to-end (RFC 9110 §11.7): a 407 without its challenge is no answer.
+pub fn strip_answer_hop_by_hop(headers: &mut HeaderMap) {
+    strip(headers, is_connection_scoped);
+}
+
+fn strip(headers: &mut HeaderMap, hop_by_hop: fn(&HeaderName) -> bool) {
+    // Most messages carry none (`Connection` is in the list): one look at each
     // name instead of a removal (a hash and a probe) per listed name.
-    if !headers.keys().any(is_hop_by_hop) {
+    if !headers.keys().any(hop_by_hop) {
         return;
     }
     // Most that do (every answer from an upstream that keeps connections
@@ -23,29 +36,41 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
         .map(str::to_owned)
         .collect();
     fields::remove_where(headers, |name| {
-        is_hop_by_hop(name)
+        hop_by_hop(name)
             || listed
                 .iter()
                 .any(|listed| listed.eq_ignore_ascii_case(name.as_str()))
     });
 }
 
-/// Whether a header describes one connection, not the message (RFC 9110
-/// §7.6.1: `Connection`, `Keep-Alive`, `TE`, `Trailer`, `Transfer-Encoding`,
-/// `Upgrade`), or is of the `Proxy-*` family; or is `Expect`, which the
-/// gateway answers on its own hop (its `100 Continue` went to the client when
-/// the body was first read), as nginx and Envoy do: passed on, it would have
-/// the upstream send an interim answer nobody waits for, or refuse (417) a
-/// request the client was already told to send.
+/// Whether a request header is not forwarded as it came: one that
+/// describes the connection ([`is_connection_scoped`]), or of the
+/// `Proxy-*` family; or `Expect`, which the gateway answers on its own hop
+/// (its `100 Continue` went to the client when the body was first read), as
+/// nginx and Envoy do: passed on, it would have the upstream send an interim
+/// answer nobody waits for, or refuse (417) a request the client was already
+/// told to send.
 pub(super) fn is_hop_by_hop(name: &HeaderName) -> bool {
+    is_connection_scoped(name) || name.as_str().starts_with("proxy-") || name.as_str() == "expect"
+}
+
+/// Whether a header describes one connection, not the message (RFC 9110
+/// §7.6.1: `Connection`, `Proxy-Connection`, `Keep-Alive`, `TE`, `Trailer`,
+/// `Transfer-Encoding`, `Upgrade`).
+pub(super) fn is_connection_scoped(name: &HeaderName) -> bool {
     // One `match` on the name's text: its length picks the candidates, so
     // the usual fields (host, content-type, date, ...) cost a comparison or
     // none. Every field of both heads is asked (docs/adr/0007-hot-path-costs.md).
-    match name.as_str() {
-        "connection" | "keep-alive" | "te" | "trailer" | "transfer-encoding" | "upgrade"
-        | "expect" => true,
-        other => other.starts_with("proxy-"),
-    }
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "proxy-connection"
+    )
 }
 
 #[cfg(test)]
@@ -101,6 +126,28 @@ mod tests {
             let left: Vec<&str> = headers.keys().map(|n| n.as_str()).collect();
             assert_eq!(left, vec!["content-type"], "{name}");
         }
+    }
+
+    /// A proxy's challenge is the client's to answer: an answer keeps it,
+    /// and drops only what describes the upstream's connection.
+    #[test]
+    fn an_answer_keeps_its_proxy_challenge() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("connection", "x-hop"),
+            ("x-hop", "1"),
+            ("keep-alive", "timeout=5"),
+            ("proxy-connection", "keep-alive"),
+            ("proxy-authenticate", "Basic realm=\"x\""),
+            ("proxy-authentication-info", "nextnonce=\"n\""),
+            ("upgrade", "h2c"),
+        ] {
+            headers.append(name, value.parse().unwrap());
+        }
+        strip_answer_hop_by_hop(&mut headers);
+        let mut left: Vec<&str> = headers.keys().map(|n| n.as_str()).collect();
+        left.sort_unstable();
+        assert_eq!(left, ["proxy-authenticate", "proxy-authentication-info"]);
     }
 
     #[test]

@@ -13,9 +13,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
 use http::{Request, Response, Uri};
+use http_body::Body as _;
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::client::conn::http2::{self, SendRequest};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
@@ -25,7 +28,7 @@ use tower_service::Service;
 use super::error::{Cause, UpstreamError, error_chain};
 use super::http2_connections::Http2Connections;
 use super::http2_dialer::{H2Connector, RequireH2};
-use crate::body::Body;
+use crate::body::{Body, COALESCE_LIMIT};
 
 /// Holds the connection, opens it when there is none, and drops it when it
 /// closed or has gone unused for the idle timeout.
@@ -104,15 +107,13 @@ impl Http2Upstream {
 
     /// Sends `request` as it is (its URI's authority is the `:authority`,
     /// never where to connect) and waits for the answer head.
-    pub async fn send(
-        &self,
-        mut request: Request<Body>,
-    ) -> Result<Response<Incoming>, UpstreamError> {
+    pub async fn send(&self, request: Request<Body>) -> Result<Response<Incoming>, UpstreamError> {
+        let (mut request, mut again) = Resend::keep(request).await?;
         // A request the connection gives back was never sent: one that was
         // closing when it was taken (the upstream's GOAWAY not yet read) is
         // retried on a fresh one; a fresh one that gives it back is the end.
         for _ in 0..3 {
-            let (mut sender, fresh) = (self.sender().await)
+            let (mut sender, fresh, id) = (self.sender().await)
                 .map_err(|error| UpstreamError::NotSent(Cause::Http2Connect(error)))?;
             match sender.try_send_request(request).await {
                 Ok(response) => return Ok(response),
@@ -121,12 +122,21 @@ impl Http2Upstream {
                     Some(_) => {
                         return Err(UpstreamError::NotSent(Cause::Http2(failed.into_error())));
                     }
-                    // Refused before any processing (RFC 9113 §8.7): as safe
-                    // to retry as a connection never made.
-                    None if refused_unprocessed(failed.error()) => {
-                        return Err(UpstreamError::NotSent(Cause::Http2(failed.into_error())));
-                    }
-                    None => return Err(UpstreamError::Broken(Cause::Http2(failed.into_error()))),
+                    None => match unprocessed(failed.error()) {
+                        // The connection is going away and never began on
+                        // it: once more on a new one, as an HTTP/1 request
+                        // whose head never left a closed connection.
+                        Some(Unprocessed::GoAway) if let Some(kept) = again.take() => {
+                            self.holder.closed(id);
+                            request = kept.request();
+                        }
+                        Some(_) => {
+                            return Err(UpstreamError::NotSent(Cause::Http2(failed.into_error())));
+                        }
+                        None => {
+                            return Err(UpstreamError::Broken(Cause::Http2(failed.into_error())));
+                        }
+                    },
                 },
             }
         }
@@ -134,47 +144,123 @@ impl Http2Upstream {
     }
 
     /// The open connection, or the one being opened (`true`: opened for
-    /// this request, or while it waited).
-    async fn sender(&self) -> Result<(SendRequest<Body>, bool), ConnectError> {
-        let connecting = {
+    /// this request, or while it waited), and its id.
+    async fn sender(&self) -> Result<(SendRequest<Body>, bool, u64), ConnectError> {
+        let (id, connecting) = {
             let mut slot = self.holder.lock();
             match &mut *slot {
                 Slot::Open {
-                    sender, last_used, ..
+                    id,
+                    sender,
+                    last_used,
                 } if !sender.is_closed() => {
                     *last_used = Instant::now();
-                    return Ok((sender.clone(), false));
+                    return Ok((sender.clone(), false, *id));
                 }
-                Slot::Connecting { connecting, .. } => connecting.clone(),
+                Slot::Connecting { id, connecting } => (*id, connecting.clone()),
                 _ => {
                     let (id, connecting) = self.holder.connect();
                     *slot = Slot::Connecting {
                         id,
                         connecting: connecting.clone(),
                     };
-                    connecting
+                    (id, connecting)
                 }
             }
         };
-        connecting.await.map(|sender| (sender, true))
+        connecting.await.map(|sender| (sender, true, id))
     }
 }
 
-/// The upstream reset the stream with `REFUSED_STREAM`, which a server
-/// sends only for a stream it did no processing of: the request was, in
-/// effect, never sent. Any other reset (`CANCEL`, `INTERNAL_ERROR`), or a
-/// GOAWAY that closed the stream, leaves its outcome unknown.
-fn refused_unprocessed(error: &hyper::Error) -> bool {
+/// How an upstream said that it did no processing of a stream, so that
+/// the request was, in effect, never sent (RFC 9113 §8.1.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unprocessed {
+    /// Reset with `REFUSED_STREAM` (§8.7): a server at its limit, which a
+    /// new connection would not change.
+    Refused,
+    /// Above the last stream its GOAWAY names (§6.8), or opened after the
+    /// GOAWAY was read: the connection is closing, and another may take it.
+    GoAway,
+}
+
+/// Whether the stream failed in a way that says it was never processed.
+/// Any other reset (`CANCEL`, `INTERNAL_ERROR`), or a connection that broke
+/// under a stream the upstream had taken, leaves its outcome unknown. h2
+/// gives a stream the peer's GOAWAY as its error only when that stream is
+/// above the GOAWAY's last stream, or opens after it; a stream the upstream
+/// had taken gets the connection's end (a broken pipe) instead.
+fn unprocessed(error: &hyper::Error) -> Option<Unprocessed> {
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
         if let Some(h2) = cause.downcast_ref::<h2::Error>() {
-            return h2.is_remote()
-                && h2.is_reset()
-                && h2.reason() == Some(h2::Reason::REFUSED_STREAM);
+            if !h2.is_remote() {
+                return None;
+            }
+            if h2.is_go_away() {
+                return Some(Unprocessed::GoAway);
+            }
+            return (h2.is_reset() && h2.reason() == Some(h2::Reason::REFUSED_STREAM))
+                .then_some(Unprocessed::Refused);
         }
         source = cause.source();
     }
-    false
+    None
+}
+
+/// A request whose body is small enough to be kept whole (read whole
+/// already), so that it can go once more when an upstream's GOAWAY leaves
+/// it unprocessed; a longer body streams and cannot be sent twice.
+struct Resend {
+    method: http::Method,
+    uri: Uri,
+    version: http::Version,
+    headers: http::HeaderMap,
+    body: Bytes,
+}
+
+impl Resend {
+    /// `request` as it is sent now, and a copy to send again when its body
+    /// is none or at most [`COALESCE_LIMIT`] bytes.
+    async fn keep(request: Request<Body>) -> Result<(Request<Body>, Option<Self>), UpstreamError> {
+        let body = request.body();
+        let small = body.is_end_stream()
+            || body
+                .size_hint()
+                .exact()
+                .is_some_and(|length| length <= COALESCE_LIMIT);
+        if !small {
+            return Ok((request, None));
+        }
+        let (parts, body) = request.into_parts();
+        // Such a body was read whole before it came here (`body::coalesce`,
+        // a keyed request's buffer): its one frame is taken, not waited for.
+        let body = body
+            .collect()
+            .await
+            .map_err(|err| UpstreamError::RequestBody(Cause::Body(err)))?
+            .to_bytes();
+        let kept = Self {
+            method: parts.method.clone(),
+            uri: parts.uri.clone(),
+            version: parts.version,
+            headers: parts.headers.clone(),
+            body: body.clone(),
+        };
+        Ok((
+            Request::from_parts(parts, crate::body::full(body)),
+            Some(kept),
+        ))
+    }
+
+    fn request(self) -> Request<Body> {
+        let mut request = Request::new(crate::body::full(self.body));
+        *request.method_mut() = self.method;
+        *request.uri_mut() = self.uri;
+        *request.version_mut() = self.version;
+        *request.headers_mut() = self.headers;
+        request
+    }
 }
 
 impl Holder {
@@ -244,7 +330,8 @@ impl Holder {
         None
     }
 
-    /// Forgets connection `id`, closed, if it is still the one held.
+    /// Forgets connection `id`, closed or going away, if it is still the
+    /// one held.
     fn closed(&self, id: u64) {
         let mut slot = self.lock();
         if matches!(&*slot, Slot::Open { id: current, .. } if *current == id) {

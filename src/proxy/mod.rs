@@ -16,7 +16,7 @@ mod upstream_body;
 
 pub use error::UpstreamError;
 pub use forwarded::prepare_request;
-pub use hop_by_hop::strip_hop_by_hop;
+pub use hop_by_hop::{strip_answer_hop_by_hop, strip_hop_by_hop};
 pub use progress::Wait;
 pub use setup_error::UpstreamSetupError;
 pub use upstream::{Upstream, Upstreams};

@@ -13,7 +13,7 @@ use super::http2_dialer;
 use super::http2_upstream::Http2Upstream;
 use super::progress::{Marking, Progress, Wait, within};
 use super::setup_error::UpstreamSetupError;
-use super::strip_hop_by_hop;
+use super::strip_answer_hop_by_hop;
 use super::upstream_body::UpstreamBody;
 use crate::body::Body;
 use crate::config::{Config, UpstreamConfig};
@@ -167,7 +167,7 @@ impl Upstream {
                     }
                     Err(_) => Err(UpstreamError::Timeout),
                     Ok(Ok(mut response)) => {
-                        strip_hop_by_hop(response.headers_mut());
+                        strip_answer_hop_by_hop(response.headers_mut());
                         Ok(response.map(|body| UpstreamBody::http2(body, self.timeout)))
                     }
                     Ok(Err(err)) => Err(err),

@@ -2,8 +2,10 @@
 //! head, and keeps what was read past it for the body.
 
 use std::io;
+use std::num::NonZeroU32;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use http::Method;
@@ -41,6 +43,11 @@ pub struct Connection {
     names: FieldNames,
     /// Interim answers read for the request in progress.
     interim: usize,
+    /// Seconds the upstream keeps this connection open while idle, as its
+    /// last answer said (0 is kept as 1, which is not kept either). Seconds
+    /// in four bytes, not a `Duration`: every answer body holds its
+    /// connection, and is moved.
+    idle_timeout: Option<NonZeroU32>,
 }
 
 /// Why no answer head came.
@@ -125,7 +132,15 @@ impl Connection {
             deadline: None,
             names: FieldNames::default(),
             interim: 0,
+            idle_timeout: None,
         }
+    }
+
+    /// How long the upstream keeps this connection open while idle
+    /// (`Keep-Alive: timeout=N` on its last answer), if it said.
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        self.idle_timeout
+            .map(|seconds| Duration::from_secs(seconds.get().into()))
     }
 
     /// The connection's timer, for the request about to go out on it.
@@ -320,6 +335,10 @@ impl Connection {
                         .map_err(|err| NoAnswer::Broken(Cause::Head(err)))?
             {
                 self.interim = 0;
+                self.idle_timeout = head.idle_timeout.map(|timeout| {
+                    let seconds = u32::try_from(timeout.as_secs()).unwrap_or(u32::MAX);
+                    NonZeroU32::new(seconds).unwrap_or(NonZeroU32::MIN)
+                });
                 return Ok(head);
             }
             self.buf.reserve(READ_CHUNK);

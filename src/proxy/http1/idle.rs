@@ -19,7 +19,15 @@ pub struct IdleConnections {
 struct Idle {
     connection: Connection,
     since: Instant,
+    /// When the upstream's own idle timeout is near: not taken after it.
+    until: Instant,
 }
+
+/// A connection is not taken for a request this close to the idle timeout
+/// the upstream announced (`Keep-Alive: timeout=N`): its close and our
+/// request would cross, and a request that is not idempotent cannot go
+/// again once its head has left, so its outcome would be unknown.
+const BEFORE_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(1);
 
 impl IdleConnections {
     pub fn new(idle_timeout: Duration) -> Self {
@@ -31,9 +39,10 @@ impl IdleConnections {
 
     /// The newest idle connection the upstream has not closed meanwhile.
     pub fn take(&self) -> Option<Connection> {
+        let now = Instant::now();
         let mut idle = self.list.lock().unwrap_or_else(|e| e.into_inner());
         while let Some(mut entry) = idle.pop_back() {
-            if entry.connection.is_open() {
+            if entry.until > now && entry.connection.is_open() {
                 return Some(entry.connection);
             }
         }
@@ -44,10 +53,21 @@ impl IdleConnections {
     /// request's permit is given back once it is idle.
     pub fn put_back(&self, connection: Connection, permit: OwnedSemaphorePermit) {
         let now = Instant::now();
+        let keep = match connection.idle_timeout() {
+            Some(theirs) => theirs
+                .saturating_sub(BEFORE_UPSTREAM_TIMEOUT)
+                .min(self.idle_timeout),
+            None => self.idle_timeout,
+        };
+        if keep.is_zero() {
+            // Closed at once: the upstream would close it before any use.
+            return;
+        }
         let mut idle = self.list.lock().unwrap_or_else(|e| e.into_inner());
         idle.push_back(Idle {
             connection,
             since: now,
+            until: now + keep,
         });
         self.close_expired(&mut idle, now);
         drop(idle);
@@ -57,8 +77,9 @@ impl IdleConnections {
     /// Closes the connections the upstream closed, and those idle too long.
     pub fn reap(&self) {
         let mut idle = self.list.lock().unwrap_or_else(|e| e.into_inner());
-        idle.retain_mut(|entry| entry.connection.is_open());
-        self.close_expired(&mut idle, Instant::now());
+        let now = Instant::now();
+        idle.retain_mut(|entry| entry.until > now && entry.connection.is_open());
+        self.close_expired(&mut idle, now);
     }
 
     /// Closes connections idle longer than `idle_timeout`.

@@ -150,6 +150,7 @@ impl Http1Pool {
         let progress = wait.watches(&body).then(|| {
             Progress::since(waiting.map_or_else(TokioInstant::now, TokioInstant::from_std))
         });
+        let due = TokioInstant::now() + left;
         let answered = match progress.as_ref() {
             Some(progress) => within(
                 timeout,
@@ -161,7 +162,6 @@ impl Http1Pool {
             // The usual request: on the connection's own timer (`Deadline`).
             None => {
                 let mut deadline = connection.take_deadline();
-                let due = TokioInstant::now() + left;
                 let answered = {
                     let work = pin!(exchange(&mut connection, &parts, body, None));
                     deadline.run(due, work).await
@@ -179,9 +179,11 @@ impl Http1Pool {
             // once, on a new connection. Boxed: rare, like `connect`.
             Ok(Err(Unanswered {
                 resend: Some(request),
-                ..
+                error,
             })) if reused => {
-                let (fresh, head, whole) = Box::pin(self.resend(&parts, &request, timeout)).await?;
+                let sent_before = !matches!(error, UpstreamError::NotSent(_));
+                let (fresh, head, whole) =
+                    Box::pin(self.resend(&parts, &request, due, sent_before)).await?;
                 connection = fresh;
                 (head, whole)
             }
@@ -192,16 +194,27 @@ impl Http1Pool {
         Ok(Response::from_parts(head.parts, body))
     }
 
-    /// The second and last try of a request that never left, on a new
-    /// connection: a failure now is the upstream's.
+    /// The second and last try of a request on a new connection, by the
+    /// first try's deadline: the whole exchange ends within `timeout`, as
+    /// the lease of a keyed request is only known to outlast that.
+    /// `sent_before`: the first try may have reached the upstream. A
+    /// failure now is the upstream's.
     async fn resend(
         &self,
         parts: &Parts,
         request: &Encoded,
-        timeout: Duration,
+        due: TokioInstant,
+        sent_before: bool,
     ) -> Result<(Connection, AnswerHead, bool), UpstreamError> {
-        let mut connection = self.connect().await?;
-        let answered = tokio::time::timeout(timeout, async {
+        let Ok(connected) = tokio::time::timeout_at(due, self.connect()).await else {
+            return Err(if sent_before {
+                UpstreamError::Timeout
+            } else {
+                UpstreamError::NotSent(Cause::NoTimeLeft)
+            });
+        };
+        let mut connection = connected?;
+        let answered = tokio::time::timeout_at(due, async {
             let written = connection.write_encoded(request).await.map(|()| Written {
                 whole: true,
                 again: None,

@@ -2,13 +2,14 @@
 //! how its body is framed (RFC 9112 §6.3).
 
 use std::mem::MaybeUninit;
+use std::time::Duration;
 
 use bytes::BytesMut;
 use http::header::{self, HeaderName, HeaderValue};
 use http::response::Parts;
 use http::{HeaderMap, Method, Response, StatusCode, Version};
 
-use crate::proxy::hop_by_hop::is_hop_by_hop;
+use crate::proxy::hop_by_hop::is_connection_scoped;
 use crate::wire::fields::{self, TransferCodings};
 use crate::wire::framing::{self, BodyKind, ContentLength, Lists, TransferEncoding};
 use crate::wire::names::FieldNames;
@@ -28,6 +29,9 @@ pub struct AnswerHead {
     pub framing: BodyKind,
     /// The upstream lets the connection carry another request after this one.
     pub keep_alive: bool,
+    /// How long the upstream keeps the connection open while idle, as its
+    /// `Keep-Alive: timeout=N` says (RFC 2068 §19.7.1.1).
+    pub idle_timeout: Option<Duration>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -153,7 +157,7 @@ fn parse_one(
         let name = names
             .name(at, field.name.as_bytes())
             .map_err(|_| HeadError::Header("field name"))?;
-        if is_hop_by_hop(&name) {
+        if is_connection_scoped(&name) {
             connection.note(&name, field.value)?;
             continue;
         }
@@ -185,7 +189,12 @@ fn parse_one(
         headers.remove(listed.as_str());
     }
     let transfer_encoding = connection.transfer_encoding.present;
-    settle_length(&mut headers, status, transfer_encoding, &lengths);
+    settle_length(
+        &mut headers,
+        status,
+        connection.transfer_encoding().is_some(),
+        &lengths,
+    );
     // An HTTP/1.0 answer with `Transfer-Encoding` is faultily framed: the
     // connection closes after it (RFC 9112 §6.1), whatever it says.
     let keep_alive = connection.keeps_alive(version)
@@ -214,6 +223,7 @@ fn parse_one(
         parts,
         framing,
         keep_alive,
+        idle_timeout: connection.idle_timeout.map(Duration::from_secs),
     }))
 }
 
@@ -341,6 +351,8 @@ struct ConnectionFields {
     keep_alive: bool,
     /// Other names `Connection` lists: connection-scoped too (RFC 9110 §7.6.1).
     listed: Vec<String>,
+    /// Seconds of `Keep-Alive: timeout=N`, the least when sent twice.
+    idle_timeout: Option<u64>,
 }
 
 impl ConnectionFields {
@@ -353,6 +365,18 @@ impl ConnectionFields {
             self.transfer_encoding
                 .note(value)
                 .map_err(|_| HeadError::Header("Transfer-Encoding"))?;
+        } else if name.as_str() == "keep-alive" {
+            // `timeout=5, max=100` (Apache, Node.js): a hint, so a value
+            // that is not one is ignored rather than refused.
+            let timeouts = std::str::from_utf8(value)
+                .unwrap_or("")
+                .split(',')
+                .filter_map(|param| param.split_once('='))
+                .filter(|(name, _)| name.trim().eq_ignore_ascii_case("timeout"))
+                .filter_map(|(_, seconds)| framing::decimal(seconds.trim().as_bytes()));
+            for seconds in timeouts {
+                self.idle_timeout = Some(self.idle_timeout.map_or(seconds, |t| t.min(seconds)));
+            }
         } else if *name == header::CONNECTION {
             let tokens = fields::connection_tokens(value).ok_or(HeadError::Header("Connection"))?;
             for token in tokens {
@@ -369,10 +393,14 @@ impl ConnectionFields {
     }
 
     /// `Some(true)` when the body is chunked, `Some(false)` when it runs to
-    /// the close, `None` without `Transfer-Encoding`.
+    /// the close, `None` without a transfer coding. A field that names none
+    /// (empty, or only `identity`, RFC 2616's word for none, still sent by
+    /// old servers beside a `Content-Length` that they frame by) counts as
+    /// absent: read to the close, such an answer would hang until the
+    /// upstream's timeout on a connection the upstream keeps open.
     fn transfer_encoding(&self) -> Option<bool> {
         let te = &self.transfer_encoding;
-        te.present.then_some(te.chunked)
+        (te.present && (te.chunked || !te.others.is_empty())).then_some(te.chunked)
     }
 
     /// The codings besides chunked, as the client is told them; `None` for
@@ -471,10 +499,28 @@ mod tests {
                 "HTTP/1.1 304 Not Modified\r\nContent-Length: 7\r\n\r\n",
                 BodyKind::Length(0),
             ),
+            // A field that names no coding frames nothing: the length does.
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\nContent-Length: 2\r\n\r\n",
+                BodyKind::Length(2),
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding:\r\nContent-Length: 2\r\n\r\n",
+                BodyKind::Length(2),
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\n\r\n",
+                BodyKind::UntilClose,
+            ),
         ];
         for (text, framing) in cases {
             assert_eq!(head(text).framing, framing, "{text:?}");
         }
+        // Still two framing fields: the connection is not used again.
+        let identity =
+            head("HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\nContent-Length: 2\r\n\r\n");
+        assert!(!identity.keep_alive);
+        assert_eq!(identity.parts.headers["content-length"], "2");
         let to_head = parse_str("HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n", Method::HEAD)
             .expect("valid")
             .expect("complete");
@@ -649,12 +695,39 @@ mod tests {
     #[test]
     fn connection_scoped_fields_are_read_and_not_passed_on() {
         let head = head(
-            "HTTP/1.1 200 OK\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\nProxy-Authenticate: x\r\nTransfer-Encoding: chunked\r\nX-End: 2\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\nProxy-Authenticate: x\r\nTransfer-Encoding: chunked\r\nX-End: 2\r\n\r\n",
         );
-        let names: Vec<&str> = head.parts.headers.keys().map(|n| n.as_str()).collect();
-        assert_eq!(names, ["x-end"]);
+        let mut names: Vec<&str> = head.parts.headers.keys().map(|n| n.as_str()).collect();
+        names.sort_unstable();
+        // A proxy's challenge is end-to-end (RFC 9110 §11.7.1).
+        assert_eq!(names, ["proxy-authenticate", "x-end"]);
         assert_eq!(head.framing, BodyKind::Chunked);
         assert!(head.keep_alive);
+    }
+
+    #[test]
+    fn the_upstreams_keep_alive_timeout_is_read() {
+        for (field, expected) in [
+            ("Keep-Alive: timeout=5, max=100\r\n", Some(5)),
+            ("Keep-Alive: max=100,Timeout = 2\r\n", Some(2)),
+            (
+                "Keep-Alive: timeout=9\r\nKeep-Alive: timeout=3\r\n",
+                Some(3),
+            ),
+            ("Keep-Alive: timeout=soon\r\n", None),
+            ("Keep-Alive: timeout=-1\r\n", None),
+            ("", None),
+        ] {
+            let head = head(&format!(
+                "HTTP/1.1 200 OK\r\n{field}Content-Length: 0\r\n\r\n"
+            ));
+            assert_eq!(
+                head.idle_timeout,
+                expected.map(Duration::from_secs),
+                "{field:?}"
+            );
+            assert!(!head.parts.headers.contains_key("keep-alive"));
+        }
     }
 
     #[test]
