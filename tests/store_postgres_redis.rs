@@ -13,8 +13,9 @@ use std::time::Duration;
 use sha2::Digest;
 
 use common::owned_store::OwnedStore;
-use idemgate::config::RedisConfig;
-use idemgate::store::{CachedStore, Lookup, PostgresStore, Reservation, Store};
+use idemgate::config::{RedisConfig, StoreKey};
+use idemgate::store::seal::{Keys, SealedStore};
+use idemgate::store::{CachedStore, Lookup, PostgresStore, Reservation, Store, StoreError};
 use pg_support::{RedisPrefix, SchemaGuard, TestSchema, redis_config, redis_flush_prefix, unique};
 use store_conformance::{id, reserved, response};
 
@@ -338,4 +339,68 @@ fn redis_addr() -> std::net::SocketAddr {
         .replace("localhost", "127.0.0.1")
         .parse()
         .expect("write IDEMGATE_TEST_REDIS_URL as redis://IP:PORT")
+}
+
+/// Answers sealed under `key` (`[store.encryption]`) in front of Redis and
+/// the schema's Postgres.
+async fn sealed(schema: &TestSchema, prefix: &str, key: u8) -> Arc<dyn Store> {
+    let authority = PostgresStore::connect(&schema.config()).await.unwrap();
+    let cache = CachedStore::new(authority, &redis_config(prefix), Arc::new(|_| {})).unwrap();
+    let keys = Keys::new(&[StoreKey {
+        env: format!("KEY_{key}"),
+        bytes: [key; 32],
+    }]);
+    Arc::new(SealedStore::new(cache, keys))
+}
+
+/// A copy in Redis that does not open says nothing of the record in
+/// Postgres: here a copy left by an earlier record of the key (purged, then
+/// written back by a replay racing the purge) under a key no longer listed,
+/// over a record sealed under the current one. The record replays from
+/// Postgres and the copy is replaced. (Such a copy used to refuse every
+/// replay with 503, its log line telling the operator to purge a record
+/// that was fine: the purge would have let the request run again.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cached_copy_that_does_not_open_is_replayed_from_postgres() {
+    let prefix = RedisPrefix::new("idemgate-test");
+    let schema = TestSchema::create().await;
+    let (before, now) = (
+        sealed(&schema, &prefix.0, 1).await,
+        sealed(&schema, &prefix.0, 2).await,
+    );
+    let entry = entry_name(&prefix.0, "k");
+    let mut conn = redis_conn().await;
+    let lease = reserved(&before, &id("k"), "fp", LONG).await;
+    before.complete(&lease, &response(), LONG).await.unwrap();
+    let stale: Vec<u8> = redis::cmd("GET")
+        .arg(&entry)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(now.purge("orders", "k").await.unwrap(), 1);
+    let lease = reserved(&now, &id("k"), "fp", LONG).await;
+    now.complete(&lease, &response(), LONG).await.unwrap();
+    let () = redis::cmd("SET")
+        .arg(&entry)
+        .arg(&stale)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    assert_eq!(
+        now.reserve(&id("k"), "fp", LONG).await.unwrap(),
+        Reservation::Completed(response())
+    );
+    let replaced: Vec<u8> = redis::cmd("GET")
+        .arg(&entry)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_ne!(replaced, stale, "the copy that does not open is replaced");
+    // Only the earlier key's store is refused now, by the copy and by
+    // Postgres alike.
+    assert!(matches!(
+        before.reserve(&id("k"), "fp", LONG).await,
+        Err(StoreError::Sealed(_))
+    ));
 }

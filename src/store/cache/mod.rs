@@ -142,6 +142,44 @@ impl CachedStore {
     }
 }
 
+impl CachedStore {
+    /// Postgres decides; a replay it serves is written back to Redis over
+    /// what the lookup saw there (`seen`).
+    async fn ask_authority(
+        &self,
+        id: &RecordId,
+        key: &str,
+        fingerprint: &str,
+        lease_for: Duration,
+        seen: Seen,
+    ) -> Result<(Reservation, Option<Kept>), StoreError> {
+        let (reservation, kept_for) = self
+            .authority
+            .reserve_with_ttl(id, fingerprint, lease_for)
+            .await?;
+        let now = SystemTime::now();
+        let kept = kept_for.map(|k| k.kept());
+        if let (Reservation::Completed(response), Some(kept_for)) = (&reservation, kept_for)
+            && !kept_for.remaining.is_zero()
+        {
+            let value = entry::encode(
+                fingerprint,
+                response,
+                now + kept_for.remaining,
+                now.checked_sub(kept_for.age).unwrap_or(now),
+            );
+            let ttl = kept_for.remaining;
+            let _ = match seen {
+                // NX: never overwrite what a completion wrote meanwhile.
+                Seen::Nothing => self.redis.set(key, &value, ttl, true).await,
+                Seen::Unusable(old) => self.redis.replace(key, &old, &value, ttl).await,
+                Seen::Unreachable => Ok(()),
+            };
+        }
+        Ok((reservation, kept))
+    }
+}
+
 #[async_trait]
 impl Store for CachedStore {
     fn backend(&self) -> &'static str {
@@ -172,30 +210,29 @@ impl Store for CachedStore {
             }
             Err(seen) => seen,
         };
-        let (reservation, kept_for) = self
-            .authority
-            .reserve_with_ttl(id, fingerprint, lease_for)
-            .await?;
-        let now = SystemTime::now();
-        let kept = kept_for.map(|k| k.kept());
-        if let (Reservation::Completed(response), Some(kept_for)) = (&reservation, kept_for)
-            && !kept_for.remaining.is_zero()
-        {
-            let value = entry::encode(
-                fingerprint,
-                response,
-                now + kept_for.remaining,
-                now.checked_sub(kept_for.age).unwrap_or(now),
-            );
-            let ttl = kept_for.remaining;
-            let _ = match seen {
-                // NX: never overwrite what a completion wrote meanwhile.
-                Seen::Nothing => self.redis.set(&key, &value, ttl, true).await,
-                Seen::Unusable(old) => self.redis.replace(&key, &old, &value, ttl).await,
-                Seen::Unreachable => Ok(()),
-            };
-        }
-        Ok((reservation, kept))
+        self.ask_authority(id, &key, fingerprint, lease_for, seen)
+            .await
+    }
+
+    /// Reads what Redis holds without taking it for an answer, then asks
+    /// Postgres, whose replay replaces the copy the caller could not use.
+    async fn reserve_past_copies(
+        &self,
+        id: &RecordId,
+        fingerprint: &str,
+        lease_for: Duration,
+    ) -> Option<Result<(Reservation, Option<Kept>), StoreError>> {
+        let key = entry::key(&self.prefix, id);
+        let seen = match self.redis.get(&key).await {
+            Ok(Got::Value(value)) => Seen::Unusable(value),
+            Ok(Got::Nothing) => Seen::Nothing,
+            Ok(Got::NotAString) => Seen::Unusable(Vec::new()),
+            Err(_) => Seen::Unreachable,
+        };
+        Some(
+            self.ask_authority(id, &key, fingerprint, lease_for, seen)
+                .await,
+        )
     }
 
     async fn complete(
