@@ -404,3 +404,74 @@ async fn a_cached_copy_that_does_not_open_is_replayed_from_postgres() {
         Err(StoreError::Sealed(_))
     ));
 }
+
+/// A value cut short in its body (or altered anywhere) is no answer: the
+/// record replays whole from Postgres, which rewrites the value. (The body
+/// ran to the end of the value, so a value cut in it used to parse, and
+/// replayed the shorter body as the record's answer.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_value_cut_short_or_altered_is_no_answer() {
+    let prefix = RedisPrefix::new("idemgate-test");
+    let (store, counts, _schema) = cached(redis_config(&prefix.0)).await;
+    let lease = reserved(&store, &id("k"), "fp", LONG).await;
+    store.complete(&lease, &response(), LONG).await.unwrap();
+    let entry = entry_name(&prefix.0, "k");
+    let mut conn = redis_conn().await;
+    let whole: Vec<u8> = redis::cmd("GET")
+        .arg(&entry)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut altered = whole.clone();
+    *altered.last_mut().unwrap() ^= 1;
+    for damaged in [&whole[..whole.len() - 3], &altered[..]] {
+        let () = redis::cmd("SET")
+            .arg(&entry)
+            .arg(damaged)
+            .arg("PX")
+            .arg(60_000)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(
+            store.reserve(&id("k"), "fp", LONG).await.unwrap(),
+            Reservation::Completed(response())
+        );
+        let rewritten: Vec<u8> = redis::cmd("GET")
+            .arg(&entry)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_ne!(&rewritten[..], damaged, "the damaged value is replaced");
+    }
+    // Both damaged values were misses; the rewritten one hits.
+    assert_eq!(
+        store.reserve(&id("k"), "fp", LONG).await.unwrap(),
+        Reservation::Completed(response())
+    );
+    assert_eq!(counts.get(), (1, 3, 0), "(hit, miss, error)");
+}
+
+/// A value whose TTL outlives the record it copies (lifted by hand here)
+/// does not replay the record past its retention: Postgres lets the key
+/// run again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_value_past_its_records_expiry_is_no_answer() {
+    let prefix = RedisPrefix::new("idemgate-test");
+    let (store, _counts, _schema) = cached(redis_config(&prefix.0)).await;
+    let lease = reserved(&store, &id("k"), "fp", LONG).await;
+    let retention = Duration::from_millis(500);
+    store
+        .complete(&lease, &response(), retention)
+        .await
+        .unwrap();
+    let mut conn = redis_conn().await;
+    let lifted: i64 = redis::cmd("PERSIST")
+        .arg(entry_name(&prefix.0, "k"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(lifted, 1);
+    tokio::time::sleep(retention + Duration::from_millis(200)).await;
+    reserved(&store, &id("k"), "fp", LONG).await;
+}

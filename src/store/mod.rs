@@ -166,9 +166,8 @@ impl RecordState {
 pub struct Kept {
     /// When the record stops replaying.
     pub expires_at: SystemTime,
-    /// How long ago it was completed, by the store's own clock (`None`: a
-    /// copy written before completion times were kept, e.g. an older Redis
-    /// value).
+    /// How long ago it was completed, by the store's own clock (`None`:
+    /// the store could not tell).
     pub age: Option<Duration>,
 }
 

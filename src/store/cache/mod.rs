@@ -95,7 +95,14 @@ impl CachedStore {
     async fn lookup(&self, key: &str, fingerprint: &str) -> (Result<entry::Entry, Seen>, Lookup) {
         match self.redis.get(key).await {
             Ok(Got::Value(value)) => match entry::decode(&value) {
-                Some(found) if found.fingerprint == fingerprint => (Ok(found), Lookup::Hit),
+                // A value past its record's expiry (a TTL lifted or
+                // lengthened by hand, a snapshot restored) is no answer:
+                // Postgres says whether the key may run again.
+                Some(found)
+                    if found.fingerprint == fingerprint && found.expires_at > SystemTime::now() =>
+                {
+                    (Ok(found), Lookup::Hit)
+                }
                 // Another fingerprint (or a value we cannot read): only
                 // Postgres may say Mismatch.
                 _ => (Err(Seen::Unusable(value)), Lookup::Miss),
@@ -198,15 +205,13 @@ impl Store for CachedStore {
         let seen = match cached {
             Ok(found) => {
                 let now = SystemTime::now();
-                let kept = found.expires_at.map(|expires_at| Kept {
-                    expires_at,
+                let kept = Kept {
+                    expires_at: found.expires_at,
                     // By this replica's clock against the completing one's:
                     // skew between them is the error (clamped at 0).
-                    age: found
-                        .completed_at
-                        .map(|at| now.duration_since(at).unwrap_or_default()),
-                });
-                return Ok((Reservation::Completed(found.response), kept));
+                    age: Some(now.duration_since(found.completed_at).unwrap_or_default()),
+                };
+                return Ok((Reservation::Completed(found.response), Some(kept)));
             }
             Err(seen) => seen,
         };
