@@ -346,6 +346,59 @@ async fn a_completion_gives_up_when_its_lease_runs_out() {
     );
 }
 
+/// A table locked by someone else (a migration, an operator's `LOCK
+/// TABLE`) fails a reservation after one `statement_timeout`, not two: the
+/// shared statement the database cancelled is not run again alone. The
+/// completion of a request already forwarded waits the lock out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_locked_table_fails_a_reservation_after_one_statement_timeout() {
+    let schema = TestSchema::create().await;
+    let mut config = schema.config();
+    config.statement_timeout = Duration::from_secs(1);
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&config).await.unwrap());
+    let lease = reserved(&store, &id("forwarded"), "fp", Duration::from_secs(10)).await;
+
+    let (locker, conn) = tokio_postgres::connect(&schema.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let session = tokio::spawn(conn);
+    locker
+        .batch_execute("BEGIN; LOCK TABLE idemgate_records IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let completing = tokio::spawn({
+        let store = store.clone();
+        async move {
+            store
+                .complete(&lease, &response(), Duration::from_secs(60))
+                .await
+        }
+    });
+    let started = std::time::Instant::now();
+    let refused = store
+        .reserve(&id("new"), "fp", Duration::from_secs(10))
+        .await;
+    let took = started.elapsed();
+    assert!(
+        matches!(refused, Err(StoreError::Unavailable(_))),
+        "{refused:?}"
+    );
+    assert!(took < Duration::from_millis(1800), "{took:?}");
+
+    locker.batch_execute("COMMIT").await.unwrap();
+    completing.await.unwrap().unwrap();
+    drop(locker);
+    let _ = session.await;
+    assert_eq!(
+        store
+            .reserve(&id("forwarded"), "fp", Duration::from_secs(10))
+            .await
+            .unwrap(),
+        Reservation::Completed(response())
+    );
+    reserved(&store, &id("new"), "fp", Duration::from_secs(10)).await;
+}
+
 /// Under load, reservations and completions share statements (the store's
 /// `batch` module): every caller must still get its own answer, and a key
 /// asked for several times at once must still be reserved exactly once.

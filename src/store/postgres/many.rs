@@ -50,8 +50,8 @@ pub struct CompleteJob {
 
 /// How a batch statement failed.
 enum Failed {
-    /// The database refused it (one bad row fails them all): nothing was
-    /// written, each operation may try alone.
+    /// The database refused it (one bad row fails them all, or two batches
+    /// deadlocked): nothing was written, each operation may try alone.
     Refused,
     /// The connection died under it: it may have committed.
     ConnectionLost,
@@ -184,6 +184,16 @@ pub async fn complete(pool: &Pool, deadline: Duration, jobs: Vec<CompleteJob>) {
     }
 }
 
+/// The database cancelled the statement for taking too long
+/// (`statement_timeout`, or a `lock_timeout` an operator set): nothing about
+/// its rows.
+fn stalled(err: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    err.code().is_some_and(|code| {
+        *code == SqlState::QUERY_CANCELED || *code == SqlState::LOCK_NOT_AVAILABLE
+    })
+}
+
 /// The 0-based job index of a row (`n` is 1-based).
 fn position(row: &Row) -> Option<usize> {
     let n: i64 = row.try_get("n").ok()?;
@@ -213,6 +223,12 @@ async fn run(
         client.query_typed(statement, params).await.map_err(|err| {
             if super::pool::session_lost(&client, &err) {
                 Failed::ConnectionLost
+            } else if stalled(&err) {
+                // Run alone, each operation would wait out the same stall
+                // again (a table locked, a database overloaded): twice the
+                // wait for its caller, and one statement per operation where
+                // there was one for the batch.
+                Failed::Unavailable(db_error(err))
             } else if err.as_db_error().is_some() {
                 Failed::Refused
             } else {
