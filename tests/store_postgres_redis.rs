@@ -475,3 +475,29 @@ async fn a_value_past_its_records_expiry_is_no_answer() {
     tokio::time::sleep(retention + Duration::from_millis(200)).await;
     reserved(&store, &id("k"), "fp", LONG).await;
 }
+
+/// A value copied under another record's name (by hand, a restore gone
+/// wrong) is no answer there, even for the same request under another key:
+/// the fingerprint does not name the key, the value's digest does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_value_copied_under_another_key_is_no_answer() {
+    let prefix = RedisPrefix::new("idemgate-test");
+    let (store, _counts, _schema) = cached(redis_config(&prefix.0)).await;
+    let lease = reserved(&store, &id("a"), "fp", LONG).await;
+    store.complete(&lease, &response(), LONG).await.unwrap();
+    let mut conn = redis_conn().await;
+    let value: Vec<u8> = redis::cmd("GET")
+        .arg(entry_name(&prefix.0, "a"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let () = redis::cmd("SET")
+        .arg(entry_name(&prefix.0, "b"))
+        .arg(&value)
+        .arg("PX")
+        .arg(60_000)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    reserved(&store, &id("b"), "fp", LONG).await;
+}

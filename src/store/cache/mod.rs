@@ -92,9 +92,14 @@ impl CachedStore {
 
     /// The cached answer for this fingerprint, if Redis has one; otherwise
     /// what stands in the way of writing one back.
-    async fn lookup(&self, key: &str, fingerprint: &str) -> (Result<entry::Entry, Seen>, Lookup) {
+    async fn lookup(
+        &self,
+        id: &RecordId,
+        key: &str,
+        fingerprint: &str,
+    ) -> (Result<entry::Entry, Seen>, Lookup) {
         match self.redis.get(key).await {
-            Ok(Got::Value(value)) => match entry::decode(&value) {
+            Ok(Got::Value(value)) => match entry::decode(id, &value) {
                 // A value past its record's expiry (a TTL lifted or
                 // lengthened by hand, a snapshot restored) is no answer:
                 // Postgres says whether the key may run again.
@@ -170,6 +175,7 @@ impl CachedStore {
             && !kept_for.remaining.is_zero()
         {
             let value = entry::encode(
+                id,
                 fingerprint,
                 response,
                 now + kept_for.remaining,
@@ -200,7 +206,7 @@ impl Store for CachedStore {
         lease_for: Duration,
     ) -> Result<(Reservation, Option<Kept>), StoreError> {
         let key = entry::key(&self.prefix, id);
-        let (cached, lookup) = self.lookup(&key, fingerprint).await;
+        let (cached, lookup) = self.lookup(id, &key, fingerprint).await;
         (self.on_lookup)(lookup);
         let seen = match cached {
             Ok(found) => {
@@ -252,7 +258,7 @@ impl Store for CachedStore {
             .await?;
         let key = entry::key(&self.prefix, &lease.id);
         let now = SystemTime::now();
-        let value = entry::encode(&fingerprint, response, now + retain_for, now);
+        let value = entry::encode(&lease.id, &fingerprint, response, now + retain_for, now);
         let _ = self.redis.set(&key, &value, retain_for, false).await;
         Ok(())
     }
