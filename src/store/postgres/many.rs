@@ -60,6 +60,12 @@ enum Failed {
 }
 
 pub async fn reserve(pool: &Pool, deadline: Duration, jobs: Vec<ReserveJob>) {
+    // A caller that gave up waiting (its deadline passed while the job was
+    // queued) would never hear of its key reserved: not asked for.
+    let jobs: Vec<ReserveJob> = jobs.into_iter().filter(|j| !j.reply.is_closed()).collect();
+    if jobs.is_empty() {
+        return;
+    }
     // One statement may not touch a row twice: repeats run alone.
     let mut seen = HashSet::with_capacity(jobs.len());
     let (batch, repeats): (Vec<ReserveJob>, Vec<ReserveJob>) = jobs
@@ -107,13 +113,39 @@ pub async fn reserve(pool: &Pool, deadline: Duration, jobs: Vec<ReserveJob>) {
             slot.push(row);
         }
     }
+    let mut unclaimed = Vec::new();
     for (job, rows) in batch.into_iter().zip(by_job) {
         let reply = match rows::decide(&job.id, &rows) {
             Ok(Decided::Done { reservation, kept }) => Ok(Reserved::Done(reservation, kept)),
             Ok(Decided::Retry) => Ok(Reserved::Alone),
             Err(err) => Err(err),
         };
-        let _ = job.reply.send(reply);
+        if let Err(Ok(Reserved::Done(Reservation::Reserved(lease), _))) = job.reply.send(reply) {
+            unclaimed.push(lease);
+        }
+    }
+    release_unclaimed(pool, deadline, unclaimed).await;
+}
+
+/// Frees keys this batch reserved for callers that gave up waiting while
+/// it ran (their deadline passed): nobody holds those leases, and every
+/// retry would be refused as in flight until they ran out (`lock_timeout`).
+async fn release_unclaimed(pool: &Pool, deadline: Duration, leases: Vec<Lease>) {
+    for lease in leases {
+        let (route, scope, key) = lease.id.parts();
+        let params: [&(dyn ToSql + Sync); 4] = [&route, &scope, &key, &lease.token];
+        let released = tokio::time::timeout(deadline, async {
+            let client = pool.get().await.map_err(pool_error)?;
+            client
+                .execute(sql::RELEASE, &params)
+                .await
+                .map_err(db_error)
+        })
+        .await;
+        if !matches!(released, Ok(Ok(_))) {
+            tracing::warn!(route = %lease.id.route, key = %crate::key::short_hash(&lease.id.key),
+                "a key reserved for a request that stopped waiting could not be freed; it is held until its lease runs out");
+        }
     }
 }
 
