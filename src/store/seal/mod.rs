@@ -98,16 +98,18 @@ impl<S: Store> Store for SealedStore<S> {
         else {
             return Err(refused(id, error));
         };
-        tracing::warn!(route = %id.route, key = %key::short_hash(&id.key), %error,
-            "cached copy of a stored answer cannot be opened; asked the store itself");
         let (reservation, kept) = decided?;
         let Reservation::Completed(stored) = reservation else {
             return Ok((reservation, kept));
         };
-        match self.keys.open(id, stored) {
-            Ok(opened) => Ok((Reservation::Completed(opened), kept)),
-            Err(error) => Err(refused(id, error)),
-        }
+        let opened = self
+            .keys
+            .open(id, stored)
+            .map_err(|error| refused(id, error))?;
+        // Said only when the record itself opens: otherwise `refused` says it.
+        tracing::warn!(route = %id.route, key = %key::short_hash(&id.key), %error,
+            "cached copy of a stored answer cannot be opened; replayed the store's record");
+        Ok((Reservation::Completed(opened), kept))
     }
 
     async fn complete(
