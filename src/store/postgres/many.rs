@@ -124,13 +124,17 @@ pub async fn reserve(pool: &Pool, deadline: Duration, jobs: Vec<ReserveJob>) {
             unclaimed.push(lease);
         }
     }
-    release_unclaimed(pool, deadline, unclaimed).await;
+    if !unclaimed.is_empty() {
+        // Beside the worker: under a stall each release may take the whole
+        // deadline, and the batches queued behind must not wait for them.
+        tokio::spawn(release_unclaimed(pool.clone(), deadline, unclaimed));
+    }
 }
 
 /// Frees keys this batch reserved for callers that gave up waiting while
 /// it ran (their deadline passed): nobody holds those leases, and every
 /// retry would be refused as in flight until they ran out (`lock_timeout`).
-async fn release_unclaimed(pool: &Pool, deadline: Duration, leases: Vec<Lease>) {
+async fn release_unclaimed(pool: Pool, deadline: Duration, leases: Vec<Lease>) {
     for lease in leases {
         let (route, scope, key) = lease.id.parts();
         let params: [&(dyn ToSql + Sync); 4] = [&route, &scope, &key, &lease.token];
