@@ -13,6 +13,8 @@ use idemgate::store::{PostgresStore, Reservation, Store, StoreError};
 use pg_support::{SchemaGuard, TestSchema};
 use store_conformance::{id, reserved, response};
 
+const LONG: Duration = Duration::from_secs(60);
+
 async fn fresh() -> Arc<dyn Store> {
     let schema = TestSchema::create().await;
     let store = PostgresStore::connect(&schema.config()).await.unwrap();
@@ -344,6 +346,115 @@ async fn a_completion_gives_up_when_its_lease_runs_out() {
         took >= Duration::from_millis(900) && took < Duration::from_secs(6),
         "{took:?}"
     );
+}
+
+/// A table locked by someone else (a migration, an operator's `LOCK
+/// TABLE`) fails a reservation after one `statement_timeout`, not two: the
+/// shared statement the database cancelled is not run again alone. The
+/// completion of a request already forwarded waits the lock out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_locked_table_fails_a_reservation_after_one_statement_timeout() {
+    let schema = TestSchema::create().await;
+    let mut config = schema.config();
+    config.statement_timeout = Duration::from_secs(1);
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&config).await.unwrap());
+    let lease = reserved(&store, &id("forwarded"), "fp", Duration::from_secs(10)).await;
+
+    let (locker, conn) = tokio_postgres::connect(&schema.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let session = tokio::spawn(conn);
+    locker
+        .batch_execute("BEGIN; LOCK TABLE idemgate_records IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let completing = tokio::spawn({
+        let store = store.clone();
+        async move {
+            store
+                .complete(&lease, &response(), Duration::from_secs(60))
+                .await
+        }
+    });
+    let started = std::time::Instant::now();
+    let refused = store
+        .reserve(&id("new"), "fp", Duration::from_secs(10))
+        .await;
+    let took = started.elapsed();
+    assert!(
+        matches!(refused, Err(StoreError::Unavailable(_))),
+        "{refused:?}"
+    );
+    assert!(took < Duration::from_millis(1800), "{took:?}");
+
+    locker.batch_execute("COMMIT").await.unwrap();
+    completing.await.unwrap().unwrap();
+    drop(locker);
+    let _ = session.await;
+    assert_eq!(
+        store
+            .reserve(&id("forwarded"), "fp", Duration::from_secs(10))
+            .await
+            .unwrap(),
+        Reservation::Completed(response())
+    );
+    reserved(&store, &id("new"), "fp", Duration::from_secs(10)).await;
+}
+
+/// A reservation whose caller gave up waiting (its deadline passed while it
+/// queued behind statements stalled on a locked table) but that the
+/// database then took is freed: nobody holds its lease, and its retries
+/// would otherwise be refused as in flight until the lease ran out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reservation_nobody_waits_for_any_more_is_freed() {
+    let schema = TestSchema::create().await;
+    let mut config = schema.config();
+    config.connect_timeout = Duration::from_millis(500);
+    config.statement_timeout = Duration::from_secs(3);
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&config).await.unwrap());
+    let (locker, conn) = tokio_postgres::connect(&schema.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let session = tokio::spawn(conn);
+    locker
+        .batch_execute("BEGIN; LOCK TABLE idemgate_records IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    // Both batch workers stall on the lock (3 s, then cancelled) ...
+    let stalled: Vec<_> = ["a", "b"]
+        .map(|key| {
+            let store = store.clone();
+            tokio::spawn(async move { store.reserve(&id(key), "fp", LONG).await })
+        })
+        .into_iter()
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // ... so this one waits in the queue, and its caller's deadline (4.5 s)
+    // passes while its statement, run at 3 s, waits for the lock.
+    let gave_up = store.reserve(&id("k"), "fp", LONG).await;
+    assert!(
+        matches!(gave_up, Err(StoreError::Unavailable(_))),
+        "{gave_up:?}"
+    );
+    let at = started.elapsed();
+    assert!(at < Duration::from_millis(5200), "{at:?}");
+    tokio::time::sleep(Duration::from_millis(5200).saturating_sub(at)).await;
+    locker.batch_execute("COMMIT").await.unwrap();
+    for task in stalled {
+        assert!(task.await.unwrap().is_err());
+    }
+    // The statement took the key once the lock went; the store frees it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    loop {
+        match store.reserve(&id("k"), "fp", LONG).await.unwrap() {
+            Reservation::Reserved(_) => break,
+            other => assert!(std::time::Instant::now() < deadline, "{other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(locker);
+    let _ = session.await;
 }
 
 /// Under load, reservations and completions share statements (the store's

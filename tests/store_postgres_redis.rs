@@ -13,8 +13,9 @@ use std::time::Duration;
 use sha2::Digest;
 
 use common::owned_store::OwnedStore;
-use idemgate::config::RedisConfig;
-use idemgate::store::{CachedStore, Lookup, PostgresStore, Reservation, Store};
+use idemgate::config::{RedisConfig, StoreKey};
+use idemgate::store::seal::{Keys, SealedStore};
+use idemgate::store::{CachedStore, Lookup, PostgresStore, Reservation, Store, StoreError};
 use pg_support::{RedisPrefix, SchemaGuard, TestSchema, redis_config, redis_flush_prefix, unique};
 use store_conformance::{id, reserved, response};
 
@@ -338,4 +339,165 @@ fn redis_addr() -> std::net::SocketAddr {
         .replace("localhost", "127.0.0.1")
         .parse()
         .expect("write IDEMGATE_TEST_REDIS_URL as redis://IP:PORT")
+}
+
+/// Answers sealed under `key` (`[store.encryption]`) in front of Redis and
+/// the schema's Postgres.
+async fn sealed(schema: &TestSchema, prefix: &str, key: u8) -> Arc<dyn Store> {
+    let authority = PostgresStore::connect(&schema.config()).await.unwrap();
+    let cache = CachedStore::new(authority, &redis_config(prefix), Arc::new(|_| {})).unwrap();
+    let keys = Keys::new(&[StoreKey {
+        env: format!("KEY_{key}"),
+        bytes: [key; 32],
+    }]);
+    Arc::new(SealedStore::new(cache, keys))
+}
+
+/// A copy in Redis that does not open says nothing of the record in
+/// Postgres: here a copy left by an earlier record of the key (purged, then
+/// written back by a replay racing the purge) under a key no longer listed,
+/// over a record sealed under the current one. The record replays from
+/// Postgres and the copy is replaced. (Such a copy used to refuse every
+/// replay with 503, its log line telling the operator to purge a record
+/// that was fine: the purge would have let the request run again.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cached_copy_that_does_not_open_is_replayed_from_postgres() {
+    let prefix = RedisPrefix::new("idemgate-test");
+    let schema = TestSchema::create().await;
+    let (before, now) = (
+        sealed(&schema, &prefix.0, 1).await,
+        sealed(&schema, &prefix.0, 2).await,
+    );
+    let entry = entry_name(&prefix.0, "k");
+    let mut conn = redis_conn().await;
+    let lease = reserved(&before, &id("k"), "fp", LONG).await;
+    before.complete(&lease, &response(), LONG).await.unwrap();
+    let stale: Vec<u8> = redis::cmd("GET")
+        .arg(&entry)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(now.purge("orders", "k").await.unwrap(), 1);
+    let lease = reserved(&now, &id("k"), "fp", LONG).await;
+    now.complete(&lease, &response(), LONG).await.unwrap();
+    let () = redis::cmd("SET")
+        .arg(&entry)
+        .arg(&stale)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    assert_eq!(
+        now.reserve(&id("k"), "fp", LONG).await.unwrap(),
+        Reservation::Completed(response())
+    );
+    let replaced: Vec<u8> = redis::cmd("GET")
+        .arg(&entry)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_ne!(replaced, stale, "the copy that does not open is replaced");
+    // Only the earlier key's store is refused now, by the copy and by
+    // Postgres alike.
+    assert!(matches!(
+        before.reserve(&id("k"), "fp", LONG).await,
+        Err(StoreError::Sealed(_))
+    ));
+}
+
+/// A value cut short in its body (or altered anywhere) is no answer: the
+/// record replays whole from Postgres, which rewrites the value. (The body
+/// ran to the end of the value, so a value cut in it used to parse, and
+/// replayed the shorter body as the record's answer.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_value_cut_short_or_altered_is_no_answer() {
+    let prefix = RedisPrefix::new("idemgate-test");
+    let (store, counts, _schema) = cached(redis_config(&prefix.0)).await;
+    let lease = reserved(&store, &id("k"), "fp", LONG).await;
+    store.complete(&lease, &response(), LONG).await.unwrap();
+    let entry = entry_name(&prefix.0, "k");
+    let mut conn = redis_conn().await;
+    let whole: Vec<u8> = redis::cmd("GET")
+        .arg(&entry)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut altered = whole.clone();
+    *altered.last_mut().unwrap() ^= 1;
+    for damaged in [&whole[..whole.len() - 3], &altered[..]] {
+        let () = redis::cmd("SET")
+            .arg(&entry)
+            .arg(damaged)
+            .arg("PX")
+            .arg(60_000)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(
+            store.reserve(&id("k"), "fp", LONG).await.unwrap(),
+            Reservation::Completed(response())
+        );
+        let rewritten: Vec<u8> = redis::cmd("GET")
+            .arg(&entry)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_ne!(&rewritten[..], damaged, "the damaged value is replaced");
+    }
+    // Both damaged values were misses; the rewritten one hits.
+    assert_eq!(
+        store.reserve(&id("k"), "fp", LONG).await.unwrap(),
+        Reservation::Completed(response())
+    );
+    assert_eq!(counts.get(), (1, 3, 0), "(hit, miss, error)");
+}
+
+/// A value whose TTL outlives the record it copies (lifted by hand here)
+/// does not replay the record past its retention: Postgres lets the key
+/// run again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_value_past_its_records_expiry_is_no_answer() {
+    let prefix = RedisPrefix::new("idemgate-test");
+    let (store, _counts, _schema) = cached(redis_config(&prefix.0)).await;
+    let lease = reserved(&store, &id("k"), "fp", LONG).await;
+    let retention = Duration::from_millis(500);
+    store
+        .complete(&lease, &response(), retention)
+        .await
+        .unwrap();
+    let mut conn = redis_conn().await;
+    let lifted: i64 = redis::cmd("PERSIST")
+        .arg(entry_name(&prefix.0, "k"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(lifted, 1);
+    tokio::time::sleep(retention + Duration::from_millis(200)).await;
+    reserved(&store, &id("k"), "fp", LONG).await;
+}
+
+/// A value copied under another record's name (by hand, a restore gone
+/// wrong) is no answer there, even for the same request under another key:
+/// the fingerprint does not name the key, the value's digest does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_value_copied_under_another_key_is_no_answer() {
+    let prefix = RedisPrefix::new("idemgate-test");
+    let (store, _counts, _schema) = cached(redis_config(&prefix.0)).await;
+    let lease = reserved(&store, &id("a"), "fp", LONG).await;
+    store.complete(&lease, &response(), LONG).await.unwrap();
+    let mut conn = redis_conn().await;
+    let value: Vec<u8> = redis::cmd("GET")
+        .arg(entry_name(&prefix.0, "a"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let () = redis::cmd("SET")
+        .arg(entry_name(&prefix.0, "b"))
+        .arg(&value)
+        .arg("PX")
+        .arg(60_000)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    reserved(&store, &id("b"), "fp", LONG).await;
 }

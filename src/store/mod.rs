@@ -166,9 +166,8 @@ impl RecordState {
 pub struct Kept {
     /// When the record stops replaying.
     pub expires_at: SystemTime,
-    /// How long ago it was completed, by the store's own clock (`None`: a
-    /// copy written before completion times were kept, e.g. an older Redis
-    /// value).
+    /// How long ago it was completed, by the store's own clock (`None`:
+    /// the store could not tell).
     pub age: Option<Duration>,
 }
 
@@ -233,6 +232,20 @@ pub trait Store: Send + Sync + 'static {
         fingerprint: &str,
         lease_for: Duration,
     ) -> Result<(Reservation, Option<Kept>), StoreError>;
+
+    /// `reserve_with_expiry` decided by the authority alone, past any copy of
+    /// answers a store keeps in front of it (the Redis fast path), for a
+    /// caller that could not use the answer the copy gave (it does not open:
+    /// damaged, or sealed under a key no longer listed). `None`: this store
+    /// keeps no such copy, and what it answered is the authority's.
+    async fn reserve_past_copies(
+        &self,
+        _id: &RecordId,
+        _fingerprint: &str,
+        _lease_for: Duration,
+    ) -> Option<Result<(Reservation, Option<Kept>), StoreError>> {
+        None
+    }
 
     /// Store the answer and mark the record completed, replayable for `retain_for`
     /// from now. `Err(Fenced)` when the lease's token is no longer the record's.

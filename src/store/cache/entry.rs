@@ -1,15 +1,21 @@
 //! What one Redis value holds: a completed answer and the fingerprint it was
 //! given for, so a hit can be checked without asking Postgres.
 //!
-//! Layout (big-endian): `u8 version`, (version 2 and 3) `u64` expiry in Unix
-//! ms, (version 3) `u64` completion in Unix ms, `u32 len + fingerprint`,
-//! `u16 status`, `u8` flags (bit 0 body omitted, bit 1, version 3: outcome
+//! Layout (big-endian): `u8 version` (4), the SHA-256 of the record's id
+//! (as hashed for the key's name) and of everything after the digest, `u64` expiry in Unix ms, `u64` completion in Unix ms, `u32 len +
+//! fingerprint`, `u16 status`, `u8` flags (bit 0 body omitted, bit 1 outcome
 //! unknown), `u32 len + headers` (the embedded store's header codec), then
-//! the body to the end. Version 1 values (no expiry) still decode: a replica
-//! kept in memory needs the expiry, so their answers are replayed but not
-//! copied; version 2 values replay without a known age. A binary that knows
-//! only versions 1 and 2 reads a version 3 value as a miss and asks Postgres.
-//! Any value that does not parse is treated as a miss, never as an answer.
+//! the body to the end.
+//!
+//! The digest is what makes a damaged value (truncated, edited by hand, a
+//! byte flipped) a miss rather than an answer: without it a value cut short
+//! in its body still parsed, and replayed a shorter body as the record's.
+//! The id in it makes a value copied under another record's name a miss too:
+//! two keys with the same request have the same fingerprint.
+//! Values of earlier versions carry none, so they are misses too: Postgres
+//! answers and the replay rewrites them in this version. A binary that knows
+//! only those reads a version 4 value as a miss and asks Postgres. Any value
+//! that does not parse is treated as a miss, never as an answer.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -19,9 +25,8 @@ use sha2::{Digest, Sha256};
 use crate::store::embedded::codec::{decode_headers, encode_headers};
 use crate::store::{RecordId, StoredResponse};
 
-const VERSION: u8 = 3;
-const VERSION_WITHOUT_COMPLETION: u8 = 2;
-const VERSION_WITHOUT_EXPIRY: u8 = 1;
+const VERSION: u8 = 4;
+const DIGEST: usize = 32;
 
 const BODY_OMITTED: u8 = 1;
 const OUTCOME_UNKNOWN: u8 = 2;
@@ -46,21 +51,25 @@ fn id_hash(id: &RecordId) -> [u8; 32] {
 pub struct Entry {
     pub fingerprint: String,
     pub response: StoredResponse,
-    /// When the record stops replaying (`None` in a version 1 value).
-    pub expires_at: Option<SystemTime>,
-    /// When it was completed (`None` before version 3).
-    pub completed_at: Option<SystemTime>,
+    /// When the record stops replaying.
+    pub expires_at: SystemTime,
+    /// When it was completed.
+    pub completed_at: SystemTime,
 }
 
 pub fn encode(
+    id: &RecordId,
     fingerprint: &str,
     response: &StoredResponse,
     expires_at: SystemTime,
     completed_at: SystemTime,
 ) -> Vec<u8> {
     let headers = encode_headers(&response.headers);
-    let mut out = Vec::with_capacity(28 + fingerprint.len() + headers.len() + response.body.len());
+    let mut out = Vec::with_capacity(
+        1 + DIGEST + 27 + fingerprint.len() + headers.len() + response.body.len(),
+    );
     out.push(VERSION);
+    out.extend_from_slice(&[0; DIGEST]);
     out.extend_from_slice(&unix_ms(expires_at).to_be_bytes());
     out.extend_from_slice(&unix_ms(completed_at).to_be_bytes());
     put_bytes(&mut out, fingerprint.as_bytes());
@@ -75,28 +84,27 @@ pub fn encode(
     out.push(flags);
     put_bytes(&mut out, &headers);
     out.extend_from_slice(&response.body);
+    let sum = digest(id, &out[1 + DIGEST..]);
+    out[1..=DIGEST].copy_from_slice(sum.as_ref());
     out
 }
 
-/// The entry, or `None` for anything malformed.
-pub fn decode(buf: &[u8]) -> Option<Entry> {
+/// The entry, or `None` for anything malformed, damaged or of an earlier
+/// version.
+pub fn decode(id: &RecordId, buf: &[u8]) -> Option<Entry> {
     let (&version, rest) = buf.split_first()?;
-    let (expires_at, completed_at, rest) = match version {
-        VERSION => {
-            let (expires, rest) = take_instant(rest)?;
-            let (completed, rest) = take_instant(rest)?;
-            (Some(expires), Some(completed), rest)
-        }
-        VERSION_WITHOUT_COMPLETION => {
-            let (expires, rest) = take_instant(rest)?;
-            (Some(expires), None, rest)
-        }
-        VERSION_WITHOUT_EXPIRY => (None, None, rest),
-        _ => return None,
-    };
+    if version != VERSION {
+        return None;
+    }
+    let (sum, rest) = rest.split_first_chunk::<DIGEST>()?;
+    if digest(id, rest).as_ref() != sum.as_slice() {
+        return None;
+    }
+    let (expires_at, rest) = take_instant(rest)?;
+    let (completed_at, rest) = take_instant(rest)?;
     let (fingerprint, rest) = take_bytes(rest)?;
     let (status, rest) = rest.split_first_chunk::<2>()?;
-    let (&omitted, rest) = rest.split_first()?;
+    let (&flags, rest) = rest.split_first()?;
     let (headers, body) = take_bytes(rest)?;
     Some(Entry {
         fingerprint: String::from_utf8(fingerprint.to_vec()).ok()?,
@@ -104,14 +112,21 @@ pub fn decode(buf: &[u8]) -> Option<Entry> {
             status: u16::from_be_bytes(*status),
             headers: decode_headers(headers).ok()?.into(),
             body: Bytes::copy_from_slice(body),
-            body_omitted: omitted & BODY_OMITTED != 0,
-            // Only version 3 has the flag; before it every bit but the
-            // first was 0 anyway.
-            outcome_unknown: version == VERSION && omitted & OUTCOME_UNKNOWN != 0,
+            body_omitted: flags & BODY_OMITTED != 0,
+            outcome_unknown: flags & OUTCOME_UNKNOWN != 0,
         },
         expires_at,
         completed_at,
     })
+}
+
+/// SHA-256 (ring's, which uses the CPU's instructions for it: a hit hashes
+/// its whole body).
+fn digest(id: &RecordId, bytes: &[u8]) -> ring::digest::Digest {
+    let mut sum = ring::digest::Context::new(&ring::digest::SHA256);
+    sum.update(&id_hash(id));
+    sum.update(bytes);
+    sum.finish()
 }
 
 fn unix_ms(at: SystemTime) -> u64 {
@@ -156,30 +171,38 @@ mod tests {
         }
     }
 
+    fn id() -> RecordId {
+        RecordId::new("r", "s", "k")
+    }
+
     fn at_ms(ms: u64) -> SystemTime {
         UNIX_EPOCH + Duration::from_millis(ms)
     }
 
     #[test]
     fn round_trips_byte_identical() {
-        let entry = decode(&encode(
-            "fp-1",
-            &answer(),
-            at_ms(1_700_000_000_123),
-            at_ms(1_600_000_000_456),
-        ))
+        let entry = decode(
+            &id(),
+            &encode(
+                &id(),
+                "fp-1",
+                &answer(),
+                at_ms(1_700_000_000_123),
+                at_ms(1_600_000_000_456),
+            ),
+        )
         .unwrap();
         assert_eq!(entry.fingerprint, "fp-1");
         assert_eq!(entry.response, answer());
-        assert_eq!(entry.expires_at, Some(at_ms(1_700_000_000_123)));
-        assert_eq!(entry.completed_at, Some(at_ms(1_600_000_000_456)));
+        assert_eq!(entry.expires_at, at_ms(1_700_000_000_123));
+        assert_eq!(entry.completed_at, at_ms(1_600_000_000_456));
         let omitted = StoredResponse {
             body: Bytes::new(),
             body_omitted: true,
             ..answer()
         };
         assert_eq!(
-            decode(&encode("", &omitted, at_ms(1), at_ms(0)))
+            decode(&id(), &encode(&id(), "", &omitted, at_ms(1), at_ms(0)))
                 .unwrap()
                 .response,
             omitted
@@ -189,39 +212,42 @@ mod tests {
             outcome_unknown: true,
             ..answer()
         };
-        let decoded = decode(&encode("", &unknown, at_ms(1), at_ms(0))).unwrap();
+        let decoded = decode(&id(), &encode(&id(), "", &unknown, at_ms(1), at_ms(0))).unwrap();
         assert_eq!(decoded.response, unknown);
     }
 
-    /// What a binary before version 3 wrote: still replayed, age unknown.
+    /// Every cut parsed as far as the body, which runs to the end: a value
+    /// cut in its body used to replay the shorter body.
     #[test]
-    fn version_2_values_decode_without_completion() {
-        let mut v2 = encode("fp", &answer(), at_ms(5), at_ms(3));
-        v2.drain(9..17);
-        v2[0] = 2;
-        let entry = decode(&v2).unwrap();
-        assert_eq!(entry.expires_at, Some(at_ms(5)));
-        assert_eq!(entry.completed_at, None);
-        assert_eq!(entry.response, answer());
+    fn truncated_or_altered_values_are_misses() {
+        let good = encode(&id(), "fp", &answer(), at_ms(5), at_ms(3));
+        assert!(decode(&id(), &[]).is_none());
+        assert!(decode(&id(), &[VERSION]).is_none());
+        for cut in 1..good.len() {
+            assert!(decode(&id(), &good[..cut]).is_none(), "cut at {cut}");
+        }
+        for at in 1..good.len() {
+            let mut altered = good.clone();
+            altered[at] ^= 0x20;
+            assert!(decode(&id(), &altered).is_none(), "byte {at} altered");
+        }
+        let mut longer = good.clone();
+        longer.push(b'!');
+        assert!(decode(&id(), &longer).is_none());
+        let another = RecordId::new("r", "s", "k2");
+        assert!(decode(&another, &good).is_none(), "another record's value");
     }
 
+    /// Earlier versions carry no digest: they cannot be told from damaged
+    /// ones, so Postgres answers and the value is rewritten.
     #[test]
-    fn version_1_values_decode_without_expiry() {
-        let mut v1 = encode("fp", &answer(), at_ms(5), at_ms(3));
-        v1.drain(1..17);
-        v1[0] = 1;
-        let entry = decode(&v1).unwrap();
-        assert_eq!((entry.fingerprint.as_str(), entry.expires_at), ("fp", None));
-        assert_eq!(entry.response, answer());
-    }
-
-    #[test]
-    fn malformed_values_are_misses() {
-        let good = encode("fp", &answer(), at_ms(5), at_ms(3));
-        assert!(decode(&[]).is_none());
-        assert!(decode(&[3]).is_none());
-        for cut in 1..28 {
-            assert!(decode(&good[..cut]).is_none(), "cut at {cut}");
+    fn values_of_earlier_versions_are_misses() {
+        let good = encode(&id(), "fp", &answer(), at_ms(5), at_ms(3));
+        for version in 1..VERSION {
+            let mut old = good.clone();
+            old.drain(1..=DIGEST);
+            old[0] = version;
+            assert!(decode(&id(), &old).is_none(), "version {version}");
         }
     }
 

@@ -92,10 +92,22 @@ impl CachedStore {
 
     /// The cached answer for this fingerprint, if Redis has one; otherwise
     /// what stands in the way of writing one back.
-    async fn lookup(&self, key: &str, fingerprint: &str) -> (Result<entry::Entry, Seen>, Lookup) {
+    async fn lookup(
+        &self,
+        id: &RecordId,
+        key: &str,
+        fingerprint: &str,
+    ) -> (Result<entry::Entry, Seen>, Lookup) {
         match self.redis.get(key).await {
-            Ok(Got::Value(value)) => match entry::decode(&value) {
-                Some(found) if found.fingerprint == fingerprint => (Ok(found), Lookup::Hit),
+            Ok(Got::Value(value)) => match entry::decode(id, &value) {
+                // A value past its record's expiry (a TTL lifted or
+                // lengthened by hand, a snapshot restored) is no answer:
+                // Postgres says whether the key may run again.
+                Some(found)
+                    if found.fingerprint == fingerprint && found.expires_at > SystemTime::now() =>
+                {
+                    (Ok(found), Lookup::Hit)
+                }
                 // Another fingerprint (or a value we cannot read): only
                 // Postgres may say Mismatch.
                 _ => (Err(Seen::Unusable(value)), Lookup::Miss),
@@ -142,6 +154,45 @@ impl CachedStore {
     }
 }
 
+impl CachedStore {
+    /// Postgres decides; a replay it serves is written back to Redis over
+    /// what the lookup saw there (`seen`).
+    async fn ask_authority(
+        &self,
+        id: &RecordId,
+        key: &str,
+        fingerprint: &str,
+        lease_for: Duration,
+        seen: Seen,
+    ) -> Result<(Reservation, Option<Kept>), StoreError> {
+        let (reservation, kept_for) = self
+            .authority
+            .reserve_with_ttl(id, fingerprint, lease_for)
+            .await?;
+        let now = SystemTime::now();
+        let kept = kept_for.map(|k| k.kept());
+        if let (Reservation::Completed(response), Some(kept_for)) = (&reservation, kept_for)
+            && !kept_for.remaining.is_zero()
+        {
+            let value = entry::encode(
+                id,
+                fingerprint,
+                response,
+                now + kept_for.remaining,
+                now.checked_sub(kept_for.age).unwrap_or(now),
+            );
+            let ttl = kept_for.remaining;
+            let _ = match seen {
+                // NX: never overwrite what a completion wrote meanwhile.
+                Seen::Nothing => self.redis.set(key, &value, ttl, true).await,
+                Seen::Unusable(old) => self.redis.replace(key, &old, &value, ttl).await,
+                Seen::Unreachable => Ok(()),
+            };
+        }
+        Ok((reservation, kept))
+    }
+}
+
 #[async_trait]
 impl Store for CachedStore {
     fn backend(&self) -> &'static str {
@@ -155,47 +206,44 @@ impl Store for CachedStore {
         lease_for: Duration,
     ) -> Result<(Reservation, Option<Kept>), StoreError> {
         let key = entry::key(&self.prefix, id);
-        let (cached, lookup) = self.lookup(&key, fingerprint).await;
+        let (cached, lookup) = self.lookup(id, &key, fingerprint).await;
         (self.on_lookup)(lookup);
         let seen = match cached {
             Ok(found) => {
                 let now = SystemTime::now();
-                let kept = found.expires_at.map(|expires_at| Kept {
-                    expires_at,
+                let kept = Kept {
+                    expires_at: found.expires_at,
                     // By this replica's clock against the completing one's:
                     // skew between them is the error (clamped at 0).
-                    age: found
-                        .completed_at
-                        .map(|at| now.duration_since(at).unwrap_or_default()),
-                });
-                return Ok((Reservation::Completed(found.response), kept));
+                    age: Some(now.duration_since(found.completed_at).unwrap_or_default()),
+                };
+                return Ok((Reservation::Completed(found.response), Some(kept)));
             }
             Err(seen) => seen,
         };
-        let (reservation, kept_for) = self
-            .authority
-            .reserve_with_ttl(id, fingerprint, lease_for)
-            .await?;
-        let now = SystemTime::now();
-        let kept = kept_for.map(|k| k.kept());
-        if let (Reservation::Completed(response), Some(kept_for)) = (&reservation, kept_for)
-            && !kept_for.remaining.is_zero()
-        {
-            let value = entry::encode(
-                fingerprint,
-                response,
-                now + kept_for.remaining,
-                now.checked_sub(kept_for.age).unwrap_or(now),
-            );
-            let ttl = kept_for.remaining;
-            let _ = match seen {
-                // NX: never overwrite what a completion wrote meanwhile.
-                Seen::Nothing => self.redis.set(&key, &value, ttl, true).await,
-                Seen::Unusable(old) => self.redis.replace(&key, &old, &value, ttl).await,
-                Seen::Unreachable => Ok(()),
-            };
-        }
-        Ok((reservation, kept))
+        self.ask_authority(id, &key, fingerprint, lease_for, seen)
+            .await
+    }
+
+    /// Reads what Redis holds without taking it for an answer, then asks
+    /// Postgres, whose replay replaces the copy the caller could not use.
+    async fn reserve_past_copies(
+        &self,
+        id: &RecordId,
+        fingerprint: &str,
+        lease_for: Duration,
+    ) -> Option<Result<(Reservation, Option<Kept>), StoreError>> {
+        let key = entry::key(&self.prefix, id);
+        let seen = match self.redis.get(&key).await {
+            Ok(Got::Value(value)) => Seen::Unusable(value),
+            Ok(Got::Nothing) => Seen::Nothing,
+            Ok(Got::NotAString) => Seen::Unusable(Vec::new()),
+            Err(_) => Seen::Unreachable,
+        };
+        Some(
+            self.ask_authority(id, &key, fingerprint, lease_for, seen)
+                .await,
+        )
     }
 
     async fn complete(
@@ -210,7 +258,7 @@ impl Store for CachedStore {
             .await?;
         let key = entry::key(&self.prefix, &lease.id);
         let now = SystemTime::now();
-        let value = entry::encode(&fingerprint, response, now + retain_for, now);
+        let value = entry::encode(&lease.id, &fingerprint, response, now + retain_for, now);
         let _ = self.redis.set(&key, &value, retain_for, false).await;
         Ok(())
     }

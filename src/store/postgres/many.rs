@@ -50,8 +50,8 @@ pub struct CompleteJob {
 
 /// How a batch statement failed.
 enum Failed {
-    /// The database refused it (one bad row fails them all): nothing was
-    /// written, each operation may try alone.
+    /// The database refused it (one bad row fails them all, or two batches
+    /// deadlocked): nothing was written, each operation may try alone.
     Refused,
     /// The connection died under it: it may have committed.
     ConnectionLost,
@@ -60,6 +60,12 @@ enum Failed {
 }
 
 pub async fn reserve(pool: &Pool, deadline: Duration, jobs: Vec<ReserveJob>) {
+    // A caller that gave up waiting (its deadline passed while the job was
+    // queued) would never hear of its key reserved: not asked for.
+    let jobs: Vec<ReserveJob> = jobs.into_iter().filter(|j| !j.reply.is_closed()).collect();
+    if jobs.is_empty() {
+        return;
+    }
     // One statement may not touch a row twice: repeats run alone.
     let mut seen = HashSet::with_capacity(jobs.len());
     let (batch, repeats): (Vec<ReserveJob>, Vec<ReserveJob>) = jobs
@@ -107,13 +113,43 @@ pub async fn reserve(pool: &Pool, deadline: Duration, jobs: Vec<ReserveJob>) {
             slot.push(row);
         }
     }
+    let mut unclaimed = Vec::new();
     for (job, rows) in batch.into_iter().zip(by_job) {
         let reply = match rows::decide(&job.id, &rows) {
             Ok(Decided::Done { reservation, kept }) => Ok(Reserved::Done(reservation, kept)),
             Ok(Decided::Retry) => Ok(Reserved::Alone),
             Err(err) => Err(err),
         };
-        let _ = job.reply.send(reply);
+        if let Err(Ok(Reserved::Done(Reservation::Reserved(lease), _))) = job.reply.send(reply) {
+            unclaimed.push(lease);
+        }
+    }
+    if !unclaimed.is_empty() {
+        // Beside the worker: under a stall each release may take the whole
+        // deadline, and the batches queued behind must not wait for them.
+        tokio::spawn(release_unclaimed(pool.clone(), deadline, unclaimed));
+    }
+}
+
+/// Frees keys this batch reserved for callers that gave up waiting while
+/// it ran (their deadline passed): nobody holds those leases, and every
+/// retry would be refused as in flight until they ran out (`lock_timeout`).
+async fn release_unclaimed(pool: Pool, deadline: Duration, leases: Vec<Lease>) {
+    for lease in leases {
+        let (route, scope, key) = lease.id.parts();
+        let params: [&(dyn ToSql + Sync); 4] = [&route, &scope, &key, &lease.token];
+        let released = tokio::time::timeout(deadline, async {
+            let client = pool.get().await.map_err(pool_error)?;
+            client
+                .execute(sql::RELEASE, &params)
+                .await
+                .map_err(db_error)
+        })
+        .await;
+        if !matches!(released, Ok(Ok(_))) {
+            tracing::warn!(route = %lease.id.route, key = %crate::key::short_hash(&lease.id.key),
+                "a key reserved for a request that stopped waiting could not be freed; it is held until its lease runs out");
+        }
     }
 }
 
@@ -184,6 +220,16 @@ pub async fn complete(pool: &Pool, deadline: Duration, jobs: Vec<CompleteJob>) {
     }
 }
 
+/// The database cancelled the statement for taking too long
+/// (`statement_timeout`, or a `lock_timeout` an operator set): nothing about
+/// its rows.
+fn stalled(err: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    err.code().is_some_and(|code| {
+        *code == SqlState::QUERY_CANCELED || *code == SqlState::LOCK_NOT_AVAILABLE
+    })
+}
+
 /// The 0-based job index of a row (`n` is 1-based).
 fn position(row: &Row) -> Option<usize> {
     let n: i64 = row.try_get("n").ok()?;
@@ -213,6 +259,12 @@ async fn run(
         client.query_typed(statement, params).await.map_err(|err| {
             if super::pool::session_lost(&client, &err) {
                 Failed::ConnectionLost
+            } else if stalled(&err) {
+                // Run alone, each operation would wait out the same stall
+                // again (a table locked, a database overloaded): twice the
+                // wait for its caller, and one statement per operation where
+                // there was one for the batch.
+                Failed::Unavailable(db_error(err))
             } else if err.as_db_error().is_some() {
                 Failed::Refused
             } else {

@@ -41,6 +41,15 @@ pub fn announce(configured: &[crate::config::StoreKey]) {
     );
 }
 
+/// A record no listed key opens: refused, and said every time, as each is
+/// a request refused that an operator has to act on (restore the key, or
+/// purge).
+fn refused(id: &RecordId, error: OpenError) -> StoreError {
+    tracing::error!(route = %id.route, key = %key::short_hash(&id.key), %error,
+        "stored answer cannot be opened; purge the key once reconciled");
+    StoreError::Sealed(error)
+}
+
 pub struct SealedStore<S> {
     inner: S,
     keys: Arc<Keys>,
@@ -74,16 +83,33 @@ impl<S: Store> Store for SealedStore<S> {
         let Reservation::Completed(stored) = reservation else {
             return Ok((reservation, kept));
         };
-        match self.keys.open(id, stored) {
-            Ok(opened) => Ok((Reservation::Completed(opened), kept)),
-            Err(error) => {
-                // Every occurrence: each is a request refused that an
-                // operator has to act on (restore the key, or purge).
-                tracing::error!(route = %id.route, key = %key::short_hash(&id.key), %error,
-                    "stored answer cannot be opened; purge the key once reconciled");
-                Err(StoreError::Sealed(error))
-            }
-        }
+        let error = match self.keys.open(id, stored) {
+            Ok(opened) => return Ok((Reservation::Completed(opened), kept)),
+            Err(error) => error,
+        };
+        // A copy in front of the authority (Redis) that does not open says
+        // nothing of the record itself: a damaged copy must not refuse a
+        // record that opens, nor have an operator purge it (and run the
+        // request again) on its account.
+        let Some(decided) = self
+            .inner
+            .reserve_past_copies(id, fingerprint, lease_for)
+            .await
+        else {
+            return Err(refused(id, error));
+        };
+        let (reservation, kept) = decided?;
+        let Reservation::Completed(stored) = reservation else {
+            return Ok((reservation, kept));
+        };
+        let opened = self
+            .keys
+            .open(id, stored)
+            .map_err(|error| refused(id, error))?;
+        // Said only when the record itself opens: otherwise `refused` says it.
+        tracing::warn!(route = %id.route, key = %key::short_hash(&id.key), %error,
+            "cached copy of a stored answer cannot be opened; replayed the store's record");
+        Ok((Reservation::Completed(opened), kept))
     }
 
     async fn complete(
