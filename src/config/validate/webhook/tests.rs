@@ -322,3 +322,44 @@ fn check_shows_the_scheme_and_variables_never_the_secrets() {
     assert!(!debug.contains("secret_value"), "{debug}");
     let _: &WebhookSecret = &ok(STRIPE).routes[0].webhook.clone().unwrap().secrets[0];
 }
+
+/// `match.methods` on a webhook route hands the other methods on its path to
+/// the next route that takes them, unverified: said, naming that route.
+#[test]
+fn methods_left_to_a_later_route_are_warned_about() {
+    let catch_all = r#"
+[[routes]]
+name = "rest"
+upstream = "consumer"
+match = { path_prefix = "/" }
+idempotency = false
+"#;
+    let narrowed = with_webhook(r#"webhook = { scheme = "stripe", secrets_env = "STRIPE_WHSEC" }"#)
+        .replace(
+            r#"match = { path = "/webhooks/stripe" }"#,
+            r#"match = { path = "/webhooks/stripe", methods = ["POST"] }"#,
+        );
+    let warnings = ok(&format!("{narrowed}{catch_all}")).warnings;
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert!(
+        warnings[0].starts_with("t.toml:8:48: routes[0].match.methods: this stripe webhook route"),
+        "{}",
+        warnings[0]
+    );
+    assert!(
+        warnings[0].contains(r#"goes to route "rest" (routes[1]) without its signature checked"#),
+        "{}",
+        warnings[0]
+    );
+    // Nothing after it takes the path: other methods get 404, nothing to say.
+    assert!(ok(&narrowed).warnings.is_empty());
+    // Without match.methods the webhook route takes (and verifies) every method.
+    let whole = with_webhook(r#"webhook = { scheme = "stripe", secrets_env = "STRIPE_WHSEC" }"#);
+    assert!(ok(&format!("{whole}{catch_all}")).warnings.is_empty());
+    // A later route that only takes the methods already matched gets none of them.
+    let post_only = catch_all.replace(
+        r#"match = { path_prefix = "/" }"#,
+        r#"match = { path_prefix = "/", methods = ["POST"] }"#,
+    );
+    assert!(ok(&format!("{narrowed}{post_only}")).warnings.is_empty());
+}
