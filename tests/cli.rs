@@ -782,6 +782,47 @@ async fn keys_reads_the_key_as_the_data_plane_does() {
     }
 }
 
+/// A route renamed (or removed) in the file keeps its records until they
+/// expire: `keys show|purge` find them by the old name, as `keys list` and the
+/// admin API do, and say the file has no such route when there are none.
+#[tokio::test]
+async fn keys_finds_the_records_of_a_route_the_file_no_longer_has() {
+    let config = common::config::Config::charges_and_rest();
+    let (_dir, _upstream, mut gateway) =
+        GatewayProcess::start_fresh("cli-keys-renamed", &config).await;
+    let reply = gateway.client().post("/v1/charges", Some("k1"), "{}").await;
+    assert_eq!(reply.status, 201);
+    gateway.kill();
+    gateway.write_config(&config.rename_route("charges", "payments"));
+    let path = gateway.config_path().to_str().unwrap().to_owned();
+
+    let out = idemgate(&["keys", "list", "-c", &path, "charges"]);
+    assert!(
+        text(&out.stdout).contains("\"k1\""),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = idemgate(&["keys", "show", "-c", &path, "charges", "k1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("\"completed\""));
+    let out = idemgate(&["keys", "purge", "-c", &path, "charges", "k1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "1 records deleted\n");
+
+    for action in ["show", "purge"] {
+        let out = idemgate(&["keys", action, "-c", &path, "charges", "k1"]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{action}: {stderr}");
+        assert_eq!(
+            stderr,
+            format!(
+                "no records for this key on route \"charges\" ({path} has no route named \"charges\")\n"
+            ),
+            "{action}"
+        );
+    }
+}
+
 /// The embedded store is for one gateway process: a second `serve` on the
 /// file of a running one fails at start with one line naming the file (its
 /// copies of replays would miss the first one's purges), while `keys` and
