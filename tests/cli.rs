@@ -659,6 +659,12 @@ fn an_unparsable_log_level_is_a_one_line_usage_error() {
             "RUST_LOG",
             run(&["check", "-c", shipped], Some("idemgate=lots")),
         ),
+        // tracing takes a filter with no directive for "errors only".
+        (
+            "--log-level",
+            run(&["--log-level", "", "check", "-c", shipped], None),
+        ),
+        ("RUST_LOG", run(&["check", "-c", shipped], Some(" , "))),
     ];
     for (source, out) in refused {
         let stderr = text(&out.stderr);
