@@ -293,6 +293,23 @@ fn tolerance_is_positive_and_only_where_a_timestamp_is_signed() {
         error.contains("routes[0].webhook.tolerance: must be greater than zero"),
         "{error}"
     );
+    for tolerance in ["500ms", "1500ms"] {
+        let error = errors_of(&format!(
+            r#"webhook = {{ scheme = "stripe", secrets_env = "STRIPE_WHSEC", tolerance = "{tolerance}" }}"#
+        ));
+        assert!(
+            error.contains(&format!(
+                "routes[0].webhook.tolerance: signed timestamps are whole seconds: give a \
+                 whole number of seconds, at least 1s (got {tolerance})"
+            )),
+            "{error}"
+        );
+    }
+    let config = ok(&with_webhook(
+        r#"webhook = { scheme = "stripe", secrets_env = "STRIPE_WHSEC", tolerance = "2000ms" }"#,
+    ));
+    let webhook = config.routes[0].webhook.as_ref().expect("webhook");
+    assert_eq!(webhook.tolerance, Duration::from_secs(2));
 }
 
 #[test]
