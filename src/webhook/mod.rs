@@ -28,6 +28,9 @@ pub enum Rejection {
     MissingHeader(&'static str),
     #[error("the {0} header is sent more than once")]
     RepeatedHeader(&'static str),
+    /// Two headers that name the same thing and disagree (which was signed?).
+    #[error("the {0} and {1} headers differ")]
+    Conflicting(&'static str, &'static str),
     #[error("the {0} header is malformed")]
     Malformed(&'static str),
     #[error("no signature matches the request under the route's secrets")]
