@@ -42,13 +42,28 @@ pub fn warn_unverified_methods(
         let (Some(webhook), Some(matched)) = (&route.webhook, &route.matcher.methods) else {
             continue;
         };
-        let taker = routes[i + 1..].iter().enumerate().find(|(_, (later, _))| {
-            later.webhook.is_none()
-                && paths_overlap(&route.matcher, &later.matcher)
+        let any_method = RouteMatch {
+            methods: None,
+            ..route.matcher.clone()
+        };
+        let mut taker = None;
+        for (offset, (later, _)) in routes[i + 1..].iter().enumerate() {
+            let takes_some = paths_overlap(&route.matcher, &later.matcher)
                 && (later.matcher.methods.as_ref())
-                    .is_none_or(|methods| methods.iter().any(|m| !matched.contains(m)))
-        });
-        let Some((offset, (later, _))) = taker else {
+                    .is_none_or(|methods| methods.iter().any(|m| !matched.contains(m)));
+            if !takes_some {
+                continue;
+            }
+            if later.webhook.is_none() {
+                taker = Some((offset, later));
+                break;
+            }
+            // A webhook route that takes all of them verifies them.
+            if covers(&later.matcher, &any_method) {
+                break;
+            }
+        }
+        let Some((offset, later)) = taker else {
             continue;
         };
         let methods_span = (file.routes.as_ref())

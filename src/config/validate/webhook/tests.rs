@@ -379,4 +379,14 @@ idempotency = false
         r#"match = { path_prefix = "/", methods = ["POST"] }"#,
     );
     assert!(ok(&format!("{narrowed}{post_only}")).warnings.is_empty());
+    // A later webhook route on the path takes (and verifies) the rest.
+    let verified_rest = r#"
+[[routes]]
+name = "stripe-other-methods"
+upstream = "consumer"
+match = { path_prefix = "/webhooks" }
+webhook = { scheme = "stripe", secrets_env = "STRIPE_WHSEC" }
+"#;
+    let config = ok(&format!("{narrowed}{verified_rest}{catch_all}"));
+    assert!(config.warnings.is_empty(), "{:#?}", config.warnings);
 }
