@@ -38,6 +38,11 @@ pub fn warn_unverified_methods(
     file: &FileConfig,
     routes: &[(RouteConfig, Range<usize>)],
 ) {
+    for (i, (route, _)) in routes.iter().enumerate() {
+        if route.webhook.is_some() {
+            warn_taken_before(ctx, file, routes, i);
+        }
+    }
     for (i, (route, span)) in routes.iter().enumerate() {
         let (Some(webhook), Some(matched)) = (&route.webhook, &route.matcher.methods) else {
             continue;
@@ -83,6 +88,51 @@ pub fn warn_unverified_methods(
                 method_list(matched),
                 later.name,
                 i + 1 + offset,
+            ),
+        );
+    }
+}
+
+/// The same hole the other way round: an earlier route that takes every path
+/// of webhook route `i` for some methods forwards those unverified.
+fn warn_taken_before(
+    ctx: &mut Ctx<'_>,
+    file: &FileConfig,
+    routes: &[(RouteConfig, Range<usize>)],
+    i: usize,
+) {
+    let (webhook_route, _) = &routes[i];
+    let any_method = |matcher: &RouteMatch| RouteMatch {
+        methods: None,
+        ..matcher.clone()
+    };
+    for (j, (earlier, span)) in routes[..i].iter().enumerate() {
+        let Some(taken) = &earlier.matcher.methods else {
+            continue;
+        };
+        let takes_some = (webhook_route.matcher.methods.as_ref())
+            .is_none_or(|wanted| wanted.iter().any(|m| taken.contains(m)));
+        if earlier.webhook.is_some()
+            || !takes_some
+            // Every request of the webhook route: said as shadowing.
+            || covers(&earlier.matcher, &webhook_route.matcher)
+            || !covers(&any_method(&earlier.matcher), &any_method(&webhook_route.matcher))
+        {
+            continue;
+        }
+        let methods_span = (file.routes.as_ref())
+            .and_then(|routes| routes.get_ref().get(j))
+            .and_then(|written| written.get_ref().matcher.as_ref())
+            .and_then(|matcher| matcher.get_ref().methods.as_ref())
+            .map(toml::Spanned::span);
+        ctx.warn(
+            methods_span.or_else(|| Some(span.clone())),
+            format!("routes[{j}].match.methods"),
+            format!(
+                "this route takes {} on the path of webhook route {:?} (routes[{i}]) before \
+                 it: those requests are forwarded without their signature checked",
+                method_list(taken),
+                webhook_route.name,
             ),
         );
     }

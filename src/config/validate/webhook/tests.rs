@@ -390,3 +390,46 @@ webhook = { scheme = "stripe", secrets_env = "STRIPE_WHSEC" }
     let config = ok(&format!("{narrowed}{verified_rest}{catch_all}"));
     assert!(config.warnings.is_empty(), "{:#?}", config.warnings);
 }
+
+/// The other way round: an earlier route that takes the webhook route's
+/// path for some methods forwards those unverified.
+#[test]
+fn methods_taken_by_an_earlier_route_are_warned_about() {
+    let before = |methods: &str| {
+        format!(
+            r#"
+[upstreams.consumer]
+url = "http://127.0.0.1:3000"
+
+[[routes]]
+name = "puts"
+upstream = "consumer"
+match = {{ path_prefix = "/webhooks", methods = {methods} }}
+idempotency = false
+{}"#,
+            with_webhook(r#"webhook = { scheme = "stripe", secrets_env = "STRIPE_WHSEC" }"#)
+                .replace(
+                    "[upstreams.consumer]\nurl = \"http://127.0.0.1:3000\"\n",
+                    ""
+                )
+        )
+    };
+    let warnings = ok(&before(r#"["PUT"]"#)).warnings;
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert!(
+        warnings[0].starts_with(
+            "t.toml:8:48: routes[0].match.methods: this route takes PUT on the path of \
+             webhook route \"stripe-events\" (routes[1]) before it"
+        ),
+        "{}",
+        warnings[0]
+    );
+    // Every method the webhook route matches: it is shadowed, said once.
+    let shadowed = before(r#"["PUT", "POST"]"#).replace(
+        r#"match = { path = "/webhooks/stripe" }"#,
+        r#"match = { path = "/webhooks/stripe", methods = ["POST"] }"#,
+    );
+    let warnings = ok(&shadowed).warnings;
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert!(warnings[0].contains("is shadowed"), "{}", warnings[0]);
+}
