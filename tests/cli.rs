@@ -1246,3 +1246,53 @@ fn serve_refuses_unusable_tls_files_and_store_settings_before_opening_the_store(
         assert!(!stderr.contains("hunter2"), "the URL is a secret: {stderr}");
     }
 }
+
+/// An embedded `store.path` that is a directory, or that runs through a
+/// file, can be neither opened nor created: `check` says so at the field,
+/// as `serve` does (one line, exit 1), instead of calling the file ok. A
+/// path whose directories do not exist yet is fine (`serve` creates them),
+/// and `check` creates nothing.
+#[test]
+fn check_refuses_a_store_path_that_cannot_be_a_file() {
+    let dir = TestDir::new("cli-store-path");
+    let config = dir.path("idemgate.toml");
+    let name = config.to_str().unwrap().to_owned();
+    std::fs::write(dir.path("plain"), "").unwrap();
+    let cases = [
+        (dir.path(""), "is a directory, not a store file".to_owned()),
+        (
+            dir.path("plain/store.db"),
+            format!(
+                "cannot be created: {} is not a directory",
+                dir.path("plain").display()
+            ),
+        ),
+    ];
+    for (store, cause) in &cases {
+        let store = store.display().to_string();
+        let store = store.trim_end_matches('/');
+        std::fs::write(&config, format!("[store]\npath = \"{store}\"\n{VALID}")).unwrap();
+        let out = idemgate(&["check", "-c", &name]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{store}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{name}:2:8: store.path: {store} {cause}")),
+            "{store}: {stderr}"
+        );
+        assert!(!text(&out.stdout).contains(": ok"), "{store}");
+        let out = idemgate(&["serve", "-c", &name]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{store}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{store}: {stderr}");
+        assert!(stderr.contains(cause.as_str()), "{store}: {stderr}");
+    }
+    let later = dir.path("not/yet/store.db");
+    std::fs::write(
+        &config,
+        format!("[store]\npath = \"{}\"\n{VALID}", later.display()),
+    )
+    .unwrap();
+    let out = idemgate(&["check", "-c", &name]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!dir.path("not").exists(), "check created a directory");
+}
