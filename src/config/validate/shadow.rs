@@ -71,13 +71,8 @@ pub fn warn_unverified_methods(
         let Some((offset, later)) = taker else {
             continue;
         };
-        let methods_span = (file.routes.as_ref())
-            .and_then(|routes| routes.get_ref().get(i))
-            .and_then(|written| written.get_ref().matcher.as_ref())
-            .and_then(|matcher| matcher.get_ref().methods.as_ref())
-            .map(toml::Spanned::span);
         ctx.warn(
-            methods_span.or_else(|| Some(span.clone())),
+            methods_span(file, i).or_else(|| Some(span.clone())),
             format!("routes[{i}].match.methods"),
             format!(
                 "this {} webhook route matches only {} on its path; a request with another \
@@ -120,13 +115,8 @@ fn warn_taken_before(
         {
             continue;
         }
-        let methods_span = (file.routes.as_ref())
-            .and_then(|routes| routes.get_ref().get(j))
-            .and_then(|written| written.get_ref().matcher.as_ref())
-            .and_then(|matcher| matcher.get_ref().methods.as_ref())
-            .map(toml::Spanned::span);
         ctx.warn(
-            methods_span.or_else(|| Some(span.clone())),
+            methods_span(file, j).or_else(|| Some(span.clone())),
             format!("routes[{j}].match.methods"),
             format!(
                 "this route takes {} on the path of webhook route {:?} (routes[{i}]) before \
@@ -136,6 +126,15 @@ fn warn_taken_before(
             ),
         );
     }
+}
+
+/// Where route `i` writes its `match.methods`.
+fn methods_span(file: &FileConfig, i: usize) -> Option<Range<usize>> {
+    (file.routes.as_ref())
+        .and_then(|routes| routes.get_ref().get(i))
+        .and_then(|written| written.get_ref().matcher.as_ref())
+        .and_then(|matcher| matcher.get_ref().methods.as_ref())
+        .map(toml::Spanned::span)
 }
 
 /// Whether some path is matched by both (methods aside).
