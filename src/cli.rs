@@ -30,6 +30,14 @@ pub struct Cli {
 /// but that target's; a target is named with its level (`hyper=trace`).
 pub fn log_filter(value: &str) -> Result<String, LogFilterError> {
     const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    // tracing reads a filter without a directive as "errors only", so a
+    // script's `--log-level "$UNSET"` silenced the access log.
+    if value
+        .split(',')
+        .all(|directive| directive.trim().is_empty())
+    {
+        return Err(LogFilterError::Empty);
+    }
     for directive in value.split(',').map(str::trim) {
         let bare = !directive.is_empty() && !directive.contains(['=', '[']);
         if bare && !LEVELS.iter().any(|l| l.eq_ignore_ascii_case(directive)) {
@@ -44,6 +52,11 @@ pub fn log_filter(value: &str) -> Result<String, LogFilterError> {
 /// Why a log filter is refused (clap, or `main` for `RUST_LOG`, says it).
 #[derive(Debug, thiserror::Error)]
 pub enum LogFilterError {
+    /// Nothing but commas and spaces (module doc of `log_filter`).
+    #[error(
+        "no directive: give a level (off, error, warn, info, debug, trace) or name a target with its level, as in idemgate=debug"
+    )]
+    Empty,
     /// A bare word that is no level (module doc of `log_filter`).
     #[error(
         "'{0}' is not a level (off, error, warn, info, debug, trace); \
@@ -155,7 +168,16 @@ mod tests {
         ] {
             assert_eq!(log_filter(good).ok().as_deref(), Some(good), "{good}");
         }
-        for bad in ["infoo", "idemgate", "info,debugg", "idemgate=lots"] {
+        for bad in [
+            "infoo",
+            "idemgate",
+            "info,debugg",
+            "idemgate=lots",
+            "",
+            " ",
+            ",",
+            " , ",
+        ] {
             assert!(log_filter(bad).is_err(), "{bad}");
         }
         let why = log_filter("infoo").expect_err("not a level");
@@ -165,5 +187,6 @@ mod tests {
             log_filter("idemgate=lots"),
             Err(LogFilterError::Invalid(_))
         ));
+        assert!(matches!(log_filter(","), Err(LogFilterError::Empty)));
     }
 }

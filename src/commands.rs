@@ -172,17 +172,18 @@ pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
         Ok(config) => config,
         Err(code) => return code,
     };
-    if !config.routes.iter().any(|name| name == route) {
-        eprintln!(
-            "idemgate keys: no route named {route:?} in {}",
-            path.display()
-        );
-        return EXIT_FAILURE;
-    }
+    // A route renamed or removed from the file still holds its records until
+    // they expire (`keys list` lists them), and they may need a purge: they
+    // are looked up whatever the file says. Its routes only explain an empty
+    // answer, such as a misspelt name.
+    let unknown_route = match config.routes.iter().any(|name| name == route) {
+        true => String::new(),
+        false => format!(" ({} has no route named {route:?})", path.display()),
+    };
     if let Some(file) = missing_store_file(&config) {
         eprintln!(
-            "no records for this key on route {route:?}: the embedded store {} does not exist \
-             ({RELATIVE_PATH})",
+            "no records for this key on route {route:?}{unknown_route}: the embedded store {} \
+             does not exist ({RELATIVE_PATH})",
             file.display()
         );
         return EXIT_FAILURE;
@@ -208,7 +209,7 @@ pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
     match result {
         Ok((_, Err(code))) => code,
         Ok((0, Ok(()))) => {
-            eprintln!("no records for this key on route {route:?}");
+            eprintln!("no records for this key on route {route:?}{unknown_route}");
             EXIT_FAILURE
         }
         Ok((_, Ok(()))) => EXIT_OK,

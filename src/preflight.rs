@@ -25,7 +25,44 @@ pub fn unusable(config: &Config) -> Vec<ConfigError> {
         errors.push(tls_error(config, &error));
     }
     errors.extend(store_errors(config));
+    errors.extend(embedded_path_error(config));
     in_file_order(errors)
+}
+
+/// The embedded store's file as `serve` meets it when it opens (and, if
+/// need be, creates) it and its directories: a path that is a directory,
+/// or that runs through a file, can be neither. Looked at without creating
+/// anything; what only trying can tell (permissions) is left to `serve`.
+fn embedded_path_error(config: &Config) -> Option<ConfigError> {
+    let crate::config::StoreConfig::Embedded(embedded) = &config.store else {
+        return None;
+    };
+    let path = &embedded.path;
+    let problem = if path.is_dir() {
+        Some(format!(
+            "{} is a directory, not a store file",
+            path.display()
+        ))
+    } else {
+        // The nearest ancestor that exists must be a directory.
+        path.ancestors()
+            .skip(1)
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .find_map(|dir| match std::fs::metadata(dir) {
+                Ok(meta) => Some((!meta.is_dir()).then_some(dir)),
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+                Err(_) => Some(None),
+            })
+            .flatten()
+            .map(|file| {
+                format!(
+                    "{} cannot be created: {} is not a directory",
+                    path.display(),
+                    file.display()
+                )
+            })
+    };
+    problem.map(|message| config.error_at("store.path", message))
 }
 
 /// As validation orders its errors: as an operator fixes them.

@@ -659,6 +659,12 @@ fn an_unparsable_log_level_is_a_one_line_usage_error() {
             "RUST_LOG",
             run(&["check", "-c", shipped], Some("idemgate=lots")),
         ),
+        // tracing takes a filter with no directive for "errors only".
+        (
+            "--log-level",
+            run(&["--log-level", "", "check", "-c", shipped], None),
+        ),
+        ("RUST_LOG", run(&["check", "-c", shipped], Some(" , "))),
     ];
     for (source, out) in refused {
         let stderr = text(&out.stderr);
@@ -779,6 +785,47 @@ async fn keys_reads_the_key_as_the_data_plane_does() {
             assert!(stderr.contains("invalid idempotency key"), "{stderr}");
             assert!(!stderr.contains("secret"), "{stderr}");
         }
+    }
+}
+
+/// A route renamed (or removed) in the file keeps its records until they
+/// expire: `keys show|purge` find them by the old name, as `keys list` and the
+/// admin API do, and say the file has no such route when there are none.
+#[tokio::test]
+async fn keys_finds_the_records_of_a_route_the_file_no_longer_has() {
+    let config = common::config::Config::charges_and_rest();
+    let (_dir, _upstream, mut gateway) =
+        GatewayProcess::start_fresh("cli-keys-renamed", &config).await;
+    let reply = gateway.client().post("/v1/charges", Some("k1"), "{}").await;
+    assert_eq!(reply.status, 201);
+    gateway.kill();
+    gateway.write_config(&config.rename_route("charges", "payments"));
+    let path = gateway.config_path().to_str().unwrap().to_owned();
+
+    let out = idemgate(&["keys", "list", "-c", &path, "charges"]);
+    assert!(
+        text(&out.stdout).contains("\"k1\""),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = idemgate(&["keys", "show", "-c", &path, "charges", "k1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("\"completed\""));
+    let out = idemgate(&["keys", "purge", "-c", &path, "charges", "k1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "1 records deleted\n");
+
+    for action in ["show", "purge"] {
+        let out = idemgate(&["keys", action, "-c", &path, "charges", "k1"]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{action}: {stderr}");
+        assert_eq!(
+            stderr,
+            format!(
+                "no records for this key on route \"charges\" ({path} has no route named \"charges\")\n"
+            ),
+            "{action}"
+        );
     }
 }
 
@@ -1198,4 +1245,54 @@ fn serve_refuses_unusable_tls_files_and_store_settings_before_opening_the_store(
         );
         assert!(!stderr.contains("hunter2"), "the URL is a secret: {stderr}");
     }
+}
+
+/// An embedded `store.path` that is a directory, or that runs through a
+/// file, can be neither opened nor created: `check` says so at the field,
+/// as `serve` does (one line, exit 1), instead of calling the file ok. A
+/// path whose directories do not exist yet is fine (`serve` creates them),
+/// and `check` creates nothing.
+#[test]
+fn check_refuses_a_store_path_that_cannot_be_a_file() {
+    let dir = TestDir::new("cli-store-path");
+    let config = dir.path("idemgate.toml");
+    let name = config.to_str().unwrap().to_owned();
+    std::fs::write(dir.path("plain"), "").unwrap();
+    let cases = [
+        (dir.path(""), "is a directory, not a store file".to_owned()),
+        (
+            dir.path("plain/store.db"),
+            format!(
+                "cannot be created: {} is not a directory",
+                dir.path("plain").display()
+            ),
+        ),
+    ];
+    for (store, cause) in &cases {
+        let store = store.display().to_string();
+        let store = store.trim_end_matches('/');
+        std::fs::write(&config, format!("[store]\npath = \"{store}\"\n{VALID}")).unwrap();
+        let out = idemgate(&["check", "-c", &name]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{store}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{name}:2:8: store.path: {store} {cause}")),
+            "{store}: {stderr}"
+        );
+        assert!(!text(&out.stdout).contains(": ok"), "{store}");
+        let out = idemgate(&["serve", "-c", &name]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{store}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{store}: {stderr}");
+        assert!(stderr.contains(cause.as_str()), "{store}: {stderr}");
+    }
+    let later = dir.path("not/yet/store.db");
+    std::fs::write(
+        &config,
+        format!("[store]\npath = \"{}\"\n{VALID}", later.display()),
+    )
+    .unwrap();
+    let out = idemgate(&["check", "-c", &name]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!dir.path("not").exists(), "check created a directory");
 }

@@ -351,6 +351,90 @@ async fn signed_headers_reach_the_consumer_even_without_forward_key() {
     }
 }
 
+/// Svix sends the Standard Webhooks headers under its own names (`svix-id`,
+/// `svix-timestamp`, `svix-signature`) unless they are white-labelled: a
+/// `standard` route verifies them alike, and keyed by `svix-id` (its
+/// docs/webhooks.md config) deduplicates by it.
+#[tokio::test]
+async fn a_delivery_with_svix_headers_is_verified_and_deduplicated() {
+    let dir = TestDir::new("webhook-svix");
+    let upstream = MockUpstream::start().await;
+    let svix_route = Route::new("svix", "consumer")
+        .path_prefix("/hook/svix")
+        .set(
+            "webhook",
+            webhook("standard", r#"secrets_env = "STANDARD_SECRET""#),
+        )
+        .set("key", raw(r#"{ header = "svix-id" }"#))
+        .set("forward_key", false);
+    let config = config().route(svix_route);
+    let gateway = GatewayProcess::start_with_env(&dir, &upstream.url(), &config, &ENV);
+    let as_svix = |delivery: Delivery| Delivery {
+        headers: (delivery.headers.into_iter())
+            .map(|(name, value)| match name.strip_prefix("webhook-") {
+                Some(rest) => (format!("svix-{rest}"), value),
+                None => (name, value),
+            })
+            .collect(),
+        body: delivery.body,
+    };
+    let signed =
+        |id: &str, secret: &str| as_svix(Delivery::new(Sender::Standard, secret, id, now()));
+
+    let first = signed("msg_svix_1", STANDARD_SECRET);
+    let fresh = first.send(&gateway, "POST", "/hook/svix").await;
+    assert_eq!(fresh.status, 201, "{}", fresh.text());
+    assert_eq!(fresh.header("idempotent-replayed"), Some("false"));
+    for name in ["svix-id", "svix-timestamp", "svix-signature"] {
+        assert_eq!(
+            upstream.last_header(name).as_deref(),
+            Some(first.header(name)),
+            "{name} did not reach the consumer unchanged"
+        );
+    }
+    let replay = signed("msg_svix_1", STANDARD_SECRET)
+        .send(&gateway, "POST", "/hook/svix")
+        .await;
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(upstream.total(), 1);
+
+    let forged = signed("msg_svix_2", STANDARD_SECRET_OLD)
+        .send(&gateway, "POST", "/hook/svix")
+        .await;
+    assert_refused(
+        &forged,
+        Sender::Standard,
+        "svix headers, a secret not listed",
+    );
+    let stale = as_svix(Delivery::new(
+        Sender::Standard,
+        STANDARD_SECRET,
+        "msg_svix_3",
+        now() - 600,
+    ))
+    .send(&gateway, "POST", "/hook/svix")
+    .await;
+    assert_refused(&stale, Sender::Standard, "svix headers, stale");
+    // A genuine `webhook-` delivery with another `svix-id` must not run again
+    // under that id.
+    let mut rekeyed = Delivery::new(Sender::Standard, STANDARD_SECRET, "msg_svix_1", now());
+    rekeyed
+        .headers
+        .push(("svix-id".into(), "msg_svix_chosen".into()));
+    let reply = rekeyed.send(&gateway, "POST", "/hook/svix").await;
+    assert_refused(&reply, Sender::Standard, "two ids");
+    assert!(
+        reply
+            .text()
+            .contains("the webhook-id and svix-id headers differ")
+    );
+    assert_eq!(
+        upstream.total(),
+        1,
+        "a refused delivery reached the consumer"
+    );
+}
+
 #[tokio::test]
 async fn bad_signatures_get_401_and_reach_nothing() {
     let (_dir, upstream, gateway) = start("webhook-refused").await;

@@ -54,6 +54,7 @@ pub fn parse(
         .is_some_and(|tls| tls.client_ca.is_some());
     client_cert_needs_ca(&mut ctx, &file, has_client_ca);
     shadow::warn_shadowed(&mut ctx, &routes);
+    shadow::warn_unverified_methods(&mut ctx, &file, &routes);
     warn_unused_upstreams(&mut ctx, &file, &routes);
     warn_grace_shorter_than_upstreams(&mut ctx, &file, &server, &upstreams, &routes);
     let region = regions::regions(&mut ctx, &file);

@@ -1,6 +1,7 @@
 //! GitHub: `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>`. GitHub
-//! signs no timestamp, so a recorded delivery verifies forever; the
-//! deduplication by `X-GitHub-Delivery` is what stops its replay.
+//! signs the body only, not a timestamp nor `X-GitHub-Delivery`: a recorded
+//! delivery verifies forever, and under a new delivery id it is a new key
+//! (docs/webhooks.md).
 
 use http::HeaderMap;
 

@@ -28,6 +28,9 @@ pub enum Rejection {
     MissingHeader(&'static str),
     #[error("the {0} header is sent more than once")]
     RepeatedHeader(&'static str),
+    /// Two headers that name the same thing and disagree (which was signed?).
+    #[error("the {0} and {1} headers differ")]
+    Conflicting(&'static str, &'static str),
     #[error("the {0} header is malformed")]
     Malformed(&'static str),
     #[error("no signature matches the request under the route's secrets")]
@@ -47,7 +50,6 @@ pub struct InvalidSignature {
 }
 
 /// A webhook route's check, built once per loaded config.
-#[derive(Debug)]
 pub struct Verifier {
     scheme: WebhookScheme,
     /// HMAC keys, in the order of `secrets_env`.
@@ -55,6 +57,20 @@ pub struct Verifier {
     tolerance: Duration,
     /// Most body bytes read for the check (`server.max_request_body`).
     pub max_body: u64,
+}
+
+/// Counts the keys, never shows them: a route (and the route table that
+/// holds it) may be debug-printed, and the config's secrets are redacted
+/// for that same reason.
+impl std::fmt::Debug for Verifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Verifier")
+            .field("scheme", &self.scheme)
+            .field("keys", &format_args!("<{} redacted>", self.keys.len()))
+            .field("tolerance", &self.tolerance)
+            .field("max_body", &self.max_body)
+            .finish()
+    }
 }
 
 impl Verifier {
@@ -102,5 +118,28 @@ impl Verifier {
             scheme: self.scheme,
             rejection,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::WebhookSecret;
+
+    #[test]
+    fn a_verifier_debugs_without_its_keys() {
+        let key = b"hush-hush".to_vec();
+        let config = WebhookConfig {
+            scheme: WebhookScheme::Shopify,
+            secrets: vec![WebhookSecret {
+                env: "SHOPIFY_CLIENT_SECRET".into(),
+                key: key.clone(),
+            }],
+            tolerance: Duration::from_secs(300),
+        };
+        let shown = format!("{:?}", Verifier::new(&config, 1024));
+        assert!(!shown.contains(&format!("{key:?}")), "{shown}");
+        assert!(!shown.contains("hush"), "{shown}");
+        assert!(shown.contains("Shopify"), "{shown}");
     }
 }

@@ -1,6 +1,7 @@
 //! Shopify: `X-Shopify-Hmac-Sha256: <base64 HMAC-SHA256 of the body>` under the
-//! app's client secret. No timestamp: the deduplication by
-//! `X-Shopify-Webhook-Id` is what stops a replay.
+//! app's client secret. The body only: neither a timestamp nor
+//! `X-Shopify-Webhook-Id` is signed, so a recorded delivery verifies forever
+//! (docs/webhooks.md).
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;

@@ -1,6 +1,10 @@
 //! Standard Webhooks: `webhook-signature` holds space-separated
 //! `v1,<base64 HMAC-SHA256>` entries over `{webhook-id}.{webhook-timestamp}.{body}`;
 //! `webhook-timestamp` must be within the tolerance.
+//!
+//! Svix, where the scheme comes from, sends the same three headers as
+//! `svix-id`, `svix-timestamp` and `svix-signature` unless an account has
+//! them white-labelled, and its libraries read either; so do we.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -13,8 +17,39 @@ use super::{Rejection, mac};
 const ID: &str = "webhook-id";
 const TIMESTAMP: &str = "webhook-timestamp";
 const SIGNATURE: &str = "webhook-signature";
+const SVIX_ID: &str = "svix-id";
+const SVIX_TIMESTAMP: &str = "svix-timestamp";
+const SVIX_SIGNATURE: &str = "svix-signature";
 /// Every header the signature covers or carries.
-pub const SIGNED: &[&str] = &[ID, TIMESTAMP, SIGNATURE];
+pub const SIGNED: &[&str] = &[
+    ID,
+    TIMESTAMP,
+    SIGNATURE,
+    SVIX_ID,
+    SVIX_TIMESTAMP,
+    SVIX_SIGNATURE,
+];
+
+/// The id, timestamp and signature headers the request was signed with:
+/// `webhook-`, or `svix-` when it has no `webhook-id`.
+fn names(headers: &HeaderMap) -> Result<[&'static str; 3], Rejection> {
+    let standard = [ID, TIMESTAMP, SIGNATURE];
+    if !headers.contains_key(SVIX_ID) {
+        return Ok(standard);
+    }
+    if !headers.contains_key(ID) {
+        return Ok([SVIX_ID, SVIX_TIMESTAMP, SVIX_SIGNATURE]);
+    }
+    // Both: the `webhook-` set is checked, so the other id, which a route
+    // may key by, must be the same event's.
+    let (Ok(id), Ok(svix_id)) = (single(headers, ID), single(headers, SVIX_ID)) else {
+        return Ok(standard);
+    };
+    match id == svix_id {
+        true => Ok(standard),
+        false => Err(Rejection::Conflicting(ID, SVIX_ID)),
+    }
+}
 
 pub fn verify(
     headers: &HeaderMap,
@@ -22,10 +57,11 @@ pub fn verify(
     keys: &[Vec<u8>],
     window: Window,
 ) -> Result<(), Rejection> {
-    let id = single(headers, ID)?;
-    let signed_at =
-        timestamp::parse(single(headers, TIMESTAMP)?).ok_or(Rejection::Malformed(TIMESTAMP))?;
-    let signatures: Vec<Vec<u8>> = single(headers, SIGNATURE)?
+    let [id_name, timestamp_name, signature_name] = names(headers)?;
+    let id = single(headers, id_name)?;
+    let signed_at = timestamp::parse(single(headers, timestamp_name)?)
+        .ok_or(Rejection::Malformed(timestamp_name))?;
+    let signatures: Vec<Vec<u8>> = single(headers, signature_name)?
         .split(' ')
         .filter_map(|entry| entry.split_once(','))
         // Other versions (`v1a`, asymmetric) are not this scheme's.
@@ -117,6 +153,61 @@ mod tests {
         assert_eq!(
             verify(&headers, BODY, &key(), at(1614265330 - 301)),
             Err(Rejection::TooNew)
+        );
+    }
+
+    /// The example delivery as Svix sends it by default.
+    fn svix(headers: &HeaderMap) -> HeaderMap {
+        let mut svix = HeaderMap::new();
+        for (from, to) in [
+            (ID, SVIX_ID),
+            (TIMESTAMP, SVIX_TIMESTAMP),
+            (SIGNATURE, SVIX_SIGNATURE),
+        ] {
+            svix.insert(to, headers[from].clone());
+        }
+        svix
+    }
+
+    #[test]
+    fn svix_headers_verify_alike() {
+        let now = at(1614265330);
+        let svix_only = svix(&example(GOOD));
+        assert_eq!(verify(&svix_only, BODY, &key(), now), Ok(()));
+        assert_eq!(
+            verify(&svix_only, b"{}", &key(), now),
+            Err(Rejection::NoMatch)
+        );
+        assert_eq!(
+            verify(&svix_only, BODY, &key(), at(1614265330 + 301)),
+            Err(Rejection::TooOld)
+        );
+        // Both sets for one event: the `webhook-` one is checked.
+        let mut both = example(GOOD);
+        both.extend(svix(&example("v1,Zm9yZ2Vk")));
+        assert_eq!(verify(&both, BODY, &key(), now), Ok(()));
+        let mut forged_standard = svix(&example(GOOD));
+        forged_standard.extend(example("v1,Zm9yZ2Vk"));
+        assert_eq!(
+            verify(&forged_standard, BODY, &key(), now),
+            Err(Rejection::NoMatch)
+        );
+        // Two ids: a route keyed by the unchecked one would run a recorded
+        // delivery again under any id.
+        let mut other_id = example(GOOD);
+        other_id.extend(svix(&example(GOOD)));
+        other_id.insert(SVIX_ID, "msg_other".parse().unwrap());
+        assert_eq!(
+            verify(&other_id, BODY, &key(), now),
+            Err(Rejection::Conflicting(ID, SVIX_ID))
+        );
+        // Half of each set is no set.
+        let mut mixed = svix(&example(GOOD));
+        mixed.remove(SVIX_SIGNATURE);
+        mixed.insert(SIGNATURE, GOOD.parse().unwrap());
+        assert_eq!(
+            verify(&mixed, BODY, &key(), now),
+            Err(Rejection::MissingHeader(SVIX_SIGNATURE))
         );
     }
 

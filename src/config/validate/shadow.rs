@@ -1,9 +1,13 @@
 //! Routes match in file order, first match wins: a route whose every request an
-//! earlier route already takes can never match. Found here, reported as a warning.
+//! earlier route already takes can never match; a webhook route that leaves
+//! some methods on its path to a later route lets them in unverified. Found
+//! here, reported as warnings.
 
 use std::ops::Range;
 
 use super::context::Ctx;
+use crate::config::describe::method_list;
+use crate::config::file::FileConfig;
 use crate::config::{RouteConfig, RouteMatch};
 
 pub fn warn_shadowed(ctx: &mut Ctx<'_>, routes: &[(RouteConfig, Range<usize>)]) {
@@ -22,6 +26,129 @@ pub fn warn_shadowed(ctx: &mut Ctx<'_>, routes: &[(RouteConfig, Range<usize>)]) 
                 ),
             );
         }
+    }
+}
+
+/// A webhook route verifies every method it matches, but `match.methods`
+/// narrows what it matches: a request with another method on its path goes
+/// on to the next route that takes it, where no signature is checked, and a
+/// consumer that serves the path for any method runs a forged delivery.
+pub fn warn_unverified_methods(
+    ctx: &mut Ctx<'_>,
+    file: &FileConfig,
+    routes: &[(RouteConfig, Range<usize>)],
+) {
+    for (i, (route, _)) in routes.iter().enumerate() {
+        if route.webhook.is_some() {
+            warn_taken_before(ctx, file, routes, i);
+        }
+    }
+    for (i, (route, span)) in routes.iter().enumerate() {
+        let (Some(webhook), Some(matched)) = (&route.webhook, &route.matcher.methods) else {
+            continue;
+        };
+        let any_method = RouteMatch {
+            methods: None,
+            ..route.matcher.clone()
+        };
+        let mut taker = None;
+        for (offset, (later, _)) in routes[i + 1..].iter().enumerate() {
+            let takes_some = paths_overlap(&route.matcher, &later.matcher)
+                && (later.matcher.methods.as_ref())
+                    .is_none_or(|methods| methods.iter().any(|m| !matched.contains(m)));
+            if !takes_some {
+                continue;
+            }
+            if later.webhook.is_none() {
+                taker = Some((offset, later));
+                break;
+            }
+            // A webhook route that takes all of them verifies them.
+            if covers(&later.matcher, &any_method) {
+                break;
+            }
+        }
+        let Some((offset, later)) = taker else {
+            continue;
+        };
+        ctx.warn(
+            methods_span(file, i).or_else(|| Some(span.clone())),
+            format!("routes[{i}].match.methods"),
+            format!(
+                "this {} webhook route matches only {} on its path; a request with another \
+                 method there goes to route {:?} (routes[{}]) without its signature checked. \
+                 Without match.methods every method is verified (methods still decides \
+                 which are deduplicated)",
+                webhook.scheme.as_str(),
+                method_list(matched),
+                later.name,
+                i + 1 + offset,
+            ),
+        );
+    }
+}
+
+/// The same hole the other way round: an earlier route that takes every path
+/// of webhook route `i` for some methods forwards those unverified.
+fn warn_taken_before(
+    ctx: &mut Ctx<'_>,
+    file: &FileConfig,
+    routes: &[(RouteConfig, Range<usize>)],
+    i: usize,
+) {
+    let (webhook_route, _) = &routes[i];
+    let any_method = |matcher: &RouteMatch| RouteMatch {
+        methods: None,
+        ..matcher.clone()
+    };
+    for (j, (earlier, span)) in routes[..i].iter().enumerate() {
+        let Some(taken) = &earlier.matcher.methods else {
+            continue;
+        };
+        let takes_some = (webhook_route.matcher.methods.as_ref())
+            .is_none_or(|wanted| wanted.iter().any(|m| taken.contains(m)));
+        if earlier.webhook.is_some()
+            || !takes_some
+            // Every request of the webhook route: said as shadowing.
+            || covers(&earlier.matcher, &webhook_route.matcher)
+            || !covers(&any_method(&earlier.matcher), &any_method(&webhook_route.matcher))
+        {
+            continue;
+        }
+        ctx.warn(
+            methods_span(file, j).or_else(|| Some(span.clone())),
+            format!("routes[{j}].match.methods"),
+            format!(
+                "this route takes {} on the path of webhook route {:?} (routes[{i}]) before \
+                 it: those requests are forwarded without their signature checked",
+                method_list(taken),
+                webhook_route.name,
+            ),
+        );
+    }
+}
+
+/// Where route `i` writes its `match.methods`.
+fn methods_span(file: &FileConfig, i: usize) -> Option<Range<usize>> {
+    (file.routes.as_ref())
+        .and_then(|routes| routes.get_ref().get(i))
+        .and_then(|written| written.get_ref().matcher.as_ref())
+        .and_then(|matcher| matcher.get_ref().methods.as_ref())
+        .map(toml::Spanned::span)
+}
+
+/// Whether some path is matched by both (methods aside).
+fn paths_overlap(a: &RouteMatch, b: &RouteMatch) -> bool {
+    match (
+        (a.path.as_deref(), a.path_prefix.as_deref()),
+        (b.path.as_deref(), b.path_prefix.as_deref()),
+    ) {
+        ((Some(a), _), (Some(b), _)) => a == b,
+        ((Some(path), _), (None, Some(prefix))) | ((None, Some(prefix)), (Some(path), _)) => {
+            path.starts_with(prefix)
+        }
+        ((None, Some(a)), (None, Some(b))) => a.starts_with(b) || b.starts_with(a),
+        _ => false,
     }
 }
 
@@ -68,6 +195,18 @@ mod tests {
         assert!(!covers(&prefix("/v1/charges", None), &prefix("/v1", None)));
         assert!(!covers(&exact("/v1"), &prefix("/v1", None)));
         assert!(covers(&exact("/v1"), &exact("/v1")));
+    }
+
+    #[test]
+    fn paths_overlap_where_one_request_can_match_both() {
+        assert!(paths_overlap(&exact("/w"), &prefix("/", None)));
+        assert!(paths_overlap(&prefix("/", None), &exact("/w")));
+        assert!(paths_overlap(&prefix("/w/a", None), &prefix("/w", None)));
+        assert!(paths_overlap(&prefix("/w", None), &prefix("/w/a", None)));
+        assert!(paths_overlap(&exact("/w"), &exact("/w")));
+        assert!(!paths_overlap(&exact("/w"), &exact("/w/")));
+        assert!(!paths_overlap(&exact("/w"), &prefix("/x", None)));
+        assert!(!paths_overlap(&prefix("/w", None), &prefix("/x", None)));
     }
 
     #[test]

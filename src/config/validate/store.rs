@@ -78,6 +78,10 @@ pub fn store(ctx: &mut Ctx<'_>, file: &StoreFile) -> StoreConfig {
             for (field, span) in postgres_only {
                 only_for(ctx, field, span, "postgres");
             }
+            // Kept for `check`'s look at the file (crate::preflight).
+            if let Some(path) = &file.path {
+                ctx.place("store.path", "store.path", path.span());
+            }
             let path = ctx.value(
                 file.path.as_ref(),
                 "store.path",

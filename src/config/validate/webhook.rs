@@ -3,6 +3,8 @@
 //! wants them), the timestamp tolerance; and the policy a webhook route
 //! starts from before its own fields (docs/webhooks.md).
 
+use std::time::Duration;
+
 use base64::Engine as _;
 use toml::Spanned;
 
@@ -92,7 +94,7 @@ pub fn webhook(
             tolerance.as_ref(),
             &format!("{prefix}.tolerance"),
             DEFAULT_TOLERANCE,
-            positive_duration,
+            whole_seconds,
         ),
     };
     let secrets = match &file.secrets_env {
@@ -112,6 +114,21 @@ pub fn webhook(
         secrets: secrets?,
         tolerance,
     })
+}
+
+/// Signed timestamps are whole seconds, compared in whole seconds: a
+/// tolerance under one would accept only deliveries signed in the very
+/// second they arrive, and a fraction of one would be dropped unsaid.
+fn whole_seconds(input: &crate::config::units::DurationInput) -> Result<Duration, String> {
+    let tolerance = positive_duration(input)?;
+    if tolerance.subsec_nanos() != 0 {
+        return Err(format!(
+            "signed timestamps are whole seconds: give a whole number of seconds, \
+             at least 1s (got {})",
+            crate::config::units::format_duration(tolerance)
+        ));
+    }
+    Ok(tolerance)
 }
 
 /// Every named variable must hold a usable secret: a route whose secret is

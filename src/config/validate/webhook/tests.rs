@@ -293,6 +293,23 @@ fn tolerance_is_positive_and_only_where_a_timestamp_is_signed() {
         error.contains("routes[0].webhook.tolerance: must be greater than zero"),
         "{error}"
     );
+    for tolerance in ["500ms", "1500ms"] {
+        let error = errors_of(&format!(
+            r#"webhook = {{ scheme = "stripe", secrets_env = "STRIPE_WHSEC", tolerance = "{tolerance}" }}"#
+        ));
+        assert!(
+            error.contains(&format!(
+                "routes[0].webhook.tolerance: signed timestamps are whole seconds: give a \
+                 whole number of seconds, at least 1s (got {tolerance})"
+            )),
+            "{error}"
+        );
+    }
+    let config = ok(&with_webhook(
+        r#"webhook = { scheme = "stripe", secrets_env = "STRIPE_WHSEC", tolerance = "2000ms" }"#,
+    ));
+    let webhook = config.routes[0].webhook.as_ref().expect("webhook");
+    assert_eq!(webhook.tolerance, Duration::from_secs(2));
 }
 
 #[test]
@@ -321,4 +338,98 @@ fn check_shows_the_scheme_and_variables_never_the_secrets() {
     let debug = format!("{:?}", ok(STRIPE));
     assert!(!debug.contains("secret_value"), "{debug}");
     let _: &WebhookSecret = &ok(STRIPE).routes[0].webhook.clone().unwrap().secrets[0];
+}
+
+/// `match.methods` on a webhook route hands the other methods on its path to
+/// the next route that takes them, unverified: said, naming that route.
+#[test]
+fn methods_left_to_a_later_route_are_warned_about() {
+    let catch_all = r#"
+[[routes]]
+name = "rest"
+upstream = "consumer"
+match = { path_prefix = "/" }
+idempotency = false
+"#;
+    let narrowed = with_webhook(r#"webhook = { scheme = "stripe", secrets_env = "STRIPE_WHSEC" }"#)
+        .replace(
+            r#"match = { path = "/webhooks/stripe" }"#,
+            r#"match = { path = "/webhooks/stripe", methods = ["POST"] }"#,
+        );
+    let warnings = ok(&format!("{narrowed}{catch_all}")).warnings;
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert!(
+        warnings[0].starts_with("t.toml:8:48: routes[0].match.methods: this stripe webhook route"),
+        "{}",
+        warnings[0]
+    );
+    assert!(
+        warnings[0].contains(r#"goes to route "rest" (routes[1]) without its signature checked"#),
+        "{}",
+        warnings[0]
+    );
+    // Nothing after it takes the path: other methods get 404, nothing to say.
+    assert!(ok(&narrowed).warnings.is_empty());
+    // Without match.methods the webhook route takes (and verifies) every method.
+    let whole = with_webhook(r#"webhook = { scheme = "stripe", secrets_env = "STRIPE_WHSEC" }"#);
+    assert!(ok(&format!("{whole}{catch_all}")).warnings.is_empty());
+    // A later route that only takes the methods already matched gets none of them.
+    let post_only = catch_all.replace(
+        r#"match = { path_prefix = "/" }"#,
+        r#"match = { path_prefix = "/", methods = ["POST"] }"#,
+    );
+    assert!(ok(&format!("{narrowed}{post_only}")).warnings.is_empty());
+    // A later webhook route on the path takes (and verifies) the rest.
+    let verified_rest = r#"
+[[routes]]
+name = "stripe-other-methods"
+upstream = "consumer"
+match = { path_prefix = "/webhooks" }
+webhook = { scheme = "stripe", secrets_env = "STRIPE_WHSEC" }
+"#;
+    let config = ok(&format!("{narrowed}{verified_rest}{catch_all}"));
+    assert!(config.warnings.is_empty(), "{:#?}", config.warnings);
+}
+
+/// The other way round: an earlier route that takes the webhook route's
+/// path for some methods forwards those unverified.
+#[test]
+fn methods_taken_by_an_earlier_route_are_warned_about() {
+    let before = |methods: &str| {
+        format!(
+            r#"
+[upstreams.consumer]
+url = "http://127.0.0.1:3000"
+
+[[routes]]
+name = "puts"
+upstream = "consumer"
+match = {{ path_prefix = "/webhooks", methods = {methods} }}
+idempotency = false
+{}"#,
+            with_webhook(r#"webhook = { scheme = "stripe", secrets_env = "STRIPE_WHSEC" }"#)
+                .replace(
+                    "[upstreams.consumer]\nurl = \"http://127.0.0.1:3000\"\n",
+                    ""
+                )
+        )
+    };
+    let warnings = ok(&before(r#"["PUT"]"#)).warnings;
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert!(
+        warnings[0].starts_with(
+            "t.toml:8:48: routes[0].match.methods: this route takes PUT on the path of \
+             webhook route \"stripe-events\" (routes[1]) before it"
+        ),
+        "{}",
+        warnings[0]
+    );
+    // Every method the webhook route matches: it is shadowed, said once.
+    let shadowed = before(r#"["PUT", "POST"]"#).replace(
+        r#"match = { path = "/webhooks/stripe" }"#,
+        r#"match = { path = "/webhooks/stripe", methods = ["POST"] }"#,
+    );
+    let warnings = ok(&shadowed).warnings;
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert!(warnings[0].contains("is shadowed"), "{}", warnings[0]);
 }
