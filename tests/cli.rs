@@ -280,11 +280,11 @@ fn store_commands_create_no_embedded_store_and_name_the_file_they_looked_for() {
     assert!(!dir.path("data").exists(), "a store was created");
 }
 
-/// `check` (and `serve`) refuse a webhook secret or region token that is not
-/// set; the store commands use neither and run without them, as a
-/// migration job or an operator's shell is given only the store's settings.
+/// `check` (and `serve`) refuse a webhook secret, region token or sealing
+/// key that is not set; the store commands use none and run without them, as
+/// a migration job or an operator's shell is given only the store's settings.
 #[test]
-fn store_commands_need_no_webhook_secret_nor_region_token() {
+fn store_commands_need_no_webhook_secret_nor_region_token_nor_sealing_key() {
     let dir = TestDir::new("cli-store-secrets");
     let config = dir.path("idemgate.toml");
     let store = dir.path("store.db");
@@ -293,6 +293,8 @@ fn store_commands_need_no_webhook_secret_nor_region_token() {
         format!(
             r#"[store]
 path = "{}"
+[store.encryption]
+keys_env = ["IDEMGATE_TEST_UNSET_SEALING_KEY"]
 
 [region]
 name = "eu"
@@ -322,6 +324,10 @@ webhook = {{ scheme = "stripe", secrets_env = ["IDEMGATE_TEST_UNSET_WHSEC"] }}
     assert!(refused.contains("IDEMGATE_TEST_UNSET_WHSEC"), "{refused}");
     assert!(
         refused.contains("IDEMGATE_TEST_UNSET_REGION_TOKEN"),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("IDEMGATE_TEST_UNSET_SEALING_KEY"),
         "{refused}"
     );
 

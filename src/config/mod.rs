@@ -35,8 +35,9 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
 /// What the one-shot store commands (`migrate`, `sweep`, `keys`) read of a
 /// config file: the store and the routes' names. The file is validated
 /// whole, but the data plane's secrets (webhook signing secrets, the region
-/// token) are not read: a migration job or an operator's shell need not
-/// hold them. No [`Config`] leaves here, so nothing serves without them.
+/// token, the keys of `[store.encryption]`) are not read: a migration job or
+/// an operator's shell need not hold them; none of these commands seals or
+/// opens a stored answer. No [`Config`] leaves here, so nothing serves without them.
 #[derive(Debug)]
 pub struct StoreSettings {
     pub store: StoreConfig,

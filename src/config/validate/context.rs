@@ -11,8 +11,9 @@ use crate::config::{ConfigError, Places};
 pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// Whether the data plane's secrets (webhook signing secrets, the region
-/// token) are read from the environment. The one-shot store commands use
-/// none of them, and run where they are not given (a migration job).
+/// token, the keys that seal stored answers) are read from the environment.
+/// The one-shot store commands use none of them, and run where they are not
+/// given (a migration job).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Secrets {
     Read,

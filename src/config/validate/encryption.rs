@@ -6,7 +6,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use toml::Spanned;
 
-use super::context::Ctx;
+use super::context::{Ctx, Secrets};
 use super::server::env_name;
 use crate::config::StoreKey;
 use crate::config::file::EncryptionFile;
@@ -41,6 +41,10 @@ pub fn encryption(ctx: &mut Ctx<'_>, file: Option<&Spanned<EncryptionFile>>) -> 
         };
         if keys.iter().any(|k| k.env == name) {
             ctx.error(Some(var.span()), &field, format!("{name} is listed twice"));
+            continue;
+        }
+        // The one-shot store commands never seal nor open an answer.
+        if ctx.secrets == Secrets::Skip {
             continue;
         }
         let Some(bytes) = read_key(ctx, var, &field, &name) else {
