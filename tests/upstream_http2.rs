@@ -518,3 +518,55 @@ async fn a_request_left_unprocessed_twice_or_too_long_to_keep_frees_its_key() {
     }
     assert_eq!(answered.load(Ordering::SeqCst), 2);
 }
+
+/// An h2c upstream that answers every request 204 with a `content-length`
+/// of 5, as some frameworks do; counts them.
+async fn no_content_upstream() -> (SocketAddr, Arc<AtomicU64>) {
+    let listener = free_listener();
+    let addr = listener.local_addr().unwrap();
+    let answered = Arc::new(AtomicU64::new(0));
+    let counted = answered.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let answered = counted.clone();
+            tokio::spawn(async move {
+                let Ok(mut connection) = h2::server::handshake(stream).await else {
+                    return;
+                };
+                while let Some(Ok((_request, mut respond))) = connection.accept().await {
+                    answered.fetch_add(1, Ordering::SeqCst);
+                    let head = Response::builder()
+                        .status(204)
+                        .header("content-length", "5")
+                        .body(())
+                        .unwrap();
+                    let _ = respond.send_response(head, true);
+                }
+            });
+        }
+    });
+    (addr, answered)
+}
+
+/// Found by a black-box pass: an HTTP/2 upstream's 204 with a
+/// `content-length` was passed on with it, and an HTTP/2 client (curl)
+/// reset the stream instead of taking the answer (RFC 9110 §8.6: a 204
+/// has none). It is dropped, fresh and in what is stored, as it is from an
+/// HTTP/1 upstream.
+#[tokio::test]
+async fn a_204_from_an_http2_upstream_has_no_length() {
+    let dir = TestDir::new("h2-204-length");
+    let (addr, answered) = no_content_upstream().await;
+    let gateway = GatewayProcess::start(&dir, &format!("http://{addr}"), &config(true));
+    let h2 = common::Client::h2c(gateway.addr);
+    let passed = h2.get("/x").await;
+    assert_eq!(passed.status, 204);
+    assert_eq!(passed.header("content-length"), None);
+    for replayed in ["false", "true"] {
+        let reply = h2.post("/v1/charges", Some("no-content"), "{}").await;
+        assert_eq!(reply.status, 204, "{}", reply.text());
+        assert_eq!(reply.header("idempotent-replayed"), Some(replayed));
+        assert_eq!(reply.header("content-length"), None, "{replayed}");
+    }
+    assert_eq!(answered.load(Ordering::SeqCst), 2);
+}
