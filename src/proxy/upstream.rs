@@ -17,6 +17,7 @@ use super::strip_answer_hop_by_hop;
 use super::upstream_body::UpstreamBody;
 use crate::body::Body;
 use crate::config::{Config, UpstreamConfig};
+use crate::wire::{fields, framing};
 use http_body_util::BodyExt;
 
 /// One configured upstream with its own connection pool.
@@ -176,6 +177,10 @@ impl Upstream {
                         if response.status() == StatusCode::NO_CONTENT {
                             response.headers_mut().remove(header::CONTENT_LENGTH);
                         }
+                        // `transfer_encoding` and the like: legal names in
+                        // HTTP/2, a second framing to a peer in front of the
+                        // gateway that folds `_` into `-` (docs/http1.md).
+                        fields::remove_where(response.headers_mut(), framing::framing_look_alike);
                         Ok(response.map(|body| UpstreamBody::http2(body, self.timeout)))
                     }
                     Ok(Err(err)) => Err(err),
