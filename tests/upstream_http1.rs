@@ -132,8 +132,8 @@ async fn serve(mut stream: TcpStream, seen: Arc<Mutex<Seen>>) {
                 b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\nContent-Length: 2\r\n\r\nok",
                 false,
             ),
-            "keep-alive-2s" => (
-                b"HTTP/1.1 200 OK\r\nKeep-Alive: timeout=2, max=100\r\nContent-Length: 2\r\n\r\nok",
+            "keep-alive-3s" => (
+                b"HTTP/1.1 200 OK\r\nKeep-Alive: timeout=3, max=100\r\nContent-Length: 2\r\n\r\nok",
                 false,
             ),
             "proxy-challenge" => (
@@ -659,12 +659,12 @@ async fn a_connection_is_not_reused_near_the_upstreams_keep_alive_timeout() {
     let (_dir, seen, gateway) = setup("h1-keep-alive-timeout").await;
     let client = gateway.client();
     for _ in 0..2 {
-        let reply = client.get("/things?script=keep-alive-2s").await;
+        let reply = client.get("/things?script=keep-alive-3s").await;
         assert_eq!(reply.text(), "ok");
         assert_eq!(reply.header("keep-alive"), None);
     }
     assert_eq!(seen.lock().unwrap().connections, 1, "reused while fresh");
-    tokio::time::sleep(Duration::from_millis(1300)).await;
+    tokio::time::sleep(Duration::from_millis(2300)).await;
     let reply = client.get("/things?script=plain").await;
     assert_eq!(reply.text(), "ok");
     assert_eq!(

@@ -2,9 +2,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::HeaderValue;
+use http::header::{self, HeaderValue};
 use http::uri::{Authority, Scheme};
-use http::{Request, Response, Uri};
+use http::{Request, Response, StatusCode, Uri};
 
 use super::error::{Cause, UpstreamError};
 use super::http1::{Dialer, Http1Pool, PoolLimits};
@@ -17,6 +17,7 @@ use super::strip_answer_hop_by_hop;
 use super::upstream_body::UpstreamBody;
 use crate::body::Body;
 use crate::config::{Config, UpstreamConfig};
+use crate::wire::{fields, framing};
 use http_body_util::BodyExt;
 
 /// One configured upstream with its own connection pool.
@@ -168,6 +169,18 @@ impl Upstream {
                     Err(_) => Err(UpstreamError::Timeout),
                     Ok(Ok(mut response)) => {
                         strip_answer_hop_by_hop(response.headers_mut());
+                        // A 204 has no length to give (RFC 9110 §8.6): h2
+                        // lets one through, but an HTTP/2 client such as
+                        // curl's resets the stream it comes on, and a stored
+                        // answer is replayed to any client. As an HTTP/1
+                        // upstream's is (`response_head::settle_length`).
+                        if response.status() == StatusCode::NO_CONTENT {
+                            response.headers_mut().remove(header::CONTENT_LENGTH);
+                        }
+                        // `transfer_encoding` and the like: legal names in
+                        // HTTP/2, a second framing to a peer in front of the
+                        // gateway that folds `_` into `-` (docs/http1.md).
+                        fields::remove_where(response.headers_mut(), framing::framing_look_alike);
                         Ok(response.map(|body| UpstreamBody::http2(body, self.timeout)))
                     }
                     Ok(Err(err)) => Err(err),
