@@ -82,6 +82,24 @@ pub async fn migrate(client: &mut Client) -> Result<Vec<i64>, StoreError> {
     Ok(applied)
 }
 
+/// The database, the schema and the instant its first migration was
+/// applied (in microseconds since the epoch, whatever the session's time
+/// zone): one store's records, whichever replica asks, and no other
+/// store's, even one of the same names on another server.
+const IDENTITY: &str = "SELECT current_database() || '/' || current_schema() || '/' ||
+    coalesce((extract(epoch FROM min(applied_at)) * 1000000)::bigint::text, '')
+FROM idemgate_schema_migrations";
+
+/// What tells this store from another (`PostgresStore::identity`).
+pub async fn identity(client: &Client) -> Result<String, StoreError> {
+    client
+        .query_one(IDENTITY, &[])
+        .await
+        .map_err(db_error)?
+        .try_get(0)
+        .map_err(db_error)
+}
+
 /// For `store.migrate = false`: the schema must already be exactly this
 /// binary's (older: run `idemgate migrate`; newer: upgrade idemgate).
 pub async fn check(client: &Client) -> Result<(), StoreError> {
