@@ -1,25 +1,27 @@
 //! What one Redis value holds: a completed answer and the fingerprint it was
 //! given for, so a hit can be checked without asking Postgres.
 //!
-//! Layout (big-endian): `u8 version` (4), the SHA-256 of the store's
-//! identity (`PostgresStore::identity`), of the record's id (as hashed for
-//! the key's name) and of everything after the digest, `u64` expiry in Unix ms, `u64` completion in Unix ms, `u32 len +
-//! fingerprint`, `u16 status`, `u8` flags (bit 0 body omitted, bit 1 outcome
-//! unknown), `u32 len + headers` (the embedded store's header codec), then
-//! the body to the end.
+//! Layout (big-endian): `u8 version` (4), a SHA-256 digest (of the store's
+//! identity, `PostgresStore::identity`; of the record's id, as hashed for
+//! the key's name; and of everything after the digest), `u64` expiry in Unix
+//! ms, `u64` completion in Unix ms, `u32 len + fingerprint`, `u16 status`,
+//! `u8` flags (bit 0 body omitted, bit 1 outcome unknown), `u32 len +
+//! headers` (the embedded store's header codec), then the body to the end.
 //!
-//! The digest is what makes a damaged value (truncated, edited by hand, a
-//! byte flipped) a miss rather than an answer: without it a value cut short
-//! in its body still parsed, and replayed a shorter body as the record's.
-//! The id in it makes a value copied under another record's name a miss too:
-//! two keys with the same request have the same fingerprint. The store's
-//! identity makes a value another deployment wrote under the same name (one
-//! Redis and one `key_prefix` shared by mistake; the same webhook event sent
-//! to two services) a miss: its record is not this store's.
-//! Values of earlier versions carry none, so they are misses too: Postgres
-//! answers and the replay rewrites them in this version. A binary that knows
-//! only those reads a version 4 value as a miss and asks Postgres. Any value
-//! that does not parse is treated as a miss, never as an answer.
+//! The digest makes a damaged value (truncated, edited by hand, a byte
+//! flipped) a miss rather than an answer: without it a value cut short in
+//! its body still parsed, and replayed a shorter body as the record's. The
+//! id in it makes a value copied under another record's name a miss too (two
+//! keys with the same request have the same fingerprint), and the store's
+//! identity one that another deployment wrote under the same name (one Redis
+//! and one `key_prefix` shared by mistake; the same webhook event sent to
+//! two services): its record is not this store's.
+//!
+//! Values of earlier versions carry no digest, so they are misses too:
+//! Postgres answers and the replay rewrites them in this version. A binary
+//! that knows only those reads a version 4 value as a miss and asks
+//! Postgres. Any value that does not parse is treated as a miss, never as an
+//! answer.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
