@@ -459,14 +459,15 @@ async fn a_reservation_nobody_waits_for_any_more_is_freed() {
         .unwrap();
     let started = std::time::Instant::now();
     // Both batch workers stall on the lock (3 s, then cancelled) ...
-    let stalled: Vec<_> = ["a", "b"]
-        .map(|key| {
-            let store = store.clone();
-            tokio::spawn(async move { store.reserve(&id(key), "fp", LONG).await })
-        })
-        .into_iter()
-        .collect();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // (one after the other, so that each is a worker's batch of its own)
+    let mut stalled = Vec::new();
+    for key in ["a", "b"] {
+        let store = store.clone();
+        stalled.push(tokio::spawn(async move {
+            store.reserve(&id(key), "fp", LONG).await
+        }));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     // ... so this one waits in the queue, and its caller's deadline (4.5 s)
     // passes while its statement, run at 3 s, waits for the lock.
     let gave_up = store.reserve(&id("k"), "fp", LONG).await;
