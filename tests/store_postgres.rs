@@ -49,6 +49,43 @@ async fn many_replicas_migrating_at_once_apply_each_version_once() {
     reserved(&store, &id("k"), "fp", Duration::from_secs(60)).await;
 }
 
+/// Upgrading a schema whose table is large: the migration's index takes
+/// longer than `statement_timeout` (which bounds requests, not migrations),
+/// and the replicas started beside it wait for it on the lock. (Every one of
+/// them used to fail, the migrating one included: "canceling statement due
+/// to statement timeout".)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_migration_longer_than_the_statement_timeout_completes() {
+    let schema = TestSchema::create().await;
+    pg_support::admin_sql(&format!(
+        "SET search_path = {name};
+         {v1}
+         CREATE TABLE idemgate_schema_migrations (
+             version bigint PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());
+         INSERT INTO idemgate_schema_migrations (version) VALUES (1);
+         INSERT INTO idemgate_records (route, scope, key, state, fingerprint, token, status,
+             body_omitted, created_at, completed_at, expires_at)
+         SELECT 'r', 's', 'k' || g, 1, 'fp', g, 201, false, now(), now(), now() + interval '1 day'
+         FROM generate_series(1, 200000) g;",
+        name = schema.name,
+        v1 = include_str!("../src/store/postgres/migrations/0001_records.sql"),
+    ))
+    .await;
+    let mut config = schema.config();
+    config.statement_timeout = Duration::from_millis(20);
+    let tasks: Vec<_> = (0..3)
+        .map(|_| {
+            let config = config.clone();
+            tokio::spawn(async move { PostgresStore::lazy(&config).unwrap().migrate().await })
+        })
+        .collect();
+    let mut applied = Vec::new();
+    for task in tasks {
+        applied.extend(task.await.unwrap().unwrap());
+    }
+    assert_eq!(applied, vec![2]);
+}
+
 #[tokio::test]
 async fn newer_schema_is_refused() {
     let schema = TestSchema::create().await;
@@ -422,14 +459,15 @@ async fn a_reservation_nobody_waits_for_any_more_is_freed() {
         .unwrap();
     let started = std::time::Instant::now();
     // Both batch workers stall on the lock (3 s, then cancelled) ...
-    let stalled: Vec<_> = ["a", "b"]
-        .map(|key| {
-            let store = store.clone();
-            tokio::spawn(async move { store.reserve(&id(key), "fp", LONG).await })
-        })
-        .into_iter()
-        .collect();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // (one after the other, so that each is a worker's batch of its own)
+    let mut stalled = Vec::new();
+    for key in ["a", "b"] {
+        let store = store.clone();
+        stalled.push(tokio::spawn(async move {
+            store.reserve(&id(key), "fp", LONG).await
+        }));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     // ... so this one waits in the queue, and its caller's deadline (4.5 s)
     // passes while its statement, run at 3 s, waits for the lock.
     let gave_up = store.reserve(&id("k"), "fp", LONG).await;

@@ -501,3 +501,62 @@ async fn a_value_copied_under_another_key_is_no_answer() {
         .unwrap();
     reserved(&store, &id("b"), "fp", LONG).await;
 }
+
+/// Two deployments that share one Redis and one `key_prefix` by mistake
+/// (each with its own database) see one another's values under the same
+/// names: the same webhook event sent to two services, say. Neither takes
+/// the other's for its own: each key runs once per deployment and replays
+/// its own answer. (The second deployment used to replay the first one's
+/// answer and never run the request.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn another_deployments_value_under_the_same_name_is_no_answer() {
+    use idemgate::store::StoredResponse;
+    let prefix = RedisPrefix::new("idemgate-test");
+    let (first, _, first_schema) = cached(redis_config(&prefix.0)).await;
+    let (second, _, _second_schema) = cached(redis_config(&prefix.0)).await;
+    let lease = reserved(&first, &id("evt_1"), "fp", LONG).await;
+    first.complete(&lease, &response(), LONG).await.unwrap();
+
+    let lease = reserved(&second, &id("evt_1"), "fp", LONG).await;
+    let own = StoredResponse {
+        status: 202,
+        ..response()
+    };
+    second.complete(&lease, &own, LONG).await.unwrap();
+    for _ in 0..2 {
+        assert_eq!(
+            first.reserve(&id("evt_1"), "fp", LONG).await.unwrap(),
+            Reservation::Completed(response())
+        );
+        assert_eq!(
+            second.reserve(&id("evt_1"), "fp", LONG).await.unwrap(),
+            Reservation::Completed(own.clone())
+        );
+    }
+    // A replica of the first deployment (its database) reads the first's
+    // values as its own (the two deployments overwrite each other's value
+    // under the shared name: the first's replay just put its own back).
+    assert_eq!(
+        first.reserve(&id("evt_1"), "fp", LONG).await.unwrap(),
+        Reservation::Completed(response())
+    );
+    let hits = Arc::new(AtomicU64::new(0));
+    let counted = hits.clone();
+    let replica = CachedStore::new(
+        PostgresStore::connect(&first_schema.config())
+            .await
+            .unwrap(),
+        &redis_config(&prefix.0),
+        Arc::new(move |lookup| {
+            if lookup == Lookup::Hit {
+                counted.fetch_add(1, Ordering::SeqCst);
+            }
+        }),
+    )
+    .unwrap();
+    assert_eq!(
+        replica.reserve(&id("evt_1"), "fp", LONG).await.unwrap(),
+        Reservation::Completed(response())
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+}

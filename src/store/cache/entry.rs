@@ -1,21 +1,27 @@
 //! What one Redis value holds: a completed answer and the fingerprint it was
 //! given for, so a hit can be checked without asking Postgres.
 //!
-//! Layout (big-endian): `u8 version` (4), the SHA-256 of the record's id
-//! (as hashed for the key's name) and of everything after the digest, `u64` expiry in Unix ms, `u64` completion in Unix ms, `u32 len +
-//! fingerprint`, `u16 status`, `u8` flags (bit 0 body omitted, bit 1 outcome
-//! unknown), `u32 len + headers` (the embedded store's header codec), then
-//! the body to the end.
+//! Layout (big-endian): `u8 version` (4), a SHA-256 digest (of the store's
+//! identity, `PostgresStore::identity`; of the record's id, as hashed for
+//! the key's name; and of everything after the digest), `u64` expiry in Unix
+//! ms, `u64` completion in Unix ms, `u32 len + fingerprint`, `u16 status`,
+//! `u8` flags (bit 0 body omitted, bit 1 outcome unknown), `u32 len +
+//! headers` (the embedded store's header codec), then the body to the end.
 //!
-//! The digest is what makes a damaged value (truncated, edited by hand, a
-//! byte flipped) a miss rather than an answer: without it a value cut short
-//! in its body still parsed, and replayed a shorter body as the record's.
-//! The id in it makes a value copied under another record's name a miss too:
-//! two keys with the same request have the same fingerprint.
-//! Values of earlier versions carry none, so they are misses too: Postgres
-//! answers and the replay rewrites them in this version. A binary that knows
-//! only those reads a version 4 value as a miss and asks Postgres. Any value
-//! that does not parse is treated as a miss, never as an answer.
+//! The digest makes a damaged value (truncated, edited by hand, a byte
+//! flipped) a miss rather than an answer: without it a value cut short in
+//! its body still parsed, and replayed a shorter body as the record's. The
+//! id in it makes a value copied under another record's name a miss too (two
+//! keys with the same request have the same fingerprint), and the store's
+//! identity one that another deployment wrote under the same name (one Redis
+//! and one `key_prefix` shared by mistake; the same webhook event sent to
+//! two services): its record is not this store's.
+//!
+//! Values of earlier versions carry no digest, so they are misses too:
+//! Postgres answers and the replay rewrites them in this version. A binary
+//! that knows only those reads a version 4 value as a miss and asks
+//! Postgres. Any value that does not parse is treated as a miss, never as an
+//! answer.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -58,6 +64,7 @@ pub struct Entry {
 }
 
 pub fn encode(
+    store: &str,
     id: &RecordId,
     fingerprint: &str,
     response: &StoredResponse,
@@ -84,20 +91,20 @@ pub fn encode(
     out.push(flags);
     put_bytes(&mut out, &headers);
     out.extend_from_slice(&response.body);
-    let sum = digest(id, &out[1 + DIGEST..]);
+    let sum = digest(store, id, &out[1 + DIGEST..]);
     out[1..=DIGEST].copy_from_slice(sum.as_ref());
     out
 }
 
 /// The entry, or `None` for anything malformed, damaged or of an earlier
 /// version.
-pub fn decode(id: &RecordId, buf: &[u8]) -> Option<Entry> {
+pub fn decode(store: &str, id: &RecordId, buf: &[u8]) -> Option<Entry> {
     let (&version, rest) = buf.split_first()?;
     if version != VERSION {
         return None;
     }
     let (sum, rest) = rest.split_first_chunk::<DIGEST>()?;
-    if digest(id, rest).as_ref() != sum.as_slice() {
+    if digest(store, id, rest).as_ref() != sum.as_slice() {
         return None;
     }
     let (expires_at, rest) = take_instant(rest)?;
@@ -122,8 +129,10 @@ pub fn decode(id: &RecordId, buf: &[u8]) -> Option<Entry> {
 
 /// SHA-256 (ring's, which uses the CPU's instructions for it: a hit hashes
 /// its whole body).
-fn digest(id: &RecordId, bytes: &[u8]) -> ring::digest::Digest {
+fn digest(store: &str, id: &RecordId, bytes: &[u8]) -> ring::digest::Digest {
     let mut sum = ring::digest::Context::new(&ring::digest::SHA256);
+    sum.update(&(store.len() as u64).to_be_bytes());
+    sum.update(store.as_bytes());
     sum.update(&id_hash(id));
     sum.update(bytes);
     sum.finish()
@@ -171,6 +180,8 @@ mod tests {
         }
     }
 
+    const STORE: &str = "db/schema/1";
+
     fn id() -> RecordId {
         RecordId::new("r", "s", "k")
     }
@@ -182,8 +193,10 @@ mod tests {
     #[test]
     fn round_trips_byte_identical() {
         let entry = decode(
+            STORE,
             &id(),
             &encode(
+                STORE,
                 &id(),
                 "fp-1",
                 &answer(),
@@ -202,9 +215,13 @@ mod tests {
             ..answer()
         };
         assert_eq!(
-            decode(&id(), &encode(&id(), "", &omitted, at_ms(1), at_ms(0)))
-                .unwrap()
-                .response,
+            decode(
+                STORE,
+                &id(),
+                &encode(STORE, &id(), "", &omitted, at_ms(1), at_ms(0))
+            )
+            .unwrap()
+            .response,
             omitted
         );
         let unknown = StoredResponse {
@@ -212,7 +229,12 @@ mod tests {
             outcome_unknown: true,
             ..answer()
         };
-        let decoded = decode(&id(), &encode(&id(), "", &unknown, at_ms(1), at_ms(0))).unwrap();
+        let decoded = decode(
+            STORE,
+            &id(),
+            &encode(STORE, &id(), "", &unknown, at_ms(1), at_ms(0)),
+        )
+        .unwrap();
         assert_eq!(decoded.response, unknown);
     }
 
@@ -220,34 +242,44 @@ mod tests {
     /// cut in its body used to replay the shorter body.
     #[test]
     fn truncated_or_altered_values_are_misses() {
-        let good = encode(&id(), "fp", &answer(), at_ms(5), at_ms(3));
-        assert!(decode(&id(), &[]).is_none());
-        assert!(decode(&id(), &[VERSION]).is_none());
+        let good = encode(STORE, &id(), "fp", &answer(), at_ms(5), at_ms(3));
+        assert!(decode(STORE, &id(), &[]).is_none());
+        assert!(decode(STORE, &id(), &[VERSION]).is_none());
         for cut in 1..good.len() {
-            assert!(decode(&id(), &good[..cut]).is_none(), "cut at {cut}");
+            assert!(decode(STORE, &id(), &good[..cut]).is_none(), "cut at {cut}");
         }
         for at in 1..good.len() {
             let mut altered = good.clone();
             altered[at] ^= 0x20;
-            assert!(decode(&id(), &altered).is_none(), "byte {at} altered");
+            assert!(
+                decode(STORE, &id(), &altered).is_none(),
+                "byte {at} altered"
+            );
         }
         let mut longer = good.clone();
         longer.push(b'!');
-        assert!(decode(&id(), &longer).is_none());
+        assert!(decode(STORE, &id(), &longer).is_none());
         let another = RecordId::new("r", "s", "k2");
-        assert!(decode(&another, &good).is_none(), "another record's value");
+        assert!(
+            decode(STORE, &another, &good).is_none(),
+            "another record's value"
+        );
+        assert!(
+            decode("db/schema/2", &id(), &good).is_none(),
+            "another store's value"
+        );
     }
 
     /// Earlier versions carry no digest: they cannot be told from damaged
     /// ones, so Postgres answers and the value is rewritten.
     #[test]
     fn values_of_earlier_versions_are_misses() {
-        let good = encode(&id(), "fp", &answer(), at_ms(5), at_ms(3));
+        let good = encode(STORE, &id(), "fp", &answer(), at_ms(5), at_ms(3));
         for version in 1..VERSION {
             let mut old = good.clone();
             old.drain(1..=DIGEST);
             old[0] = version;
-            assert!(decode(&id(), &old).is_none(), "version {version}");
+            assert!(decode(STORE, &id(), &old).is_none(), "version {version}");
         }
     }
 

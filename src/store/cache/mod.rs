@@ -99,7 +99,7 @@ impl CachedStore {
         fingerprint: &str,
     ) -> (Result<entry::Entry, Seen>, Lookup) {
         match self.redis.get(key).await {
-            Ok(Got::Value(value)) => match entry::decode(id, &value) {
+            Ok(Got::Value(value)) => match entry::decode(self.authority.identity(), id, &value) {
                 // A value past its record's expiry (a TTL lifted or
                 // lengthened by hand, a snapshot restored) is no answer:
                 // Postgres says whether the key may run again.
@@ -175,6 +175,7 @@ impl CachedStore {
             && !kept_for.remaining.is_zero()
         {
             let value = entry::encode(
+                self.authority.identity(),
                 id,
                 fingerprint,
                 response,
@@ -258,7 +259,14 @@ impl Store for CachedStore {
             .await?;
         let key = entry::key(&self.prefix, &lease.id);
         let now = SystemTime::now();
-        let value = entry::encode(&lease.id, &fingerprint, response, now + retain_for, now);
+        let value = entry::encode(
+            self.authority.identity(),
+            &lease.id,
+            &fingerprint,
+            response,
+            now + retain_for,
+            now,
+        );
         let _ = self.redis.set(&key, &value, retain_for, false).await;
         Ok(())
     }

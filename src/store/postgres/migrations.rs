@@ -30,6 +30,18 @@ const LOCK_CLASS: i32 = 0x6964_656d;
 
 const LOCK: &str = "SELECT pg_advisory_xact_lock($1, coalesce(hashtext(current_schema()), 0))";
 
+/// Keeps the session's `statement_timeout` aside (the custom setting
+/// lives as long as the transaction), then lifts it.
+const BOUND_LOCK_WAITS_ONLY: &str =
+    "SELECT set_config('idemgate.lock_wait', current_setting('statement_timeout'), true);
+SET LOCAL statement_timeout = 0";
+
+/// Once this migration holds the advisory lock (which the other replicas
+/// may wait on for as long as it runs): table locks are waited for no
+/// longer than the statement timeout set aside.
+const AFTER_THE_LOCK: &str =
+    "SELECT set_config('lock_timeout', current_setting('idemgate.lock_wait'), true)";
+
 const CREATE_LEDGER: &str = "CREATE TABLE IF NOT EXISTS idemgate_schema_migrations (
     version    bigint      PRIMARY KEY,
     applied_at timestamptz NOT NULL DEFAULT now()
@@ -52,8 +64,18 @@ pub async fn migrate(client: &mut Client) -> Result<Vec<i64>, StoreError> {
     tx.batch_execute("SET LOCAL client_min_messages = warning")
         .await
         .map_err(db_error)?;
+    // `statement_timeout` bounds a request's statements, not a migration:
+    // building an index over a large table takes what it takes, and the
+    // replicas queued on the lock meanwhile wait for it instead of failing
+    // to start. Only waiting for the table's locks stays bounded (by the
+    // same setting), so the DDL does not queue behind a long transaction
+    // while every request queues behind it.
+    tx.batch_execute(BOUND_LOCK_WAITS_ONLY)
+        .await
+        .map_err(db_error)?;
     require_schema(&tx).await?;
     tx.execute(LOCK, &[&LOCK_CLASS]).await.map_err(db_error)?;
+    tx.batch_execute(AFTER_THE_LOCK).await.map_err(db_error)?;
     tx.batch_execute(CREATE_LEDGER).await.map_err(db_error)?;
     let current: i64 = tx
         .query_one(CURRENT, &[])
@@ -80,6 +102,24 @@ pub async fn migrate(client: &mut Client) -> Result<Vec<i64>, StoreError> {
     }
     tx.commit().await.map_err(db_error)?;
     Ok(applied)
+}
+
+/// The database, the schema and the instant its first migration was
+/// applied (in microseconds since the epoch, whatever the session's time
+/// zone): one store's records, whichever replica asks, and no other
+/// store's, even one of the same names on another server.
+const IDENTITY: &str = "SELECT current_database() || '/' || current_schema() || '/' ||
+    coalesce((extract(epoch FROM min(applied_at)) * 1000000)::bigint::text, '')
+FROM idemgate_schema_migrations";
+
+/// What tells this store from another (`PostgresStore::identity`).
+pub async fn identity(client: &Client) -> Result<String, StoreError> {
+    client
+        .query_one(IDENTITY, &[])
+        .await
+        .map_err(db_error)?
+        .try_get(0)
+        .map_err(db_error)
 }
 
 /// For `store.migrate = false`: the schema must already be exactly this

@@ -74,6 +74,9 @@ pub struct PostgresStore {
     settings: tokio_postgres::Config,
     /// Their TLS, when the URL asks for it (`tls`).
     tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
+    /// Which store this is (`migrations::identity`), read by `connect`;
+    /// empty for a store that has not connected.
+    identity: Arc<str>,
 }
 
 struct Batches {
@@ -110,14 +113,23 @@ impl PostgresStore {
     /// checks that the schema is this binary's. Connects once to do so: a
     /// database that is down at start is an error here.
     pub async fn connect(config: &PostgresStoreConfig) -> Result<PostgresStore, StoreError> {
-        let store = Self::lazy(config)?;
+        let mut store = Self::lazy(config)?;
         if config.migrate {
             store.migrate().await?;
         } else {
             let client = store.pool.get().await.map_err(pool_error)?;
             migrations::check(&client).await?;
         }
+        let client = store.pool.get().await.map_err(pool_error)?;
+        store.identity = migrations::identity(&client).await?.into();
         Ok(store)
+    }
+
+    /// What tells this store from another (another database, or another
+    /// schema of one): the same for every replica that shares its records.
+    /// Empty until `connect`.
+    pub fn identity(&self) -> &str {
+        &self.identity
     }
 
     /// Builds the pool without touching the database.
@@ -132,6 +144,7 @@ impl PostgresStore {
             batches,
             settings,
             tls,
+            identity: Arc::from(""),
         })
     }
 
