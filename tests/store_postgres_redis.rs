@@ -248,12 +248,7 @@ async fn garbage_under_a_key_is_replaced_by_the_next_replay() {
     store.complete(&lease, &response(), LONG).await.unwrap();
     let entry = entry_name(&prefix.0, "k");
     let mut conn = redis_conn().await;
-    let () = redis::cmd("SET")
-        .arg(&entry)
-        .arg(b"\x07garbage".as_slice())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    set_value(&mut conn, &entry, b"\x07garbage").await;
     for _ in 0..3 {
         assert_eq!(
             store.reserve(&id("k"), "fp", LONG).await.unwrap(),
@@ -282,20 +277,11 @@ async fn a_stale_answer_of_another_fingerprint_is_replaced() {
     let mut conn = redis_conn().await;
     let lease = reserved(&store, &id("k"), "old", LONG).await;
     store.complete(&lease, &response(), LONG).await.unwrap();
-    let stale: Vec<u8> = redis::cmd("GET")
-        .arg(&entry)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let stale = get_value(&mut conn, &entry).await;
     assert_eq!(store.purge("orders", "k").await.unwrap(), 1);
     let lease = reserved(&store, &id("k"), "new", LONG).await;
     store.complete(&lease, &response(), LONG).await.unwrap();
-    let () = redis::cmd("SET")
-        .arg(&entry)
-        .arg(&stale)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    set_value(&mut conn, &entry, &stale).await;
 
     for _ in 0..2 {
         assert_eq!(
@@ -326,6 +312,25 @@ fn entry_name(prefix: &str, key: &str) -> String {
 async fn redis_conn() -> redis::aio::MultiplexedConnection {
     let client = redis::Client::open(pg_support::redis_url()).unwrap();
     client.get_multiplexed_async_connection().await.unwrap()
+}
+
+/// The bytes Redis holds under `entry`.
+async fn get_value(conn: &mut redis::aio::MultiplexedConnection, entry: &str) -> Vec<u8> {
+    redis::cmd("GET")
+        .arg(entry)
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+/// Puts `value` under `entry`, with no expiry, as a hand on the server would.
+async fn set_value(conn: &mut redis::aio::MultiplexedConnection, entry: &str, value: &[u8]) {
+    let () = redis::cmd("SET")
+        .arg(entry)
+        .arg(value)
+        .query_async(conn)
+        .await
+        .unwrap();
 }
 
 fn redis_addr() -> std::net::SocketAddr {
@@ -372,30 +377,17 @@ async fn a_cached_copy_that_does_not_open_is_replayed_from_postgres() {
     let mut conn = redis_conn().await;
     let lease = reserved(&before, &id("k"), "fp", LONG).await;
     before.complete(&lease, &response(), LONG).await.unwrap();
-    let stale: Vec<u8> = redis::cmd("GET")
-        .arg(&entry)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let stale = get_value(&mut conn, &entry).await;
     assert_eq!(now.purge("orders", "k").await.unwrap(), 1);
     let lease = reserved(&now, &id("k"), "fp", LONG).await;
     now.complete(&lease, &response(), LONG).await.unwrap();
-    let () = redis::cmd("SET")
-        .arg(&entry)
-        .arg(&stale)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    set_value(&mut conn, &entry, &stale).await;
 
     assert_eq!(
         now.reserve(&id("k"), "fp", LONG).await.unwrap(),
         Reservation::Completed(response())
     );
-    let replaced: Vec<u8> = redis::cmd("GET")
-        .arg(&entry)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let replaced = get_value(&mut conn, &entry).await;
     assert_ne!(replaced, stale, "the copy that does not open is replaced");
     // Only the earlier key's store is refused now, by the copy and by
     // Postgres alike.
@@ -417,11 +409,7 @@ async fn a_value_cut_short_or_altered_is_no_answer() {
     store.complete(&lease, &response(), LONG).await.unwrap();
     let entry = entry_name(&prefix.0, "k");
     let mut conn = redis_conn().await;
-    let whole: Vec<u8> = redis::cmd("GET")
-        .arg(&entry)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let whole = get_value(&mut conn, &entry).await;
     let mut altered = whole.clone();
     *altered.last_mut().unwrap() ^= 1;
     for damaged in [&whole[..whole.len() - 3], &altered[..]] {
@@ -437,11 +425,7 @@ async fn a_value_cut_short_or_altered_is_no_answer() {
             store.reserve(&id("k"), "fp", LONG).await.unwrap(),
             Reservation::Completed(response())
         );
-        let rewritten: Vec<u8> = redis::cmd("GET")
-            .arg(&entry)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        let rewritten = get_value(&mut conn, &entry).await;
         assert_ne!(&rewritten[..], damaged, "the damaged value is replaced");
     }
     // Both damaged values were misses; the rewritten one hits.
@@ -486,11 +470,7 @@ async fn a_value_copied_under_another_key_is_no_answer() {
     let lease = reserved(&store, &id("a"), "fp", LONG).await;
     store.complete(&lease, &response(), LONG).await.unwrap();
     let mut conn = redis_conn().await;
-    let value: Vec<u8> = redis::cmd("GET")
-        .arg(entry_name(&prefix.0, "a"))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let value = get_value(&mut conn, &entry_name(&prefix.0, "a")).await;
     let () = redis::cmd("SET")
         .arg(entry_name(&prefix.0, "b"))
         .arg(&value)

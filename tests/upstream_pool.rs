@@ -250,31 +250,19 @@ async fn an_idempotent_request_on_a_connection_closed_unanswered_goes_once_more(
         .await;
     assert_eq!(post.status, 502, "{}", post.text());
     assert_eq!(post.json()["code"], "upstream-error");
-    let keyed = client
-        .send(
-            "POST",
-            "/v1/charges",
-            &[
-                ("content-type", "application/json"),
-                ("idempotency-key", "closed-1"),
-            ],
-            "{}",
-        )
-        .await;
+    let client = &client;
+    let charge = |key: &'static str| async move {
+        let headers = [
+            ("content-type", "application/json"),
+            ("idempotency-key", key),
+        ];
+        client.send("POST", "/v1/charges", &headers, "{}").await
+    };
     // The new connection after the POST's answers the keyed POST first, so
     // it needs one more request on it to be closed unanswered.
+    let keyed = charge("closed-1").await;
     assert_eq!(keyed.status, 200, "{}", keyed.text());
-    let keyed = client
-        .send(
-            "POST",
-            "/v1/charges",
-            &[
-                ("content-type", "application/json"),
-                ("idempotency-key", "closed-2"),
-            ],
-            "{}",
-        )
-        .await;
+    let keyed = charge("closed-2").await;
     assert_eq!(keyed.status, 502, "{}", keyed.text());
     assert_eq!(keyed.json()["code"], "outcome-unknown");
     let posts = lines
