@@ -182,6 +182,35 @@ async fn excluded_members_may_change_included_ones_may_not() {
 }
 
 #[tokio::test]
+async fn an_included_member_sent_twice_is_not_taken_for_absent() {
+    let (_dir, upstream, gateway) = setup("kf-twice").await;
+    // The upstream may read the last twin: this is a charge of 2, not one
+    // without an amount.
+    let key = json_key("twice-1");
+    let first = post(&gateway, "/v1/incl", &refs(&key), r#"{"currency":"EUR"}"#).await;
+    assert_eq!(first.status, 201);
+    let twice = r#"{"amount":1,"amount":2,"currency":"EUR"}"#;
+    let retry = post(&gateway, "/v1/incl", &refs(&key), twice).await;
+    assert_code(&retry, 422, "fingerprint-mismatch");
+    // The other way round, and a twin on the way to the member.
+    let key = json_key("twice-2");
+    assert_eq!(
+        post(&gateway, "/v1/incl", &refs(&key), twice).await.status,
+        201
+    );
+    assert_replayed(&post(&gateway, "/v1/incl", &refs(&key), twice).await);
+    assert_code(
+        &post(&gateway, "/v1/incl", &refs(&key), r#"{"currency":"EUR"}"#).await,
+        422,
+        "fingerprint-mismatch",
+    );
+    assert_eq!(
+        upstream.executions("twice-1") + upstream.executions("twice-2"),
+        2
+    );
+}
+
+#[tokio::test]
 async fn form_fields_in_another_order_replay() {
     let (_dir, upstream, gateway) = setup("kf-form").await;
     let headers = [

@@ -215,6 +215,18 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_ne!(absent, null);
+        // A twin of an included member, or of an object on its way, is no
+        // absent member: the body is compared by its bytes.
+        let no_amount = hash(br#"{"currency":"EUR"}"#, &r);
+        let twice = br#"{"amount":1,"amount":2,"currency":"EUR"}"#;
+        assert_ne!(hash(twice, &r), no_amount);
+        assert_eq!(hash(twice, &r), hash(twice, &BodyRules::plain(false)));
+        let nested = include(&["/a/b"]);
+        let n = rules(&nested, JSON);
+        assert_ne!(
+            hash(br#"{"a":{"b":1},"a":{"c":2}}"#, &n),
+            hash(br#"{"x":1}"#, &n)
+        );
     }
 
     #[test]

@@ -319,7 +319,7 @@ pub fn canonical_filtered(body: &[u8], filter: Filter<'_>) -> Option<Vec<u8>> {
                     out.push(b',');
                 }
                 out.push(b'[');
-                if let Some(value) = find(&doc, tokens) {
+                if let Some(value) = find(&doc, tokens).ok()? {
                     write(value, &mut out).ok()?;
                 }
                 out.push(b']');
@@ -331,26 +331,32 @@ pub fn canonical_filtered(body: &[u8], filter: Filter<'_>) -> Option<Vec<u8>> {
 }
 
 /// The value at a pointer (RFC 6901: an array index is digits without a
-/// leading zero). A name twice in an object finds nothing, as for
-/// [`canonical`], which refuses such a document: which twin counts is up to
-/// each reader.
-fn find<'d>(doc: &'d Json, tokens: &[String]) -> Option<&'d Json> {
+/// leading zero), `Ok(None)` when there is none. A name twice in an object
+/// on the way is `Err`: which twin counts is up to each reader (the upstream
+/// may take the last), so the body has no canonical form, as for
+/// [`canonical`]; taken as absent, `{"amount":1,"amount":2}` would equal a
+/// body without an amount.
+fn find<'d>(doc: &'d Json, tokens: &[String]) -> Result<Option<&'d Json>, NoCanonicalForm> {
     let mut at = doc;
     for token in tokens {
-        at = match at {
+        let next = match at {
             Json::Object(members) => {
                 let mut named = members.iter().filter(|(name, _)| name == token);
-                let (_, value) = named.next()?;
+                let found = named.next().map(|(_, value)| value);
                 if named.next().is_some() {
-                    return None;
+                    return Err(NoCanonicalForm);
                 }
-                value
+                found
             }
-            Json::Array(items) => items.get(array_index(token)?)?,
-            _ => return None,
+            Json::Array(items) => array_index(token).and_then(|i| items.get(i)),
+            _ => None,
         };
+        let Some(next) = next else {
+            return Ok(None);
+        };
+        at = next;
     }
-    Some(at)
+    Ok(Some(at))
 }
 
 /// Removes the value at a pointer, if there is one: an object's member (all
