@@ -643,6 +643,32 @@ async fn expiry_header_agrees_with_the_admin_api() {
 }
 
 #[tokio::test]
+async fn a_released_answer_tells_no_expiry_even_one_the_upstream_sent() {
+    let (_dir, upstream, gateway) = setup("kf-expiry-released").await;
+    let key = json_key("exp-rel");
+    let path = "/v1/expiry?status=503&expires=upstream-says";
+    for _ in 0..2 {
+        let released = post(&gateway, path, &refs(&key), "{}").await;
+        assert_eq!(released.status, 503);
+        assert_eq!(released.header("idempotent-replayed"), Some("false"));
+        // No record was kept: no expiry to tell, whoever wrote the field.
+        assert_eq!(released.header("idempotency-expires"), None);
+    }
+    assert_eq!(upstream.executions("exp-rel"), 2);
+    // A stored answer tells the record's expiry, not the upstream's.
+    let key = json_key("exp-kept");
+    let path = "/v1/expiry?expires=upstream-says";
+    for _ in 0..2 {
+        let kept = post(&gateway, path, &refs(&key), "{}").await;
+        assert_eq!(kept.status, 201);
+        let header = kept.header("idempotency-expires").expect("expiry header");
+        let at = httpdate::parse_http_date(header).unwrap();
+        let ahead = at.duration_since(SystemTime::now()).unwrap();
+        assert!(ahead < Duration::from_secs(3700), "{header}");
+    }
+}
+
+#[tokio::test]
 async fn replay_values_and_replay_headers() {
     let (_dir, _upstream, gateway) = setup("kf-values").await;
     let key = json_key("val-1");

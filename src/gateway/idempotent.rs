@@ -200,6 +200,7 @@ async fn degraded(
     match passthrough::forward(gateway, exchange, request).await {
         Ok(mut response) => {
             replay::unmark(response.headers_mut(), &policy.replay_header);
+            answer_headers::expiry(response.headers_mut(), policy, None);
             mark_degraded(&mut response);
             Answer::new(response, Outcome::Degraded)
         }
