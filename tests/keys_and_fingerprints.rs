@@ -24,6 +24,10 @@ fn config() -> Config {
             "fingerprint_body",
             raw(r#"{ exclude = ["/sent_at", "/nonce"] }"#),
         ))
+        .route(route("items", "/v1/items").set(
+            "fingerprint_body",
+            raw(r#"{ exclude = ["/items/0", "/items/1"] }"#),
+        ))
         .route(route("incl", "/v1/incl").set(
             "fingerprint_body",
             raw(r#"{ include = ["/amount", "/currency"] }"#),
@@ -179,6 +183,38 @@ async fn excluded_members_may_change_included_ones_may_not() {
         "fingerprint-mismatch",
     );
     assert_eq!(upstream.executions("in-1") + upstream.executions("in-2"), 2);
+}
+
+#[tokio::test]
+async fn excluded_array_elements_are_those_the_client_sent() {
+    let (_dir, upstream, gateway) = setup("kf-items").await;
+    let key = json_key("items-1");
+    let first = post(
+        &gateway,
+        "/v1/items",
+        &refs(&key),
+        r#"{"items":["a","b","c"]}"#,
+    )
+    .await;
+    assert_eq!(first.status, 201);
+    // The first two elements do not count; the third does.
+    let same = post(
+        &gateway,
+        "/v1/items",
+        &refs(&key),
+        r#"{"items":["x","y","c"]}"#,
+    )
+    .await;
+    assert_replayed(&same);
+    let third = post(
+        &gateway,
+        "/v1/items",
+        &refs(&key),
+        r#"{"items":["a","b","d"]}"#,
+    )
+    .await;
+    assert_code(&third, 422, "fingerprint-mismatch");
+    assert_eq!(upstream.executions("items-1"), 1);
 }
 
 #[tokio::test]

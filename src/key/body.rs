@@ -204,6 +204,29 @@ mod tests {
     }
 
     #[test]
+    fn excluded_elements_are_those_of_the_body_as_sent() {
+        // Each index names an element of the body as sent, whatever the
+        // order of the pointers or an element excluded before it.
+        for pointers in [["/items/0", "/items/1"], ["/items/1", "/items/0"]] {
+            let body = exclude(&pointers);
+            let r = rules(&body, JSON);
+            let sent = hash(br#"{"items":["a","b","c"]}"#, &r);
+            assert_eq!(sent, hash(br#"{"items":["x","y","c"]}"#, &r));
+            assert_ne!(sent, hash(br#"{"items":["a","b","d"]}"#, &r));
+        }
+        let twice = exclude(&["/items/1", "/items/1"]);
+        let r = rules(&twice, JSON);
+        assert_ne!(
+            hash(br#"{"items":[1,2,3]}"#, &r),
+            hash(br#"{"items":[1,2,4]}"#, &r)
+        );
+        // A pointer into an excluded value finds nothing more to exclude.
+        let nested = exclude(&["/a", "/a/b"]);
+        let r = rules(&nested, JSON);
+        assert_eq!(hash(br#"{"a":{"b":1},"c":1}"#, &r), hash(br#"{"c":1}"#, &r));
+    }
+
+    #[test]
     fn only_included_members_count() {
         let body = include(&["/amount", "/currency"]);
         let r = rules(&body, JSON);
