@@ -40,6 +40,11 @@ fn config() -> Config {
                 .set("required", true),
         )
         .route(
+            route("by_host", "/v1/by-host")
+                .set("key", derive(r#"["/order_id", "header:Host"]"#))
+                .set("required", true),
+        )
+        .route(
             route("alts", "/v1/alts")
                 .set(
                     "key",
@@ -444,6 +449,24 @@ async fn derived_key_is_python_uuid5_told_and_forwarded() {
         )
         .await;
     assert_eq!(shown.status, 200, "{}", shown.text());
+}
+
+#[tokio::test]
+async fn a_host_part_is_the_same_over_http2() {
+    let (_dir, upstream, gateway) = setup("kf-host").await;
+    let json = [("content-type", "application/json")];
+    let body = r#"{"order_id":"ord_h"}"#;
+    let h1 = post(&gateway, "/v1/by-host", &json, body).await;
+    assert_eq!(h1.status, 201, "{}", h1.text());
+    let key = h1.header("idempotency-key").expect("derived key").to_owned();
+    // HTTP/2 sends the host as `:authority`, with no Host field.
+    let h2 = common::Client::h2c(gateway.addr)
+        .send("POST", "/v1/by-host", &json, body.to_string())
+        .await;
+    assert_eq!(h2.status, 201, "{}", h2.text());
+    assert_replayed(&h2);
+    assert_eq!(h2.header("idempotency-key"), Some(key.as_str()));
+    assert_eq!(upstream.total(), 1);
 }
 
 #[tokio::test]
