@@ -45,6 +45,11 @@ fn config() -> Config {
                 .set("required", true),
         )
         .route(
+            route("by_cookie", "/v1/by-cookie")
+                .set("key", derive(r#"["/order_id", "header:Cookie"]"#))
+                .set("required", true),
+        )
+        .route(
             route("alts", "/v1/alts")
                 .set(
                     "key",
@@ -458,10 +463,42 @@ async fn a_host_part_is_the_same_over_http2() {
     let body = r#"{"order_id":"ord_h"}"#;
     let h1 = post(&gateway, "/v1/by-host", &json, body).await;
     assert_eq!(h1.status, 201, "{}", h1.text());
-    let key = h1.header("idempotency-key").expect("derived key").to_owned();
+    let key = h1
+        .header("idempotency-key")
+        .expect("derived key")
+        .to_owned();
     // HTTP/2 sends the host as `:authority`, with no Host field.
     let h2 = common::Client::h2c(gateway.addr)
         .send("POST", "/v1/by-host", &json, body.to_string())
+        .await;
+    assert_eq!(h2.status, 201, "{}", h2.text());
+    assert_replayed(&h2);
+    assert_eq!(h2.header("idempotency-key"), Some(key.as_str()));
+    assert_eq!(upstream.total(), 1);
+}
+
+#[tokio::test]
+async fn a_cookie_part_is_the_same_on_one_line_or_several() {
+    let (_dir, upstream, gateway) = setup("kf-cookie").await;
+    let body = r#"{"order_id":"ord_c"}"#;
+    let one = [
+        ("content-type", "application/json"),
+        ("cookie", "sid=s1; theme=dark"),
+    ];
+    let h1 = post(&gateway, "/v1/by-cookie", &one, body).await;
+    assert_eq!(h1.status, 201, "{}", h1.text());
+    let key = h1
+        .header("idempotency-key")
+        .expect("derived key")
+        .to_owned();
+    // An HTTP/2 client may send each cookie on a line of its own.
+    let several = [
+        ("content-type", "application/json"),
+        ("cookie", "sid=s1"),
+        ("cookie", "theme=dark"),
+    ];
+    let h2 = common::Client::h2c(gateway.addr)
+        .send("POST", "/v1/by-cookie", &several, body.to_string())
         .await;
     assert_eq!(h2.status, 201, "{}", h2.text());
     assert_replayed(&h2);

@@ -242,10 +242,18 @@ impl<'a> RequestView<'a> {
             DerivePart::Header(name) => {
                 let mut lines = self.headers.get_all(name).iter();
                 let first = lines.next()?;
+                // Cookie lines join with "; " (RFC 9113 §8.2.3): an HTTP/2
+                // client sends each cookie on a line of its own, an HTTP/1
+                // client all on one.
+                let separator: &[u8] = if *name == header::COOKIE {
+                    b"; "
+                } else {
+                    b", "
+                };
                 let mut joined = Cow::Borrowed(first.as_bytes().trim_ascii());
                 for line in lines {
                     let owned = joined.to_mut();
-                    owned.extend_from_slice(b", ");
+                    owned.extend_from_slice(separator);
                     owned.extend_from_slice(line.as_bytes().trim_ascii());
                 }
                 Some(joined)
@@ -390,6 +398,26 @@ mod tests {
         assert_eq!(
             RequestView::new(&none, None, None).key(&source),
             Err(KeyError::Missing)
+        );
+    }
+
+    #[test]
+    fn cookie_lines_join_as_one_cookie_string() {
+        let source = [derive(&["header:cookie"])];
+        let one = headers(&[("cookie", "a=1; b=2")]);
+        let two = headers(&[("cookie", "a=1"), ("cookie", "b=2")]);
+        assert_eq!(
+            RequestView::new(&one, None, None).key(&source),
+            RequestView::new(&two, None, None).key(&source)
+        );
+        let other = headers(&[("x-c", "a=1"), ("x-c", "b=2")]);
+        let expected = derive::derive(&NS, [&b"a=1, b=2"[..]]);
+        assert_eq!(
+            RequestView::new(&other, None, None)
+                .key(&[derive(&["header:x-c"])])
+                .unwrap()
+                .key,
+            expected
         );
     }
 
