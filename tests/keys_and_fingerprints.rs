@@ -75,6 +75,7 @@ fn config() -> Config {
                 .set("required", true),
         )
         .route(route("uuid", "/v1/uuid").set("key_pattern", "uuid"))
+        .route(route("uuid_caps", "/v1/caps-uuid").set("key_pattern", "UUID"))
         .route(route("release", "/v1/release").set("release_statuses", ["5xx"]))
         .route(route("expiry", "/v1/expiry").set("expiry_header", "Idempotency-Expires"))
         .route(
@@ -668,6 +669,17 @@ async fn key_pattern_uuid() {
         let reply = post(&gateway, "/v1/uuid", &refs(&json_key(bad)), "{}").await;
         assert_code(&reply, 400, "invalid-key");
     }
+    assert_eq!(upstream.total(), 1);
+}
+
+#[tokio::test]
+async fn key_pattern_uuid_in_capitals_is_the_uuid_form() {
+    let (_dir, upstream, gateway) = setup("kf-uuid-caps").await;
+    let key = "8e03978e-40d5-43e8-bc93-6894a57f9324";
+    let reply = post(&gateway, "/v1/caps-uuid", &refs(&json_key(key)), "{}").await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    let word = post(&gateway, "/v1/caps-uuid", &refs(&json_key("UUID")), "{}").await;
+    assert_code(&word, 400, "invalid-key");
     assert_eq!(upstream.total(), 1);
 }
 
