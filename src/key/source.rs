@@ -236,10 +236,12 @@ impl<'a> RequestView<'a> {
                 let value = self.json().ok()?.pointer(pointer)?;
                 derive::json_part(value).map(Cow::Owned)
             }
-            DerivePart::Header(name) if *name == header::HOST && self.authority.is_some() => self
-                .authority
-                .map(|authority| Cow::Borrowed(authority.as_bytes())),
             DerivePart::Header(name) => {
+                if *name == header::HOST
+                    && let Some(authority) = self.authority
+                {
+                    return Some(Cow::Borrowed(authority.as_bytes()));
+                }
                 let mut lines = self.headers.get_all(name).iter();
                 let first = lines.next()?;
                 // Cookie lines join with "; " (RFC 9113 §8.2.3): an HTTP/2
