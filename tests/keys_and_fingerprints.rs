@@ -239,7 +239,7 @@ async fn an_included_member_sent_twice_is_not_taken_for_absent() {
     let twice = r#"{"amount":1,"amount":2,"currency":"EUR"}"#;
     let retry = post(&gateway, "/v1/incl", &refs(&key), twice).await;
     assert_code(&retry, 422, "fingerprint-mismatch");
-    // The other way round, and a twin on the way to the member.
+    // The other way round.
     let key = json_key("twice-2");
     assert_eq!(
         post(&gateway, "/v1/incl", &refs(&key), twice).await.status,
