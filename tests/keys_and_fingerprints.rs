@@ -344,6 +344,36 @@ async fn multipart_retry_with_a_new_boundary_replays() {
     assert_eq!(upstream.executions("mp-1"), 1);
 }
 
+/// Some clients name a non-ASCII file only by `filename*` (RFC 8187): a
+/// retry with another file name there is another request.
+#[tokio::test]
+async fn multipart_extended_file_names_count() {
+    let (_dir, upstream, gateway) = setup("kf-multipart-ext").await;
+    let send = |file_name: &'static str| {
+        let gateway = &gateway;
+        async move {
+            let body = format!(
+                "--b\r\nContent-Disposition: form-data; name=\"doc\"; \
+                 filename*=UTF-8''{file_name}\r\n\r\nsame bytes\r\n--b--\r\n"
+            );
+            post(
+                gateway,
+                "/v1/multi",
+                &[
+                    ("content-type", "multipart/form-data; boundary=b"),
+                    ("idempotency-key", "mp-ext"),
+                ],
+                &body,
+            )
+            .await
+        }
+    };
+    assert_eq!(send("%C3%A9t%C3%A9.txt").await.status, 201);
+    assert_replayed(&send("%C3%A9t%C3%A9.txt").await);
+    assert_code(&send("hiver.txt").await, 422, "fingerprint-mismatch");
+    assert_eq!(upstream.executions("mp-ext"), 1);
+}
+
 /// A part's media type is case-insensitive, and a part without one is
 /// `text/plain`: a retry that spells it another way is the same request.
 #[tokio::test]
