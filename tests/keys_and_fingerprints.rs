@@ -793,6 +793,11 @@ async fn a_released_answer_tells_no_expiry_even_one_the_upstream_sent() {
         assert_eq!(released.header("idempotency-expires"), None);
     }
     assert_eq!(upstream.executions("exp-rel"), 2);
+    // Nor does a key-less answer on the route: it has no record either.
+    let json = [("content-type", "application/json")];
+    let keyless = post(&gateway, "/v1/expiry?expires=upstream-says", &json, "{}").await;
+    assert_eq!(keyless.status, 201);
+    assert_eq!(keyless.header("idempotency-expires"), None);
     // A stored answer tells the record's expiry, not the upstream's.
     let key = json_key("exp-kept");
     let path = "/v1/expiry?expires=upstream-says";
