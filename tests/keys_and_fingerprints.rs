@@ -24,6 +24,10 @@ fn config() -> Config {
             "fingerprint_body",
             raw(r#"{ exclude = ["/sent_at", "/nonce"] }"#),
         ))
+        .route(route("items", "/v1/items").set(
+            "fingerprint_body",
+            raw(r#"{ exclude = ["/items/0", "/items/1"] }"#),
+        ))
         .route(route("incl", "/v1/incl").set(
             "fingerprint_body",
             raw(r#"{ include = ["/amount", "/currency"] }"#),
@@ -33,6 +37,16 @@ fn config() -> Config {
         .route(
             route("derived", "/v1/derived")
                 .set("key", derive(r#"["/order_id", "header:X-Customer"]"#))
+                .set("required", true),
+        )
+        .route(
+            route("by_host", "/v1/by-host")
+                .set("key", derive(r#"["/order_id", "header:Host"]"#))
+                .set("required", true),
+        )
+        .route(
+            route("by_cookie", "/v1/by-cookie")
+                .set("key", derive(r#"["/order_id", "header:Cookie"]"#))
                 .set("required", true),
         )
         .route(
@@ -61,6 +75,7 @@ fn config() -> Config {
                 .set("required", true),
         )
         .route(route("uuid", "/v1/uuid").set("key_pattern", "uuid"))
+        .route(route("uuid_caps", "/v1/caps-uuid").set("key_pattern", "UUID"))
         .route(route("release", "/v1/release").set("release_statuses", ["5xx"]))
         .route(route("expiry", "/v1/expiry").set("expiry_header", "Idempotency-Expires"))
         .route(
@@ -182,6 +197,67 @@ async fn excluded_members_may_change_included_ones_may_not() {
 }
 
 #[tokio::test]
+async fn excluded_array_elements_are_those_the_client_sent() {
+    let (_dir, upstream, gateway) = setup("kf-items").await;
+    let key = json_key("items-1");
+    let first = post(
+        &gateway,
+        "/v1/items",
+        &refs(&key),
+        r#"{"items":["a","b","c"]}"#,
+    )
+    .await;
+    assert_eq!(first.status, 201);
+    // The first two elements do not count; the third does.
+    let same = post(
+        &gateway,
+        "/v1/items",
+        &refs(&key),
+        r#"{"items":["x","y","c"]}"#,
+    )
+    .await;
+    assert_replayed(&same);
+    let third = post(
+        &gateway,
+        "/v1/items",
+        &refs(&key),
+        r#"{"items":["a","b","d"]}"#,
+    )
+    .await;
+    assert_code(&third, 422, "fingerprint-mismatch");
+    assert_eq!(upstream.executions("items-1"), 1);
+}
+
+#[tokio::test]
+async fn an_included_member_sent_twice_is_not_taken_for_absent() {
+    let (_dir, upstream, gateway) = setup("kf-twice").await;
+    // The upstream may read the last twin: this is a charge of 2, not one
+    // without an amount.
+    let key = json_key("twice-1");
+    let first = post(&gateway, "/v1/incl", &refs(&key), r#"{"currency":"EUR"}"#).await;
+    assert_eq!(first.status, 201);
+    let twice = r#"{"amount":1,"amount":2,"currency":"EUR"}"#;
+    let retry = post(&gateway, "/v1/incl", &refs(&key), twice).await;
+    assert_code(&retry, 422, "fingerprint-mismatch");
+    // The other way round.
+    let key = json_key("twice-2");
+    assert_eq!(
+        post(&gateway, "/v1/incl", &refs(&key), twice).await.status,
+        201
+    );
+    assert_replayed(&post(&gateway, "/v1/incl", &refs(&key), twice).await);
+    assert_code(
+        &post(&gateway, "/v1/incl", &refs(&key), r#"{"currency":"EUR"}"#).await,
+        422,
+        "fingerprint-mismatch",
+    );
+    assert_eq!(
+        upstream.executions("twice-1") + upstream.executions("twice-2"),
+        2
+    );
+}
+
+#[tokio::test]
 async fn form_fields_in_another_order_replay() {
     let (_dir, upstream, gateway) = setup("kf-form").await;
     let headers = [
@@ -266,6 +342,36 @@ async fn multipart_retry_with_a_new_boundary_replays() {
         "fingerprint-mismatch",
     );
     assert_eq!(upstream.executions("mp-1"), 1);
+}
+
+/// Some clients name a non-ASCII file only by `filename*` (RFC 8187): a
+/// retry with another file name there is another request.
+#[tokio::test]
+async fn multipart_extended_file_names_count() {
+    let (_dir, upstream, gateway) = setup("kf-multipart-ext").await;
+    let send = |file_name: &'static str| {
+        let gateway = &gateway;
+        async move {
+            let body = format!(
+                "--b\r\nContent-Disposition: form-data; name=\"doc\"; \
+                 filename*=UTF-8''{file_name}\r\n\r\nsame bytes\r\n--b--\r\n"
+            );
+            post(
+                gateway,
+                "/v1/multi",
+                &[
+                    ("content-type", "multipart/form-data; boundary=b"),
+                    ("idempotency-key", "mp-ext"),
+                ],
+                &body,
+            )
+            .await
+        }
+    };
+    assert_eq!(send("%C3%A9t%C3%A9.txt").await.status, 201);
+    assert_replayed(&send("%C3%A9t%C3%A9.txt").await);
+    assert_code(&send("hiver.txt").await, 422, "fingerprint-mismatch");
+    assert_eq!(upstream.executions("mp-ext"), 1);
 }
 
 /// A part's media type is case-insensitive, and a part without one is
@@ -379,6 +485,56 @@ async fn derived_key_is_python_uuid5_told_and_forwarded() {
         )
         .await;
     assert_eq!(shown.status, 200, "{}", shown.text());
+}
+
+#[tokio::test]
+async fn a_host_part_is_the_same_over_http2() {
+    let (_dir, upstream, gateway) = setup("kf-host").await;
+    let json = [("content-type", "application/json")];
+    let body = r#"{"order_id":"ord_h"}"#;
+    let h1 = post(&gateway, "/v1/by-host", &json, body).await;
+    assert_eq!(h1.status, 201, "{}", h1.text());
+    let key = h1
+        .header("idempotency-key")
+        .expect("derived key")
+        .to_owned();
+    // HTTP/2 sends the host as `:authority`, with no Host field.
+    let h2 = common::Client::h2c(gateway.addr)
+        .send("POST", "/v1/by-host", &json, body.to_string())
+        .await;
+    assert_eq!(h2.status, 201, "{}", h2.text());
+    assert_replayed(&h2);
+    assert_eq!(h2.header("idempotency-key"), Some(key.as_str()));
+    assert_eq!(upstream.total(), 1);
+}
+
+#[tokio::test]
+async fn a_cookie_part_is_the_same_on_one_line_or_several() {
+    let (_dir, upstream, gateway) = setup("kf-cookie").await;
+    let body = r#"{"order_id":"ord_c"}"#;
+    let one = [
+        ("content-type", "application/json"),
+        ("cookie", "sid=s1; theme=dark"),
+    ];
+    let h1 = post(&gateway, "/v1/by-cookie", &one, body).await;
+    assert_eq!(h1.status, 201, "{}", h1.text());
+    let key = h1
+        .header("idempotency-key")
+        .expect("derived key")
+        .to_owned();
+    // An HTTP/2 client may send each cookie on a line of its own.
+    let several = [
+        ("content-type", "application/json"),
+        ("cookie", "sid=s1"),
+        ("cookie", "theme=dark"),
+    ];
+    let h2 = common::Client::h2c(gateway.addr)
+        .send("POST", "/v1/by-cookie", &several, body.to_string())
+        .await;
+    assert_eq!(h2.status, 201, "{}", h2.text());
+    assert_replayed(&h2);
+    assert_eq!(h2.header("idempotency-key"), Some(key.as_str()));
+    assert_eq!(upstream.total(), 1);
 }
 
 #[tokio::test]
@@ -547,6 +703,17 @@ async fn key_pattern_uuid() {
 }
 
 #[tokio::test]
+async fn key_pattern_uuid_in_capitals_is_the_uuid_form() {
+    let (_dir, upstream, gateway) = setup("kf-uuid-caps").await;
+    let key = "8e03978e-40d5-43e8-bc93-6894a57f9324";
+    let reply = post(&gateway, "/v1/caps-uuid", &refs(&json_key(key)), "{}").await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    let word = post(&gateway, "/v1/caps-uuid", &refs(&json_key("UUID")), "{}").await;
+    assert_code(&word, 400, "invalid-key");
+    assert_eq!(upstream.total(), 1);
+}
+
+#[tokio::test]
 async fn five_xx_releases_but_a_timeout_stays_unknown() {
     let (_dir, upstream, gateway) = setup("kf-release").await;
     let key = json_key("rel-1");
@@ -577,6 +744,10 @@ async fn expiry_header_agrees_with_the_admin_api() {
     assert_eq!(fresh.status, 201);
     let replay = post(&gateway, "/v1/expiry", &refs(&key), "{}").await;
     assert_replayed(&replay);
+    // The first replay leaves a copy in memory for a few seconds; the
+    // next is answered from it, and tells the record's expiry too.
+    let from_copy = post(&gateway, "/v1/expiry", &refs(&key), "{}").await;
+    assert_replayed(&from_copy);
     let shown = gateway
         .admin_client()
         .send(
@@ -588,7 +759,7 @@ async fn expiry_header_agrees_with_the_admin_api() {
         .await;
     let expires_at = shown.json()[0]["expires_at"].as_str().unwrap().to_owned();
     let expires_at = humantime::parse_rfc3339(&expires_at).unwrap();
-    for reply in [&fresh, &replay] {
+    for reply in [&fresh, &replay, &from_copy] {
         let header = reply.header("idempotency-expires").expect("expiry header");
         let at = httpdate::parse_http_date(header).unwrap();
         let apart = at
@@ -607,6 +778,37 @@ async fn expiry_header_agrees_with_the_admin_api() {
     let mismatch = post(&gateway, "/v1/expiry", &refs(&key), "{\"x\":1}").await;
     assert_eq!(mismatch.status, 422);
     assert_eq!(mismatch.header("idempotency-expires"), None);
+}
+
+#[tokio::test]
+async fn a_released_answer_tells_no_expiry_even_one_the_upstream_sent() {
+    let (_dir, upstream, gateway) = setup("kf-expiry-released").await;
+    let key = json_key("exp-rel");
+    let path = "/v1/expiry?status=503&expires=upstream-says";
+    for _ in 0..2 {
+        let released = post(&gateway, path, &refs(&key), "{}").await;
+        assert_eq!(released.status, 503);
+        assert_eq!(released.header("idempotent-replayed"), Some("false"));
+        // No record was kept: no expiry to tell, whoever wrote the field.
+        assert_eq!(released.header("idempotency-expires"), None);
+    }
+    assert_eq!(upstream.executions("exp-rel"), 2);
+    // Nor does a key-less answer on the route: it has no record either.
+    let json = [("content-type", "application/json")];
+    let keyless = post(&gateway, "/v1/expiry?expires=upstream-says", &json, "{}").await;
+    assert_eq!(keyless.status, 201);
+    assert_eq!(keyless.header("idempotency-expires"), None);
+    // A stored answer tells the record's expiry, not the upstream's.
+    let key = json_key("exp-kept");
+    let path = "/v1/expiry?expires=upstream-says";
+    for _ in 0..2 {
+        let kept = post(&gateway, path, &refs(&key), "{}").await;
+        assert_eq!(kept.status, 201);
+        let header = kept.header("idempotency-expires").expect("expiry header");
+        let at = httpdate::parse_http_date(header).unwrap();
+        let ahead = at.duration_since(SystemTime::now()).unwrap();
+        assert!(ahead < Duration::from_secs(3700), "{header}");
+    }
 }
 
 #[tokio::test]

@@ -11,12 +11,22 @@ use crate::route::RoutePolicy;
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
 /// Sets the route's `expiry_header` to the record's expiry as an HTTP-date
-/// (RFC 9110 §5.6.7), when the route has one and the expiry is known.
+/// (RFC 9110 §5.6.7), when the route has one. With no expiry (no record: a
+/// released answer, or one not written) the field is removed: one the
+/// upstream sent under that name would tell the client of a record that
+/// does not exist.
 pub fn expiry(headers: &mut HeaderMap, policy: &RoutePolicy, expires_at: Option<SystemTime>) {
-    if let (Some(name), Some(at)) = (&policy.expiry_header, expires_at) {
-        let date = httpdate::fmt_http_date(at);
-        if let Ok(value) = HeaderValue::from_str(&date) {
-            headers.insert(name.clone(), value);
+    let Some(name) = &policy.expiry_header else {
+        return;
+    };
+    match expires_at.map(httpdate::fmt_http_date) {
+        Some(date) => {
+            if let Ok(value) = HeaderValue::from_str(&date) {
+                headers.insert(name.clone(), value);
+            }
+        }
+        None => {
+            headers.remove(name);
         }
     }
 }

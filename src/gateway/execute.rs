@@ -127,6 +127,7 @@ impl Execution {
                 record.release(guard).await;
                 let mut response = stream_response(response);
                 replay::drop_gateway_fields(response.headers_mut());
+                super::answer_headers::expiry(response.headers_mut(), policy, None);
                 replay::mark(
                     response.headers_mut(),
                     &policy.replay_header,

@@ -56,6 +56,7 @@ pub async fn run(
                 {
                     Ok(mut response) => {
                         replay::unmark(response.headers_mut(), &policy.replay_header);
+                        answer_headers::expiry(response.headers_mut(), policy, None);
                         Answer::new(response, Outcome::Passthrough)
                     }
                     Err(error) => Answer::error(error),
@@ -200,6 +201,7 @@ async fn degraded(
     match passthrough::forward(gateway, exchange, request).await {
         Ok(mut response) => {
             replay::unmark(response.headers_mut(), &policy.replay_header);
+            answer_headers::expiry(response.headers_mut(), policy, None);
             mark_degraded(&mut response);
             Answer::new(response, Outcome::Degraded)
         }

@@ -75,13 +75,17 @@ async fn extract_any(
     body_idle: Duration,
 ) -> Result<KeyedRequest, GatewayError> {
     let query = parts.uri.query();
+    let authority = parts.uri.authority().map(http::uri::Authority::as_str);
     let first_in_body = policy
         .key
         .iter()
         .position(KeySource::needs_body)
         .unwrap_or(policy.key.len());
     let (before, after) = policy.key.split_at(first_in_body);
-    match RequestView::new(&parts.headers, query, None).key(before) {
+    match RequestView::new(&parts.headers, query, None)
+        .with_authority(authority)
+        .key(before)
+    {
         Ok(found) => {
             check_found(policy, &found)?;
             let body = read_body(policy, parts, incoming, body_idle).await?;
@@ -100,7 +104,9 @@ async fn extract_any(
         };
     }
     let body = read_body(policy, parts, incoming, body_idle).await?;
-    let found = RequestView::new(&parts.headers, query, Some(&body)).key(after);
+    let found = RequestView::new(&parts.headers, query, Some(&body))
+        .with_authority(authority)
+        .key(after);
     match found {
         Ok(found) => {
             check_found(policy, &found)?;

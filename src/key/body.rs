@@ -82,7 +82,7 @@ pub(super) fn update(h: &mut Sha256, body: &[u8], rules: &BodyRules<'_>) {
             h.update((parts.len() as u64).to_be_bytes());
             for part in &parts {
                 optional(h, part.name.as_deref());
-                optional(h, part.filename.as_deref());
+                filename(h, part.filename.as_deref(), part.filename_ext.as_deref());
                 update_len_prefixed(h, &part.content_type);
                 update_len_prefixed(h, part.content);
             }
@@ -122,6 +122,20 @@ pub(super) fn update(h: &mut Sha256, body: &[u8], rules: &BodyRules<'_>) {
     }
     h.update([TAG_BODY_RAW]);
     update_len_prefixed(h, body);
+}
+
+/// A part's file name. Without `filename*`, as [`optional`] (fingerprints
+/// of such parts are as before); with it, a presence byte of its own, then
+/// both.
+fn filename(h: &mut Sha256, plain: Option<&[u8]>, extended: Option<&[u8]>) {
+    match extended {
+        None => optional(h, plain),
+        Some(extended) => {
+            h.update([2u8]);
+            optional(h, plain);
+            update_len_prefixed(h, extended);
+        }
+    }
 }
 
 fn optional(h: &mut Sha256, value: Option<&[u8]>) {
@@ -204,6 +218,29 @@ mod tests {
     }
 
     #[test]
+    fn excluded_elements_are_those_of_the_body_as_sent() {
+        // Each index names an element of the body as sent, whatever the
+        // order of the pointers or an element excluded before it.
+        for pointers in [["/items/0", "/items/1"], ["/items/1", "/items/0"]] {
+            let body = exclude(&pointers);
+            let r = rules(&body, JSON);
+            let sent = hash(br#"{"items":["a","b","c"]}"#, &r);
+            assert_eq!(sent, hash(br#"{"items":["x","y","c"]}"#, &r));
+            assert_ne!(sent, hash(br#"{"items":["a","b","d"]}"#, &r));
+        }
+        let twice = exclude(&["/items/1", "/items/1"]);
+        let r = rules(&twice, JSON);
+        assert_ne!(
+            hash(br#"{"items":[1,2,3]}"#, &r),
+            hash(br#"{"items":[1,2,4]}"#, &r)
+        );
+        // A pointer into an excluded value finds nothing more to exclude.
+        let nested = exclude(&["/a", "/a/b"]);
+        let r = rules(&nested, JSON);
+        assert_eq!(hash(br#"{"a":{"b":1},"c":1}"#, &r), hash(br#"{"c":1}"#, &r));
+    }
+
+    #[test]
     fn only_included_members_count() {
         let body = include(&["/amount", "/currency"]);
         let r = rules(&body, JSON);
@@ -215,6 +252,18 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_ne!(absent, null);
+        // A twin of an included member, or of an object on its way, is no
+        // absent member: the body is compared by its bytes.
+        let no_amount = hash(br#"{"currency":"EUR"}"#, &r);
+        let twice = br#"{"amount":1,"amount":2,"currency":"EUR"}"#;
+        assert_ne!(hash(twice, &r), no_amount);
+        assert_eq!(hash(twice, &r), hash(twice, &BodyRules::plain(false)));
+        let nested = include(&["/a/b"]);
+        let n = rules(&nested, JSON);
+        assert_ne!(
+            hash(br#"{"a":{"b":1},"a":{"c":2}}"#, &n),
+            hash(br#"{"x":1}"#, &n)
+        );
     }
 
     #[test]
@@ -282,6 +331,39 @@ mod tests {
             hash(b"garbage", &with("b1")),
             hash(b"garbage", &BodyRules::plain(false))
         );
+    }
+
+    #[test]
+    fn an_extended_file_name_counts_and_parts_without_one_hash_as_before() {
+        let rules = BodyRules {
+            content_type: Some(b"multipart/form-data; boundary=b"),
+            ..BodyRules::plain(false)
+        };
+        let with = |disposition: &str| {
+            format!(
+                "--b\r\nContent-Disposition: form-data; name=\"f\"{disposition}\r\n\r\nx\r\n--b--"
+            )
+            .into_bytes()
+        };
+        let e_acute = hash(&with("; filename*=UTF-8''%C3%A9.txt"), &rules);
+        let e_grave = hash(&with("; filename*=UTF-8''%C3%A8.txt"), &rules);
+        let none = hash(&with(""), &rules);
+        assert_ne!(e_acute, e_grave);
+        assert_ne!(e_acute, none);
+        assert_eq!(
+            e_acute,
+            hash(&with("; filename*=UTF-8''%C3%A9.txt"), &rules)
+        );
+        // A part with only `filename`: the layout fingerprints had before.
+        let plain = hash(&with("; filename=\"a.txt\""), &rules);
+        let mut old = Sha256::new();
+        old.update([TAG_BODY_MULTIPART]);
+        old.update(1u64.to_be_bytes());
+        optional(&mut old, Some(b"f"));
+        optional(&mut old, Some(b"a.txt"));
+        update_len_prefixed(&mut old, b"text/plain");
+        update_len_prefixed(&mut old, b"x");
+        assert_eq!(plain, crate::key::hex_lower(&old.finalize()));
     }
 
     fn shuffled<T: Clone>(items: &[T], seed: u64) -> Vec<T> {

@@ -91,6 +91,11 @@ enum Json {
     String(String),
     Array(Vec<Json>),
     Object(Vec<(String, Json)>),
+    /// A value `fingerprint_body.exclude` names, left in its place and
+    /// skipped by the array or object that holds it when written: each
+    /// pointer then names a place in the body as sent (removed at once,
+    /// `/items/0` would shift `/items/2` to where `/items/1` points).
+    Excluded,
 }
 
 /// The member name under which serde_json's `arbitrary_precision` hands a
@@ -214,7 +219,8 @@ fn write(value: &Json, out: &mut Vec<u8>) -> Result<(), NoCanonicalForm> {
         Json::String(s) => string(s, out),
         Json::Array(items) => {
             out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
+            let kept = items.iter().filter(|item| !matches!(item, Json::Excluded));
+            for (i, item) in kept.enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }
@@ -223,7 +229,10 @@ fn write(value: &Json, out: &mut Vec<u8>) -> Result<(), NoCanonicalForm> {
             out.push(b']');
         }
         Json::Object(members) => {
-            let mut sorted: Vec<&(String, Json)> = members.iter().collect();
+            let mut sorted: Vec<&(String, Json)> = members
+                .iter()
+                .filter(|(_, member)| !matches!(member, Json::Excluded))
+                .collect();
             sorted.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
             // Sorted, a duplicate name is next to its twin.
             if sorted.windows(2).any(|pair| pair[0].0 == pair[1].0) {
@@ -240,6 +249,8 @@ fn write(value: &Json, out: &mut Vec<u8>) -> Result<(), NoCanonicalForm> {
             }
             out.push(b'}');
         }
+        // Only ever inside an array or object, which skip it.
+        Json::Excluded => {}
     }
     Ok(())
 }
@@ -319,7 +330,7 @@ pub fn canonical_filtered(body: &[u8], filter: Filter<'_>) -> Option<Vec<u8>> {
                     out.push(b',');
                 }
                 out.push(b'[');
-                if let Some(value) = find(&doc, tokens) {
+                if let Some(value) = find(&doc, tokens).ok()? {
                     write(value, &mut out).ok()?;
                 }
                 out.push(b']');
@@ -331,30 +342,37 @@ pub fn canonical_filtered(body: &[u8], filter: Filter<'_>) -> Option<Vec<u8>> {
 }
 
 /// The value at a pointer (RFC 6901: an array index is digits without a
-/// leading zero). A name twice in an object finds nothing, as for
-/// [`canonical`], which refuses such a document: which twin counts is up to
-/// each reader.
-fn find<'d>(doc: &'d Json, tokens: &[String]) -> Option<&'d Json> {
+/// leading zero), `Ok(None)` when there is none. A name twice in an object
+/// on the way is `Err`: which twin counts is up to each reader (the upstream
+/// may take the last), so the body has no canonical form, as for
+/// [`canonical`]; taken as absent, `{"amount":1,"amount":2}` would equal a
+/// body without an amount.
+fn find<'d>(doc: &'d Json, tokens: &[String]) -> Result<Option<&'d Json>, NoCanonicalForm> {
     let mut at = doc;
     for token in tokens {
-        at = match at {
+        let next = match at {
             Json::Object(members) => {
                 let mut named = members.iter().filter(|(name, _)| name == token);
-                let (_, value) = named.next()?;
+                let found = named.next().map(|(_, value)| value);
                 if named.next().is_some() {
-                    return None;
+                    return Err(NoCanonicalForm);
                 }
-                value
+                found
             }
-            Json::Array(items) => items.get(array_index(token)?)?,
-            _ => return None,
+            Json::Array(items) => array_index(token).and_then(|i| items.get(i)),
+            _ => None,
         };
+        let Some(next) = next else {
+            return Ok(None);
+        };
+        at = next;
     }
-    Some(at)
+    Ok(Some(at))
 }
 
-/// Removes the value at a pointer, if there is one: an object's member (all
-/// members of that name), or an array's element (later elements move up).
+/// Marks the value at a pointer, if there is one, as excluded: an object's
+/// member (all members of that name), or an array's element. Pointers into
+/// an excluded value find nothing.
 fn remove(doc: &mut Json, tokens: &[String]) {
     let Some((last, path)) = tokens.split_last() else {
         // `""` names the whole document: nothing is left of it.
@@ -376,10 +394,14 @@ fn remove(doc: &mut Json, tokens: &[String]) {
         };
     }
     match at {
-        Json::Object(members) => members.retain(|(name, _)| name != last),
+        Json::Object(members) => {
+            for (_, member) in members.iter_mut().filter(|(name, _)| name == last) {
+                *member = Json::Excluded;
+            }
+        }
         Json::Array(items) => {
-            if let Some(i) = array_index(last).filter(|&i| i < items.len()) {
-                items.remove(i);
+            if let Some(item) = array_index(last).and_then(|i| items.get_mut(i)) {
+                *item = Json::Excluded;
             }
         }
         _ => {}

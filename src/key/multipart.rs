@@ -11,6 +11,9 @@ use super::media_type::{self, parameter};
 pub struct Part<'a> {
     pub name: Option<Vec<u8>>,
     pub filename: Option<Vec<u8>>,
+    /// `filename*` (RFC 8187), as sent: some clients give a non-ASCII file
+    /// name only this way (RFC 7578 §4.2 advises against it).
+    pub filename_ext: Option<Vec<u8>>,
     /// In its canonical form (`media_type::canonical`), so that a retry
     /// spelling it in another case compares equal; `text/plain` when the part
     /// has none (RFC 7578 §4.4).
@@ -79,6 +82,7 @@ fn part(raw: &[u8]) -> Option<Part<'_>> {
     let mut part = Part {
         name: None,
         filename: None,
+        filename_ext: None,
         content_type: b"text/plain".to_vec(),
         content: &raw[head_len..],
     };
@@ -88,6 +92,7 @@ fn part(raw: &[u8]) -> Option<Part<'_>> {
             let params = memchr::memchr(b';', value).map_or(&b""[..], |at| &value[at + 1..]);
             part.name = parameter(params, b"name");
             part.filename = parameter(params, b"filename");
+            part.filename_ext = parameter(params, b"filename*");
         } else if field.name.eq_ignore_ascii_case("content-type") {
             part.content_type = media_type::canonical(field.value);
         }
@@ -139,6 +144,18 @@ mod tests {
         assert_eq!(parts[1].filename.as_deref(), Some(&b"a \"b\".txt"[..]));
         assert_eq!(parts[1].content_type, b"application/octet-stream");
         assert_eq!(parts[1].content, b"line1\r\nline2");
+    }
+
+    #[test]
+    fn an_extended_file_name_is_read() {
+        let raw = b"--b\r\nContent-Disposition: form-data; name=\"f\"; \
+                    filename*=UTF-8''%C3%A9.txt\r\n\r\nx\r\n--b--";
+        let parts = parts(raw, b"b").unwrap();
+        assert_eq!(parts[0].filename, None);
+        assert_eq!(
+            parts[0].filename_ext.as_deref(),
+            Some(&b"UTF-8''%C3%A9.txt"[..])
+        );
     }
 
     #[test]

@@ -21,12 +21,13 @@ pub enum KeyPattern {
 }
 
 impl KeyPattern {
-    /// `""` is no pattern; `"uuid"` the canonical UUID form; anything else a
-    /// regex.
+    /// `""` is no pattern; `"uuid"` (in any case) the canonical UUID form;
+    /// anything else a regex. `"UUID"` as a regex would match only the key
+    /// `UUID` and refuse every real one.
     pub fn parse(text: &str) -> Result<Option<Self>, PatternError> {
         match text {
             "" => Ok(None),
-            "uuid" => Ok(Some(KeyPattern::Uuid)),
+            _ if text.eq_ignore_ascii_case("uuid") => Ok(Some(KeyPattern::Uuid)),
             _ => {
                 let refused = |source| PatternError {
                     text: text.to_owned(),
@@ -110,6 +111,16 @@ mod tests {
         assert!(!uuid.matches("{8e03978e-40d5-43e8-bc93-6894a57f9324}"));
         assert!(!uuid.matches("8e03978e-40d5-43e8-bc93-6894a57f932g"));
         assert!(!uuid.matches("8e03978e-40d5-43e8-bc93-6894a57f93245"));
+    }
+
+    #[test]
+    fn uuid_is_the_keyword_in_any_case() {
+        for text in ["uuid", "UUID", "Uuid"] {
+            let p = pattern(text);
+            assert_eq!(p, KeyPattern::Uuid, "{text}");
+            assert!(p.matches("8e03978e-40d5-43e8-bc93-6894a57f9324"));
+            assert!(!p.matches(text));
+        }
     }
 
     #[test]

@@ -135,6 +135,12 @@ pub struct RequestView<'a> {
     pub headers: &'a HeaderMap,
     pub query: Option<&'a str>,
     pub body: Option<&'a [u8]>,
+    /// The request target's authority, when it has one: HTTP/2's
+    /// `:authority` (no `Host` field comes with it), or an HTTP/1.1
+    /// absolute-form target's, which wins over a `Host` field (RFC 9112
+    /// §3.2.2). A `header:Host` part reads it, so a client's protocol does
+    /// not decide whether its key can be derived.
+    authority: Option<&'a str>,
     /// The body parsed as JSON, once, for every pointer that needs it.
     json: std::cell::OnceCell<Option<Value>>,
 }
@@ -154,8 +160,15 @@ impl<'a> RequestView<'a> {
             headers,
             query,
             body,
+            authority: None,
             json: std::cell::OnceCell::new(),
         }
+    }
+
+    /// With the request target's authority (`Uri::authority`), if any.
+    pub fn with_authority(mut self, authority: Option<&'a str>) -> Self {
+        self.authority = authority;
+        self
     }
 
     /// The key of the first source that yields one. A source that finds a
@@ -224,12 +237,25 @@ impl<'a> RequestView<'a> {
                 derive::json_part(value).map(Cow::Owned)
             }
             DerivePart::Header(name) => {
+                if *name == header::HOST
+                    && let Some(authority) = self.authority
+                {
+                    return Some(Cow::Borrowed(authority.as_bytes()));
+                }
                 let mut lines = self.headers.get_all(name).iter();
                 let first = lines.next()?;
+                // Cookie lines join with "; " (RFC 9113 §8.2.3): an HTTP/2
+                // client sends each cookie on a line of its own, an HTTP/1
+                // client all on one.
+                let separator: &[u8] = if *name == header::COOKIE {
+                    b"; "
+                } else {
+                    b", "
+                };
                 let mut joined = Cow::Borrowed(first.as_bytes().trim_ascii());
                 for line in lines {
                     let owned = joined.to_mut();
-                    owned.extend_from_slice(b", ");
+                    owned.extend_from_slice(separator);
                     owned.extend_from_slice(line.as_bytes().trim_ascii());
                 }
                 Some(joined)
@@ -354,6 +380,47 @@ mod tests {
         assert_eq!(missing, Err(KeyError::Missing));
         let not_string = RequestView::new(&h, Some("q=1"), Some(br#"{"order":true}"#)).key(&source);
         assert_eq!(not_string, Err(KeyError::Missing));
+    }
+
+    #[test]
+    fn a_host_part_is_the_target_authority_when_there_is_one() {
+        let source = [derive(&["header:host"])];
+        let expected = derive::derive(&NS, [&b"api.example"[..]]);
+        let none = headers(&[]);
+        // HTTP/2: `:authority`, no Host field.
+        let h2 = RequestView::new(&none, None, None).with_authority(Some("api.example"));
+        assert_eq!(h2.key(&source).unwrap().key, expected);
+        let host = headers(&[("host", "api.example")]);
+        let h1 = RequestView::new(&host, None, None).with_authority(None);
+        assert_eq!(h1.key(&source).unwrap().key, expected);
+        // An absolute-form target wins over the Host field.
+        let other = headers(&[("host", "other.example")]);
+        let absolute = RequestView::new(&other, None, None).with_authority(Some("api.example"));
+        assert_eq!(absolute.key(&source).unwrap().key, expected);
+        assert_eq!(
+            RequestView::new(&none, None, None).key(&source),
+            Err(KeyError::Missing)
+        );
+    }
+
+    #[test]
+    fn cookie_lines_join_as_one_cookie_string() {
+        let source = [derive(&["header:cookie"])];
+        let one = headers(&[("cookie", "a=1; b=2")]);
+        let two = headers(&[("cookie", "a=1"), ("cookie", "b=2")]);
+        assert_eq!(
+            RequestView::new(&one, None, None).key(&source),
+            RequestView::new(&two, None, None).key(&source)
+        );
+        let other = headers(&[("x-c", "a=1"), ("x-c", "b=2")]);
+        let expected = derive::derive(&NS, [&b"a=1, b=2"[..]]);
+        assert_eq!(
+            RequestView::new(&other, None, None)
+                .key(&[derive(&["header:x-c"])])
+                .unwrap()
+                .key,
+            expected
+        );
     }
 
     #[test]

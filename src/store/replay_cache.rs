@@ -27,6 +27,9 @@ struct Entry {
     response: StoredResponse,
     /// The record's own expiry or `MAX_AGE` from insertion, whichever is first.
     until: SystemTime,
+    /// The record's own expiry, told with a replay (`expiry_header`): the
+    /// copy's shorter life is this process's business.
+    expires_at: SystemTime,
     /// When the record was completed, from its age when copied (`None`
     /// when the store could not tell).
     completed_at: Option<SystemTime>,
@@ -101,7 +104,7 @@ impl Copies {
             (
                 Reservation::Completed(entry.response.clone()),
                 Some(Kept {
-                    expires_at: entry.until,
+                    expires_at: entry.expires_at,
                     age: entry
                         .completed_at
                         .map(|at| now.duration_since(at).unwrap_or_default()),
@@ -146,6 +149,7 @@ impl Copies {
             fingerprint: fingerprint.to_string(),
             response: response.clone(),
             until: kept.expires_at.min(now + MAX_AGE),
+            expires_at: kept.expires_at,
             completed_at: kept.age.map(|age| now.checked_sub(age).unwrap_or(now)),
             bytes,
         };

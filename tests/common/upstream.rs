@@ -7,7 +7,9 @@
 //!   `?pad=N` pads the body with N bytes; `?marker=V` adds `Idempotent-Replayed: V`
 //!   (an upstream that answers with a field of the gateway's marker's name);
 //!   `?claims=1` adds `Idempotency-Degraded: true` and `Idempotency-Replay: omitted`;
-//!   `?encoding=V` adds `Content-Encoding: V`.
+//!   `?encoding=V` adds `Content-Encoding: V`; `?expires=V` adds
+//!   `Idempotency-Expires: V` (an upstream that answers with a field of a
+//!   route's `expiry_header` name).
 //! - `/echo`: 200, JSON of method, path, query, headers, body sha-less length.
 //! - `/big?bytes=N`: streams N bytes in 64 KiB chunks.
 //! - `/sink`: reads the body as it streams and answers its length.
@@ -249,6 +251,7 @@ async fn handle(
     let marker = query_param(&req, "marker");
     let claims = query_param(&req, "claims").is_some();
     let encoding = query_param(&req, "encoding");
+    let expires = query_param(&req, "expires");
     let pad: usize = query_param(&req, "pad")
         .and_then(|p| p.parse().ok())
         .unwrap_or(0);
@@ -310,6 +313,9 @@ async fn handle(
     }
     if let Some(encoding) = encoding {
         builder = builder.header("content-encoding", encoding);
+    }
+    if let Some(expires) = expires {
+        builder = builder.header("idempotency-expires", expires);
     }
     if claims {
         builder = builder

@@ -269,7 +269,7 @@ pub fn expiry_header(text: &str) -> Result<Option<HeaderName>, String> {
     if text.is_empty() {
         return Ok(None);
     }
-    names::replay_header_name(text, "Idempotency-Expires").map(Some)
+    names::replay_header_name(text, "the expiry", "Idempotency-Expires").map(Some)
 }
 
 /// `replay_values = [fresh, replayed]`: two different field values.
@@ -550,7 +550,17 @@ replay_values = ["new", "cached"]"#,
         single(
             r#"expiry_header = "idempotency-key""#,
             "t.toml:2:17: defaults.expiry_header:",
-            "answers carry",
+            "answers carry: the expiry would replace it",
+        );
+        single(
+            r#"expiry_header = "Connection""#,
+            "t.toml:2:17: defaults.expiry_header:",
+            "the expiry would be lost",
+        );
+        single(
+            r#"replay_header = "Link""#,
+            "t.toml:2:17: defaults.replay_header:",
+            "the marker would replace it",
         );
     }
 

@@ -21,7 +21,8 @@ pub fn header_name(text: &str) -> Result<HeaderName, String> {
 /// that is not one the answer needs for itself. The marker is set over any field of its name, so it
 /// would clobber `Content-Type` or `Date`; a connection or framing field is
 /// dropped or rewritten on the way out, taking the marker with it.
-pub fn replay_header_name(text: &str, example: &str) -> Result<HeaderName, String> {
+/// `what` names the field in messages ("the marker", "the expiry").
+pub fn replay_header_name(text: &str, what: &str, example: &str) -> Result<HeaderName, String> {
     const CONNECTION: &[&str] = &[
         "connection",
         "content-length",
@@ -48,12 +49,12 @@ pub fn replay_header_name(text: &str, example: &str) -> Result<HeaderName, Strin
     let name = header_name(text)?;
     if CONNECTION.contains(&name.as_str()) {
         Err(format!(
-            "{text:?} describes the connection, not the answer: the marker would be lost; \
+            "{text:?} describes the connection, not the answer: {what} would be lost; \
              use a name of its own such as {example:?}"
         ))
     } else if ANSWER.contains(&name.as_str()) {
         Err(format!(
-            "{text:?} is a field answers carry: the marker would replace it; \
+            "{text:?} is a field answers carry: {what} would replace it; \
              use a name of its own such as {example:?}"
         ))
     } else {

@@ -121,7 +121,7 @@ pub fn resolve(ctx: &mut Ctx<'_>, base: &Policy, file: &PolicyFile, prefix: &str
         &field("replay_header"),
         base.replay_header.clone(),
         |written| {
-            names::replay_header_name(written, "Idempotent-Replayed")
+            names::replay_header_name(written, "the marker", "Idempotent-Replayed")
                 .map(|name| ReplayHeader::new(name, written))
         },
     );
