@@ -18,6 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::http1;
 use super::http2_activity::{Activity, Busy, Tracked};
@@ -36,6 +37,9 @@ pub struct Limits {
     /// Cancelled to end the grace before its time (a second SIGTERM).
     pub abandon: CancellationToken,
     pub tls: Option<TlsSettings>,
+    /// Work detached from the requests that started it (keyed executions):
+    /// waited for, within the grace, after the connections closed.
+    pub detached: TaskTracker,
 }
 
 /// What opens an HTTP/2 connection (RFC 9113 §3.4).
@@ -110,8 +114,15 @@ pub async fn serve<H, F>(
         tracing::info!(listener = name, open, "draining connections");
     }
     let _ = closing.send(true);
+    limits.detached.close();
+    // A client that reset its stream or closed its connection has left its
+    // keyed execution running: the process stays until it is recorded.
+    let finished = async {
+        closing.closed().await;
+        limits.detached.wait().await;
+    };
     tokio::select! {
-        () = closing.closed() => {}
+        () = finished => {}
         () = tokio::time::sleep(limits.shutdown_grace) => {
             tracing::warn!(listener = name, "shutdown grace elapsed; closing the remaining connections");
         }
@@ -308,6 +319,7 @@ mod tests {
             shutdown_grace: Duration::from_millis(100),
             abandon: CancellationToken::new(),
             tls: None,
+            detached: TaskTracker::new(),
         };
         let shutdown = CancellationToken::new();
         let server = tokio::spawn(serve(
