@@ -157,9 +157,19 @@ where
         addr: SocketAddr,
         config: Arc<rustls::ServerConfig>,
     ) {
+        let deadline = tokio::time::Instant::now() + self.settings.header_read_timeout;
+        // A TLS connection opens with a handshake record (0x16); an HTTP
+        // request opens with its method's letters.
+        let mut first = [0u8; 1];
+        if let Ok(Ok(1)) = tokio::time::timeout_at(deadline, stream.peek(&mut first)).await
+            && first[0].is_ascii_uppercase()
+        {
+            tracing::debug!(listener = self.name, %addr, "plain HTTP on the TLS port; answered 400");
+            http1::refuse_plain_on_tls(stream).await;
+            return;
+        }
         let handshake = TlsAcceptor::from(config).accept(stream);
-        let timeout = self.settings.header_read_timeout;
-        let stream = match tokio::time::timeout(timeout, handshake).await {
+        let stream = match tokio::time::timeout_at(deadline, handshake).await {
             Ok(Ok(stream)) => stream,
             Ok(Err(err)) => {
                 tracing::debug!(listener = self.name, %addr, error = %err, "TLS handshake failed");
