@@ -293,6 +293,52 @@ async fn graceful_shutdown_lets_a_slow_request_finish() {
     assert!(status.success(), "{status}");
 }
 
+/// An HTTP/2 client that resets its stream during a shutdown leaves no
+/// connection open, yet its keyed request runs at the upstream: the process
+/// waits for that execution and records it, so a retry replays it instead
+/// of meeting a lease nothing will complete (and, once it lapsed, running
+/// the key again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_records_a_keyed_execution_whose_http2_client_left() {
+    let config = Config::new()
+        .server("shutdown_grace", "30s")
+        .upstream(Upstream::api().timeout("20s"))
+        .defaults("lock_timeout", "25s")
+        .route(common::config::Route::api("charges", "/v1/charges"));
+    let (_dir, upstream, mut gateway) =
+        GatewayProcess::start_fresh("graceful-h2-reset", &config).await;
+    let client = Client::h2c(gateway.addr);
+    let request = tokio::spawn(async move {
+        client
+            .post("/v1/charges?delay_ms=2000", Some("left-1"), "{}")
+            .await
+    });
+    let arrived = std::time::Instant::now();
+    while upstream.executions("left-1") == 0 {
+        assert!(
+            arrived.elapsed() < Duration::from_secs(20),
+            "never reached the upstream"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    gateway.signal("TERM");
+    // Dropping the request resets its stream, and its connection closes.
+    request.abort();
+    let _ = request.await;
+    // The upstream answers on this runtime while the wait blocks.
+    let status = tokio::task::block_in_place(|| gateway.wait_exit(Duration::from_secs(20)));
+    assert!(status.success(), "{status}");
+
+    gateway.restart();
+    let retry = gateway
+        .client()
+        .post("/v1/charges?delay_ms=2000", Some("left-1"), "{}")
+        .await;
+    assert_eq!(retry.status, 201, "{}", retry.text());
+    assert_eq!(retry.headers["idempotent-replayed"], "true");
+    assert_eq!(upstream.executions("left-1"), 1);
+}
+
 /// During the drain the admin plane still answers: `/readyz` says 503 so
 /// that a load balancer stops sending, `/metrics` and `/healthz` answer; it
 /// closes once the data plane has drained.

@@ -82,6 +82,40 @@ async fn tls_listener_speaks_http1_and_h2_by_alpn() {
     assert_eq!(h2.version, Version::HTTP_2);
 }
 
+/// A plain HTTP request sent to the TLS port gets a 400 problem it can
+/// read, not a TLS alert its client shows as garbage; TLS goes on as before.
+#[tokio::test]
+async fn plain_http_on_the_tls_port_is_a_readable_400() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = TestDir::new("tls-plain-http");
+    let pki = Pki::new("test CA");
+    let server = pki.server(&dir, "server");
+    let upstream = MockUpstream::start().await;
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config(&server, None, "[]"));
+    let port = gateway.addr.port();
+
+    let mut stream = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    stream
+        .write_all(b"GET /echo HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut answer))
+        .await
+        .expect("the connection is closed after the answer")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    assert!(answer.contains("application/problem+json"), "{answer}");
+    assert!(answer.contains("speaks HTTPS"), "{answer}");
+    assert_eq!(upstream.total(), 0);
+
+    let reply = post(&tls_client(&pki.ca_pem(), None, false), port, "/echo", "x")
+        .await
+        .unwrap();
+    assert_eq!(reply.status, 200);
+}
+
 #[tokio::test]
 async fn mtls_accepts_known_clients_and_scopes_keys_by_certificate_subject() {
     let dir = TestDir::new("tls-mtls");

@@ -110,6 +110,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
         shutdown_grace: config.server.shutdown_grace,
         abandon,
         tls,
+        detached: gateway.executions(),
     };
     // The admin plane outlives the data plane's drain: metrics show it and
     // `/readyz` answers 503 through it (docs/operating.md, Shutdown).
@@ -138,6 +139,8 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
             admin,
             Limits {
                 tls: admin_tls,
+                // The data plane waits for the executions.
+                detached: tokio_util::task::TaskTracker::new(),
                 ..limits
             },
             move |request, _client| {

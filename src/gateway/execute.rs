@@ -65,7 +65,9 @@ impl Execution {
         // Boxed first: tokio moves a spawned future by value through several
         // calls before it rests in its task, and this one is ~3 KB; a box is
         // one copy, then a pointer moves (docs/adr/0007-hot-path-costs.md).
-        match tokio::spawn(Box::pin(self.run())).await {
+        // Tracked: a shutdown waits for it even once its client is gone.
+        let executions = self.gateway.executions();
+        match executions.spawn(Box::pin(self.run())).await {
             Ok(answer) => answer,
             // A panic inside: the guard released the key; nothing more is known.
             Err(_) => Answer::error(GatewayError::UpstreamError),

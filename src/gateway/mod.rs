@@ -27,6 +27,7 @@ use crate::body::ClientBody;
 use arc_swap::ArcSwap;
 use http::uri::Scheme;
 use http::{Method, Request, Response, Version, header};
+use tokio_util::task::TaskTracker;
 
 use runtime::BoundRoute;
 pub use runtime::Runtime;
@@ -57,6 +58,11 @@ pub struct Gateway {
     /// Longest wait for the next piece of a body the gateway reads whole:
     /// `server.header_read_timeout`, as the process started with it.
     body_idle: Duration,
+    /// Keyed executions, detached from their client's request: a shutdown
+    /// waits for them (within its grace) after the connections closed, as
+    /// an HTTP/2 client's reset or closed stream drops its request but not
+    /// the execution, which must still be recorded.
+    executions: TaskTracker,
 }
 
 /// Per-request state every phase reads.
@@ -98,7 +104,13 @@ impl Gateway {
             unrouted: RouteMeters::new("", ""),
             waiters: Waiters::default(),
             body_idle,
+            executions: TaskTracker::new(),
         }
+    }
+
+    /// What a shutdown waits for beside the connections.
+    pub fn executions(&self) -> TaskTracker {
+        self.executions.clone()
     }
 
     pub fn runtime(&self) -> Arc<Runtime> {

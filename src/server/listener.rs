@@ -18,6 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::http1;
 use super::http2_activity::{Activity, Busy, Tracked};
@@ -36,6 +37,9 @@ pub struct Limits {
     /// Cancelled to end the grace before its time (a second SIGTERM).
     pub abandon: CancellationToken,
     pub tls: Option<TlsSettings>,
+    /// Work detached from the requests that started it (keyed executions):
+    /// waited for, within the grace, after the connections closed.
+    pub detached: TaskTracker,
 }
 
 /// What opens an HTTP/2 connection (RFC 9113 §3.4).
@@ -110,8 +114,15 @@ pub async fn serve<H, F>(
         tracing::info!(listener = name, open, "draining connections");
     }
     let _ = closing.send(true);
+    limits.detached.close();
+    // A client that reset its stream or closed its connection has left its
+    // keyed execution running: the process stays until it is recorded.
+    let finished = async {
+        closing.closed().await;
+        limits.detached.wait().await;
+    };
     tokio::select! {
-        () = closing.closed() => {}
+        () = finished => {}
         () = tokio::time::sleep(limits.shutdown_grace) => {
             tracing::warn!(listener = name, "shutdown grace elapsed; closing the remaining connections");
         }
@@ -146,9 +157,19 @@ where
         addr: SocketAddr,
         config: Arc<rustls::ServerConfig>,
     ) {
+        let deadline = tokio::time::Instant::now() + self.settings.header_read_timeout;
+        // A TLS connection opens with a handshake record (0x16); an HTTP
+        // request opens with its method's letters.
+        let mut first = [0u8; 1];
+        if let Ok(Ok(1)) = tokio::time::timeout_at(deadline, stream.peek(&mut first)).await
+            && first[0].is_ascii_uppercase()
+        {
+            tracing::debug!(listener = self.name, %addr, "plain HTTP on the TLS port; answered 400");
+            http1::refuse_plain_on_tls(stream).await;
+            return;
+        }
         let handshake = TlsAcceptor::from(config).accept(stream);
-        let timeout = self.settings.header_read_timeout;
-        let stream = match tokio::time::timeout(timeout, handshake).await {
+        let stream = match tokio::time::timeout_at(deadline, handshake).await {
             Ok(Ok(stream)) => stream,
             Ok(Err(err)) => {
                 tracing::debug!(listener = self.name, %addr, error = %err, "TLS handshake failed");
@@ -308,6 +329,7 @@ mod tests {
             shutdown_grace: Duration::from_millis(100),
             abandon: CancellationToken::new(),
             tls: None,
+            detached: TaskTracker::new(),
         };
         let shutdown = CancellationToken::new();
         let server = tokio::spawn(serve(

@@ -220,6 +220,28 @@ pub fn needs_no_client_cert(
     }
 }
 
+/// Gateways forward to another region's data-plane listener without a
+/// client certificate: one that requires a certificate refuses every
+/// forward in the handshake, and every key homed here would be answered
+/// `home-region-unavailable` for good.
+pub fn needs_no_client_ca(ctx: &mut Ctx<'_>, file: &FileConfig, region: Option<&RegionsConfig>) {
+    if region.is_none() {
+        return;
+    }
+    let Some(client_ca) =
+        (file.server.tls.as_ref()).and_then(|tls| tls.get_ref().client_ca.as_ref())
+    else {
+        return;
+    };
+    ctx.error(
+        Some(client_ca.span()),
+        "server.tls.client_ca",
+        "mutual TLS cannot be used with regions: other regions' gateways forward to this \
+         listener without a client certificate, so every forward to this region would be \
+         refused (503 home-region-unavailable)",
+    );
+}
+
 /// A forward that gives up before the home region's upstream could answer
 /// tells the client `home-region-unavailable` for requests that mostly
 /// succeed, and the client's retry then waits on the home's record. The

@@ -363,6 +363,37 @@ async fn refuse<W: AsyncWrite + Unpin>(
     Ok(())
 }
 
+/// A plain HTTP/1 request on a TLS listener: a 400 problem it can read, in
+/// clear, rather than a TLS alert its client would show as garbage; then
+/// the connection is closed.
+pub async fn refuse_plain_on_tls<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S) {
+    let error = GatewayError::BadRequest("this port speaks HTTPS; send the request over TLS");
+    let facts = Facts {
+        head: false,
+        version: http::Version::HTTP_11,
+        keep_alive: false,
+    };
+    let mut out = Vec::new();
+    if response::write(&mut stream, &mut out, error.to_response(), facts)
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let _ = stream.shutdown().await;
+    // The unread request is drained a moment, or the kernel could reset
+    // the connection before the client read the answer.
+    let mut sink = [0u8; 4096];
+    let drain = async {
+        while let Ok(n) = tokio::io::AsyncReadExt::read(&mut stream, &mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LINGER, drain).await;
+}
+
 /// Closes the connection after its last answer: the write side first, then
 /// whatever the client still sends is read and dropped for a moment, so
 /// that unread bytes do not make the kernel reset the connection before the

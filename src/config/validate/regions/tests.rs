@@ -245,12 +245,30 @@ fn client_cert_scopes_cannot_cross_regions() {
         "[server.tls]\ncert = \"c.pem\"\nkey = \"k.pem\"\nclient_ca = \"ca.pem\"\n\
          [defaults]\nscope = [\"client_cert\"]\n{TWO}"
     );
+    let found = errors(&text);
+    assert_eq!(found.len(), 2, "{found:#?}");
+    let region = format!("t.toml:{}:", line_of(&text, "[region]"));
+    assert!(
+        found.iter().any(|e| e.starts_with(&region)
+            && e.contains(": region: ")
+            && e.contains("\"client_cert\"")),
+        "{found:#?}"
+    );
+}
+
+/// Forwards carry no client certificate: a listener that requires one
+/// would refuse every forward to its region.
+#[test]
+fn a_listener_requiring_client_certificates_cannot_take_forwards() {
+    let text =
+        format!("[server.tls]\ncert = \"c.pem\"\nkey = \"k.pem\"\nclient_ca = \"ca.pem\"\n{TWO}");
     single(
         &text,
-        line_of(&text, "[region]"),
-        "region",
-        "\"client_cert\"",
+        line_of(&text, "client_ca"),
+        "server.tls.client_ca",
+        "every forward to this region would be refused",
     );
+    ok(TWO);
 }
 
 #[test]
