@@ -370,6 +370,52 @@ async fn a_stopped_region_s_keys_get_503_elsewhere_and_run_nowhere() {
     assert_eq!(world.executions(key), vec![("us", 1)]);
 }
 
+/// A client's head at `max_headers` fields (100) where it lands is served at
+/// its home region, though the forward added fields of its own; one field
+/// more is refused where it lands, and so is a head that reaches the limit
+/// only with a forged region token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_head_at_the_limit_is_not_refused_at_its_home() {
+    let world = World::started(&["eu", "us"]).await;
+    let names = world.names(2);
+    let key_at_us = |tag: &str| {
+        (0..)
+            .map(|i| format!("{tag}-{i}"))
+            .find(|key| home(&names, key) == "us")
+            .unwrap()
+    };
+    // `charge` sends three fields, the client adds `host` and
+    // `content-length`: 95 more make the 100 that `max_headers` admits.
+    let fields: Vec<(String, String)> = (0..96)
+        .map(|i| (format!("x-field-{i}"), "v".to_owned()))
+        .collect();
+    let extra = |n: usize| -> Vec<(&str, &str)> {
+        fields[..n]
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+            .collect()
+    };
+    let eu = world.regions[0].client();
+
+    let key = key_at_us("full");
+    let reply = charge(&eu, &key, &extra(95)).await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    assert_eq!(world.executions(&key), vec![("us", 1)]);
+
+    let key = key_at_us("over");
+    let reply = charge(&eu, &key, &extra(96)).await;
+    assert_eq!(reply.status, 431, "{}", reply.text());
+    assert_eq!(reply.json()["code"], "header-too-large");
+    assert!(world.executions(&key).is_empty());
+
+    let key = key_at_us("forged");
+    let mut forged = extra(95);
+    forged.push(("idempotency-region-token", "a-guess"));
+    let reply = charge(&eu, &key, &forged).await;
+    assert_eq!(reply.status, 431, "{}", reply.text());
+    assert!(world.executions(&key).is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn forged_region_headers_from_a_client_do_nothing() {
     let world = World::started(&["eu", "us", "ap"]).await;

@@ -106,7 +106,14 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
         max_connections: config.server.max_connections,
         header_read_timeout: config.server.header_read_timeout,
         max_header_bytes: config.server.max_header_bytes,
-        max_headers: config.server.max_headers,
+        // With regions the parser admits a forward's own fields too; the
+        // gateway holds every other request to `max_headers` itself.
+        max_headers: config.server.max_headers
+            + if config.region.is_some() {
+                crate::region::HOP_FIELDS
+            } else {
+                0
+            },
         shutdown_grace: config.server.shutdown_grace,
         abandon,
         tls,

@@ -141,10 +141,24 @@ impl Gateway {
         let method = request.method().clone();
         let version = request.version();
         let runtime = self.runtime.load_full();
-        // The client's head is held to the limits before the gateway adds
-        // its own `X-Request-Id`: a head at `max_headers` fields or
-        // `max_header_bytes` is the client's to send.
-        let refused = check_framing(&request, runtime.max_header_bytes, runtime.max_headers).err();
+        // The client's head is held to the limits as it came: before the
+        // gateway adds its own `X-Request-Id` (a head at `max_headers` fields
+        // or `max_header_bytes` is the client's to send), and before region
+        // headers without the valid token are removed.
+        let over_limits = head_over_limits(&request, runtime.max_header_bytes, runtime.max_headers);
+        // Before anything else reads the head: a client's region headers
+        // without the valid token are gone.
+        let region = runtime.regions.as_ref().map(|regions| crate::region::Hop {
+            landed: crate::region::admit(regions, request.headers_mut()),
+            regions: regions.clone(),
+        });
+        // A request another region forwarded was held to the limits where
+        // it landed, and carries the fields that hop added
+        // (crate::region::HOP_FIELDS).
+        let refused = match over_limits {
+            Some(error) if !region.as_ref().is_some_and(|hop| hop.landed) => Some(error),
+            _ => check_framing(&request).err(),
+        };
         // Kept for the log line only when it will be written: a copy of the
         // value costs an allocation and reference counting per request.
         let request_id = request_id(
@@ -153,7 +167,7 @@ impl Gateway {
         );
         let (bound, mut answer) = match refused {
             Some(error) => (None, Answer::error(error)),
-            None => self.dispatch(&runtime, request, client).await,
+            None => self.dispatch(&runtime, request, client, region).await,
         };
         if version != Version::HTTP_11 && carries_codings(&answer) {
             tracing::warn!(
@@ -194,6 +208,7 @@ impl Gateway {
         runtime: &Runtime,
         mut request: Request<ClientBody>,
         client: Arc<ClientInfo>,
+        region: Option<crate::region::Hop>,
     ) -> (Option<Arc<BoundRoute>>, Answer) {
         // Matched and forwarded as one path: an upstream never resolves
         // `..` into a route the gateway did not choose.
@@ -205,12 +220,6 @@ impl Gateway {
                 return (None, Answer::error(error));
             }
         }
-        // Before anything else reads the head: a client's region headers
-        // without the valid token are gone.
-        let region = runtime.regions.as_ref().map(|regions| crate::region::Hop {
-            landed: crate::region::admit(regions, request.headers_mut()),
-            regions: regions.clone(),
-        });
         let bound = runtime.route(request.method(), request.uri().path());
         if let Some(unreadable) = request.extensions().get::<UnreadableFields>() {
             return (
@@ -305,18 +314,17 @@ fn request_id(headers: &mut http::HeaderMap, keep: bool) -> Option<http::HeaderV
     kept
 }
 
-/// Refuses what a reverse proxy must not pass on: an oversized head, and
-/// `Content-Length` values that two parsers could read differently.
-fn check_framing<B>(
+/// A head over `max_header_bytes` or `max_headers`. Counted here for
+/// HTTP/2, and for HTTP/1 too: with regions the server's parser admits a
+/// forwarding hop's fields beyond `max_headers` (crate::region::HOP_FIELDS).
+fn head_over_limits<B>(
     request: &Request<B>,
     max_header_bytes: u64,
     max_headers: usize,
-) -> Result<(), GatewayError> {
+) -> Option<GatewayError> {
     let headers = request.headers();
-    // HTTP/1 heads are counted by the server's parser (`max_headers`);
-    // HTTP/2 ones here.
     if headers.len() > max_headers {
-        return Err(GatewayError::TooManyHeaders { limit: max_headers });
+        return Some(GatewayError::TooManyHeaders { limit: max_headers });
     }
     let target = request
         .uri()
@@ -327,11 +335,15 @@ fn check_framing<B>(
             .iter()
             .map(|(name, value)| name.as_str().len() + value.len() + 4)
             .sum::<usize>();
-    if head_bytes as u64 > max_header_bytes {
-        return Err(GatewayError::HeaderTooLarge {
-            limit: max_header_bytes,
-        });
-    }
+    (head_bytes as u64 > max_header_bytes).then_some(GatewayError::HeaderTooLarge {
+        limit: max_header_bytes,
+    })
+}
+
+/// Refuses `Content-Length` values that two parsers could read differently,
+/// which a reverse proxy must not pass on.
+fn check_framing<B>(request: &Request<B>) -> Result<(), GatewayError> {
+    let headers = request.headers();
     // Both Content-Length and Transfer-Encoding never get here: the HTTP/1
     // parser refuses such a request, and hyper refuses it on HTTP/2.
     // The HTTP/1 engines' own rule (src/wire/framing.rs), for HTTP/2.

@@ -24,6 +24,13 @@ pub use forward::forward;
 pub use headers::{FORWARDED_FROM, REGION_TOKEN, admit};
 pub use home::home;
 
+/// Fields a forward may add to a client's head: the two region headers,
+/// `X-Forwarded-For`, `-Proto` and `-Host`, `X-Request-Id`, and `Host` made
+/// from an HTTP/2 `:authority`, with one to spare. The home region admits
+/// them beyond `max_headers`: a request within the limits where it landed
+/// is not refused at its home for what the hop added.
+pub const HOP_FIELDS: usize = 8;
+
 /// The regions of one loaded config: built with the runtime, swapped with it.
 pub struct Regions {
     this: Arc<str>,
