@@ -45,9 +45,10 @@ fn names(headers: &HeaderMap) -> Result<[&'static str; 3], Rejection> {
     let (Ok(id), Ok(svix_id)) = (single(headers, ID), single(headers, SVIX_ID)) else {
         return Ok(standard);
     };
-    match id == svix_id {
-        true => Ok(standard),
-        false => Err(Rejection::Conflicting(ID, SVIX_ID)),
+    if id == svix_id {
+        Ok(standard)
+    } else {
+        Err(Rejection::Conflicting(ID, SVIX_ID))
     }
 }
 

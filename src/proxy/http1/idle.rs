@@ -19,8 +19,10 @@ pub struct IdleConnections {
 struct Idle {
     connection: Connection,
     since: Instant,
-    /// When the upstream's own idle timeout is near: not taken after it.
-    until: Instant,
+    /// When the idle timeout the upstream announced is near: not taken
+    /// after it. `None` when it announced none: then only our own
+    /// `idle_timeout` applies, and taking it needs no clock read.
+    until: Option<Instant>,
 }
 
 /// A connection is not taken for a request this close to the idle timeout
@@ -39,10 +41,10 @@ impl IdleConnections {
 
     /// The newest idle connection the upstream has not closed meanwhile.
     pub fn take(&self) -> Option<Connection> {
-        let now = Instant::now();
         let mut idle = self.list.lock().unwrap_or_else(|e| e.into_inner());
         while let Some(mut entry) = idle.pop_back() {
-            if entry.until > now && entry.connection.is_open() {
+            let near_their_close = entry.until.is_some_and(|until| until <= Instant::now());
+            if !near_their_close && entry.connection.is_open() {
                 return Some(entry.connection);
             }
         }
@@ -53,13 +55,10 @@ impl IdleConnections {
     /// request's permit is given back once it is idle.
     pub fn put_back(&self, connection: Connection, permit: OwnedSemaphorePermit) {
         let now = Instant::now();
-        let keep = match connection.idle_timeout() {
-            Some(theirs) => theirs
-                .saturating_sub(BEFORE_UPSTREAM_TIMEOUT)
-                .min(self.idle_timeout),
-            None => self.idle_timeout,
-        };
-        if keep.is_zero() {
+        let keep = connection
+            .idle_timeout()
+            .map(|theirs| theirs.saturating_sub(BEFORE_UPSTREAM_TIMEOUT));
+        if keep.is_some_and(|keep| keep.is_zero()) {
             // Closed at once: the upstream would close it before any use.
             return;
         }
@@ -67,7 +66,9 @@ impl IdleConnections {
         idle.push_back(Idle {
             connection,
             since: now,
-            until: now + keep,
+            until: keep
+                .filter(|keep| *keep < self.idle_timeout)
+                .map(|keep| now + keep),
         });
         self.close_expired(&mut idle, now);
         drop(idle);
@@ -78,7 +79,9 @@ impl IdleConnections {
     pub fn reap(&self) {
         let mut idle = self.list.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        idle.retain_mut(|entry| entry.until > now && entry.connection.is_open());
+        idle.retain_mut(|entry| {
+            entry.until.is_none_or(|until| until > now) && entry.connection.is_open()
+        });
         self.close_expired(&mut idle, now);
     }
 
