@@ -37,6 +37,10 @@ fn main() -> ExitCode {
         },
     };
     init_logging(cli.log_format, level.as_deref());
+    if let Err(error) = app::open_files::raise() {
+        eprintln!("idemgate: {error}");
+        return ExitCode::from(1);
+    }
     // With one core to run on (a CPU limit, taskset), one thread runs every
     // task: the work-stealing scheduler would only add its bookkeeping.
     let one_core = std::thread::available_parallelism().is_ok_and(|n| n.get() == 1);

@@ -1302,3 +1302,96 @@ fn check_refuses_a_store_path_that_cannot_be_a_file() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(!dir.path("not").exists(), "check created a directory");
 }
+
+/// `serve` under `ulimit -n LIMITS` (bash's `ulimit` arguments), with
+/// `config`; its process id is the shell's, which `exec`s it.
+fn serve_under_ulimit(limits: &str, config: &std::path::Path) -> std::process::Child {
+    Command::new("bash")
+        .args([
+            "-c",
+            &format!("ulimit {limits} && exec \"$0\" serve -c \"$1\""),
+            env!("CARGO_BIN_EXE_idemgate"),
+            config.to_str().unwrap(),
+        ])
+        .env_remove("IDEMGATE_CONFIG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// docs/operating.md, "Open files": a limit too low to start with is one
+/// line, not the async runtime's panic.
+#[test]
+fn an_open_files_limit_too_low_to_start_is_said_in_words() {
+    let dir = TestDir::new("cli-nofile-low");
+    let config = dir.path("idemgate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = \"{}\"\nadmin_listen = \"{}\"\n[store]\npath = \"{}\"\n{VALID}",
+            common::gateway::free_port(),
+            common::gateway::free_port(),
+            dir.path("store.db").display()
+        ),
+    )
+    .unwrap();
+    let out = serve_under_ulimit("-n 8", &config)
+        .wait_with_output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        "idemgate: the open files limit (ulimit -n) is 8, and its hard limit too; \
+         idemgate needs at least 64"
+    );
+}
+
+/// docs/operating.md, "Open files": the soft limit is raised to the hard
+/// one, and a hard limit below what the connections need is warned of.
+#[test]
+fn serve_raises_the_open_files_limit_to_the_hard_one() {
+    use std::io::BufRead;
+    let dir = TestDir::new("cli-nofile-raise");
+    let config = dir.path("idemgate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = \"{}\"\nadmin_listen = \"{}\"\nmax_connections = 5000\n\
+             [store]\npath = \"{}\"\n{VALID}",
+            common::gateway::free_port(),
+            common::gateway::free_port(),
+            dir.path("store.db").display()
+        ),
+    )
+    .unwrap();
+    let mut child = serve_under_ulimit("-Sn 100 && ulimit -Hn 2000", &config);
+    let mut log = String::new();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    while !log.contains("idemgate serving") {
+        match lines.next() {
+            Some(line) => log += &(line.unwrap() + "\n"),
+            None => break,
+        }
+    }
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let open_files = limits
+        .lines()
+        .find(|line| line.starts_with("Max open files"))
+        .unwrap();
+    let numbers: Vec<&str> = open_files.split_whitespace().skip(3).take(2).collect();
+    assert_eq!(numbers, ["2000", "2000"], "{limits}");
+    assert!(log.contains("idemgate serving"), "{log}");
+    let warning = log
+        .lines()
+        .find(|line| line.contains("open files limit"))
+        .unwrap_or_else(|| panic!("no warning: {log}"));
+    assert!(
+        warning.contains("limit=2000") && warning.contains("needed=5320"),
+        "{warning}"
+    );
+}

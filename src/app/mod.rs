@@ -3,6 +3,7 @@
 //! listeners (the data plane and the admin plane) and the signals. Runs
 //! until SIGTERM/SIGINT, reloads on SIGHUP.
 
+pub mod open_files;
 mod signals;
 mod start_error;
 mod store_stack;
@@ -65,6 +66,21 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
         tracing::warn!("{}: {warning}", config_path.display());
     }
     reload::log_if_admin_disabled(&config.admin);
+    let upstream_connections = config.upstreams.values().map(|u| u.max_connections).sum();
+    let open_files = open_files::current();
+    if let Some(needed) = open_files::short_of(
+        open_files,
+        config.server.max_connections,
+        upstream_connections,
+    ) {
+        tracing::warn!(
+            limit = open_files.0,
+            needed,
+            "the open files limit (ulimit -n, its hard limit) is below what \
+             server.max_connections and the upstreams' max_connections need; \
+             connections past it wait until others close"
+        );
+    }
     if let crate::config::StoreConfig::Embedded(embedded) = &config.store
         && embedded.durability == crate::config::Durability::ProcessCrash
     {
