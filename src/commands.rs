@@ -201,10 +201,13 @@ pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
             .await
             .map(|n| (n, say(&format!("{n} records deleted\n"))))
     } else {
-        store.records(route, key).await.map(|found| {
-            let text = serde_json::to_string_pretty(&records::to_json(&found)).unwrap_or_default();
-            (found.len() as u64, say(&format!("{text}\n")))
-        })
+        records::standing(store.as_ref(), route, key)
+            .await
+            .map(|found| {
+                let text =
+                    serde_json::to_string_pretty(&records::to_json(&found)).unwrap_or_default();
+                (found.len() as u64, say(&format!("{text}\n")))
+            })
     };
     match result {
         Ok((_, Err(code))) => code,

@@ -333,6 +333,55 @@ async fn in_flight_record_shows_its_lease() {
     slow.await.unwrap();
 }
 
+/// A record past its retention only awaits the sweep: the data plane runs
+/// its key again, the listing leaves it out, and so do `GET` (404), `DELETE`
+/// (404: nothing standing to purge) and `keys show` (exit 1), before the
+/// sweep has come (an hour away here).
+#[tokio::test]
+async fn a_record_past_its_retention_is_no_record_of_the_key() {
+    let config = config()
+        .with_store(|store| store.set("sweep_interval", "1h"))
+        .with_route("charges", |route| route.set("retention", "1s"));
+    let (_dir, upstream, gateway) =
+        common::admin::start_with_token("expired", &config, TOKEN).await;
+    let client = gateway.client();
+    let admin = gateway.admin_client();
+    let (name, value) = bearer();
+    let auth = [(name, value.as_str())];
+    assert_eq!(
+        client.post("/v1/charges", Some("old"), "{}").await.status,
+        201
+    );
+    let path = "/admin/keys/charges/old";
+    assert_eq!(admin.send("GET", path, &auth, "").await.status, 200);
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+
+    let shown = admin.send("GET", path, &auth, "").await;
+    assert_eq!(shown.status, 404, "{}", shown.text());
+    assert_eq!(shown.json()["code"], "not-found");
+    let listed = admin.send("GET", "/admin/keys/charges", &auth, "").await;
+    assert_eq!(listed.json()["records"], serde_json::json!([]));
+    let show = std::process::Command::new(env!("CARGO_BIN_EXE_idemgate"))
+        .args(["keys", "show", "-c"])
+        .arg(gateway.config_path())
+        .args(["charges", "old"])
+        .output()
+        .unwrap();
+    assert_eq!(show.status.code(), Some(1), "{show:?}");
+    assert!(
+        String::from_utf8_lossy(&show.stderr).contains("no records"),
+        "{show:?}"
+    );
+    let purged = admin.send("DELETE", path, &auth, "").await;
+    assert_eq!(purged.status, 404, "{}", purged.text());
+
+    let again = client.post("/v1/charges", Some("old"), "{}").await;
+    assert_eq!(again.header("idempotent-replayed"), Some("false"));
+    assert_eq!(upstream.executions("old"), 2);
+    assert_eq!(admin.send("GET", path, &auth, "").await.status, 200);
+    assert_eq!(admin.send("DELETE", path, &auth, "").await.status, 204);
+}
+
 #[tokio::test]
 async fn reload_applies_new_routes_and_retention_and_refuses_bad_files() {
     let (_dir, upstream, gateway) = setup("reload").await;

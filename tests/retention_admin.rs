@@ -300,3 +300,41 @@ async fn admin_routes_shows_the_reloaded_policy() {
     assert_eq!(routes[0]["retention"], 129_600.0);
     await_sample(&admin, retention, 129_600.0).await;
 }
+
+/// `idemgate_records` counts a record in flight while its request runs and
+/// completed once answered; past its retention it is no longer counted,
+/// and the sweep deletes it and counts it in `idemgate_records_swept_total`.
+#[tokio::test]
+async fn records_are_counted_by_state_until_swept() {
+    let config = config()
+        .upstream(Upstream::api().timeout("3s"))
+        .with_route("charges", |route| route.set("retention", "1s"));
+    let (_dir, _upstream, gateway) =
+        common::admin::start_with_token("retention-swept", &config, TOKEN).await;
+    let client = gateway.client();
+    let admin = gateway.admin_client();
+    let in_flight = r#"idemgate_records{route="charges",state="in_flight"}"#;
+    let completed = r#"idemgate_records{route="charges",state="completed"}"#;
+    let swept = "idemgate_records_swept_total";
+    await_sample(&admin, swept, 0.0).await;
+
+    let slow = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .post("/v1/charges?delay_ms=1500", Some("slow"), "{}")
+                .await
+        })
+    };
+    await_sample(&admin, in_flight, 1.0).await;
+    assert_eq!(slow.await.unwrap().status, 201);
+    for key in ["a", "b"] {
+        assert_eq!(
+            client.post("/v1/charges", Some(key), "{}").await.status,
+            201
+        );
+    }
+    await_sample(&admin, swept, 3.0).await;
+    await_sample(&admin, completed, 0.0).await;
+    await_sample(&admin, in_flight, 0.0).await;
+}

@@ -23,6 +23,32 @@ pub fn parse_key_path(path: &str) -> Option<(String, Vec<u8>)> {
     (!route.is_empty() && !key.is_empty()).then_some((route, key))
 }
 
+/// Whether a record still stands at `now`: a completed one until its
+/// retention ends, an in-flight one until its lease does. Past that it only
+/// awaits the sweep: the data plane runs the key's next request as a new
+/// one, and the listing and `idemgate_records` leave it out, so it is no
+/// record of the key here either.
+pub fn stands(record: &RecordInfo, now: SystemTime) -> bool {
+    let until = match record.state {
+        RecordState::InFlight => record.lease_expires_at,
+        RecordState::Completed | RecordState::OutcomeUnknown => record.expires_at,
+    };
+    until.is_some_and(|until| until > now)
+}
+
+/// The key's records that still stand ([`stands`]), as `keys show` and
+/// `GET /admin/keys/{route}/{key}` show them.
+pub async fn standing(
+    store: &dyn Store,
+    route: &str,
+    key: &str,
+) -> Result<Vec<RecordInfo>, crate::store::StoreError> {
+    let mut records = store.records(route, key).await?;
+    let now = SystemTime::now();
+    records.retain(|record| stands(record, now));
+    Ok(records)
+}
+
 pub fn to_json(records: &[RecordInfo]) -> Value {
     Value::Array(records.iter().map(record_json).collect())
 }
@@ -59,7 +85,7 @@ pub async fn show(
     route: &str,
     key: &str,
 ) -> Result<Response<Body>, GatewayError> {
-    let records = store.records(route, key).await.map_err(unavailable)?;
+    let records = standing(store, route, key).await.map_err(unavailable)?;
     if records.is_empty() {
         return Err(GatewayError::NotFound);
     }
@@ -75,8 +101,14 @@ pub async fn purge(
     route: &str,
     key: &str,
 ) -> Result<Response<Body>, GatewayError> {
+    // Records past their expiry go too (the sweep would delete them), but
+    // only a purge that took a standing record answers 204: a key that
+    // `GET` answers 404 for has none to purge.
+    let all = store.records(route, key).await.map_err(unavailable)?;
+    let now = SystemTime::now();
+    let lapsed = all.iter().filter(|record| !stands(record, now)).count() as u64;
     match store.purge(route, key).await.map_err(unavailable)? {
-        0 => Err(GatewayError::NotFound),
+        n if n <= lapsed => Err(GatewayError::NotFound),
         _ => {
             let mut response = Response::new(body::empty());
             *response.status_mut() = StatusCode::NO_CONTENT;
@@ -95,6 +127,31 @@ pub(crate) fn unavailable(error: crate::store::StoreError) -> GatewayError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_stands_until_its_retention_or_lease_ends() {
+        use std::time::Duration;
+        let now = SystemTime::now();
+        let second = Duration::from_secs(1);
+        let record = |state, expires_at, lease_expires_at| RecordInfo {
+            scope: "s".into(),
+            state,
+            fingerprint: "f".into(),
+            status: None,
+            created_at: now - second * 10,
+            completed_at: None,
+            expires_at,
+            lease_expires_at,
+        };
+        for state in [RecordState::Completed, RecordState::OutcomeUnknown] {
+            assert!(stands(&record(state, Some(now + second), None), now));
+            assert!(!stands(&record(state, Some(now), None), now));
+            assert!(!stands(&record(state, Some(now - second), None), now));
+        }
+        let in_flight = RecordState::InFlight;
+        assert!(stands(&record(in_flight, None, Some(now + second)), now));
+        assert!(!stands(&record(in_flight, None, Some(now - second)), now));
+    }
 
     #[test]
     fn key_paths() {
