@@ -34,15 +34,19 @@ pub fn encryption(ctx: &mut Ctx<'_>, file: Option<&Spanned<EncryptionFile>>) -> 
         return Vec::new();
     }
     let mut keys: Vec<StoreKey> = Vec::new();
+    // Every name seen, read or not: a variable listed twice is said so
+    // whether or not it is set.
+    let mut names: Vec<String> = Vec::new();
     for (i, var) in list.get_ref().iter().enumerate() {
         let field = format!("{FIELD}[{i}]");
         let Some(name) = ctx.value(Some(var), &field, None, |n| env_name(n).map(Some)) else {
             continue;
         };
-        if keys.iter().any(|k| k.env == name) {
+        if names.contains(&name) {
             ctx.error(Some(var.span()), &field, format!("{name} is listed twice"));
             continue;
         }
+        names.push(name.clone());
         // The one-shot store commands never seal nor open an answer.
         if ctx.secrets == Secrets::Skip {
             continue;
@@ -151,6 +155,24 @@ mod tests {
         );
         assert!(errors("[store.encryption]\n").contains("store.encryption.keys_env"));
         assert!(errors("[store.encryption]\nkeys = [\"KEY\"]\n").contains("keys"));
+    }
+
+    #[test]
+    fn a_variable_listed_twice_is_said_so_even_when_unset() {
+        let text = errors("[store.encryption]\nkeys_env = [\"GONE\", \"GONE\"]\n");
+        assert!(
+            text.contains("store.encryption.keys_env[0]: environment variable GONE is not set"),
+            "{text}"
+        );
+        assert!(
+            text.contains("store.encryption.keys_env[1]: GONE is listed twice"),
+            "{text}"
+        );
+        let text = errors("[store.encryption]\nkeys_env = [\"KEY\", \"KEY\"]\n");
+        assert!(
+            text.contains("store.encryption.keys_env[1]: KEY is listed twice"),
+            "{text}"
+        );
     }
 
     #[test]
