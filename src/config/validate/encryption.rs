@@ -74,11 +74,7 @@ fn read_key(ctx: &mut Ctx<'_>, var: &Spanned<String>, field: &str, name: &str) -
         .map(|v| v.trim().to_owned())
         .filter(|v| !v.is_empty())
     else {
-        ctx.error(
-            Some(var.span()),
-            field,
-            format!("environment variable {name} is not set or empty"),
-        );
+        ctx.error(Some(var.span()), field, super::context::no_value(name));
         return None;
     };
     let hint = "a key is 32 random bytes in base64, e.g. `openssl rand -base64 32`";
@@ -179,7 +175,9 @@ mod tests {
     #[test]
     fn keys_read_in_either_base64_alphabet_with_or_without_padding() {
         use base64::Engine as _;
-        let bytes: Vec<u8> = (0u8..32).map(|b| b.wrapping_mul(37).wrapping_add(250)).collect();
+        let bytes: Vec<u8> = (0u8..32)
+            .map(|b| b.wrapping_mul(37).wrapping_add(250))
+            .collect();
         let standard = base64::engine::general_purpose::STANDARD.encode(&bytes);
         assert!(standard.contains(['+', '/']), "{standard}");
         let url_safe = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&bytes);

@@ -105,7 +105,13 @@ fn token(ctx: &mut Ctx<'_>, region: &Spanned<RegionFile>) -> (String, String) {
         .map(|token| token.trim().to_owned())
         .unwrap_or_default();
     let length = token.chars().count();
-    if token.is_empty() {
+    if token.is_empty() && super::context::not_unicode(&variable) {
+        ctx.error(
+            Some(token_env.span()),
+            "region.token_env",
+            format!("the variable {variable} is not valid UTF-8"),
+        );
+    } else if token.is_empty() {
         ctx.error(
             Some(token_env.span()),
             "region.token_env",
