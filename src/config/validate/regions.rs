@@ -85,16 +85,12 @@ fn token(ctx: &mut Ctx<'_>, region: &Spanned<RegionFile>) -> (String, String) {
         );
         return (String::new(), String::new());
     };
-    let Ok(variable) = env_name(token_env.get_ref()) else {
-        ctx.error(
-            Some(token_env.span()),
-            "region.token_env",
-            format!(
-                "{:?} is not an environment variable name",
-                token_env.get_ref()
-            ),
-        );
-        return (String::new(), String::new());
+    let variable = match env_name(token_env.get_ref()) {
+        Ok(variable) => variable,
+        Err(message) => {
+            ctx.error(Some(token_env.span()), "region.token_env", message);
+            return (String::new(), String::new());
+        }
     };
     if ctx.secrets == Secrets::Skip {
         return (variable, String::new());

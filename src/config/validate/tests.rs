@@ -376,6 +376,27 @@ fn unknown_field_names_field_and_line() {
     );
 }
 
+/// A `*_env` field written as a shell would expand it names no variable
+/// anyone sets: refused with the name to write, in every such field.
+#[test]
+fn a_shell_expansion_is_no_variable_name() {
+    single(
+        &format!("[admin]\ntoken_env = \"$ADMIN_TOKEN\"\n{MINIMAL}"),
+        "t.toml:2:13: admin.token_env:",
+        "\"$ADMIN_TOKEN\" is a shell expansion, not a variable name: write the name alone, as in \"ADMIN_TOKEN\"",
+    );
+    single(
+        &format!("[store]\nbackend = \"postgres\"\nurl_env = \"${{DB}}\"\n{MINIMAL}"),
+        "t.toml:3:11: store.url_env:",
+        "as in \"DB\"",
+    );
+    single(
+        &format!("[store.encryption]\nkeys_env = [\"$K1\"]\n{MINIMAL}"),
+        "t.toml:2:13: store.encryption.keys_env[0]:",
+        "as in \"K1\"",
+    );
+}
+
 /// A table written twice is named by itself, not by the table before it.
 #[test]
 fn a_table_written_twice_is_named() {
