@@ -129,7 +129,7 @@ pub async fn sweep(path: &Path) -> i32 {
     };
     if let Some(file) = missing_store_file(&config) {
         note_missing(&file);
-        return say("0 expired records deleted\n").map_or_else(|code| code, |()| EXIT_OK);
+        return say(&deleted(0, "expired ")).map_or_else(|code| code, |()| EXIT_OK);
     }
     let store = match store::open(&config.store).await {
         Ok(store) => store,
@@ -154,7 +154,14 @@ pub async fn sweep(path: &Path) -> i32 {
             }
         }
     }
-    say(&format!("{total} expired records deleted\n")).map_or_else(|code| code, |()| EXIT_OK)
+    say(&deleted(total, "expired ")).map_or_else(|code| code, |()| EXIT_OK)
+}
+
+/// The line `sweep` and `keys purge` end with: "1 record deleted",
+/// "2 expired records deleted".
+fn deleted(count: u64, kind: &str) -> String {
+    let records = if count == 1 { "record" } else { "records" };
+    format!("{count} {kind}{records} deleted\n")
 }
 
 pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
@@ -199,7 +206,7 @@ pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
         store
             .purge(route, key)
             .await
-            .map(|n| (n, say(&format!("{n} records deleted\n"))))
+            .map(|n| (n, say(&deleted(n, ""))))
     } else {
         records::standing(store.as_ref(), route, key)
             .await

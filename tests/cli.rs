@@ -778,7 +778,7 @@ async fn keys_reads_the_key_as_the_data_plane_does() {
     }
     let out = idemgate(&["keys", "purge", "-c", &config, "charges", "\"k1\""]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("1 records deleted"));
+    assert_eq!(text(&out.stdout), "1 record deleted\n");
     let out = idemgate(&["keys", "show", "-c", &config, "charges", "k1"]);
     assert_eq!(out.status.code(), Some(1), "purged");
 
@@ -819,7 +819,7 @@ async fn keys_finds_the_records_of_a_route_the_file_no_longer_has() {
     assert!(text(&out.stdout).contains("\"completed\""));
     let out = idemgate(&["keys", "purge", "-c", &path, "charges", "k1"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), "1 records deleted\n");
+    assert_eq!(text(&out.stdout), "1 record deleted\n");
 
     for action in ["show", "purge"] {
         let out = idemgate(&["keys", action, "-c", &path, "charges", "k1"]);

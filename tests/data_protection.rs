@@ -441,6 +441,30 @@ fn check_refuses_bad_keys_and_never_prints_them() {
             assert!(!stderr.contains(secret), "{vars:?} printed a key: {stderr}");
         }
     }
+    // A value that is not UTF-8 is said to be so, not to be unset.
+    let text = format!(
+        "{ROUTE}[store]\npath = \"{}\"\n{}",
+        dir.path("x.db").display(),
+        encryption(&["K_BYTES"])
+    );
+    std::fs::write(&config, text).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_idemgate"))
+        .args(["check", "-c"])
+        .arg(&config)
+        .env(
+            "K_BYTES",
+            <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"q83v\xff"),
+        )
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "store.encryption.keys_env[0]: environment variable K_BYTES is not valid UTF-8"
+        ),
+        "{stderr}"
+    );
     // And a good one passes.
     std::fs::write(
         &config,

@@ -18,9 +18,12 @@ pub fn load_certs(path: &Path, field: &str) -> Result<Vec<CertificateDer<'static
         })?
         .collect::<Result<Vec<_>, _>>()
         .map_err(|error| {
-            failed(TlsCause::NotPem {
-                path: path_buf(),
-                error,
+            // The file is opened before it is read: a directory, or a read
+            // that fails, shows only here, and is no fault of its PEM.
+            let path = path_buf();
+            failed(match error {
+                pki_types::pem::Error::Io(_) => TlsCause::Unreadable { path, error },
+                _ => TlsCause::NotPem { path, error },
             })
         })?;
     if certs.is_empty() {
@@ -94,5 +97,22 @@ mod tests {
             (load_key(&dir.join("missing.key"), "server.tls.key").unwrap_err()).to_string();
         assert!(!missing.contains("encrypted"), "{missing}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A directory named as a certificate cannot be read; it is not a
+    /// file of bad PEM.
+    #[test]
+    fn a_directory_is_unreadable_not_bad_pem() {
+        let dir = std::env::temp_dir();
+        let error = load_certs(&dir, "admin.tls.cert").unwrap_err();
+        assert!(
+            matches!(error.cause, TlsCause::Unreadable { .. }),
+            "{error}"
+        );
+        let text = error.to_string();
+        assert!(
+            text.starts_with(&format!("admin.tls.cert: cannot read {}", dir.display())),
+            "{text}"
+        );
     }
 }

@@ -124,6 +124,21 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// Why a secret's variable gave no value. A value that is not UTF-8 reads
+/// as absent through [`Env`]; "not set" would send its reader looking for a
+/// variable that is there, so it is read again only to tell which case it is.
+pub fn no_value(name: &str) -> String {
+    match not_unicode(name) {
+        true => format!("environment variable {name} is not valid UTF-8"),
+        false => format!("environment variable {name} is not set or empty"),
+    }
+}
+
+/// Whether the variable is set to a value that is not UTF-8 ([`no_value`]).
+pub fn not_unicode(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|value| value.to_str().is_none())
+}
+
 /// 1-based line and column (in characters) of a byte offset.
 pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());

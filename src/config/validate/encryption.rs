@@ -3,7 +3,8 @@
 //! value: a key quoted into a log or a CI transcript is a key lost.
 
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
+use base64::alphabet::{self, Alphabet};
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use toml::Spanned;
 
 use super::context::{Ctx, Secrets};
@@ -34,15 +35,19 @@ pub fn encryption(ctx: &mut Ctx<'_>, file: Option<&Spanned<EncryptionFile>>) -> 
         return Vec::new();
     }
     let mut keys: Vec<StoreKey> = Vec::new();
+    // Every name seen, read or not: a variable listed twice is said so
+    // whether or not it is set.
+    let mut names: Vec<String> = Vec::new();
     for (i, var) in list.get_ref().iter().enumerate() {
         let field = format!("{FIELD}[{i}]");
         let Some(name) = ctx.value(Some(var), &field, None, |n| env_name(n).map(Some)) else {
             continue;
         };
-        if keys.iter().any(|k| k.env == name) {
+        if names.contains(&name) {
             ctx.error(Some(var.span()), &field, format!("{name} is listed twice"));
             continue;
         }
+        names.push(name.clone());
         // The one-shot store commands never seal nor open an answer.
         if ctx.secrets == Secrets::Skip {
             continue;
@@ -69,15 +74,11 @@ fn read_key(ctx: &mut Ctx<'_>, var: &Spanned<String>, field: &str, name: &str) -
         .map(|v| v.trim().to_owned())
         .filter(|v| !v.is_empty())
     else {
-        ctx.error(
-            Some(var.span()),
-            field,
-            format!("environment variable {name} is not set or empty"),
-        );
+        ctx.error(Some(var.span()), field, super::context::no_value(name));
         return None;
     };
     let hint = "a key is 32 random bytes in base64, e.g. `openssl rand -base64 32`";
-    let Ok(decoded) = STANDARD.decode(text.as_bytes()) else {
+    let Some(decoded) = decode(&text) else {
         ctx.error(
             Some(var.span()),
             field,
@@ -99,6 +100,24 @@ fn read_key(ctx: &mut Ctx<'_>, var: &Spanned<String>, field: &str, name: &str) -
             None
         }
     }
+}
+
+/// The key's bytes from base64 as secret tools write it: the standard
+/// alphabet (`openssl rand -base64 32`) or the URL-safe one (Python's
+/// `secrets.token_urlsafe(32)`), with or without padding. Both alphabets
+/// read 32 bytes alike, so no key is taken for another.
+fn decode(text: &str) -> Option<Vec<u8>> {
+    const fn lenient(alphabet: &Alphabet) -> GeneralPurpose {
+        GeneralPurpose::new(
+            alphabet,
+            GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+        )
+    }
+    const ENGINES: [GeneralPurpose; 2] =
+        [lenient(&alphabet::STANDARD), lenient(&alphabet::URL_SAFE)];
+    ENGINES
+        .iter()
+        .find_map(|engine| engine.decode(text.as_bytes()).ok())
 }
 
 #[cfg(test)]
@@ -151,6 +170,53 @@ mod tests {
         );
         assert!(errors("[store.encryption]\n").contains("store.encryption.keys_env"));
         assert!(errors("[store.encryption]\nkeys = [\"KEY\"]\n").contains("keys"));
+    }
+
+    #[test]
+    fn keys_read_in_either_base64_alphabet_with_or_without_padding() {
+        use base64::Engine as _;
+        let bytes: Vec<u8> = (0u8..32)
+            .map(|b| b.wrapping_mul(37).wrapping_add(250))
+            .collect();
+        let standard = base64::engine::general_purpose::STANDARD.encode(&bytes);
+        assert!(standard.contains(['+', '/']), "{standard}");
+        let url_safe = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&bytes);
+        for text in [
+            standard.clone(),
+            standard.trim_end_matches('=').to_owned(),
+            url_safe.clone(),
+            format!("{url_safe}="),
+        ] {
+            assert_eq!(super::decode(&text).as_deref(), Some(&bytes[..]), "{text}");
+        }
+        // Alphabets mixed, or not base64 at all.
+        let mixed = format!("+_{}", &url_safe[2..]);
+        assert!(super::decode(&mixed).is_none(), "{mixed}");
+        assert!(super::decode("not base64!").is_none());
+        let text = parse(
+            &format!("{ROUTE}[store.encryption]\nkeys_env = [\"KEY\"]\n"),
+            Path::new("t.toml"),
+            &|_| Some(url_safe.clone()),
+        );
+        assert!(text.is_ok(), "{text:?}");
+    }
+
+    #[test]
+    fn a_variable_listed_twice_is_said_so_even_when_unset() {
+        let text = errors("[store.encryption]\nkeys_env = [\"GONE\", \"GONE\"]\n");
+        assert!(
+            text.contains("store.encryption.keys_env[0]: environment variable GONE is not set"),
+            "{text}"
+        );
+        assert!(
+            text.contains("store.encryption.keys_env[1]: GONE is listed twice"),
+            "{text}"
+        );
+        let text = errors("[store.encryption]\nkeys_env = [\"KEY\", \"KEY\"]\n");
+        assert!(
+            text.contains("store.encryption.keys_env[1]: KEY is listed twice"),
+            "{text}"
+        );
     }
 
     #[test]

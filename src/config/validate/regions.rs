@@ -85,16 +85,12 @@ fn token(ctx: &mut Ctx<'_>, region: &Spanned<RegionFile>) -> (String, String) {
         );
         return (String::new(), String::new());
     };
-    let Ok(variable) = env_name(token_env.get_ref()) else {
-        ctx.error(
-            Some(token_env.span()),
-            "region.token_env",
-            format!(
-                "{:?} is not an environment variable name",
-                token_env.get_ref()
-            ),
-        );
-        return (String::new(), String::new());
+    let variable = match env_name(token_env.get_ref()) {
+        Ok(variable) => variable,
+        Err(message) => {
+            ctx.error(Some(token_env.span()), "region.token_env", message);
+            return (String::new(), String::new());
+        }
     };
     if ctx.secrets == Secrets::Skip {
         return (variable, String::new());
@@ -105,7 +101,13 @@ fn token(ctx: &mut Ctx<'_>, region: &Spanned<RegionFile>) -> (String, String) {
         .map(|token| token.trim().to_owned())
         .unwrap_or_default();
     let length = token.chars().count();
-    if token.is_empty() {
+    if token.is_empty() && super::context::not_unicode(&variable) {
+        ctx.error(
+            Some(token_env.span()),
+            "region.token_env",
+            format!("the variable {variable} is not valid UTF-8"),
+        );
+    } else if token.is_empty() {
         ctx.error(
             Some(token_env.span()),
             "region.token_env",

@@ -268,7 +268,19 @@ pub fn admin(ctx: &mut Ctx<'_>, file: &AdminFile) -> AdminConfig {
 pub const MIN_TOKEN_CHARS: usize = 16;
 
 /// The name of an environment variable, as given in a `*_env` field.
+/// A shell's `$NAME` or `${NAME}` is refused with the name to write: read
+/// as a name it is a variable no one sets, and an unset admin token
+/// disables `/admin/*` without an error.
 pub fn env_name(text: &String) -> Result<String, String> {
+    if let Some(bare) = text.strip_prefix('$') {
+        let bare = bare
+            .strip_prefix('{')
+            .and_then(|b| b.strip_suffix('}'))
+            .unwrap_or(bare);
+        return Err(format!(
+            "{text:?} is a shell expansion, not a variable name: write the name alone, as in {bare:?}"
+        ));
+    }
     if text.is_empty() || text.contains(['=', '\0']) {
         Err(format!("{text:?} is not an environment variable name"))
     } else {

@@ -222,11 +222,7 @@ fn secret_url(
                 .map(|v| v.trim().to_owned())
                 .filter(|v| !v.is_empty());
             if value.is_none() {
-                ctx.error(
-                    Some(var.span()),
-                    &field,
-                    format!("environment variable {name} is not set or empty"),
-                );
+                ctx.error(Some(var.span()), &field, super::context::no_value(&name));
                 return String::new();
             }
             (value, var.span(), field)

@@ -130,7 +130,8 @@ fn index_lists(text: &str, offset: usize, field: &str) -> String {
     out
 }
 
-/// For a syntax error: `table.key` from the nearest header and the `key =` on the line.
+/// For a syntax error: `table.key` from the nearest header and the `key =` on the line,
+/// or the table of the header on the line.
 fn written_field(text: &str, offset: usize) -> String {
     let before = text.get(..offset).unwrap_or(text);
     let line_start = before.rfind('\n').map_or(0, |nl| nl + 1);
@@ -145,7 +146,13 @@ fn written_field(text: &str, offset: usize) -> String {
         .map(|(key, _)| key.trim())
         .filter(|key| !key.is_empty() && !key.starts_with('['))
         .unwrap_or("");
-    let table = header_at(text, line_start).unwrap_or_default();
+    // A fault in a header (a table written twice) is in the table it
+    // opens, not in the one written before it.
+    let through = match line.trim_start().starts_with('[') {
+        true => line_start + line.len(),
+        false => line_start,
+    };
+    let table = header_at(text, through).unwrap_or_default();
     join(&table, key)
 }
 

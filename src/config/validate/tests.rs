@@ -376,6 +376,47 @@ fn unknown_field_names_field_and_line() {
     );
 }
 
+/// A `*_env` field written as a shell would expand it names no variable
+/// anyone sets: refused with the name to write, in every such field.
+#[test]
+fn a_shell_expansion_is_no_variable_name() {
+    single(
+        &format!("[admin]\ntoken_env = \"$ADMIN_TOKEN\"\n{MINIMAL}"),
+        "t.toml:2:13: admin.token_env:",
+        "\"$ADMIN_TOKEN\" is a shell expansion, not a variable name: write the name alone, as in \"ADMIN_TOKEN\"",
+    );
+    single(
+        &format!("[store]\nbackend = \"postgres\"\nurl_env = \"${{DB}}\"\n{MINIMAL}"),
+        "t.toml:3:11: store.url_env:",
+        "as in \"DB\"",
+    );
+    single(
+        &format!("[store.encryption]\nkeys_env = [\"$K1\"]\n{MINIMAL}"),
+        "t.toml:2:13: store.encryption.keys_env[0]:",
+        "as in \"K1\"",
+    );
+}
+
+/// A table written twice is named by itself, not by the table before it.
+#[test]
+fn a_table_written_twice_is_named() {
+    single(
+        &format!("[defaults]\nretention = \"1h\"\n[server]\n[defaults]\n{MINIMAL}"),
+        "t.toml:4:2: defaults:",
+        "duplicate key",
+    );
+    single(
+        &format!("{MINIMAL}[upstreams.api]\nurl = \"http://127.0.0.1:3001\"\n"),
+        "t.toml:9:12: upstreams.api:",
+        "duplicate key",
+    );
+    single(
+        &format!("[server]\nlisten = \"127.0.0.1:1\"\nlisten = \"127.0.0.1:2\"\n{MINIMAL}"),
+        "t.toml:3:1: server.listen:",
+        "duplicate key",
+    );
+}
+
 /// toml names no entry of a list; the message does (`key[1]`).
 #[test]
 fn a_fault_inside_a_list_names_its_entry() {

@@ -171,7 +171,7 @@ fn secrets(
             let value = (ctx.env)(&name)
                 .map(|v| v.trim().to_owned())
                 .filter(|v| !v.is_empty())
-                .ok_or_else(|| format!("environment variable {name} is not set or empty"))?;
+                .ok_or_else(|| super::context::no_value(&name))?;
             let key = match scheme {
                 Some(scheme) => secret_key(scheme, &value)
                     .ok_or_else(|| format!("environment variable {name} {}", bad_secret(scheme)))?,
