@@ -622,3 +622,140 @@ async fn framing_look_alikes_from_an_http2_upstream_are_dropped() {
         assert_eq!(keyed.header("content__length"), None);
     }
 }
+
+/// What [`one_stream_upstream`] has seen: streams that reached it, and
+/// those it answered 201.
+struct Seen {
+    arrived: Arc<AtomicU64>,
+    answered: Arc<AtomicU64>,
+}
+
+/// An h2c upstream that allows one stream at a time
+/// (`SETTINGS_MAX_CONCURRENT_STREAMS = 1`, as a server at its limit is):
+/// `?hold` is never answered, `/slow` answers at once and sends its body a
+/// piece every 100 ms for 2 s, any other is answered 201.
+async fn one_stream_upstream() -> (SocketAddr, Seen) {
+    let listener = free_listener();
+    let addr = listener.local_addr().unwrap();
+    let seen = Seen {
+        arrived: Arc::new(AtomicU64::new(0)),
+        answered: Arc::new(AtomicU64::new(0)),
+    };
+    let (arrived, answered) = (seen.arrived.clone(), seen.answered.clone());
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (arrived, answered) = (arrived.clone(), answered.clone());
+            tokio::spawn(async move {
+                let Ok(mut connection) = h2::server::Builder::new()
+                    .max_concurrent_streams(1)
+                    .handshake::<_, Bytes>(stream)
+                    .await
+                else {
+                    return;
+                };
+                while let Some(Ok((request, mut respond))) = connection.accept().await {
+                    arrived.fetch_add(1, Ordering::SeqCst);
+                    let answered = answered.clone();
+                    tokio::spawn(async move {
+                        if request.uri().query() == Some("hold") {
+                            tokio::time::sleep(Duration::from_secs(10)).await;
+                            drop(respond);
+                        } else if request.uri().path() == "/slow" {
+                            let head = Response::builder().status(200).body(()).unwrap();
+                            let Ok(mut body) = respond.send_response(head, false) else {
+                                return;
+                            };
+                            for _ in 0..20 {
+                                let _ = body.send_data(Bytes::from_static(b"."), false);
+                                tokio::time::sleep(Duration::from_millis(100)).await;
+                            }
+                            let _ = body.send_data(Bytes::new(), true);
+                        } else {
+                            answered.fetch_add(1, Ordering::SeqCst);
+                            let head = Response::builder().status(201).body(()).unwrap();
+                            if let Ok(mut body) = respond.send_response(head, false) {
+                                let _ = body.send_data(Bytes::from_static(b"{\"ok\":true}"), true);
+                            }
+                        }
+                    });
+                }
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// [`config`], waiting at most 300 ms for a connection or a stream: less
+/// than the upstream `timeout` of 1 s.
+fn one_stream_config() -> Config {
+    config(true).with_upstream("api", |u| u.set("connect_timeout", "300ms"))
+}
+
+fn assert_problem(reply: &common::Reply, status: u16, code: &str) {
+    assert_eq!(reply.status, status, "{}", reply.text());
+    assert_eq!(reply.json()["code"], code, "{}", reply.text());
+}
+
+/// Found by review: past an HTTP/2 upstream's stream limit a request waited
+/// inside hyper's connection, never sent; one still waiting when its
+/// `timeout` ended was answered 504 `outcome-unknown` and that was stored,
+/// so every retry of its key replayed it. The gateway now counts the
+/// streams in flight against the limit the upstream announced, and hands
+/// hyper no request it would hold back: one that waits for a stream past
+/// `connect_timeout` was never sent (502, key freed), as one waiting for an
+/// HTTP/1 connection is. The one the upstream took and never answered is
+/// still `outcome-unknown`.
+#[tokio::test]
+async fn a_request_waiting_for_a_stream_is_not_sent_and_its_key_is_freed() {
+    let dir = TestDir::new("h2-stream-limit");
+    let (addr, seen) = one_stream_upstream().await;
+    let gateway = GatewayProcess::start(&dir, &format!("http://{addr}"), &one_stream_config());
+    let client = gateway.client();
+
+    let held = tokio::spawn({
+        let client = client.clone();
+        async move { client.post("/v1/charges?hold", Some("held"), "{}").await }
+    });
+    wait_until(|| seen.arrived.load(Ordering::SeqCst) == 1).await;
+    let waited = client.post("/v1/charges", Some("waited"), "{}").await;
+    assert_problem(&waited, 502, "upstream-unreachable");
+    assert_eq!(seen.arrived.load(Ordering::SeqCst), 1, "never sent");
+
+    let held = held.await.unwrap();
+    assert_problem(&held, 504, "outcome-unknown");
+    let again = client.post("/v1/charges?hold", Some("held"), "{}").await;
+    assert_problem(&again, 504, "outcome-unknown");
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+
+    let retry = client.post("/v1/charges", Some("waited"), "{}").await;
+    assert_eq!(retry.status, 201, "{}", retry.text());
+    assert_eq!(retry.header("idempotent-replayed"), Some("false"));
+    assert_eq!(seen.answered.load(Ordering::SeqCst), 1);
+}
+
+/// The same behind a stream that stays open longer than the `timeout` (a
+/// pass-through answer still streaming): the keyed request behind it was
+/// stored as `outcome-unknown` though the upstream never saw it.
+#[tokio::test]
+async fn a_request_behind_a_long_stream_is_not_stored_as_outcome_unknown() {
+    let dir = TestDir::new("h2-stream-limit-long");
+    let (addr, seen) = one_stream_upstream().await;
+    let gateway = GatewayProcess::start(&dir, &format!("http://{addr}"), &one_stream_config());
+    let client = gateway.client();
+
+    let slow = tokio::spawn({
+        let client = client.clone();
+        async move { client.get("/slow").await }
+    });
+    wait_until(|| seen.arrived.load(Ordering::SeqCst) == 1).await;
+    let waited = client.post("/v1/charges", Some("behind"), "{}").await;
+    assert_problem(&waited, 502, "upstream-unreachable");
+
+    let slow = slow.await.unwrap();
+    assert_eq!(slow.status, 200);
+    assert_eq!(slow.text(), ".".repeat(20));
+    let retry = client.post("/v1/charges", Some("behind"), "{}").await;
+    assert_eq!(retry.status, 201, "{}", retry.text());
+    assert_eq!(retry.header("idempotent-replayed"), Some("false"));
+    assert_eq!(seen.answered.load(Ordering::SeqCst), 1);
+}

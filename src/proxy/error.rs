@@ -48,6 +48,10 @@ pub enum Cause {
         connections: usize,
         waited: Duration,
     },
+    /// Every stream an HTTP/2 upstream allows at once stayed busy for
+    /// `connect_timeout`, or for what was left of `timeout`.
+    #[error("all {streams} streams the upstream allows at once stayed busy for {waited:?}")]
+    StreamsBusy { streams: usize, waited: Duration },
     /// Waiting for a connection took all of the upstream's `timeout`.
     #[error("getting a connection took the whole upstream timeout")]
     NoTimeLeft,
@@ -116,6 +120,13 @@ mod tests {
         };
         let cases = [
             (busy, "all 4 connections stayed busy for 2s"),
+            (
+                Cause::StreamsBusy {
+                    streams: 100,
+                    waited: Duration::from_secs(2),
+                },
+                "all 100 streams the upstream allows at once stayed busy for 2s",
+            ),
             (
                 Cause::ConnectTimeout(Duration::from_millis(500)),
                 "no connection within 500ms",

@@ -8,7 +8,7 @@
 //! told (`:scheme`, `:authority`, path): the client's host, with
 //! `preserve_host`, as an HTTP/1 upstream gets it in `Host`.
 
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
@@ -28,6 +28,7 @@ use tower_service::Service;
 use super::error::{Cause, UpstreamError, error_chain};
 use super::http2_connections::Http2Connections;
 use super::http2_dialer::{H2Connector, RequireH2};
+use super::http2_streams::{Holding, Http2Streams, INITIAL_LIMIT, StreamPlace};
 use crate::body::{Body, COALESCE_LIMIT};
 
 /// Holds the connection, opens it when there is none, and drops it when it
@@ -43,13 +44,39 @@ struct Holder {
     /// The upstream's own URL: the only address ever dialed.
     target: Uri,
     idle_timeout: Duration,
+    /// The longest wait for a place among the streams the upstream allows,
+    /// as for a connection.
+    connect_timeout: Duration,
     connections: Arc<Http2Connections>,
+    streams: Arc<Http2Streams>,
     slot: Mutex<Slot>,
 }
 
 /// A connect every request waiting for a connection shares: one at a time,
 /// and its failure is each waiter's.
-type Connecting = Shared<BoxFuture<'static, Result<SendRequest<Body>, ConnectError>>>;
+type Connecting = Shared<BoxFuture<'static, Result<Opened, ConnectError>>>;
+
+/// hyper's side of a connection, driven by a task of its own, behind a lock
+/// so that a request about to take a stream can ask it the limit h2 goes
+/// by: h2 reads the upstream's SETTINGS in another task, and nothing tells
+/// when it has (http2_streams.rs).
+type Driven = Arc<Mutex<Pin<Box<H2Connection>>>>;
+
+type H2Connection =
+    http2::Connection<<RequireH2<H2Connector> as Service<Uri>>::Response, Body, TokioExecutor>;
+
+fn lock(connection: &Driven) -> std::sync::MutexGuard<'_, Pin<Box<H2Connection>>> {
+    // A panic in hyper's poll leaves the connection as it was: it is still
+    // asked and polled, and ends with an error if it cannot go on.
+    connection.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A connection just opened: what sends on it, and what tells its limit.
+#[derive(Clone)]
+struct Opened {
+    sender: SendRequest<Body>,
+    connection: Driven,
+}
 
 /// Why a connection did not open, as every request that waited for it
 /// hears it.
@@ -69,6 +96,7 @@ enum Slot {
     Open {
         id: u64,
         sender: SendRequest<Body>,
+        connection: Driven,
         last_used: Instant,
     },
 }
@@ -88,6 +116,7 @@ impl Http2Upstream {
         dialer: RequireH2<H2Connector>,
         target: Uri,
         idle_timeout: Duration,
+        connect_timeout: Duration,
         connections: Arc<Http2Connections>,
     ) -> Self {
         Self {
@@ -95,7 +124,9 @@ impl Http2Upstream {
                 dialer,
                 target,
                 idle_timeout,
+                connect_timeout,
                 connections,
+                streams: Arc::new(Http2Streams::default()),
                 slot: Mutex::new(Slot::Closed),
             }),
         }
@@ -105,10 +136,28 @@ impl Http2Upstream {
         &self.holder.connections
     }
 
+    /// A place for one more stream, waited for at most `connect_timeout`
+    /// and `timeout`, whichever is shorter (as an HTTP/1 request waits for
+    /// a connection); past that the request was never sent. With it, when
+    /// the wait began if there was one.
+    pub async fn place(
+        &self,
+        timeout: Duration,
+    ) -> Result<(StreamPlace, Option<Instant>), UpstreamError> {
+        self.holder.look_at_limit();
+        let wait = self.holder.connect_timeout.min(timeout);
+        self.holder.streams.take(wait).await
+    }
+
     /// Sends `request` as it is (its URI's authority is the `:authority`,
-    /// never where to connect) and waits for the answer head.
-    pub async fn send(&self, request: Request<Body>) -> Result<Response<Incoming>, UpstreamError> {
-        let (mut request, mut again) = Resend::keep(request).await?;
+    /// never where to connect) in `place`, and waits for the answer head.
+    pub async fn send(
+        &self,
+        request: Request<Body>,
+        place: &StreamPlace,
+    ) -> Result<Response<Incoming>, UpstreamError> {
+        let (request, mut again) = Resend::keep(request).await?;
+        let mut request = holding(request, place);
         // A request the connection gives back was never sent: one that was
         // closing when it was taken (the upstream's GOAWAY not yet read) is
         // retried on a fresh one; a fresh one that gives it back is the end.
@@ -128,7 +177,7 @@ impl Http2Upstream {
                         // whose head never left a closed connection.
                         Some(Unprocessed::GoAway) if let Some(kept) = again.take() => {
                             self.holder.closed(id);
-                            request = kept.request();
+                            request = holding(kept.request(), place);
                         }
                         Some(_) => {
                             return Err(UpstreamError::NotSent(Cause::Http2(failed.into_error())));
@@ -153,6 +202,7 @@ impl Http2Upstream {
                     id,
                     sender,
                     last_used,
+                    ..
                 } if !sender.is_closed() => {
                     *last_used = Instant::now();
                     return Ok((sender.clone(), false, *id));
@@ -168,8 +218,18 @@ impl Http2Upstream {
                 }
             }
         };
-        connecting.await.map(|sender| (sender, true, id))
+        connecting.await.map(|opened| (opened.sender, true, id))
     }
+}
+
+/// `request` with a body that holds `place` for as long as hyper has it:
+/// its stream stays open until the body is sent. A body that is already
+/// at its end is let go of as its stream opens, so it needs none.
+fn holding(request: Request<Body>, place: &StreamPlace) -> Request<Body> {
+    if request.body().is_end_stream() {
+        return request;
+    }
+    request.map(|body| Holding::new(body, place.clone()).boxed_unsync())
 }
 
 /// How an upstream said that it did no processing of a stream, so that
@@ -280,15 +340,17 @@ impl Holder {
         let dialer = self.dialer.clone();
         let target = self.target.clone();
         let idle_timeout = self.idle_timeout;
+        let streams = self.streams.clone();
         let task = tokio::spawn(async move {
-            let opened = open(dialer, target, holder.clone(), id, idle_timeout).await;
+            let opened = open(dialer, target, holder.clone(), id, idle_timeout, streams).await;
             if let Some(holder) = holder.upgrade() {
                 let mut slot = holder.lock();
                 if matches!(&*slot, Slot::Connecting { id: current, .. } if *current == id) {
                     *slot = match &opened {
-                        Ok(sender) => Slot::Open {
+                        Ok(opened) => Slot::Open {
                             id,
-                            sender: sender.clone(),
+                            sender: opened.sender.clone(),
+                            connection: opened.connection.clone(),
                             last_used: Instant::now(),
                         },
                         // Not kept: the next request tries again.
@@ -305,6 +367,16 @@ impl Holder {
         .boxed()
         .shared();
         (id, connecting)
+    }
+
+    /// Tells `streams` the limit the open connection goes by now.
+    fn look_at_limit(&self) {
+        let (id, connection) = match &*self.lock() {
+            Slot::Open { id, connection, .. } => (*id, connection.clone()),
+            _ => return,
+        };
+        let limit = lock(&connection).current_max_send_streams();
+        self.streams.announced(id, limit);
     }
 
     /// Forgets connection `id` if it is still the one held and has not been
@@ -341,34 +413,38 @@ impl Holder {
 }
 
 /// Dials the upstream (bounded by `connect_timeout`, `h2` by ALPN over TLS:
-/// [`RequireH2`]), shakes hands, and drives the connection in a task.
+/// [`RequireH2`]), shakes hands, and drives the connection in a task; from
+/// now on `streams` goes by this connection's limit.
 async fn open(
     mut dialer: RequireH2<H2Connector>,
     target: Uri,
     holder: Weak<Holder>,
     id: u64,
     idle_timeout: Duration,
-) -> Result<SendRequest<Body>, ConnectError> {
+    streams: Arc<Http2Streams>,
+) -> Result<Opened, ConnectError> {
     std::future::poll_fn(|cx| dialer.poll_ready(cx))
         .await
         .map_err(ConnectError::from)?;
     let io = dialer.call(target).await.map_err(ConnectError::from)?;
     let (sender, connection) = http2::Builder::new(TokioExecutor::new())
         .timer(TokioTimer::new())
+        // Stated, not left to hyper's default: `streams` starts from it.
+        .initial_max_send_streams(INITIAL_LIMIT)
         .handshake(io)
         .await
         .map_err(|err| Arc::new(err) as ConnectError)?;
-    tokio::spawn(drive(connection, holder, id, idle_timeout));
-    Ok(sender)
+    streams.announced(id, connection.current_max_send_streams());
+    let connection: Driven = Arc::new(Mutex::new(Box::pin(connection)));
+    tokio::spawn(drive(connection.clone(), holder, id, idle_timeout));
+    Ok(Opened { sender, connection })
 }
 
 /// Runs the connection until it ends, dropping it from the holder when it
 /// has been idle for the timeout: without a sender, hyper closes it as soon
 /// as the streams still on it are done.
-async fn drive<C>(connection: C, holder: Weak<Holder>, id: u64, idle_timeout: Duration)
-where
-    C: Future<Output = hyper::Result<()>>,
-{
+async fn drive(connection: Driven, holder: Weak<Holder>, id: u64, idle_timeout: Duration) {
+    let connection = std::future::poll_fn(|cx| lock(&connection).as_mut().poll(cx));
     let mut connection = pin!(connection);
     // Not at once: the slot holds this connection only once `open` is done.
     let mut look_at = Instant::now() + idle_timeout;

@@ -8,6 +8,7 @@ mod hop_by_hop;
 pub(crate) mod http1;
 mod http2_connections;
 mod http2_dialer;
+mod http2_streams;
 mod http2_upstream;
 mod progress;
 mod setup_error;

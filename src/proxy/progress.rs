@@ -47,10 +47,6 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub fn new() -> Self {
-        Self::since(Instant::now())
-    }
-
     /// Progress as of `start`: the first wait counts from it.
     pub fn since(start: Instant) -> Self {
         Self {
@@ -137,7 +133,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_wait_with_progress_restarts_with_each_mark() {
-        let progress = Progress::new();
+        let progress = Progress::since(Instant::now());
         let work = async {
             for _ in 0..5 {
                 tokio::time::sleep(Duration::from_millis(600)).await;
@@ -149,7 +145,7 @@ mod tests {
         let done = within(Duration::from_secs(1), Some(&progress), work).await;
         assert_eq!(done, Ok("done"));
 
-        let progress = Progress::new();
+        let progress = Progress::since(Instant::now());
         let stalled = async {
             progress.mark();
             std::future::pending::<()>().await;
@@ -165,7 +161,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_whole_wait_ignores_progress() {
-        let progress = Progress::new();
+        let progress = Progress::since(Instant::now());
         let work = async {
             for _ in 0..5 {
                 tokio::time::sleep(Duration::from_millis(600)).await;

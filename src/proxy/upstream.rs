@@ -19,6 +19,7 @@ use crate::body::Body;
 use crate::config::{Config, UpstreamConfig};
 use crate::wire::{fields, framing};
 use http_body_util::BodyExt;
+use tokio::time::Instant;
 
 /// One configured upstream with its own connection pool.
 #[derive(Debug)]
@@ -73,6 +74,7 @@ impl Upstream {
                 dialer,
                 uri.clone(),
                 IDLE_TIMEOUT,
+                config.connect_timeout,
                 connections,
             ))
         } else {
@@ -146,20 +148,33 @@ impl Upstream {
                 Ok(response.map(|body| UpstreamBody::http1(body, self.timeout)))
             }
             Connections::Http2(http2) => {
+                // Waiting for a stream counts as nothing sent: hyper never
+                // has the request until it gets a place (http2_streams.rs).
+                let (place, waited) = http2.place(self.timeout).await?;
+                let left = match waited {
+                    Some(since) => self.timeout.saturating_sub(since.elapsed()),
+                    None => self.timeout,
+                };
+                if left.is_zero() {
+                    return Err(UpstreamError::NotSent(Cause::NoTimeLeft));
+                }
                 // hyper sends the body from a task of its own: the body
-                // itself marks each piece it hands over.
-                let progress = wait
-                    .watches(request.body())
-                    .then(|| Arc::new(Progress::new()));
-                let request = match &progress {
-                    Some(progress) => {
-                        request.map(|body| Marking::new(body, progress.clone()).boxed_unsync())
-                    }
-                    None => request,
+                // itself marks each piece it hands over. Watched, each piece
+                // gets the whole `timeout`, the first counted, as `left` is,
+                // from when this request started to wait.
+                let (request, timeout, progress) = if wait.watches(request.body()) {
+                    let start = waited.unwrap_or_else(Instant::now);
+                    let progress = Arc::new(Progress::since(start));
+                    let marked = progress.clone();
+                    let request = request.map(|body| Marking::new(body, marked).boxed_unsync());
+                    (request, self.timeout, Some(progress))
+                } else {
+                    (request, left, None)
                 };
                 let connections = http2.connections();
                 let before = connections.before();
-                match within(self.timeout, progress.as_deref(), http2.send(request)).await {
+                let sent = http2.send(request, &place);
+                match within(timeout, progress.as_deref(), sent).await {
                     // Still waiting for the first connection (one slower to
                     // open than `timeout`): nothing went out, as when an
                     // HTTP/1 connect takes the whole timeout.
@@ -181,7 +196,7 @@ impl Upstream {
                         // HTTP/2, a second framing to a peer in front of the
                         // gateway that folds `_` into `-` (docs/http1.md).
                         fields::remove_where(response.headers_mut(), framing::framing_look_alike);
-                        Ok(response.map(|body| UpstreamBody::http2(body, self.timeout)))
+                        Ok(response.map(|body| UpstreamBody::http2(body, self.timeout, place)))
                     }
                     Ok(Err(err)) => Err(err),
                 }

@@ -13,13 +13,18 @@ use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
 
 use super::http1::AnswerBody;
+use super::http2_streams::StreamPlace;
 use crate::body::{BoxError, IdleLimit};
 
 pub struct UpstreamBody(IdleLimit<Source>);
 
 enum Source {
     Http1(AnswerBody),
-    Http2(Incoming),
+    /// With its stream's place, given back when the body is dropped.
+    Http2 {
+        body: Incoming,
+        _place: StreamPlace,
+    },
 }
 
 impl UpstreamBody {
@@ -27,8 +32,14 @@ impl UpstreamBody {
         Self(IdleLimit::new(Source::Http1(body), idle))
     }
 
-    pub(super) fn http2(body: Incoming, idle: Duration) -> Self {
-        Self(IdleLimit::new(Source::Http2(body), idle))
+    pub(super) fn http2(body: Incoming, idle: Duration, place: StreamPlace) -> Self {
+        Self(IdleLimit::new(
+            Source::Http2 {
+                body,
+                _place: place,
+            },
+            idle,
+        ))
     }
 }
 
@@ -62,21 +73,21 @@ impl HttpBody for Source {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
             Self::Http1(body) => Pin::new(body).poll_frame(cx),
-            Self::Http2(body) => crate::body::poll_http2(body, cx),
+            Self::Http2 { body, .. } => crate::body::poll_http2(body, cx),
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match self {
             Self::Http1(body) => body.is_end_stream(),
-            Self::Http2(body) => body.is_end_stream(),
+            Self::Http2 { body, .. } => body.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match self {
             Self::Http1(body) => body.size_hint(),
-            Self::Http2(body) => body.size_hint(),
+            Self::Http2 { body, .. } => body.size_hint(),
         }
     }
 }

@@ -42,13 +42,15 @@ fn holder(addr: SocketAddr, idle_timeout: Duration) -> Http2Upstream {
     let tls = crate::tls::client_config("api", None).unwrap();
     let dialer = http2_dialer::dialer(tls, Duration::from_secs(1), connections.clone());
     let target = format!("http://{addr}").parse().unwrap();
-    Http2Upstream::new(dialer, target, idle_timeout, connections)
+    let connect_timeout = Duration::from_secs(1);
+    Http2Upstream::new(dialer, target, idle_timeout, connect_timeout, connections)
 }
 
 /// The `:authority` the server saw for a request to `uri`.
 async fn authority(upstream: &Http2Upstream, uri: &str) -> Result<String, UpstreamError> {
     let request = Request::get(uri).body(crate::body::empty()).unwrap();
-    let response = upstream.send(request).await?;
+    let (place, _) = upstream.place(Duration::from_secs(1)).await?;
+    let response = upstream.send(request, &place).await?;
     let body = response.into_body().collect().await.unwrap().to_bytes();
     Ok(String::from_utf8(body.to_vec()).unwrap())
 }

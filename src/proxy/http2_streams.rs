@@ -1,0 +1,284 @@
+//! The streams in flight to one HTTP/2 upstream, counted here so that
+//! hyper is never handed a request it would hold back.
+//!
+//! Past the upstream's `SETTINGS_MAX_CONCURRENT_STREAMS`, h2 keeps a request
+//! inside the connection, unopened, and nothing tells when it opens: one
+//! still there when its `timeout` ends could only be answered "outcome
+//! unknown" (it may open and go out a moment later). A request waiting here
+//! instead was never handed over, so giving up on it is certain: nothing
+//! was sent (docs/configuration.md, `http2`).
+//!
+//! The limit is the one h2 itself goes by: what the newest connection's
+//! upstream announced, asked of the connection as each request is about to
+//! take a place (http2_upstream.rs), and [`INITIAL_LIMIT`] until it has. A place is held from the moment it is
+//! taken until hyper has let go of the request's body and the answer's body
+//! is done or dropped, so that it is never counted free while h2 still
+//! counts its stream.
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+use super::error::{Cause, UpstreamError};
+use crate::body::BoxError;
+
+/// Streams allowed at once before the upstream announces its limit: what
+/// hyper's h2 client assumes (and is set to assume, `http2_upstream::open`),
+/// the least RFC 9113 §6.5.2 recommends a server allow.
+pub const INITIAL_LIMIT: usize = 100;
+
+#[derive(Debug)]
+pub struct Http2Streams {
+    permits: Arc<Semaphore>,
+    limit: Mutex<Limit>,
+}
+
+#[derive(Debug)]
+struct Limit {
+    /// The connection whose upstream's limit this is: an older one's
+    /// announcement no longer counts.
+    connection: u64,
+    /// Places in all: free permits, plus those held, less `owed`.
+    allowed: usize,
+    /// Permits to take out of use as they come back: the limit went down
+    /// while more were held than it now allows.
+    owed: usize,
+}
+
+impl Default for Http2Streams {
+    fn default() -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(INITIAL_LIMIT)),
+            limit: Mutex::new(Limit {
+                connection: 0,
+                allowed: INITIAL_LIMIT,
+                owed: 0,
+            }),
+        }
+    }
+}
+
+impl Http2Streams {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Limit> {
+        // Each change is made whole under the lock, and nothing in it panics.
+        self.limit.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The streams connection `connection`'s upstream allows at once now
+    /// (h2's `usize::MAX` when it announced none).
+    pub fn announced(&self, connection: u64, streams: usize) {
+        let target = streams.min(Semaphore::MAX_PERMITS);
+        let mut limit = self.lock();
+        if connection < limit.connection {
+            return;
+        }
+        limit.connection = connection;
+        if target < limit.allowed {
+            let fewer = limit.allowed - target;
+            let taken = self.permits.forget_permits(fewer);
+            limit.owed += fewer - taken;
+        } else if target > limit.allowed {
+            let more = target - limit.allowed;
+            let forgiven = more.min(limit.owed);
+            limit.owed -= forgiven;
+            self.permits.add_permits(more - forgiven);
+        }
+        limit.allowed = target;
+    }
+
+    /// A place for one stream, waiting at most `wait` for one to come free
+    /// (past that the request was never sent), and when the wait began if
+    /// there was one: a free place costs no clock read.
+    pub async fn take(
+        self: &Arc<Self>,
+        wait: Duration,
+    ) -> Result<(StreamPlace, Option<Instant>), UpstreamError> {
+        let mut waited = None;
+        let permit = match self.permits.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                waited = Some(Instant::now());
+                match tokio::time::timeout(wait, self.permits.clone().acquire_owned()).await {
+                    Ok(Ok(permit)) => permit,
+                    // The semaphore is never closed: counted as a wait that ran out.
+                    Ok(Err(_)) | Err(_) => {
+                        return Err(UpstreamError::NotSent(Cause::StreamsBusy {
+                            streams: self.lock().allowed,
+                            waited: wait,
+                        }));
+                    }
+                }
+            }
+        };
+        let place = StreamPlace {
+            _held: Arc::new(Held {
+                permit: Some(permit),
+                streams: self.clone(),
+            }),
+        };
+        Ok((place, waited))
+    }
+}
+
+/// One stream's place, held while any clone of it lives: the request's
+/// sender, the body hyper sends, the answer's body.
+#[derive(Debug, Clone)]
+pub struct StreamPlace {
+    _held: Arc<Held>,
+}
+
+#[derive(Debug)]
+struct Held {
+    permit: Option<OwnedSemaphorePermit>,
+    streams: Arc<Http2Streams>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let Some(permit) = self.permit.take() else {
+            return;
+        };
+        // Under the lock, so that `announced` sees every permit either held
+        // or back.
+        let mut limit = self.streams.lock();
+        if limit.owed > 0 {
+            limit.owed -= 1;
+            permit.forget();
+        } else {
+            drop(permit);
+        }
+    }
+}
+
+/// A request body that holds its stream's place until hyper lets go of it
+/// (sent to the end, or the stream reset).
+pub struct Holding<B> {
+    inner: B,
+    _place: StreamPlace,
+}
+
+impl<B> Holding<B> {
+    pub fn new(inner: B, place: StreamPlace) -> Self {
+        Self {
+            inner,
+            _place: place,
+        }
+    }
+}
+
+impl<B> HttpBody for Holding<B>
+where
+    B: HttpBody<Data = Bytes, Error = BoxError> + Unpin,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: Duration = Duration::ZERO;
+
+    async fn take(streams: &Arc<Http2Streams>) -> Option<StreamPlace> {
+        streams.take(NOW).await.ok().map(|(place, _)| place)
+    }
+
+    #[tokio::test]
+    async fn a_lower_limit_waits_for_the_places_held_past_it() {
+        let streams = Arc::new(Http2Streams::default());
+        let held: Vec<_> = futures_util::future::join_all((0..3).map(|_| take(&streams))).await;
+        streams.announced(1, 2);
+        assert!(take(&streams).await.is_none(), "3 held, 2 allowed");
+        let mut held: Vec<_> = held.into_iter().map(Option::unwrap).collect();
+        held.pop();
+        assert!(take(&streams).await.is_none(), "2 held, 2 allowed");
+        held.pop();
+        let third = take(&streams).await;
+        assert!(third.is_some(), "1 held, 2 allowed");
+        assert!(take(&streams).await.is_none());
+        drop((held, third));
+        let two: Vec<_> = futures_util::future::join_all((0..3).map(|_| take(&streams))).await;
+        assert_eq!(two.iter().filter(|place| place.is_some()).count(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_higher_limit_first_pays_what_is_owed() {
+        let streams = Arc::new(Http2Streams::default());
+        streams.announced(1, 2);
+        let held: Vec<_> = futures_util::future::join_all((0..2).map(|_| take(&streams))).await;
+        streams.announced(1, 0);
+        streams.announced(1, 3);
+        let more = take(&streams).await;
+        assert!(more.is_some(), "2 held, 3 allowed");
+        assert!(take(&streams).await.is_none(), "3 held, 3 allowed");
+        drop((held, more));
+    }
+
+    #[tokio::test]
+    async fn an_older_connection_no_longer_sets_the_limit() {
+        let streams = Arc::new(Http2Streams::default());
+        streams.announced(2, 1);
+        streams.announced(1, 50);
+        let first = take(&streams).await;
+        assert!(first.is_some());
+        assert!(take(&streams).await.is_none());
+        // A new connection starts from h2's own assumption.
+        streams.announced(3, INITIAL_LIMIT);
+        assert!(take(&streams).await.is_some());
+    }
+
+    /// Every holder must let go before the place is free: the sender, the
+    /// body hyper sends, the answer's body.
+    #[tokio::test]
+    async fn a_place_is_free_once_every_holder_let_go() {
+        let streams = Arc::new(Http2Streams::default());
+        streams.announced(1, 1);
+        let place = take(&streams).await.unwrap();
+        let body = Holding::new(crate::body::empty(), place.clone());
+        drop(place);
+        assert!(take(&streams).await.is_none());
+        drop(body);
+        assert!(take(&streams).await.is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_for_a_place_ends_as_not_sent() {
+        let streams = Arc::new(Http2Streams::default());
+        streams.announced(1, 0);
+        let started = Instant::now();
+        let waited = streams.take(Duration::from_secs(2)).await;
+        assert!(
+            matches!(
+                waited,
+                Err(UpstreamError::NotSent(Cause::StreamsBusy {
+                    streams: 0,
+                    ..
+                }))
+            ),
+            "{waited:?}"
+        );
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
+    }
+}
