@@ -34,6 +34,11 @@ pub const INVALID_HOST: GatewayError = GatewayError::BadRequest(
     "the request's host is not a host name or address with an optional port",
 );
 
+/// An HTTP/2 `host` field naming another host than `:authority`: 400
+/// (RFC 9113 §8.3.1), nothing forwarded.
+pub const HOST_NOT_AUTHORITY: GatewayError =
+    GatewayError::BadRequest("the host field names another host than :authority");
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GatewayError {
     MissingKey,

@@ -1154,3 +1154,37 @@ async fn request_lines_decided_by_the_rfcs() {
     assert_eq!(s.upstream.total(), 1);
     s.assert_no_panic();
 }
+
+/// RFC 9113 §8.3.1: over HTTP/2 a `host` field naming another host than
+/// `:authority` is a malformed request: 400, nothing forwarded. The same
+/// host in another case, or no `host` field, is served.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_http2_host_field_that_contradicts_the_authority_is_refused() {
+    let s = setup("h2-host-authority").await;
+    let tcp = TcpStream::connect(s.gateway.addr).await.expect("connect");
+    let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
+    tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    for (host, status) in [
+        (Some("other.example"), 400),
+        (Some("gw.example:1"), 400),
+        (Some("GW.Example"), 201),
+        (None, 201),
+    ] {
+        let mut request = http::Request::get("http://gw.example/rest");
+        if let Some(host) = host {
+            request = request.header("host", host);
+        }
+        let (answer, _) = client
+            .send_request(request.body(()).expect("request"), true)
+            .expect("sent");
+        let answer = tokio::time::timeout(WITHIN, answer)
+            .await
+            .expect("an answer in time")
+            .expect("an answer");
+        assert_eq!(answer.status(), status, "host {host:?}");
+        client = client.ready().await.expect("ready");
+    }
+    assert_eq!(s.upstream.total(), 2, "a contradicted host was forwarded");
+    s.assert_no_panic();
+}

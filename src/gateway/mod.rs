@@ -36,7 +36,7 @@ pub use runtime_error::RuntimeError;
 use crate::answer::Answer;
 use crate::body::Body;
 use crate::client_info::ClientInfo;
-use crate::error::{CONTROL_CHARACTERS, GatewayError, INVALID_HOST};
+use crate::error::{CONTROL_CHARACTERS, GatewayError, HOST_NOT_AUTHORITY, INVALID_HOST};
 use crate::key::KeySource;
 use crate::metrics::{Metrics, RouteMeters};
 use crate::proxy::Upstream;
@@ -365,7 +365,8 @@ fn check_framing<B>(request: &Request<B>) -> Result<(), GatewayError> {
 /// when there is one) must be one (RFC 9112 §3.2, RFC 9113 §8.3.1): the
 /// HTTP/1 parser checks the `Host` field; the authority of an HTTP/1.1
 /// absolute-form target (`http://user@evil/`), an HTTP/2 `:authority` and
-/// an HTTP/2 `host` field are checked here.
+/// an HTTP/2 `host` field (which must agree with `:authority`) are checked
+/// here.
 fn check_host<B>(request: &Request<B>) -> Result<(), GatewayError> {
     // An absolute-form target names an http(s) resource or none the
     // gateway serves (`ftp://evil/x` is not `http://evil/x`).
@@ -388,9 +389,22 @@ fn check_host<B>(request: &Request<B>) -> Result<(), GatewayError> {
             .get_all(header::HOST)
             .iter()
             .all(|value| host::is_valid(value.as_bytes().trim_ascii()));
-    if authority_ok && fields_ok {
-        Ok(())
-    } else {
-        Err(INVALID_HOST)
+    if !(authority_ok && fields_ok) {
+        return Err(INVALID_HOST);
     }
+    // Over HTTP/2 a `host` field beside `:authority` must name the same
+    // host (RFC 9113 §8.3.1): the gateway routes by `:authority`, and a
+    // `host` that says otherwise could steer a peer behind it that reads it.
+    if request.version() == Version::HTTP_2
+        && let Some(authority) = request.uri().authority()
+        && request.headers().get_all(header::HOST).iter().any(|value| {
+            !value
+                .as_bytes()
+                .trim_ascii()
+                .eq_ignore_ascii_case(authority.as_str().as_bytes())
+        })
+    {
+        return Err(HOST_NOT_AUTHORITY);
+    }
+    Ok(())
 }
