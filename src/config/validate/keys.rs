@@ -562,6 +562,13 @@ replay_values = ["new", "cached"]"#,
             "t.toml:2:17: defaults.replay_header:",
             "the marker would replace it",
         );
+        for name in ["Set-Cookie", "Expires", "ETag", "Cache-Control", "Vary"] {
+            single(
+                &format!("expiry_header = \"{name}\""),
+                "t.toml:2:17: defaults.expiry_header:",
+                "answers carry: the expiry would replace it",
+            );
+        }
     }
 
     #[test]

@@ -33,18 +33,40 @@ pub fn replay_header_name(text: &str, what: &str, example: &str) -> Result<Heade
         "transfer-encoding",
         "upgrade",
     ];
+    // Fields an upstream's answers carry (RFC 9110, RFC 6265 and the
+    // caching and security ones proxies see every day): the gateway's
+    // field of that name would replace the upstream's own.
     const ANSWER: &[&str] = &[
+        "accept-ranges",
+        "age",
+        "allow",
+        "alt-svc",
+        "cache-control",
+        "content-disposition",
         "content-encoding",
+        "content-language",
+        "content-location",
+        "content-range",
+        "content-security-policy",
         "content-type",
         "date",
+        "etag",
+        "expires",
         "idempotency-degraded",
         // A derived key's answers carry it (docs/keys-and-fingerprints.md).
         "idempotency-key",
         "idempotency-replay",
+        "last-modified",
         // The gateway's own problems carry one when `problem_base` is set.
         "link",
         "location",
+        "proxy-authenticate",
         "retry-after",
+        "server",
+        "set-cookie",
+        "strict-transport-security",
+        "vary",
+        "www-authenticate",
     ];
     let name = header_name(text)?;
     if CONNECTION.contains(&name.as_str()) {
