@@ -61,7 +61,7 @@ impl Outcome {
 
     /// The outcomes of docs/operating.md#metrics: every route can end a request in any of them.
     /// (`Overloaded` only a route with `max_in_flight`.)
-    const SPEC: [Outcome; 13] = [
+    const ANNOUNCED: [Outcome; 13] = [
         Outcome::New,
         Outcome::Replayed,
         Outcome::Conflict,
@@ -265,7 +265,7 @@ impl RouteMeters {
     /// `rate()`: an alert on the first mismatch of a route would never fire.
     /// Histograms are still made on first use (21 lines a series).
     pub fn announce(&self, metrics: &Metrics) {
-        for outcome in Outcome::SPEC {
+        for outcome in Outcome::ANNOUNCED {
             self.count(metrics, outcome);
         }
         self.inflight(metrics);
@@ -363,7 +363,7 @@ mod tests {
         let meters = RouteMeters::new("charges", "api");
         meters.announce(&metrics);
         let text = String::from_utf8(metrics.render()).expect("utf-8 exposition");
-        for outcome in Outcome::SPEC {
+        for outcome in Outcome::ANNOUNCED {
             let line = format!(
                 "idemgate_requests_total{{outcome=\"{}\",route=\"charges\"}} 0",
                 outcome.as_str()

@@ -206,7 +206,7 @@ struct Answer {
 
 impl Answer {
     /// A final answer: the gateway decided the key (not "in flight", not
-    /// "store unavailable", not "upstream unreachable": the spec frees the
+    /// "store unavailable", not "upstream unreachable": the gateway frees the
     /// key when nothing was sent, so a retry running it is right).
     fn is_final(&self) -> bool {
         self.status != 409

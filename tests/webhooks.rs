@@ -630,7 +630,7 @@ async fn every_method_is_verified_and_only_post_is_deduplicated() {
 }
 
 /// `GET /admin/routes` shows each sender's route with the webhook
-/// defaults, in the contract's words: `release_statuses` is `["5xx", 429]`.
+/// defaults, as docs/webhooks.md words them: `release_statuses` is `["5xx", 429]`.
 #[tokio::test]
 async fn admin_routes_shows_the_webhook_defaults() {
     let (_dir, _upstream, gateway) = start("webhook-admin-routes").await;

@@ -191,7 +191,8 @@ impl Gateway {
             outcome = answer.outcome.map(|o| o.as_str()).unwrap_or("-"),
             // Evaluated only when the line is written.
             key = answer.key.as_deref().map(crate::key::short_hash).as_deref().unwrap_or("-"),
-            latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+            // Whole microseconds: `1.809`, not `1.8094700000000001`.
+            latency_ms = started.elapsed().as_micros() as f64 / 1000.0,
             // With regions, a keyed request's home: where it was sent, or here.
             home_region = answer.home.as_deref().or_else(|| answer
                 .key
