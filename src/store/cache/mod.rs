@@ -214,8 +214,9 @@ impl Store for CachedStore {
                 let now = SystemTime::now();
                 let kept = Kept {
                     expires_at: found.expires_at,
-                    // As the completing replica (or Postgres) wrote it: the
-                    // TTL is what bounds the value by Redis's clock.
+                    // Postgres's instant, the best this value knows: a copy
+                    // in memory may outlive the record by the skew between
+                    // the database's clock and ours (at most `MAX_AGE`).
                     expires_here: found.expires_at,
                     // By this replica's clock against the completing one's:
                     // skew between them is the error (clamped at 0).
