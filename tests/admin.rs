@@ -255,6 +255,40 @@ async fn show_and_purge_a_key_then_it_runs_again() {
     assert_eq!(upstream.executions("order/7"), 2);
 }
 
+/// docs/operating.md: a purge that deletes records logs one info line with
+/// the route, the key's short hash (as the data plane logs keys), how many
+/// records and the client's address: an operator auditing who freed a key
+/// finds it. Never the key itself; nothing for a purge that deleted nothing.
+#[tokio::test]
+async fn a_purge_is_logged_with_the_keys_hash_never_the_key() {
+    const KEY: &str = "audit-key-5d1e0b";
+    let (_dir, _upstream, gateway) = setup("purge-log").await;
+    let admin = gateway.admin_client();
+    let (name, value) = bearer();
+    let auth = [(name, value.as_str())];
+    let path = format!("/admin/keys/charges/{KEY}");
+    let stored = gateway.client().post("/v1/charges", Some(KEY), "{}").await;
+    assert_eq!(stored.status, 201);
+    assert_eq!(admin.send("DELETE", &path, &auth, "").await.status, 204);
+    assert_eq!(admin.send("DELETE", &path, &auth, "").await.status, 404);
+
+    let log = gateway.log_text();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("key purged")).collect();
+    assert_eq!(lines.len(), 1, "{log}");
+    let line = lines[0];
+    for part in [
+        "INFO",
+        "route=\"charges\"",
+        &format!("key={}", idemgate::key::short_hash(KEY)),
+        "records=1",
+        "by=\"admin api\"",
+        "client=127.0.0.1:",
+    ] {
+        assert!(line.contains(part), "{part} not in {line}");
+    }
+    assert!(!log.contains(KEY), "the raw key is logged:\n{log}");
+}
+
 /// docs/operating.md: `"k1"` (an RFC 8941 string) is the key `k1`. The admin API reads
 /// the key in its path as the data plane reads the header, so either spelling
 /// finds and purges the record; a key the data plane would refuse is 400

@@ -794,6 +794,46 @@ async fn keys_reads_the_key_as_the_data_plane_does() {
     }
 }
 
+/// docs/operating.md: `keys purge` logs (on stderr) one info line per purge
+/// that deleted records, with the route, the key's short hash and how many;
+/// never the key. One that found nothing says only "no records".
+#[tokio::test]
+async fn keys_purge_is_logged_with_the_keys_hash_never_the_key() {
+    const KEY: &str = "audit-key-c0ffee";
+    let (_dir, _upstream, mut gateway) =
+        GatewayProcess::start_fresh("cli-purge-log", &common::config::Config::charges_and_rest())
+            .await;
+    let reply = gateway.client().post("/v1/charges", Some(KEY), "{}").await;
+    assert_eq!(reply.status, 201);
+    gateway.kill();
+    let config = gateway.config_path().to_str().unwrap().to_owned();
+
+    let out = idemgate(&["keys", "purge", "-c", &config, "charges", KEY]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(text(&out.stdout), "1 record deleted\n");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("key purged"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    for part in [
+        "INFO",
+        "route=\"charges\"",
+        &format!("key={}", idemgate::key::short_hash(KEY)),
+        "records=1",
+        "by=\"idemgate keys purge\"",
+    ] {
+        assert!(lines[0].contains(part), "{part} not in {stderr}");
+    }
+    assert!(!stderr.contains(KEY), "{stderr}");
+
+    let out = idemgate(&["keys", "purge", "-c", &config, "charges", KEY]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("key purged"), "{stderr}");
+}
+
 /// A route renamed (or removed) in the file keeps its records until they
 /// expire: `keys show|purge` find them by the old name, as `keys list` and the
 /// admin API do, and say the file has no such route when there are none.

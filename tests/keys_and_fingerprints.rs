@@ -1,12 +1,16 @@
 //! Keys and fingerprints for real clients (docs/keys-and-fingerprints.md),
-//! against the real binary on the embedded store, with a counting upstream.
+//! against the real binary on the embedded store (and, for the expiry an
+//! answer tells, on Postgres and Redis too), with a counting upstream.
 
 mod common;
+mod pg_support;
 
 use std::time::{Duration, SystemTime};
 
-use common::config::{Config, Route, Upstream, raw};
+use common::config::{Config, Route, Store, Upstream, raw};
 use common::{GatewayProcess, MockUpstream, Reply, TestDir};
+use pg_support::switch::Switch;
+use pg_support::{RedisPrefix, TestSchema, redis_flush_prefix, redis_url};
 
 /// The namespace of the derived keys below.
 const NS: &str = "9f1c3e0a-5b7d-4c2e-8a61-3d4f5e6a7b8c";
@@ -778,6 +782,139 @@ async fn expiry_header_agrees_with_the_admin_api() {
     let mismatch = post(&gateway, "/v1/expiry", &refs(&key), "{\"x\":1}").await;
     assert_eq!(mismatch.status, 422);
     assert_eq!(mismatch.header("idempotency-expires"), None);
+}
+
+/// A gateway whose only route tells the expiry, on `store`.
+fn expiry_config(store: Store) -> Config {
+    Config::new()
+        .admin_token_env(common::admin::TOKEN_ENV)
+        .store(store)
+        .upstream(Upstream::api().timeout("5s"))
+        .defaults("lock_timeout", "30s")
+        .defaults("retention", "1h")
+        .route(Route::api("expiry", "/v1/expiry").set("expiry_header", "Idempotency-Expires"))
+}
+
+/// The record's expiry as the admin API shows it, as an HTTP-date.
+async fn shown_expiry(gateway: &GatewayProcess, key: &str) -> String {
+    let shown = gateway
+        .admin_client()
+        .send(
+            "GET",
+            &format!("/admin/keys/expiry/{key}"),
+            &[("authorization", &format!("Bearer {TOKEN}"))],
+            "",
+        )
+        .await;
+    assert_eq!(shown.status, 200, "{}", shown.text());
+    let at = shown.json()[0]["expires_at"].as_str().unwrap().to_owned();
+    httpdate::fmt_http_date(humantime::parse_rfc3339(&at).unwrap())
+}
+
+fn told(reply: &Reply) -> String {
+    reply
+        .header("idempotency-expires")
+        .unwrap_or_else(|| panic!("no expiry told: {reply:?}"))
+        .to_owned()
+}
+
+/// Sends `key` fresh to `first`, then again to each of `replayers` in
+/// turn (after deleting the Redis copies under `flush_before`, when given
+/// as (prefix, at which replay)); every answer must tell the expiry the
+/// admin API shows, to the letter.
+async fn assert_one_expiry(
+    first: &GatewayProcess,
+    replayers: &[&GatewayProcess],
+    key: &str,
+    flush_before: Option<(&str, usize)>,
+) {
+    let headers = json_key(key);
+    let fresh = post(first, "/v1/expiry", &refs(&headers), "{}").await;
+    assert_eq!(fresh.status, 201, "{}", fresh.text());
+    let stored = shown_expiry(first, key).await;
+    assert_eq!(told(&fresh), stored, "{key}: the first answer");
+    for (n, gateway) in replayers.iter().enumerate() {
+        if let Some((prefix, at)) = flush_before
+            && at == n
+        {
+            redis_flush_prefix(prefix).await;
+        }
+        let replay = post(gateway, "/v1/expiry", &refs(&headers), "{}").await;
+        assert_replayed(&replay);
+        assert_eq!(told(&replay), stored, "{key}: replay {n}");
+    }
+}
+
+const EXPIRY_KEYS: usize = 30;
+
+/// The first answer tells the expiry the store wrote, as every replay does:
+/// from the store, from the in-memory copy the first replay leaves, and on
+/// Redis from the copy the completion wrote and, once Redis lost it, from
+/// Postgres through another replica. (Computed apart, the first answer's
+/// could be a second off its replays' when the write crossed a second.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_answer_and_its_replays_tell_one_expiry_on_every_backend() {
+    let upstream = MockUpstream::start().await;
+    let token = [(common::admin::TOKEN_ENV, TOKEN)];
+    let start = |dir: &TestDir, config: &Config| {
+        GatewayProcess::start_with_env(dir, &upstream.url(), config, &token)
+    };
+
+    let dir = TestDir::new("kf-one-expiry-embedded");
+    let embedded = start(&dir, &expiry_config(Store::embedded()));
+    for n in 0..EXPIRY_KEYS {
+        let key = format!("emb-{n}");
+        assert_one_expiry(&embedded, &[&embedded, &embedded], &key, None).await;
+    }
+
+    let schema = TestSchema::create().await;
+    let dir = TestDir::new("kf-one-expiry-postgres");
+    let postgres = start(&dir, &expiry_config(Store::postgres(&schema.url())));
+    for n in 0..EXPIRY_KEYS {
+        let key = format!("pg-{n}");
+        assert_one_expiry(&postgres, &[&postgres, &postgres], &key, None).await;
+    }
+
+    let schema = TestSchema::create().await;
+    let prefix = RedisPrefix::new("kf-expiry");
+    let config = expiry_config(Store::postgres(&schema.url()).redis(&redis_url(), &prefix.0));
+    let (dir_a, dir_b) = (
+        TestDir::new("kf-one-expiry-a"),
+        TestDir::new("kf-one-expiry-b"),
+    );
+    let (a, b) = (start(&dir_a, &config), start(&dir_b, &config));
+    for n in 0..EXPIRY_KEYS {
+        let key = format!("redis-{n}");
+        // A: Redis, then its copy; B, once Redis lost the key: Postgres.
+        let flush = Some((prefix.0.as_str(), 2));
+        assert_one_expiry(&a, &[&a, &a, &b], &key, flush).await;
+    }
+}
+
+/// A database whose replies arrive a second late: the first answer still
+/// tells the expiry the database wrote, not one counted from when the
+/// gateway heard of the write, and so do its replays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_database_does_not_move_the_first_answers_expiry() {
+    let schema = TestSchema::create().await;
+    let relay = Switch::start(pg_support::server_addr()).await;
+    let url = pg_support::via(&schema.url(), relay.addr);
+    let (_dir, _upstream, gateway) = common::admin::start_with_token(
+        "kf-slow-expiry",
+        &expiry_config(Store::postgres(&url).set("statement_timeout", "10s")),
+        TOKEN,
+    )
+    .await;
+    relay.delay_replies(Duration::from_millis(1200));
+    let tasks: Vec<_> = (0..3)
+        .map(|n| {
+            let gateway = &gateway;
+            async move {
+                assert_one_expiry(gateway, &[gateway, gateway], &format!("slow-{n}"), None).await;
+            }
+        })
+        .collect();
+    futures_util::future::join_all(tasks).await;
 }
 
 #[tokio::test]

@@ -141,22 +141,14 @@ async fn fill(store: &Arc<dyn Store>, tick: impl Fn()) -> Vec<(String, RecordSta
         )
         .await;
         join_all(leases.iter().zip(&keys).map(|(lease, &n)| async move {
-            match n % 10 {
-                0 => {}
-                1 => store
-                    .complete(lease, &answer(504, true), LONG)
-                    .await
-                    .unwrap(),
+            let answer = match n % 10 {
+                0 => return,
+                1 => answer(504, true),
                 // The upstream's own 502: completed, not outcome-unknown.
-                2 => store
-                    .complete(lease, &answer(502, false), LONG)
-                    .await
-                    .unwrap(),
-                _ => store
-                    .complete(lease, &answer(201, false), LONG)
-                    .await
-                    .unwrap(),
-            }
+                2 => answer(502, false),
+                _ => answer(201, false),
+            };
+            store.complete(lease, &answer, LONG).await.unwrap();
         }))
         .await;
         for &n in &keys {

@@ -709,3 +709,26 @@ async fn storms_on_few_keys_never_deadlock() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(deadlocks().await - before, 0, "see the Postgres log");
 }
+
+/// A store built outside a runtime runs unbatched: its completion is the
+/// single-row statement, which returns the expiry it stored as the batch's
+/// does (`complete_returns_the_expiry_it_stored`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unbatched_completion_returns_the_expiry_it_stored() {
+    let schema = TestSchema::create().await;
+    let config = schema.config();
+    let store = std::thread::spawn(move || PostgresStore::lazy(&config).unwrap())
+        .join()
+        .unwrap();
+    store.migrate().await.unwrap();
+    let store: Arc<dyn Store> = Arc::new(store);
+    for n in 0..10 {
+        let key = id(&format!("k{n}"));
+        let lease = reserved(&store, &key, "fp", LONG).await;
+        let written = store.complete(&lease, &response(), LONG).await.unwrap();
+        let info = store.records(&key.route, &key.key).await.unwrap();
+        assert_eq!(info[0].expires_at, Some(written));
+        let (_, kept) = store.reserve_with_expiry(&key, "fp", LONG).await.unwrap();
+        assert_eq!(kept.unwrap().expires_at, written);
+    }
+}

@@ -540,3 +540,25 @@ async fn another_deployments_value_under_the_same_name_is_no_answer() {
     );
     assert_eq!(hits.load(Ordering::SeqCst), 1);
 }
+
+/// A replay Postgres serves after Redis lost the copy tells the expiry the
+/// completion wrote, and so does the copy it writes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refilled_copy_tells_the_expiry_the_completion_wrote() {
+    let prefix = RedisPrefix::new("idemgate-test");
+    let (store, counts, _schema) = cached(redis_config(&prefix.0)).await;
+    for n in 0..10 {
+        let key = id(&format!("k{n}"));
+        let lease = reserved(&store, &key, "fp", LONG).await;
+        let written = store.complete(&lease, &response(), LONG).await.unwrap();
+        redis_flush_prefix(&prefix.0).await;
+        let misses = counts.get().1;
+        let (_, from_postgres) = store.reserve_with_expiry(&key, "fp", LONG).await.unwrap();
+        assert_eq!(counts.get().1, misses + 1, "k{n}: asked Postgres");
+        assert_eq!(from_postgres.unwrap().expires_at, written, "k{n}");
+        let hits = counts.get().0;
+        let (_, refilled) = store.reserve_with_expiry(&key, "fp", LONG).await.unwrap();
+        assert_eq!(counts.get().0, hits + 1, "k{n}: a Redis hit");
+        assert_eq!(refilled.unwrap().expires_at, written, "k{n}");
+    }
+}

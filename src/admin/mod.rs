@@ -15,6 +15,7 @@ use http::{Method, Request, Response, StatusCode};
 use tokio_util::sync::CancellationToken;
 
 use crate::body::{self, Body};
+use crate::client_info::ClientInfo;
 use crate::error::{CONTROL_CHARACTERS, GatewayError, PROBLEM_JSON};
 use crate::gateway::Gateway;
 use crate::key::KeyError;
@@ -57,7 +58,13 @@ impl AdminPlane {
         }
     }
 
-    pub async fn handle(&self, request: Request<ClientBody>) -> Response<Body> {
+    /// `client`: the connection it came over, named in the log line of a
+    /// purge.
+    pub async fn handle(
+        &self,
+        request: Request<ClientBody>,
+        client: &ClientInfo,
+    ) -> Response<Body> {
         // Its head lacks the fields it sent with control characters: not
         // acted on as if they had not been sent.
         if request.extensions().get::<UnreadableFields>().is_some() {
@@ -83,7 +90,7 @@ impl AdminPlane {
                 if let Err(error) = auth::check(token.as_deref(), request.headers()) {
                     return error.to_response();
                 }
-                self.operator(request.method(), &path, request.uri().query())
+                self.operator(request.method(), &path, request.uri().query(), client)
                     .await
             }
             _ => GatewayError::NotFound.to_response(),
@@ -101,7 +108,13 @@ impl AdminPlane {
         }
     }
 
-    async fn operator(&self, method: &Method, path: &str, query: Option<&str>) -> Response<Body> {
+    async fn operator(
+        &self,
+        method: &Method,
+        path: &str,
+        query: Option<&str>,
+        client: &ClientInfo,
+    ) -> Response<Body> {
         if path == "/admin/reload" {
             return if method == Method::POST {
                 self.reload()
@@ -143,7 +156,7 @@ impl AdminPlane {
         };
         let store = self.gateway.store();
         let result = if *method == Method::DELETE {
-            records::purge(store.as_ref(), &route, &key).await
+            records::purge(store.as_ref(), &route, &key, client).await
         } else {
             records::show(store.as_ref(), &route, &key).await
         };

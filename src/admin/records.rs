@@ -8,6 +8,7 @@ use percent_encoding::percent_decode_str;
 use serde_json::{Value, json};
 
 use crate::body::{self, Body};
+use crate::client_info::ClientInfo;
 use crate::error::GatewayError;
 use crate::store::{RecordInfo, RecordState, Store};
 
@@ -100,6 +101,7 @@ pub async fn purge(
     store: &dyn Store,
     route: &str,
     key: &str,
+    client: &ClientInfo,
 ) -> Result<Response<Body>, GatewayError> {
     // Records past their expiry go too (the sweep would delete them), but
     // only a purge that took a standing record answers 204: a key that
@@ -107,12 +109,46 @@ pub async fn purge(
     let all = store.records(route, key).await.map_err(unavailable)?;
     let now = SystemTime::now();
     let lapsed = all.iter().filter(|record| !stands(record, now)).count() as u64;
-    match store.purge(route, key).await.map_err(unavailable)? {
+    let purged = store.purge(route, key).await.map_err(unavailable)?;
+    log_purge(route, key, purged, PurgedBy::AdminApi(client));
+    match purged {
         n if n <= lapsed => Err(GatewayError::NotFound),
         _ => {
             let mut response = Response::new(body::empty());
             *response.status_mut() = StatusCode::NO_CONTENT;
             Ok(response)
+        }
+    }
+}
+
+/// Who purged a key, for the log line that says so.
+pub enum PurgedBy<'a> {
+    /// `DELETE /admin/keys/{route}/{key}`, over this connection.
+    AdminApi(&'a ClientInfo),
+    /// `idemgate keys purge`.
+    Command,
+}
+
+/// One info line per purge that deleted records, so that an operator can
+/// tell afterwards who freed a key, and when. The key as the data plane
+/// logs it (its short hash), never the key itself.
+pub fn log_purge(route: &str, key: &str, records: u64, by: PurgedBy<'_>) {
+    if records == 0 {
+        return;
+    }
+    let key = crate::key::short_hash(key);
+    match by {
+        PurgedBy::AdminApi(client) => tracing::info!(
+            route,
+            %key,
+            records,
+            by = "admin api",
+            client = %client.addr,
+            client_cert = client.cert_subject.as_deref(),
+            "key purged"
+        ),
+        PurgedBy::Command => {
+            tracing::info!(route, %key, records, by = "idemgate keys purge", "key purged");
         }
     }
 }

@@ -166,9 +166,9 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
                 detached: tokio_util::task::TaskTracker::new(),
                 ..limits
             },
-            move |request, _client| {
+            move |request, client| {
                 let plane = plane.clone();
-                async move { plane.handle(request).await }
+                async move { plane.handle(request, &client).await }
             },
             admin_stop,
         )

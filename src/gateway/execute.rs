@@ -204,7 +204,7 @@ impl Recorder<'_> {
             Captured::Whole { mut parts, body } => {
                 replay::drop_gateway_fields(&mut parts.headers);
                 let stored = capture::stored(&parts, body.clone(), false, kept);
-                let expires_at = self.complete(guard, &stored).await.ok().flatten();
+                let expires_at = self.complete(guard, &stored).await.ok();
                 (parts, body::full(body), expires_at)
             }
             Captured::Oversized {
@@ -214,7 +214,7 @@ impl Recorder<'_> {
             } => {
                 replay::drop_gateway_fields(&mut parts.headers);
                 let stored = capture::stored(&parts, Bytes::new(), true, kept);
-                let expires_at = self.complete(guard, &stored).await.ok().flatten();
+                let expires_at = self.complete(guard, &stored).await.ok();
                 (parts, capture::resume(prefix, rest), expires_at)
             }
         };
@@ -234,7 +234,7 @@ impl Recorder<'_> {
         let stored = stored_problem(&error);
         // Its text promises that retries get it: true only once recorded.
         let (stored, expires_at) = match self.complete(guard, &stored).await {
-            Ok(expires_at) => (stored, expires_at),
+            Ok(expires_at) => (stored, Some(expires_at)),
             Err(NotRecorded) => {
                 let status = error.status();
                 (
@@ -248,21 +248,16 @@ impl Recorder<'_> {
         Answer::new(response, Outcome::OutcomeUnknown)
     }
 
-    /// Records the answer; `Ok(Some(expiry))` when it was recorded and the
-    /// route has an `expiry_header`.
+    /// Records the answer; returns the expiry the store wrote, which the
+    /// first answer tells exactly as its replays will (`expiry_header`).
     async fn complete(
         &self,
         guard: LeaseGuard,
         stored: &StoredResponse,
-    ) -> Result<Option<SystemTime>, NotRecorded> {
+    ) -> Result<SystemTime, NotRecorded> {
         let written = guard.complete(stored, self.policy.retention).await;
-        // Retention counts from completion: the store's instant is within
-        // the write just made.
-        // Only a route that tells it reads the clock for it.
-        let expires_at = (written.is_ok() && self.policy.expiry_header.is_some())
-            .then(|| SystemTime::now() + self.policy.retention);
         match &written {
-            Ok(()) => {}
+            Ok(_) => {}
             Err(StoreError::Fenced) => tracing::warn!(
                 route = %self.id.route,
                 key = %crate::key::short_hash(&self.id.key),
@@ -276,7 +271,7 @@ impl Recorder<'_> {
             ),
         }
         self.gateway.waiters.wake(self.id);
-        written.map(|()| expires_at).map_err(|_| NotRecorded)
+        written.map_err(|_| NotRecorded)
     }
 
     async fn release(&self, guard: LeaseGuard) {

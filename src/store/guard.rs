@@ -30,17 +30,19 @@ impl LeaseGuard {
         self.lease.as_ref()
     }
 
-    /// Completes the record. Whatever the result, the guard is disarmed: a failed
-    /// completion leaves the lease to expire rather than freeing a key whose
-    /// request did run.
+    /// Completes the record; returns the expiry written. Whatever the
+    /// result, the guard is disarmed: a failed completion leaves the lease
+    /// to expire rather than freeing a key whose request did run.
     pub async fn complete(
         mut self,
         response: &StoredResponse,
         retain_for: Duration,
-    ) -> Result<(), StoreError> {
+    ) -> Result<SystemTime, StoreError> {
         match self.lease.take() {
             Some(lease) => self.store.complete(&lease, response, retain_for).await,
-            None => Ok(()),
+            // Only `complete` and `release` take the lease, and each
+            // consumes the guard: a second completion cannot happen.
+            None => Err(StoreError::Fenced),
         }
     }
 

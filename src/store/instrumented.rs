@@ -3,7 +3,7 @@
 //! backend stays free of metrics code.
 
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 use prometheus::{Histogram, IntCounter};
@@ -150,7 +150,7 @@ impl Store for InstrumentedStore {
         lease: &Lease,
         response: &StoredResponse,
         retain_for: Duration,
-    ) -> Result<(), StoreError> {
+    ) -> Result<SystemTime, StoreError> {
         timed!(
             self,
             Op::Complete,

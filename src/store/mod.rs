@@ -164,8 +164,14 @@ impl RecordState {
 /// replay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Kept {
-    /// When the record stops replaying.
+    /// When the record stops replaying, as the store wrote it: the instant
+    /// `complete` returned, told to clients (`expiry_header`) alike on the
+    /// first answer and on every replay.
     pub expires_at: SystemTime,
+    /// The same instant by this process's clock, which bounds how long a
+    /// copy is served: on Postgres the database's clock decides expiry, and
+    /// ours may be skewed from it. Elsewhere equal to `expires_at`.
+    pub expires_here: SystemTime,
     /// How long ago it was completed, by the store's own clock (`None`:
     /// the store could not tell).
     pub age: Option<Duration>,
@@ -248,13 +254,15 @@ pub trait Store: Send + Sync + 'static {
     }
 
     /// Store the answer and mark the record completed, replayable for `retain_for`
-    /// from now. `Err(Fenced)` when the lease's token is no longer the record's.
+    /// from now; returns the expiry written, which every replay tells too
+    /// (`Kept::expires_at`). `Err(Fenced)` when the lease's token is no
+    /// longer the record's.
     async fn complete(
         &self,
         lease: &Lease,
         response: &StoredResponse,
         retain_for: Duration,
-    ) -> Result<(), StoreError>;
+    ) -> Result<SystemTime, StoreError>;
 
     /// Free the key (delete the in-flight record) if this lease still holds it.
     /// Releasing a lease that was taken over is a no-op, not an error.

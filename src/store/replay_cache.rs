@@ -25,11 +25,14 @@ pub const MAX_AGE: Duration = Duration::from_secs(5);
 struct Entry {
     fingerprint: String,
     response: StoredResponse,
-    /// The record's own expiry or `MAX_AGE` from insertion, whichever is first.
+    /// The record's own expiry (by this process's clock) or `MAX_AGE` from
+    /// insertion, whichever is first.
     until: SystemTime,
-    /// The record's own expiry, told with a replay (`expiry_header`): the
-    /// copy's shorter life is this process's business.
+    /// The record's own expiry as the store wrote it, told with a replay
+    /// (`expiry_header`): the copy's shorter life is this process's business.
     expires_at: SystemTime,
+    /// The same by this process's clock (`Kept::expires_here`).
+    expires_here: SystemTime,
     /// When the record was completed, from its age when copied (`None`
     /// when the store could not tell).
     completed_at: Option<SystemTime>,
@@ -105,6 +108,7 @@ impl Copies {
                 Reservation::Completed(entry.response.clone()),
                 Some(Kept {
                     expires_at: entry.expires_at,
+                    expires_here: entry.expires_here,
                     age: entry
                         .completed_at
                         .map(|at| now.duration_since(at).unwrap_or_default()),
@@ -148,8 +152,9 @@ impl Copies {
         let entry = Entry {
             fingerprint: fingerprint.to_string(),
             response: response.clone(),
-            until: kept.expires_at.min(now + MAX_AGE),
+            until: kept.expires_here.min(now + MAX_AGE),
             expires_at: kept.expires_at,
+            expires_here: kept.expires_here,
             completed_at: kept.age.map(|age| now.checked_sub(age).unwrap_or(now)),
             bytes,
         };
@@ -243,7 +248,7 @@ impl<S: Store> Store for ReplayCache<S> {
         lease: &Lease,
         response: &StoredResponse,
         retain_for: Duration,
-    ) -> Result<(), StoreError> {
+    ) -> Result<SystemTime, StoreError> {
         // Not remembered: most keys are never retried, and copying every
         // completion would churn memory for nothing. The first replay fills it.
         self.inner.complete(lease, response, retain_for).await

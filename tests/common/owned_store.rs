@@ -2,7 +2,7 @@
 //! store drops first (joining its threads, closing its pool), then the guard.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use idemgate::store::{
     Count, Kept, Lease, ListQuery, Page, RecordId, RecordInfo, Reservation, Store, StoreError,
@@ -32,7 +32,7 @@ impl<G: Send + Sync + 'static> Store for OwnedStore<G> {
         lease: &Lease,
         r: &StoredResponse,
         retain: Duration,
-    ) -> Result<(), StoreError> {
+    ) -> Result<SystemTime, StoreError> {
         self.store.complete(lease, r, retain).await
     }
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {

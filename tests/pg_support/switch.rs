@@ -1,18 +1,25 @@
 //! A TCP relay to PostgreSQL that a test can cut and restore: an outage of
 //! the database as the gateway sees it (sessions dropped, new connections
-//! closed at once), without touching the PostgreSQL other tests share.
+//! closed at once), without touching the PostgreSQL other tests share. It
+//! can also hold the database's replies back (`delay_replies`): a database
+//! far away, whose every answer arrives late.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 
 pub struct Switch {
     pub addr: SocketAddr,
     on: Arc<AtomicBool>,
     cuts: watch::Sender<u64>,
+    /// How long the database's bytes are held back, in ms.
+    delay_ms: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -21,11 +28,12 @@ impl Switch {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let on = Arc::new(AtomicBool::new(true));
+        let delay_ms = Arc::new(AtomicU64::new(0));
         let (cuts, _) = watch::channel(0u64);
-        let (gate, cut_rx) = (on.clone(), cuts.subscribe());
+        let (gate, cut_rx, delay) = (on.clone(), cuts.subscribe(), delay_ms.clone());
         let task = tokio::spawn(async move {
             loop {
-                let Ok((mut client, _)) = listener.accept().await else {
+                let Ok((client, _)) = listener.accept().await else {
                     continue;
                 };
                 if !gate.load(Ordering::SeqCst) {
@@ -34,12 +42,16 @@ impl Switch {
                 }
                 let mut cut = cut_rx.clone();
                 cut.mark_unchanged();
+                let delay = delay.clone();
                 tokio::spawn(async move {
-                    let Ok(mut server) = TcpStream::connect(target).await else {
+                    let Ok(server) = TcpStream::connect(target).await else {
                         return;
                     };
+                    let (mut from_client, mut to_client) = client.into_split();
+                    let (mut from_server, mut to_server) = server.into_split();
                     tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = tokio::io::copy(&mut from_client, &mut to_server) => {}
+                        () = held_back(&mut from_server, &mut to_client, &delay) => {}
                         _ = cut.changed() => {}
                     }
                 });
@@ -49,8 +61,16 @@ impl Switch {
             addr,
             on,
             cuts,
+            delay_ms,
             task,
         }
+    }
+
+    /// Every byte the database sends from now on reaches the gateway
+    /// `delay` after it left the database (in order, none lost).
+    pub fn delay_replies(&self, delay: Duration) {
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.delay_ms.store(ms, Ordering::SeqCst);
     }
 
     /// Drops every relayed session and refuses new ones until `restore`.
@@ -69,4 +89,32 @@ impl Drop for Switch {
         self.cut();
         self.task.abort();
     }
+}
+
+/// Copies `from` to `to`, each chunk written `delay` after it was read.
+async fn held_back(
+    from: &mut tokio::net::tcp::OwnedReadHalf,
+    to: &mut tokio::net::tcp::OwnedWriteHalf,
+    delay: &AtomicU64,
+) {
+    let (chunks, mut due) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+    let reading = async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n @ 1..) = from.read(&mut buf).await {
+            let at = Instant::now() + Duration::from_millis(delay.load(Ordering::SeqCst));
+            if chunks.send((at, buf[..n].to_vec())).is_err() {
+                return;
+            }
+        }
+    };
+    let writing = async move {
+        while let Some((at, chunk)) = due.recv().await {
+            tokio::time::sleep_until(at).await;
+            if to.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+    };
+    // Reading ends first at the database's close; what it read is still due.
+    tokio::join!(reading, writing);
 }

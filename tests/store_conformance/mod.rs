@@ -28,7 +28,8 @@ macro_rules! conformance_tests {
             complete_then_replay_body_omitted, completed_other_fingerprint,
             release_frees_key, lease_expiry_takeover, fenced_complete_after_takeover,
             fenced_release_after_takeover, token_not_reused_after_release,
-            retention_expiry, records_lifecycle, purge_all_scopes,
+            retention_expiry, records_lifecycle, complete_returns_the_expiry_it_stored,
+            purge_all_scopes,
             sweep_expired_records_and_dead_leases, concurrent_reservations, scopes_independent,
             guard_drop_releases);
     };
@@ -238,6 +239,48 @@ pub async fn records_lifecycle(store: Arc<dyn Store>) {
     assert_eq!(r.lease_expires_at, None);
     assert!(store.records("orders", "nope").await.unwrap().is_empty());
     assert!(store.records("other-route", "k").await.unwrap().is_empty());
+}
+
+/// The expiry `complete` returns is the one stored: the admin view shows
+/// it, and every replay tells it (from the store, and from whatever copy the
+/// first replay left), to the instant. Keys completed all at once, so a
+/// store that batches completions writes several in one statement.
+pub async fn complete_returns_the_expiry_it_stored(store: Arc<dyn Store>) {
+    const KEYS: usize = 30;
+    let ids: Vec<RecordId> = (0..KEYS).map(|n| id(&format!("exp-{n}"))).collect();
+    let mut leases = Vec::new();
+    for rid in &ids {
+        leases.push(reserved(&store, rid, "fp", LONG).await);
+    }
+    let before = SystemTime::now();
+    let completions: Vec<_> = leases
+        .into_iter()
+        .map(|lease| {
+            let store = store.clone();
+            tokio::spawn(async move { store.complete(&lease, &response(), LONG).await })
+        })
+        .collect();
+    let mut written = Vec::new();
+    for task in completions {
+        written.push(task.await.unwrap().unwrap());
+    }
+    let after = SystemTime::now();
+    for (rid, written) in ids.iter().zip(written) {
+        // Retention from the completion, by whichever clock the store keeps
+        // (the same machine's here).
+        let slack = Duration::from_secs(1);
+        assert!(written + slack >= before + LONG, "{rid:?}");
+        assert!(written <= after + LONG + slack, "{rid:?}");
+        let info = store.records(&rid.route, &rid.key).await.unwrap();
+        assert_eq!(info[0].expires_at, Some(written), "{rid:?}: shown");
+        for n in 1..=2 {
+            let (reservation, kept) = store.reserve_with_expiry(rid, "fp", LONG).await.unwrap();
+            assert_eq!(reservation, Reservation::Completed(response()), "{rid:?}");
+            let kept = kept.expect("a replay tells its expiry");
+            assert_eq!(kept.expires_at, written, "{rid:?}: replay {n}");
+            assert!(kept.expires_here <= after + LONG + slack, "{rid:?}");
+        }
+    }
 }
 
 pub async fn purge_all_scopes(store: Arc<dyn Store>) {

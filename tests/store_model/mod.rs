@@ -508,7 +508,7 @@ async fn apply(store: &Arc<dyn Store>, clock: &dyn TestClock, model: &mut Model,
             let slot = model.slots[id].clone();
             let holds = matches!(slot, Slot::InFlight { token, .. } if token == lease.token);
             match got {
-                Ok(()) => {
+                Ok(expires_at) => {
                     ensure!(
                         holds,
                         "completion by a fenced holder accepted: {lease:?}, record {slot:?}"
@@ -516,11 +516,16 @@ async fn apply(store: &Arc<dyn Store>, clock: &dyn TestClock, model: &mut Model,
                     let Slot::InFlight { fp, .. } = slot else {
                         unreachable!()
                     };
+                    let (lo, hi) = (trunc_ms(before) + RETAIN, after + RETAIN);
+                    ensure!(
+                        lo <= expires_at && expires_at <= hi,
+                        "completion's expiry {expires_at:?} outside [{lo:?}, {hi:?}]"
+                    );
                     model.slots[id] = Slot::Completed {
                         fp,
                         response: answer,
-                        lo: trunc_ms(before) + RETAIN,
-                        hi: after + RETAIN,
+                        lo,
+                        hi,
                         maybe_swept: false,
                     };
                 }

@@ -179,7 +179,7 @@ impl CachedStore {
                 id,
                 fingerprint,
                 response,
-                now + kept_for.remaining,
+                kept_for.expires_at,
                 now.checked_sub(kept_for.age).unwrap_or(now),
             );
             let ttl = kept_for.remaining;
@@ -214,6 +214,10 @@ impl Store for CachedStore {
                 let now = SystemTime::now();
                 let kept = Kept {
                     expires_at: found.expires_at,
+                    // Postgres's instant, the best this value knows: a copy
+                    // in memory may outlive the record by the skew between
+                    // the database's clock and ours (at most `MAX_AGE`).
+                    expires_here: found.expires_at,
                     // By this replica's clock against the completing one's:
                     // skew between them is the error (clamped at 0).
                     age: Some(now.duration_since(found.completed_at).unwrap_or_default()),
@@ -252,23 +256,23 @@ impl Store for CachedStore {
         lease: &Lease,
         response: &StoredResponse,
         retain_for: Duration,
-    ) -> Result<(), StoreError> {
-        let fingerprint = self
+    ) -> Result<SystemTime, StoreError> {
+        let recorded = self
             .authority
-            .complete_fingerprint(lease, response, retain_for)
+            .complete_recorded(lease, response, retain_for)
             .await?;
         let key = entry::key(&self.prefix, &lease.id);
-        let now = SystemTime::now();
         let value = entry::encode(
             self.authority.identity(),
             &lease.id,
-            &fingerprint,
+            &recorded.fingerprint,
             response,
-            now + retain_for,
-            now,
+            // Postgres's expiry, not ours: a hit tells what the record says.
+            recorded.expires_at,
+            SystemTime::now(),
         );
         let _ = self.redis.set(&key, &value, retain_for, false).await;
-        Ok(())
+        Ok(recorded.expires_at)
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {

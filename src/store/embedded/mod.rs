@@ -253,7 +253,7 @@ impl Store for EmbeddedStore {
         lease: &Lease,
         response: &StoredResponse,
         retain_for: Duration,
-    ) -> Result<(), StoreError> {
+    ) -> Result<SystemTime, StoreError> {
         let (lease, response) = (lease.clone(), response.clone());
         self.call(move |txn| ops::complete(txn, &lease, &response, retain_for))
             .await
@@ -477,7 +477,7 @@ mod tests {
         })
         .await;
         assert!(
-            matches!(answered, Ok(Ok(()))),
+            matches!(answered, Ok(Ok(_))),
             "answered before the sync: {answered:?}"
         );
         assert_eq!(synced.load(std::sync::atomic::Ordering::SeqCst), 0);

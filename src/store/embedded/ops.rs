@@ -3,7 +3,7 @@
 //! between the SELECT and the UPDATE. Each makes at most one writing
 //! statement (see `writer`).
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use rusqlite::{OptionalExtension, Statement, params};
@@ -85,7 +85,11 @@ pub(super) fn reserve(
             // The age by the store's clock, the one that wrote `completed_at`.
             let age =
                 completed_at.map(|at| Duration::from_millis(now.saturating_sub(at).max(0) as u64));
-            let kept = expires_at.map(|expires_at| Kept { expires_at, age });
+            let kept = expires_at.map(|expires_at| Kept {
+                expires_at,
+                expires_here: expires_at,
+                age,
+            });
             (Reservation::Completed(response), kept)
         });
     }
@@ -235,8 +239,9 @@ pub(super) fn complete(
     lease: &Lease,
     response: &StoredResponse,
     retain_for: Duration,
-) -> Result<(), StoreError> {
+) -> Result<SystemTime, StoreError> {
     let now = txn.now;
+    let expires_at = now.saturating_add(duration_ms(retain_for));
     let headers = encode_headers(&response.headers);
     let answer = |stmt: &mut Statement<'_>| -> rusqlite::Result<()> {
         stmt.raw_bind_parameter(3, COMPLETED)?;
@@ -245,7 +250,7 @@ pub(super) fn complete(
         stmt.raw_bind_parameter(6, response.body.as_ref())?;
         stmt.raw_bind_parameter(7, response.body_omitted)?;
         stmt.raw_bind_parameter(8, now)?;
-        stmt.raw_bind_parameter(9, now.saturating_add(duration_ms(retain_for)))?;
+        stmt.raw_bind_parameter(9, expires_at)?;
         stmt.raw_bind_parameter(13, response.outcome_unknown)
     };
     let updated = on_lease_row(txn, lease, COMPLETE, answer)?;
@@ -253,7 +258,7 @@ pub(super) fn complete(
     if updated == 0 {
         return Err(StoreError::Fenced);
     }
-    Ok(())
+    Ok(from_ms(expires_at))
 }
 
 pub(super) fn release(txn: &mut Txn<'_, '_>, lease: &Lease) -> Result<(), StoreError> {

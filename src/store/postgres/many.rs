@@ -11,7 +11,7 @@ use tokio_postgres::types::{ToSql, Type};
 
 use super::cause::PostgresCause;
 use super::pool::{db_error, pool_error};
-use super::rows::{self, Decided, KeptFor};
+use super::rows::{self, Decided, KeptFor, Recorded};
 use super::sql;
 use crate::store::{Lease, RecordId, Reservation, StoreError, StoredResponse};
 
@@ -31,8 +31,8 @@ pub struct ReserveJob {
 
 /// What a completion learned from its batch.
 pub enum Completed {
-    /// Recorded; the record's fingerprint.
-    Done(String),
+    /// Recorded: the record's fingerprint and expiry.
+    Done(Recorded),
     Fenced,
     /// Not decided here: run the single-lease statement. `may_have_committed`
     /// when the batch's connection died under it.
@@ -196,14 +196,14 @@ pub async fn complete(pool: &Pool, deadline: Duration, jobs: Vec<CompleteJob>) {
         ],
     )
     .await;
-    let mut fingerprints: Vec<Option<String>> = jobs.iter().map(|_| None).collect();
+    let mut recorded: Vec<Option<Recorded>> = jobs.iter().map(|_| None).collect();
     let alone = match result {
         Ok(rows) => {
             for row in rows {
-                if let (Some(at), Ok(fingerprint)) = (position(&row), row.try_get(1))
-                    && let Some(slot) = fingerprints.get_mut(at)
+                if let (Some(at), Ok(written)) = (position(&row), rows::recorded(&row))
+                    && let Some(slot) = recorded.get_mut(at)
                 {
-                    *slot = Some(fingerprint);
+                    *slot = Some(written);
                 }
             }
             None
@@ -211,10 +211,10 @@ pub async fn complete(pool: &Pool, deadline: Duration, jobs: Vec<CompleteJob>) {
         Err(Failed::Refused) => Some(false),
         Err(Failed::ConnectionLost | Failed::Unavailable(_)) => Some(true),
     };
-    for (job, fingerprint) in jobs.into_iter().zip(fingerprints) {
-        let _ = job.reply.send(match (alone, fingerprint) {
+    for (job, written) in jobs.into_iter().zip(recorded) {
+        let _ = job.reply.send(match (alone, written) {
             (Some(may_have_committed), _) => Completed::Alone { may_have_committed },
-            (None, Some(fingerprint)) => Completed::Done(fingerprint),
+            (None, Some(written)) => Completed::Done(written),
             (None, None) => Completed::Fenced,
         });
     }

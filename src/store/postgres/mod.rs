@@ -44,7 +44,7 @@ use crate::config::PostgresStoreConfig;
 use batch::Queue;
 use many::{CompleteJob, Completed, ReserveJob, Reserved};
 use pool::{db_error, pool_error};
-use rows::{Decided, KeptFor, millis};
+use rows::{Decided, KeptFor, Recorded, millis};
 
 /// How often one reservation re-runs `RESERVE` when its snapshot missed a row
 /// committed concurrently. Each run after the first sees a newer snapshot, so
@@ -231,13 +231,14 @@ impl PostgresStore {
         .await
     }
 
-    /// `complete`, returning the record's fingerprint (same single statement).
-    pub async fn complete_fingerprint(
+    /// `complete`, returning the record's fingerprint beside its expiry
+    /// (same single statement).
+    pub async fn complete_recorded(
         &self,
         lease: &Lease,
         response: &StoredResponse,
         retain_for: Duration,
-    ) -> Result<String, StoreError> {
+    ) -> Result<Recorded, StoreError> {
         let id = &lease.id;
         let (route, scope, key) = id.parts();
         let (names, values) = rows::header_arrays(response);
@@ -281,7 +282,7 @@ impl PostgresStore {
                 match replied.await.unwrap_or(Completed::Alone {
                     may_have_committed: true,
                 }) {
-                    Completed::Done(fingerprint) => return Ok(fingerprint),
+                    Completed::Done(recorded) => return Ok(recorded),
                     Completed::Fenced => return Err(StoreError::Fenced),
                     Completed::Alone {
                         may_have_committed: maybe,
@@ -297,7 +298,7 @@ impl PostgresStore {
                 .max(self.deadline);
             let failure = match self.try_query(sql::COMPLETE, &params, Some(patience)).await {
                 Ok(rows) => match rows.first() {
-                    Some(row) => return row.try_get(0).map_err(db_error),
+                    Some(row) => return rows::recorded(row),
                     None if !may_have_committed => return Err(StoreError::Fenced),
                     // An earlier attempt may have committed before its
                     // connection died: ask by token.
@@ -310,11 +311,7 @@ impl PostgresStore {
                         .await
                     {
                         Ok(mine) => {
-                            return mine
-                                .first()
-                                .ok_or(StoreError::Fenced)?
-                                .try_get(0)
-                                .map_err(db_error);
+                            return rows::recorded(mine.first().ok_or(StoreError::Fenced)?);
                         }
                         Err(failure) => failure,
                     },
@@ -452,10 +449,10 @@ impl Store for PostgresStore {
         lease: &Lease,
         response: &StoredResponse,
         retain_for: Duration,
-    ) -> Result<(), StoreError> {
-        self.complete_fingerprint(lease, response, retain_for)
+    ) -> Result<SystemTime, StoreError> {
+        self.complete_recorded(lease, response, retain_for)
             .await
-            .map(drop)
+            .map(|recorded| recorded.expires_at)
     }
 
     /// A statement lost with its connection (a session cut, the database

@@ -20,21 +20,42 @@ pub fn millis(d: Duration) -> i64 {
 }
 
 /// For a replay, by the database's clock: how long the answer stays
-/// replayable (cache TTL) and how long ago it was completed.
+/// replayable (cache TTL), how long ago it was completed, and the expiry as
+/// written (told to clients).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeptFor {
     pub remaining: Duration,
     pub age: Duration,
+    pub expires_at: SystemTime,
 }
 
 impl KeptFor {
-    /// In this process's clock, for the layers above.
+    /// For the layers above: copies are bounded by this process's clock.
     pub fn kept(self) -> Kept {
         Kept {
-            expires_at: SystemTime::now() + self.remaining,
+            expires_at: self.expires_at,
+            expires_here: SystemTime::now() + self.remaining,
             age: Some(self.age),
         }
     }
+}
+
+/// What a completion wrote beside the answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    /// The record's fingerprint, which a cache in front stores with the answer.
+    pub fingerprint: String,
+    /// The expiry written (`Store::complete`).
+    pub expires_at: SystemTime,
+}
+
+/// A row of `COMPLETE`, `COMPLETE_MANY` or `COMPLETED_BY`.
+pub fn recorded(row: &Row) -> Result<Recorded, StoreError> {
+    let expires_at: Option<SystemTime> = row.try_get("expires_at").map_err(db_error)?;
+    Ok(Recorded {
+        fingerprint: row.try_get("fingerprint").map_err(db_error)?,
+        expires_at: expires_at.ok_or_else(|| corrupt("expires_at"))?,
+    })
 }
 
 /// What one run of `RESERVE` decided.
@@ -85,8 +106,13 @@ pub fn decide(id: &RecordId, rows: &[Row]) -> Result<Decided, StoreError> {
         let ms: Option<i64> = row.try_get(column).map_err(db_error)?;
         Ok(ms.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
     };
-    let kept = match (ms("remaining_ms")?, ms("age_ms")?) {
-        (Some(remaining), Some(age)) => Some(KeptFor { remaining, age }),
+    let expires_at: Option<SystemTime> = row.try_get("expires_at").map_err(db_error)?;
+    let kept = match (ms("remaining_ms")?, ms("age_ms")?, expires_at) {
+        (Some(remaining), Some(age), Some(expires_at)) => Some(KeptFor {
+            remaining,
+            age,
+            expires_at,
+        }),
         _ => None,
     };
     done(Reservation::Completed(response(row)?), kept)

@@ -56,7 +56,8 @@ SELECT true AS reserved, token, NULL::smallint AS state, NULL::boolean AS same,
        NULL::boolean AS live, lease_expires_at, NULL::bigint AS remaining_ms,
        NULL::integer AS status, NULL::text[] AS header_names,
        NULL::bytea[] AS header_values, NULL::bytea AS body, NULL::boolean AS body_omitted,
-       NULL::bigint AS age_ms, NULL::boolean AS outcome_unknown
+       NULL::bigint AS age_ms, NULL::boolean AS outcome_unknown,
+       NULL::timestamptz AS expires_at
 FROM taken
 UNION ALL
 SELECT false, r.token, r.state, r.fingerprint = $4,
@@ -70,7 +71,7 @@ SELECT false, r.token, r.state, r.fingerprint = $4,
        CASE WHEN r.fingerprint = $4 THEN r.body END,
        r.body_omitted,
        greatest(0, (extract(epoch FROM now() - r.completed_at) * 1000)::bigint),
-       r.outcome_unknown
+       r.outcome_unknown, r.expires_at
 FROM idemgate_records r
 WHERE r.route = $1 AND r.scope = $2 AND r.key = $3 AND NOT EXISTS (SELECT 1 FROM taken)"
 );
@@ -78,7 +79,11 @@ WHERE r.route = $1 AND r.scope = $2 AND r.key = $3 AND NOT EXISTS (SELECT 1 FROM
 /// The answer and the completed state in one statement, fenced by the token:
 /// a holder whose lease was taken over (new token) or whose row was released,
 /// purged or swept updates nothing and learns it is fenced. Returns the
-/// record's fingerprint, which a cache in front stores with the answer.
+/// record's fingerprint, which a cache in front stores with the answer, and
+/// the expiry written, which the first answer tells as replays will.
+///
+/// The expiry is kept to the millisecond, as the embedded store and the
+/// Redis copy keep theirs: a replay from either tells the same instant.
 ///
 /// `state + 0 = 0`, not `state = 0`, here and wherever a lease's row is
 /// found: on a table whose statistics say few records are in flight (any
@@ -95,10 +100,10 @@ pub const COMPLETE: &str = "
 UPDATE idemgate_records SET
     state = 1, status = $5, header_names = $6, header_values = $7, body = $8,
     body_omitted = $9, completed_at = now(), outcome_unknown = $11,
-    expires_at = now() + $10::bigint * interval '1 millisecond',
+    expires_at = date_trunc('milliseconds', now() + $10::bigint * interval '1 millisecond'),
     lease_expires_at = NULL
 WHERE route = $1 AND scope = $2 AND key = $3 AND token = $4 AND state + 0 = 0
-RETURNING fingerprint";
+RETURNING fingerprint, expires_at";
 
 /// `RESERVE` for several keys in one statement (see `batch`). The keys must be
 /// distinct. They are inserted in key order, so two batches that share keys
@@ -126,7 +131,8 @@ SELECT i.n, true AS reserved, t.token, NULL::smallint AS state, NULL::boolean AS
        NULL::boolean AS live, t.lease_expires_at, NULL::bigint AS remaining_ms,
        NULL::integer AS status, NULL::text[] AS header_names,
        NULL::bytea[] AS header_values, NULL::bytea AS body, NULL::boolean AS body_omitted,
-       NULL::bigint AS age_ms, NULL::boolean AS outcome_unknown
+       NULL::bigint AS age_ms, NULL::boolean AS outcome_unknown,
+       NULL::timestamptz AS expires_at
 FROM input i JOIN taken t ON t.route = i.route AND t.scope = i.scope AND t.key = i.key
 UNION ALL
 SELECT i.n, false, r.token, r.state, r.fingerprint = i.fingerprint,
@@ -140,7 +146,7 @@ SELECT i.n, false, r.token, r.state, r.fingerprint = i.fingerprint,
        CASE WHEN r.fingerprint = i.fingerprint THEN r.body END,
        r.body_omitted,
        greatest(0, (extract(epoch FROM now() - r.completed_at) * 1000)::bigint),
-       r.outcome_unknown
+       r.outcome_unknown, r.expires_at
 FROM input i JOIN idemgate_records r ON r.route = i.route AND r.scope = i.scope AND r.key = i.key
 WHERE NOT EXISTS (
     SELECT 1 FROM taken t WHERE t.route = i.route AND t.scope = i.scope AND t.key = i.key)"
@@ -152,9 +158,9 @@ WHERE NOT EXISTS (
 /// reservations that share keys never wait on each other in a cycle (the
 /// bench's 409 storm found such deadlocks, each costing `deadlock_timeout`).
 /// Header pairs of all answers travel as two flat arrays; answer `n` owns the
-/// slice `lo..=hi` of them (empty when `hi < lo`). Returns `n` and the
-/// fingerprint of every record completed; a lease without a row was fenced.
-/// `state + 0`: see `COMPLETE`.
+/// slice `lo..=hi` of them (empty when `hi < lo`). Returns `n`, the
+/// fingerprint and the expiry of every record completed; a lease without a
+/// row was fenced. `state + 0` and the expiry's precision: see `COMPLETE`.
 ///
 /// `$1 routes, $2 scopes, $3 keys, $4 tokens, $5 statuses, $6 all header names,
 /// $7 all header values, $8 lo, $9 hi, $10 bodies, $11 bodies omitted,
@@ -179,16 +185,16 @@ UPDATE idemgate_records AS r SET
     state = 1, status = m.status, header_names = ($6::text[])[m.lo:m.hi],
     header_values = ($7::bytea[])[m.lo:m.hi], body = m.body,
     body_omitted = m.omitted, completed_at = now(), outcome_unknown = m.unknown,
-    expires_at = now() + m.retain_ms * interval '1 millisecond',
+    expires_at = date_trunc('milliseconds', now() + m.retain_ms * interval '1 millisecond'),
     lease_expires_at = NULL
 FROM mine m
 WHERE r.ctid = m.at
-RETURNING m.n, r.fingerprint";
+RETURNING m.n, r.fingerprint, r.expires_at";
 
 /// After a completion lost with its connection: did it commit? The record
 /// still under this token and completed means yes.
 pub const COMPLETED_BY: &str = "
-SELECT fingerprint FROM idemgate_records
+SELECT fingerprint, expires_at FROM idemgate_records
 WHERE route = $1 AND scope = $2 AND key = $3 AND token = $4 AND state = 1";
 
 /// Frees the key only while this lease still holds it (no-op otherwise).

@@ -11,7 +11,7 @@
 mod envelope;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
@@ -117,7 +117,7 @@ impl<S: Store> Store for SealedStore<S> {
         lease: &Lease,
         response: &StoredResponse,
         retain_for: Duration,
-    ) -> Result<(), StoreError> {
+    ) -> Result<SystemTime, StoreError> {
         match self.keys.seal(&lease.id, response) {
             Some(sealed) => self.inner.complete(lease, &sealed, retain_for).await,
             None if self.keys.enabled() => Err(Unavailable::Sealing.into()),
