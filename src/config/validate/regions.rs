@@ -29,6 +29,7 @@ pub fn regions(ctx: &mut Ctx<'_>, file: &FileConfig) -> Option<RegionsConfig> {
         .iter()
         .map(|(name, peer)| (name.clone(), self::peer(ctx, name, peer)))
         .collect();
+    shared_gateways(ctx, file, &peers);
     let name = this_name(ctx, region, &peers);
     let (token_env, token) = token(ctx, region);
     Some(RegionsConfig {
@@ -136,6 +137,50 @@ fn token(ctx: &mut Ctx<'_>, region: &Spanned<RegionFile>) -> (String, String) {
         );
     }
     (variable, token)
+}
+
+/// Two regions whose `gateway` is one address: a key homed in the second
+/// would be forwarded to the first's gateways, which take the region token
+/// as proof they are its home and run it there (docs/multi-region.md).
+fn shared_gateways(
+    ctx: &mut Ctx<'_>,
+    file: &FileConfig,
+    peers: &BTreeMap<String, RegionPeerConfig>,
+) {
+    let mut seen: Vec<(&str, (String, String, u16))> = Vec::new();
+    for (name, peer) in peers {
+        let Some(address) = address(&peer.gateway) else {
+            continue;
+        };
+        if let Some((first, _)) = seen.iter().find(|(_, other)| *other == address) {
+            let span = file
+                .regions
+                .get(name)
+                .and_then(|p| p.get_ref().gateway.as_ref());
+            ctx.error(
+                span.map(Spanned::span),
+                format!("regions.{name}.gateway"),
+                format!(
+                    "regions.{first}.gateway has the same address: each region needs its own \
+                     gateways, or keys homed in {name} run in {first}"
+                ),
+            );
+        } else {
+            seen.push((name, address));
+        }
+    }
+}
+
+/// Scheme, host (without case) and port (the scheme's own if none): what a
+/// gateway URL dials.
+fn address(url: &str) -> Option<(String, String, u16)> {
+    let uri: http::Uri = url.parse().ok()?;
+    let scheme = uri.scheme_str()?.to_ascii_lowercase();
+    let host = uri.host()?.to_ascii_lowercase();
+    let port = uri
+        .port_u16()
+        .unwrap_or(if scheme == "https" { 443 } else { 80 });
+    Some((scheme, host, port))
 }
 
 fn peer(ctx: &mut Ctx<'_>, name: &str, peer: &Spanned<RegionPeerFile>) -> RegionPeerConfig {

@@ -190,6 +190,35 @@ fn gateways_are_http_or_https_urls() {
     );
 }
 
+/// docs/multi-region.md: each region has gateways of its own.
+#[test]
+fn two_regions_cannot_share_a_gateway() {
+    for same in [
+        "https://idemgate.eu.internal:8443",
+        "https://IDEMGATE.eu.internal:8443/",
+    ] {
+        let text = TWO.replace("http://10.0.0.2:8080", same);
+        single(
+            &text,
+            line_of(&text, "[regions.us]") + 1,
+            "regions.us.gateway",
+            "regions.eu.gateway has the same address",
+        );
+    }
+    let text = TWO
+        .replace("https://idemgate.eu.internal:8443", "https://eu.internal")
+        .replace("http://10.0.0.2:8080", "https://eu.internal:443");
+    single(
+        &text,
+        line_of(&text, "https://eu.internal:443"),
+        "regions.us.gateway",
+        "keys homed in us run in eu",
+    );
+    // Another port or scheme is another gateway.
+    ok(&TWO.replace("http://10.0.0.2:8080", "https://idemgate.eu.internal:9443"));
+    ok(&TWO.replace("http://10.0.0.2:8080", "http://idemgate.eu.internal:8443"));
+}
+
 #[test]
 fn timeouts_are_positive_durations() {
     let text = TWO.replace("\"500ms\"", "\"0s\"");
