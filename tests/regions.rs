@@ -416,6 +416,57 @@ async fn a_head_at_the_limit_is_not_refused_at_its_home() {
     assert!(world.executions(&key).is_empty());
 }
 
+/// A gateway that became a region by a reload (started with one region, no
+/// `[region]`) admits a forward's own fields as one started with it does:
+/// a client's head at `max_headers` where it landed is served at home.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_gateway_made_a_region_by_reload_admits_the_hop_s_fields() {
+    let mut world = World::new(&["eu", "us"]).await;
+    world.start(0, 2);
+    let single = Config::new()
+        .server("shutdown_grace", "5s")
+        .store(Store::embedded())
+        .upstream(Upstream::api().timeout("5s"))
+        .defaults("lock_timeout", "20s")
+        .route(Route::api("charges", "/v1/charges"))
+        .route(Route::api("rest", "/").plain());
+    let us = &mut world.regions[1];
+    let gateway = GatewayProcess::start_at(
+        &us.dir,
+        &us.upstream.url(),
+        &single,
+        us.ports,
+        &[(TOKEN_ENV, TOKEN)],
+    )
+    .unwrap_or_else(|log| panic!("us did not start: {log}"));
+    us.gateway = Some(gateway);
+    let us = world.regions[1].gateway();
+    us.write_config(&world.template(1, 2));
+    us.signal("HUP");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while metric(us, "idemgate_config_reloads_total{result=\"ok\"}").await != Some(1.0) {
+        assert!(Instant::now() < deadline, "no reload:\n{}", us.log_text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let names = world.names(2);
+    let key = (0..)
+        .map(|i| format!("grown-{i}"))
+        .find(|key| home(&names, key) == "us")
+        .unwrap();
+    // As in the test above: 95 fields and the client's five make 100.
+    let fields: Vec<(String, String)> = (0..95)
+        .map(|i| (format!("x-field-{i}"), "v".to_owned()))
+        .collect();
+    let extra: Vec<(&str, &str)> = fields
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_str()))
+        .collect();
+    let reply = charge(&world.regions[0].client(), &key, &extra).await;
+    assert_eq!(reply.status, 201, "{}\n{}", reply.text(), world.logs());
+    assert_eq!(world.executions(&key), vec![("us", 1)]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn forged_region_headers_from_a_client_do_nothing() {
     let world = World::started(&["eu", "us", "ap"]).await;

@@ -122,14 +122,11 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
         max_connections: config.server.max_connections,
         header_read_timeout: config.server.header_read_timeout,
         max_header_bytes: config.server.max_header_bytes,
-        // With regions the parser admits a forward's own fields too; the
-        // gateway holds every other request to `max_headers` itself.
-        max_headers: config.server.max_headers
-            + if config.region.is_some() {
-                crate::region::HOP_FIELDS
-            } else {
-                0
-            },
+        max_headers: config.server.max_headers,
+        // The parser admits a forward's own fields too, with or without
+        // `[region]` (a reload may add it); the gateway holds every other
+        // request to `max_headers` itself.
+        extra_fields: crate::region::HOP_FIELDS,
         shutdown_grace: config.server.shutdown_grace,
         abandon,
         tls,
@@ -162,6 +159,8 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
             admin,
             Limits {
                 tls: admin_tls,
+                // The admin plane checks no head itself.
+                extra_fields: 0,
                 // The data plane waits for the executions.
                 detached: tokio_util::task::TaskTracker::new(),
                 ..limits

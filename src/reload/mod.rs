@@ -7,7 +7,7 @@ mod key_notes;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use crate::config::{self, Config, ScopePart, TlsConfig};
+use crate::config::{self, Config, ScopePart, StoreConfig, StoreKey, TlsConfig};
 use crate::gateway::{Gateway, Runtime};
 use crate::tls::{TlsError, TlsSettings};
 
@@ -268,10 +268,81 @@ fn restart_only_changes(current: &Config, new: &Config) -> Vec<String> {
             || current.server.max_headers != new.server.max_headers,
         "server connection limits",
     );
-    note(current.store != new.store, "store");
+    let (keys_now, keys_new) = (store_keys(&current.store), store_keys(&new.store));
+    // Said apart: an operator rotating keys must know that answers are still
+    // sealed with the key the process started with (docs/data-protection.md).
+    note(
+        keys_now != keys_new,
+        "store.encryption (the keys answers are sealed and opened with)",
+    );
+    note(
+        without_keys(&current.store) != without_keys(&new.store),
+        "store",
+    );
     note(
         current.admin.tls.is_some() != new.admin.tls.is_some(),
         "admin.tls (turning TLS on or off)",
     );
     notes
+}
+
+fn store_keys(store: &StoreConfig) -> &[StoreKey] {
+    match store {
+        StoreConfig::Embedded(embedded) => &embedded.encryption,
+        StoreConfig::Postgres(pg) => &pg.encryption,
+    }
+}
+
+/// The store's settings but its keys, which are noted on their own.
+fn without_keys(store: &StoreConfig) -> StoreConfig {
+    let mut store = store.clone();
+    match &mut store {
+        StoreConfig::Embedded(embedded) => embedded.encryption.clear(),
+        StoreConfig::Postgres(pg) => pg.encryption.clear(),
+    }
+    store
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::restart_only_changes;
+
+    const BASE: &str = r#"
+[upstreams.api]
+url = "http://127.0.0.1:3000"
+
+[[routes]]
+name = "all"
+upstream = "api"
+match = { path_prefix = "/" }
+"#;
+
+    fn config(extra: &str) -> crate::config::Config {
+        let env = |name: &str| match name {
+            "K1" => Some("QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE=".to_owned()),
+            "K2" => Some("QkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkI=".to_owned()),
+            _ => None,
+        };
+        let text = format!("{extra}{BASE}");
+        crate::config::parse(&text, Path::new("t.toml"), &env).expect("valid")
+    }
+
+    #[test]
+    fn new_encryption_keys_are_said_to_need_a_restart_by_name() {
+        let one = config("[store.encryption]\nkeys_env = [\"K1\"]\n");
+        let two = config("[store.encryption]\nkeys_env = [\"K2\", \"K1\"]\n");
+        let notes = restart_only_changes(&one, &two);
+        assert_eq!(notes.len(), 1, "{notes:#?}");
+        assert!(notes[0].starts_with("store.encryption"), "{}", notes[0]);
+        assert!(notes[0].contains("only after a restart"), "{}", notes[0]);
+
+        let moved =
+            config("[store]\npath = \"elsewhere.db\"\n[store.encryption]\nkeys_env = [\"K1\"]\n");
+        let notes = restart_only_changes(&one, &moved);
+        assert_eq!(notes.len(), 1, "{notes:#?}");
+        assert!(notes[0].starts_with("store changed"), "{}", notes[0]);
+        assert!(restart_only_changes(&one, &one).is_empty());
+    }
 }

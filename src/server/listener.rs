@@ -33,6 +33,10 @@ pub struct Limits {
     pub header_read_timeout: Duration,
     pub max_header_bytes: u64,
     pub max_headers: usize,
+    /// Fields the HTTP/1 parser admits beyond `max_headers`, for a handler
+    /// that holds each head to `max_headers` itself (the data plane, so a
+    /// forwarding region's own fields are not refused).
+    pub extra_fields: usize,
     pub shutdown_grace: Duration,
     /// Cancelled to end the grace before its time (a second SIGTERM).
     pub abandon: CancellationToken,
@@ -64,6 +68,7 @@ pub async fn serve<H, F>(
     let settings = http1::Settings {
         header_read_timeout: limits.header_read_timeout,
         max_headers: limits.max_headers,
+        parsed_headers: limits.max_headers.saturating_add(limits.extra_fields),
         max_head_bytes: head_buffer(&limits),
         max_header_bytes: limits.max_header_bytes,
     };
@@ -326,6 +331,7 @@ mod tests {
             header_read_timeout: Duration::from_millis(200),
             max_header_bytes: 8192,
             max_headers: 100,
+            extra_fields: 0,
             shutdown_grace: Duration::from_millis(100),
             abandon: CancellationToken::new(),
             tls: None,

@@ -43,7 +43,10 @@ use crate::wire::names::FieldNames;
 pub struct Settings {
     /// Longest wait for a whole head, idle time before it included.
     pub header_read_timeout: Duration,
+    /// `server.max_headers`, as a 431 names it.
     pub max_headers: usize,
+    /// Most fields the parser takes; more: 431 and the connection closed.
+    pub parsed_headers: usize,
     /// A head not complete within this many bytes is refused (431).
     pub max_head_bytes: usize,
     /// `server.max_header_bytes`, as a 431 names it.
@@ -175,7 +178,7 @@ async fn next_head(
             if !guard.buf.is_empty() {
                 match request_head::parse(
                     &mut guard.buf,
-                    settings.max_headers,
+                    settings.parsed_headers,
                     settings.max_head_bytes,
                     names,
                 ) {
