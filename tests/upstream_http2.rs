@@ -223,13 +223,14 @@ async fn the_clients_host_is_the_authority_an_http2_upstream_gets() {
     assert_eq!(reply.status, 201, "{}", reply.text());
     assert_eq!(seen(&reply), ("shop.example".into(), serde_json::json!([])));
 
-    // From an HTTP/2 client, its `:authority`, whatever `host` came with it.
+    // From an HTTP/2 client, its `:authority`, and no `host` field beside
+    // it (one that names another host is refused: tests/bad_input.rs).
     let tcp = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
     let (h2, connection) = h2::client::handshake(tcp).await.unwrap();
     tokio::spawn(connection);
     let mut h2 = h2.ready().await.unwrap();
     let request = http::Request::get("http://shop.example:8443/x")
-        .header("host", "internal.example")
+        .header("host", "SHOP.example:8443")
         .body(())
         .unwrap();
     let (answer, _) = h2.send_request(request, true).unwrap();
