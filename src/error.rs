@@ -111,6 +111,14 @@ pub enum GatewayError {
     HomeRegionUnavailable {
         retry_after: Duration,
     },
+    /// The key's home is another region, but the request already passed
+    /// through this gateway on its way here: the regions' gateways disagree
+    /// about its home and do not take each other's forwards. Not forwarded
+    /// again; nothing ran in any region. The same code as an unreachable
+    /// home (a client retries either alike), its own detail.
+    RegionLoop {
+        retry_after: Duration,
+    },
     /// An admin-plane query parameter that is not understood (listing:
     /// `state`, `limit`, `after`); says which and why.
     InvalidQuery(&'static str),
@@ -147,7 +155,8 @@ impl GatewayError {
             StoreUnavailable { .. }
             | StoredAnswerSealed
             | RouteOverloaded { .. }
-            | HomeRegionUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            | HomeRegionUnavailable { .. }
+            | RegionLoop { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Unauthorized => StatusCode::UNAUTHORIZED,
             Forbidden => StatusCode::FORBIDDEN,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
@@ -184,7 +193,7 @@ impl GatewayError {
             MethodNotAllowed { .. } => "method-not-allowed",
             AdminDisabled => "not-found",
             InvalidSignature(_) => "invalid-signature",
-            HomeRegionUnavailable { .. } => "home-region-unavailable",
+            HomeRegionUnavailable { .. } | RegionLoop { .. } => "home-region-unavailable",
             InvalidQuery(_) => "invalid-query",
         }
     }
@@ -215,7 +224,7 @@ impl GatewayError {
             MethodNotAllowed { .. } => "Method not allowed",
             AdminDisabled => "Not found",
             InvalidSignature(_) => "Invalid webhook signature",
-            HomeRegionUnavailable { .. } => "Home region unavailable",
+            HomeRegionUnavailable { .. } | RegionLoop { .. } => "Home region unavailable",
             InvalidQuery(_) => "Invalid query parameter",
         }
     }
@@ -288,6 +297,12 @@ impl GatewayError {
                  Retry later: the key runs in that region only, which keeps its record, \
                  so a retry cannot run it twice."
                 .into(),
+            RegionLoop { .. } => "This idempotency key belongs to another region, \
+                 but the request had already been forwarded from this region's gateway \
+                 and came back: the regions' gateways disagree about where it belongs. \
+                 It was not forwarded again, and nothing ran in any region. \
+                 Retry later, once the operators have made the regions agree."
+                .into(),
             InvalidQuery(why) => format!("{why}."),
         }
     }
@@ -297,7 +312,8 @@ impl GatewayError {
             GatewayError::KeyInFlight { retry_after }
             | GatewayError::StoreUnavailable { retry_after }
             | GatewayError::RouteOverloaded { retry_after }
-            | GatewayError::HomeRegionUnavailable { retry_after } => Some(*retry_after),
+            | GatewayError::HomeRegionUnavailable { retry_after }
+            | GatewayError::RegionLoop { retry_after } => Some(*retry_after),
             GatewayError::StoredAnswerSealed => Some(Duration::from_secs(1)),
             _ => None,
         }
@@ -322,7 +338,7 @@ impl GatewayError {
             }
             UpstreamUnreachable | UpstreamTimeout | UpstreamError => Outcome::UpstreamError,
             InvalidSignature(_) => Outcome::InvalidSignature,
-            HomeRegionUnavailable { .. } => Outcome::RegionUnavailable,
+            HomeRegionUnavailable { .. } | RegionLoop { .. } => Outcome::RegionUnavailable,
             BadRequest(_)
             | RequestTimeout { .. }
             | NoRoute
@@ -503,6 +519,13 @@ mod tests {
             ),
             (
                 GatewayError::HomeRegionUnavailable {
+                    retry_after: second,
+                },
+                503,
+                "home-region-unavailable",
+            ),
+            (
+                GatewayError::RegionLoop {
                     retry_after: second,
                 },
                 503,

@@ -104,13 +104,18 @@ impl World {
 
     fn start(&mut self, i: usize, count: usize) {
         let template = self.template(i, count);
+        self.start_as(i, &template, TOKEN);
+    }
+
+    /// Region `i` with a config and a region token of the test's own.
+    fn start_as(&mut self, i: usize, template: &Config, token: &str) {
         let region = &mut self.regions[i];
         let gateway = GatewayProcess::start_at(
             &region.dir,
             &region.upstream.url(),
-            &template,
+            template,
             region.ports,
-            &[(TOKEN_ENV, TOKEN)],
+            &[(TOKEN_ENV, token)],
         )
         .unwrap_or_else(|log| panic!("region {} did not start: {log}", region.name));
         region.gateway = Some(gateway);
@@ -386,7 +391,7 @@ async fn a_head_at_the_limit_is_not_refused_at_its_home() {
     };
     // `charge` sends three fields, the client adds `host` and
     // `content-length`: 95 more make the 100 that `max_headers` admits.
-    let fields: Vec<(String, String)> = (0..96)
+    let fields: Vec<(String, String)> = (0..97)
         .map(|i| (format!("x-field-{i}"), "v".to_owned()))
         .collect();
     let extra = |n: usize| -> Vec<(&str, &str)> {
@@ -406,6 +411,19 @@ async fn a_head_at_the_limit_is_not_refused_at_its_home() {
     let reply = charge(&eu, &key, &extra(96)).await;
     assert_eq!(reply.status, 431, "{}", reply.text());
     assert_eq!(reply.json()["code"], "header-too-large");
+    assert!(world.executions(&key).is_empty());
+
+    // Over HTTP/2 the forward also makes a `Host` field of `:authority`:
+    // the most fields a hop adds. At the limit where it landed (one more
+    // field is refused there), it still runs at its home.
+    let h2 = Client::h2c(world.regions[0].ports.0);
+    let key = key_at_us("h2-full");
+    let reply = charge(&h2, &key, &extra(96)).await;
+    assert_eq!(reply.status, 201, "{}\n{}", reply.text(), world.logs());
+    assert_eq!(world.executions(&key), vec![("us", 1)]);
+    let key = key_at_us("h2-over");
+    let reply = charge(&h2, &key, &extra(97)).await;
+    assert_eq!(reply.status, 431, "{}", reply.text());
     assert!(world.executions(&key).is_empty());
 
     let key = key_at_us("forged");
@@ -834,6 +852,123 @@ async fn a_home_gateway_that_closes_without_answering_is_503_home_region_unavail
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_home_answer_cut_before_its_small_body_is_whole_is_503_home_region_unavailable() {
     a_silent_home_is_unavailable(Silent::CutsTheBody).await;
+}
+
+/// A forward appends its gateway's entry to the client's `Via` (kept, in
+/// order): the home's upstream sees both, and a pseudonym, not the region's
+/// name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_forward_appends_its_via_entry_to_the_client_s() {
+    let world = World::started(&["eu", "us"]).await;
+    let names = world.names(2);
+    let key = (0..)
+        .map(|i| format!("via-{i}"))
+        .find(|key| home(&names, key) == "us")
+        .unwrap();
+    let reply = charge(
+        &world.regions[0].client(),
+        &key,
+        &[("via", "1.0 corp-proxy (Squid)")],
+    )
+    .await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    assert_eq!(world.executions(&key), vec![("us", 1)]);
+    let via = world.regions[1].upstream.last_header("via");
+    let via = via.as_deref().unwrap_or_default();
+    let ours = via
+        .strip_prefix("1.0 corp-proxy (Squid), 1.1 idemgate-")
+        .unwrap_or_else(|| panic!("the client's Via, then eu's entry: {via:?}"));
+    assert!(
+        ours.len() == 16 && ours.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{via:?}"
+    );
+    assert!(!via.contains("eu"), "no region name: {via:?}");
+
+    // Homed where it lands: no hop, no entry of the gateway's.
+    let key = (0..)
+        .map(|i| format!("via-here-{i}"))
+        .find(|key| home(&names, key) == "eu")
+        .unwrap();
+    let reply = charge(&world.regions[0].client(), &key, &[("via", "1.1 cdn")]).await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    assert_eq!(
+        world.regions[0].upstream.last_header("via").as_deref(),
+        Some("1.1 cdn")
+    );
+}
+
+/// Gateways that neither share the region token nor compute the same homes
+/// (here us knows eu's gateway as "ap", a rename pushed to one region) would
+/// pass a request back and forth until a timeout. The gateway it comes back
+/// to refuses it at once: 503 `home-region-unavailable`, nothing run
+/// anywhere, one forward each way, and an error line naming both regions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_forward_that_comes_back_is_refused_at_once() {
+    let mut world = World::new(&["eu", "us"]).await;
+    world.forward_timeout = "3s";
+    let eu_config = world.template(0, 2);
+    let peer = |name: &str, region: &Region| {
+        Peer::new(name, &format!("http://{}", region.ports.0))
+            .set("connect_timeout", "1s")
+            .set("timeout", "3s")
+    };
+    let us_config = region_config("us", Store::embedded())
+        .peer(peer("us", &world.regions[1]))
+        .peer(peer("ap", &world.regions[0]));
+    world.start_as(0, &eu_config, TOKEN);
+    world.start_as(1, &us_config, "another-region-token-0a1b2c3d4e5f");
+    let key = (0..)
+        .map(|i| format!("loop-{i}"))
+        .find(|key| home(&["eu", "us"], key) == "us" && home(&["ap", "us"], key) == "ap")
+        .unwrap();
+
+    let started = Instant::now();
+    let reply = charge(&world.regions[0].client(), &key, &[]).await;
+    let took = started.elapsed();
+    let eu = world.regions[0].gateway();
+    assert!(
+        world.executions(&key).is_empty(),
+        "{:?}",
+        world.executions(&key)
+    );
+    let forwards = |gateway, line: &'static str| metric(gateway, line);
+    assert_eq!(
+        forwards(
+            eu,
+            "idemgate_region_forwards_total{region=\"us\",result=\"ok\"}"
+        )
+        .await,
+        Some(1.0),
+        "eu forwarded once, and relayed the refusal"
+    );
+    let us = world.regions[1].gateway();
+    assert_eq!(
+        forwards(
+            us,
+            "idemgate_region_forwards_total{region=\"ap\",result=\"ok\"}"
+        )
+        .await,
+        Some(1.0),
+        "us forwarded once\n{}",
+        world.logs()
+    );
+    assert_home_unavailable(&reply, eu, 1.0).await;
+    assert!(took < Duration::from_secs(2), "answered in {took:?}");
+    assert!(
+        reply.text().contains("came back"),
+        "the detail says why: {}",
+        reply.text()
+    );
+    let log = eu.log_text();
+    let line = log
+        .lines()
+        .find(|line| line.contains("forwarding loop"))
+        .unwrap_or_else(|| panic!("no loop logged:\n{}", world.logs()));
+    assert!(line.contains("ERROR"), "{line}");
+    assert!(
+        line.contains("Region eu and region us") && line.contains("region token"),
+        "{line}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,6 +10,7 @@ use http::request::Parts;
 
 use super::Home;
 use super::headers::{FORWARDED_FROM, REGION_TOKEN};
+use super::via;
 use crate::answer::Answer;
 use crate::body;
 use crate::client_info::ClientInfo;
@@ -19,7 +20,8 @@ use crate::proxy::{UpstreamError, Wait, prepare_request};
 
 /// `idemgate_region_forwards_total{result}`: answered by the home region;
 /// the home region not reached, or its answer not received (no answer head
-/// in time, the connection broken, a small body stalled or cut).
+/// in time, the connection broken, a small body stalled or cut), or the
+/// request came back to a gateway it had passed through (a loop).
 pub const RESULTS: [&str; 2] = [OK, UNAVAILABLE];
 const OK: &str = "ok";
 const UNAVAILABLE: &str = "unavailable";
@@ -28,9 +30,11 @@ const UNAVAILABLE: &str = "unavailable";
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// Sends the request to its home region's gateway with the two region
-/// headers; the client's own headers (`Authorization` included), target
-/// and `Host` go on unchanged, so the home region finds the same route,
-/// scope, key and fingerprint.
+/// headers and this gateway's `Via` entry; the client's own headers
+/// (`Authorization` and `Via` included), target and `Host` go on unchanged,
+/// so the home region finds the same route, scope, key and fingerprint. A
+/// request whose `Via` shows it passed through this gateway already is not
+/// sent again.
 pub async fn forward(
     home: Home<'_>,
     mut head: Parts,
@@ -44,6 +48,28 @@ pub async fn forward(
             .with_label_values(&[&**home.name, result])
             .inc();
     };
+    let regions = home.regions;
+    if via::passed_through(&head.headers, &regions.via) {
+        // It came back only if a gateway on the way did not take the forward
+        // as a region's (a valid token means "handle here") and sent it on
+        // by a home of its own: the regions disagree on both counts.
+        tracing::error!(
+            region = %regions.this,
+            home = %home.name,
+            "forwarding loop: a keyed request this gateway forwarded came back, and would go to {home} again. \
+             Region {this} and region {home} (or a region between them) do not share the region token, \
+             and compute different homes for the key (their [regions] names, gateway addresses, or route and scope rules differ); \
+             answered home-region-unavailable, nothing run",
+            home = home.name,
+            this = regions.this,
+        );
+        count(UNAVAILABLE);
+        return Answer::error(GatewayError::RegionLoop {
+            retry_after: RETRY_AFTER,
+        })
+        .with_home(home.name.clone());
+    }
+    let received = head.version;
     if prepare_request(&mut head, home.gateway, client, true).is_err() {
         return Answer::error(GatewayError::BadRequest(
             "the request target cannot be forwarded",
@@ -51,9 +77,10 @@ pub async fn forward(
         .with_home(home.name.clone());
     }
     head.headers
-        .insert(FORWARDED_FROM, home.regions.from_value.clone());
+        .insert(FORWARDED_FROM, regions.from_value.clone());
     head.headers
-        .insert(REGION_TOKEN, home.regions.token_value.clone());
+        .insert(REGION_TOKEN, regions.token_value.clone());
+    via::append(&mut head.headers, received, &regions.via);
     let sent = home
         .gateway
         .send(Request::from_parts(head, body::full(body)), Wait::Whole)

@@ -1,13 +1,15 @@
 //! Several regions, each with its own gateways and store: every keyed
 //! request has a home region (`home`), is forwarded there whole when it
 //! lands elsewhere (`forward`), and a request a region's gateway forwarded
-//! is told from a client's by the shared token (`headers`).
+//! is told from a client's by the shared token (`headers`); a forward that
+//! comes back to a gateway it passed through is refused (`via`).
 //! See docs/multi-region.md.
 
 mod error;
 mod forward;
 mod headers;
 mod home;
+mod via;
 
 use std::sync::Arc;
 
@@ -25,8 +27,9 @@ pub use headers::{FORWARDED_FROM, REGION_TOKEN, admit};
 pub use home::home;
 
 /// Fields a forward may add to a client's head: the two region headers,
-/// `X-Forwarded-For`, `-Proto` and `-Host`, `X-Request-Id`, and `Host` made
-/// from an HTTP/2 `:authority`, with one to spare. The home region admits
+/// `X-Forwarded-For`, `-Proto` and `-Host`, `X-Request-Id`, `Via`, and
+/// `Host` made from an HTTP/2 `:authority`; an HTTP/2 client's request
+/// without any of them gets all eight. The home region admits
 /// them beyond `max_headers`: a request within the limits where it landed
 /// is not refused at its home for what the hop added.
 pub const HOP_FIELDS: usize = 8;
@@ -38,6 +41,8 @@ pub struct Regions {
     /// `Idempotency-Region-Token` and `Idempotency-Forwarded-From` as sent.
     token_value: HeaderValue,
     from_value: HeaderValue,
+    /// This gateway's `Via` pseudonym (`via::pseudonym`).
+    via: String,
     /// Sorted by name; `names[i]` is `peers[i]`'s.
     names: Vec<Arc<str>>,
     peers: Vec<Peer>,
@@ -115,6 +120,7 @@ impl Regions {
             token: region.token.clone(),
             token_value,
             from_value,
+            via: via::pseudonym(&region.token, &region.name),
             names: peers.iter().map(|peer| peer.name.clone()).collect(),
             peers,
         })
