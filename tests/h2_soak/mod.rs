@@ -459,6 +459,58 @@ impl H2Client {
     }
 }
 
+/// Bytes a client declares for an upload it sends only [`UPLOAD_SENT`] of.
+const UPLOAD_DECLARED: usize = 100_000;
+const UPLOAD_SENT: usize = 10_000;
+
+/// Posts to `path` an upload of which only the start is sent, then sends
+/// nothing more and reads until the gateway closes the connection (at most
+/// 4 s): the status line, and whether it closed.
+async fn h1_upload_stopped(gateway: SocketAddr, path: &str) -> (String, bool) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let part = vec![b'u'; UPLOAD_SENT];
+    let request = h1_request("POST", path, None, &part, Some(UPLOAD_DECLARED));
+    let mut stream = tokio::net::TcpStream::connect(gateway).await.unwrap();
+    stream.write_all(&request).await.unwrap();
+    let mut read = Vec::new();
+    let mut buf = [0u8; 4096];
+    let closed = loop {
+        match tokio::time::timeout(Duration::from_secs(4), stream.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => break true,
+            Ok(Ok(n)) => read.extend_from_slice(&buf[..n]),
+            Err(_) => break false,
+        }
+    };
+    let text = String::from_utf8_lossy(&read);
+    (text.lines().next().unwrap_or_default().to_owned(), closed)
+}
+
+/// The same over HTTP/2: the answer's status, and how its body ended
+/// (`end`, `reset`), the stream left open on the client's side.
+async fn h2_upload_stopped(gateway: SocketAddr, path: &str) -> (u16, &'static str) {
+    let part: &'static [u8] = &[b'u'; UPLOAD_SENT];
+    let client = H2Client::new(gateway, 65_535);
+    let (answer, _stream) = client
+        .open("POST", path, None, Some(part), Some(UPLOAD_DECLARED))
+        .await;
+    let answer = tokio::time::timeout(Duration::from_secs(4), answer)
+        .await
+        .expect("no answer within 4 s")
+        .expect("an answer");
+    let status = answer.status().as_u16();
+    let mut body = answer.into_body();
+    let ended = tokio::time::timeout(Duration::from_secs(4), async {
+        while let Some(chunk) = body.data().await {
+            if chunk.is_err() {
+                return "reset";
+            }
+        }
+        "end"
+    })
+    .await;
+    (status, ended.unwrap_or("still open after 4 s"))
+}
+
 /// A key never used before.
 fn soak_key(phase: &str, i: usize) -> String {
     format!("{phase}-{i}")
@@ -793,6 +845,26 @@ async fn every_way_a_stream_ends_gives_its_place_back() {
     phase_done("big unread", &[200, 201]);
     soak_all_free(&gateway, &seen, "big unread").await;
 
+    // The answer is over while the client's upload is still open (it sent
+    // the start and then nothing): the upstream answered early and reads
+    // on, or its answer stalled. The rest of the upload is not sent on.
+    soak_run(8, AT_ONCE, |i| async move {
+        let path = if i % 2 == 0 { "/early" } else { "/stall" };
+        if i < 4 {
+            let (status, closed) = h1_upload_stopped(gw, path).await;
+            assert!(
+                status.starts_with("HTTP/1.1 200") && closed,
+                "{path}: {status}, closed: {closed}"
+            );
+        } else {
+            let (status, ended) = h2_upload_stopped(gw, path).await;
+            assert_eq!(status, 200, "{path}");
+            assert_ne!(ended, "still open after 4 s", "{path}");
+        }
+    })
+    .await;
+    soak_all_free(&gateway, &seen, "upload open").await;
+
     // No body either way: HEAD, 204, and requests whose body is at its end
     // with the head (no `content-length`, `content-length: 0`, an HTTP/2
     // HEADERS frame that ends the stream).
@@ -882,4 +954,33 @@ async fn every_way_a_stream_ends_gives_its_place_back() {
         !log.contains("refused stream"),
         "the upstream refused a stream over its limit:\n{log}"
     );
+}
+
+/// Found by the soak above: an HTTP/1 client's upload to an HTTP/2
+/// upstream that answered before the body was in (401, 413, or a stall
+/// past `timeout` mid-answer) kept its stream's place for good when the
+/// client sent no more. hyper goes on sending a request body after the
+/// answer until the body ends or the upstream resets the stream; an
+/// upstream that reads and drops the rest instead never resets it, and
+/// the gateway, having answered, no longer reads the client's connection,
+/// so hyper was never woken again, even once the client closed. After
+/// `limit` such uploads every request to the upstream waited and failed
+/// 502; a stalled answer's client was not even told its connection was
+/// over. Once the answer is over, what is left of the body is not sent on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_still_open_when_its_answer_is_over_gives_its_place_back() {
+    let dir = TestDir::new("h2-upload-open");
+    let (addr, seen) = soak_upstream().await;
+    let gateway = GatewayProcess::start(&dir, &format!("http://{addr}"), &soak_config());
+    let gw = gateway.addr;
+    for path in ["/early", "/stall"] {
+        let ends =
+            futures_util::future::join_all((0..SOAK_LIMIT).map(|_| h1_upload_stopped(gw, path)))
+                .await;
+        for (status, closed) in ends {
+            assert!(status.starts_with("HTTP/1.1 200"), "{path}: {status}");
+            assert!(closed, "{path}: the connection was never closed");
+        }
+        soak_all_free(&gateway, &seen, &format!("upload open {path}")).await;
+    }
 }
