@@ -3,6 +3,7 @@
 //! upstream has closed it.
 
 mod common;
+mod h2_soak;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

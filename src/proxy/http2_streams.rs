@@ -14,13 +14,20 @@
 //! taken until hyper has let go of the request's body and the answer's body
 //! is done or dropped, so that it is never counted free while h2 still
 //! counts its stream.
+//!
+//! Once the answer is over, what is left of the request body is not sent on
+//! ([`Holding`]): hyper would otherwise wait on it for as long as the client
+//! keeps its connection, or for ever once the gateway has stopped reading
+//! that connection, and the place with it.
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::task::AtomicWaker;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
@@ -117,9 +124,11 @@ impl Http2Streams {
             }
         };
         let place = StreamPlace {
-            _held: Arc::new(Held {
+            held: Arc::new(Held {
                 permit: Some(permit),
                 streams: self.clone(),
+                answered: AtomicBool::new(false),
+                sending: AtomicWaker::new(),
             }),
         };
         Ok((place, waited))
@@ -127,16 +136,40 @@ impl Http2Streams {
 }
 
 /// One stream's place, held while any clone of it lives: the request's
-/// sender, the body hyper sends, the answer's body.
+/// sender, the body hyper sends, the answer's body ([`AnswerPlace`]).
 #[derive(Debug, Clone)]
 pub struct StreamPlace {
-    _held: Arc<Held>,
+    held: Arc<Held>,
+}
+
+impl StreamPlace {
+    /// The answer's hold on the place: the exchange is over when it goes.
+    pub fn for_answer(self) -> AnswerPlace {
+        AnswerPlace(self)
+    }
+}
+
+/// The place as the answer's body holds it. Dropped (the body read to its
+/// end, or given up), it ends the request body hyper may still be sending.
+#[derive(Debug)]
+pub struct AnswerPlace(StreamPlace);
+
+impl Drop for AnswerPlace {
+    fn drop(&mut self) {
+        let held = &self.0.held;
+        held.answered.store(true, Ordering::Release);
+        held.sending.wake();
+    }
 }
 
 #[derive(Debug)]
 struct Held {
     permit: Option<OwnedSemaphorePermit>,
     streams: Arc<Http2Streams>,
+    /// The answer is over: its body was read to the end or dropped.
+    answered: AtomicBool,
+    /// hyper's task sending the request body, woken when `answered` is set.
+    sending: AtomicWaker,
 }
 
 impl Drop for Held {
@@ -157,18 +190,26 @@ impl Drop for Held {
 }
 
 /// A request body that holds its stream's place until hyper lets go of it
-/// (sent to the end, or the stream reset).
+/// (sent to the end, or the stream reset), and that ends, failing with
+/// `CANCEL`, once the answer is over.
+///
+/// hyper sends a request body in a task of its own until the body ends or
+/// the upstream resets the stream, whatever became of the answer. An
+/// upstream that answers early (401, 413) and then reads and drops the rest
+/// of the body does not reset it; a client that stops sending
+/// then held the place for as long as it kept its connection, and an
+/// HTTP/1 client's for good: once the gateway has answered it and stopped
+/// reading its connection, nothing wakes hyper's task again. An HTTP/1
+/// upstream stops taking the body once it answers; here the stream is
+/// reset (hyper resets it with the reason the body fails with).
 pub struct Holding<B> {
     inner: B,
-    _place: StreamPlace,
+    place: StreamPlace,
 }
 
 impl<B> Holding<B> {
     pub fn new(inner: B, place: StreamPlace) -> Self {
-        Self {
-            inner,
-            _place: place,
-        }
+        Self { inner, place }
     }
 }
 
@@ -183,7 +224,14 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+        let this = self.get_mut();
+        let held = &this.place.held;
+        // Registered first: an answer that ends after the check wakes it.
+        held.sending.register(cx.waker());
+        if held.answered.load(Ordering::Acquire) {
+            return Poll::Ready(Some(Err(Box::new(h2::Error::from(h2::Reason::CANCEL)))));
+        }
+        Pin::new(&mut this.inner).poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {
@@ -261,6 +309,36 @@ mod tests {
         assert!(take(&streams).await.is_none());
         drop(body);
         assert!(take(&streams).await.is_some());
+    }
+
+    /// hyper sends a request body until it ends or the stream is reset:
+    /// one the client stopped sending must end once the answer is over,
+    /// and wake the task waiting on it.
+    #[tokio::test]
+    async fn a_request_body_still_coming_ends_once_the_answer_is_over() {
+        use http_body_util::BodyExt;
+        let streams = Arc::new(Http2Streams::default());
+        streams.announced(1, 1);
+        let place = take(&streams).await.unwrap();
+        let silent = http_body_util::StreamBody::new(futures_util::stream::pending::<
+            Result<Frame<Bytes>, BoxError>,
+        >());
+        let mut body = Holding::new(silent, place.clone());
+        let answer = place.for_answer();
+        let sending = tokio::spawn(async move { body.frame().await.map(|frame| frame.err()) });
+        tokio::task::yield_now().await;
+        assert!(!sending.is_finished(), "the client sends nothing");
+        drop(answer);
+        let ended = tokio::time::timeout(Duration::from_secs(1), sending)
+            .await
+            .expect("woken")
+            .unwrap();
+        let error = ended.flatten().expect("an error, not an end");
+        let reason = error
+            .downcast_ref::<h2::Error>()
+            .and_then(h2::Error::reason);
+        assert_eq!(reason, Some(h2::Reason::CANCEL));
+        assert!(take(&streams).await.is_some(), "every holder let go");
     }
 
     #[tokio::test(start_paused = true)]

@@ -13,17 +13,18 @@ use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
 
 use super::http1::AnswerBody;
-use super::http2_streams::StreamPlace;
+use super::http2_streams::{AnswerPlace, StreamPlace};
 use crate::body::{BoxError, IdleLimit};
 
 pub struct UpstreamBody(IdleLimit<Source>);
 
 enum Source {
     Http1(AnswerBody),
-    /// With its stream's place, given back when the body is dropped.
+    /// With its stream's place, given back when the body is dropped; the
+    /// request body still being sent, if any, ends then.
     Http2 {
         body: Incoming,
-        _place: StreamPlace,
+        _place: AnswerPlace,
     },
 }
 
@@ -36,7 +37,7 @@ impl UpstreamBody {
         Self(IdleLimit::new(
             Source::Http2 {
                 body,
-                _place: place,
+                _place: place.for_answer(),
             },
             idle,
         ))
