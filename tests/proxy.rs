@@ -206,6 +206,37 @@ async fn an_upstream_stalled_mid_body_is_cut_off_by_its_timeout() {
     assert!((70_000..100_000).contains(&body), "{body} body bytes");
 }
 
+/// docs/behaviour.md: on a keyed route an answer whose body stalls after
+/// its head for the upstream's `timeout` timed out: 504 `outcome-unknown`,
+/// stored, every time. (The body's idle limit and the execution's deadline
+/// end together; which came first made it a 502 "broken" about half the
+/// time.)
+#[tokio::test]
+async fn a_keyed_answer_stalled_mid_body_is_a_stored_timeout() {
+    let config = Config::new()
+        .server("shutdown_grace", "5s")
+        .upstream(Upstream::api().timeout("1s"))
+        .defaults("lock_timeout", "5s")
+        .route(common::config::Route::api("stall", "/stall"))
+        .route(common::config::Route::api("rest", "/").plain());
+    let (_dir, _upstream, gateway) = GatewayProcess::start_fresh("stall-keyed", &config).await;
+    let client = gateway.client();
+    let keys: Vec<String> = (0..6).map(|n| format!("stall-{n}")).collect();
+    let replies = futures_util::future::join_all(
+        keys.iter()
+            .map(|key| client.post("/stall?bytes=100&sent=10", Some(key), "{}")),
+    )
+    .await;
+    for (key, reply) in keys.iter().zip(&replies) {
+        assert_problem(reply, 504, "outcome-unknown");
+        let again = client
+            .post("/stall?bytes=100&sent=10", Some(key), "{}")
+            .await;
+        assert_eq!(again.status, 504, "{key}: {}", again.text());
+        assert_eq!(again.header("idempotent-replayed"), Some("true"), "{key}");
+    }
+}
+
 /// A request with both Content-Length and Transfer-Encoding is refused with a
 /// 400 before anything is forwarded, and its connection is closed, so nothing
 /// smuggled behind it is read either.

@@ -159,6 +159,13 @@ impl Execution {
                             .outcome_unknown(guard, GatewayError::OutcomeUnknownTimeout)
                             .await
                     }
+                    // A body stalled for `timeout` timed out, as the
+                    // deadline above would say a moment later.
+                    Ok(Err(error)) if crate::body::is_stalled(&error) => {
+                        record
+                            .outcome_unknown(guard, GatewayError::OutcomeUnknownTimeout)
+                            .await
+                    }
                     Ok(Err(_)) => {
                         record
                             .outcome_unknown(guard, GatewayError::OutcomeUnknownBroken)
