@@ -25,6 +25,18 @@ pub use webhook::{DEFAULT_TOLERANCE, WebhookConfig, WebhookScheme, WebhookSecret
 
 use std::path::Path;
 
+/// The smallest valid file, for tests: one upstream, one route of every path.
+#[cfg(test)]
+pub(crate) const ONE_ROUTE: &str = r#"
+[upstreams.api]
+url = "http://127.0.0.1:3000"
+
+[[routes]]
+name = "all"
+upstream = "api"
+match = { path_prefix = "/" }
+"#;
+
 /// Reads and validates the file at `path`, resolving `*_env` secrets from the
 /// process environment.
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {

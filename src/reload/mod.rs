@@ -309,15 +309,7 @@ mod tests {
 
     use super::restart_only_changes;
 
-    const BASE: &str = r#"
-[upstreams.api]
-url = "http://127.0.0.1:3000"
-
-[[routes]]
-name = "all"
-upstream = "api"
-match = { path_prefix = "/" }
-"#;
+    const BASE: &str = crate::config::ONE_ROUTE;
 
     fn config(extra: &str) -> crate::config::Config {
         let env = |name: &str| match name {

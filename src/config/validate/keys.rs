@@ -306,15 +306,7 @@ mod tests {
     use crate::config::{ConfigErrors, Policy, StatusClass, parse};
     use crate::key::{DerivePart, FingerprintBody, KeySource};
 
-    const ROUTE: &str = r#"
-[upstreams.api]
-url = "http://127.0.0.1:3000"
-
-[[routes]]
-name = "all"
-upstream = "api"
-match = { path_prefix = "/" }
-"#;
+    const ROUTE: &str = crate::config::ONE_ROUTE;
 
     fn policy(defaults: &str) -> Policy {
         let text = format!("[defaults]\n{defaults}\n{ROUTE}");

@@ -10,15 +10,7 @@ use crate::config::{
     StoreErrorMode, describe, parse,
 };
 
-const MINIMAL: &str = r#"
-[upstreams.api]
-url = "http://127.0.0.1:3000"
-
-[[routes]]
-name = "all"
-upstream = "api"
-match = { path_prefix = "/" }
-"#;
+const MINIMAL: &str = crate::config::ONE_ROUTE;
 
 fn ok(text: &str) -> crate::config::Config {
     match parse(text, Path::new("t.toml"), &|_| None) {

@@ -5,15 +5,7 @@ use std::time::Duration;
 
 use crate::config::{Config, ConfigErrors, parse};
 
-const ROUTES: &str = r#"
-[upstreams.api]
-url = "http://127.0.0.1:3000"
-
-[[routes]]
-name = "all"
-upstream = "api"
-match = { path_prefix = "/" }
-"#;
+const ROUTES: &str = crate::config::ONE_ROUTE;
 
 const TOKEN: &str = "0123456789abcdef0123";
 
