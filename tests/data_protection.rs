@@ -196,6 +196,12 @@ async fn rotation_lost_keys_purge_and_turning_encryption_on_and_off() {
         "{log}"
     );
     assert!(!line.contains("=old"), "the raw idempotency key: {line}");
+    // A start line with one key names no keys "also opening".
+    let id_b = key_id(KEY_B);
+    for start in log.lines().filter(|l| l.contains("store encryption on")) {
+        let both = start.contains(&id_a) && start.contains(&id_b);
+        assert_eq!(start.contains("also_opening"), both, "{start}");
+    }
     for secret in [KEY_A, KEY_B] {
         assert!(!log.contains(secret), "a key in the log: {log}");
     }

@@ -34,11 +34,13 @@ pub fn announce(configured: &[crate::config::StoreKey]) {
         .iter()
         .map(|key| format!("{} ({})", key_id(&key.bytes), key.env))
         .collect();
-    tracing::info!(
-        sealing = %format!("{} ({})", key_id(&first.bytes), first.env),
-        also_opening = %opening.join(", "),
-        "store encryption on: answers are sealed at rest"
-    );
+    let sealing = format!("{} ({})", key_id(&first.bytes), first.env);
+    if opening.is_empty() {
+        tracing::info!(%sealing, "store encryption on: answers are sealed at rest");
+    } else {
+        tracing::info!(%sealing, also_opening = %opening.join(", "),
+            "store encryption on: answers are sealed at rest");
+    }
 }
 
 /// A record no listed key opens: refused, and said every time, as each is
