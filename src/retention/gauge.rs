@@ -24,14 +24,18 @@ pub fn spawn_record_counter(
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut shown: HashSet<(String, RecordState)> = HashSet::new();
+        // Counts start `interval` apart (a slow count does not push the next
+        // one later), so the gauge is never older than one interval.
+        let mut ticks = tokio::time::interval(interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            ticks.tick().await;
             match store.count().await {
                 Ok(counts) => shown = publish(&gauge, &counts, &routes(), shown),
                 Err(err) => {
                     tracing::warn!(error = %err, backend = store.backend(), "counting records failed")
                 }
             }
-            tokio::time::sleep(interval).await;
         }
     })
 }
