@@ -1132,3 +1132,73 @@ async fn key_less_pass_through_and_uncovered_methods_stay_local() {
     assert_eq!(metric(eu, &line("new")).await, Some(0.0));
     assert_eq!(metric(us, &line("new")).await, Some(1.0));
 }
+
+/// A route keyed by the client's header, else by a key derived from the
+/// body: every answer under a derived key tells it, at its home and where
+/// the request landed, the 503 of a home that cannot be reached included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_derived_key_is_told_through_a_forward_and_on_its_failure() {
+    const NAMESPACE: &str = "9f1c3e0a-5b7d-4c2e-8a61-3d4f5e6a7b8c";
+    let mut world = World::new(&["eu", "us"]).await;
+    for i in 0..2 {
+        let template = world.template(i, 2).with_route("charges", |route| {
+            route.set(
+                "key",
+                common::config::raw(&format!(
+                    r#"[{{ header = "Idempotency-Key" }}, {{ derive = ["/order_id"], namespace = "{NAMESPACE}" }}]"#
+                )),
+            )
+        });
+        world.start_as(i, &template, TOKEN);
+    }
+    let names = world.names(2);
+    // RFC 9562 UUIDv5 of the part written as "<byte length>:<bytes>".
+    let derived = |order: &str| {
+        let namespace = uuid::Uuid::parse_str(NAMESPACE).unwrap();
+        let name = format!("{}:{order}", order.len());
+        uuid::Uuid::new_v5(&namespace, name.as_bytes()).to_string()
+    };
+    let homed_at_us = |prefix: &str| {
+        (0..)
+            .map(|n| format!("{prefix}-{n}"))
+            .find(|order| home(&names, &derived(order)) == "us")
+            .unwrap()
+    };
+    let order = async |region: &Region, order: &str| {
+        let headers = [
+            ("authorization", AUTH),
+            ("content-type", "application/json"),
+        ];
+        let body = format!(r#"{{"order_id":"{order}","amount":5}}"#);
+        region
+            .client()
+            .send("POST", "/v1/charges", &headers, body)
+            .await
+    };
+
+    let first = homed_at_us("ord");
+    let key = derived(&first);
+    let fresh = order(&world.regions[0], &first).await;
+    assert_eq!(fresh.status, 201, "{}", fresh.text());
+    assert_eq!(marker(&fresh), Some("false"));
+    assert_eq!(fresh.header("idempotency-key"), Some(key.as_str()));
+    assert_eq!(world.executions(&key), vec![("us", 1)]);
+    for region in &world.regions {
+        let again = order(region, &first).await;
+        assert_eq!(marker(&again), Some("true"), "at {}", region.name);
+        assert_eq!(again.header("idempotency-key"), Some(key.as_str()));
+    }
+
+    world.regions[1].gateway.as_mut().unwrap().kill();
+    let stranded = homed_at_us("stranded");
+    let refused = order(&world.regions[0], &stranded).await;
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    assert_eq!(refused.json()["code"], "home-region-unavailable");
+    assert_eq!(
+        refused.header("idempotency-key"),
+        Some(derived(&stranded).as_str()),
+        "the client and the operator can find the key it will run under"
+    );
+    assert_eq!(marker(&refused), None);
+    assert_eq!(world.executions(&derived(&stranded)), vec![]);
+}

@@ -72,8 +72,21 @@ pub async fn run(
     // The home is known once route, scope and key are: a key whose home is
     // another region is sent there whole, before anything is reserved here.
     if let Some(home) = exchange.region.as_ref().and_then(|hop| hop.elsewhere(&id)) {
-        let answer = crate::region::forward(home, head, body, &exchange.client, gateway.metrics());
-        return answer.await.with_key(id.key);
+        let forwarded =
+            crate::region::forward(home, head, body, &exchange.client, gateway.metrics());
+        let mut answer = forwarded.await;
+        // The home region tells a derived key on its own answers; the 503 of
+        // a hop that failed is this gateway's, and tells it too.
+        if derived
+            && answer.outcome != Some(Outcome::Forwarded)
+            && let Some(value) = answer_headers::derived_key(&id.key)
+        {
+            answer
+                .response
+                .headers_mut()
+                .insert(answer_headers::IDEMPOTENCY_KEY, value);
+        }
+        return answer.with_key(id.key);
     }
     let fingerprint = identity::fingerprint(policy, &head, &body);
     // Whichever way the request goes on from here (executed, or forwarded
