@@ -1158,6 +1158,57 @@ async fn request_lines_decided_by_the_rfcs() {
 /// RFC 9113 §8.3.1: over HTTP/2 a `host` field naming another host than
 /// `:authority` is a malformed request: 400, nothing forwarded. The same
 /// host in another case, or no `host` field, is served.
+/// A method with lower-case letters (`post`, `head`, `connect`) is refused
+/// on both protocols, nothing forwarded. Methods are case-sensitive (RFC 9110
+/// §9.1), so `post` would be no `POST` to the routes' `methods`: it would pass
+/// a route that requires a key, to an upstream that upper-cases methods
+/// (Django, Flask) and runs it as a POST; `head` would be answered as HEAD
+/// while the gateway waited for a body.
+#[tokio::test(flavor = "multi_thread")]
+async fn lower_case_methods_are_refused() {
+    let s = setup("lower-case-methods").await;
+    for line in [
+        "post /v1/charges",
+        "Post /v1/charges",
+        "head /pass",
+        "connect /pass",
+        "get /pass",
+    ] {
+        let reply = s
+            .raw(format!("{line} HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{{}}").as_bytes())
+            .await;
+        assert_eq!(reply.status, Some(400), "{line}: {reply:?}");
+        assert_eq!(
+            problem_code(&reply).as_deref(),
+            Some("bad-request"),
+            "{line}"
+        );
+    }
+    s.assert_clean();
+
+    let tcp = TcpStream::connect(s.gateway.addr).await.expect("connect");
+    let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
+    tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    for (method, status) in [("post", 400), ("POST", 400), ("get", 400), ("GET", 201)] {
+        // POST without a key is the route's own 400 (missing-key).
+        let request = http::Request::builder()
+            .method(method)
+            .uri("http://gw.example/v1/charges")
+            .body(())
+            .expect("request");
+        let (answer, _) = client.send_request(request, true).expect("sent");
+        let answer = tokio::time::timeout(WITHIN, answer)
+            .await
+            .expect("an answer in time")
+            .expect("an answer");
+        assert_eq!(answer.status(), status, "{method}");
+        client = client.ready().await.expect("ready");
+    }
+    assert_eq!(s.upstream.total(), 1, "a lower-case method was forwarded");
+    s.assert_no_panic();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_http2_host_field_that_contradicts_the_authority_is_refused() {
     let s = setup("h2-host-authority").await;

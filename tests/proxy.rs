@@ -563,6 +563,24 @@ async fn a_head_at_the_limits_is_served() {
     assert_eq!(reply.status, Some(200), "a 2 KiB head: {}", reply.text);
 }
 
+/// An absolute-form target with an empty path (`http://gw?x=1`, RFC 3986
+/// allows it) is the path `/` (RFC 9110 §4.2.3): the upstream gets
+/// `/?x=1`. It was sent `GET ?x=1`, which is no request-target at all.
+#[tokio::test]
+async fn an_absolute_form_target_with_an_empty_path_goes_on_as_slash() {
+    let (_dir, upstream, gateway) = setup("absolute-empty-path").await;
+    for (target, query) in [("http://gw?x=1", "x=1"), ("http://gw", "")] {
+        let head = format!("GET {target} HTTP/1.1\r\nHost: gw\r\n\r\n");
+        let reply =
+            common::raw::exchange(gateway.addr, head.as_bytes(), Duration::from_secs(5)).await;
+        assert_eq!(reply.status, Some(201), "{target}: {}", reply.text);
+        let echo: serde_json::Value = serde_json::from_str(reply.body()).expect("json");
+        assert_eq!(echo["path"], "/", "{target}");
+        assert_eq!(echo["query"], query, "{target}");
+    }
+    assert_eq!(upstream.total(), 2);
+}
+
 /// Found by a black-box pass: `Host: a b`, `user@evil`, `x/y` and an empty
 /// `Host` were forwarded as they were (and echoed in `X-Forwarded-Host`),
 /// where RFC 9112 §3.2 has a server answer 400. The target's authority,

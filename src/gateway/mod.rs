@@ -359,6 +359,21 @@ fn check_framing<B>(request: &Request<B>) -> Result<(), GatewayError> {
     if request.method() == Method::CONNECT {
         return Err(GatewayError::BadRequest("CONNECT is not proxied"));
     }
+    // Methods are case-sensitive (RFC 9110 §9.1) and every registered one is
+    // upper-case: `post` is no `POST` to a route's `methods`, yet upstreams
+    // that upper-case methods (Django, Flask) run it as one, past a key the
+    // route requires; `head` would be answered as HEAD while the gateway
+    // waits for a body. nginx and Node refuse them too.
+    if request
+        .method()
+        .as_str()
+        .bytes()
+        .any(|byte| byte.is_ascii_lowercase())
+    {
+        return Err(GatewayError::BadRequest(
+            "the request method has lower-case letters; methods are case-sensitive (POST, not post)",
+        ));
+    }
     check_host(request)
 }
 

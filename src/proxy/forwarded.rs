@@ -128,12 +128,18 @@ fn upstream_uri(
     headers: &mut HeaderMap,
 ) -> Result<Uri, http::Error> {
     let base = upstream.base_path();
-    let path_and_query = match original.path_and_query() {
-        Some(pq) if base.is_empty() => pq.clone(),
+    let original = original.path_and_query();
+    // An absolute-form target with an empty path (`http://gw?x=1`) leaves
+    // the query alone, which is no origin-form: its path is `/` (RFC 9110
+    // §4.2.3).
+    let no_path = original.is_some_and(|pq| pq.as_str().starts_with('?'));
+    let path_and_query = match original {
+        Some(pq) if base.is_empty() && !no_path => pq.clone(),
         None if base.is_empty() => PathAndQuery::from_static("/"),
         pq => {
+            let slash = if no_path { "/" } else { "" };
             let pq = pq.map_or("/", |pq| pq.as_str());
-            PathAndQuery::try_from(format!("{base}{pq}"))?
+            PathAndQuery::try_from(format!("{base}{slash}{pq}"))?
         }
     };
     if !upstream.http2() {

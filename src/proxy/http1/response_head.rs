@@ -410,12 +410,9 @@ impl ConnectionFields {
         (!others.is_empty()).then(|| others.join(", "))
     }
 
+    /// RFC 9112 §9.3: `close` wins in any version, `keep-alive` among others.
     fn keeps_alive(&self, version: Version) -> bool {
-        if version == Version::HTTP_10 {
-            self.keep_alive
-        } else {
-            !self.close
-        }
+        !self.close && (version != Version::HTTP_10 || self.keep_alive)
     }
 }
 
@@ -690,6 +687,15 @@ mod tests {
             .keep_alive,
             "HTTP/1.0 has no transfer codings"
         );
+        // RFC 9112 §9.3: `close` ends the connection whatever else is listed,
+        // in HTTP/1.0 as in 1.1 (else the next request would meet the close).
+        for connection in [
+            "Connection: keep-alive, close\r\n",
+            "Connection: keep-alive\r\nConnection: close\r\n",
+        ] {
+            let text = format!("HTTP/1.0 200 OK\r\n{connection}Content-Length: 0\r\n\r\n");
+            assert!(!head(&text).keep_alive, "{connection:?}");
+        }
     }
 
     #[test]

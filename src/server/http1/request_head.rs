@@ -137,11 +137,8 @@ pub fn parse(
         0 | 1 => {}
         _ => return Err(Refusal::Host),
     }
-    let keep_alive = if version == Version::HTTP_10 {
-        fields.keep_alive
-    } else {
-        !fields.close
-    };
+    // RFC 9112 §9.3: `close` wins in any version, `keep-alive` among others.
+    let keep_alive = !fields.close && (version != Version::HTTP_10 || fields.keep_alive);
     let mut request = Request::new(());
     *request.method_mut() = scanned.method;
     *request.uri_mut() = uri;
@@ -379,6 +376,12 @@ mod tests {
         assert!(!head("GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n").keep_alive);
         assert!(!head("GET / HTTP/1.0\r\n\r\n").keep_alive);
         assert!(head("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").keep_alive);
+        // RFC 9112 §9.3: `close` ends the connection whatever else is listed.
+        assert!(!head("GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n").keep_alive);
+        assert!(
+            !head("GET / HTTP/1.0\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n")
+                .keep_alive
+        );
         assert!(
             head("POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n")
                 .expect_continue
