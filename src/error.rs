@@ -75,6 +75,9 @@ pub enum GatewayError {
     OutcomeUnknownTimeout,
     /// Keyed request: the connection broke after the request was sent.
     OutcomeUnknownBroken,
+    /// Keyed request: the request was sent and the shutdown's grace ended
+    /// before its answer came (the gateway stopped waiting).
+    OutcomeUnknownShutdown,
     /// Keyed request: the outcome is unknown and that could not be recorded
     /// either (the store failed, or the lease was taken over), so a retry is
     /// not bound to this answer. `status` is the 504 or 502 it would have had.
@@ -150,7 +153,9 @@ impl GatewayError {
             }
             NoRoute | NotFound => StatusCode::NOT_FOUND,
             UpstreamUnreachable | UpstreamError | OutcomeUnknownBroken => StatusCode::BAD_GATEWAY,
-            UpstreamTimeout | OutcomeUnknownTimeout => StatusCode::GATEWAY_TIMEOUT,
+            UpstreamTimeout | OutcomeUnknownTimeout | OutcomeUnknownShutdown => {
+                StatusCode::GATEWAY_TIMEOUT
+            }
             OutcomeUnrecorded { status } => *status,
             StoreUnavailable { .. }
             | StoredAnswerSealed
@@ -182,9 +187,10 @@ impl GatewayError {
             UpstreamUnreachable => "upstream-unreachable",
             UpstreamTimeout => "upstream-timeout",
             UpstreamError => "upstream-error",
-            OutcomeUnknownTimeout | OutcomeUnknownBroken | OutcomeUnrecorded { .. } => {
-                "outcome-unknown"
-            }
+            OutcomeUnknownTimeout
+            | OutcomeUnknownBroken
+            | OutcomeUnknownShutdown
+            | OutcomeUnrecorded { .. } => "outcome-unknown",
             StoreUnavailable { .. } | StoredAnswerSealed => "store-unavailable",
             RouteOverloaded { .. } => "route-overloaded",
             Unauthorized => "unauthorized",
@@ -213,9 +219,10 @@ impl GatewayError {
             UpstreamUnreachable => "Upstream unreachable",
             UpstreamTimeout => "Upstream timed out",
             UpstreamError => "Upstream connection failed",
-            OutcomeUnknownTimeout | OutcomeUnknownBroken | OutcomeUnrecorded { .. } => {
-                "Outcome unknown"
-            }
+            OutcomeUnknownTimeout
+            | OutcomeUnknownBroken
+            | OutcomeUnknownShutdown
+            | OutcomeUnrecorded { .. } => "Outcome unknown",
             StoreUnavailable { .. } | StoredAnswerSealed => "Idempotency store unavailable",
             RouteOverloaded { .. } => "Too many requests in progress on this route",
             Unauthorized => "Unauthorized",
@@ -265,6 +272,10 @@ impl GatewayError {
                 .into(),
             OutcomeUnknownBroken => "The request was sent but the connection broke before an answer; \
                  it may have been executed. Retries get this answer until an operator purges the key."
+                .into(),
+            OutcomeUnknownShutdown => "The request was sent but the gateway shut down before the \
+                 upstream answered; it may have been executed. Retries get this answer until an \
+                 operator purges the key."
                 .into(),
             OutcomeUnrecorded { .. } => "The request was sent and its outcome is unknown; it may \
                  have been executed. This answer could not be recorded: a retry may get the answer \
@@ -333,9 +344,10 @@ impl GatewayError {
             }
             StoreUnavailable { .. } | StoredAnswerSealed => Outcome::StoreUnavailable,
             RouteOverloaded { .. } => Outcome::Overloaded,
-            OutcomeUnknownTimeout | OutcomeUnknownBroken | OutcomeUnrecorded { .. } => {
-                Outcome::OutcomeUnknown
-            }
+            OutcomeUnknownTimeout
+            | OutcomeUnknownBroken
+            | OutcomeUnknownShutdown
+            | OutcomeUnrecorded { .. } => Outcome::OutcomeUnknown,
             UpstreamUnreachable | UpstreamTimeout | UpstreamError => Outcome::UpstreamError,
             InvalidSignature(_) => Outcome::InvalidSignature,
             HomeRegionUnavailable { .. } | RegionLoop { .. } => Outcome::RegionUnavailable,
@@ -477,6 +489,7 @@ mod tests {
             (GatewayError::UpstreamError, 502, "upstream-error"),
             (GatewayError::OutcomeUnknownTimeout, 504, "outcome-unknown"),
             (GatewayError::OutcomeUnknownBroken, 502, "outcome-unknown"),
+            (GatewayError::OutcomeUnknownShutdown, 504, "outcome-unknown"),
             (
                 GatewayError::OutcomeUnrecorded {
                     status: StatusCode::GATEWAY_TIMEOUT,

@@ -370,6 +370,51 @@ async fn a_shutdown_records_a_keyed_execution_whose_http2_client_left() {
     assert_eq!(upstream.executions("left-1"), 1);
 }
 
+/// A keyed request still at the upstream when the grace ends is recorded as
+/// outcome-unknown: its client gets that 504, and its retry (after the
+/// restart) replays it instead of waiting out a lease that nothing will
+/// complete and then running the request a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_request_the_grace_cuts_off_is_recorded_as_outcome_unknown() {
+    let config = Config::new()
+        .server("shutdown_grace", "500ms")
+        .upstream(Upstream::api().timeout("20s"))
+        .defaults("lock_timeout", "25s")
+        .route(common::config::Route::api("charges", "/v1/charges"));
+    let (_dir, upstream, mut gateway) = GatewayProcess::start_fresh("grace-cut-off", &config).await;
+    let client = gateway.client();
+    let request = tokio::spawn(async move {
+        client
+            .post("/v1/charges?delay_ms=10000", Some("cut-1"), "{}")
+            .await
+    });
+    let arrived = std::time::Instant::now();
+    while upstream.executions("cut-1") == 0 {
+        assert!(
+            arrived.elapsed() < Duration::from_secs(20),
+            "never reached the upstream"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    gateway.signal("TERM");
+    let reply = request.await.unwrap();
+    assert_eq!(reply.status, 504, "{}", reply.text());
+    assert_eq!(reply.json()["code"], "outcome-unknown");
+    assert_eq!(reply.headers["idempotent-replayed"], "false");
+    let status = tokio::task::block_in_place(|| gateway.wait_exit(Duration::from_secs(5)));
+    assert!(status.success(), "{status}");
+
+    gateway.restart();
+    let retry = gateway
+        .client()
+        .post("/v1/charges?delay_ms=10000", Some("cut-1"), "{}")
+        .await;
+    assert_eq!(retry.status, 504, "{}", retry.text());
+    assert_eq!(retry.headers["idempotent-replayed"], "true");
+    assert_eq!(retry.body, reply.body);
+    assert_eq!(upstream.executions("cut-1"), 1);
+}
+
 /// During the drain the admin plane still answers: `/readyz` says 503 so
 /// that a load balancer stops sending, `/metrics` and `/healthz` answer; it
 /// closes once the data plane has drained.

@@ -199,7 +199,8 @@ async fn unreachable_at_runtime_is_unavailable_then_recovers() {
     store.ping().await.unwrap();
     // Cut every session of this store.
     assert!(pg_support::terminate_sessions(&schema.name).await >= 1);
-    // The next call may hit a dead connection: an error, never a panic or a hang.
+    // A later call may meet a connection still dying: an error, never a
+    // panic or a hang.
     if let Err(err) = store.ping().await {
         assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
     }
@@ -318,6 +319,25 @@ async fn reservations_and_releases_survive_their_session_being_cut() {
             .reserve(&id(&format!("n{round}")), "fp", lease_for)
             .await
             .expect("reserved");
+    }
+}
+
+/// The readiness check (`/readyz`) whose pooled connection was cut runs again
+/// on another, as a reservation does: it answered not ready while the
+/// database was there (the first statement on a connection the pool had not
+/// yet seen die), taking a replica out of service for nothing.
+#[tokio::test]
+async fn a_ping_survives_its_session_being_cut() {
+    let schema = TestSchema::create().await;
+    let mut config = schema.config();
+    config.pool_size = 1;
+    let store = PostgresStore::connect(&config).await.unwrap();
+    for round in 0..16 {
+        store.ping().await.expect("ready");
+        assert_eq!(pg_support::terminate_sessions(&schema.name).await, 1);
+        if let Err(err) = store.ping().await {
+            panic!("round {round}: not ready after a session was cut: {err}");
+        }
     }
 }
 

@@ -131,6 +131,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
         abandon,
         tls,
         detached: gateway.executions(),
+        cut_off: gateway.cut_off(),
     };
     // The admin plane outlives the data plane's drain: metrics show it and
     // `/readyz` answers 503 through it (docs/operating.md, Shutdown).
@@ -163,6 +164,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
                 extra_fields: 0,
                 // The data plane waits for the executions.
                 detached: tokio_util::task::TaskTracker::new(),
+                cut_off: CancellationToken::new(),
                 ..limits
             },
             move |request, client| {

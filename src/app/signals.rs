@@ -48,8 +48,8 @@ pub async fn watch(
         _ = term.recv() => {}
         _ = int.recv() => {}
     }
-    // Keyed requests cut off now keep their leases: they run again once the
-    // leases expire, as after a grace that ran out.
+    // Keyed requests cut off now are recorded as outcome-unknown, as after
+    // a grace that ran out (server::listener).
     tracing::warn!("second signal: closing the connections still open without waiting");
     abandon.cancel();
 }

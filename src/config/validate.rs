@@ -139,8 +139,8 @@ fn warn_grace_shorter_than_upstreams(
         "server.shutdown_grace",
         format!(
             "{} is shorter than the timeout {} of upstream {:?}: a keyed request still \
-             running at SIGTERM can be cut off unrecorded, and its retry run again once \
-             its lease expires",
+             running at SIGTERM can be cut off, answered and recorded as a 504 \
+             outcome-unknown that its retries get too, until the key is purged",
             super::units::format_duration(server.shutdown_grace),
             super::units::format_duration(slowest.timeout),
             slowest.name,

@@ -94,38 +94,27 @@ impl Execution {
             policy,
         };
 
-        let started = Instant::now();
-        let sent = exchange
-            .upstream()
-            // One deadline for the whole exchange: the lease outlasts it.
-            .send(Request::from_parts(head, body::full(body)), Wait::Whole)
-            .await;
-        observe_upstream(&gateway, &exchange, started);
-        match sent {
-            Err(UpstreamError::NotSent(detail)) => {
-                tracing::warn!(route = %id.route, upstream = exchange.upstream().name(), %detail, "upstream unreachable; key freed");
+        let cut_off = gateway.cut_off();
+        // Polled first: a fate already settled is recorded as it is.
+        let fate = tokio::select! {
+            biased;
+            fate = fetch(&gateway, &exchange, &id, policy, head, body) => fate,
+            // The shutdown's grace ended with the request at the upstream:
+            // recorded as unknown, so that its retry does not run it again.
+            () = cut_off.cancelled() => {
+                tracing::warn!(route = %id.route, key = %crate::key::short_hash(&id.key), "shutdown: the grace ended before the upstream answered; recording it as outcome-unknown");
+                return record
+                    .outcome_unknown(guard, GatewayError::OutcomeUnknownShutdown)
+                    .await;
+            }
+        };
+        match fate {
+            Fate::Freed(error) => {
                 record.release(guard).await;
-                Answer::error(GatewayError::UpstreamUnreachable)
+                Answer::error(error)
             }
-            // Not expected: a keyed body is read whole before its key is
-            // reserved. The upstream had at most part of a request.
-            Err(UpstreamError::RequestBody(detail)) => {
-                tracing::warn!(route = %id.route, %detail, "request body failed while forwarding; key freed");
-                record.release(guard).await;
-                Answer::error(INCOMPLETE_BODY)
-            }
-            Err(UpstreamError::Timeout) => {
-                record
-                    .outcome_unknown(guard, GatewayError::OutcomeUnknownTimeout)
-                    .await
-            }
-            Err(UpstreamError::Broken(detail)) => {
-                tracing::warn!(route = %id.route, %detail, "upstream connection broke after sending");
-                record
-                    .outcome_unknown(guard, GatewayError::OutcomeUnknownBroken)
-                    .await
-            }
-            Ok(response) if policy.releases(response.status().as_u16()) => {
+            Fate::Unknown(error) => record.outcome_unknown(guard, error).await,
+            Fate::Released(response) => {
                 record.release(guard).await;
                 let mut response = stream_response(response);
                 replay::drop_gateway_fields(response.headers_mut());
@@ -137,42 +126,79 @@ impl Execution {
                 );
                 Answer::new(response, Outcome::Released)
             }
-            // Stored, the answer would lose the coding its body still
-            // carries (the store keeps no transfer codings, and a replay may
-            // go to any client): the request ran, and what it returned
-            // cannot be kept faithfully.
-            Ok(response) if response.extensions().get::<TransferCodings>().is_some() => {
-                tracing::warn!(route = %id.route, upstream = exchange.upstream().name(), "the upstream's answer has a transfer coding besides chunked, which cannot be stored; recorded as outcome-unknown");
-                record
-                    .outcome_unknown(guard, GatewayError::OutcomeUnknownBroken)
-                    .await
-            }
-            Ok(response) => {
-                let remaining = exchange
-                    .upstream()
-                    .timeout()
-                    .saturating_sub(started.elapsed());
-                let limit = exchange.max_stored_response;
-                match tokio::time::timeout(remaining, capture::capture(response, limit)).await {
-                    Err(_) => {
-                        record
-                            .outcome_unknown(guard, GatewayError::OutcomeUnknownTimeout)
-                            .await
-                    }
-                    // A body stalled for `timeout` timed out, as the
-                    // deadline above would say a moment later.
-                    Ok(Err(error)) if crate::body::is_stalled(&error) => {
-                        record
-                            .outcome_unknown(guard, GatewayError::OutcomeUnknownTimeout)
-                            .await
-                    }
-                    Ok(Err(_)) => {
-                        record
-                            .outcome_unknown(guard, GatewayError::OutcomeUnknownBroken)
-                            .await
-                    }
-                    Ok(Ok(captured)) => record.answered(guard, captured).await,
+            Fate::Answered(captured) => record.answered(guard, captured).await,
+        }
+    }
+}
+
+/// What became of a request at the upstream, before anything is recorded.
+enum Fate {
+    /// Not sent, or not whole: the key is freed.
+    Freed(GatewayError),
+    /// A `release_statuses` answer, streamed on without being stored.
+    Released(http::Response<crate::proxy::UpstreamBody>),
+    /// Sent, and no answer that can be stored came back.
+    Unknown(GatewayError),
+    Answered(Captured),
+}
+
+/// Sends the request and reads the answer to be stored, within the
+/// upstream's timeout.
+async fn fetch(
+    gateway: &Gateway,
+    exchange: &Exchange,
+    id: &RecordId,
+    policy: &RoutePolicy,
+    head: Parts,
+    body: Bytes,
+) -> Fate {
+    let started = Instant::now();
+    let sent = exchange
+        .upstream()
+        // One deadline for the whole exchange: the lease outlasts it.
+        .send(Request::from_parts(head, body::full(body)), Wait::Whole)
+        .await;
+    observe_upstream(gateway, exchange, started);
+    match sent {
+        Err(UpstreamError::NotSent(detail)) => {
+            tracing::warn!(route = %id.route, upstream = exchange.upstream().name(), %detail, "upstream unreachable; key freed");
+            Fate::Freed(GatewayError::UpstreamUnreachable)
+        }
+        // Not expected: a keyed body is read whole before its key is
+        // reserved. The upstream had at most part of a request.
+        Err(UpstreamError::RequestBody(detail)) => {
+            tracing::warn!(route = %id.route, %detail, "request body failed while forwarding; key freed");
+            Fate::Freed(INCOMPLETE_BODY)
+        }
+        Err(UpstreamError::Timeout) => Fate::Unknown(GatewayError::OutcomeUnknownTimeout),
+        Err(UpstreamError::Broken(detail)) => {
+            tracing::warn!(route = %id.route, %detail, "upstream connection broke after sending");
+            Fate::Unknown(GatewayError::OutcomeUnknownBroken)
+        }
+        Ok(response) if policy.releases(response.status().as_u16()) => Fate::Released(response),
+        // Stored, the answer would lose the coding its body still
+        // carries (the store keeps no transfer codings, and a replay may
+        // go to any client): the request ran, and what it returned
+        // cannot be kept faithfully.
+        Ok(response) if response.extensions().get::<TransferCodings>().is_some() => {
+            tracing::warn!(route = %id.route, upstream = exchange.upstream().name(), "the upstream's answer has a transfer coding besides chunked, which cannot be stored; recorded as outcome-unknown");
+            Fate::Unknown(GatewayError::OutcomeUnknownBroken)
+        }
+        Ok(response) => {
+            let remaining = exchange
+                .upstream()
+                .timeout()
+                .saturating_sub(started.elapsed());
+            let limit = exchange.max_stored_response;
+            match tokio::time::timeout(remaining, capture::capture(response, limit)).await {
+                Err(_) => Fate::Unknown(GatewayError::OutcomeUnknownTimeout),
+                // A body stalled for `timeout` timed out, as the
+                // deadline above would say a moment later.
+                Ok(Err(error)) if crate::body::is_stalled(&error) => {
+                    Fate::Unknown(GatewayError::OutcomeUnknownTimeout)
                 }
+                Ok(Err(_)) => Fate::Unknown(GatewayError::OutcomeUnknownBroken),
+                Ok(Ok(captured)) => Fate::Answered(captured),
             }
         }
     }

@@ -27,6 +27,7 @@ use crate::body::ClientBody;
 use arc_swap::ArcSwap;
 use http::uri::Scheme;
 use http::{Method, Request, Response, Version, header};
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use runtime::BoundRoute;
@@ -63,6 +64,9 @@ pub struct Gateway {
     /// an HTTP/2 client's reset or closed stream drops its request but not
     /// the execution, which must still be recorded.
     executions: TaskTracker,
+    /// Cancelled when the shutdown's grace is over: executions still at
+    /// their upstream stop waiting and record an unknown outcome.
+    cut_off: CancellationToken,
 }
 
 /// Per-request state every phase reads.
@@ -105,12 +109,18 @@ impl Gateway {
             waiters: Waiters::default(),
             body_idle,
             executions: TaskTracker::new(),
+            cut_off: CancellationToken::new(),
         }
     }
 
     /// What a shutdown waits for beside the connections.
     pub fn executions(&self) -> TaskTracker {
         self.executions.clone()
+    }
+
+    /// Cancelled by the listener once the shutdown's grace is over.
+    pub fn cut_off(&self) -> CancellationToken {
+        self.cut_off.clone()
     }
 
     pub fn runtime(&self) -> Arc<Runtime> {

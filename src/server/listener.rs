@@ -44,7 +44,19 @@ pub struct Limits {
     /// Work detached from the requests that started it (keyed executions):
     /// waited for, within the grace, after the connections closed.
     pub detached: TaskTracker,
+    /// Cancelled once the grace is over (or ended by a second signal): the
+    /// detached work still running then stops and records what it knows,
+    /// waited for [`CUT_OFF_WAIT`] at most.
+    pub cut_off: CancellationToken,
 }
+
+/// How long, once the grace is over, the listener waits for the detached
+/// work it cut off to record itself (a store write: milliseconds, unless the
+/// store is away) before the process ends anyway.
+pub const CUT_OFF_WAIT: Duration = Duration::from_secs(2);
+
+/// How long answers made at the cut-off get to reach their clients.
+const CUT_OFF_ANSWERS: Duration = Duration::from_millis(200);
 
 /// What opens an HTTP/2 connection (RFC 9113 §3.4).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -126,12 +138,34 @@ pub async fn serve<H, F>(
         closing.closed().await;
         limits.detached.wait().await;
     };
-    tokio::select! {
-        () = finished => {}
+    let over = tokio::select! {
+        () = finished => false,
         () = tokio::time::sleep(limits.shutdown_grace) => {
             tracing::warn!(listener = name, "shutdown grace elapsed; closing the remaining connections");
+            true
         }
-        () = limits.abandon.cancelled() => {}
+        () = limits.abandon.cancelled() => true,
+    };
+    if over && !limits.detached.is_empty() {
+        let cut = limits.detached.len();
+        tracing::warn!(
+            listener = name,
+            executions = cut,
+            "keyed requests still at their upstream are recorded as outcome-unknown"
+        );
+        limits.cut_off.cancel();
+        if tokio::time::timeout(CUT_OFF_WAIT, limits.detached.wait())
+            .await
+            .is_err()
+        {
+            tracing::error!(
+                listener = name,
+                left = limits.detached.len(),
+                "shutdown: keyed requests could not be recorded in time; their keys stay in flight until their leases expire"
+            );
+        }
+        // Their clients, where still connected, get those answers.
+        let _ = tokio::time::timeout(CUT_OFF_ANSWERS, closing.closed()).await;
     }
 }
 
@@ -336,6 +370,7 @@ mod tests {
             abandon: CancellationToken::new(),
             tls: None,
             detached: TaskTracker::new(),
+            cut_off: CancellationToken::new(),
         };
         let shutdown = CancellationToken::new();
         let server = tokio::spawn(serve(

@@ -768,9 +768,9 @@ fn upstream_tls_needs_an_https_url() {
     ok(&text.replace("http://", "https://"));
 }
 
-/// A keyed request cut off at the end of the grace period is unrecorded, and
-/// runs again once its lease expires: a grace shorter than an idempotent
-/// route's upstream timeout is worth a warning.
+/// A keyed request cut off at the end of the grace period is recorded as an
+/// unknown outcome, which someone then has to reconcile: a grace shorter than
+/// an idempotent route's upstream timeout is worth a warning.
 #[test]
 fn shutdown_grace_shorter_than_an_upstream_timeout_warns() {
     let text = MINIMAL.replace("3000\"", "3000\"\ntimeout = \"20s\"");
@@ -779,8 +779,9 @@ fn shutdown_grace_shorter_than_an_upstream_timeout_warns() {
         ok(&text).warnings,
         [
             "t.toml:2:18: server.shutdown_grace: 5s is shorter than the timeout 20s of upstream \
-             \"api\": a keyed request still running at SIGTERM can be cut off unrecorded, and \
-             its retry run again once its lease expires"
+             \"api\": a keyed request still running at SIGTERM can be cut off, answered and \
+             recorded as a 504 outcome-unknown that its retries get too, until the key is \
+             purged"
         ]
     );
     assert!(ok(&text.replace("\"5s\"", "\"20s\"")).warnings.is_empty());

@@ -506,8 +506,19 @@ impl Store for PostgresStore {
         .await
     }
 
+    /// Runs again on another connection when the pool handed out one that
+    /// had died (a session terminated, the database restarted), as a
+    /// reservation does: `/readyz` must not take a replica out of service
+    /// for a connection the next request would not use either.
     async fn ping(&self) -> Result<(), StoreError> {
-        self.query(sql::PING, &[]).await.map(drop)
+        let mut lost = 0;
+        loop {
+            match self.try_query(sql::PING, &[], None).await {
+                Ok(_) => return Ok(()),
+                Err(Failure::ConnectionLost(_)) if lost < RECONNECTS => lost += 1,
+                Err(failure) => return Err(failure.into_error()),
+            }
+        }
     }
 
     async fn list(
