@@ -185,3 +185,53 @@ async fn a_stream_reset_while_its_key_is_reserved_leaves_the_key_free() {
     }
     assert!(!gateway.log_text().contains("panicked"));
 }
+
+/// A request with neither `:authority` nor `host` is malformed (RFC 9113
+/// §8.3.1), as an HTTP/1.1 request without `Host` is: it went on under the
+/// upstream's host instead of being refused.
+#[tokio::test]
+async fn a_request_that_names_no_host_is_refused() {
+    let upstream = MockUpstream::start().await;
+    let dir = TestDir::new("h2-no-host");
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config());
+    let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
+    let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    bytes.extend(frame(0x4, 0, 0, &[]));
+    let block = header_block(&[
+        (":method", "GET"),
+        (":scheme", "http"),
+        (":path", "/anything"),
+    ]);
+    bytes.extend(frame(0x1, 0x4 | 0x1, 1, &block));
+    stream.write_all(&bytes).await.expect("write");
+    // The answer's HEADERS frame: `:status` 400 is static entry 12 (0x8c).
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + WITHIN;
+    let status = loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => got.extend_from_slice(&buf[..n]),
+            _ => break None,
+        }
+        if let Some(status) = first_status(&got) {
+            break Some(status);
+        }
+    };
+    assert_eq!(status, Some(0x8c), "not a 400: {got:?}");
+    assert_eq!(upstream.total(), 0, "forwarded");
+}
+
+/// The first byte of the first HEADERS frame's block, when it has come.
+fn first_status(bytes: &[u8]) -> Option<u8> {
+    let mut at = 0;
+    while at + 9 <= bytes.len() {
+        let length = usize::from(bytes[at]) << 16
+            | usize::from(bytes[at + 1]) << 8
+            | usize::from(bytes[at + 2]);
+        if bytes[at + 3] == 0x1 {
+            return bytes.get(at + 9).copied();
+        }
+        at += 9 + length;
+    }
+    None
+}
