@@ -7,7 +7,7 @@ mod idle;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full, combinators::UnsyncBoxBody};
 
-pub use http2::Http2Body;
+pub use http2::{Http2Body, StreamReset, StreamWatch, Watched};
 pub use idle::{IdleLimit, Stalled, is_stalled};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -415,7 +415,13 @@ fn check_host<B>(request: &Request<B>) -> Result<(), GatewayError> {
             .get_all(header::HOST)
             .iter()
             .all(|value| host::is_valid(value.as_bytes().trim_ascii()));
-    if !(authority_ok && fields_ok) {
+    // An HTTP/2 request names its host by `:authority` or `host` (RFC 9113
+    // §8.3.1), as an HTTP/1.1 one must send `Host`: with neither, it would
+    // go on under the upstream's host and scope.
+    let named = request.version() != Version::HTTP_2
+        || request.uri().authority().is_some()
+        || request.headers().contains_key(header::HOST);
+    if !(authority_ok && fields_ok && named) {
         return Err(INVALID_HOST);
     }
     // Over HTTP/2 a `host` field beside `:authority` must name the same

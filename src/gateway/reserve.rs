@@ -1,12 +1,18 @@
 //! Phase "reserve": ask the store what this request may do, waiting for an
 //! in-flight first request when the route says so.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::Gateway;
 use crate::config::InFlightMode;
 use crate::route::RoutePolicy;
-use crate::store::{Kept, Lease, RecordId, Reservation, StoreError, StoredResponse};
+use crate::store::{
+    Kept, Lease, LeaseGuard, RecordId, Reservation, Store, StoreError, StoredResponse,
+};
 
 /// Waiters in this process are woken by the holder; this bounds how long one
 /// waits for a holder in another replica before looking at the store again.
@@ -33,9 +39,7 @@ pub async fn reserve(
 ) -> Result<Decision, StoreError> {
     let store = gateway.store();
     if policy.on_in_flight == InFlightMode::Conflict {
-        let (reservation, kept) = store
-            .reserve_with_expiry(id, fingerprint, policy.lock_timeout)
-            .await?;
+        let (reservation, kept) = ask(store, id, fingerprint, policy.lock_timeout).await?;
         return Ok(decide(gateway, id, reservation, kept));
     }
     let deadline = Instant::now() + policy.wait_timeout;
@@ -47,9 +51,7 @@ pub async fn reserve(
         tokio::pin!(notified);
         notified.as_mut().enable();
 
-        let (reservation, kept) = store
-            .reserve_with_expiry(id, fingerprint, policy.lock_timeout)
-            .await?;
+        let (reservation, kept) = ask(store, id, fingerprint, policy.lock_timeout).await?;
         let Reservation::InFlight { lease_expires_at } = reservation else {
             return Ok(decide(gateway, id, reservation, kept));
         };
@@ -68,6 +70,75 @@ pub async fn reserve(
             () = &mut notified => {}
             () = tokio::time::sleep(nap) => {}
         }
+    }
+}
+
+type Asked = Result<(Reservation, Option<Kept>), StoreError>;
+
+/// Asks the store for the key, in a way that survives the request being
+/// dropped halfway: its HTTP/2 client reset the stream (hyper then drops
+/// the handler at its next wait) or its connection broke. The store goes on
+/// with the ask all the same, so a lease it took is freed: else the key
+/// stayed in flight, run by no one, and every retry got 409 (or 422) until
+/// the lease ran out.
+async fn ask(
+    store: &Arc<dyn Store>,
+    id: &RecordId,
+    fingerprint: &str,
+    lease_for: Duration,
+) -> Asked {
+    let asking = {
+        let (store, id, fingerprint) = (store.clone(), id.clone(), fingerprint.to_owned());
+        Box::pin(async move {
+            store
+                .reserve_with_expiry(&id, &fingerprint, lease_for)
+                .await
+        })
+    };
+    Asking {
+        asking: Some(asking),
+        store: store.clone(),
+    }
+    .await
+}
+
+struct Asking {
+    /// `None` once it gave its answer.
+    asking: Option<Pin<Box<dyn Future<Output = Asked> + Send>>>,
+    store: Arc<dyn Store>,
+}
+
+impl Future for Asking {
+    type Output = Asked;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Asked> {
+        let this = self.get_mut();
+        let Some(asking) = this.asking.as_mut() else {
+            return Poll::Pending;
+        };
+        let asked = std::task::ready!(asking.as_mut().poll(cx));
+        this.asking = None;
+        Poll::Ready(asked)
+    }
+}
+
+impl Drop for Asking {
+    fn drop(&mut self) {
+        let Some(asking) = self.asking.take() else {
+            return;
+        };
+        // Without a runtime (the process stopping) a lease taken simply expires.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let store = self.store.clone();
+        runtime.spawn(async move {
+            if let Ok((Reservation::Reserved(lease), _)) = asking.await {
+                tracing::debug!(route = %lease.id.route, "the request left while its key was reserved; key freed");
+                // Its drop frees the key.
+                drop(LeaseGuard::new(store, lease));
+            }
+        });
     }
 }
 

@@ -23,7 +23,7 @@ use tokio_util::task::TaskTracker;
 use super::http1;
 use super::http2_activity::{Activity, Busy, Tracked};
 use super::prefixed::Prefixed;
-use crate::body::{Body, ClientBody, Http2Body};
+use crate::body::{Body, ClientBody, Http2Body, StreamWatch, Watched};
 use crate::client_info::ClientInfo;
 use crate::tls::TlsSettings;
 
@@ -268,11 +268,11 @@ where
         let seen = activity.clone();
         let service = service_fn(move |request: Request<Incoming>| {
             let busy = Busy::new(seen.clone());
+            let watch = Http2Body::needs_watch(request.body()).then(Arc::<StreamWatch>::default);
+            let request =
+                request.map(|body| ClientBody::Http2(Http2Body::new(body, watch.clone())));
             // Boxed: the handler's future is kilobytes.
-            let response = Box::pin(handler(
-                request.map(|body| ClientBody::Http2(Http2Body::new(body))),
-                client.clone(),
-            ));
+            let response = Watched::new(Box::pin(handler(request, client.clone())), watch);
             async move {
                 // Counted until hyper is done with the answer's body too.
                 let response = response.await.map(|body| Tracked::new(body, busy));

@@ -1,0 +1,237 @@
+//! HTTP/2 clients that reset their streams (h2c with prior knowledge): a
+//! stream reset before the end of its request is a request given up, never
+//! a whole one, and its key is not left held by nobody.
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::config::{Config, Route, Upstream};
+use common::{Client, GatewayProcess, MockUpstream, TestDir};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const WITHIN: Duration = Duration::from_secs(10);
+
+/// A lease much longer than any wait here: a key left held shows as 409.
+fn config() -> Config {
+    Config::new()
+        .upstream(Upstream::api().timeout("5s"))
+        .defaults("lock_timeout", "60s")
+        .route(Route::api("charges", "/v1/charges"))
+        .route(Route::api("rest", "/").plain())
+}
+
+async fn h2c(addr: std::net::SocketAddr) -> h2::client::SendRequest<Bytes> {
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
+    tokio::spawn(connection);
+    client.ready().await.expect("ready")
+}
+
+/// What an HTTP/1 upstream got of one request: its head and body bytes,
+/// and whether the body was ended (the last chunk) rather than cut off.
+async fn one_request(listener: TcpListener) -> (String, bool) {
+    let (mut stream, _) = listener.accept().await.expect("accept");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if got.ends_with(b"\r\n0\r\n\r\n") {
+            return (String::from_utf8_lossy(&got).into_owned(), true);
+        }
+        match tokio::time::timeout(Duration::from_secs(3), stream.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => got.extend_from_slice(&buf[..n]),
+            _ => return (String::from_utf8_lossy(&got).into_owned(), false),
+        }
+    }
+}
+
+/// hyper ends a request body cleanly on `RST_STREAM(NO_ERROR)` (what a
+/// server sends after an early answer; Envoy sends it to cancel): the body
+/// of no declared length, cut where the client stopped, went to an HTTP/1
+/// upstream as a whole chunked request, its last chunk written.
+#[tokio::test]
+async fn a_body_cut_by_a_no_error_reset_is_not_forwarded_whole() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let upstream = format!("http://{}", listener.local_addr().expect("addr"));
+    let dir = TestDir::new("h2-reset-cut");
+    let gateway = GatewayProcess::start(&dir, &upstream, &config());
+    let received = tokio::spawn(one_request(listener));
+
+    let mut client = h2c(gateway.addr).await;
+    let request = http::Request::post(format!("http://{}/upload", gateway.addr))
+        .body(())
+        .expect("request");
+    let (_answer, mut upload) = client.send_request(request, false).expect("sent");
+    upload
+        .send_data(Bytes::from_static(b"first half"), false)
+        .expect("first half");
+    // Give the gateway the time to forward the head and the first bytes.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    upload.send_reset(h2::Reason::NO_ERROR);
+
+    let (got, ended) = tokio::time::timeout(WITHIN, received)
+        .await
+        .expect("the upstream's read ends")
+        .expect("upstream task");
+    assert!(got.contains("first half"), "not forwarded at all: {got}");
+    assert!(
+        !ended,
+        "a cut body was forwarded as a whole request:\n{got}"
+    );
+    assert!(!gateway.log_text().contains("panicked"));
+}
+
+/// The same with a declared length, on a keyed route: the cut body was
+/// taken whole, its key reserved under the fingerprint of what had come,
+/// and the client's retry with the whole body answered 422 until the
+/// lease ran out. The cut request is not run and holds nothing.
+#[tokio::test]
+async fn a_keyed_body_cut_by_a_no_error_reset_reserves_nothing() {
+    let upstream = MockUpstream::start().await;
+    let dir = TestDir::new("h2-reset-keyed");
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config());
+    let body = format!("{{\"pad\":\"{}\"}}", "x".repeat(90));
+
+    let mut client = h2c(gateway.addr).await;
+    let request = http::Request::post(format!("http://{}/v1/charges", gateway.addr))
+        .header("idempotency-key", "cut-1")
+        .header("content-length", body.len().to_string())
+        .body(())
+        .expect("request");
+    let (_answer, mut upload) = client.send_request(request, false).expect("sent");
+    upload
+        .send_data(Bytes::copy_from_slice(&body.as_bytes()[..50]), false)
+        .expect("first part");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    upload.send_reset(h2::Reason::NO_ERROR);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let retry = Client::h2c(gateway.addr)
+        .post("/v1/charges", Some("cut-1"), &body)
+        .await;
+    assert_eq!(retry.status, 201, "{}", retry.text());
+    assert_eq!(retry.headers["idempotent-replayed"], "false");
+    assert_eq!(upstream.executions("cut-1"), 1);
+    assert!(!gateway.log_text().contains("panicked"));
+}
+
+/// One HTTP/2 frame.
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let length = u32::try_from(payload.len()).expect("small").to_be_bytes();
+    let mut bytes = vec![length[1], length[2], length[3], kind, flags];
+    bytes.extend_from_slice(&stream.to_be_bytes());
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
+/// A header block of literal fields, none indexed (RFC 7541 §6.2.2).
+fn header_block(fields: &[(&str, &str)]) -> Vec<u8> {
+    let mut block = Vec::new();
+    for (name, value) in fields {
+        block.push(0);
+        block.push(u8::try_from(name.len()).expect("short"));
+        block.extend_from_slice(name.as_bytes());
+        block.push(u8::try_from(value.len()).expect("short"));
+        block.extend_from_slice(value.as_bytes());
+    }
+    block
+}
+
+/// A client that resets its stream (`CANCEL`, as on a timeout) right
+/// behind a whole keyed request: the gateway reads the request, then hyper
+/// drops its handler while the store is reserving the key. The key stayed
+/// in flight with nothing running it, and every retry got 409 until the
+/// lease ran out (60 s here).
+#[tokio::test]
+async fn a_stream_reset_while_its_key_is_reserved_leaves_the_key_free() {
+    let upstream = MockUpstream::start().await;
+    let dir = TestDir::new("h2-reset-reserving");
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config());
+    let authority = gateway.addr.to_string();
+    for attempt in 0..5 {
+        let key = format!("reset-{attempt}");
+        let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
+        // Preface, empty SETTINGS, then HEADERS, DATA (END_STREAM) and
+        // RST_STREAM(CANCEL) of stream 1 in one write.
+        let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+        bytes.extend(frame(0x4, 0, 0, &[]));
+        let block = header_block(&[
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":authority", &authority),
+            (":path", "/v1/charges"),
+            ("idempotency-key", &key),
+            ("content-length", "2"),
+        ]);
+        bytes.extend(frame(0x1, 0x4, 1, &block));
+        bytes.extend(frame(0x0, 0x1, 1, b"{}"));
+        bytes.extend(frame(0x3, 0, 1, &8u32.to_be_bytes()));
+        stream.write_all(&bytes).await.expect("write");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        drop(stream);
+
+        let retry = Client::h2c(gateway.addr)
+            .post("/v1/charges", Some(&key), "{}")
+            .await;
+        assert!(
+            retry.status.is_success(),
+            "{key}: the key was left held: {} {}",
+            retry.status,
+            retry.text()
+        );
+        assert_eq!(upstream.executions(&key), 1, "{key}");
+    }
+    assert!(!gateway.log_text().contains("panicked"));
+}
+
+/// A request with neither `:authority` nor `host` is malformed (RFC 9113
+/// §8.3.1), as an HTTP/1.1 request without `Host` is: it went on under the
+/// upstream's host instead of being refused.
+#[tokio::test]
+async fn a_request_that_names_no_host_is_refused() {
+    let upstream = MockUpstream::start().await;
+    let dir = TestDir::new("h2-no-host");
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config());
+    let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
+    let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    bytes.extend(frame(0x4, 0, 0, &[]));
+    let block = header_block(&[
+        (":method", "GET"),
+        (":scheme", "http"),
+        (":path", "/anything"),
+    ]);
+    bytes.extend(frame(0x1, 0x4 | 0x1, 1, &block));
+    stream.write_all(&bytes).await.expect("write");
+    // The answer's HEADERS frame: `:status` 400 is static entry 12 (0x8c).
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + WITHIN;
+    let status = loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => got.extend_from_slice(&buf[..n]),
+            _ => break None,
+        }
+        if let Some(status) = first_status(&got) {
+            break Some(status);
+        }
+    };
+    assert_eq!(status, Some(0x8c), "not a 400: {got:?}");
+    assert_eq!(upstream.total(), 0, "forwarded");
+}
+
+/// The first byte of the first HEADERS frame's block, when it has come.
+fn first_status(bytes: &[u8]) -> Option<u8> {
+    let mut at = 0;
+    while at + 9 <= bytes.len() {
+        let length = usize::from(bytes[at]) << 16
+            | usize::from(bytes[at + 1]) << 8
+            | usize::from(bytes[at + 2]);
+        if bytes[at + 3] == 0x1 {
+            return bytes.get(at + 9).copied();
+        }
+        at += 9 + length;
+    }
+    None
+}
