@@ -235,3 +235,26 @@ fn first_status(bytes: &[u8]) -> Option<u8> {
     }
     None
 }
+
+/// A client is told its stream limit in the gateway's SETTINGS: 200 per
+/// connection, written out rather than left to hyper's default
+/// (docs/behaviour.md).
+#[tokio::test]
+async fn a_client_is_told_two_hundred_streams_per_connection() {
+    let upstream = MockUpstream::start().await;
+    let dir = TestDir::new("h2-stream-limit");
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config());
+    let tcp = TcpStream::connect(gateway.addr).await.expect("connect");
+    let (_client, mut connection) = h2::client::handshake(tcp).await.expect("handshake");
+    let deadline = tokio::time::Instant::now() + WITHIN;
+    // The limit is known once the gateway's SETTINGS are read, which happens
+    // while the connection is driven.
+    while connection.max_concurrent_send_streams() != 200 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "told {} streams",
+            connection.max_concurrent_send_streams()
+        );
+        let _ = tokio::time::timeout(Duration::from_millis(50), &mut connection).await;
+    }
+}

@@ -59,6 +59,15 @@ pub const CUT_OFF_WAIT: Duration = Duration::from_secs(2);
 const CUT_OFF_ANSWERS: Duration = Duration::from_millis(200);
 
 /// What opens an HTTP/2 connection (RFC 9113 §3.4).
+/// Streams an HTTP/2 client may have open at once on one connection.
+const HTTP2_MAX_STREAMS: u32 = 200;
+/// Streams a client reset before they were accepted, pending at once, past
+/// which the connection is closed (h2's own default).
+const HTTP2_MAX_PENDING_RESETS: usize = 20;
+/// Streams the gateway reset for a client's protocol errors, past which the
+/// connection is closed (hyper's own default).
+const HTTP2_MAX_ERROR_RESETS: usize = 1024;
+
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Serves `handler` on `listener` until `shutdown` is cancelled, then waits up
@@ -282,7 +291,14 @@ where
         let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
         builder
             .timer(TokioTimer::new())
-            .max_header_list_size(u32::try_from(self.settings.max_head_bytes).unwrap_or(u32::MAX));
+            .max_header_list_size(u32::try_from(self.settings.max_head_bytes).unwrap_or(u32::MAX))
+            // Written out, not left to hyper's and h2's defaults (which they
+            // may change): the stream limit a client sees (docs/behaviour.md),
+            // and the bounds on resets that close a connection flooding
+            // them (rapid reset, CVE-2023-44487).
+            .max_concurrent_streams(HTTP2_MAX_STREAMS)
+            .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_RESETS)
+            .max_local_error_reset_streams(HTTP2_MAX_ERROR_RESETS);
         let connection = builder.serve_connection(io, service);
         tokio::pin!(connection);
         let mut closing = self.closing;
