@@ -1,6 +1,7 @@
-//! HTTP/2 clients that reset their streams (h2c with prior knowledge): a
-//! stream reset before the end of its request is a request given up, never
-//! a whole one, and its key is not left held by nobody.
+//! HTTP/2 clients (h2c with prior knowledge): the stream limit they are
+//! told, and streams they reset: a stream reset before the end of its
+//! request is a request given up, never a whole one, and its key is not left
+//! held by nobody.
 
 mod common;
 
