@@ -509,3 +509,38 @@ async fn a_lease_whose_row_hint_is_wrong_still_completes_and_releases_its_own_re
         Err(StoreError::Fenced)
     ));
 }
+
+/// A completion that meets a failure that may pass (here another process
+/// holding the write lock past the store's 5 s busy timeout, as a full disk
+/// would) is tried again while its lease holds: the request has run, and an
+/// answer not recorded would leave its key to a takeover that runs it again.
+#[tokio::test]
+async fn a_completion_outlasts_a_failure_that_passes_within_its_lease() {
+    let path = temp_db();
+    let _dir = TempDirGuard(path.clone());
+    let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(&path).unwrap());
+    let key = id("held-by-another-process");
+    let lease = reserved(&store, &key, "fp", Duration::from_secs(60)).await;
+
+    let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+    let holder = std::thread::spawn({
+        let path = path.clone();
+        move || {
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+            locked_tx.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(6500));
+            conn.execute_batch("COMMIT").unwrap();
+        }
+    });
+    locked_rx.recv().unwrap();
+
+    let written = store
+        .complete(&lease, &response(), Duration::from_secs(60))
+        .await;
+    holder.join().unwrap();
+    assert!(written.is_ok(), "{written:?}");
+    let records = store.records(&key.route, &key.key).await.unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].status, Some(201), "{records:?}");
+}

@@ -119,6 +119,30 @@ impl fmt::Display for FileChange {
 }
 
 impl EmbeddedCause {
+    /// A failure that may pass with no restart: a full disk, an I/O error,
+    /// another process holding the write lock past the busy timeout, a file
+    /// made read-only. Failures that refuse the store until a restart
+    /// (`SyncFailed`, `FileGone`, `Stopped`) and those that repeat
+    /// (`Corrupt`, a constraint) are not.
+    pub fn may_pass(&self) -> bool {
+        use rusqlite::ErrorCode::*;
+        match self {
+            EmbeddedCause::Sqlite(error) => matches!(
+                error.sqlite_error_code(),
+                Some(
+                    DatabaseBusy
+                        | DatabaseLocked
+                        | DiskFull
+                        | SystemIoFailure
+                        | ReadOnly
+                        | CannotOpen
+                        | OutOfMemory
+                )
+            ),
+            _ => false,
+        }
+    }
+
     /// A failure to do `doing` with the file at `path`.
     pub(super) fn file(doing: FileUse, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         EmbeddedCause::File {

@@ -74,6 +74,11 @@ use replies::Replies;
 use txn::{Job, Task, Txn};
 use writer::Syncing;
 
+/// Pause before a completion that failed is tried again, doubled up to
+/// `COMPLETE_RETRY_MAX`.
+const COMPLETE_RETRY_FIRST: Duration = Duration::from_millis(50);
+const COMPLETE_RETRY_MAX: Duration = Duration::from_millis(500);
+
 /// A handle on the store; clones share one writer thread.
 #[derive(Clone)]
 pub struct EmbeddedStore {
@@ -254,9 +259,29 @@ impl Store for EmbeddedStore {
         response: &StoredResponse,
         retain_for: Duration,
     ) -> Result<SystemTime, StoreError> {
-        let (lease, response) = (lease.clone(), response.clone());
-        self.call(move |txn| ops::complete(txn, &lease, &response, retain_for))
-            .await
+        // The request has run: an answer not recorded leaves its key to a
+        // takeover once the lease ends, which would run it again. So a
+        // failure that may pass (a full disk, another process's lock) is
+        // tried again while the lease holds, as the Postgres store does
+        // (docs/guarantees.md, "With the embedded store").
+        let mut pause = COMPLETE_RETRY_FIRST;
+        loop {
+            let (held, kept) = (lease.clone(), response.clone());
+            let written = self
+                .call(move |txn| ops::complete(txn, &held, &kept, retain_for))
+                .await;
+            let passing = matches!(&written,
+                Err(StoreError::Unavailable(super::Unavailable::Embedded(cause))) if cause.may_pass());
+            let left = lease
+                .expires_at
+                .duration_since(SystemTime::now())
+                .unwrap_or_default();
+            if !passing || left <= pause {
+                return written;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(COMPLETE_RETRY_MAX);
+        }
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
