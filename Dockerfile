@@ -46,9 +46,9 @@ RUN touch src/main.rs src/lib.rs \
 # -------------------------------------------------------------- runtime stage
 FROM debian:${DEBIAN_RELEASE}-slim AS runtime
 
-# ca-certificates: TLS to Postgres (sslmode=require) uses the system roots. https
-# upstreams do not: they trust the Mozilla roots built into the binary, plus
-# [upstreams.NAME.tls] ca.
+# ca-certificates: the system roots that TLS to Postgres (sslmode=require),
+# rediss:// and https upstreams verify against (an upstream falls back to the
+# Mozilla roots built into the binary only where the system has none).
 # curl: only for the HEALTHCHECK below (about 1 MB with --no-install-recommends;
 # the gateway has no HTTP client subcommand of its own).
 # Versions are not pinned: a rebuild picks up Debian security updates.
