@@ -116,9 +116,9 @@ fn client_cert_needs_ca(ctx: &mut Ctx<'_>, file: &FileConfig, has_client_ca: boo
 }
 
 /// At SIGTERM a keyed request still running when `shutdown_grace` ends is cut
-/// off unrecorded: its lease stays, and a retry runs it again once the lease
-/// expires, as after a crash. A grace at least as long as every idempotent
-/// route's upstream `timeout` lets each one finish or time out (recorded).
+/// off and recorded as 504 outcome-unknown, which someone then reconciles. A
+/// grace at least as long as every idempotent route's upstream `timeout` lets
+/// each one finish or time out on its own.
 fn warn_grace_shorter_than_upstreams(
     ctx: &mut Ctx<'_>,
     file: &FileConfig,
