@@ -1,6 +1,7 @@
 //! The request path as named phases:
-//! `route` → (pass-through | `key` → `fingerprint` → `reserve` →
-//! `execute` (forward, record) | `replay`).
+//! `route` → `signature` (webhook routes) → (pass-through | `key` →
+//! (`region` forward to the key's home elsewhere | `fingerprint` →
+//! `reserve` → `execute` (forward, record) | `replay`)).
 //!
 //! `handle` is the one entry point the server calls; it never fails: every
 //! error becomes an answer (see [`crate::error`]).
@@ -351,8 +352,9 @@ fn head_over_limits<B>(
     })
 }
 
-/// Refuses `Content-Length` values that two parsers could read differently,
-/// which a reverse proxy must not pass on.
+/// Refuses what a reverse proxy must not pass on: `Content-Length` values
+/// that two parsers could read differently, `CONNECT`, a method with
+/// lower-case letters, and a host that is not one ([`check_host`]).
 fn check_framing<B>(request: &Request<B>) -> Result<(), GatewayError> {
     let headers = request.headers();
     // Both Content-Length and Transfer-Encoding never get here: the HTTP/1

@@ -16,8 +16,8 @@ pub(super) const DEGRADED: HeaderName = HeaderName::from_static("idempotency-deg
 const GATEWAY_FIELDS: [HeaderName; 2] = [REPLAY_OMITTED, DEGRADED];
 
 /// A stored answer as a replay. The route's `replay_exclude_headers` and
-/// `replay_headers` now apply: a header excluded (or no longer allowed)
-/// after an answer was stored is not replayed either ("never stored nor
+/// `replay_headers` as they are at the replay apply: a header excluded (or
+/// no longer allowed) after an answer was stored is not replayed either ("never stored nor
 /// replayed").
 ///
 /// The gateway's own outcome-unknown problem is replayed whole: its headers
@@ -105,10 +105,10 @@ fn from_stored(
         headers.remove(header::CONTENT_LENGTH);
         headers.insert(REPLAY_OMITTED, HeaderValue::from_static("omitted"));
     } else if stale_length(stored, headers) {
-        // Records stored before the upstream client dropped a length beside
-        // `Transfer-Encoding` (or a 204's) hold one that does not describe
-        // the body: HTTP/2 clients refuse such an answer. Each writer sets
-        // the body's own length.
+        // A stored length that does not describe the body (one beside
+        // `Transfer-Encoding`, or a 204's, as records of earlier versions
+        // may hold) goes: HTTP/2 clients refuse such an answer. Each writer
+        // sets the body's own length.
         headers.remove(header::CONTENT_LENGTH);
     }
     mark(headers, marker, marker_value);
@@ -175,7 +175,7 @@ mod tests {
         )
     }
 
-    /// A length stored before the upstream client dropped stale ones is not
+    /// A stored length (as records of earlier versions may hold) is not
     /// replayed when it does not describe the body.
     #[test]
     fn a_stale_stored_length_is_not_replayed() {

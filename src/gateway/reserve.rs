@@ -78,9 +78,9 @@ type Asked = Result<(Reservation, Option<Kept>), StoreError>;
 /// Asks the store for the key, in a way that survives the request being
 /// dropped halfway: its HTTP/2 client reset the stream (hyper then drops
 /// the handler at its next wait) or its connection broke. The store goes on
-/// with the ask all the same, so a lease it took is freed: else the key
-/// stayed in flight, run by no one, and every retry got 409 (or 422) until
-/// the lease ran out.
+/// with the ask all the same, and a lease it took is freed: else the key
+/// would stay in flight, run by no one, and every retry get 409 (or 422)
+/// until the lease ran out.
 async fn ask(
     store: &Arc<dyn Store>,
     id: &RecordId,
@@ -151,8 +151,8 @@ fn decide(
     match reservation {
         Reservation::Reserved(lease) => Decision::Execute(lease),
         Reservation::Completed(stored) => {
-            // Every store path tells the age (the in-process copies too);
-            // only a copy written before ages were kept does not.
+            // Every store path tells the age (the in-process copies too)
+            // when the record keeps the instant it was completed.
             if let Some(age) = kept.and_then(|kept| kept.age) {
                 gateway.metrics().replay_ages.observe(&id.route, age);
             }
