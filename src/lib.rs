@@ -1,9 +1,11 @@
 //! idemgate: an idempotency reverse proxy.
 //!
-//! The request path, by folder: `route` (which route and policy) → `key` (key,
-//! scope, fingerprint) → `store` (reserve / complete / release) → `proxy` (the
-//! upstream hop) — driven by `gateway`, served by `server`, observed via `admin`,
-//! wired into a running process by `app`.
+//! The request path, by folder: `route` (which route and policy) → `webhook`
+//! (a webhook route's signature) → `key` (key, scope, fingerprint) → `region`
+//! (a key whose home is another region goes there) → `store` (reserve /
+//! complete / release) → `proxy` (the upstream hop) — driven by `gateway`,
+//! served by `server`, observed via `admin`, wired into a running process by
+//! `app`.
 
 pub mod admin;
 pub mod answer;

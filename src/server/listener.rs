@@ -1,7 +1,9 @@
 //! One accept loop for both planes: HTTP/1.1 through the gateway's own
 //! connection (http1/), HTTP/2 through hyper's (h2c with prior knowledge in
 //! clear, ALPN over TLS), a bound on open connections, and graceful
-//! shutdown that lets requests in flight finish within a grace period.
+//! shutdown that lets requests in flight finish within a grace period; a
+//! keyed request still at its upstream when the grace ends is recorded as
+//! outcome-unknown (504) before the process exits (docs/operating.md).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -58,7 +60,6 @@ pub const CUT_OFF_WAIT: Duration = Duration::from_secs(2);
 /// How long answers made at the cut-off get to reach their clients.
 const CUT_OFF_ANSWERS: Duration = Duration::from_millis(200);
 
-/// What opens an HTTP/2 connection (RFC 9113 §3.4).
 /// Streams an HTTP/2 client may have open at once on one connection.
 const HTTP2_MAX_STREAMS: u32 = 200;
 /// Streams a client reset before they were accepted, pending at once, past
@@ -68,10 +69,13 @@ const HTTP2_MAX_PENDING_RESETS: usize = 20;
 /// connection is closed (hyper's own default).
 const HTTP2_MAX_ERROR_RESETS: usize = 1024;
 
+/// What opens an HTTP/2 connection (RFC 9113 §3.4).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Serves `handler` on `listener` until `shutdown` is cancelled, then waits up
-/// to the grace period for open connections to finish their requests.
+/// to the grace period for open connections and detached keyed executions
+/// to finish; past it, cuts those executions off (`cut_off`) and waits
+/// [`CUT_OFF_WAIT`] at most for them to record an outcome-unknown answer.
 pub async fn serve<H, F>(
     name: &'static str,
     listener: TcpListener,
@@ -369,9 +373,9 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    /// Found by tests/bad_input.rs: connections that sent nothing (or an
-    /// unfinished HTTP/2 preface) were never timed out, so `max_connections`
-    /// of them locked the listener out.
+    /// Connections that send nothing (or an unfinished HTTP/2 preface) are
+    /// timed out: else `max_connections` of them lock the listener out
+    /// (tests/bad_input.rs).
     #[tokio::test]
     async fn silent_connections_are_closed_after_header_read_timeout() {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
