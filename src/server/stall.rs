@@ -1,7 +1,7 @@
 //! A bound on how long a client may take nothing of its answer: a write to
 //! it that makes no progress for the limit fails the connection, as a head
 //! or a keyed body that stops arriving does. Without it a client that never
-//! reads (or reads a byte now and then) held its connection, and the
+//! reads (or reads a byte now and then) would hold its connection, and the
 //! upstream connection streaming to it, for good.
 
 use std::future::Future;

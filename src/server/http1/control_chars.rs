@@ -22,7 +22,7 @@ pub(super) struct FieldLines {
 /// line is wrong in any other way (a bad name, obs-fold, NUL or a bare CR,
 /// which RFC 9110 §5.5 says to refuse), or when a field that frames the
 /// message or names the host is among the unreadable ones: the head is
-/// then malformed, as before.
+/// then refused as malformed, as httparse refused it.
 pub(super) fn read(head: &[u8]) -> Option<FieldLines> {
     let mut lines = head.split_inclusive(|&b| b == b'\n');
     lines.next()?;

@@ -43,7 +43,7 @@ pub async fn write<W: AsyncWrite + Unpin>(
         || status == StatusCode::NOT_MODIFIED;
     // Codings an upstream applied besides chunked: the body is still coded,
     // and only chunked framing can follow them (RFC 9112 §6.1). The gateway
-    // answers any client but HTTP/1.1 with a 502 instead (README).
+    // answers any client but HTTP/1.1 with a 502 instead (docs/http1.md).
     let codings = parts
         .extensions
         .get::<TransferCodings>()
