@@ -160,8 +160,8 @@ fn upstream_uri(
 ///
 /// No `Host` (an HTTP/1.0 client may send none), or one the URI grammar
 /// refuses though the gateway let it pass: the upstream's own authority,
-/// what every HTTP/2 request carried before, and the field stays, so an
-/// upstream that reads `Host` still sees the client's.
+/// and the field stays, so an upstream that reads `Host` still sees the
+/// client's.
 fn http2_authority(upstream: &Upstream, headers: &mut HeaderMap) -> Authority {
     let host = headers
         .get(header::HOST)
@@ -267,8 +267,8 @@ mod tests {
         }
     }
 
-    /// Found by a black-box pass: an HTTP/1.0 request without `Host` had
-    /// its own `X-Forwarded-Host: evil` forwarded as if the gateway had set it.
+    /// An HTTP/1.0 request without `Host` does not get its own
+    /// `X-Forwarded-Host: evil` forwarded as if the gateway had set it.
     #[tokio::test]
     async fn a_clients_forwarded_host_never_passes_for_the_gateways() {
         let request = http::Request::builder()
@@ -330,10 +330,10 @@ mod tests {
         assert_eq!(parts.version, Version::HTTP_2);
     }
 
-    /// Found by review: an HTTP/2 upstream was sent `:authority` = its own
-    /// authority and a `host` field = the client's, which RFC 9113 §8.3.1
-    /// says must not differ; servers that read `:authority` (hyper, Go)
-    /// never saw the client's host, so `preserve_host` did nothing.
+    /// An HTTP/2 upstream gets the client's host as `:authority` and no
+    /// `host` field: the two must not differ (RFC 9113 §8.3.1), and servers
+    /// that read `:authority` (hyper, Go) would otherwise never see the
+    /// client's host, so `preserve_host` would do nothing.
     #[tokio::test]
     async fn an_http2_upstream_gets_the_host_as_its_authority_and_no_host_field() {
         let upstream = upstream_over("https://10.1.2.3:8443/base", true);
@@ -400,9 +400,9 @@ mod tests {
         assert_eq!(parts.headers["host"], "api.example.com");
         assert_eq!(parts.version, Version::HTTP_11);
 
-        // Found by a black-box pass: a `host` field beside a different
-        // `:authority` was forwarded as the upstream's Host, so the gateway
-        // and the upstream disagreed on which site a request was for.
+        // A `host` field beside a different `:authority` is not forwarded
+        // as the upstream's Host: the gateway and the upstream would
+        // disagree on which site a request is for.
         let request = http::Request::builder()
             .method("GET")
             .version(Version::HTTP_2)

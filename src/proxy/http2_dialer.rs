@@ -48,8 +48,8 @@ pub fn dialer(
 ///
 /// The whole connect (TCP, the TLS handshake, the ALPN check) is bounded by
 /// `connect_timeout`, as the HTTP/1 dialer's is: hyper's connector bounds
-/// the TCP connect only, so a handshake the upstream never finished ran
-/// into the request's `timeout` and a keyed request was stored as
+/// the TCP connect only, and a handshake the upstream never finishes would
+/// run into the request's `timeout`, a keyed request then stored as
 /// `outcome-unknown` though nothing of it was sent.
 #[derive(Debug, Clone)]
 pub struct RequireH2<C> {

@@ -197,7 +197,7 @@ impl Drop for Held {
 /// the upstream resets the stream, whatever became of the answer. An
 /// upstream that answers early (401, 413) and then reads and drops the rest
 /// of the body does not reset it; a client that stops sending
-/// then held the place for as long as it kept its connection, and an
+/// would then hold the place for as long as it kept its connection, and an
 /// HTTP/1 client's for good: once the gateway has answered it and stopped
 /// reading its connection, nothing wakes hyper's task again. An HTTP/1
 /// upstream stops taking the body once it answers; here the stream is

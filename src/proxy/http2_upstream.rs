@@ -2,8 +2,8 @@
 //! configured upstream and nowhere else.
 //!
 //! hyper-util's client dials and pools by each request's URI authority, so
-//! the `:authority` it sent had to be the upstream's own: the client's host
-//! there would have chosen where to connect. Here the connection is chosen by
+//! the `:authority` it sends must be the upstream's own: the client's host
+//! there would choose where to connect. Here the connection is chosen by
 //! configuration alone, and a request's URI says only what the upstream is
 //! told (`:scheme`, `:authority`, path): the client's host, with
 //! `preserve_host`, as an HTTP/1 upstream gets it in `Host`.

@@ -254,7 +254,7 @@ fn framing(
         return Ok(BodyKind::Length(0));
     }
     // Chunked only when it is the final coding; otherwise the body runs to
-    // the close. A Content-Length beside it is ignored (§6.3 item 3).
+    // the close. A Content-Length beside it is ignored (RFC 9112 §6.3 item 3).
     match transfer_encoding {
         Some(true) => return Ok(BodyKind::Chunked),
         Some(false) => return Ok(BodyKind::UntilClose),
@@ -524,10 +524,10 @@ mod tests {
         assert_eq!(to_head.framing, BodyKind::Length(0));
     }
 
-    /// Found by a black-box pass: `Transfer-Encoding: chunked` beside
-    /// `Content-Length: 3` sent the 3 on with an 11-byte body, and an
-    /// HTTP/2 client reset the stream (a stored answer kept it too); so did
-    /// a 204 with a `Content-Length`.
+    /// `Transfer-Encoding: chunked` beside `Content-Length: 3` does not
+    /// pass the 3 on with an 11-byte body, nor a 204 its `Content-Length`:
+    /// an HTTP/2 client resets such a stream (and a stored answer would
+    /// keep the length for every replay).
     #[test]
     fn the_length_passed_on_is_the_one_the_body_has() {
         let length = |text: &str, method: Method| {
@@ -592,9 +592,9 @@ mod tests {
         }
     }
 
-    /// Found by a black-box pass: `gzip, chunked` was read as chunked and
-    /// the `gzip` dropped with the field, so the client got gzip bytes
-    /// labelled as nothing.
+    /// `gzip, chunked` is read as chunked with the `gzip` kept for the
+    /// client: dropped with the field, it would leave gzip bytes labelled
+    /// as nothing.
     #[test]
     fn codings_besides_chunked_are_kept_for_the_client() {
         let codings = |text: &str, method: Method| {
