@@ -13,8 +13,8 @@ use super::Store;
 ///
 /// After each full batch the sweeper waits as long as the batch took, so a
 /// backlog takes at most half of the store's time: back to back, the batches
-/// of a million-record backlog held the embedded store's one writer so that
-/// new keys fell to a sixth of their rate (bench/README.md, "At scale").
+/// of a million-record backlog hold the embedded store's one writer so that
+/// new keys fall to a sixth of their rate (bench/README.md, "At scale").
 pub fn spawn_sweeper(
     store: Arc<dyn Store>,
     interval: Duration,

@@ -10,7 +10,7 @@
 //!
 //! The digest makes a damaged value (truncated, edited by hand, a byte
 //! flipped) a miss rather than an answer: without it a value cut short in
-//! its body still parsed, and replayed a shorter body as the record's. The
+//! its body would still parse, and replay a shorter body as the record's. The
 //! id in it makes a value copied under another record's name a miss too (two
 //! keys with the same request have the same fingerprint), and the store's
 //! identity one that another deployment wrote under the same name (one Redis
@@ -238,8 +238,8 @@ mod tests {
         assert_eq!(decoded.response, unknown);
     }
 
-    /// Every cut parsed as far as the body, which runs to the end: a value
-    /// cut in its body used to replay the shorter body.
+    /// Every cut is a miss: one inside the body still parses (the body runs
+    /// to the end), and without the digest would replay the shorter body.
     #[test]
     fn truncated_or_altered_values_are_misses() {
         let good = encode(STORE, &id(), "fp", &answer(), at_ms(5), at_ms(3));

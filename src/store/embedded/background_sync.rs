@@ -7,8 +7,8 @@
 //! at most the answers of the last interval and a sync (never the file:
 //! SQLite's `synchronous = NORMAL` still syncs around every checkpoint).
 //! Keeping the WAL synced also keeps those checkpoint syncs short: without
-//! this thread, each one wrote megabytes of WAL while the writer, and every
-//! request waiting on it, stood still (docs/adr/0004-embedded-store.md). An idle store
+//! this thread, each one would write megabytes of WAL while the writer, and
+//! every request waiting on it, stood still (docs/adr/0004-embedded-store.md). An idle store
 //! is not synced at all.
 //!
 //! A failed sync leaves what is on disk unknown, as in the default mode:

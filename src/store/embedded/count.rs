@@ -14,8 +14,8 @@
 //!   fixed positions over the rowid range (below), each standing for
 //!   `stride` rowids.
 //!
-//! Counting every index entry read the whole index: 40–101 s on 10 million
-//! records, once per `sweep_interval`.
+//! Counting every index entry would read the whole index: 40–101 s on 10
+//! million records, once per `sweep_interval`.
 
 use rusqlite::{Connection, OptionalExtension, params};
 

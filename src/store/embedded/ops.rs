@@ -225,7 +225,7 @@ macro_rules! by_row_then_key {
 /// a new key's instructions (docs/adr/0004-embedded-store.md).
 ///
 /// No `RETURNING`: SQLite runs it through an ephemeral table and a statement
-/// journal, which made this statement cost twice the reservation's insert.
+/// journal, which makes this statement cost twice the reservation's insert.
 /// The outcome-unknown mark is ?13, past the parameters of both forms.
 const COMPLETE: [&str; 2] = by_row_then_key!(
     "UPDATE records SET state = ?3, status = ?4, headers = ?5, body = ?6,

@@ -27,8 +27,8 @@ pub(super) const COMPLETED: i64 = 1;
 
 /// The records table under `name`. The key comes before the scope in the
 /// primary key: the scope is the same 64-character hash for every row of a
-/// single-tenant route, and in front it was compared in full at every B-tree
-/// step; behind the key it is reached only by rows of the same key, and
+/// single-tenant route, and in front it would be compared in full at every
+/// B-tree step; behind the key it is reached only by rows of the same key, and
 /// `records`/`purge` (route and key, every scope) read one range of the index.
 fn records_table(name: &str) -> String {
     format!(
@@ -86,8 +86,8 @@ INSERT OR IGNORE INTO meta (name, value) VALUES ('last_token', 0);
 
 /// Version 2 had no `outcome_unknown` column: added, and set once for the
 /// records completed with the gateway's own outcome-unknown problem (its
-/// status, and the start its body always has), which the gateway now marks
-/// when it writes them.
+/// status, and the start its body always has); the gateway marks the ones it
+/// writes.
 const FROM_VERSION_2: &str = "
 ALTER TABLE records ADD COLUMN outcome_unknown INTEGER NOT NULL DEFAULT 0;
 ";

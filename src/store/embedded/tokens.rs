@@ -1,7 +1,7 @@
 //! Fencing tokens for one batch transaction.
 //!
 //! Tokens come from one store-wide counter (`meta.last_token`). Bumping it
-//! with an `UPDATE` per reservation was one more statement per new key; here
+//! with an `UPDATE` per reservation would be one more statement per new key; here
 //! a batch reads it at its first reservation, hands tokens out in memory and
 //! writes the last one back once, before its commit. The batch holds the
 //! file's write lock from its first statement to its commit, so no other

@@ -21,8 +21,8 @@
 //! (`ops`: a reservation is one `INSERT`, or one `UPDATE` of a row it took
 //! over; a completion one `UPDATE`), and SQLite undoes a failed statement's
 //! own changes. So a failing job leaves nothing behind in the shared
-//! transaction without a savepoint of its own (which cost two more statements
-//! per job). A job that failed *after* writing would break that: the batch
+//! transaction without a savepoint of its own (which would cost two more
+//! statements per job). A job that failed *after* writing would break that: the batch
 //! then fails as a whole rather than commit its partial writes.
 
 use std::sync::Arc;

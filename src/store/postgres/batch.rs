@@ -15,7 +15,7 @@
 //! that reach Postgres, releases, the operator plane, the sweeper).
 //!
 //! What a batch cannot decide it hands back to its caller, which then runs the
-//! single-row statement as before: a key twice in one batch (one statement
+//! single-row statement as it would alone: a key twice in one batch (one statement
 //! may not touch a row twice), a snapshot that missed a concurrent commit, and
 //! a batch that failed without losing its connection (one row the database
 //! refused must fail only its own request).

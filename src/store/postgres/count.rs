@@ -15,7 +15,7 @@
 //!
 //! So the count reads at most `exact_completed` index entries per route,
 //! plus the in-flight and outcome-unknown records, plus `sample_pages` heap
-//! pages; a full count read every unexpired row (5.7–6.5 s warm at 10
+//! pages; a full count would read every unexpired row (5.7–6.5 s warm at 10
 //! million, past the default `statement_timeout`; 30–65 s at 100 million).
 
 use tokio_postgres::{IsolationLevel, Row};
@@ -59,8 +59,8 @@ WHERE route IS NOT NULL"
 /// Unexpired completed records per route in a sample of the table's pages,
 /// each page taken with probability `$1` percent. The same pages at every
 /// count (a fixed seed; a larger table adds its new pages to them): they
-/// stay cached, where pages drawn afresh were each a random read from disk
-/// (4,096 of them took 0.2–27 s on a busy disk), every replica reports the
+/// stay cached, where pages drawn afresh would each be a random read from
+/// disk (4,096 of them took 0.2–27 s on a busy disk), every replica reports the
 /// same estimate, and the gauge moves when the records do, not with the
 /// draw.
 ///

@@ -90,8 +90,8 @@ WHERE r.route = $1 AND r.scope = $2 AND r.key = $3 AND NOT EXISTS (SELECT 1 FROM
 /// table autovacuum has analyzed), the planner otherwise reads the listing
 /// index's range (route, state 0), which holds every in-flight record of the
 /// route and, until a vacuum, the entries of every record completed since,
-/// instead of the primary key's one entry. New keys ran 2-3 times slower on
-/// a table of 100,000 analyzed records (`plans` checks the plan).
+/// instead of the primary key's one entry. New keys then run 2-3 times slower
+/// on a table of 100,000 analyzed records (`plans` checks the plan).
 ///
 /// `$1 route, $2 scope, $3 key, $4 token, $5 status, $6 header names,
 /// $7 header values, $8 body, $9 body omitted, $10 retention in ms,
@@ -155,8 +155,9 @@ WHERE NOT EXISTS (
 /// `COMPLETE` for several leases in one statement (see `batch`), each fenced
 /// by its own token. The rows are locked first, in key order — the order in
 /// which `RESERVE_MANY` takes them — so a batch of completions and a batch of
-/// reservations that share keys never wait on each other in a cycle (the
-/// bench's 409 storm found such deadlocks, each costing `deadlock_timeout`).
+/// reservations that share keys never wait on each other in a cycle (a
+/// deadlock, which a 409 storm on the bench provokes, costs
+/// `deadlock_timeout`).
 /// Header pairs of all answers travel as two flat arrays; answer `n` owns the
 /// slice `lo..=hi` of them (empty when `hi < lo`). Returns `n`, the
 /// fingerprint and the expiry of every record completed; a lease without a
@@ -280,7 +281,7 @@ DELETE FROM idemgate_records WHERE ctid IN (
 );
 
 /// `/readyz`: planned against the records table (it must exist, in the
-/// search_path, and be readable), never reads a row. A bare `SELECT 1` said
-/// ready over a schema that was dropped or never migrated, where every keyed
-/// request fails.
+/// search_path, and be readable), never reads a row. A bare `SELECT 1` would
+/// say ready over a schema that was dropped or never migrated, where every
+/// keyed request fails.
 pub const PING: &str = "SELECT 1 FROM idemgate_records WHERE false";

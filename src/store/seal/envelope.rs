@@ -3,7 +3,8 @@
 //! A sealed answer is an ordinary [`StoredResponse`] to every backend, so the
 //! embedded file, Postgres and Redis keep it with no code of their own:
 //!
-//! - `status` and `body_omitted` stay clear (the admin API reads the status);
+//! - `status`, `body_omitted` and `outcome_unknown` stay clear (the admin API
+//!   reads the status, and lists and counts outcome-unknown records);
 //! - `headers` is one pair, [`SEALED`] → the key id (16 hex digits: the first
 //!   8 bytes of SHA-256 over a label and the key, never the key itself). The
 //!   name starts with `:`, which no HTTP field name may contain, so no answer

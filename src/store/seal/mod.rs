@@ -5,8 +5,8 @@
 //! memory for replays sit above it and hold opened answers: memory is not at
 //! rest.
 //!
-//! Always in place, keys or not: with encryption off a sealed record left
-//! from before must answer 503, not be replayed as its ciphertext.
+//! Always in place, keys or not: with encryption off, a record sealed while
+//! it was on must answer 503, not be replayed as its ciphertext.
 
 mod envelope;
 
