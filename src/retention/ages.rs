@@ -13,7 +13,7 @@ use prometheus::{Histogram, HistogramVec};
 /// from 1 ms, so a quantile read from them is within 5% of the truth.
 const STEP: f64 = 1.05;
 const FIRST_MS: f64 = 1.0;
-/// Enough buckets to pass 30 days (1.05^470 ms ≈ 8 years): older ages
+/// Enough buckets to pass 30 days (1.05^470 ms ≈ 105 days): older ages
 /// land in the last.
 const BUCKETS: usize = 470;
 

@@ -1,6 +1,6 @@
-//! `idemgate_records{route,state}`: counted by the store (through an index,
-//! see the backends' `listing`) once at start and then every
-//! `[store] sweep_interval`, beside the sweeper.
+//! `idemgate_records{route,state}`: counted by the store (through its
+//! indexes and a sample, see `store::count` and the backends' `count`) once
+//! at start and then every `[store] sweep_interval`, beside the sweeper.
 
 use std::collections::HashSet;
 use std::sync::Arc;
