@@ -179,7 +179,7 @@ fn policy(out: &mut String, policy: &Policy) {
 }
 
 /// The key and fingerprint options, each only when it is not the default, so
-/// a config that does not use them reads as before.
+/// the summary of a config that does not use them stays short.
 fn key_and_fingerprint_lines(policy: &Policy) -> Vec<(&'static str, String)> {
     let mut lines = Vec::new();
     if let Some(pattern) = &policy.key_pattern {

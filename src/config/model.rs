@@ -22,8 +22,8 @@ pub struct Config {
     pub routes: Vec<RouteConfig>,
     /// Non-fatal findings (a route shadowed by an earlier one, ...), for `check` and the log.
     pub warnings: Vec<String>,
-    /// `[region]` and `[regions.*]`; `None` (no `[region]`): one region, as
-    /// before regions existed.
+    /// `[region]` and `[regions.*]`; `None` (no `[region]`): one region, and
+    /// nothing is forwarded.
     pub region: Option<RegionsConfig>,
     /// Where the file writes the settings that name files and URLs
     /// (`Config::error_at`).
@@ -172,8 +172,8 @@ pub struct RouteConfig {
 pub struct RouteMatch {
     /// Exact path.
     pub path: Option<String>,
-    /// Path prefix, matched on segment boundaries' characters as written (`/v1/charges`
-    /// matches `/v1/charges` and `/v1/charges/ch_1` and `/v1/chargesX`).
+    /// Path prefix, a plain string prefix (`/v1/charges` matches
+    /// `/v1/charges`, `/v1/charges/ch_1` and also `/v1/chargesX`).
     pub path_prefix: Option<String>,
     /// `None` = any method.
     pub methods: Option<Vec<Method>>,
@@ -213,7 +213,7 @@ pub struct Policy {
     /// Carries the record's expiry (an HTTP-date) on answers under a key.
     pub expiry_header: Option<HeaderName>,
     /// Non-empty: only these answer headers are stored and replayed
-    /// (`Content-Type` always is).
+    /// (`Content-Type` and `Content-Encoding` always are).
     pub replay_headers: Vec<HeaderName>,
     /// The marker's values on a fresh and on a replayed answer.
     pub replay_values: ReplayValues,

@@ -11,7 +11,7 @@ use super::server::{MIN_TOKEN_CHARS, env_name, positive_duration};
 use crate::config::file::{FileConfig, RegionFile, RegionPeerFile};
 use crate::config::{RegionPeerConfig, RegionsConfig};
 
-/// `None` without `[region]`: one region, everything as before. Every
+/// `None` without `[region]`: one region, nothing forwarded. Every
 /// problem is collected; the value returned then is not used.
 pub fn regions(ctx: &mut Ctx<'_>, file: &FileConfig) -> Option<RegionsConfig> {
     let Some(region) = &file.region else {
