@@ -13,7 +13,7 @@ use super::{form, multipart};
 /// `fingerprint_body`: which members of a JSON body count.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum FingerprintBody {
-    /// The whole body (as before).
+    /// The whole body (the default).
     #[default]
     Whole,
     /// `{ exclude = [...] }`: the body without these members.
@@ -54,7 +54,7 @@ pub struct BodyRules<'a> {
 }
 
 impl BodyRules<'_> {
-    /// Bytes, or canonical JSON: what the fingerprint did before these options.
+    /// Bytes, or canonical JSON: the fingerprint without the body options.
     pub fn plain(canonical_json: bool) -> BodyRules<'static> {
         BodyRules {
             canonical_json,
@@ -124,9 +124,9 @@ pub(super) fn update(h: &mut Sha256, body: &[u8], rules: &BodyRules<'_>) {
     update_len_prefixed(h, body);
 }
 
-/// A part's file name. Without `filename*`, as [`optional`] (fingerprints
-/// of such parts are as before); with it, a presence byte of its own, then
-/// both.
+/// A part's file name. Without `filename*`, as [`optional`] (so such parts
+/// keep the fingerprints earlier versions stored); with it, a presence byte
+/// of its own, then both.
 fn filename(h: &mut Sha256, plain: Option<&[u8]>, extended: Option<&[u8]>) {
     match extended {
         None => optional(h, plain),

@@ -17,16 +17,17 @@
 //!      that text;
 //!   3. else `d.ddde±x` with every significant digit (`1.000000000000000001e-1`).
 //!
-//!   Rules 1 and 2 are what this module wrote when it read numbers as doubles,
-//!   for every number whose old form spelled its value exactly (`12.34`, `1e0`,
-//!   `2e-3`, `1e+21`): those fingerprints did not change. Only numbers the old
-//!   form rounded (more digits than a double holds) are now written by rule 3
-//!   or, for integers below 1e21, by their own digits. "Exactly" is about the
-//!   old text, not about the number being a double: `0.1` is no double, yet
-//!   its old form `0.1` spelled it and stays; the 55 digits of the double
-//!   nearest 0.1, which the old code also wrote `0.1`, now go by rule 3.
-//!   (Keeping only numbers that are doubles would have changed the fingerprint
-//!   of nearly every body with a decimal fraction, `12.34` included.)
+//!   Rules 1 and 2 are what earlier versions, which read numbers as doubles,
+//!   wrote for every number whose text there (its "old form") spelled its
+//!   value exactly (`12.34`, `1e0`, `2e-3`, `1e+21`): the fingerprints they
+//!   stored still match. Only numbers the old form rounds (more digits than a
+//!   double holds) go by rule 3 or, for integers below 1e21, by their own
+//!   digits. "Exactly" is about the old text, not about the number being a
+//!   double: `0.1` is no double, yet its old form `0.1` spells it and stays;
+//!   the 55 digits of the double nearest 0.1, which the old form also writes
+//!   `0.1`, go by rule 3. (Keeping only numbers that are doubles would change
+//!   the fingerprint of nearly every body with a decimal fraction, `12.34`
+//!   included.)
 //!
 //! A body this module will not vouch for gets no canonical form, and the
 //! fingerprint hashes its bytes, as for a body that is not JSON at all (a false
@@ -34,15 +35,15 @@
 //! answer):
 //! - an object with a member name twice, at any depth: `{"a":1,"a":2}` must not
 //!   equal `{"a":2}`, yet which member "wins" is up to each reader;
-//! - a number out of a double's range (`1e400`): serde_json refused such a body
-//!   before it read numbers exactly, so its fingerprint stays the bytes' one;
+//! - a number out of a double's range (`1e400`): earlier versions' serde_json
+//!   refused such a body, so its fingerprint stays the bytes' one;
 //!   likewise a non-zero number with an exponent of 10^18 or more;
 //! - an object whose member name is serde_json's private number marker (see
 //!   `NUMBER_TOKEN` below).
 //!
 //! Why a rule-3 text can never be an old canonical text of another number, so a
-//! fingerprint stored before this change cannot match a different number now:
-//! every old text was either integer digits (no `e`; rule 3 always has one) or
+//! fingerprint an earlier version stored cannot match a different number:
+//! every old text is either integer digits (no `e`; rule 3 always has one) or
 //! the shortest text `s` of some double `x`. Rule 3 is only used when the
 //! shortest text of the double nearest the number does not spell the number.
 //! If a rule-3 text, which spells its number exactly, equalled such an `s`,
@@ -50,9 +51,9 @@
 //! `x` (a shortest text reads back as its double), whose shortest text is `s`,
 //! which spells the number: rule 2 would have applied, not rule 3. (Rules 1 and 2 always spell the number's exact value, so
 //! no two new texts of different numbers are equal either.) What stays possible
-//! is the old collision itself: a fingerprint stored before this change from
-//! `0.1000000000000000001` (written `0.1` then) still matches `0.1` now, for
-//! the rest of that record's retention.
+//! is the old collision itself: a fingerprint an earlier version stored from
+//! `0.1000000000000000001` (its old form `0.1`) matches `0.1`, for the rest
+//! of that record's retention.
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::fmt;
@@ -482,7 +483,7 @@ mod tests {
         ("0.99999999999999999999", Some("9.9999999999999999999e-1")),
         ("1e-400", Some("1e-400")),
         ("-1e-400", Some("-1e-400")),
-        // An exponent of 10^18 or more: refused (was 0).
+        // An exponent of 10^18 or more: refused (its old form is 0).
         ("1e-99999999999999999999", None),
     ];
 
@@ -549,7 +550,7 @@ mod tests {
 
     #[test]
     fn out_of_range_numbers_have_no_canonical_form() {
-        // serde_json refused these before numbers were exact: still bytes.
+        // Earlier versions' serde_json refused these: still bytes.
         for text in [
             "1e400",
             "-1e400",
@@ -710,9 +711,9 @@ mod tests {
 
     #[test]
     fn float_spellings_parse_alike() {
-        // Found by tests/fuzz.rs: without serde_json's `float_roundtrip`, its
-        // fast float parser is off by an ULP for some spellings, so one value
-        // written two ways got two fingerprints (a false 422).
+        // Without serde_json's `float_roundtrip` its fast float parser is off
+        // by an ULP for some spellings, and one value written two ways would
+        // get two fingerprints (a false 422; tests/fuzz.rs).
         assert_eq!(
             canon("1.947700395895162e-169"),
             canon("1947700395895162000e-187")

@@ -297,8 +297,8 @@ mod tests {
 
     #[test]
     fn canonical_fingerprints_of_exact_numbers_are_unchanged() {
-        // Recorded before numbers were read exactly: records stored then
-        // still match their retries.
+        // As earlier versions, which read numbers as doubles, computed them:
+        // records they stored still match their retries.
         for (body, recorded) in [
             (
                 r#"{"amount":12.34,"currency":"EUR","n":[1,2.5,1e300,-0]}"#,
@@ -308,7 +308,7 @@ mod tests {
                 r#"{"a":{"b":[0.1,true,null,"x\u0041"]}}"#,
                 "ac03451611424a801b11e3d8605f5eb89dcca01b180eccc0980e764dffe00c66",
             ),
-            // Out of a double's range: refused then and now, so bytes.
+            // Out of a double's range: refused by earlier versions too, so bytes.
             (
                 "1e400",
                 "724614af30ffa7f086c560d42c9d70b77f4ac9fc65358d44832c6aca63f3b7bb",
@@ -333,7 +333,7 @@ mod tests {
             fp(r#"{"a":12345678901234567890124}"#)
         );
         assert_ne!(fp(r#"{"a":0.1000000000000000001}"#), fp(r#"{"a":0.1}"#));
-        // Before, both were this (the first rounded to the second).
+        // Earlier versions gave both this (the first rounded to the second).
         assert_ne!(
             fp(r#"{"id":12345678901234567890123}"#),
             "a695360109501d05c24693e62b7fe5f0f627d8fe914f798b9f17ecf696139036"
@@ -366,7 +366,7 @@ mod tests {
                 "{body}"
             );
         }
-        // Before, the first was the second (the last member won).
+        // Earlier versions gave the first the second's (the last member won).
         assert_ne!(
             body_fingerprint(r#"{"a":1,"a":2}"#, true),
             body_fingerprint(r#"{"a":2}"#, true)

@@ -185,17 +185,17 @@ fn all_digits(s: &str) -> bool {
 
 /// The shortest text that reads back as the double nearest to `text` (a JSON
 /// number), as serde_json prints an `f64`; `None` if that double is infinite.
-/// This is how numbers were spelled before exact values: the forms of it that
-/// spell their number exactly are kept, so such fingerprints and keys do not
-/// change.
+/// This is how earlier versions spell numbers: the forms of it that spell
+/// their number exactly are kept, so the fingerprints and keys those versions
+/// stored still match.
 pub(crate) fn shortest_double(text: &str) -> Option<String> {
     // std's parse rounds correctly, as serde_json's `float_roundtrip` does.
     let double: f64 = text.parse().ok()?;
     Number::from_f64(double).map(|n| n.to_string())
 }
 
-/// What the gateway made of numbers before it read them exactly (recorded by
-/// running that code): the number's text, its canonical JSON form (`None`:
+/// What earlier versions, which read numbers as doubles, make of numbers
+/// (recorded by running their code): the number's text, its canonical JSON form (`None`:
 /// no canonical form, the bytes were hashed) and its JSON-pointer key from
 /// `{"id":NUMBER}` (`None`: missing, the body was refused). Stored
 /// fingerprints and keys carry these forms, so the tests of both

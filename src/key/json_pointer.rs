@@ -19,19 +19,21 @@ pub fn from_json_body(body: &[u8], pointer: &str) -> Result<String, KeyError> {
     Ok(key)
 }
 
-/// The key of a number: the text it had before numbers were read exactly,
-/// when that text spells the number's exact value (so those keys did not
-/// change: `42` → `42`, `-0` → `-0.0`, `1E0` → `1.0`, `1.50` → `1.5`);
-/// otherwise the number as written (serde_json's `arbitrary_precision` keeps
-/// the text, only writing an exponent as `e+x` or `e-x`).
+/// The key of a number: the text earlier versions, which read numbers as
+/// doubles, gave it, when that text spells the number's exact value (so
+/// records they stored keep their keys: `42` → `42`, `-0` → `-0.0`, `1E0` →
+/// `1.0`, `1.50` → `1.5`); otherwise the number as written (serde_json's
+/// `arbitrary_precision` keeps the text, only writing an exponent as `e+x`
+/// or `e-x`).
 ///
-/// Before, a number that is no `u64`/`i64` was read as the nearest `f64` and
-/// printed shortest, so `12345678901234567890123` and `12345678901234567890124`
-/// both became `1.2345678901234568e+22`: two events, one key. Now every key
-/// spells its number's exact value, so two different numbers never share a
-/// key. (What remains of the old collision: a record stored before this
-/// change under `1.2345678901234568e+22` for `12345678901234567890123` is
-/// still found by a body whose number is `1.2345678901234568e22` itself.)
+/// Read as the nearest `f64` and printed shortest, as earlier versions did
+/// with a number that is no `u64`/`i64`, `12345678901234567890123` and
+/// `12345678901234567890124` would both be `1.2345678901234568e+22`: two
+/// events, one key. Every key spells its number's exact value instead, so two
+/// different numbers never share a key. (What remains of that collision: a
+/// record an earlier version stored under `1.2345678901234568e+22` for
+/// `12345678901234567890123` is found by a body whose number is
+/// `1.2345678901234568e22` itself.)
 pub(super) fn number_key(n: &Number) -> String {
     let text = n.as_str();
     let integer = !text.contains(['.', 'e', 'E']) && text != "-0";
@@ -144,8 +146,8 @@ mod tests {
         );
     }
 
-    /// The key a number had before numbers were read exactly: the digits of a
-    /// `u64`/`i64`, else the nearest double printed shortest (`None`: refused).
+    /// The key earlier versions give a number: the digits of a `u64`/`i64`,
+    /// else the nearest double printed shortest (`None`: refused).
     fn old_key(text: &str) -> Option<String> {
         if !text.contains(['.', 'e', 'E'])
             && text != "-0"
