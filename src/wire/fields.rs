@@ -19,7 +19,7 @@ pub struct UnreadableFields(pub Vec<HeaderName>);
 /// body besides chunked (`gzip` of `Transfer-Encoding: gzip, chunked`), in
 /// order. The gateway decodes none of them and relays the body still coded,
 /// so an HTTP/1.1 client is told them in the `Transfer-Encoding` it gets;
-/// no other client, nor the store, can be (README, "Transfer codings").
+/// no other client, nor the store, can be (docs/http1.md, "Transfer codings").
 #[derive(Debug, Clone)]
 pub struct TransferCodings(pub HeaderValue);
 
