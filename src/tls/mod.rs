@@ -1,7 +1,7 @@
 //! rustls configurations, built from PEM files named in the config: the
 //! listener's (certificate, key, optional client CA for mTLS) and each https
-//! upstream's (platform-independent web PKI roots plus an optional CA, optional
-//! client certificate). Uses the `ring` provider so building needs no cmake.
+//! upstream's (the system's roots, or the compiled-in Mozilla set where it has
+//! none, plus an optional CA; an optional client certificate). Uses the `ring` provider so building needs no cmake.
 
 mod error;
 mod pem;

@@ -62,8 +62,8 @@ fn is_encrypted(pem: &[u8]) -> bool {
 mod tests {
     use super::*;
 
-    /// Found by a black-box pass: an encrypted key was reported as "no items
-    /// found", which sent the operator looking for a wrong path.
+    /// An encrypted key is named as such: "no items found" would send the
+    /// operator looking for a wrong path.
     #[test]
     fn an_encrypted_key_is_named_as_such() {
         let dir = std::env::temp_dir().join(format!("idemgate-pem-{}", std::process::id()));
