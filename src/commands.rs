@@ -12,7 +12,7 @@ pub const EXIT_FAILURE: i32 = 1;
 
 /// Writes (part of) a report to stdout. A reader that went away (`idemgate keys
 /// show … | head`) is no failure of the command: the rest is dropped
-/// quietly (`println!` panicked, with a backtrace). Any other write error (a
+/// quietly (`println!` would panic, with a backtrace). Any other write error (a
 /// full disk) is said on stderr and fails the command: a script must not take
 /// a cut report for a whole one.
 fn say(text: &str) -> Result<(), i32> {

@@ -151,7 +151,7 @@ fn init_logging(format: LogFormat, level: Option<&str>) {
         // gone, `2>&1 | head`) is dropped. tracing would report it with
         // `eprintln!`, which panics on that same stderr, inside whichever
         // task logged: a request's, before its answer, or the signal task's,
-        // so that SIGTERM no longer stopped the process.
+        // after which SIGTERM would no longer stop the process.
         .log_internal_errors(false);
     match format {
         LogFormat::Json => builder.json().init(),
