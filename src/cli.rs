@@ -26,12 +26,12 @@ pub struct Cli {
 /// parse it: a typo is refused at start, not replaced by `info`.
 ///
 /// A directive without `=` must be a level. tracing reads any other bare
-/// word as a target at every level, so `infoo` silenced every log line
+/// word as a target at every level, so `infoo` would silence every log line
 /// but that target's; a target is named with its level (`hyper=trace`).
 pub fn log_filter(value: &str) -> Result<String, LogFilterError> {
     const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
     // tracing reads a filter without a directive as "errors only", so a
-    // script's `--log-level "$UNSET"` silenced the access log.
+    // script's `--log-level "$UNSET"` would silence the access log.
     if value
         .split(',')
         .all(|directive| directive.trim().is_empty())
@@ -52,12 +52,12 @@ pub fn log_filter(value: &str) -> Result<String, LogFilterError> {
 /// Why a log filter is refused (clap, or `main` for `RUST_LOG`, says it).
 #[derive(Debug, thiserror::Error)]
 pub enum LogFilterError {
-    /// Nothing but commas and spaces (module doc of `log_filter`).
+    /// Nothing but commas and spaces (see [`log_filter`]).
     #[error(
         "no directive: give a level (off, error, warn, info, debug, trace) or name a target with its level, as in idemgate=debug"
     )]
     Empty,
-    /// A bare word that is no level (module doc of `log_filter`).
+    /// A bare word that is no level (see [`log_filter`]).
     #[error(
         "'{0}' is not a level (off, error, warn, info, debug, trace); \
          name a target with its level, as in {0}=debug"
