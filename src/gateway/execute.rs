@@ -4,6 +4,8 @@
 //! It runs in its own task so that a client that goes away (the connection
 //! drops the handler's future) cancels neither the upstream call nor the recording: the
 //! client's retry then finds the answer instead of running the request again.
+//! Only the end of a shutdown's grace cuts it off, and what it knows then is
+//! recorded: 504 outcome-unknown (`GatewayError::OutcomeUnknownShutdown`).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
