@@ -174,7 +174,7 @@ pub async fn redis_flush_prefix(prefix: &str) {
     let client = redis::Client::open(redis_url()).unwrap();
     // Generous deadlines, not the crate's 1 s / 500 ms: a loaded CI machine
     // (three gateways storming in this process) can starve the runtime that
-    // long, and a helper's timeout would fail a test that is not at fault.
+    // long, and the crate's timeout would fail a test that is not at fault.
     let config = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(Duration::from_secs(15)))
         .set_response_timeout(Some(Duration::from_secs(15)));
