@@ -14,8 +14,8 @@ use crate::wire::fields::{self, TransferCodings};
 use crate::wire::framing::{self, BodyKind, ContentLength, Lists, TransferEncoding};
 use crate::wire::names::FieldNames;
 
-/// Most header fields an answer may carry, and its largest head (hyper's
-/// client defaults, so upstreams that worked before still do).
+/// Most header fields an answer may carry, and its largest head: hyper's
+/// client defaults, which upstreams behind common proxies already fit.
 const MAX_HEADERS: usize = 100;
 pub const MAX_HEAD_BYTES: usize = 8192 + 4096 * 100;
 /// Interim (1xx) answers read before a final one: an upstream that sends
