@@ -15,7 +15,7 @@ use crate::wire::framing::{self, BodyKind, ContentLength, Lists, TransferEncodin
 use crate::wire::names::FieldNames;
 
 /// Most header fields an answer may carry, and its largest head: hyper's
-/// client defaults, which upstreams behind common proxies already fit.
+/// client defaults, so that an answer hyper's client reads is read here too.
 const MAX_HEADERS: usize = 100;
 pub const MAX_HEAD_BYTES: usize = 8192 + 4096 * 100;
 /// Interim (1xx) answers read before a final one: an upstream that sends
