@@ -481,7 +481,7 @@ fn check_refuses_certificates_it_cannot_read() {
     }
 }
 
-/// Found by a black-box pass: an expired server certificate passed `check`
+/// An expired server certificate passed `check`
 /// and started without a word, and every verifying client was refused. It
 /// is a warning (the gateway still serves its admin plane and the clients
 /// that do not verify), on `check`'s report and at start.
@@ -1032,7 +1032,7 @@ fn check_with_database_url(path: &std::path::Path, database_url: &str) -> Output
         .unwrap()
 }
 
-/// Found by a black-box pass: `check` passed an `[admin.tls]` whose files
+/// `check` passed an `[admin.tls]` whose files
 /// `serve` then could not read. Each is read as the admin listener reads
 /// it, and refused at the field's line and column.
 #[test]

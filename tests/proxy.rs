@@ -626,7 +626,7 @@ async fn an_absolute_form_target_with_an_empty_path_goes_on_as_slash() {
     assert_eq!(upstream.total(), 2);
 }
 
-/// Found by a black-box pass: `Host: a b`, `user@evil`, `x/y` and an empty
+/// `Host: a b`, `user@evil`, `x/y` and an empty
 /// `Host` were forwarded as they were (and echoed in `X-Forwarded-Host`),
 /// where RFC 9112 §3.2 has a server answer 400. The target's authority,
 /// which becomes `Host` when there is one (an absolute-form target, an

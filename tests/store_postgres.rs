@@ -341,7 +341,7 @@ async fn a_ping_survives_its_session_being_cut() {
     }
 }
 
-/// Regression (found by `tests/faults.rs`): a completion that could not reach
+/// A completion that could not reach
 /// the database failed at once, the gateway acknowledged the upstream's answer
 /// anyway, and once the lease ran out a retry took the key over and ran the
 /// request a second time. A completion now retries while its lease holds.

@@ -378,7 +378,7 @@ fn bad_certificate_files_fail_startup_with_a_clear_message() {
     }
 }
 
-/// Found by a black-box pass: `http2 = true` towards an https upstream that
+/// `http2 = true` towards an https upstream that
 /// speaks HTTP/1.1 only and ignores ALPN sent it the HTTP/2 preface, which
 /// it refused, and every keyed request was stored as `outcome-unknown`
 /// (replayed for the whole retention) though none had run. The connection
@@ -466,7 +466,7 @@ async fn unreachable_while_the_handshake_stalls(
     }
 }
 
-/// Found by a black-box pass: an `http2 = true` https upstream that takes
+/// An `http2 = true` https upstream that takes
 /// the TCP connection but never finishes the TLS handshake held a keyed
 /// request for the whole upstream `timeout` (hyper's connector bounds the
 /// TCP connect only), which then stored it as 504 `outcome-unknown`,
@@ -484,7 +484,7 @@ async fn an_http2_upstream_that_never_finishes_the_handshake_is_unreachable_not_
     .await;
 }
 
-/// Found by a black-box pass: with a `connect_timeout` longer than the
+/// With a `connect_timeout` longer than the
 /// upstream's `timeout`, a keyed request still waiting for the first
 /// HTTP/2 connection when `timeout` ran out was stored as 504
 /// `outcome-unknown` though nothing was sent (towards HTTP/1 upstreams it
@@ -497,7 +497,7 @@ async fn an_http2_connect_slower_than_the_timeout_is_unreachable_not_outcome_unk
         .await;
 }
 
-/// Found by a black-box pass: an https upstream that requires a client
+/// An https upstream that requires a client
 /// certificate the gateway does not present refuses the TLS 1.3 handshake
 /// only after the gateway has finished its side and written the request,
 /// so the refusal came where the answer was awaited, and every keyed

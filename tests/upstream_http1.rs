@@ -350,7 +350,7 @@ async fn an_upstream_that_refuses_a_large_body_before_reading_it_is_relayed() {
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
-/// Found by a black-box pass: an upstream's `100 Continue` that came while
+/// An upstream's `100 Continue` that came while
 /// the gateway was still writing a large body was taken for the start of
 /// the answer, so the gateway stopped sending the body and both sides
 /// waited until the timeout (504; on a keyed route, a stored
@@ -383,7 +383,7 @@ async fn an_interim_answer_while_the_body_is_sent_does_not_stop_the_body() {
     assert_eq!(seen.requests[1].1.len(), 900 << 10);
 }
 
-/// Found by a black-box pass: an answer with `Transfer-Encoding: gzip,
+/// An answer with `Transfer-Encoding: gzip,
 /// chunked` (or `gzip`, to the close) reached the client de-chunked with
 /// its `Transfer-Encoding` dropped, so gzip bytes arrived labelled as
 /// nothing, and a keyed route stored them so. An HTTP/1.1 client is now
@@ -445,7 +445,7 @@ async fn answers_with_codings_besides_chunked_keep_them_or_are_refused() {
     assert_eq!(after.status, 200);
 }
 
-/// Found by a black-box pass: an answer with `Transfer-Encoding: chunked`
+/// An answer with `Transfer-Encoding: chunked`
 /// and a `Content-Length` (which it overrides, RFC 9112 §6.3), or a 204
 /// with a `Content-Length`, had the length sent on: an HTTP/2 client got a
 /// stream error instead of the answer, first-hand or replayed from the store.
@@ -564,7 +564,7 @@ async fn hostile_upstream_answers_are_refused_or_cut_and_the_connection_is_not_r
     assert!(texts.iter().all(|head| !head.contains("smuggled")));
 }
 
-/// Found by a black-box pass: every `Proxy-*` field of an answer was
+/// Every `Proxy-*` field of an answer was
 /// dropped as hop-by-hop, so a 407 reached the client without the
 /// `Proxy-Authenticate` challenge it must carry. It is end-to-end (RFC 9110
 /// §11.7.1), relayed, stored and replayed; the fields that describe the
@@ -596,7 +596,7 @@ async fn a_proxy_challenge_is_relayed_and_replayed() {
     assert_eq!(seen.lock().unwrap().requests.len(), 2);
 }
 
-/// Found by a black-box pass: a 304 whose `Content-Length` (the
+/// A 304 whose `Content-Length` (the
 /// representation's, RFC 9110 §8.6) is over `max_stored_response` was kept
 /// as an oversized answer, so its replay said `Idempotency-Replay: omitted`
 /// and lost the length, though no body was left out. An answer with no
@@ -618,7 +618,7 @@ async fn a_bodiless_answer_with_a_large_length_is_kept_whole() {
     assert_eq!(seen.lock().unwrap().requests.len(), 1);
 }
 
-/// Found by a black-box pass: `Transfer-Encoding: identity` (RFC 2616's
+/// `Transfer-Encoding: identity` (RFC 2616's
 /// "no coding", still sent by old servers) beside a `Content-Length` made
 /// the answer run to the close, so on a connection the upstream kept open
 /// it hung until the upstream's timeout: the client's connection was cut,
@@ -648,7 +648,7 @@ async fn a_transfer_encoding_that_names_no_coding_is_framed_by_its_length() {
     assert_eq!(seen.lock().unwrap().requests.len(), 2);
 }
 
-/// Found by a black-box pass: an upstream that closes idle connections
+/// An upstream that closes idle connections
 /// after a few seconds (Apache and Node.js: 5 s, said in `Keep-Alive:
 /// timeout=5`) had them kept and reused for 60 s, so a request could take
 /// one just as the upstream closed it; a keyed POST then has an unknown

@@ -189,7 +189,7 @@ fn seen(reply: &common::Reply) -> (serde_json::Value, serde_json::Value) {
     (doc["authority"].clone(), doc["host"].clone())
 }
 
-/// Found by review: the gateway sent an HTTP/2 upstream its own authority
+/// The gateway sent an HTTP/2 upstream its own authority
 /// as `:authority` and the client's host in a `host` field beside it, which
 /// RFC 9113 §8.3.1 says must not differ; a server that reads `:authority`
 /// (hyper, Go) never saw the client's host, so `preserve_host` (the
@@ -363,7 +363,7 @@ async fn refusing_upstream(refuse: u64) -> (SocketAddr, Arc<AtomicU64>) {
     (addr, answered)
 }
 
-/// Found by review: a stream the upstream reset with `REFUSED_STREAM` was
+/// A stream the upstream reset with `REFUSED_STREAM` was
 /// taken for a broken exchange, its key stored as `outcome-unknown`, so a
 /// retry was refused for a request the upstream never processed. It is
 /// "nothing was sent": 502 `upstream-unreachable` and the key freed, so the
@@ -469,7 +469,7 @@ async fn going_away_upstream(go_away: u64) -> (SocketAddr, Arc<AtomicU64>) {
     (addr, answered)
 }
 
-/// Found by a black-box pass: a stream above the last one an upstream's
+/// A stream above the last one an upstream's
 /// GOAWAY named (an nginx at `keepalive_requests`, a server shutting down)
 /// was taken for a broken exchange, and a keyed request's key was stored
 /// as `outcome-unknown` for a request the upstream said it never
@@ -564,7 +564,7 @@ async fn fixed_upstream(head: fn() -> Response<()>) -> (SocketAddr, Arc<AtomicU6
     (addr, answered)
 }
 
-/// Found by a black-box pass: an HTTP/2 upstream's 204 with a
+/// An HTTP/2 upstream's 204 with a
 /// `content-length` was passed on with it, and an HTTP/2 client (curl)
 /// reset the stream instead of taking the answer (RFC 9110 §8.6: a 204
 /// has none). It is dropped, fresh and in what is stored, as it is from an
@@ -587,7 +587,7 @@ async fn a_204_from_an_http2_upstream_has_no_length() {
     assert_eq!(answered.load(Ordering::SeqCst), 2);
 }
 
-/// Found by a black-box pass: an HTTP/2 upstream's field named like a
+/// An HTTP/2 upstream's field named like a
 /// framing field (`transfer_encoding`, `content__length`) was passed on to
 /// HTTP/1 clients, where a proxy in front of the gateway that folds `_`
 /// into `-` reads a second framing; an HTTP/1 upstream's is dropped
@@ -698,7 +698,7 @@ fn assert_problem(reply: &common::Reply, status: u16, code: &str) {
     assert_eq!(reply.json()["code"], code, "{}", reply.text());
 }
 
-/// Found by review: past an HTTP/2 upstream's stream limit a request waited
+/// Past an HTTP/2 upstream's stream limit a request waited
 /// inside hyper's connection, never sent; one still waiting when its
 /// `timeout` ended was answered 504 `outcome-unknown` and that was stored,
 /// so every retry of its key replayed it. The gateway now counts the

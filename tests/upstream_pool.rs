@@ -407,7 +407,7 @@ async fn upstream_slow_to_close_then_slow_to_answer() -> (String, Arc<AtomicU64>
     (url, requests)
 }
 
-/// Found by a black-box pass: an idempotent request sent again after its
+/// An idempotent request sent again after its
 /// kept-alive connection closed unanswered got a whole new `timeout` (and
 /// `connect_timeout`) for the second try, so a keyed PUT could run to twice
 /// its upstream's `timeout`, past a `lock_timeout` that `check` only asks

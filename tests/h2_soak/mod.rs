@@ -956,7 +956,7 @@ async fn every_way_a_stream_ends_gives_its_place_back() {
     );
 }
 
-/// Found by the soak above: an HTTP/1 client's upload to an HTTP/2
+/// An HTTP/1 client's upload to an HTTP/2
 /// upstream that answered before the body was in (401, 413, or a stall
 /// past `timeout` mid-answer) kept its stream's place for good when the
 /// client sent no more. hyper goes on sending a request body after the
