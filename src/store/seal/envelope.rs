@@ -9,13 +9,16 @@
 //!   8 bytes of SHA-256 over a label and the key, never the key itself). The
 //!   name starts with `:`, which no HTTP field name may contain, so no answer
 //!   from an upstream can be taken for a sealed one;
-//! - `body` is `u8 version (1)`, a 12-byte random nonce, then the AES-256-GCM
+//! - `body` is `u8 version (2)`, a 12-byte random nonce, then the AES-256-GCM
 //!   ciphertext and tag of `u32 len + headers` (the embedded store's header
 //!   codec) followed by the body.
 //!
 //! The associated data binds the ciphertext to its record (route, scope, key)
-//! and to the clear status and `body_omitted`: a sealed answer copied onto
-//! another record, or a status altered in the database, does not open.
+//! and to every clear field: the status, `body_omitted` and
+//! `outcome_unknown`. A sealed answer copied onto another record, or a clear
+//! field altered in the database, does not open. Version 1 (still opened)
+//! left `outcome_unknown` out; the version is part of the associated data, so
+//! a version 2 answer relabelled 1 does not open either.
 
 use bytes::Bytes;
 use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
@@ -29,7 +32,10 @@ use crate::store::{RecordId, StoredResponse};
 /// The one header of a sealed answer; its value is the sealing key's id.
 pub const SEALED: &str = ":idemgate-sealed";
 
-const VERSION: u8 = 1;
+/// The envelope sealed now.
+const VERSION: u8 = 2;
+/// Opened, never sealed: `outcome_unknown` not bound.
+const VERSION_1: u8 = 1;
 const HEAD: usize = 1 + NONCE_LEN;
 
 /// Why a stored answer could not be opened. Never carries key material.
@@ -94,12 +100,21 @@ impl Keys {
     /// The answer sealed under the first key, or `None` when encryption is
     /// off (it is then stored as it is).
     pub fn seal(&self, id: &RecordId, response: &StoredResponse) -> Option<StoredResponse> {
+        self.seal_as(VERSION, id, response)
+    }
+
+    fn seal_as(
+        &self,
+        version: u8,
+        id: &RecordId,
+        response: &StoredResponse,
+    ) -> Option<StoredResponse> {
         let key = self.keys.first()?;
         let headers = encode_headers(&response.headers);
         let mut out = Vec::with_capacity(
             HEAD + 4 + headers.len() + response.body.len() + AES_256_GCM.tag_len(),
         );
-        out.push(VERSION);
+        out.push(version);
         let mut nonce = [0u8; NONCE_LEN];
         // The system's random source failing is not something to store
         // around: without a fresh nonce there is no safe seal.
@@ -109,7 +124,7 @@ impl Keys {
         out.extend_from_slice(&len.to_be_bytes());
         out.extend_from_slice(&headers);
         out.extend_from_slice(&response.body);
-        let aad = associated(id, response.status, response.body_omitted);
+        let aad = associated(version, id, response);
         let tag = key
             .aead
             .seal_in_place_separate_tag(
@@ -145,13 +160,13 @@ impl Keys {
         let forged = || OpenError::Forged {
             key_id: key_id.clone(),
         };
-        let Some((&VERSION, rest)) = stored.body.split_first() else {
+        let Some((&version @ (VERSION | VERSION_1), rest)) = stored.body.split_first() else {
             return Err(forged());
         };
         let Some((nonce, _)) = rest.split_first_chunk::<NONCE_LEN>() else {
             return Err(forged());
         };
-        let aad = associated(id, stored.status, stored.body_omitted);
+        let aad = associated(version, id, &stored);
         for key in candidates {
             let mut sealed = stored.body[HEAD..].to_vec();
             let Ok(plain) = key.aead.open_in_place(
@@ -191,16 +206,25 @@ fn unpack(plain: Vec<u8>, stored: &StoredResponse) -> Option<StoredResponse> {
     })
 }
 
-fn associated(id: &RecordId, status: u16, body_omitted: bool) -> Vec<u8> {
+/// What a sealed answer is bound to: its record and its clear fields, as
+/// its envelope `version` binds them.
+fn associated(version: u8, id: &RecordId, response: &StoredResponse) -> Vec<u8> {
     let mut aad = Vec::with_capacity(32 + id.route.len() + id.scope.len() + id.key.len());
-    aad.extend_from_slice(b"idemgate answer v1");
+    aad.extend_from_slice(if version == VERSION_1 {
+        b"idemgate answer v1"
+    } else {
+        b"idemgate answer v2"
+    });
     // Length-prefixed: ("ab","c") and ("a","bc") differ.
     for part in [&id.route, &id.scope, &id.key] {
         aad.extend_from_slice(&(part.len() as u64).to_be_bytes());
         aad.extend_from_slice(part.as_bytes());
     }
-    aad.extend_from_slice(&status.to_be_bytes());
-    aad.push(u8::from(body_omitted));
+    aad.extend_from_slice(&response.status.to_be_bytes());
+    aad.push(u8::from(response.body_omitted));
+    if version != VERSION_1 {
+        aad.push(u8::from(response.outcome_unknown));
+    }
     aad
 }
 
@@ -326,6 +350,55 @@ mod tests {
             };
             assert!(keys.open(&id(), short).is_err(), "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn an_altered_outcome_unknown_mark_does_not_open() {
+        let keys = Keys::new(&[key(1)]);
+        for unknown in [false, true] {
+            let marked = StoredResponse {
+                outcome_unknown: unknown,
+                ..answer()
+            };
+            let sealed = keys.seal(&id(), &marked).unwrap();
+            assert_eq!(sealed.body[0], VERSION);
+            assert_eq!(keys.open(&id(), sealed.clone()).unwrap(), marked);
+            let flipped = StoredResponse {
+                outcome_unknown: !unknown,
+                ..sealed.clone()
+            };
+            assert!(matches!(
+                keys.open(&id(), flipped),
+                Err(OpenError::Forged { .. })
+            ));
+            // Relabelled as the older envelope, which does not bind the mark.
+            let mut body = sealed.body.to_vec();
+            body[0] = VERSION_1;
+            let relabelled = StoredResponse {
+                body: Bytes::from(body),
+                ..sealed
+            };
+            assert!(keys.open(&id(), relabelled).is_err());
+        }
+    }
+
+    #[test]
+    fn answers_sealed_in_the_first_envelope_still_open() {
+        let keys = Keys::new(&[key(1)]);
+        let marked = StoredResponse {
+            outcome_unknown: true,
+            ..answer()
+        };
+        let old = keys.seal_as(VERSION_1, &id(), &marked).unwrap();
+        assert_eq!(old.body[0], VERSION_1);
+        assert_eq!(keys.open(&id(), old.clone()).unwrap(), marked);
+        let mut body = old.body.to_vec();
+        body[0] = 3;
+        let unknown_version = StoredResponse {
+            body: Bytes::from(body),
+            ..old
+        };
+        assert!(keys.open(&id(), unknown_version).is_err());
     }
 
     #[test]
