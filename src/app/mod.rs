@@ -66,7 +66,12 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
         tracing::warn!("{}: {warning}", config_path.display());
     }
     reload::log_if_admin_disabled(&config.admin);
-    let upstream_connections = config.upstreams.values().map(|u| u.max_connections).sum();
+    let upstream_connections = config
+        .upstreams
+        .values()
+        .map(|u| u.max_connections)
+        .sum::<usize>()
+        + crate::region::forward_connections(&config);
     let open_files = open_files::current();
     if let Some(needed) = open_files::short_of(
         open_files,
@@ -77,7 +82,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
             limit = open_files.0,
             needed,
             "the open files limit (ulimit -n, its hard limit) is below what \
-             server.max_connections and the upstreams' max_connections need; \
+             server.max_connections, the upstreams' and other regions' connections need; \
              connections past it wait until others close"
         );
     }

@@ -186,6 +186,14 @@ fn named(peer: &RegionPeerConfig, mut error: TlsError) -> TlsError {
 /// as for an upstream by default.
 const CONNECTIONS: usize = 256;
 
+/// Most connections this process opens to other regions' gateways at once
+/// (for the open-files estimate at start).
+pub fn forward_connections(config: &Config) -> usize {
+    config.region.as_ref().map_or(0, |regions| {
+        regions.peers.len().saturating_sub(1) * CONNECTIONS
+    })
+}
+
 /// A region's gateways as the upstream client reaches them.
 fn as_upstream(peer: &RegionPeerConfig) -> UpstreamConfig {
     UpstreamConfig {
@@ -200,5 +208,29 @@ fn as_upstream(peer: &RegionPeerConfig) -> UpstreamConfig {
             cert: None,
             key: None,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn each_other_region_counts_its_pool_of_connections() {
+        let env = |name: &str| (name == "TOKEN").then(|| "0123456789abcdef0123".to_owned());
+        let parse =
+            |text: String| crate::config::parse(&text, Path::new("t.toml"), &env).expect("valid");
+        let one = parse(crate::config::ONE_ROUTE.to_owned());
+        assert_eq!(forward_connections(&one), 0);
+        let three = parse(format!(
+            "{}\n[region]\nname = \"eu\"\ntoken_env = \"TOKEN\"\n\
+             [regions.eu]\ngateway = \"http://10.0.0.1:8080\"\n\
+             [regions.us]\ngateway = \"http://10.0.0.2:8080\"\n\
+             [regions.ap]\ngateway = \"http://10.0.0.3:8080\"\n",
+            crate::config::ONE_ROUTE
+        ));
+        assert_eq!(forward_connections(&three), 2 * CONNECTIONS);
     }
 }
