@@ -128,6 +128,85 @@ async fn newer_schema_refused() {
     assert!(msg.contains(&format!("{}", SCHEMA_VERSION + 1)), "{msg}");
 }
 
+/// What an older gateway serving the file looks like from here: a file of
+/// version 2 (before the outcome-unknown mark), and the serve lock held by
+/// someone else.
+fn served_by_an_older_gateway() -> (PathBuf, TempDirGuard, std::fs::File) {
+    let (path, dir) = made_then_edited(|conn| {
+        conn.execute_batch(
+            "DROP INDEX records_listing;
+             ALTER TABLE records DROP COLUMN outcome_unknown;
+             PRAGMA user_version = 2;",
+        )
+        .unwrap();
+    });
+    let mut lock = path.as_os_str().to_owned();
+    lock.push("-lock");
+    let lock = std::fs::File::create(&lock).unwrap();
+    lock.try_lock().unwrap();
+    (path, dir, lock)
+}
+
+fn file_version(path: &std::path::Path) -> i64 {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap()
+}
+
+/// `keys`, `sweep` and `migrate` of a newer binary, run beside an older
+/// gateway that still serves the file, leave the file as it is: migrating
+/// it under that gateway left it running on a schema it refuses at its
+/// next start (and its later outcome-unknown answers unmarked).
+#[tokio::test]
+async fn a_file_an_older_gateway_serves_is_not_migrated_under_it() {
+    let (path, _dir, lock) = served_by_an_older_gateway();
+    for err in [
+        EmbeddedStore::migrate(&path).expect_err("migrate refused"),
+        EmbeddedStore::open(&path)
+            .err()
+            .expect("keys/sweep refused"),
+    ] {
+        assert!(
+            matches!(
+                &err,
+                StoreError::Unavailable(Unavailable::Embedded(EmbeddedCause::ServedOlder {
+                    found: 2,
+                    supported: SCHEMA_VERSION,
+                    ..
+                }))
+            ),
+            "{err:?}"
+        );
+        let msg = err.to_string();
+        assert!(
+            msg.contains("version 2 is served by a running idemgate")
+                && msg.contains("stop that gateway"),
+            "{msg}"
+        );
+    }
+    assert_eq!(file_version(&path), 2, "the file is left as it was");
+    drop(lock);
+    // Once that gateway has stopped, the new binary migrates the file.
+    assert_eq!(EmbeddedStore::migrate(&path).unwrap(), 2);
+    assert_eq!(file_version(&path), SCHEMA_VERSION);
+}
+
+/// A gateway of this version serving the file migrated it already: the
+/// commands open it beside that gateway as ever.
+#[tokio::test]
+async fn a_file_a_gateway_of_this_version_serves_opens_beside_it() {
+    let path = temp_db();
+    let _dir = TempDirGuard(path.clone());
+    drop(EmbeddedStore::open(&path).unwrap());
+    let mut lock = path.as_os_str().to_owned();
+    lock.push("-lock");
+    let lock = std::fs::File::create(&lock).unwrap();
+    lock.try_lock().unwrap();
+    EmbeddedStore::open(&path).unwrap().ping().await.unwrap();
+    assert_eq!(EmbeddedStore::migrate(&path).unwrap(), SCHEMA_VERSION);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn handles_share_one_thread_and_outlive_clones() {
     let path = temp_db();

@@ -47,6 +47,23 @@ pub enum EmbeddedCause {
         lock.display()
     )]
     Served { path: PathBuf, lock: PathBuf },
+    /// `keys`, `sweep` or `migrate` found a file of an older schema that a
+    /// running gateway serves: an older idemgate, which could no longer
+    /// start on the file once this one had migrated it.
+    #[error(
+        "{}: store schema version {found} is served by a running idemgate (it holds {}); \
+         this idemgate would migrate it to version {supported} under that gateway, which \
+         could then not start on it again: stop that gateway and start this version on \
+         the file (it migrates it), then run this again",
+        path.display(),
+        lock.display()
+    )]
+    ServedOlder {
+        path: PathBuf,
+        lock: PathBuf,
+        found: i64,
+        supported: i64,
+    },
     /// The store's writer or sync thread could not be started.
     #[error("starting the {thread} thread: {source}")]
     Thread {

@@ -95,6 +95,29 @@ struct Inner {
     _serve_lock: Option<serve_lock::ServeLock>,
 }
 
+/// For what opens the file without the serve lock (`keys`, `sweep`,
+/// `migrate`): a file of an older schema that a gateway serves is served by
+/// an older idemgate (a gateway of this version migrates the file before it
+/// serves). Migrating it under that gateway would leave it running on a
+/// schema it refuses at its next start, so the file is left alone.
+fn refuse_migrating_under_a_gateway(path: &Path) -> Result<(), StoreError> {
+    if !serve_lock::held_elsewhere(path) {
+        return Ok(());
+    }
+    match schema::version_on_disk(path) {
+        Some(found) if found > 0 && found < schema::SCHEMA_VERSION => {
+            Err(cause::EmbeddedCause::ServedOlder {
+                path: path.to_owned(),
+                lock: serve_lock::lock_path(path),
+                found,
+                supported: schema::SCHEMA_VERSION,
+            }
+            .into())
+        }
+        _ => Ok(()),
+    }
+}
+
 impl EmbeddedStore {
     /// Opens (creating if needed) the store file and its parent directories,
     /// every answer synced before it is acknowledged. Refuses a file whose
@@ -106,8 +129,11 @@ impl EmbeddedStore {
     /// Brings the file's schema to `SCHEMA_VERSION` (creating the file if
     /// needed) and closes it; returns the version the file had, 0 for a new
     /// file. `idemgate migrate`: it takes no serve lock, so it works beside a
-    /// running gateway, whose opening did the same already.
+    /// running gateway, whose opening did the same already; a file of an
+    /// older schema that a gateway serves is an older gateway's, and is
+    /// refused (`refuse_migrating_under_a_gateway`).
     pub fn migrate(path: &Path) -> Result<i64, StoreError> {
+        refuse_migrating_under_a_gateway(path)?;
         schema::open_and_migrate(path).map(|(_, found)| found)
     }
 
@@ -136,7 +162,8 @@ impl EmbeddedStore {
 
     /// As `open_with`, for `serve`: first takes the lock that refuses a
     /// second gateway on the same file (`serve_lock`), held while the store
-    /// lives. `keys` and `sweep` open the file without it.
+    /// lives. `keys` and `sweep` open the file without it (and leave alone a
+    /// file an older gateway serves, as `migrate` does).
     pub fn open_for_serving(
         path: &Path,
         durability: Durability,
@@ -152,6 +179,9 @@ impl EmbeddedStore {
         clock: Clock,
         lock: Option<serve_lock::ServeLock>,
     ) -> Result<EmbeddedStore, StoreError> {
+        if lock.is_none() {
+            refuse_migrating_under_a_gateway(path)?;
+        }
         let conn = schema::open_connection(path)?;
         let file = file_watch::FileWatch::new(path);
         let sync_wal = wal_sync::sync_wal(path)?;

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use super::cause::{EmbeddedCause, FileUse};
 use crate::store::StoreError;
@@ -198,6 +198,14 @@ pub(super) fn open_and_migrate(path: &Path) -> Result<(Connection, i64), StoreEr
         .map_err(fail)?;
     tx.commit().map_err(fail)?;
     Ok((conn, version))
+}
+
+/// The schema version of an existing file, read without writing anything
+/// (no migration, no file made); `None` when it cannot be read.
+pub(super) fn version_on_disk(path: &Path) -> Option<i64> {
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).ok()?;
+    conn.busy_timeout(BUSY_TIMEOUT).ok()?;
+    user_version(&conn).ok()
 }
 
 fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
