@@ -200,6 +200,53 @@ async fn header_over_max_header_bytes() {
     s.assert_clean();
 }
 
+/// Every 431 an HTTP/1 client gets counts as `too_large` with `route=""`,
+/// whether the gateway refused the head (over `max_header_bytes`) or the
+/// parser did (over its buffer, or more fields than it reads): one count
+/// per refused head, and in the duration histogram too. The parser's 400s
+/// stay outside the outcomes, as the gateway's own do.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_refused_head_counts_as_too_large() {
+    let s = setup("head-counts").await;
+    let metric = |text: &str, name: &str| -> u64 {
+        let prefix = format!("{name}{{outcome=\"too_large\",route=\"\"}} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .map_or(0, |value| value.trim().parse().expect("a count"))
+    };
+    let over_limit = format!("X-Pad: {}\r\n", "p".repeat(5000));
+    let over_buffer = format!("X-Pad: {}\r\n", "p".repeat(64 * 1024));
+    let many: String = (0..120).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let heads = [
+        ("over max_header_bytes", over_limit),
+        ("over the parser's buffer", over_buffer),
+        ("more fields than the parser reads", many),
+    ];
+    for (counted, (case, extra)) in heads.iter().enumerate() {
+        let request = format!("GET /rest HTTP/1.1\r\nHost: gw\r\n{extra}\r\n");
+        let reply = s.raw(request.as_bytes()).await;
+        assert_eq!(reply.status, Some(431), "{case}: {reply:?}");
+        // Counted before the answer is written: read at once.
+        let text = s.gateway.admin_client().get("/metrics").await.text();
+        let expected = counted as u64 + 1;
+        assert_eq!(metric(&text, "idemgate_requests_total"), expected, "{case}");
+        assert_eq!(
+            metric(&text, "idemgate_request_duration_seconds_count"),
+            expected,
+            "{case}"
+        );
+    }
+    let reply = s.raw(b"NOT HTTP AT ALL\r\n\r\n").await;
+    assert_eq!(reply.status, Some(400), "{reply:?}");
+    let text = s.gateway.admin_client().get("/metrics").await.text();
+    assert!(
+        !text.contains("outcome=\"bad_request\""),
+        "a 400 is no outcome"
+    );
+    assert_eq!(metric(&text, "idemgate_requests_total"), 3);
+    s.assert_clean();
+}
+
 /// What the HTTP/1 parser refuses is answered like every other error: a
 /// problem document with a stable code, and the connection closed.
 #[tokio::test(flavor = "multi_thread")]

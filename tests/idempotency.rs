@@ -805,6 +805,96 @@ async fn client_gone_mid_request_still_records_the_answer() {
     assert_eq!(s.upstream.executions("gone-1"), 1);
 }
 
+/// The counting rule of docs/operating.md ("How the metrics add up"): a
+/// client that half-closes is still answered and counted once; one whose
+/// connection is reset before its answer is ready is not counted, while
+/// its execution is: in the upstream histogram, in `idemgate_inflight`
+/// until recorded, and its retry replays.
+#[tokio::test]
+async fn a_client_that_leaves_is_counted_once_or_not_at_all() {
+    use tokio::io::AsyncWriteExt;
+    let s = setup("leave-counts").await;
+    let value = |text: &str, series: &str| -> u64 {
+        text.lines()
+            .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+            .map_or(0, |v| v.trim().parse().expect("a number"))
+    };
+    // The metrics once `series` reads `wanted` (within 5 s).
+    let until = |series: &'static str, wanted: u64| {
+        let admin = s.gateway.admin_client();
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            loop {
+                let text = admin.get("/metrics").await.text();
+                if value(&text, series) == wanted || tokio::time::Instant::now() > deadline {
+                    return text;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let request = |key: &str| {
+        format!(
+            "POST /v1/charges?delay_ms=600 HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: {key}\r\n\
+             Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}"
+        )
+    };
+    let new = "idemgate_requests_total{outcome=\"new\",route=\"charges\"}";
+    let durations = "idemgate_request_duration_seconds_count{outcome=\"new\",route=\"charges\"}";
+    let upstream = "idemgate_upstream_duration_seconds_count{route=\"charges\",upstream=\"api\"}";
+    let inflight = "idemgate_inflight{route=\"charges\"}";
+
+    // Reset while the upstream runs.
+    let mut reset = tokio::net::TcpStream::connect(s.gateway.addr)
+        .await
+        .expect("connect");
+    reset
+        .write_all(request("reset-1").as_bytes())
+        .await
+        .expect("write");
+    assert_eq!(value(&until(inflight, 1).await, inflight), 1);
+    reset.set_zero_linger().expect("linger");
+    drop(reset);
+    let text = until(upstream, 1).await;
+    let text = if value(&text, inflight) == 0 {
+        text
+    } else {
+        until(inflight, 0).await
+    };
+    assert_eq!(value(&text, inflight), 0, "{text}");
+    assert_eq!(value(&text, new), 0, "a request nobody was answered");
+    assert_eq!(value(&text, durations), 0);
+    assert_eq!(value(&text, upstream), 1, "its execution ran");
+    assert_eq!(s.upstream.executions("reset-1"), 1);
+    let retry = s
+        .gateway
+        .client()
+        .post("/v1/charges?delay_ms=600", Some("reset-1"), "{}")
+        .await;
+    assert_eq!(retry.header("idempotent-replayed"), Some("true"));
+
+    // Half-closed: answered (the write may fail) and counted once.
+    let mut half = tokio::net::TcpStream::connect(s.gateway.addr)
+        .await
+        .expect("connect");
+    half.write_all(request("half-1").as_bytes())
+        .await
+        .expect("write");
+    half.shutdown().await.expect("half-close");
+    let text = until(new, 1).await;
+    assert_eq!(value(&text, new), 1, "{text}");
+    assert_eq!(value(&text, durations), 1);
+    assert_eq!(value(&text, upstream), 2);
+    assert_eq!(value(&text, inflight), 0);
+    assert_eq!(
+        value(
+            &text,
+            "idemgate_requests_total{outcome=\"replayed\",route=\"charges\"}"
+        ),
+        1
+    );
+}
+
 #[tokio::test]
 async fn answers_survive_sigkill_and_a_lease_of_a_dead_gateway_is_taken_over() {
     let mut s = setup("crash").await;

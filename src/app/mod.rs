@@ -137,6 +137,10 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
         tls,
         detached: gateway.executions(),
         cut_off: gateway.cut_off(),
+        on_refusal: Some({
+            let gateway = gateway.clone();
+            Arc::new(move |error| gateway.refused(error))
+        }),
     };
     // The admin plane outlives the data plane's drain: metrics show it and
     // `/readyz` answers 503 through it (docs/operating.md, Shutdown).
@@ -170,6 +174,8 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
                 // The data plane waits for the executions.
                 detached: tokio_util::task::TaskTracker::new(),
                 cut_off: CancellationToken::new(),
+                // Its refusals are no data-plane requests.
+                on_refusal: None,
                 ..limits
             },
             move |request, client| {

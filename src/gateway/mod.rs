@@ -143,6 +143,17 @@ impl Gateway {
         &self.metrics
     }
 
+    /// Counts a head the connection refused before it became a request
+    /// (the HTTP/1 parser's 431), as `handle` counts a refusal of its own
+    /// made before any route was chosen: the client gets the same answer.
+    /// It took no time the gateway measured.
+    pub fn refused(&self, error: &GatewayError) {
+        if let Some(outcome) = error.outcome() {
+            self.unrouted
+                .finished(&self.metrics, outcome, Duration::ZERO);
+        }
+    }
+
     pub async fn handle(
         self: Arc<Self>,
         mut request: Request<ClientBody>,

@@ -28,6 +28,7 @@ use super::prefixed::Prefixed;
 use crate::body::{Body, ClientBody, Http2Body, StreamWatch, Watched};
 use crate::client_info::ClientInfo;
 use crate::tls::TlsSettings;
+use http1::OnRefusal;
 
 #[derive(Clone)]
 pub struct Limits {
@@ -50,6 +51,8 @@ pub struct Limits {
     /// detached work still running then stops and records what it knows,
     /// waited for [`CUT_OFF_WAIT`] at most.
     pub cut_off: CancellationToken,
+    /// `None`: refusals are answered and not told (the admin plane).
+    pub on_refusal: Option<OnRefusal>,
 }
 
 /// How long, once the grace is over, the listener waits for the detached
@@ -124,6 +127,7 @@ pub async fn serve<H, F>(
             settings,
             closing: closing_seen.clone(),
             handler: handler.clone(),
+            on_refusal: limits.on_refusal.clone(),
         };
         let tls = limits.tls.as_ref().map(|tls| tls.load_full());
         tokio::spawn(async move {
@@ -196,6 +200,7 @@ struct Connection<H> {
     settings: http1::Settings,
     closing: watch::Receiver<bool>,
     handler: H,
+    on_refusal: Option<OnRefusal>,
 }
 
 impl<H, F> Connection<H>
@@ -267,8 +272,17 @@ where
             let stream = Prefixed::new(read.freeze(), stream);
             self.serve_h2(TokioIo::new(stream), client).await;
         } else {
-            let handler = self.handler;
-            http1::serve(stream, read, client, self.settings, handler, self.closing).await;
+            let (settings, handler, closing) = (self.settings, self.handler, self.closing);
+            http1::serve(
+                stream,
+                read,
+                client,
+                settings,
+                handler,
+                closing,
+                self.on_refusal,
+            )
+            .await;
         }
     }
 
@@ -391,6 +405,7 @@ mod tests {
             tls: None,
             detached: TaskTracker::new(),
             cut_off: CancellationToken::new(),
+            on_refusal: None,
         };
         let shutdown = CancellationToken::new();
         let server = tokio::spawn(serve(

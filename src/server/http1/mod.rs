@@ -38,6 +38,11 @@ use crate::wire::chunked::ChunkedDecoder;
 use crate::wire::framing::BodyKind;
 use crate::wire::names::FieldNames;
 
+/// Told of every request head a connection refuses before the handler
+/// sees it (the parser's 400s and 431s), so the data plane counts it as it
+/// counts its own refusals.
+pub type OnRefusal = Arc<dyn Fn(&GatewayError) + Send + Sync>;
+
 /// The limits of one connection.
 #[derive(Debug, Clone, Copy)]
 pub struct Settings {
@@ -59,7 +64,8 @@ const LINGER: Duration = Duration::from_millis(500);
 
 /// Serves HTTP/1 requests on `stream` until either end closes it, or
 /// `shutdown` turns true (then after the answer in progress). `read` holds
-/// bytes already read from the stream.
+/// bytes already read from the stream. A head refused before it is a
+/// request is told to `on_refusal` before its answer is written.
 pub async fn serve<S, H, F>(
     stream: S,
     read: BytesMut,
@@ -67,6 +73,7 @@ pub async fn serve<S, H, F>(
     settings: Settings,
     handler: H,
     mut shutdown: watch::Receiver<bool>,
+    on_refusal: Option<OnRefusal>,
 ) where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
     H: Fn(Request<ClientBody>, Arc<ClientInfo>) -> F,
@@ -86,7 +93,11 @@ pub async fn serve<S, H, F>(
                 Next::Head(head) => head,
                 Next::Closed => return,
                 Next::Refused(refusal) => {
-                    let _ = refuse(&mut write, &mut out, refusal, settings).await;
+                    let error = refusal_error(refusal, settings);
+                    if let Some(told) = &on_refusal {
+                        told(&error);
+                    }
+                    let _ = refuse(&mut write, &mut out, error).await;
                     linger(&reader, write).await;
                     return;
                 }
@@ -315,15 +326,11 @@ fn poll_go_ahead<W: AsyncWrite + Unpin>(
     Pin::new(write).poll_flush(cx)
 }
 
-async fn refuse<W: AsyncWrite + Unpin>(
-    write: &mut W,
-    out: &mut Vec<u8>,
-    refusal: Refusal,
-    settings: Settings,
-) -> std::io::Result<()> {
-    // A problem document like every other error, though the head never
-    // reached the gateway: clients branch on its `code`.
-    let error = match refusal {
+/// A problem like every other error, though the head never reached the
+/// gateway: clients branch on its `code`.
+fn refusal_error(refusal: Refusal, settings: Settings) -> GatewayError {
+    tracing::debug!(?refusal, "refused a request head");
+    match refusal {
         Refusal::Malformed => GatewayError::BadRequest("the request is not valid HTTP/1.1"),
         Refusal::TooLarge => GatewayError::HeaderTooLarge {
             limit: settings.max_header_bytes,
@@ -355,8 +362,14 @@ async fn refuse<W: AsyncWrite + Unpin>(
             GatewayError::BadRequest("the request target has bytes that are not ASCII")
         }
         Refusal::Version => GatewayError::BadRequest("only HTTP/1.x is spoken on this port"),
-    };
-    tracing::debug!(?refusal, "refused a request head");
+    }
+}
+
+async fn refuse<W: AsyncWrite + Unpin>(
+    write: &mut W,
+    out: &mut Vec<u8>,
+    error: GatewayError,
+) -> std::io::Result<()> {
     let facts = Facts {
         head: false,
         version: http::Version::HTTP_11,
