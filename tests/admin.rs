@@ -741,3 +741,53 @@ async fn a_reload_reads_the_admin_token_variable_again() {
         .count();
     assert_eq!(lines, 2, "once at start, once at the reload:\n{log}");
 }
+
+/// A request reserved before a reload completes under the config it started
+/// with: its record keeps the old retention and its answer the old marker and
+/// no expiry header, while a request started after the reload gets the new
+/// ones (docs/operating.md, "A request in flight during a reload").
+#[tokio::test]
+async fn a_request_in_flight_across_a_reload_completes_under_its_old_policy() {
+    let short = config().with_route("charges", |route| route.set("retention", "1s"));
+    let (_dir, upstream, gateway) =
+        common::admin::start_with_token("inflight", &short, TOKEN).await;
+    let client = gateway.client();
+    let admin = gateway.admin_client();
+    let (name, value) = bearer();
+    let auth = [(name, value.as_str())];
+
+    let slow = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .post("/v1/charges?delay_ms=1200", Some("slow"), "{}")
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    gateway.write_config(&config().with_route("charges", |route| {
+        route
+            .set("replay_values", ["new", "cached"])
+            .set("expiry_header", "Idempotency-Expires")
+    }));
+    let reply = admin.send("POST", "/admin/reload", &auth, "").await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+
+    let slow = slow.await.unwrap();
+    assert_eq!(slow.status, 201);
+    assert_eq!(slow.header("idempotent-replayed"), Some("false"));
+    assert_eq!(slow.header("idempotency-expires"), None);
+    let fresh = client.post("/v1/charges", Some("fresh"), "{}").await;
+    assert_eq!(fresh.header("idempotent-replayed"), Some("new"));
+    assert!(fresh.header("idempotency-expires").is_some());
+
+    // Past the old retention of one second: the record reserved before the
+    // reload has expired, the one made after it (1h) replays.
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let again = client.post("/v1/charges", Some("slow"), "{}").await;
+    assert_eq!(again.header("idempotent-replayed"), Some("new"));
+    assert_eq!(upstream.executions("slow"), 2);
+    let again = client.post("/v1/charges", Some("fresh"), "{}").await;
+    assert_eq!(again.header("idempotent-replayed"), Some("cached"));
+    assert_eq!(upstream.executions("fresh"), 1);
+}
