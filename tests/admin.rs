@@ -732,6 +732,17 @@ async fn a_reload_reads_the_admin_token_variable_again() {
     gateway.write_config(&unset);
     let reply = admin.send("POST", "/admin/reload", &auth, "").await;
     assert_eq!(reply.status, 200, "{}", reply.text());
+    // The caller is told the API goes away, not which variable guards it.
+    assert!(
+        reply.text().contains("/admin/* is turned off"),
+        "{}",
+        reply.text()
+    );
+    assert!(
+        !reply.text().contains("IDEMGATE_TEST_OTHER_TOKEN"),
+        "{}",
+        reply.text()
+    );
     let reply = admin.send("GET", path, &auth, "").await;
     assert!(disabled(&reply.json()), "{}", reply.text());
     let log = gateway.log_text();

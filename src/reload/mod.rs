@@ -116,6 +116,18 @@ impl Reloader {
         let running = self.gateway.runtime().config.clone();
         notes.extend(dropped_routes(&running, &new));
         notes.extend(changed_identities(&running, &new));
+        notes.extend(moved_homes(&running, &new));
+        // Said to the caller, who may be about to lose the API; the reason
+        // (the variable's name) goes to the log only, as at start.
+        if admin_disabled::why(&running.admin).is_none()
+            && admin_disabled::why(&new.admin).is_some()
+        {
+            notes.push(
+                "/admin/* is turned off by this file: it answers 404 not-found from now on \
+                 (the log says why)"
+                    .to_owned(),
+            );
+        }
         notes.extend(new.warnings.iter().cloned());
         notes.extend(
             crate::tls::validity_warnings(&new)
@@ -238,6 +250,25 @@ fn changed_identities(current: &Config, new: &Config) -> Vec<String> {
     notes
 }
 
+/// A key's home is drawn over the region names: adding, removing or
+/// renaming one moves some keys to another home, where their records are not
+/// (docs/multi-region.md). Applied, but said.
+fn moved_homes(current: &Config, new: &Config) -> Option<String> {
+    // No `[region]`, or one region alone: every key is at home.
+    let names = |config: &Config| {
+        config
+            .region
+            .as_ref()
+            .map(|regions| regions.peers.keys().cloned().collect::<Vec<_>>())
+            .filter(|names| names.len() > 1)
+    };
+    let (before, after) = (names(current), names(new));
+    (before != after).then(|| {
+        "the regions changed: keys whose home region moves are handled in their new home,          where their records are not, so a retry of one of them runs again"
+            .to_owned()
+    })
+}
+
 /// Settings a running process cannot change; reported, not silently ignored.
 fn restart_only_changes(current: &Config, new: &Config) -> Vec<String> {
     let mut notes = Vec::new();
@@ -307,7 +338,7 @@ fn without_keys(store: &StoreConfig) -> StoreConfig {
 mod tests {
     use std::path::Path;
 
-    use super::restart_only_changes;
+    use super::{moved_homes, restart_only_changes};
 
     const BASE: &str = crate::config::ONE_ROUTE;
 
@@ -315,6 +346,7 @@ mod tests {
         let env = |name: &str| match name {
             "K1" => Some("QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE=".to_owned()),
             "K2" => Some("QkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkI=".to_owned()),
+            "TOKEN" => Some("0123456789abcdef0123".to_owned()),
             _ => None,
         };
         let text = format!("{extra}{BASE}");
@@ -336,5 +368,31 @@ mod tests {
         assert_eq!(notes.len(), 1, "{notes:#?}");
         assert!(notes[0].starts_with("store changed"), "{}", notes[0]);
         assert!(restart_only_changes(&one, &one).is_empty());
+    }
+
+    fn regions(names: &[&str]) -> crate::config::Config {
+        let mut text = format!("[region]\nname = \"{}\"\ntoken_env = \"TOKEN\"\n", names[0]);
+        for (i, name) in names.iter().enumerate() {
+            text += &format!("[regions.{name}]\ngateway = \"http://10.0.0.{i}:8080\"\n");
+        }
+        config(&text)
+    }
+
+    #[test]
+    fn a_change_of_regions_is_said_to_move_keys() {
+        let none = config("");
+        let alone = regions(&["eu"]);
+        let two = regions(&["eu", "us"]);
+        let three = regions(&["eu", "us", "ap"]);
+        for (before, after) in [(&none, &two), (&two, &three), (&three, &two), (&two, &none)] {
+            let note = moved_homes(before, after).expect("a note");
+            assert!(note.contains("runs again"), "{note}");
+        }
+        assert_eq!(moved_homes(&two, &regions(&["eu", "us"])), None);
+        assert_eq!(
+            moved_homes(&none, &alone),
+            None,
+            "one region: every key at home"
+        );
     }
 }
