@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::{Lease, Store, StoreError, StoredResponse};
+use super::{Lease, LeaseRetry, Store, StoreError, StoredResponse};
 
 /// Pause before a release is tried again, doubled up to `RETRY_MAX`.
 const RETRY_FIRST: Duration = Duration::from_millis(100);
@@ -72,13 +72,9 @@ fn keep_releasing(store: Arc<dyn Store>, lease: Lease) {
         return;
     };
     handle.spawn(async move {
-        let mut pause = RETRY_FIRST;
+        let mut retry = LeaseRetry::new(RETRY_FIRST, RETRY_MAX);
         loop {
-            let left = lease
-                .expires_at
-                .duration_since(SystemTime::now())
-                .unwrap_or_default();
-            if left <= pause {
+            if retry.pause_within(&lease).is_none() {
                 tracing::warn!(
                     route = %lease.id.route,
                     key = %crate::key::short_hash(&lease.id.key),
@@ -86,7 +82,7 @@ fn keep_releasing(store: Arc<dyn Store>, lease: Lease) {
                 );
                 return;
             }
-            tokio::time::sleep(pause).await;
+            retry.sleep().await;
             match store.release(&lease).await {
                 Ok(()) => {
                     tracing::info!(
@@ -98,7 +94,7 @@ fn keep_releasing(store: Arc<dyn Store>, lease: Lease) {
                 }
                 // Releasing opens no answer: not a failure to retry.
                 Err(StoreError::Fenced | StoreError::Sealed(_)) => return,
-                Err(StoreError::Unavailable(_)) => pause = (pause * 2).min(RETRY_MAX),
+                Err(StoreError::Unavailable(_)) => {}
             }
         }
     });

@@ -10,6 +10,8 @@ pub mod count;
 pub mod embedded;
 pub mod guard;
 pub mod instrumented;
+mod lease_retry;
+use lease_retry::LeaseRetry;
 pub mod listing;
 mod open;
 pub mod postgres;

@@ -294,7 +294,7 @@ impl Store for EmbeddedStore {
         // failure that may pass (a full disk, another process's lock) is
         // tried again while the lease holds, as the Postgres store does
         // (docs/guarantees.md, "With the embedded store").
-        let mut pause = COMPLETE_RETRY_FIRST;
+        let mut retry = super::LeaseRetry::new(COMPLETE_RETRY_FIRST, COMPLETE_RETRY_MAX);
         loop {
             let (held, kept) = (lease.clone(), response.clone());
             let written = self
@@ -302,15 +302,10 @@ impl Store for EmbeddedStore {
                 .await;
             let passing = matches!(&written,
                 Err(StoreError::Unavailable(super::Unavailable::Embedded(cause))) if cause.may_pass());
-            let left = lease
-                .expires_at
-                .duration_since(SystemTime::now())
-                .unwrap_or_default();
-            if !passing || left <= pause {
+            if !passing || retry.pause_within(lease).is_none() {
                 return written;
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(COMPLETE_RETRY_MAX);
+            retry.sleep().await;
         }
     }
 

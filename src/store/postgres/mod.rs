@@ -266,7 +266,7 @@ impl PostgresStore {
         // (database restarted, session terminated), a database that cannot be
         // reached for a moment — is retried until the lease runs out. Nobody
         // else can take the key meanwhile, and the token fences every attempt.
-        let mut backoff = COMPLETE_RETRY_FIRST;
+        let mut retry = super::LeaseRetry::new(COMPLETE_RETRY_FIRST, COMPLETE_RETRY_MAX);
         let mut may_have_committed = false;
         if let Some(batches) = &self.batches {
             let (reply, replied) = tokio::sync::oneshot::channel();
@@ -319,17 +319,12 @@ impl PostgresStore {
                 Err(failure) => failure,
             };
             may_have_committed = true;
-            let left = lease
-                .expires_at
-                .duration_since(SystemTime::now())
-                .unwrap_or_default();
             let err = failure.into_error();
-            if left <= backoff {
+            let Some(pause) = retry.pause_within(lease) else {
                 return Err(err);
-            }
-            tracing::warn!(error = %err, retry_in_ms = backoff.as_millis() as u64, "completing failed; retrying while the lease holds");
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(COMPLETE_RETRY_MAX);
+            };
+            tracing::warn!(error = %err, retry_in_ms = pause.as_millis() as u64, "completing failed; retrying while the lease holds");
+            retry.sleep().await;
         }
     }
 
