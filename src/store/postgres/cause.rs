@@ -69,7 +69,7 @@ pub enum PostgresCause {
     #[error(
         "postgres: no schema of the search_path ({search_path}) exists in this database \
          (or this user may not use it): create it (CREATE SCHEMA) or fix the search_path \
-         in store.url"
+         in the store's URL (store.url, or the variable store.url_env names)"
     )]
     NoSchema { search_path: String },
     /// The connection listening for other replicas' purges closed.
