@@ -114,7 +114,7 @@ pub async fn migrate(path: &Path) -> i32 {
         Err(code) => return code,
     };
     match store::migrate(&config.store).await {
-        Ok(report) => say(&format!("{report}\n")).map_or_else(|code| code, |()| EXIT_OK),
+        Ok(report) => say(&migrated(&config.store, &report)).map_or_else(|code| code, |()| EXIT_OK),
         Err(err) => {
             eprintln!("idemgate migrate: {err}");
             EXIT_FAILURE
@@ -155,6 +155,40 @@ pub async fn sweep(path: &Path) -> i32 {
         }
     }
     say(&deleted(total, "expired ")).map_or_else(|code| code, |()| EXIT_OK)
+}
+
+/// `migrate`'s line: the version found, the version now, the migrations
+/// applied (the facts `serve` logs at start).
+fn migrated(config: &config::StoreConfig, report: &store::MigrationReport) -> String {
+    let now = report.now;
+    let line = match config {
+        config::StoreConfig::Embedded(embedded) => {
+            let file = embedded.path.display();
+            if report.up_to_date() {
+                format!("embedded store {file} schema is up to date (version {now})")
+            } else if report.found == 0 {
+                format!("embedded store {file} created (schema version {now})")
+            } else {
+                format!(
+                    "embedded store {file} migrated from version {} to {now}",
+                    report.found
+                )
+            }
+        }
+        config::StoreConfig::Postgres(_) => {
+            if report.up_to_date() {
+                format!("postgres store schema is up to date (version {now})")
+            } else {
+                let applied: Vec<String> = report.applied.iter().map(i64::to_string).collect();
+                format!(
+                    "postgres store migrated from version {} to {now} (applied {})",
+                    report.found,
+                    applied.join(", ")
+                )
+            }
+        }
+    };
+    line + "\n"
 }
 
 /// The line `sweep` and `keys purge` end with: "1 record deleted",
