@@ -1297,4 +1297,19 @@ async fn a_key_asked_for_outside_its_home_names_its_home() {
         problem["detail"].as_str().unwrap().contains("scope"),
         "{problem}"
     );
+
+    // `idemgate keys show|purge` against eu's file say the same.
+    let config = eu.gateway().config_path().to_owned();
+    for action in ["show", "purge"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_idemgate"))
+            .args(["keys", action, "-c"])
+            .arg(&config)
+            .args(["charges", &key])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{action}: {stderr}");
+        assert!(stderr.contains("no records"), "{action}: {stderr}");
+        assert!(stderr.contains("home region is us"), "{action}: {stderr}");
+    }
 }
