@@ -114,7 +114,7 @@ pub async fn migrate(path: &Path) -> i32 {
         Err(code) => return code,
     };
     match store::migrate(&config.store).await {
-        Ok(report) => say(&format!("{report}\n")).map_or_else(|code| code, |()| EXIT_OK),
+        Ok(report) => say(&migrated(&config.store, &report)).map_or_else(|code| code, |()| EXIT_OK),
         Err(err) => {
             eprintln!("idemgate migrate: {err}");
             EXIT_FAILURE
@@ -157,6 +157,40 @@ pub async fn sweep(path: &Path) -> i32 {
     say(&deleted(total, "expired ")).map_or_else(|code| code, |()| EXIT_OK)
 }
 
+/// `migrate`'s line: the version found, the version now, the migrations
+/// applied (the facts `serve` logs at start).
+fn migrated(config: &config::StoreConfig, report: &store::MigrationReport) -> String {
+    let now = report.now;
+    let line = match config {
+        config::StoreConfig::Embedded(embedded) => {
+            let file = embedded.path.display();
+            if report.up_to_date() {
+                format!("embedded store {file} schema is up to date (version {now})")
+            } else if report.found == 0 {
+                format!("embedded store {file} created (schema version {now})")
+            } else {
+                format!(
+                    "embedded store {file} migrated from version {} to {now}",
+                    report.found
+                )
+            }
+        }
+        config::StoreConfig::Postgres(_) => {
+            if report.up_to_date() {
+                format!("postgres store schema is up to date (version {now})")
+            } else {
+                let applied: Vec<String> = report.applied.iter().map(i64::to_string).collect();
+                format!(
+                    "postgres store migrated from version {} to {now} (applied {})",
+                    report.found,
+                    applied.join(", ")
+                )
+            }
+        }
+    };
+    line + "\n"
+}
+
 /// The line `sweep` and `keys purge` end with: "1 record deleted",
 /// "2 expired records deleted".
 fn deleted(count: u64, kind: &str) -> String {
@@ -183,13 +217,22 @@ pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
     // they expire (`keys list` lists them), and they may need a purge: they
     // are looked up whatever the file says. Its routes only explain an empty
     // answer, such as a misspelt name.
-    let unknown_route = match config.routes.iter().any(|name| name == route) {
-        true => String::new(),
-        false => format!(" ({} has no route named {route:?})", path.display()),
+    let hint = match config.scope_of(route) {
+        Some(_) => String::new(),
+        None => format!(" ({} has no route named {route:?})", path.display()),
+    };
+    // With regions the store is one region's: where the key's records are
+    // kept, as the admin API's 404 says it.
+    let hint = match &config.region {
+        Some(region) => {
+            let whereabouts = crate::region::key_home(region, config.scope_of(route), route, key);
+            format!("{hint}{}", elsewhere(&whereabouts))
+        }
+        None => hint,
     };
     if let Some(file) = missing_store_file(&config) {
         eprintln!(
-            "no records for this key on route {route:?}{unknown_route}: the embedded store {} \
+            "no records for this key on route {route:?}{hint}: the embedded store {} \
              does not exist ({RELATIVE_PATH})",
             file.display()
         );
@@ -219,13 +262,35 @@ pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
     match result {
         Ok((_, Err(code))) => code,
         Ok((0, Ok(()))) => {
-            eprintln!("no records for this key on route {route:?}{unknown_route}");
+            eprintln!("no records for this key on route {route:?}{hint}");
             EXIT_FAILURE
         }
         Ok((_, Ok(()))) => EXIT_OK,
         Err(err) => {
             eprintln!("idemgate keys: {err}");
             EXIT_FAILURE
+        }
+    }
+}
+
+/// The end of `keys show|purge`'s "no records" line with regions: where to
+/// look instead.
+fn elsewhere(whereabouts: &crate::region::Whereabouts) -> String {
+    use crate::region::KeyHome;
+    let this = &whereabouts.this;
+    match &whereabouts.home {
+        KeyHome::Region(home) if home == this => {
+            format!(" in region {this}, which is its home region")
+        }
+        KeyHome::Region(home) => {
+            format!(" in region {this}: its home region is {home}; run this against {home}'s store")
+        }
+        KeyHome::PerScope => format!(
+            " in region {this}: the route's scope reads each request, so the key's home \
+             region depends on it; look in each region"
+        ),
+        KeyHome::UnknownRoute => {
+            format!(" in region {this}: its home region is not known; look in each region")
         }
     }
 }

@@ -106,6 +106,11 @@ pub enum GatewayError {
     /// The admin plane's 404 `not-found`, as for a path that does not
     /// exist; only its detail tells an operator why.
     AdminDisabled,
+    /// `GET`/`DELETE /admin/keys/{route}/{key}` with `[region]`: no record
+    /// of the key in this region's store, and where its records are kept
+    /// (404 `not-found`, with `home_region` when that is known). Boxed:
+    /// every result of a request carries this type.
+    KeyNotHere(Box<crate::region::key_home::Whereabouts>),
     /// A webhook route's signature check failed: nothing was forwarded or stored.
     InvalidSignature(crate::webhook::InvalidSignature),
     /// The key's home is another region, and the hop to its gateway failed
@@ -137,6 +142,8 @@ struct Problem<'a> {
     status: u16,
     detail: String,
     code: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    home_region: Option<&'a str>,
 }
 
 impl GatewayError {
@@ -165,7 +172,7 @@ impl GatewayError {
             Unauthorized => StatusCode::UNAUTHORIZED,
             Forbidden => StatusCode::FORBIDDEN,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            AdminDisabled => StatusCode::NOT_FOUND,
+            AdminDisabled | KeyNotHere(_) => StatusCode::NOT_FOUND,
             InvalidSignature(_) => StatusCode::UNAUTHORIZED,
             InvalidQuery(_) => StatusCode::BAD_REQUEST,
         }
@@ -197,7 +204,7 @@ impl GatewayError {
             Forbidden => "forbidden",
             NotFound => "not-found",
             MethodNotAllowed { .. } => "method-not-allowed",
-            AdminDisabled => "not-found",
+            AdminDisabled | KeyNotHere(_) => "not-found",
             InvalidSignature(_) => "invalid-signature",
             HomeRegionUnavailable { .. } | RegionLoop { .. } => "home-region-unavailable",
             InvalidQuery(_) => "invalid-query",
@@ -229,7 +236,7 @@ impl GatewayError {
             Forbidden => "Forbidden",
             NotFound => "Not found",
             MethodNotAllowed { .. } => "Method not allowed",
-            AdminDisabled => "Not found",
+            AdminDisabled | KeyNotHere(_) => "Not found",
             InvalidSignature(_) => "Invalid webhook signature",
             HomeRegionUnavailable { .. } | RegionLoop { .. } => "Home region unavailable",
             InvalidQuery(_) => "Invalid query parameter",
@@ -315,6 +322,18 @@ impl GatewayError {
                  Retry later, once the operators have made the regions agree."
                 .into(),
             InvalidQuery(why) => format!("{why}."),
+            KeyNotHere(whereabouts) => key_not_here(whereabouts),
+        }
+    }
+
+    /// The region whose store keeps the key's records, when known.
+    fn home_region(&self) -> Option<&str> {
+        match self {
+            GatewayError::KeyNotHere(whereabouts) => match &whereabouts.home {
+                crate::region::key_home::KeyHome::Region(home) => Some(home),
+                _ => None,
+            },
+            _ => None,
         }
     }
 
@@ -359,6 +378,7 @@ impl GatewayError {
             | NotFound
             | MethodNotAllowed { .. }
             | AdminDisabled
+            | KeyNotHere(_)
             | InvalidQuery(_) => {
                 return None;
             }
@@ -381,6 +401,7 @@ impl GatewayError {
             status: self.status().as_u16(),
             detail: self.detail(),
             code,
+            home_region: self.home_region(),
         };
         // Serializing a struct of strings and integers cannot fail.
         (
@@ -418,6 +439,30 @@ impl GatewayError {
             headers.insert(header::WWW_AUTHENTICATE, webhook_challenge(invalid.scheme));
         }
         response
+    }
+}
+
+/// Where to ask for a key this region holds no record of.
+fn key_not_here(whereabouts: &crate::region::key_home::Whereabouts) -> String {
+    use crate::region::key_home::KeyHome;
+    let this = &whereabouts.this;
+    match &whereabouts.home {
+        KeyHome::Region(home) if home == this => {
+            format!("No record of this key: its home is this region, region {this}.")
+        }
+        KeyHome::Region(home) => format!(
+            "No record of this key in region {this}: its home is region {home}, \
+             whose store keeps its records. Ask that region's gateway."
+        ),
+        KeyHome::PerScope => format!(
+            "No record of this key in region {this}. The route's scope reads each request, \
+             so each scope of the key has a home region of its own, which the key alone \
+             does not tell: ask each region (a request's log line names its home_region)."
+        ),
+        KeyHome::UnknownRoute => format!(
+            "No record of this key in region {this}. The configuration has no route of \
+             this name, so the key's home region is not known: ask each region."
+        ),
     }
 }
 
@@ -522,6 +567,14 @@ mod tests {
                 "method-not-allowed",
             ),
             (GatewayError::AdminDisabled, 404, "not-found"),
+            (
+                GatewayError::KeyNotHere(Box::new(crate::region::key_home::Whereabouts {
+                    this: "eu".into(),
+                    home: crate::region::key_home::KeyHome::PerScope,
+                })),
+                404,
+                "not-found",
+            ),
             (
                 GatewayError::InvalidSignature(crate::webhook::InvalidSignature {
                     scheme: crate::config::WebhookScheme::Stripe,

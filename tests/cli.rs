@@ -417,6 +417,48 @@ fn migrate_reports_what_it_did_to_the_embedded_file() {
     );
 }
 
+/// The log lines of `serve` about the store's schema, one per start.
+fn schema_lines(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|line| line.contains("store schema"))
+        .collect()
+}
+
+/// `serve` says once per start what it found of the store's schema and
+/// what it left: the version found (0: no file yet), the version now and
+/// the migrations applied, or that it was up to date. It said nothing, and
+/// an operator upgrading could not tell whether a migration had run.
+#[tokio::test]
+async fn serve_logs_the_embedded_schema_it_found_and_left() {
+    let (_dir, _upstream, mut gateway) = GatewayProcess::start_fresh(
+        "cli-serve-schema",
+        &common::config::Config::charges_and_rest(),
+    )
+    .await;
+    let log = gateway.log_text();
+    let lines = schema_lines(&log);
+    assert_eq!(lines.len(), 1, "{log}");
+    let created = lines[0];
+    assert!(created.contains("store schema migrated"), "{created}");
+    assert!(created.contains("schema_found=0"), "{created}");
+    assert!(created.contains("schema_version=3"), "{created}");
+    assert!(
+        created.contains("migrations_applied=[1, 2, 3]"),
+        "{created}"
+    );
+    assert!(created.contains("store=\"embedded\""), "{created}");
+
+    gateway.restart();
+    let log = gateway.log_text();
+    let lines = schema_lines(&log);
+    assert_eq!(lines.len(), 2, "{log}");
+    let current = lines[1];
+    assert!(current.contains("store schema up to date"), "{current}");
+    assert!(current.contains("schema_found=3"), "{current}");
+    assert!(current.contains("schema_version=3"), "{current}");
+    assert!(current.contains("migrations_applied=[]"), "{current}");
+}
+
 /// docs/operating.md: every failure to start is one clear line on stderr, a bad
 /// configuration too (one problem or several).
 #[test]

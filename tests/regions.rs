@@ -1202,3 +1202,114 @@ async fn a_derived_key_is_told_through_a_forward_and_on_its_failure() {
     assert_eq!(marker(&refused), None);
     assert_eq!(world.executions(&derived(&stranded)), vec![]);
 }
+
+/// The admin API and `idemgate keys` act on their own region's store. Asked
+/// outside a key's home they answer 404 as ever, but the 404 now names the
+/// home when the route's scope is empty (the home then follows from route
+/// and key alone), and says that it depends on the scope otherwise: an
+/// operator reconciling a key got a bare 404 and no hint where to look.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_key_asked_for_outside_its_home_names_its_home() {
+    use common::admin::{TOKEN_ENV as ADMIN_ENV, bearer};
+    use common::config::raw;
+    const ADMIN_TOKEN: &str = "admin-token-for-regions";
+
+    let mut world = World::new(&["eu", "us"]).await;
+    for i in 0..2 {
+        let mut template = Config::new()
+            .server("shutdown_grace", "5s")
+            .admin_token_env(ADMIN_ENV)
+            .upstream(Upstream::api().timeout("5s"))
+            .route(Route::api("charges", "/v1/charges").set("scope", raw("[]")))
+            .route(Route::api("tenant_charges", "/v1/tenant/charges"))
+            .route(Route::api("rest", "/").plain())
+            .region(world.regions[i].name, TOKEN_ENV);
+        for region in &world.regions {
+            let gateway = format!("http://{}", region.ports.0);
+            template = template.peer(Peer::new(region.name, &gateway));
+        }
+        let region = &mut world.regions[i];
+        let gateway = GatewayProcess::start_at(
+            &region.dir,
+            &region.upstream.url(),
+            &template,
+            region.ports,
+            &[(TOKEN_ENV, TOKEN), (ADMIN_ENV, ADMIN_TOKEN)],
+        )
+        .unwrap_or_else(|log| panic!("region {} did not start: {log}", region.name));
+        region.gateway = Some(gateway);
+    }
+    let names = world.names(2);
+    let unscoped = idemgate::key::scope_hash::<&[u8]>(&[]);
+    let key = (0..)
+        .map(|i| format!("order-{i}"))
+        .find(|key| {
+            names[idemgate::region::home(&names, "charges", &unscoped, key).unwrap()] == "us"
+        })
+        .unwrap();
+    let (eu, us) = (&world.regions[0], &world.regions[1]);
+    // Sent to eu, it runs in us and is recorded there.
+    let reply = charge(&eu.client(), &key, &[]).await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    assert_eq!(world.executions(&key), vec![("us", 1)]);
+
+    let admin = |gateway: &GatewayProcess, method: &'static str, path: String| {
+        let client = gateway.admin_client();
+        async move {
+            let auth = bearer(ADMIN_TOKEN);
+            client
+                .send(method, &path, &[("authorization", auth.as_str())], "")
+                .await
+        }
+    };
+    let path = format!("/admin/keys/charges/{key}");
+    let at_home = admin(us.gateway(), "GET", path.clone()).await;
+    assert_eq!(at_home.status, 200, "{}", at_home.text());
+
+    for method in ["GET", "DELETE"] {
+        let elsewhere = admin(eu.gateway(), method, path.clone()).await;
+        assert_eq!(elsewhere.status, 404, "{method}: {}", elsewhere.text());
+        let problem = elsewhere.json();
+        assert_eq!(problem["code"], "not-found", "{problem}");
+        assert_eq!(problem["home_region"], "us", "{method}: {problem}");
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(detail.contains("region us"), "{detail}");
+        assert!(detail.contains("region eu"), "{detail}");
+    }
+    // Purged at home, a 404 there names that region, itself.
+    let purged = admin(us.gateway(), "DELETE", path.clone()).await;
+    assert_eq!(purged.status, 204, "{}", purged.text());
+    let gone = admin(us.gateway(), "GET", path.clone()).await;
+    assert_eq!(gone.status, 404);
+    assert_eq!(gone.json()["home_region"], "us", "{}", gone.text());
+
+    // A scoped route: the home depends on each request's scope.
+    let scoped = admin(
+        eu.gateway(),
+        "GET",
+        format!("/admin/keys/tenant_charges/{key}"),
+    )
+    .await;
+    assert_eq!(scoped.status, 404);
+    let problem = scoped.json();
+    assert!(problem.get("home_region").is_none(), "{problem}");
+    assert!(
+        problem["detail"].as_str().unwrap().contains("scope"),
+        "{problem}"
+    );
+
+    // `idemgate keys show|purge` against eu's file say the same.
+    let config = eu.gateway().config_path().to_owned();
+    for action in ["show", "purge"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_idemgate"))
+            .args(["keys", action, "-c"])
+            .arg(&config)
+            .args(["charges", &key])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{action}: {stderr}");
+        assert!(stderr.contains("no records"), "{action}: {stderr}");
+        assert!(stderr.contains("home region is us"), "{action}: {stderr}");
+    }
+}

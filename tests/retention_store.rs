@@ -496,7 +496,7 @@ async fn an_embedded_file_of_version_2_is_migrated_and_its_unknown_outcomes_mark
     .unwrap();
     drop(conn);
 
-    assert_eq!(EmbeddedStore::migrate(&path).unwrap(), 2);
+    assert_eq!(EmbeddedStore::migrate(&path).unwrap().found, 2);
     let store: Arc<dyn Store> =
         Arc::new(EmbeddedStore::open_with_clock(&path, clock.clock()).unwrap());
     let state = |key: &'static str| {

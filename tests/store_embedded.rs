@@ -188,7 +188,7 @@ async fn a_file_an_older_gateway_serves_is_not_migrated_under_it() {
     assert_eq!(file_version(&path), 2, "the file is left as it was");
     drop(lock);
     // Once that gateway has stopped, the new binary migrates the file.
-    assert_eq!(EmbeddedStore::migrate(&path).unwrap(), 2);
+    assert_eq!(EmbeddedStore::migrate(&path).unwrap().found, 2);
     assert_eq!(file_version(&path), SCHEMA_VERSION);
 }
 
@@ -204,7 +204,7 @@ async fn a_file_a_gateway_of_this_version_serves_opens_beside_it() {
     let lock = std::fs::File::create(&lock).unwrap();
     lock.try_lock().unwrap();
     EmbeddedStore::open(&path).unwrap().ping().await.unwrap();
-    assert_eq!(EmbeddedStore::migrate(&path).unwrap(), SCHEMA_VERSION);
+    assert_eq!(EmbeddedStore::migrate(&path).unwrap().found, SCHEMA_VERSION);
 }
 
 #[tokio::test(flavor = "multi_thread")]

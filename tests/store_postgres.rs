@@ -41,7 +41,7 @@ async fn many_replicas_migrating_at_once_apply_each_version_once() {
         .collect();
     let mut applied = Vec::new();
     for task in tasks {
-        applied.extend(task.await.unwrap().unwrap());
+        applied.extend(task.await.unwrap().unwrap().applied);
     }
     assert_eq!(applied, vec![1, 2], "each version applied exactly once");
     // And the schema works.
@@ -81,7 +81,7 @@ async fn a_migration_longer_than_the_statement_timeout_completes() {
         .collect();
     let mut applied = Vec::new();
     for task in tasks {
-        applied.extend(task.await.unwrap().unwrap());
+        applied.extend(task.await.unwrap().unwrap().applied);
     }
     assert_eq!(applied, vec![2]);
 }
@@ -751,4 +751,64 @@ async fn an_unbatched_completion_returns_the_expiry_it_stored() {
         let (_, kept) = store.reserve_with_expiry(&key, "fp", LONG).await.unwrap();
         assert_eq!(kept.unwrap().expires_at, written);
     }
+}
+
+/// `serve` on Postgres says once per start what it found of the schema and
+/// what it left (it said nothing of the migrations it applied), and
+/// `idemgate migrate` prints the same facts.
+#[tokio::test]
+async fn serve_and_migrate_say_which_schema_they_found_and_left() {
+    use common::config::{Config, Store as StoreSection};
+    use common::{GatewayProcess, MockUpstream, TestDir};
+
+    let schema = TestSchema::create().await;
+    let dir = TestDir::new("pg-serve-schema");
+    let upstream = MockUpstream::start().await;
+    let template = Config::charges_and_rest().store(StoreSection::postgres(&schema.url()));
+    let mut gateway = GatewayProcess::start(&dir, &upstream.url(), &template);
+    let schema_lines = |log: &str| -> Vec<String> {
+        (log.lines())
+            .filter(|line| line.contains("store schema"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let lines = schema_lines(&gateway.log_text());
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let migrated = &lines[0];
+    assert!(migrated.contains("store schema migrated"), "{migrated}");
+    assert!(migrated.contains("schema_found=0"), "{migrated}");
+    assert!(migrated.contains("schema_version=2"), "{migrated}");
+    assert!(migrated.contains("migrations_applied=[1, 2]"), "{migrated}");
+    assert!(migrated.contains("store=\"postgres\""), "{migrated}");
+
+    gateway.restart();
+    let lines = schema_lines(&gateway.log_text());
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let current = &lines[1];
+    assert!(current.contains("store schema up to date"), "{current}");
+    assert!(current.contains("schema_found=2"), "{current}");
+    assert!(current.contains("schema_version=2"), "{current}");
+    gateway.kill();
+
+    let migrate = |config: &std::path::Path| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_idemgate"))
+            .args(["migrate", "-c"])
+            .arg(config)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(
+        migrate(gateway.config_path()),
+        "postgres store schema is up to date (version 2)\n"
+    );
+    let fresh = TestSchema::create().await;
+    let config = dir.path("fresh.toml");
+    let text = std::fs::read_to_string(gateway.config_path()).unwrap();
+    std::fs::write(&config, text.replace(&schema.url(), &fresh.url())).unwrap();
+    assert_eq!(
+        migrate(&config),
+        "postgres store migrated from version 0 to 2 (applied 1, 2)\n"
+    );
 }

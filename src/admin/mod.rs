@@ -160,6 +160,18 @@ impl AdminPlane {
         } else {
             records::show(store.as_ref(), &route, &key).await
         };
+        // With regions this store is one region's: its 404 says where the
+        // key's records are kept (docs/multi-region.md#operating-on-keys).
+        let result = result.map_err(|error| match error {
+            GatewayError::NotFound => {
+                let config = &self.gateway.runtime().config;
+                match crate::region::key_home_in(config, &route, &key) {
+                    Some(whereabouts) => GatewayError::KeyNotHere(Box::new(whereabouts)),
+                    None => GatewayError::NotFound,
+                }
+            }
+            other => other,
+        });
         result.unwrap_or_else(|error| error.to_response())
     }
 

@@ -38,7 +38,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
     if !unusable.is_empty() {
         return Err(StartError::Unusable(ConfigErrors(unusable)));
     }
-    let store = store_stack::open(&config.store, &metrics)
+    let (store, schema) = store_stack::open(&config.store, &metrics)
         .await
         .map_err(StartError::Store)?;
     let runtime = Runtime::new(config.clone()).map_err(StartError::Runtime)?;
@@ -95,6 +95,9 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
              before they are synced; a power loss or kernel panic can lose the last ones"
         );
     }
+    // Here, with the other start lines: a failure to bind or read a
+    // certificate after the migration stays one line on stderr.
+    store_stack::log_schema(&config.store, &schema);
     tracing::info!(
         listen = %data.local_addr().map(|a| a.to_string()).unwrap_or_default(),
         admin = %admin.local_addr().map(|a| a.to_string()).unwrap_or_default(),

@@ -9,11 +9,35 @@ use tokio::task::JoinHandle;
 use crate::config::StoreConfig;
 use crate::gateway::Gateway;
 use crate::metrics::Metrics;
-use crate::store::{self, InstrumentedStore, Store, StoreError};
+use crate::store::{self, InstrumentedStore, MigrationReport, Store, StoreConfigExt, StoreError};
 
-pub async fn open(config: &StoreConfig, metrics: &Metrics) -> Result<Arc<dyn Store>, StoreError> {
-    let backend = store::open_with_metrics(config, metrics).await?;
-    Ok(Arc::new(InstrumentedStore::new(backend, metrics.clone())))
+/// The store, and what opening it found of its schema and applied
+/// (`log_schema`).
+pub async fn open(
+    config: &StoreConfig,
+    metrics: &Metrics,
+) -> Result<(Arc<dyn Store>, MigrationReport), StoreError> {
+    let (backend, report) = store::open_with_metrics(config, metrics).await?;
+    let store: Arc<dyn Store> = Arc::new(InstrumentedStore::new(backend, metrics.clone()));
+    Ok((store, report))
+}
+
+/// One line per start on the store's schema, so an operator upgrading sees
+/// whether a migration ran: the version found (0: none yet), the version
+/// now and the migrations applied.
+pub fn log_schema(config: &StoreConfig, report: &MigrationReport) {
+    let message = if report.up_to_date() {
+        "store schema up to date"
+    } else {
+        "store schema migrated"
+    };
+    tracing::info!(
+        store = config.backend_name(),
+        schema_found = report.found,
+        schema_version = report.now,
+        migrations_applied = ?report.applied,
+        "{message}"
+    );
 }
 
 /// The background tasks beside the store, until serving ends.

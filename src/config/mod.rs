@@ -45,7 +45,9 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
 }
 
 /// What the one-shot store commands (`migrate`, `sweep`, `keys`) read of a
-/// config file: the store and the routes' names. The file is validated
+/// config file: the store, the routes' names and scopes, and the regions
+/// (which region's store this is, and where a key's records are kept
+/// otherwise). The file is validated
 /// whole, but the data plane's secrets (webhook signing secrets, the region
 /// token, the keys of `[store.encryption]`) are not read: a migration job or
 /// an operator's shell need not hold them; none of these commands seals or
@@ -53,7 +55,27 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
 #[derive(Debug)]
 pub struct StoreSettings {
     pub store: StoreConfig,
-    pub routes: Vec<String>,
+    pub routes: Vec<RouteScope>,
+    /// `[region]` and `[regions.*]`, the token left unread (empty).
+    pub region: Option<RegionsConfig>,
+}
+
+/// A route's name and the parts of its scope: what a key's home region
+/// depends on besides the key.
+#[derive(Debug)]
+pub struct RouteScope {
+    pub name: String,
+    pub scope: Vec<ScopePart>,
+}
+
+impl StoreSettings {
+    /// The scope parts of the route named `route`; `None` when the file
+    /// has no such route.
+    pub fn scope_of(&self, route: &str) -> Option<&[ScopePart]> {
+        (self.routes.iter())
+            .find(|candidate| candidate.name == route)
+            .map(|found| found.scope.as_slice())
+    }
 }
 
 pub fn load_store_settings(path: &Path) -> Result<StoreSettings, ConfigErrors> {
@@ -62,7 +84,13 @@ pub fn load_store_settings(path: &Path) -> Result<StoreSettings, ConfigErrors> {
     let config = validate::parse(&text, path, &env, validate::Secrets::Skip)?;
     Ok(StoreSettings {
         store: config.store,
-        routes: config.routes.into_iter().map(|route| route.name).collect(),
+        routes: (config.routes.into_iter())
+            .map(|route| RouteScope {
+                name: route.name,
+                scope: route.policy.scope,
+            })
+            .collect(),
+        region: config.region,
     })
 }
 

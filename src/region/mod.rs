@@ -9,6 +9,7 @@ mod error;
 mod forward;
 mod headers;
 mod home;
+pub mod key_home;
 mod via;
 
 use std::sync::Arc;
@@ -25,6 +26,7 @@ pub use error::RegionsError;
 pub use forward::forward;
 pub use headers::{FORWARDED_FROM, REGION_TOKEN, admit};
 pub use home::home;
+pub use key_home::{KeyHome, Whereabouts, key_home, key_home_in};
 
 /// Fields a forward may add to a client's head: the two region headers,
 /// `X-Forwarded-For`, `-Proto` and `-Host`, `X-Request-Id`, `Via`, and

@@ -13,6 +13,7 @@ pub mod instrumented;
 mod lease_retry;
 use lease_retry::LeaseRetry;
 pub mod listing;
+mod migration;
 mod open;
 pub mod postgres;
 pub mod replay_cache;
@@ -33,6 +34,7 @@ pub use embedded::{EmbeddedCause, EmbeddedStore};
 pub use guard::LeaseGuard;
 pub use instrumented::InstrumentedStore;
 pub use listing::{Count, Cursor, ListQuery, Listed, Page};
+pub use migration::MigrationReport;
 pub use open::{
     StoreConfigExt, migrate, open, open_with_metrics, sweep_settings, unusable_settings,
 };

@@ -5,8 +5,8 @@ use super::postgres::{Heard, PurgeHook};
 use super::replay_cache::Copies;
 use super::seal::{Keys, SealedStore};
 use super::{
-    CachedStore, EmbeddedStore, Lookup, LookupHook, PostgresStore, ReplayCache, Store, StoreError,
-    Unavailable,
+    CachedStore, EmbeddedStore, Lookup, LookupHook, MigrationReport, PostgresStore, ReplayCache,
+    Store, StoreError, Unavailable,
 };
 
 /// Memory for copies of replayed answers in front of every backend.
@@ -20,16 +20,18 @@ use crate::metrics::Metrics;
 /// (`[store.encryption]`) above the backend, below the copies kept in memory. For the one-shot
 /// commands: an embedded file is opened beside a gateway that may serve it.
 pub async fn open(config: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
-    open_with_hook(config, Arc::new(|_| {}), Serving::No).await
+    let (store, _) = open_with_hook(config, Arc::new(|_| {}), Serving::No).await?;
+    Ok(store)
 }
 
 /// `open` for `serve`, counting cache lookups in
 /// `idemgate_cache_lookups_total`; an embedded file is locked against a
-/// second gateway (`EmbeddedStore::open_for_serving`).
+/// second gateway (`EmbeddedStore::open_for_serving`). Also says what
+/// opening found of the schema and applied, for the start's log.
 pub async fn open_with_metrics(
     config: &StoreConfig,
     metrics: &Metrics,
-) -> Result<Arc<dyn Store>, StoreError> {
+) -> Result<(Arc<dyn Store>, MigrationReport), StoreError> {
     // Resolved once: the hook runs on every Redis lookup.
     let [hit, miss, error] = [Lookup::Hit, Lookup::Miss, Lookup::Error]
         .map(|lookup| metrics.cache_lookups.with_label_values(&[lookup.as_str()]));
@@ -38,31 +40,31 @@ pub async fn open_with_metrics(
         Lookup::Miss => miss.inc(),
         Lookup::Error => error.inc(),
     });
-    let store = open_with_hook(config, hook, Serving::Yes).await?;
+    let opened = open_with_hook(config, hook, Serving::Yes).await?;
     super::seal::announce(match config {
         StoreConfig::Embedded(embedded) => &embedded.encryption,
         StoreConfig::Postgres(pg) => &pg.encryption,
     });
-    Ok(store)
+    Ok(opened)
 }
 
 async fn open_with_hook(
     config: &StoreConfig,
     on_lookup: LookupHook,
     serving: Serving,
-) -> Result<Arc<dyn Store>, StoreError> {
+) -> Result<(Arc<dyn Store>, MigrationReport), StoreError> {
     match config {
         StoreConfig::Embedded(embedded) => {
-            let file = open_embedded(config, serving).await?;
+            let (file, report) = open_embedded(config, serving).await?;
             let file = SealedStore::new(file, Keys::new(&embedded.encryption));
-            Ok(Arc::new(ReplayCache::new(file, REPLAY_CACHE_BYTES)))
+            Ok((Arc::new(ReplayCache::new(file, REPLAY_CACHE_BYTES)), report))
         }
         StoreConfig::Postgres(pg) => {
-            let authority = PostgresStore::connect(pg).await?;
+            let (authority, report) = PostgresStore::connect_reporting(pg).await?;
             let copies = Arc::new(Copies::new(REPLAY_CACHE_BYTES));
             let listener = Some(authority.follow_purges(forget_purged(&copies)));
             let keys = Keys::new(&pg.encryption);
-            Ok(match &pg.redis {
+            let store: Arc<dyn Store> = match &pg.redis {
                 Some(redis) => Arc::new(ReplayCache::with_copies(
                     SealedStore::new(CachedStore::new(authority, redis, on_lookup)?, keys),
                     copies,
@@ -73,7 +75,8 @@ async fn open_with_hook(
                     copies,
                     listener,
                 )),
-            })
+            };
+            Ok((store, report))
         }
     }
 }
@@ -94,36 +97,16 @@ fn forget_purged(copies: &Arc<Copies>) -> PurgeHook {
 }
 
 /// `idemgate migrate`: brings the schema up to date whatever `store.migrate`
-/// says; returns a line for the operator.
-pub async fn migrate(config: &StoreConfig) -> Result<String, StoreError> {
+/// says, and says from which version.
+pub async fn migrate(config: &StoreConfig) -> Result<MigrationReport, StoreError> {
     match config {
         StoreConfig::Embedded(embedded) => {
             let path = embedded.path.clone();
-            let found = tokio::task::spawn_blocking(move || EmbeddedStore::migrate(&path))
+            tokio::task::spawn_blocking(move || EmbeddedStore::migrate(&path))
                 .await
-                .map_err(opening)??;
-            let current = super::embedded::SCHEMA_VERSION;
-            let file = embedded.path.display();
-            Ok(match found {
-                0 => format!("embedded store {file} created (schema version {current})"),
-                v if v == current => {
-                    format!("embedded store {file} schema is up to date (version {current})")
-                }
-                v => format!("embedded store {file} migrated from version {v} to {current}"),
-            })
+                .map_err(opening)?
         }
-        StoreConfig::Postgres(pg) => {
-            let applied = PostgresStore::lazy(pg)?.migrate().await?;
-            Ok(if applied.is_empty() {
-                format!(
-                    "postgres store schema is up to date (version {})",
-                    super::postgres::SCHEMA_VERSION
-                )
-            } else {
-                let list: Vec<String> = applied.iter().map(i64::to_string).collect();
-                format!("postgres store migrated: applied {}", list.join(", "))
-            })
-        }
+        StoreConfig::Postgres(pg) => PostgresStore::lazy(pg)?.migrate().await,
     }
 }
 
@@ -139,7 +122,7 @@ enum Serving {
 async fn open_embedded(
     config: &StoreConfig,
     serving: Serving,
-) -> Result<EmbeddedStore, StoreError> {
+) -> Result<(EmbeddedStore, MigrationReport), StoreError> {
     let StoreConfig::Embedded(embedded) = config else {
         return Err(StoreError::invariant("not an embedded store"));
     };
@@ -150,7 +133,7 @@ async fn open_embedded(
         if serving == Serving::Yes {
             EmbeddedStore::open_for_serving(&path, durability, clock)
         } else {
-            EmbeddedStore::open_with(&path, durability, clock)
+            EmbeddedStore::open_reporting(&path, durability, clock)
         }
     })
     .await

@@ -67,7 +67,10 @@ pub use cause::{EmbeddedCause, FileChange, FileUse};
 pub use schema::SCHEMA_VERSION;
 pub use writer::Clock;
 
-use super::{Kept, Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse};
+use super::{
+    Kept, Lease, MigrationReport, RecordId, RecordInfo, Reservation, Store, StoreError,
+    StoredResponse,
+};
 use crate::config::Durability;
 use background_sync::BackgroundSync;
 use replies::Replies;
@@ -127,14 +130,14 @@ impl EmbeddedStore {
     }
 
     /// Brings the file's schema to `SCHEMA_VERSION` (creating the file if
-    /// needed) and closes it; returns the version the file had, 0 for a new
+    /// needed) and closes it; says the version the file had, 0 for a new
     /// file. `idemgate migrate`: it takes no serve lock, so it works beside a
     /// running gateway, whose opening did the same already; a file of an
     /// older schema that a gateway serves is an older gateway's, and is
     /// refused (`refuse_migrating_under_a_gateway`).
-    pub fn migrate(path: &Path) -> Result<i64, StoreError> {
+    pub fn migrate(path: &Path) -> Result<MigrationReport, StoreError> {
         refuse_migrating_under_a_gateway(path)?;
-        schema::open_and_migrate(path).map(|(_, found)| found)
+        schema::open_and_migrate(path).map(|(_, report)| report)
     }
 
     /// `Store::count` within other limits than the default ones (a test of
@@ -157,18 +160,28 @@ impl EmbeddedStore {
         durability: Durability,
         clock: Clock,
     ) -> Result<EmbeddedStore, StoreError> {
+        Self::open_reporting(path, durability, clock).map(|(store, _)| store)
+    }
+
+    /// As `open_with`, also saying what it found of the schema and did.
+    pub fn open_reporting(
+        path: &Path,
+        durability: Durability,
+        clock: Clock,
+    ) -> Result<(EmbeddedStore, MigrationReport), StoreError> {
         Self::open_locked(path, durability, clock, None)
     }
 
     /// As `open_with`, for `serve`: first takes the lock that refuses a
     /// second gateway on the same file (`serve_lock`), held while the store
     /// lives. `keys` and `sweep` open the file without it (and leave alone a
-    /// file an older gateway serves, as `migrate` does).
+    /// file an older gateway serves, as `migrate` does). Also says what it
+    /// found of the schema and did (`serve` logs it).
     pub fn open_for_serving(
         path: &Path,
         durability: Durability,
         clock: Clock,
-    ) -> Result<EmbeddedStore, StoreError> {
+    ) -> Result<(EmbeddedStore, MigrationReport), StoreError> {
         let lock = serve_lock::acquire(path)?;
         Self::open_locked(path, durability, clock, Some(lock))
     }
@@ -178,11 +191,11 @@ impl EmbeddedStore {
         durability: Durability,
         clock: Clock,
         lock: Option<serve_lock::ServeLock>,
-    ) -> Result<EmbeddedStore, StoreError> {
+    ) -> Result<(EmbeddedStore, MigrationReport), StoreError> {
         if lock.is_none() {
             refuse_migrating_under_a_gateway(path)?;
         }
-        let conn = schema::open_connection(path)?;
+        let (conn, report) = schema::open_and_migrate(path)?;
         let file = file_watch::FileWatch::new(path);
         let sync_wal = wal_sync::sync_wal(path)?;
         let syncing = match durability {
@@ -191,7 +204,7 @@ impl EmbeddedStore {
                 Syncing::Behind(BackgroundSync::start(sync_wal, background_sync::INTERVAL)?)
             }
         };
-        Self::start(conn, clock, syncing, file, lock)
+        Self::start(conn, clock, syncing, file, lock).map(|store| (store, report))
     }
 
     fn start(

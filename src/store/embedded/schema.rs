@@ -7,7 +7,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use super::cause::{EmbeddedCause, FileUse};
-use crate::store::StoreError;
+use crate::store::{MigrationReport, StoreError};
 
 /// Bumped by every schema change; an older binary refuses a newer file rather
 /// than misreading it.
@@ -132,13 +132,16 @@ pub(super) fn create_parent(path: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// For the unit tests, which want the connection alone.
+#[cfg(test)]
 pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     open_and_migrate(path).map(|(conn, _)| conn)
 }
 
-/// Opens the file and brings its schema to `SCHEMA_VERSION`; also returns
-/// the version the file had (0: a new file), for `idemgate migrate`'s report.
-pub(super) fn open_and_migrate(path: &Path) -> Result<(Connection, i64), StoreError> {
+/// Opens the file and brings its schema to `SCHEMA_VERSION`; also says the
+/// version the file had (0: a new file), for `serve`'s and `idemgate
+/// migrate`'s report.
+pub(super) fn open_and_migrate(path: &Path) -> Result<(Connection, MigrationReport), StoreError> {
     create_parent(path)?;
     let fail = |e: rusqlite::Error| EmbeddedCause::Opening {
         path: path.to_owned(),
@@ -197,7 +200,7 @@ pub(super) fn open_and_migrate(path: &Path) -> Result<(Connection, i64), StoreEr
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(fail)?;
     tx.commit().map_err(fail)?;
-    Ok((conn, version))
+    Ok((conn, MigrationReport::stepped(version, SCHEMA_VERSION)))
 }
 
 /// The schema version of an existing file, read without writing anything

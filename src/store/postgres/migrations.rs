@@ -12,7 +12,7 @@ use deadpool_postgres::{Client, GenericClient};
 
 use super::cause::PostgresCause;
 use super::pool::db_error;
-use crate::store::StoreError;
+use crate::store::{MigrationReport, StoreError};
 
 /// (version, SQL), in order. Append only: a released migration never changes.
 pub(super) const MIGRATIONS: &[(i64, &str)] = &[
@@ -55,9 +55,9 @@ const TARGET: &str = "SELECT current_schema(), current_setting('search_path')";
 
 const LEDGER_EXISTS: &str = "SELECT to_regclass('idemgate_schema_migrations') IS NOT NULL";
 
-/// Applies every migration the database lacks; returns the versions applied.
-/// Refuses a database whose schema is newer than this binary.
-pub async fn migrate(client: &mut Client) -> Result<Vec<i64>, StoreError> {
+/// Applies every migration the database lacks; says which, and the version
+/// found. Refuses a database whose schema is newer than this binary.
+pub async fn migrate(client: &mut Client) -> Result<MigrationReport, StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
     // "already exists, skipping" notices are expected on every start: keep
     // them out of the gateway's log.
@@ -101,7 +101,11 @@ pub async fn migrate(client: &mut Client) -> Result<Vec<i64>, StoreError> {
         applied.push(*version);
     }
     tx.commit().await.map_err(db_error)?;
-    Ok(applied)
+    Ok(MigrationReport {
+        found: current,
+        now: SCHEMA_VERSION,
+        applied,
+    })
 }
 
 /// The database, the schema and the instant its first migration was
@@ -124,7 +128,7 @@ pub async fn identity(client: &Client) -> Result<String, StoreError> {
 
 /// For `store.migrate = false`: the schema must already be exactly this
 /// binary's (older: run `idemgate migrate`; newer: upgrade idemgate).
-pub async fn check(client: &Client) -> Result<(), StoreError> {
+pub async fn check(client: &Client) -> Result<MigrationReport, StoreError> {
     require_schema(client).await?;
     let exists: bool = client
         .query_one(LEDGER_EXISTS, &[])
@@ -150,7 +154,7 @@ pub async fn check(client: &Client) -> Result<(), StoreError> {
         }
         .into());
     }
-    Ok(())
+    Ok(MigrationReport::stepped(current, SCHEMA_VERSION))
 }
 
 /// A `search_path` naming no schema that exists (a schema not created yet, a

@@ -39,7 +39,10 @@ pub use cause::{PostgresCause, RootCertProblem};
 pub use migrations::SCHEMA_VERSION;
 pub use purges::{Heard, PurgeHook};
 
-use super::{Kept, Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse};
+use super::{
+    Kept, Lease, MigrationReport, RecordId, RecordInfo, Reservation, Store, StoreError,
+    StoredResponse,
+};
 use crate::config::PostgresStoreConfig;
 use batch::Queue;
 use many::{CompleteJob, Completed, ReserveJob, Reserved};
@@ -113,16 +116,26 @@ impl PostgresStore {
     /// checks that the schema is this binary's. Connects once to do so: a
     /// database that is down at start is an error here.
     pub async fn connect(config: &PostgresStoreConfig) -> Result<PostgresStore, StoreError> {
+        Self::connect_reporting(config)
+            .await
+            .map(|(store, _)| store)
+    }
+
+    /// `connect`, also saying what it found of the schema and applied
+    /// (`serve` logs it).
+    pub async fn connect_reporting(
+        config: &PostgresStoreConfig,
+    ) -> Result<(PostgresStore, MigrationReport), StoreError> {
         let mut store = Self::lazy(config)?;
-        if config.migrate {
-            store.migrate().await?;
+        let report = if config.migrate {
+            store.migrate().await?
         } else {
             let client = store.pool.get().await.map_err(pool_error)?;
-            migrations::check(&client).await?;
-        }
+            migrations::check(&client).await?
+        };
         let client = store.pool.get().await.map_err(pool_error)?;
         store.identity = migrations::identity(&client).await?.into();
-        Ok(store)
+        Ok((store, report))
     }
 
     /// What tells this store from another (another database, or another
@@ -157,8 +170,9 @@ impl PostgresStore {
     }
 
     /// Applies the migrations this database lacks (under an advisory lock, safe
-    /// from many replicas at once); returns the versions applied now.
-    pub async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
+    /// from many replicas at once); says which it applied now, and the
+    /// version found.
+    pub async fn migrate(&self) -> Result<MigrationReport, StoreError> {
         let mut client = self.pool.get().await.map_err(pool_error)?;
         migrations::migrate(&mut client).await
     }
