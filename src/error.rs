@@ -7,6 +7,7 @@
 //! links it (`Link: <...>; rel="describedby"`).
 
 pub mod problem_base;
+pub mod whereabouts;
 
 use std::time::Duration;
 
@@ -110,7 +111,7 @@ pub enum GatewayError {
     /// of the key in this region's store, and where its records are kept
     /// (404 `not-found`, with `home_region` when that is known). Boxed:
     /// every result of a request carries this type.
-    KeyNotHere(Box<crate::region::key_home::Whereabouts>),
+    KeyNotHere(Box<whereabouts::Whereabouts>),
     /// A webhook route's signature check failed: nothing was forwarded or stored.
     InvalidSignature(crate::webhook::InvalidSignature),
     /// The key's home is another region, and the hop to its gateway failed
@@ -330,7 +331,7 @@ impl GatewayError {
     fn home_region(&self) -> Option<&str> {
         match self {
             GatewayError::KeyNotHere(whereabouts) => match &whereabouts.home {
-                crate::region::key_home::KeyHome::Region(home) => Some(home),
+                whereabouts::KeyHome::Region(home) => Some(home),
                 _ => None,
             },
             _ => None,
@@ -443,8 +444,8 @@ impl GatewayError {
 }
 
 /// Where to ask for a key this region holds no record of.
-fn key_not_here(whereabouts: &crate::region::key_home::Whereabouts) -> String {
-    use crate::region::key_home::KeyHome;
+fn key_not_here(whereabouts: &whereabouts::Whereabouts) -> String {
+    use whereabouts::KeyHome;
     let this = &whereabouts.this;
     match &whereabouts.home {
         KeyHome::Region(home) if home == this => {
@@ -568,9 +569,9 @@ mod tests {
             ),
             (GatewayError::AdminDisabled, 404, "not-found"),
             (
-                GatewayError::KeyNotHere(Box::new(crate::region::key_home::Whereabouts {
+                GatewayError::KeyNotHere(Box::new(whereabouts::Whereabouts {
                     this: "eu".into(),
-                    home: crate::region::key_home::KeyHome::PerScope,
+                    home: whereabouts::KeyHome::PerScope,
                 })),
                 404,
                 "not-found",

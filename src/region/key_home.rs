@@ -5,29 +5,9 @@
 use std::sync::Arc;
 
 use crate::config::{Config, RegionsConfig, ScopePart};
+pub use crate::error::whereabouts::{KeyHome, Whereabouts};
 
 use super::home::home;
-
-/// The home of a key's records, as far as the route and the key tell.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeyHome {
-    /// The region whose store keeps them: this one or another.
-    Region(Arc<str>),
-    /// The route's scope reads each request (a header, a client
-    /// certificate): each scope of the key has a home of its own.
-    PerScope,
-    /// The config has no route of that name (renamed or removed): its
-    /// scope, and so the home, is not known.
-    UnknownRoute,
-}
-
-/// What a region that holds no record of a key tells of it: its own name
-/// and the key's home.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Whereabouts {
-    pub this: Arc<str>,
-    pub home: KeyHome,
-}
 
 /// `scope`: the route's scope parts as configured, `None` when the config
 /// has no route of that name. The home as the gateway computes it for a
