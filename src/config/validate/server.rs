@@ -25,7 +25,7 @@ pub fn server(ctx: &mut Ctx<'_>, file: &ServerFile) -> ServerConfig {
         default_admin,
         address,
     );
-    if listen == admin_listen
+    if let Some(reason) = super::listeners::clash(listen, admin_listen)
         && let Some(written) = file.admin_listen.as_ref().or(file.listen.as_ref())
     {
         ctx.error(
@@ -35,7 +35,7 @@ pub fn server(ctx: &mut Ctx<'_>, file: &ServerFile) -> ServerConfig {
             } else {
                 "server.listen"
             },
-            format!("listen and admin_listen are both {listen}; they must differ"),
+            reason,
         );
     }
     ServerConfig {

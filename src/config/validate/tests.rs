@@ -925,6 +925,40 @@ fn listen_addresses_must_differ() {
 }
 
 #[test]
+fn listen_addresses_that_share_a_port_through_a_wildcard_are_refused() {
+    // `serve` could bind only the first: the wildcard takes the port on
+    // every address ([::] on IPv4 too: Linux binds it dual-stack).
+    for (listen, admin) in [
+        ("127.0.0.1:7000", "0.0.0.0:7000"),
+        ("0.0.0.0:7000", "10.1.2.3:7000"),
+        ("127.0.0.1:7000", "[::]:7000"),
+        ("[::]:7000", "0.0.0.0:7000"),
+        ("[::1]:7000", "[::]:7000"),
+    ] {
+        let text =
+            format!("[server]\nlisten = \"{listen}\"\nadmin_listen = \"{admin}\"\n{MINIMAL}");
+        single(&text, "t.toml:3:16: server.admin_listen:", "port 7000");
+    }
+}
+
+#[test]
+fn listen_addresses_that_do_not_overlap_are_accepted() {
+    // Port 0 is a fresh port for each listener; distinct addresses of one
+    // port, or one family's loopback beside the other's, bind side by side.
+    for (listen, admin) in [
+        ("127.0.0.1:0", "127.0.0.1:0"),
+        ("0.0.0.0:0", "[::]:0"),
+        ("127.0.0.1:7000", "127.0.0.2:7000"),
+        ("[::1]:7000", "127.0.0.1:7000"),
+        ("[::1]:7000", "0.0.0.0:7000"),
+    ] {
+        ok(&format!(
+            "[server]\nlisten = \"{listen}\"\nadmin_listen = \"{admin}\"\n{MINIMAL}"
+        ));
+    }
+}
+
+#[test]
 fn unused_upstream_warns() {
     let text = format!("{MINIMAL}\n[upstreams.spare]\nurl = \"http://a\"\n");
     assert_eq!(
