@@ -873,6 +873,21 @@ async fn keys_finds_the_records_of_a_route_the_file_no_longer_has() {
             "{action}"
         );
     }
+    // A misspelt route lists nothing: the empty page is said to be one of a
+    // route the file does not have, and fails, as `show` and `purge` do.
+    let out = idemgate(&["keys", "list", "-c", &path, "charges"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr,
+        format!("no records on route \"charges\" ({path} has no route named \"charges\")\n")
+    );
+    let page: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(page, serde_json::json!({ "records": [], "next": null }));
+    // A route the file has lists its empty page and succeeds.
+    let out = idemgate(&["keys", "list", "-c", &path, "payments"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "");
 }
 
 /// The embedded store is for one gateway process: a second `serve` on the
