@@ -1319,8 +1319,15 @@ fn check_refuses_a_store_path_that_cannot_be_a_file() {
     let config = dir.path("idemgate.toml");
     let name = config.to_str().unwrap().to_owned();
     std::fs::write(dir.path("plain"), "").unwrap();
+    // Another file given by mistake: `serve` would stop at "file is not a
+    // database" once it opened it.
+    std::fs::write(dir.path("notes.txt"), "not a database\n").unwrap();
     let cases = [
         (dir.path(""), "is a directory, not a store file".to_owned()),
+        (
+            dir.path("notes.txt"),
+            "is not a store file: it is not an SQLite database".to_owned(),
+        ),
         (
             dir.path("plain/store.db"),
             format!(
@@ -1356,6 +1363,17 @@ fn check_refuses_a_store_path_that_cannot_be_a_file() {
     let out = idemgate(&["check", "-c", &name]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(!dir.path("not").exists(), "check created a directory");
+    // An empty file is a store yet to be written, as SQLite reads it.
+    std::fs::write(
+        &config,
+        format!(
+            "[store]\npath = \"{}\"\n{VALID}",
+            dir.path("plain").display()
+        ),
+    )
+    .unwrap();
+    let out = idemgate(&["check", "-c", &name]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
 
 /// `serve` under `ulimit -n LIMITS` (bash's `ulimit` arguments), with
