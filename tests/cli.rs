@@ -1468,3 +1468,54 @@ fn serve_raises_the_open_files_limit_to_the_hard_one() {
         "{warning}"
     );
 }
+
+/// A "config" that never ends (`/dev/zero`, a device given by mistake) is
+/// refused after a bounded read, naming the file, instead of filling memory
+/// until the process is killed. A pipe (`-c <(envsubst < tmpl)`) still reads.
+#[test]
+fn check_refuses_a_file_that_never_ends() {
+    for command in ["check", "serve", "sweep"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_idemgate"))
+            .args([command, "-c", "/dev/zero"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                panic!("{command} -c /dev/zero still reading after 20 s");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let out = child.wait_with_output().unwrap();
+        let stderr = text(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{command}: {stderr}");
+        assert!(
+            stderr.contains("/dev/zero: cannot read the file: larger than"),
+            "{command}: {stderr}"
+        );
+    }
+    let dir = TestDir::new("cli-config-pipe");
+    let config = dir.path("idemgate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[store]\npath = \"{}\"\n{VALID}",
+            dir.path("s.db").display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new("bash")
+        .args([
+            "-c",
+            "exec \"$0\" check -c <(cat \"$1\")",
+            env!("CARGO_BIN_EXE_idemgate"),
+            config.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
