@@ -327,7 +327,23 @@ pub async fn list_keys(args: &crate::cli::ListArgs) -> i32 {
         Ok(page) => {
             let text = serde_json::to_string_pretty(&crate::admin::listing::to_json(&page))
                 .unwrap_or_default();
-            say(&format!("{text}\n")).map_or_else(|code| code, |()| EXIT_OK)
+            if let Err(code) = say(&format!("{text}\n")) {
+                return code;
+            }
+            // Any name is listed (a renamed route keeps its records), but a
+            // first page empty on a route the file lacks is most likely a
+            // misspelt name: said, and a failure, as `keys show` says it.
+            let known = config.routes.contains(&args.route);
+            if page.records.is_empty() && args.after.is_none() && !known {
+                eprintln!(
+                    "no records on route {:?} ({} has no route named {:?})",
+                    args.route,
+                    path.display(),
+                    args.route
+                );
+                return EXIT_FAILURE;
+            }
+            EXIT_OK
         }
         Err(err) => {
             eprintln!("idemgate keys list: {err}");

@@ -915,6 +915,21 @@ async fn keys_finds_the_records_of_a_route_the_file_no_longer_has() {
             "{action}"
         );
     }
+    // A misspelt route lists nothing: the empty page is said to be one of a
+    // route the file does not have, and fails, as `show` and `purge` do.
+    let out = idemgate(&["keys", "list", "-c", &path, "charges"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr,
+        format!("no records on route \"charges\" ({path} has no route named \"charges\")\n")
+    );
+    let page: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(page, serde_json::json!({ "records": [], "next": null }));
+    // A route the file has lists its empty page and succeeds.
+    let out = idemgate(&["keys", "list", "-c", &path, "payments"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "");
 }
 
 /// The embedded store is for one gateway process: a second `serve` on the
@@ -1346,8 +1361,15 @@ fn check_refuses_a_store_path_that_cannot_be_a_file() {
     let config = dir.path("idemgate.toml");
     let name = config.to_str().unwrap().to_owned();
     std::fs::write(dir.path("plain"), "").unwrap();
+    // Another file given by mistake: `serve` would stop at "file is not a
+    // database" once it opened it.
+    std::fs::write(dir.path("notes.txt"), "not a database\n").unwrap();
     let cases = [
         (dir.path(""), "is a directory, not a store file".to_owned()),
+        (
+            dir.path("notes.txt"),
+            "is not a store file: it is not an SQLite database".to_owned(),
+        ),
         (
             dir.path("plain/store.db"),
             format!(
@@ -1383,6 +1405,17 @@ fn check_refuses_a_store_path_that_cannot_be_a_file() {
     let out = idemgate(&["check", "-c", &name]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(!dir.path("not").exists(), "check created a directory");
+    // An empty file is a store yet to be written, as SQLite reads it.
+    std::fs::write(
+        &config,
+        format!(
+            "[store]\npath = \"{}\"\n{VALID}",
+            dir.path("plain").display()
+        ),
+    )
+    .unwrap();
+    let out = idemgate(&["check", "-c", &name]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
 
 /// `serve` under `ulimit -n LIMITS` (bash's `ulimit` arguments), with
@@ -1476,4 +1509,55 @@ fn serve_raises_the_open_files_limit_to_the_hard_one() {
         warning.contains("limit=2000") && warning.contains("needed=5320"),
         "{warning}"
     );
+}
+
+/// A "config" that never ends (`/dev/zero`, a device given by mistake) is
+/// refused after a bounded read, naming the file, instead of filling memory
+/// until the process is killed. A pipe (`-c <(envsubst < tmpl)`) still reads.
+#[test]
+fn check_refuses_a_file_that_never_ends() {
+    for command in ["check", "serve", "sweep"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_idemgate"))
+            .args([command, "-c", "/dev/zero"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                panic!("{command} -c /dev/zero still reading after 20 s");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let out = child.wait_with_output().unwrap();
+        let stderr = text(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{command}: {stderr}");
+        assert!(
+            stderr.contains("/dev/zero: cannot read the file: larger than"),
+            "{command}: {stderr}"
+        );
+    }
+    let dir = TestDir::new("cli-config-pipe");
+    let config = dir.path("idemgate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[store]\npath = \"{}\"\n{VALID}",
+            dir.path("s.db").display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new("bash")
+        .args([
+            "-c",
+            "exec \"$0\" check -c <(cat \"$1\")",
+            env!("CARGO_BIN_EXE_idemgate"),
+            config.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }

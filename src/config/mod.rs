@@ -94,16 +94,35 @@ pub fn load_store_settings(path: &Path) -> Result<StoreSettings, ConfigErrors> {
     })
 }
 
+/// Far above any real config (a large one is tens of KiB): a file past it
+/// is something else given by mistake, and a device such as `/dev/zero`
+/// would otherwise be read until memory runs out.
+const MAX_FILE_BYTES: u64 = 16 << 20;
+
 fn read(path: &Path) -> Result<String, ConfigErrors> {
-    std::fs::read_to_string(path).map_err(|err| {
+    use std::io::Read;
+    let unreadable = |message: String| {
         ConfigErrors::single(ConfigError {
             file: path.to_path_buf(),
             line: None,
             column: None,
             field: String::new(),
-            message: format!("cannot read the file: {err}"),
+            message: format!("cannot read the file: {message}"),
         })
-    })
+    };
+    // Read through `take`, not by the size the file claims: a pipe
+    // (`-c <(envsubst < template)`) has none, a device may claim 0.
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| std::io::Read::take(file, MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|err| unreadable(err.to_string()))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(unreadable(format!(
+            "larger than {} MiB: not a configuration file",
+            MAX_FILE_BYTES >> 20
+        )));
+    }
+    String::from_utf8(bytes).map_err(|_| unreadable("not valid UTF-8 (a TOML file is UTF-8 text)".to_owned()))
 }
 
 /// Validates `text` as if read from `source`, resolving `*_env` secrets with `env`.

@@ -5,6 +5,7 @@
 mod context;
 mod encryption;
 mod keys;
+mod listeners;
 mod names;
 mod policy;
 mod regions;

@@ -25,7 +25,7 @@ pub fn server(ctx: &mut Ctx<'_>, file: &ServerFile) -> ServerConfig {
         default_admin,
         address,
     );
-    if listen == admin_listen
+    if let Some(reason) = super::listeners::clash(listen, admin_listen)
         && let Some(written) = file.admin_listen.as_ref().or(file.listen.as_ref())
     {
         ctx.error(
@@ -35,7 +35,7 @@ pub fn server(ctx: &mut Ctx<'_>, file: &ServerFile) -> ServerConfig {
             } else {
                 "server.listen"
             },
-            format!("listen and admin_listen are both {listen}; they must differ"),
+            reason,
         );
     }
     ServerConfig {
@@ -236,6 +236,28 @@ pub fn admin(ctx: &mut Ctx<'_>, file: &AdminFile) -> AdminConfig {
         }
         (None, env) => (from_env, "admin.token_env", env.as_ref().map(|t| t.span())),
     };
+    // A client presents the token in `Authorization`, which carries visible
+    // ASCII, spaces and tabs only: with any other character in it every call
+    // would be refused, and nothing would say why.
+    let token = match token {
+        Some(token) if !sendable(&token) => {
+            let source = match (field, token_env.as_deref()) {
+                ("admin.token_env", Some(variable)) => format!("the value of {variable}"),
+                _ => "the token".to_owned(),
+            };
+            ctx.error(
+                span.clone(),
+                field,
+                format!(
+                    "{source} holds a character a client cannot send in an Authorization \
+                     header (a control character, or one beyond ASCII): every call to /admin/* \
+                     would be refused; use visible ASCII (e.g. `openssl rand -hex 32`)"
+                ),
+            );
+            None
+        }
+        token => token,
+    };
     if let Some(length) = token.as_ref().map(|token| token.chars().count())
         && length < MIN_TOKEN_CHARS
     {
@@ -261,6 +283,14 @@ pub fn admin(ctx: &mut Ctx<'_>, file: &AdminFile) -> AdminConfig {
         token,
         tls,
     }
+}
+
+/// What an `Authorization` header value can carry and the admin plane
+/// reads back: visible ASCII, spaces and tabs.
+fn sendable(token: &str) -> bool {
+    token
+        .bytes()
+        .all(|byte| byte == b'\t' || (b' '..=b'~').contains(&byte))
 }
 
 /// Shorter admin and region tokens are warned about: a guessable one guards

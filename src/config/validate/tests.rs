@@ -261,6 +261,37 @@ fn admin_token_inline() {
     assert!(!short.warnings[0].contains("CHANGE-ME"));
 }
 
+/// A token holding a character no client can send in `Authorization` (a
+/// control character, anything beyond ASCII) would refuse every call to
+/// `/admin/*`: refused, naming the field (and the variable), never the token.
+#[test]
+fn an_admin_token_no_client_can_send_is_refused() {
+    let inline = format!("[admin]\ntoken = \"0123456789\\u0001abcdef\"\n{MINIMAL}");
+    single(&inline, "t.toml:2:9: admin.token:", "cannot send");
+    let inline = format!("[admin]\ntoken = \"0123456789abcdéf\"\n{MINIMAL}");
+    single(&inline, "t.toml:2:9: admin.token:", "cannot send");
+    let text = format!("[admin]\ntoken_env = \"TOK\"\n{MINIMAL}");
+    for token in [
+        "0123456789\u{7f}abcdef",
+        "0123456789abcdéf",
+        "0123\r\n456789abcdef",
+    ] {
+        let errors = errors_with(&text, &|_| Some(token.into()));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].starts_with("t.toml:2:13: admin.token_env:"),
+            "{errors:?}"
+        );
+        assert!(errors[0].contains("TOK"), "{errors:?}");
+        assert!(!errors[0].contains("abcd"), "{errors:?}");
+    }
+    // Spaces and tabs inside it can be sent.
+    let spaced = parse(&text, Path::new("t.toml"), &|_| {
+        Some("0123456789 abc\tdef".into())
+    });
+    assert!(spaced.is_ok(), "{spaced:?}");
+}
+
 /// A short admin token (a placeholder left in place) is warned about, by
 /// its length, never quoted; a long one is not.
 #[test]
@@ -922,6 +953,40 @@ fn toml_errors_in_a_later_route_name_its_index() {
 fn listen_addresses_must_differ() {
     let text = format!("[server]\nlisten = \"127.0.0.1:9090\"\n{MINIMAL}");
     single(&text, "t.toml:2:10: server.listen:", "must differ");
+}
+
+#[test]
+fn listen_addresses_that_share_a_port_through_a_wildcard_are_refused() {
+    // `serve` could bind only the first: the wildcard takes the port on
+    // every address ([::] on IPv4 too: Linux binds it dual-stack).
+    for (listen, admin) in [
+        ("127.0.0.1:7000", "0.0.0.0:7000"),
+        ("0.0.0.0:7000", "10.1.2.3:7000"),
+        ("127.0.0.1:7000", "[::]:7000"),
+        ("[::]:7000", "0.0.0.0:7000"),
+        ("[::1]:7000", "[::]:7000"),
+    ] {
+        let text =
+            format!("[server]\nlisten = \"{listen}\"\nadmin_listen = \"{admin}\"\n{MINIMAL}");
+        single(&text, "t.toml:3:16: server.admin_listen:", "port 7000");
+    }
+}
+
+#[test]
+fn listen_addresses_that_do_not_overlap_are_accepted() {
+    // Port 0 is a fresh port for each listener; distinct addresses of one
+    // port, or one family's loopback beside the other's, bind side by side.
+    for (listen, admin) in [
+        ("127.0.0.1:0", "127.0.0.1:0"),
+        ("0.0.0.0:0", "[::]:0"),
+        ("127.0.0.1:7000", "127.0.0.2:7000"),
+        ("[::1]:7000", "127.0.0.1:7000"),
+        ("[::1]:7000", "0.0.0.0:7000"),
+    ] {
+        ok(&format!(
+            "[server]\nlisten = \"{listen}\"\nadmin_listen = \"{admin}\"\n{MINIMAL}"
+        ));
+    }
 }
 
 #[test]
