@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use pki_types::pem;
 
+use super::pem_problem::PemProblem;
+
 #[derive(Debug, thiserror::Error)]
 #[error("{field}: {cause}")]
 pub struct TlsError {
@@ -27,7 +29,7 @@ pub enum TlsCause {
     #[error("cannot read {}: {error}", path.display())]
     Unreadable { path: PathBuf, error: pem::Error },
     #[error("{} is not valid PEM: {error}", path.display())]
-    NotPem { path: PathBuf, error: pem::Error },
+    NotPem { path: PathBuf, error: PemProblem },
     #[error("no certificate in {}", path.display())]
     NoCertificate { path: PathBuf },
     /// Said with the mend: idemgate takes no passphrase.
@@ -38,7 +40,7 @@ pub enum TlsCause {
     )]
     EncryptedKey { path: PathBuf },
     #[error("no usable private key in {}: {error}", path.display())]
-    NoKey { path: PathBuf, error: pem::Error },
+    NoKey { path: PathBuf, error: PemProblem },
     /// A CA file's certificate that rustls refuses as a trust root.
     #[error("{}: {error}", path.display())]
     BadRoot { path: PathBuf, error: rustls::Error },

@@ -4,6 +4,7 @@ use pki_types::pem::PemObject;
 use pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::error::{TlsCause, TlsError};
+use super::pem_problem::PemProblem;
 
 /// Every certificate in a PEM file; an empty file is an error.
 pub fn load_certs(path: &Path, field: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
@@ -23,7 +24,10 @@ pub fn load_certs(path: &Path, field: &str) -> Result<Vec<CertificateDer<'static
             let path = path_buf();
             failed(match error {
                 pki_types::pem::Error::Io(_) => TlsCause::Unreadable { path, error },
-                _ => TlsCause::NotPem { path, error },
+                _ => TlsCause::NotPem {
+                    path,
+                    error: PemProblem(error),
+                },
             })
         })?;
     if certs.is_empty() {
@@ -41,7 +45,10 @@ pub fn load_key(path: &Path, field: &str) -> Result<PrivateKeyDer<'static>, TlsE
         let cause = match (&error, std::fs::read(&path)) {
             (pki_types::pem::Error::Io(_), _) => TlsCause::Unreadable { path, error },
             (_, Ok(pem)) if is_encrypted(&pem) => TlsCause::EncryptedKey { path },
-            _ => TlsCause::NoKey { path, error },
+            _ => TlsCause::NoKey {
+                path,
+                error: PemProblem(error),
+            },
         };
         TlsError::new(field, cause)
     })
