@@ -32,6 +32,13 @@ pub enum TlsCause {
     NotPem { path: PathBuf, error: PemProblem },
     #[error("no certificate in {}", path.display())]
     NoCertificate { path: PathBuf },
+    /// Binary DER where PEM is read: said with the conversion, as "no
+    /// certificate" would send the operator looking at the wrong file.
+    #[error(
+        "{} is DER (binary), not PEM; convert it: openssl {tool} -inform der -in FILE -out FILE.pem",
+        path.display()
+    )]
+    Der { path: PathBuf, tool: &'static str },
     /// Said with the mend: idemgate takes no passphrase.
     #[error(
         "the private key in {} is encrypted, and idemgate takes no passphrase; decrypt it \
