@@ -1275,6 +1275,79 @@ fn check_refuses_postgres_tls_parameters_serve_refuses() {
     }
 }
 
+/// A PEM file cut short (a copy that stopped early) or damaged is said in
+/// words wherever the config names one: the END line it lacks, not that
+/// line's bytes as a list of numbers, nor the Redis client's bare "Io".
+#[test]
+fn check_says_what_is_wrong_in_a_cut_short_or_damaged_pem_file() {
+    let dir = TestDir::new("cli-check-cut-pem");
+    let pki = common::certs::Pki::new("CA");
+    let server = pki.server(&dir, "server");
+    let ca = pki.ca_pem();
+    let cut_cert = dir.path("cut.crt");
+    std::fs::write(&cut_cert, &server.cert_pem[..server.cert_pem.len() / 2]).unwrap();
+    let cut_key = dir.path("cut.key");
+    std::fs::write(&cut_key, &server.key_pem[..server.key_pem.len() / 2]).unwrap();
+    let cut_ca = dir.path("cut-ca.pem");
+    std::fs::write(&cut_ca, &ca[..ca.len() / 2]).unwrap();
+    let damaged_ca = dir.path("damaged-ca.pem");
+    std::fs::write(&damaged_ca, ca.replacen("MII", "MI!", 1)).unwrap();
+    let path = dir.path("cut.toml");
+    let config = path.to_str().unwrap();
+    let write = |cert: &std::path::Path, key: &std::path::Path, ca: &std::path::Path| {
+        let file = format!(
+            "[server.tls]\ncert = \"{}\"\nkey = \"{}\"\n\
+             [store]\nbackend = \"postgres\"\n\
+             url = \"postgres://postgres@localhost/test?sslmode=verify-full&sslrootcert={2}\"\n\
+             [store.redis]\nurl = \"rediss://localhost:6379\"\nca = \"{2}\"\n{VALID}",
+            cert.display(),
+            key.display(),
+            ca.display()
+        );
+        std::fs::write(&path, file).unwrap();
+    };
+    write(&cut_cert, &server.key, &cut_ca);
+    let out = idemgate(&["check", "-c", config]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let cut = "no \"-----END CERTIFICATE-----\" line (is the file cut short?)";
+    for field in [
+        "2:8: server.tls.cert",
+        "6:7: store.url",
+        "9:6: store.redis.ca",
+    ] {
+        let line = stderr
+            .lines()
+            .find(|line| line.starts_with(&format!("{config}:{field}: ")))
+            .unwrap_or_else(|| panic!("{field} not named: {stderr}"));
+        assert!(line.contains(cut), "{field}: {line}");
+    }
+    assert!(!stderr.contains("[67, 69"), "{stderr}");
+    assert!(!stderr.contains("(Io)"), "{stderr}");
+
+    write(&server.cert, &cut_key, &damaged_ca);
+    let out = idemgate(&["check", "-c", config]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{config}:3:7: server.tls.key: no usable private key in {}: a block has no \
+             \"-----END PRIVATE KEY-----\" line",
+            cut_key.display()
+        )),
+        "{stderr}"
+    );
+    for field in ["6:7: store.url", "9:6: store.redis.ca"] {
+        let line = stderr
+            .lines()
+            .find(|line| line.starts_with(&format!("{config}:{field}: ")))
+            .unwrap_or_else(|| panic!("{field} not named: {stderr}"));
+        assert!(line.contains("not valid base64"), "{field}: {line}");
+    }
+    assert!(!stderr.contains("InvalidCharacter"), "{stderr}");
+    assert!(!stderr.contains("(Io)"), "{stderr}");
+}
+
 /// `serve` reads the same before it opens the store: what `check` refuses
 /// is one line naming the file, line and field, exit 1, and no database is
 /// reached (none listens here).

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use pki_types::pem;
 
+use super::pem_problem::PemProblem;
+
 #[derive(Debug, thiserror::Error)]
 #[error("{field}: {cause}")]
 pub struct TlsError {
@@ -27,9 +29,16 @@ pub enum TlsCause {
     #[error("cannot read {}: {error}", path.display())]
     Unreadable { path: PathBuf, error: pem::Error },
     #[error("{} is not valid PEM: {error}", path.display())]
-    NotPem { path: PathBuf, error: pem::Error },
+    NotPem { path: PathBuf, error: PemProblem },
     #[error("no certificate in {}", path.display())]
     NoCertificate { path: PathBuf },
+    /// Binary DER where PEM is read: said with the conversion, as "no
+    /// certificate" would send the operator looking at the wrong file.
+    #[error(
+        "{} is DER (binary), not PEM; convert it: openssl {tool} -inform der -in FILE -out FILE.pem",
+        path.display()
+    )]
+    Der { path: PathBuf, tool: &'static str },
     /// Said with the mend: idemgate takes no passphrase.
     #[error(
         "the private key in {} is encrypted, and idemgate takes no passphrase; decrypt it \
@@ -38,7 +47,7 @@ pub enum TlsCause {
     )]
     EncryptedKey { path: PathBuf },
     #[error("no usable private key in {}: {error}", path.display())]
-    NoKey { path: PathBuf, error: pem::Error },
+    NoKey { path: PathBuf, error: PemProblem },
     /// A CA file's certificate that rustls refuses as a trust root.
     #[error("{}: {error}", path.display())]
     BadRoot { path: PathBuf, error: rustls::Error },

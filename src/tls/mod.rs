@@ -5,6 +5,7 @@
 
 mod error;
 mod pem;
+mod pem_problem;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use crate::config::{Config, TlsConfig, UpstreamTlsConfig};
 
 pub use error::{TlsCause, TlsError};
 pub use pem::{load_certs, load_key};
+pub use pem_problem::PemProblem;
 
 /// A listener's TLS configuration, swapped on reload so new certificates
 /// apply to new connections while open ones keep theirs.

@@ -4,6 +4,7 @@ use pki_types::pem::PemObject;
 use pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::error::{TlsCause, TlsError};
+use super::pem_problem::PemProblem;
 
 /// Every certificate in a PEM file; an empty file is an error.
 pub fn load_certs(path: &Path, field: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
@@ -23,11 +24,18 @@ pub fn load_certs(path: &Path, field: &str) -> Result<Vec<CertificateDer<'static
             let path = path_buf();
             failed(match error {
                 pki_types::pem::Error::Io(_) => TlsCause::Unreadable { path, error },
-                _ => TlsCause::NotPem { path, error },
+                _ => TlsCause::NotPem {
+                    path,
+                    error: PemProblem(error),
+                },
             })
         })?;
     if certs.is_empty() {
-        return Err(failed(TlsCause::NoCertificate { path: path_buf() }));
+        let path = path_buf();
+        return Err(failed(match std::fs::read(&path) {
+            Ok(der) if is_der(&der) => TlsCause::Der { path, tool: "x509" },
+            _ => TlsCause::NoCertificate { path },
+        }));
     }
     Ok(certs)
 }
@@ -41,10 +49,25 @@ pub fn load_key(path: &Path, field: &str) -> Result<PrivateKeyDer<'static>, TlsE
         let cause = match (&error, std::fs::read(&path)) {
             (pki_types::pem::Error::Io(_), _) => TlsCause::Unreadable { path, error },
             (_, Ok(pem)) if is_encrypted(&pem) => TlsCause::EncryptedKey { path },
-            _ => TlsCause::NoKey { path, error },
+            (_, Ok(der)) if is_der(&der) => TlsCause::Der { path, tool: "pkey" },
+            _ => TlsCause::NoKey {
+                path,
+                error: PemProblem(error),
+            },
         };
         TlsError::new(field, cause)
     })
+}
+
+/// One ASN.1 SEQUENCE, as a DER certificate or key is: a long-form length
+/// (a byte text never holds), or a short one that spans the whole file (a
+/// small EC key).
+fn is_der(bytes: &[u8]) -> bool {
+    match bytes {
+        [0x30, 0x81..=0x84, ..] => true,
+        [0x30, short, rest @ ..] => usize::from(*short) == rest.len(),
+        _ => false,
+    }
 }
 
 /// A PKCS#8 `ENCRYPTED PRIVATE KEY`, or a traditional PEM key with
@@ -96,6 +119,37 @@ mod tests {
         let missing =
             (load_key(&dir.join("missing.key"), "server.tls.key").unwrap_err()).to_string();
         assert!(!missing.contains("encrypted"), "{missing}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A DER certificate or key (a Windows export, `openssl ... -outform
+    /// der`) is named as such, with the conversion.
+    #[test]
+    fn a_der_file_is_named_as_such() {
+        let dir = std::env::temp_dir().join(format!("idemgate-der-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cert = dir.join("cert.der");
+        let mut der = vec![0x30, 0x82, 0x01, 0x00];
+        der.extend([0u8; 256]);
+        std::fs::write(&cert, &der).unwrap();
+        let key = dir.join("ec.der");
+        let mut ec = vec![0x30, 0x77];
+        ec.extend([0u8; 0x77]);
+        std::fs::write(&key, &ec).unwrap();
+        let error = load_certs(&cert, "server.tls.cert")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("is DER (binary), not PEM"), "{error}");
+        assert!(error.contains("openssl x509 -inform der"), "{error}");
+        let error = load_key(&key, "server.tls.key").unwrap_err().to_string();
+        assert!(error.contains("openssl pkey -inform der"), "{error}");
+        // Text that happens to start with "0" is not taken for DER.
+        let text = dir.join("text.pem");
+        std::fs::write(&text, "0w not a certificate\n").unwrap();
+        let error = load_certs(&text, "server.tls.cert")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("no certificate in"), "{error}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

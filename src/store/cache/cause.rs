@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use redis::{ErrorKind, RedisError};
 
+use crate::tls::PemProblem;
+
 /// One Redis call that failed.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CacheError {
@@ -44,6 +46,13 @@ pub enum RedisCause {
     /// `store.redis.ca` holds no PEM certificate (empty, or not PEM).
     #[error("no certificate in {}", path.display())]
     CaHoldsNoCertificate { path: PathBuf },
+    /// `store.redis.ca` is not valid PEM (cut short, damaged).
+    #[error("{} is not valid PEM: {problem}", path.display())]
+    CaNotPem {
+        path: PathBuf,
+        #[source]
+        problem: Arc<PemProblem>,
+    },
     /// `store.redis.ca` was read but the client refuses it.
     #[error("{} cannot be used as a CA ({kind:?})", path.display())]
     CaRefused { path: PathBuf, kind: ErrorKind },

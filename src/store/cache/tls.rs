@@ -11,6 +11,7 @@ use rustls::pki_types::pem::PemObject;
 
 use super::cause::RedisCause;
 use crate::store::setting::{Setting, SettingError};
+use crate::tls::PemProblem;
 
 /// Reads the URL and the CA file (its certificates parsed); connects to
 /// nothing.
@@ -39,8 +40,15 @@ pub fn client(url: &str, ca: Option<&Path>) -> Result<Client, SettingError> {
     })?;
     // The client takes a file without a certificate (empty, or not PEM) as
     // a CA that trusts nothing: Redis would be down for good, and silently
-    // so. A malformed one the client refuses below.
-    if CertificateDer::pem_slice_iter(&pem).next().is_none() {
+    // so. A malformed one it refuses with no more than "I/O error".
+    let parsed = CertificateDer::pem_slice_iter(&pem).collect::<Result<Vec<_>, _>>();
+    let certificates = parsed.map_err(|error| {
+        refused(RedisCause::CaNotPem {
+            path: ca.to_owned(),
+            problem: Arc::new(PemProblem(error)),
+        })
+    })?;
+    if certificates.is_empty() {
         return Err(refused(RedisCause::CaHoldsNoCertificate {
             path: ca.to_owned(),
         }));

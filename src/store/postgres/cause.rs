@@ -92,7 +92,7 @@ pub enum RootCertProblem {
     #[error("{0}")]
     Unreadable(#[source] Arc<std::io::Error>),
     #[error("not PEM certificates ({0})")]
-    NotPem(#[source] Arc<rustls::pki_types::pem::Error>),
+    NotPem(#[source] Arc<crate::tls::PemProblem>),
     #[error("holds no usable CA certificate")]
     NoCa,
 }

@@ -28,6 +28,7 @@ use rustls::pki_types::pem::PemObject;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::cause::{PostgresCause, RootCertProblem};
+use crate::tls::PemProblem;
 
 /// The URL for the driver, and the TLS connector when the URL asks for TLS.
 pub fn prepare(url: &str) -> Result<(String, Option<MakeRustlsConnect>), PostgresCause> {
@@ -126,7 +127,7 @@ fn connector(root_file: Option<PathBuf>) -> Result<MakeRustlsConnect, PostgresCa
                 std::fs::read(&path).map_err(|e| read(RootCertProblem::Unreadable(Arc::new(e))))?;
             let certs = CertificateDer::pem_slice_iter(&pem)
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| read(RootCertProblem::NotPem(Arc::new(e))))?;
+                .map_err(|e| read(RootCertProblem::NotPem(Arc::new(PemProblem(e)))))?;
             let (added, _) = roots.add_parsable_certificates(certs);
             if added == 0 {
                 return Err(read(RootCertProblem::NoCa));
