@@ -333,7 +333,7 @@ pub async fn list_keys(args: &crate::cli::ListArgs) -> i32 {
             // Any name is listed (a renamed route keeps its records), but a
             // first page empty on a route the file lacks is most likely a
             // misspelt name: said, and a failure, as `keys show` says it.
-            let known = config.routes.contains(&args.route);
+            let known = config.scope_of(&args.route).is_some();
             if page.records.is_empty() && args.after.is_none() && !known {
                 eprintln!(
                     "no records on route {:?} ({} has no route named {:?})",

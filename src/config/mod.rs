@@ -122,7 +122,8 @@ fn read(path: &Path) -> Result<String, ConfigErrors> {
             MAX_FILE_BYTES >> 20
         )));
     }
-    String::from_utf8(bytes).map_err(|_| unreadable("not valid UTF-8 (a TOML file is UTF-8 text)".to_owned()))
+    String::from_utf8(bytes)
+        .map_err(|_| unreadable("not valid UTF-8 (a TOML file is UTF-8 text)".to_owned()))
 }
 
 /// Validates `text` as if read from `source`, resolving `*_env` secrets with `env`.
