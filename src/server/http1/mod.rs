@@ -138,8 +138,13 @@ pub async fn serve<S, H, F>(
         else {
             return;
         };
+        // A body not read to its end by now (the answer came without it: no
+        // route, a refused key, an upstream that answered early) is not
+        // read after it: the connection closes, and the answer says so
+        // (RFC 9112 §9.6), rather than a client sending its next request
+        // into a closing connection.
         let facts = Facts {
-            keep_alive: facts.keep_alive && !*shutdown.borrow(),
+            keep_alive: facts.keep_alive && !*shutdown.borrow() && body_done(&reader),
             ..facts
         };
         match response::write(&mut write, &mut out, response, facts).await {
@@ -154,6 +159,20 @@ pub async fn serve<S, H, F>(
             }
         }
     }
+}
+
+/// Whether the request's body is read to its end. Once no one holds the
+/// body any more (the handler answered without it), what of it is already
+/// buffered is dropped: a small body that came whole with its head does
+/// not cost the connection. One still held (an upstream still sending it
+/// while its answer streams back) is left to its reader.
+fn body_done(reader: &SharedReader) -> bool {
+    let unheld = Arc::strong_count(reader) == 1;
+    let mut guard = lock(reader);
+    if unheld {
+        guard.skip_buffered_body();
+    }
+    guard.body_done()
 }
 
 /// The answer to `OPTIONS *`: 200 with no body (RFC 9110 §9.3.7), and no
