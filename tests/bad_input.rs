@@ -1286,3 +1286,52 @@ async fn an_http2_host_field_that_contradicts_the_authority_is_refused() {
     assert_eq!(s.upstream.total(), 2, "a contradicted host was forwarded");
     s.assert_no_panic();
 }
+
+/// RFC 9113 §8.2.1: an HTTP/2 field value that starts or ends with a space
+/// or a tab makes the request malformed (HTTP/1 trims that whitespace as
+/// optional; HTTP/2 has none to trim). It is refused 400 `bad-request`, as
+/// other malformed HTTP/2 heads are, and never forwarded.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_http2_field_value_with_edge_whitespace_is_refused() {
+    let s = setup("h2-edge-whitespace").await;
+    let tcp = TcpStream::connect(s.gateway.addr).await.expect("connect");
+    let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
+    tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    for (path, name, value, status) in [
+        ("/rest", "x-a", " v", 400),
+        ("/rest", "x-a", "v\t", 400),
+        ("/rest", "x-a", "\tv ", 400),
+        ("/v1/charges", "idempotency-key", "k1 ", 400),
+        ("/rest", "x-a", "v w", 201),
+        ("/rest", "x-a", "", 201),
+    ] {
+        let request = http::Request::get(format!("http://gw.example{path}"))
+            .header(name, http::HeaderValue::from_str(value).expect("a value"))
+            .body(())
+            .expect("request");
+        let (answer, _) = client.send_request(request, true).expect("sent");
+        let answer = tokio::time::timeout(WITHIN, answer)
+            .await
+            .expect("an answer in time")
+            .expect("an answer");
+        assert_eq!(answer.status(), status, "{name}: {value:?}");
+        if status == 400 {
+            assert_eq!(
+                answer.headers()["content-type"],
+                "application/problem+json",
+                "{value:?}"
+            );
+            let mut body = answer.into_body();
+            let mut bytes = Vec::new();
+            while let Some(chunk) = body.data().await {
+                bytes.extend_from_slice(&chunk.expect("a chunk"));
+            }
+            let doc: serde_json::Value = serde_json::from_slice(&bytes).expect("problem+json");
+            assert_eq!(doc["code"], "bad-request", "{value:?}");
+        }
+        client = client.ready().await.expect("ready");
+    }
+    assert_eq!(s.upstream.total(), 2, "a malformed request was forwarded");
+    s.assert_no_panic();
+}
