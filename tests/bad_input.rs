@@ -1335,3 +1335,45 @@ async fn an_http2_field_value_with_edge_whitespace_is_refused() {
     assert_eq!(s.upstream.total(), 2, "a malformed request was forwarded");
     s.assert_no_panic();
 }
+
+/// Over HTTP/2 a head over `max_header_bytes` gets the gateway's own 431
+/// problem document, and is counted, up to four times the limit (at least
+/// 64 KiB): hyper's HTTP/2 layer refuses only heads past that, with a bare
+/// 431 the gateway never sees (docs/behaviour.md).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_http2_head_well_over_the_limit_gets_the_problem_document() {
+    let s = setup("h2-head-too-large").await;
+    let counted = |text: &str| -> u64 {
+        let prefix = "idemgate_requests_total{outcome=\"too_large\",route=\"\"} ";
+        text.lines()
+            .find_map(|line| line.strip_prefix(prefix))
+            .map_or(0, |value| value.trim().parse().expect("a count"))
+    };
+    let tcp = TcpStream::connect(s.gateway.addr).await.expect("connect");
+    let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
+    tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    // 4 KiB limit: 5 KiB and 20 KiB are the gateway's to refuse; 100 KiB
+    // is past hyper's bound.
+    for (pad, problem) in [(5_000, true), (20_000, true), (100_000, false)] {
+        let request = http::Request::get(format!("http://{}/rest", s.gateway.addr))
+            .header("x-pad", "p".repeat(pad))
+            .body(())
+            .expect("request");
+        let (answer, _) = client.send_request(request, true).expect("sent");
+        let answer = tokio::time::timeout(WITHIN, answer)
+            .await
+            .expect("an answer in time")
+            .expect("an answer");
+        assert_eq!(answer.status(), 431, "{pad}");
+        let is_problem = answer
+            .headers()
+            .get("content-type")
+            .is_some_and(|t| t == "application/problem+json");
+        assert_eq!(is_problem, problem, "{pad}");
+        client = client.ready().await.expect("ready");
+    }
+    let text = s.gateway.admin_client().get("/metrics").await.text();
+    assert_eq!(counted(&text), 2);
+    s.assert_clean();
+}

@@ -195,6 +195,18 @@ fn head_buffer(limits: &Limits) -> usize {
         .max(8192)
 }
 
+/// The largest header list HTTP/2 decodes (hyper's bound; past it hyper
+/// answers a bare 431 of its own, which the gateway never sees or counts):
+/// four times the configured limit, at least 64 KiB, so that a head a
+/// client sent over the limit by mistake still reaches the gateway and gets
+/// its problem document. Not more: hyper decodes a whole list before the
+/// gateway refuses it, up to this much for each of a connection's streams.
+fn http2_header_list(max_header_bytes: u64) -> u32 {
+    u32::try_from(max_header_bytes.saturating_mul(4))
+        .unwrap_or(u32::MAX)
+        .max(64 * 1024)
+}
+
 struct Connection<H> {
     name: &'static str,
     settings: http1::Settings,
@@ -309,7 +321,7 @@ where
         let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
         builder
             .timer(TokioTimer::new())
-            .max_header_list_size(u32::try_from(self.settings.max_head_bytes).unwrap_or(u32::MAX))
+            .max_header_list_size(http2_header_list(self.settings.max_header_bytes))
             // Written out, not left to hyper's and h2's defaults (which they
             // may change): the stream limit a client sees (docs/behaviour.md),
             // and the bounds on resets that close a connection flooding
