@@ -1377,3 +1377,51 @@ async fn an_http2_head_well_over_the_limit_gets_the_problem_document() {
     assert_eq!(counted(&text), 2);
     s.assert_clean();
 }
+
+/// `OPTIONS *` asks about the server (RFC 9110 §9.3.7): over HTTP/2 as over
+/// HTTP/1, the gateway's own 200 with no body, nothing forwarded; `*` with
+/// another method is 400 `bad-request` on both.
+#[tokio::test(flavor = "multi_thread")]
+async fn options_asterisk_is_answered_alike_over_http2() {
+    let s = setup("h2-options-asterisk").await;
+    let tcp = TcpStream::connect(s.gateway.addr).await.expect("connect");
+    let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
+    tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    for (method, status) in [("OPTIONS", 200), ("OPTIONS", 200), ("GET", 400)] {
+        let uri = http::Uri::from_parts({
+            let mut parts = http::uri::Parts::default();
+            parts.scheme = Some(http::uri::Scheme::HTTP);
+            parts.authority = Some("gw.example".parse().expect("authority"));
+            parts.path_and_query = Some("*".parse().expect("asterisk"));
+            parts
+        })
+        .expect("an asterisk-form uri");
+        let request = http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(())
+            .expect("request");
+        let (answer, _) = client.send_request(request, true).expect("sent");
+        let answer = tokio::time::timeout(WITHIN, answer)
+            .await
+            .expect("an answer in time")
+            .expect("an answer");
+        assert_eq!(answer.status(), status, "{method} *");
+        let headers = answer.headers().clone();
+        let mut body = answer.into_body();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = body.data().await {
+            bytes.extend_from_slice(&chunk.expect("a chunk"));
+        }
+        if status == 200 {
+            assert!(bytes.is_empty(), "{method} *");
+            assert_eq!(headers.get("allow"), None);
+        } else {
+            let doc: serde_json::Value = serde_json::from_slice(&bytes).expect("problem+json");
+            assert_eq!(doc["code"], "bad-request", "{method} *");
+        }
+        client = client.ready().await.expect("ready");
+    }
+    s.assert_clean();
+}

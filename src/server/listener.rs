@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
+use futures_util::future::Either;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -22,6 +23,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::asterisk;
 use super::http1;
 use super::http2_activity::{Activity, Busy, Tracked};
 use super::prefixed::Prefixed;
@@ -307,11 +309,20 @@ where
         let seen = activity.clone();
         let service = service_fn(move |request: Request<Incoming>| {
             let busy = Busy::new(seen.clone());
-            let watch = Http2Body::needs_watch(request.body()).then(Arc::<StreamWatch>::default);
-            let request =
-                request.map(|body| ClientBody::Http2(Http2Body::new(body, watch.clone())));
-            // Boxed: the handler's future is kilobytes.
-            let response = Watched::new(Box::pin(handler(request, client.clone())), watch);
+            let response = if request.uri().path() == "*" {
+                // As over HTTP/1: the server's own answer, no route's.
+                Either::Right(std::future::ready(asterisk::answer(request.method())))
+            } else {
+                let watch =
+                    Http2Body::needs_watch(request.body()).then(Arc::<StreamWatch>::default);
+                let request =
+                    request.map(|body| ClientBody::Http2(Http2Body::new(body, watch.clone())));
+                // Boxed: the handler's future is kilobytes.
+                Either::Left(Watched::new(
+                    Box::pin(handler(request, client.clone())),
+                    watch,
+                ))
+            };
             async move {
                 // Counted until hyper is done with the answer's body too.
                 let response = response.await.map(|body| Tracked::new(body, busy));

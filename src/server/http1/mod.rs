@@ -29,6 +29,7 @@ use reader::{GoAhead, Progress, Reader, SharedReader, StreamingBody, lock};
 use request_head::{Refusal, RequestHead};
 use response::Facts;
 
+use super::asterisk;
 use super::stall::WriteStall;
 use crate::body::{self, Body, ClientBody};
 use crate::client_info::ClientInfo;
@@ -121,7 +122,8 @@ pub async fn serve<S, H, F>(
                 keep_alive: keep_alive && framing == BodyKind::Length(0) && !*shutdown.borrow(),
                 ..facts
             };
-            match response::write(&mut write, &mut out, server_options(), facts).await {
+            let answer = asterisk::answer(&Method::OPTIONS);
+            match response::write(&mut write, &mut out, answer, facts).await {
                 Ok(true) => continue,
                 _ => {
                     linger(&reader, write).await;
@@ -173,12 +175,6 @@ fn body_done(reader: &SharedReader) -> bool {
         guard.skip_buffered_body();
     }
     guard.body_done()
-}
-
-/// The answer to `OPTIONS *`: 200 with no body (RFC 9110 §9.3.7), and no
-/// `Allow`: which methods a resource takes is each upstream's to say.
-fn server_options() -> Response<Body> {
-    Response::new(body::empty())
 }
 
 // Made once per request and moved straight out: boxing the head would cost
@@ -375,7 +371,7 @@ fn refusal_error(refusal: Refusal, settings: Settings) -> GatewayError {
         Refusal::FramingLookAlike => GatewayError::BadRequest(
             "a field name that reads as Transfer-Encoding or Content-Length with '_' for '-' is not accepted",
         ),
-        Refusal::Asterisk => GatewayError::BadRequest("the request target '*' is only for OPTIONS"),
+        Refusal::Asterisk => asterisk::NOT_OPTIONS,
         Refusal::LongMethod => GatewayError::BadRequest("the request method is too long"),
         Refusal::NonAsciiTarget => {
             GatewayError::BadRequest("the request target has bytes that are not ASCII")
