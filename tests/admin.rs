@@ -48,6 +48,14 @@ async fn probes_and_metrics_need_no_token() {
         let head = admin.send("HEAD", path, &[], "").await;
         assert_eq!(head.status, 200, "HEAD {path}");
         assert!(head.body.is_empty(), "HEAD {path}");
+        // The length a GET's body has (RFC 9110 §9.3.2), as probes expect.
+        let length = head.header("content-length").map(str::parse::<usize>);
+        let get = admin.get(path).await;
+        if path == "/metrics" {
+            assert!(matches!(length, Some(Ok(n)) if n > 0), "HEAD {path}");
+        } else {
+            assert_eq!(length, Some(Ok(get.body.len())), "HEAD {path}");
+        }
     }
     let metrics = admin.get("/metrics").await;
     assert_eq!(metrics.status, 200);
@@ -182,6 +190,11 @@ async fn a_wrong_method_is_405_with_allow() {
     let head = admin.send("HEAD", "/admin/keys/charges/k", &auth, "").await;
     assert_eq!(head.status, 404, "{}", head.text());
     assert!(head.text().is_empty(), "{}", head.text());
+    let get = admin.send("GET", "/admin/keys/charges/k", &auth, "").await;
+    assert_eq!(
+        head.header("content-length"),
+        Some(get.body.len().to_string().as_str())
+    );
     // The token is checked before the method under /admin/*.
     for (method, path) in [("GET", "/admin/reload"), ("PUT", "/admin/keys/charges/k")] {
         let none = admin.send(method, path, &[], "").await;

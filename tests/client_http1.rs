@@ -259,3 +259,67 @@ async fn a_half_closed_client_still_gets_its_answers() {
     let text = String::from_utf8_lossy(&answers);
     assert_eq!(text.matches("HTTP/1.1 201").count(), 2, "{text}");
 }
+
+/// An answer given before the request's body was read (no route, a key
+/// refused before the body was wanted)
+/// closes the connection and says so (RFC 9112 §9.6); one given after the
+/// whole body was read keeps the connection for the next request.
+#[tokio::test]
+async fn an_answer_that_leaves_the_body_unread_says_close_and_one_that_read_it_keeps_alive() {
+    use common::config::{Config, Route};
+    let config = Config::new()
+        .server("shutdown_grace", "5s")
+        .upstream(common::config::Upstream::api().timeout("1s"))
+        .defaults("lock_timeout", "5s")
+        .route(Route::api("charges", "/v1/charges"))
+        .route(Route::api("things", "/things").plain().methods(&["GET"]));
+    let (_dir, upstream, gateway) =
+        common::GatewayProcess::start_fresh("h1-unread-close", &config).await;
+    let unread: [(&[u8], u16); 3] = [
+        (b"POST /nowhere HTTP/1.1\r\nHost: gw\r\nContent-Length: 100000\r\n\r\nxxxx", 404),
+        (b"POST /nowhere HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n400\r\nxxxx", 404),
+        (
+            b"POST /v1/charges HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: a, b\r\nContent-Length: 100000\r\n\r\nxxxx",
+            400,
+        ),
+    ];
+    for (request, status) in unread {
+        let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
+        stream.write_all(request).await.expect("write");
+        let reply = raw::read_reply(&mut stream, WITHIN).await;
+        assert_eq!(reply.status, Some(status), "{}", reply.text);
+        assert_eq!(
+            reply.header("connection").as_deref(),
+            Some("close"),
+            "{}",
+            reply.text
+        );
+        assert!(
+            raw::wait_closed(&mut stream, WITHIN).await,
+            "{status} left open"
+        );
+    }
+    // The whole body came with the head: nothing is left unread.
+    let read: [(&[u8], u16); 3] = [
+        (b"POST /nowhere HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}", 404),
+        (b"POST /nowhere HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 404),
+        (
+            b"POST /v1/charges HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: a, b\r\nContent-Length: 2\r\n\r\n{}",
+            400,
+        ),
+    ];
+    let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
+    for (request, status) in read {
+        stream.write_all(request).await.expect("write");
+        let reply = raw::read_reply(&mut stream, WITHIN).await;
+        assert_eq!(reply.status, Some(status), "{}", reply.text);
+        assert_eq!(reply.header("connection"), None, "{}", reply.text);
+    }
+    stream
+        .write_all(b"GET /things/1 HTTP/1.1\r\nHost: gw\r\n\r\n")
+        .await
+        .expect("write");
+    let reply = raw::read_reply(&mut stream, WITHIN).await;
+    assert_eq!(reply.status, Some(201), "{}", reply.text);
+    assert_eq!(upstream.total(), 1);
+}

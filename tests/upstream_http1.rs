@@ -94,6 +94,12 @@ async fn serve(mut stream: TcpStream, seen: Arc<Mutex<Seen>>) {
                 false,
             ),
             "no-content-length" => (b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n", false),
+            "http12" => (
+                b"HTTP/1.2 100 Continue\r\n\r\nHTTP/1.2 200 OK\r\nContent-Length: 4\r\n\r\nnew!",
+                false,
+            ),
+            "http20" => (b"HTTP/2.0 200 OK\r\nContent-Length: 2\r\n\r\nok", true),
+            "http09" => (b"HTTP/0.9 200 OK\r\nContent-Length: 2\r\n\r\nok", true),
             "garbage" => (b"NOT HTTP AT ALL\r\n\r\n", true),
             "short" => (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", true),
             "bad-chunk" => (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", true),
@@ -304,6 +310,23 @@ async fn answers_that_break_http_are_502_and_the_gateway_goes_on() {
     assert!(!reply.text.ends_with("0\r\n\r\n"), "{}", reply.text);
     let after = client.get("/things?script=plain").await;
     assert_eq!(after.status, 200);
+}
+
+#[tokio::test]
+async fn a_higher_minor_version_is_read_as_http_11_and_another_major_is_502() {
+    let (_dir, seen, gateway) = setup("h1-minor-version").await;
+    let client = gateway.client();
+    for _ in 0..2 {
+        let reply = client.get("/things?script=http12").await;
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        assert_eq!(reply.text(), "new!");
+    }
+    // Read as HTTP/1.1: the connection is kept for the next request.
+    assert_eq!(seen.lock().unwrap().connections, 1);
+    for script in ["http20", "http09"] {
+        let reply = client.get(&format!("/things?script={script}")).await;
+        assert_eq!(reply.status, 502, "{script}: {}", reply.text());
+    }
 }
 
 #[tokio::test]

@@ -281,6 +281,8 @@ fn assert_refused(reply: &Reply, sender: Sender, why: &str) {
         "{why}"
     );
     assert_eq!(reply.header("idempotent-replayed"), None, "{why}");
+    // The body was read to verify it: the connection carries the next one.
+    assert_eq!(reply.header("connection"), None, "{why}");
 }
 
 async fn metrics(gateway: &GatewayProcess) -> String {

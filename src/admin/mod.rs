@@ -33,6 +33,21 @@ const RELOAD_METHODS: &str = "POST";
 const KEY_METHODS: &str = "GET, HEAD, DELETE";
 const LIST_METHODS: &str = "GET, HEAD";
 
+/// A HEAD answer says the `Content-Length` its GET would have (RFC 9110
+/// §9.3.2 allows it, and probes read it): the server writes a HEAD answer's
+/// length only as the handler gives it, since a proxied one is the upstream's
+/// to say. The body, built as for GET, is dropped by the server.
+fn head_length(response: &mut Response<Body>) {
+    if response.headers().contains_key(header::CONTENT_LENGTH) {
+        return;
+    }
+    if let Some(length) = http_body::Body::size_hint(response.body()).exact() {
+        response
+            .headers_mut()
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    }
+}
+
 fn method_not_allowed(allow: &'static str) -> Response<Body> {
     GatewayError::MethodNotAllowed { allow }.to_response()
 }
@@ -65,6 +80,15 @@ impl AdminPlane {
         request: Request<ClientBody>,
         client: &ClientInfo,
     ) -> Response<Body> {
+        let head = request.method() == Method::HEAD;
+        let mut response = self.answer(request, client).await;
+        if head {
+            head_length(&mut response);
+        }
+        response
+    }
+
+    async fn answer(&self, request: Request<ClientBody>, client: &ClientInfo) -> Response<Body> {
         // Its head lacks the fields it sent with control characters: not
         // acted on as if they had not been sent.
         if request.extensions().get::<UnreadableFields>().is_some() {

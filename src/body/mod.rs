@@ -46,12 +46,6 @@ pub fn declared_length(headers: &http::HeaderMap) -> Option<u64> {
         .and_then(|v| crate::wire::framing::decimal(v.as_bytes()))
 }
 
-/// The head announces a body: chunked, or a `Content-Length` above 0.
-pub fn declares_body(headers: &http::HeaderMap) -> bool {
-    headers.contains_key(http::header::TRANSFER_ENCODING)
-        || declared_length(headers).is_some_and(|length| length > 0)
-}
-
 /// A small body read whole, or the body as a stream (see [`COALESCE_LIMIT`]).
 /// The body's exact size is its declared length: each reader (ours for
 /// HTTP/1, hyper's for HTTP/2) frames it by the `Content-Length` it checked,

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::body::ClientBody;
-use http::header::{self, HeaderValue};
+use http::header::HeaderValue;
 use http::{Request, Response};
 
 use super::execute::{Execution, Slot};
@@ -31,18 +31,9 @@ pub async fn run(
     let (mut head, incoming) = request.into_parts();
     let (key, body, derived) =
         match request_key::extract(policy, &head, incoming, gateway.body_idle).await {
-            Err(error) => {
-                let mut answer = Answer::error(error);
-                if body::declares_body(&head.headers) {
-                    // The body may be left unread: the client must not reuse this
-                    // connection for its next request (HTTP/2 drops the header).
-                    answer
-                        .response
-                        .headers_mut()
-                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
-                }
-                return answer;
-            }
+            // A body left unread closes an HTTP/1 connection, and its answer
+            // says so (server::http1).
+            Err(error) => return Answer::error(error),
             // Not boxed like `degraded` below, though it makes every keyed
             // request's future larger: a key-less request would then pay an
             // allocation of its own (docs/adr/0007-hot-path-costs.md).

@@ -397,6 +397,21 @@ fn check_framing<B>(request: &Request<B>) -> Result<(), GatewayError> {
             "the request method has lower-case letters; methods are case-sensitive (POST, not post)",
         ));
     }
+    // RFC 9113 §8.2.1: such a request is malformed. HTTP/1 trims this
+    // whitespace as optional (the parser has); HTTP/2 has none to trim, and
+    // an upstream, or a key, would read ` k1` and `k1` as two values.
+    if request.version() == Version::HTTP_2
+        && request.headers().values().any(|value| {
+            let value = value.as_bytes();
+            [value.first(), value.last()]
+                .into_iter()
+                .any(|edge| matches!(edge, Some(b' ' | b'\t')))
+        })
+    {
+        return Err(GatewayError::BadRequest(
+            "an HTTP/2 field value may not start or end with a space or tab",
+        ));
+    }
     check_host(request)
 }
 

@@ -6,7 +6,6 @@
 use std::time::{Duration, SystemTime};
 
 use http::Request;
-use http::header::{self, HeaderValue};
 
 use super::request_key::read_whole;
 use crate::answer::Answer;
@@ -22,18 +21,9 @@ pub async fn check(
     let (parts, incoming) = request.into_parts();
     let body = match read_whole(verifier.max_body, &parts, incoming, body_idle).await {
         Ok(body) => body,
-        Err(error) => {
-            let mut answer = Answer::error(error);
-            if crate::body::declares_body(&parts.headers) {
-                // Part of the body may be unread: the connection cannot
-                // carry another request (HTTP/2 drops the header).
-                answer
-                    .response
-                    .headers_mut()
-                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
-            }
-            return Err(answer);
-        }
+        // A body left unread closes an HTTP/1 connection, and its answer
+        // says so (server::http1).
+        Err(error) => return Err(Answer::error(error)),
     };
     if let Err(invalid) = verifier.verify(&parts.headers, &body, SystemTime::now()) {
         // Forged deliveries may come in floods; the access log line already

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
+use futures_util::future::Either;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -22,6 +23,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::asterisk;
 use super::http1;
 use super::http2_activity::{Activity, Busy, Tracked};
 use super::prefixed::Prefixed;
@@ -195,6 +197,18 @@ fn head_buffer(limits: &Limits) -> usize {
         .max(8192)
 }
 
+/// The largest header list HTTP/2 decodes (hyper's bound; past it hyper
+/// answers a bare 431 of its own, which the gateway never sees or counts):
+/// four times the configured limit, at least 64 KiB, so that a head a
+/// client sent over the limit by mistake still reaches the gateway and gets
+/// its problem document. Not more: hyper decodes a whole list before the
+/// gateway refuses it, up to this much for each of a connection's streams.
+fn http2_header_list(max_header_bytes: u64) -> u32 {
+    u32::try_from(max_header_bytes.saturating_mul(4))
+        .unwrap_or(u32::MAX)
+        .max(64 * 1024)
+}
+
 struct Connection<H> {
     name: &'static str,
     settings: http1::Settings,
@@ -295,11 +309,20 @@ where
         let seen = activity.clone();
         let service = service_fn(move |request: Request<Incoming>| {
             let busy = Busy::new(seen.clone());
-            let watch = Http2Body::needs_watch(request.body()).then(Arc::<StreamWatch>::default);
-            let request =
-                request.map(|body| ClientBody::Http2(Http2Body::new(body, watch.clone())));
-            // Boxed: the handler's future is kilobytes.
-            let response = Watched::new(Box::pin(handler(request, client.clone())), watch);
+            let response = if request.uri().path() == "*" {
+                // As over HTTP/1: the server's own answer, no route's.
+                Either::Right(std::future::ready(asterisk::answer(request.method())))
+            } else {
+                let watch =
+                    Http2Body::needs_watch(request.body()).then(Arc::<StreamWatch>::default);
+                let request =
+                    request.map(|body| ClientBody::Http2(Http2Body::new(body, watch.clone())));
+                // Boxed: the handler's future is kilobytes.
+                Either::Left(Watched::new(
+                    Box::pin(handler(request, client.clone())),
+                    watch,
+                ))
+            };
             async move {
                 // Counted until hyper is done with the answer's body too.
                 let response = response.await.map(|body| Tracked::new(body, busy));
@@ -309,7 +332,7 @@ where
         let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
         builder
             .timer(TokioTimer::new())
-            .max_header_list_size(u32::try_from(self.settings.max_head_bytes).unwrap_or(u32::MAX))
+            .max_header_list_size(http2_header_list(self.settings.max_header_bytes))
             // Written out, not left to hyper's and h2's defaults (which they
             // may change): the stream limit a client sees (docs/behaviour.md),
             // and the bounds on resets that close a connection flooding

@@ -88,6 +88,7 @@ pub fn final_answer_started(buf: &mut BytesMut, seen: &mut usize) -> bool {
         if buf.is_empty() {
             return false;
         }
+        as_http_11(buf);
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut parsed = httparse::Response::new(&mut headers);
         let status = parsed.parse(buf);
@@ -117,11 +118,36 @@ fn could_be_interim(buf: &[u8]) -> bool {
         .all(|(byte, expected)| *expected == b'x' || byte == expected)
 }
 
+/// Rewrites a status line's `HTTP/1.2` to `HTTP/1.9` as `HTTP/1.1`: RFC
+/// 9110 §2.5 has a higher minor version read as the highest the recipient
+/// speaks, and httparse knows 1.0 and 1.1 only (the request side does the
+/// same, `server::http1::request_head`). Another major version stays
+/// unread. A line cut after the digit is rewritten too: what follows
+/// (`HTTP/1.23`) is still refused.
+fn as_http_11(buf: &mut [u8]) {
+    if let [
+        b'H',
+        b'T',
+        b'T',
+        b'P',
+        b'/',
+        b'1',
+        b'.',
+        minor @ b'2'..=b'9',
+        rest @ ..,
+    ] = buf
+        && matches!(rest.first(), None | Some(b' '))
+    {
+        *minor = b'1';
+    }
+}
+
 fn parse_one(
     buf: &mut BytesMut,
     method: &Method,
     names: &mut FieldNames,
 ) -> Result<Option<AnswerHead>, HeadError> {
+    as_http_11(buf);
     let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
     let mut parsed = httparse::Response::new(&mut []);
     let length = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
@@ -466,6 +492,37 @@ mod tests {
             parse_str("HTTP/1.1 101 Switching Protocols\r\n\r\n", Method::GET),
             Err(HeadError::SwitchingProtocols)
         ));
+    }
+
+    #[test]
+    fn a_higher_minor_version_is_read_as_http_11() {
+        let answer = head("HTTP/1.2 200 OK\r\nContent-Length: 2\r\n\r\nok");
+        assert_eq!(answer.parts.status, 200);
+        assert_eq!(answer.parts.version, Version::HTTP_11);
+        assert!(answer.keep_alive);
+        let after_interim =
+            head("HTTP/1.9 100 Continue\r\n\r\nHTTP/1.9 201 Created\r\nContent-Length: 0\r\n\r\n");
+        assert_eq!(after_interim.parts.status, 201);
+        let mut buf = BytesMut::from(&b"HTTP/1.2 100 Continue\r\n\r\n"[..]);
+        assert!(!final_answer_started(&mut buf, &mut 0));
+        assert!(buf.is_empty());
+        let mut cut = BytesMut::from(&b"HTTP/1.2"[..]);
+        assert!(!final_answer_started(&mut cut, &mut 0));
+        cut.extend_from_slice(b" 200 OK\r\nContent-Length: 0\r\n\r\n");
+        assert!(final_answer_started(&mut cut, &mut 0));
+        let mut cut = BytesMut::from(&b"HTTP/1.2"[..]);
+        assert!(parse(&mut cut, &Method::GET, &mut FieldNames::default(), &mut 0).is_ok());
+        cut.extend_from_slice(b"3 200 OK\r\n\r\n");
+        assert!(parse(&mut cut, &Method::GET, &mut FieldNames::default(), &mut 0).is_err());
+        // Another major version (or none) is not HTTP/1.
+        for other in [
+            "HTTP/2.0 200 OK\r\nContent-Length: 0\r\n\r\n",
+            "HTTP/0.9 200 OK\r\nContent-Length: 0\r\n\r\n",
+            "HTTP/1.12 200 OK\r\nContent-Length: 0\r\n\r\n",
+            "HTTP/1.a 200 OK\r\nContent-Length: 0\r\n\r\n",
+        ] {
+            assert!(parse_str(other, Method::GET).is_err(), "{other:?}");
+        }
     }
 
     #[test]

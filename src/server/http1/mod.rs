@@ -29,6 +29,7 @@ use reader::{GoAhead, Progress, Reader, SharedReader, StreamingBody, lock};
 use request_head::{Refusal, RequestHead};
 use response::Facts;
 
+use super::asterisk;
 use super::stall::WriteStall;
 use crate::body::{self, Body, ClientBody};
 use crate::client_info::ClientInfo;
@@ -121,7 +122,8 @@ pub async fn serve<S, H, F>(
                 keep_alive: keep_alive && framing == BodyKind::Length(0) && !*shutdown.borrow(),
                 ..facts
             };
-            match response::write(&mut write, &mut out, server_options(), facts).await {
+            let answer = asterisk::answer(&Method::OPTIONS);
+            match response::write(&mut write, &mut out, answer, facts).await {
                 Ok(true) => continue,
                 _ => {
                     linger(&reader, write).await;
@@ -138,8 +140,13 @@ pub async fn serve<S, H, F>(
         else {
             return;
         };
+        // A body not read to its end by now (the answer came without it: no
+        // route, a refused key, an upstream that answered early) is not
+        // read after it: the connection closes, and the answer says so
+        // (RFC 9112 §9.6), rather than a client sending its next request
+        // into a closing connection.
         let facts = Facts {
-            keep_alive: facts.keep_alive && !*shutdown.borrow(),
+            keep_alive: facts.keep_alive && !*shutdown.borrow() && body_done(&reader),
             ..facts
         };
         match response::write(&mut write, &mut out, response, facts).await {
@@ -156,10 +163,18 @@ pub async fn serve<S, H, F>(
     }
 }
 
-/// The answer to `OPTIONS *`: 200 with no body (RFC 9110 §9.3.7), and no
-/// `Allow`: which methods a resource takes is each upstream's to say.
-fn server_options() -> Response<Body> {
-    Response::new(body::empty())
+/// Whether the request's body is read to its end. Once no one holds the
+/// body any more (the handler answered without it), what of it is already
+/// buffered is dropped: a small body that came whole with its head does
+/// not cost the connection. One still held (an upstream still sending it
+/// while its answer streams back) is left to its reader.
+fn body_done(reader: &SharedReader) -> bool {
+    let unheld = Arc::strong_count(reader) == 1;
+    let mut guard = lock(reader);
+    if unheld {
+        guard.skip_buffered_body();
+    }
+    guard.body_done()
 }
 
 // Made once per request and moved straight out: boxing the head would cost
@@ -356,7 +371,7 @@ fn refusal_error(refusal: Refusal, settings: Settings) -> GatewayError {
         Refusal::FramingLookAlike => GatewayError::BadRequest(
             "a field name that reads as Transfer-Encoding or Content-Length with '_' for '-' is not accepted",
         ),
-        Refusal::Asterisk => GatewayError::BadRequest("the request target '*' is only for OPTIONS"),
+        Refusal::Asterisk => asterisk::NOT_OPTIONS,
         Refusal::LongMethod => GatewayError::BadRequest("the request method is too long"),
         Refusal::NonAsciiTarget => {
             GatewayError::BadRequest("the request target has bytes that are not ASCII")

@@ -85,6 +85,38 @@ impl Reader {
     pub fn body_done(&self) -> bool {
         matches!(self.body, Progress::Done)
     }
+
+    /// Drops what of the body is already buffered, without reading more:
+    /// for a body its handler left unread (it answered without it).
+    pub fn skip_buffered_body(&mut self) {
+        match &mut self.body {
+            Progress::Length(remaining) => {
+                let take = usize::try_from(*remaining)
+                    .unwrap_or(usize::MAX)
+                    .min(self.buf.len());
+                let _ = self.buf.split_to(take);
+                *remaining -= take as u64;
+                if *remaining == 0 {
+                    self.body = Progress::Done;
+                }
+            }
+            Progress::Chunked(decoder) => loop {
+                match decoder.decode(&mut self.buf) {
+                    Ok(Step::Data(_)) => {}
+                    Ok(Step::End) => {
+                        self.body = Progress::Done;
+                        break;
+                    }
+                    Ok(Step::More) => break,
+                    Err(_) => {
+                        self.body = Progress::Failed;
+                        break;
+                    }
+                }
+            },
+            Progress::Done | Progress::Failed => {}
+        }
+    }
 }
 
 pub fn lock(reader: &SharedReader) -> MutexGuard<'_, Reader> {
