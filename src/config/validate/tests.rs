@@ -759,6 +759,16 @@ fn match_rules() {
         "t.toml:8:9: routes[0].match:",
         "exactly one of path or path_prefix",
     );
+    // As in the policy's `methods`: a repeat is a typo for another method.
+    let text = MINIMAL.replace(
+        "{ path_prefix = \"/\" }",
+        "{ path_prefix = \"/\", methods = [\"POST\", \"post\"] }",
+    );
+    single(
+        &text,
+        "t.toml:8:49: routes[0].match.methods[1]:",
+        "\"post\" is listed twice",
+    );
 }
 
 #[test]
