@@ -1029,3 +1029,41 @@ fn resource_limits_default_inherit_and_refuse_nonsense() {
         "at least 1",
     );
 }
+
+/// The body options change only how the body is fingerprinted: without
+/// "body" in `fingerprint` they do nothing, which the operator is told.
+#[test]
+fn body_options_without_the_body_in_the_fingerprint_warn() {
+    let text = format!(
+        "[defaults]\nfingerprint = [\"method\", \"path\"]\ncanonical_json = true\n{MINIMAL}\
+         fingerprint_body = {{ exclude = [\"/a\"] }}\ncanonical_form = false\n"
+    );
+    assert_eq!(
+        ok(&text).warnings,
+        [
+            "t.toml:3:18: defaults.canonical_json: has no effect: no route that inherits it \
+             has \"body\" in its fingerprint",
+            "t.toml:12:20: routes[0].fingerprint_body: has no effect: this route's \
+             fingerprint (method, path) leaves out \"body\"",
+            "t.toml:13:18: routes[0].canonical_form: has no effect: this route's \
+             fingerprint (method, path) leaves out \"body\"",
+        ]
+    );
+    // One route that inherits it and fingerprints the body is enough.
+    let text = format!(
+        "[defaults]\nfingerprint = [\"method\", \"path\"]\ncanonical_json = true\n{MINIMAL}\
+         \n[[routes]]\nname = \"b\"\nupstream = \"api\"\nmatch = {{ path = \"/b\" }}\n\
+         fingerprint = [\"body\"]\n"
+    );
+    let warnings = ok(&text).warnings;
+    assert!(
+        !warnings.iter().any(|w| w.contains("no effect")),
+        "{warnings:#?}"
+    );
+    // The built-in values are not the operator's: no warning for them.
+    let text = format!("[defaults]\nfingerprint = [\"method\", \"path\"]\n{MINIMAL}");
+    assert_eq!(ok(&text).warnings, Vec::<String>::new());
+    // With "body" in the fingerprint, the options are used.
+    let text = format!("[defaults]\ncanonical_json = true\n{MINIMAL}canonical_form = true\n");
+    assert_eq!(ok(&text).warnings, Vec::<String>::new());
+}
