@@ -1067,3 +1067,34 @@ fn body_options_without_the_body_in_the_fingerprint_warn() {
     let text = format!("[defaults]\ncanonical_json = true\n{MINIMAL}canonical_form = true\n");
     assert_eq!(ok(&text).warnings, Vec::<String>::new());
 }
+
+/// The code is appended to `problem_base` as is: a base ending in a letter or
+/// digit glues the code onto its last word ("…/errorsinvalid-key").
+#[test]
+fn a_problem_base_that_does_not_end_its_path_warns() {
+    let text = |base: &str| format!("[server]\nproblem_base = {base:?}\n{MINIMAL}");
+    assert_eq!(
+        ok(&text("https://docs.example.com/errors")).warnings,
+        [
+            "t.toml:2:16: server.problem_base: the code is appended as is, giving \
+             \"https://docs.example.com/errorsinvalid-key\"; end it with \"/\" \
+             (\"https://docs.example.com/errors/\")"
+        ]
+    );
+    assert_eq!(
+        ok(&text("urn:example:errors")).warnings,
+        [
+            "t.toml:2:16: server.problem_base: the code is appended as is, giving \
+             \"urn:example:errorsinvalid-key\"; end it with \":\" (\"urn:example:errors:\")"
+        ]
+    );
+    for good in [
+        "https://docs.example.com/errors/",
+        "https://docs.example.com/errors#",
+        "https://docs.example.com/errors?code=",
+        "https://docs.example.com/errors/idemgate-",
+        "tag:example.com,2024:errors:",
+    ] {
+        assert_eq!(ok(&text(good)).warnings, Vec::<String>::new(), "{good}");
+    }
+}
