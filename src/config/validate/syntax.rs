@@ -77,8 +77,12 @@ fn index_routes(text: &str, offset: usize, field: &str) -> String {
         Some(rest) if rest.is_empty() || rest.starts_with('.') => rest,
         _ => return field.to_owned(),
     };
+    // Only the entry: the header may name a table inside it too.
     match header_at(text, offset) {
-        Some(header) if header.starts_with("routes[") => format!("{header}{rest}"),
+        Some(header) if header.starts_with("routes[") => {
+            let entry = header.split('.').next().unwrap_or(&header);
+            format!("{entry}{rest}")
+        }
         _ => field.to_owned(),
     }
 }
@@ -172,7 +176,14 @@ fn header_at(text: &str, offset: usize) -> Option<String> {
                 current = Some(name.to_owned());
             }
         } else if let Some(name) = line.strip_prefix('[').and_then(|l| l.split(']').next()) {
-            current = Some(name.trim().to_owned());
+            let name: Vec<&str> = name.split('.').map(str::trim).collect();
+            current = Some(match name.split_first() {
+                // `[routes.webhook]` opens a table in the last `[[routes]]`.
+                Some((&"routes", rest)) if routes > 0 && !rest.is_empty() => {
+                    format!("routes[{}].{}", routes - 1, rest.join("."))
+                }
+                _ => name.join("."),
+            });
         }
     }
     current

@@ -1098,3 +1098,34 @@ fn a_problem_base_that_does_not_end_its_path_warns() {
         assert_eq!(ok(&text(good)).warnings, Vec::<String>::new(), "{good}");
     }
 }
+
+/// A `[routes.X]` header opens a table in the last `[[routes]]` entry: a
+/// fault in it is that route's.
+#[test]
+fn toml_errors_in_a_route_sub_table_name_its_index() {
+    let with = |tail: &str| format!("{MINIMAL}{tail}");
+    single(
+        &with(
+            "webhook = { scheme = \"stripe\", secrets_env = \"X\" }\n\n[routes.webhook]\nscheme = \"github\"\n",
+        ),
+        "t.toml:11:9: routes[0].webhook:",
+        "duplicate key",
+    );
+    single(
+        &with("\n[routes.webhook]\nscheme = \"github\"\nscheme = \"stripe\"\n"),
+        "t.toml:12:1: routes[0].webhook.scheme:",
+        "duplicate key",
+    );
+    single(
+        &with(
+            "\n[[routes]]\nname = \"b\"\nupstream = \"api\"\nmatch = { path = \"/b\" }\n\n[ routes . match ]\npath = \"/x\"\n",
+        ),
+        "t.toml:15:",
+        "routes[1].match: duplicate key",
+    );
+    single(
+        &with("\n[routes.webhook]\nscheme = 1\n"),
+        "t.toml:11:10: routes[0].webhook.scheme:",
+        "expected a string",
+    );
+}
