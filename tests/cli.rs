@@ -1634,3 +1634,26 @@ fn check_refuses_a_file_that_never_ends() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
+
+/// A key with a space is only a key in its RFC 8941 quoted form, as the
+/// `Idempotency-Key` header carries it: the refusal says how to write it,
+/// still without the key. Other refusals get no such hint.
+#[test]
+fn a_key_with_a_space_is_told_its_quoted_form() {
+    let dir = TestDir::new("cli-key-space");
+    let config = dir.path("absent.toml");
+    let config = config.to_str().unwrap();
+    for action in ["show", "purge"] {
+        let out = idemgate(&["keys", action, "-c", config, "charges", "my secret"]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("not visible ASCII"), "{stderr}");
+        assert!(stderr.contains(r#"'"a b"'"#), "{stderr}");
+        assert!(!stderr.contains("secret"), "{stderr}");
+        let out = idemgate(&["keys", action, "-c", config, "charges", "clé"]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(!stderr.contains("quoted"), "{stderr}");
+    }
+}
