@@ -1657,3 +1657,39 @@ fn a_key_with_a_space_is_told_its_quoted_form() {
         assert!(!stderr.contains("quoted"), "{stderr}");
     }
 }
+
+/// A Redis URL the client refuses is said in words, at `store.redis.url`,
+/// never with its password (the URL is not repeated).
+#[test]
+fn check_says_what_is_wrong_with_a_redis_url() {
+    let dir = TestDir::new("cli-redis-url-words");
+    let path = dir.path("redis.toml");
+    let config = path.to_str().unwrap();
+    for (url, words) in [
+        ("redis://:hunter2@127.0.0.1:99999", "invalid port number"),
+        ("redis://:hunter2@127.0.0.1:0", "port 0"),
+        ("redis://:hunter2@127.0.0.1:6379/abc", "database number"),
+        ("redis://:hunter2@0.0.0.0:6379", "wildcard address"),
+        ("redis:///", "no host"),
+        ("redis://:hunter2@h/0?protocol=9", "protocol"),
+        ("rediss://:hunter2@h#other", "fragment"),
+    ] {
+        std::fs::write(
+            &path,
+            format!(
+                "[store]\nbackend = \"postgres\"\nurl = \"postgres://postgres@127.0.0.1/test\"\n[store.redis]\nurl = \"{url}\"\n{VALID}"
+            ),
+        )
+        .unwrap();
+        let out = idemgate(&["check", "-c", config]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{url}: {stderr}");
+        assert!(
+            stderr.contains("redis.toml:5:7: store.redis.url:"),
+            "{url}: {stderr}"
+        );
+        assert!(stderr.contains(words), "{url}: {stderr}");
+        assert!(!stderr.contains("InvalidClientConfig"), "{url}: {stderr}");
+        assert!(!stderr.contains("hunter2"), "{url}: {stderr}");
+    }
+}

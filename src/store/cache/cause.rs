@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use redis::{ErrorKind, RedisError};
 
+use super::url::UrlProblem;
 use crate::tls::PemProblem;
 
 /// One Redis call that failed.
@@ -27,7 +28,11 @@ pub enum CacheError {
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum RedisCause {
-    /// `store.redis.url` is not one the client accepts.
+    /// `store.redis.url` is not one the client accepts, and why.
+    #[error("invalid URL: {0}")]
+    BadUrl(UrlProblem),
+    /// `store.redis.url` is refused by the client for a reason not told
+    /// apart above; only its kind is kept.
     #[error("invalid URL ({0:?})")]
     InvalidUrl(ErrorKind),
     /// `store.redis.url` ends in `#insecure`: TLS without verification.
