@@ -1693,3 +1693,38 @@ fn check_says_what_is_wrong_with_a_redis_url() {
         assert!(!stderr.contains("hunter2"), "{url}: {stderr}");
     }
 }
+
+/// A DER CA file given where PEM is read (`store.redis.ca`, the Postgres
+/// URL's `sslrootcert`) is said to be DER, with the conversion, as the
+/// listener and upstream files are.
+#[test]
+fn check_names_a_der_store_ca_with_its_conversion() {
+    let dir = TestDir::new("cli-check-der-store-ca");
+    let path = dir.path("store.toml");
+    let config = path.to_str().unwrap();
+    let der = common::certs::Pki::new("store CA").write_ca_der(&dir, "ca.der");
+    let conversion = "is DER (binary), not PEM; convert it: openssl x509 -inform der";
+    let redis = format!(
+        "[store]\nbackend = \"postgres\"\nurl = \"postgres://postgres@127.0.0.1/test\"\n\
+         [store.redis]\nurl = \"rediss://127.0.0.1:6379/7\"\nca = \"{}\"\n{VALID}",
+        der.display()
+    );
+    let postgres = format!(
+        "[store]\nbackend = \"postgres\"\n\
+         url = \"postgres://app:hunter2@127.0.0.1/test?sslmode=verify-full&sslrootcert={}\"\n{VALID}",
+        der.display()
+    );
+    for (file, field) in [
+        (redis, "6:6: store.redis.ca:"),
+        (postgres, "3:7: store.url:"),
+    ] {
+        std::fs::write(&path, file).unwrap();
+        let out = idemgate(&["check", "-c", config]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(&format!("{config}:{field}")), "{stderr}");
+        assert!(stderr.contains(&der.display().to_string()), "{stderr}");
+        assert!(stderr.contains(conversion), "{stderr}");
+        assert!(!stderr.contains("hunter2"), "{stderr}");
+    }
+}

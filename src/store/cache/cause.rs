@@ -51,6 +51,13 @@ pub enum RedisCause {
     /// `store.redis.ca` holds no PEM certificate (empty, or not PEM).
     #[error("no certificate in {}", path.display())]
     CaHoldsNoCertificate { path: PathBuf },
+    /// `store.redis.ca` is a binary DER certificate: said with the
+    /// conversion, as the listener and upstream files are.
+    #[error(
+        "{} is DER (binary), not PEM; convert it: openssl x509 -inform der -in FILE -out FILE.pem",
+        path.display()
+    )]
+    CaDer { path: PathBuf },
     /// `store.redis.ca` is not valid PEM (cut short, damaged).
     #[error("{} is not valid PEM: {problem}", path.display())]
     CaNotPem {

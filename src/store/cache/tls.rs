@@ -56,8 +56,10 @@ pub fn client(url: &str, ca: Option<&Path>) -> Result<Client, SettingError> {
         })
     })?;
     if certificates.is_empty() {
-        return Err(refused(RedisCause::CaHoldsNoCertificate {
-            path: ca.to_owned(),
+        let path = ca.to_owned();
+        return Err(refused(match crate::tls::is_der(&pem) {
+            true => RedisCause::CaDer { path },
+            false => RedisCause::CaHoldsNoCertificate { path },
         }));
     }
     let certificates = TlsCertificates {
