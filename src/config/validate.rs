@@ -13,6 +13,7 @@ mod regions;
 mod routes;
 mod server;
 mod shadow;
+mod spelling;
 mod store;
 mod syntax;
 mod upstreams;

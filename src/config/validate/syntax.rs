@@ -19,6 +19,7 @@ pub fn toml_error(ctx: &Ctx<'_>, text: &str, error: &TomlError) -> ConfigError {
             .replace("expected i64", "expected an integer")
             .replace("expected a sequence", "expected an array"),
     );
+    let message = with_guess(message);
     let offset = error.span().map(|span| span.start);
     let unknown = unknown_field(&message);
     let mut field = key_path(error);
@@ -64,6 +65,22 @@ fn in_toml_words(message: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// "unknown field `retentoin`, expected one of …": the field it most
+/// likely meant goes first, the whole list after it.
+fn with_guess(message: String) -> String {
+    let Some(unknown) = unknown_field(&message) else {
+        return message;
+    };
+    let Some((head, expected)) = message.split_once(", expected") else {
+        return message;
+    };
+    let known: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    match super::spelling::closest(unknown, &known) {
+        Some(meant) => format!("{head} (did you mean `{meant}`?), expected{expected}"),
+        None => message,
+    }
 }
 
 fn unknown_field(message: &str) -> Option<&str> {

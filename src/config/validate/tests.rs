@@ -399,6 +399,42 @@ fn unknown_field_names_field_and_line() {
     );
 }
 
+/// A misspelt field is told the one it is closest to, before the whole list.
+#[test]
+fn a_misspelt_field_is_told_the_one_meant() {
+    for (text, field, meant) in [
+        (
+            format!("{MINIMAL}retentoin = \"1h\"\n"),
+            "retentoin",
+            "retention",
+        ),
+        (format!("[serer]\n{MINIMAL}"), "serer", "server"),
+        (
+            format!("{MINIMAL}upsteam = \"api\"\n"),
+            "upsteam",
+            "upstream",
+        ),
+        (
+            format!("[defaults]\nfingerprints = []\n{MINIMAL}"),
+            "fingerprints",
+            "fingerprint",
+        ),
+        (
+            format!("[defaults]\nlock_timout = \"2m\"\n{MINIMAL}"),
+            "lock_timout",
+            "lock_timeout",
+        ),
+    ] {
+        let errors = errors(&text);
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        let expected = format!("unknown field `{field}` (did you mean `{meant}`?), expected");
+        assert!(errors[0].contains(&expected), "{}", errors[0]);
+    }
+    // Nothing close: no guess.
+    let errors = errors(&format!("{MINIMAL}colour = \"red\"\n"));
+    assert!(!errors[0].contains("did you mean"), "{}", errors[0]);
+}
+
 /// A `*_env` field written as a shell would expand it names no variable
 /// anyone sets: refused with the name to write, in every such field.
 #[test]
