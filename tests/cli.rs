@@ -1634,3 +1634,97 @@ fn check_refuses_a_file_that_never_ends() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
+
+/// A key with a space is only a key in its RFC 8941 quoted form, as the
+/// `Idempotency-Key` header carries it: the refusal says how to write it,
+/// still without the key. Other refusals get no such hint.
+#[test]
+fn a_key_with_a_space_is_told_its_quoted_form() {
+    let dir = TestDir::new("cli-key-space");
+    let config = dir.path("absent.toml");
+    let config = config.to_str().unwrap();
+    for action in ["show", "purge"] {
+        let out = idemgate(&["keys", action, "-c", config, "charges", "my secret"]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("not visible ASCII"), "{stderr}");
+        assert!(stderr.contains(r#"'"a b"'"#), "{stderr}");
+        assert!(!stderr.contains("secret"), "{stderr}");
+        let out = idemgate(&["keys", action, "-c", config, "charges", "clé"]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(!stderr.contains("quoted"), "{stderr}");
+    }
+}
+
+/// A Redis URL the client refuses is said in words, at `store.redis.url`,
+/// never with its password (the URL is not repeated).
+#[test]
+fn check_says_what_is_wrong_with_a_redis_url() {
+    let dir = TestDir::new("cli-redis-url-words");
+    let path = dir.path("redis.toml");
+    let config = path.to_str().unwrap();
+    for (url, words) in [
+        ("redis://:hunter2@127.0.0.1:99999", "invalid port number"),
+        ("redis://:hunter2@127.0.0.1:0", "port 0"),
+        ("redis://:hunter2@127.0.0.1:6379/abc", "database number"),
+        ("redis://:hunter2@0.0.0.0:6379", "wildcard address"),
+        ("redis:///", "no host"),
+        ("redis://:hunter2@h/0?protocol=9", "protocol"),
+        ("rediss://:hunter2@h#other", "fragment"),
+    ] {
+        std::fs::write(
+            &path,
+            format!(
+                "[store]\nbackend = \"postgres\"\nurl = \"postgres://postgres@127.0.0.1/test\"\n[store.redis]\nurl = \"{url}\"\n{VALID}"
+            ),
+        )
+        .unwrap();
+        let out = idemgate(&["check", "-c", config]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{url}: {stderr}");
+        assert!(
+            stderr.contains("redis.toml:5:7: store.redis.url:"),
+            "{url}: {stderr}"
+        );
+        assert!(stderr.contains(words), "{url}: {stderr}");
+        assert!(!stderr.contains("InvalidClientConfig"), "{url}: {stderr}");
+        assert!(!stderr.contains("hunter2"), "{url}: {stderr}");
+    }
+}
+
+/// A DER CA file given where PEM is read (`store.redis.ca`, the Postgres
+/// URL's `sslrootcert`) is said to be DER, with the conversion, as the
+/// listener and upstream files are.
+#[test]
+fn check_names_a_der_store_ca_with_its_conversion() {
+    let dir = TestDir::new("cli-check-der-store-ca");
+    let path = dir.path("store.toml");
+    let config = path.to_str().unwrap();
+    let der = common::certs::Pki::new("store CA").write_ca_der(&dir, "ca.der");
+    let conversion = "is DER (binary), not PEM; convert it: openssl x509 -inform der";
+    let redis = format!(
+        "[store]\nbackend = \"postgres\"\nurl = \"postgres://postgres@127.0.0.1/test\"\n\
+         [store.redis]\nurl = \"rediss://127.0.0.1:6379/7\"\nca = \"{}\"\n{VALID}",
+        der.display()
+    );
+    let postgres = format!(
+        "[store]\nbackend = \"postgres\"\n\
+         url = \"postgres://app:hunter2@127.0.0.1/test?sslmode=verify-full&sslrootcert={}\"\n{VALID}",
+        der.display()
+    );
+    for (file, field) in [
+        (redis, "6:6: store.redis.ca:"),
+        (postgres, "3:7: store.url:"),
+    ] {
+        std::fs::write(&path, file).unwrap();
+        let out = idemgate(&["check", "-c", config]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(&format!("{config}:{field}")), "{stderr}");
+        assert!(stderr.contains(&der.display().to_string()), "{stderr}");
+        assert!(stderr.contains(conversion), "{stderr}");
+        assert!(!stderr.contains("hunter2"), "{stderr}");
+    }
+}

@@ -244,7 +244,7 @@ fn scope_part(part: &ScopePart) -> String {
     }
 }
 
-fn fingerprint_part(part: &FingerprintPart) -> String {
+pub fn fingerprint_part(part: &FingerprintPart) -> String {
     match part {
         FingerprintPart::Method => "method".to_owned(),
         FingerprintPart::Path => "path".to_owned(),

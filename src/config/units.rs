@@ -74,8 +74,11 @@ pub fn parse_size_input(input: &SizeInput) -> Result<u64, String> {
 /// Parses `<digits><unit>` with unit `ms`, `s`, `m`, `h` or `d`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     const HINT: &str = "expected a whole number and a unit (ms, s, m, h, d), e.g. \"30s\"";
-    let (number, unit) =
-        split_number(text).ok_or_else(|| format!("invalid duration {text:?}: {HINT}"))?;
+    let invalid = || match near_miss(text, &DURATION_UNITS, "s").or_else(|| compound(text)) {
+        Some(instead) => format!("invalid duration {text:?}: {instead}"),
+        None => format!("invalid duration {text:?}: {HINT}"),
+    };
+    let (number, unit) = split_number(text).ok_or_else(invalid)?;
     if unit.starts_with('.') {
         return Err(format!(
             "invalid duration {text:?}: decimals are not supported, use a smaller unit (\"90m\", not \"1.5h\")"
@@ -85,7 +88,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .iter()
         .find(|(name, _)| *name == unit)
         .map(|(_, scale)| *scale)
-        .ok_or_else(|| format!("invalid duration {text:?}: {HINT}"))?;
+        .ok_or_else(invalid)?;
     let millis = number
         .checked_mul(scale)
         .map(Duration::from_millis)
@@ -97,16 +100,63 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// Parses `<digits><unit>` with a binary (`KiB`) or decimal (`KB`) unit, or `B`.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     const HINT: &str = "expected a whole number and a unit (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB), e.g. \"64KiB\"";
-    let (number, unit) =
-        split_number(text).ok_or_else(|| format!("invalid size {text:?}: {HINT}"))?;
+    let invalid = || match near_miss(text, &SIZE_UNITS, "B") {
+        Some(instead) => format!("invalid size {text:?}: {instead}"),
+        None => format!("invalid size {text:?}: {HINT}"),
+    };
+    let (number, unit) = split_number(text).ok_or_else(invalid)?;
     let scale = SIZE_UNITS
         .iter()
         .find(|(name, _)| *name == unit)
         .map(|(_, scale)| *scale)
-        .ok_or_else(|| format!("invalid size {text:?}: {HINT}"))?;
+        .ok_or_else(invalid)?;
     number
         .checked_mul(scale)
         .ok_or_else(|| format!("size {text:?} is too large"))
+}
+
+/// What to write instead of a value that misses by its unit alone: none,
+/// a space before it, or the wrong case (units are case-sensitive: `m` is
+/// minutes, `MB` megabytes).
+fn near_miss(text: &str, units: &[(&str, u64)], usual: &str) -> Option<String> {
+    let text = text.trim();
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = text.split_at(digits);
+    if number.is_empty() {
+        return None;
+    }
+    if unit.is_empty() {
+        return Some(format!("no unit: write \"{number}{usual}\""));
+    }
+    let exact = units.iter().find(|(name, _)| *name == unit.trim_start());
+    if let Some((name, _)) = exact.filter(|_| unit.starts_with(' ')) {
+        return Some(format!(
+            "no space between the number and the unit: \"{number}{name}\""
+        ));
+    }
+    let folded = units
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(unit.trim_start()));
+    folded.map(|(name, _)| format!("units are case-sensitive: \"{number}{name}\""))
+}
+
+/// `"1h30m"`: several numbers and units, which are not read; the one
+/// duration they add up to is what to write.
+fn compound(text: &str) -> Option<String> {
+    let mut rest = text;
+    let (mut millis, mut parts) = (0u64, 0);
+    while !rest.is_empty() {
+        let (number, tail) = split_number(rest)?;
+        let letters = tail.bytes().take_while(u8::is_ascii_alphabetic).count();
+        let (unit, tail) = tail.split_at(letters);
+        let (_, scale) = DURATION_UNITS.iter().find(|(name, _)| *name == unit)?;
+        millis = millis.checked_add(number.checked_mul(*scale)?)?;
+        (rest, parts) = (tail, parts + 1);
+    }
+    (parts > 1).then(|| {
+        let total = format_duration(Duration::from_millis(millis));
+        format!("one number and one unit: \"{total}\"")
+    })
 }
 
 /// Splits leading ASCII digits (at least one, fitting u64) from the rest.
@@ -233,6 +283,37 @@ mod tests {
         }
         let decimal = parse_duration("1.5h").unwrap_err();
         assert!(decimal.contains("decimals"), "{decimal}");
+    }
+
+    /// A near miss is told what to write instead.
+    #[test]
+    fn near_misses_say_what_to_write() {
+        for (bad, hint) in [
+            ("10", "no unit: write \"10s\""),
+            ("10 s", "no space between the number and the unit: \"10s\""),
+            ("10S", "units are case-sensitive: \"10s\""),
+            ("5MS", "units are case-sensitive: \"5ms\""),
+            ("1h30m", "one number and one unit: \"90m\""),
+            ("1m30s", "one number and one unit: \"90s\""),
+            ("2d12h", "one number and one unit: \"60h\""),
+        ] {
+            let err = parse_duration(bad).unwrap_err();
+            assert!(err.contains(hint), "{bad:?}: {err}");
+        }
+        for (bad, hint) in [
+            ("64kib", "units are case-sensitive: \"64KiB\""),
+            ("1mb", "units are case-sensitive: \"1MB\""),
+            (
+                "1 MiB",
+                "no space between the number and the unit: \"1MiB\"",
+            ),
+        ] {
+            let err = parse_size(bad).unwrap_err();
+            assert!(err.contains(hint), "{bad:?}: {err}");
+        }
+        // Anything else keeps the general hint.
+        let err = parse_duration("10sec").unwrap_err();
+        assert!(err.contains("expected a whole number and a unit"), "{err}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! rule. toml stops at its first syntax or type error; past that point every
 //! semantic error is collected, located and reported together.
 
+mod body_options;
 mod context;
 mod encryption;
 mod keys;
@@ -12,6 +13,7 @@ mod regions;
 mod routes;
 mod server;
 mod shadow;
+mod spelling;
 mod store;
 mod syntax;
 mod upstreams;
@@ -55,6 +57,7 @@ pub fn parse(
         .is_some_and(|tls| tls.client_ca.is_some());
     client_cert_needs_ca(&mut ctx, &file, has_client_ca);
     shadow::warn_shadowed(&mut ctx, &routes);
+    body_options::warn_without_body(&mut ctx, &file, &routes);
     shadow::warn_unverified_methods(&mut ctx, &file, &routes);
     warn_unused_upstreams(&mut ctx, &file, &routes);
     warn_grace_shorter_than_upstreams(&mut ctx, &file, &server, &upstreams, &routes);

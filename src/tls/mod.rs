@@ -18,7 +18,7 @@ use rustls::server::WebPkiClientVerifier;
 use crate::config::{Config, TlsConfig, UpstreamTlsConfig};
 
 pub use error::{TlsCause, TlsError};
-pub use pem::{load_certs, load_key};
+pub use pem::{is_der, load_certs, load_key};
 pub use pem_problem::PemProblem;
 
 /// A listener's TLS configuration, swapped on reload so new certificates

@@ -61,8 +61,8 @@ pub fn load_key(path: &Path, field: &str) -> Result<PrivateKeyDer<'static>, TlsE
 
 /// One ASN.1 SEQUENCE, as a DER certificate or key is: a long-form length
 /// (a byte text never holds), or a short one that spans the whole file (a
-/// small EC key).
-fn is_der(bytes: &[u8]) -> bool {
+/// small EC key). Also how the store's CA files are told apart.
+pub fn is_der(bytes: &[u8]) -> bool {
     match bytes {
         [0x30, 0x81..=0x84, ..] => true,
         [0x30, short, rest @ ..] => usize::from(*short) == rest.len(),

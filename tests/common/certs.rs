@@ -44,6 +44,13 @@ impl Pki {
         path
     }
 
+    /// The CA certificate as binary DER, as a Windows export gives it.
+    pub fn write_ca_der(&self, dir: &TestDir, name: &str) -> PathBuf {
+        let path = dir.path(name);
+        std::fs::write(&path, self.issuer.der()).unwrap();
+        path
+    }
+
     /// A server certificate for `localhost` and 127.0.0.1.
     pub fn server(&self, dir: &TestDir, name: &str) -> Identity {
         let mut params =

@@ -32,10 +32,30 @@ pub fn sources(
         }
         KeyInput::Alternatives(files) => {
             let mut ok = true;
-            let mut sources = Vec::new();
+            let mut sources: Vec<KeySource> = Vec::new();
             for (i, file) in files.iter().enumerate() {
-                match source(ctx, file.get_ref(), file.span(), &format!("{field}[{i}]")) {
-                    Some(source) => sources.push(source),
+                let item = format!("{field}[{i}]");
+                match source(ctx, file.get_ref(), file.span(), &item) {
+                    // A later alternative equal to an earlier one is never
+                    // tried: a typo for the source meant.
+                    Some(source) => match sources.iter().position(|s| *s == source) {
+                        Some(first) => {
+                            ok = false;
+                            let case = match source {
+                                KeySource::Header(_) => " (header names are case-insensitive)",
+                                _ => "",
+                            };
+                            ctx.error(
+                                Some(file.span()),
+                                item,
+                                format!(
+                                    "the same source as {field}[{first}]{case}: listed twice, \
+                                     it would never be tried"
+                                ),
+                            );
+                        }
+                        None => sources.push(source),
+                    },
                     None => ok = false,
                 }
             }
@@ -127,6 +147,14 @@ fn derive(
     let mut derived = Vec::new();
     for (i, part) in parts.get_ref().iter().enumerate() {
         match DerivePart::parse(part.get_ref()) {
+            Ok(parsed) if derived.contains(&parsed) => {
+                ctx.error(
+                    Some(part.span()),
+                    format!("{field}.derive[{i}]"),
+                    listed_twice(part.get_ref()),
+                );
+                ok = false;
+            }
             Ok(part) => derived.push(part),
             Err(message) => {
                 let message = message.to_string();
@@ -225,11 +253,23 @@ pub fn fingerprint_body(
                  leave \"body\" out of fingerprint instead",
             );
             ok = false;
+        } else if pointers.contains(item.get_ref()) {
+            ctx.error(
+                Some(item.span()),
+                format!("{field}.{name}[{i}]"),
+                listed_twice(item.get_ref()),
+            );
+            ok = false;
         } else {
             pointers.push(item.get_ref().clone());
         }
     }
     ok.then(|| make(Pointers::new(pointers)))
+}
+
+/// The words `methods`, `scope` and the other lists refuse a repeat with.
+fn listed_twice(written: &str) -> String {
+    format!("{written:?} is listed twice")
 }
 
 /// What one `release_statuses` entry frees the key on.
@@ -403,6 +443,49 @@ mod tests {
             "t.toml:2:39: defaults.key[0].namespace:",
             "not a UUID",
         );
+    }
+
+    /// As in `methods` or `fingerprint`, a value written twice is a typo
+    /// for another one: refused, naming the second.
+    #[test]
+    fn a_source_part_or_pointer_listed_twice_is_refused() {
+        single(
+            &format!(r#"key = {{ derive = ["/a", "/b", "/a"], namespace = "{NS}" }}"#),
+            "t.toml:2:31: defaults.key.derive[2]:",
+            "\"/a\" is listed twice",
+        );
+        // Header names are case-insensitive.
+        single(
+            &format!(r#"key = {{ derive = ["header:X-C", "header:x-c"], namespace = "{NS}" }}"#),
+            "t.toml:2:33: defaults.key.derive[1]:",
+            "listed twice",
+        );
+        single(
+            r#"key = [{ header = "A" }, { header = "a" }]"#,
+            "t.toml:2:26: defaults.key[1]:",
+            "the same source as defaults.key[0]",
+        );
+        single(
+            r#"key = [{ query = "k" }, { form_field = "k" }, { query = "k" }]"#,
+            "t.toml:2:47: defaults.key[2]:",
+            "the same source as defaults.key[0]",
+        );
+        single(
+            r#"fingerprint_body = { include = ["/a", "/b", "/a"] }"#,
+            "t.toml:2:45: defaults.fingerprint_body.include[2]:",
+            "\"/a\" is listed twice",
+        );
+        single(
+            r#"fingerprint_body = { exclude = ["/a", "/a"] }"#,
+            "t.toml:2:39: defaults.fingerprint_body.exclude[1]:",
+            "listed twice",
+        );
+        // Different namespaces derive different keys: not the same source.
+        let other = "6ba7b810-9dad-11d1-80b4-00c04fd430c8";
+        let p = policy(&format!(
+            r#"key = [{{ derive = ["/a"], namespace = "{NS}" }}, {{ derive = ["/a"], namespace = "{other}" }}]"#
+        ));
+        assert_eq!(p.key.len(), 2);
     }
 
     #[test]

@@ -166,11 +166,24 @@ pub fn upstream_url(text: &str) -> Result<String, String> {
     if uri.host().is_none_or(str::is_empty) {
         return Err(format!("{text:?} has no host"));
     }
-    // http::Uri accepts any digits as a port; the socket cannot.
+    // http::Uri accepts any digits as a port, and Rust's integer parse a
+    // leading "+"; the socket takes 1..=65535 only (port 0 never connects).
     let after_host = authority.rsplit(']').next().unwrap_or(authority);
-    let port = after_host.split_once(':').map(|(_, port)| port);
-    if port.is_some_and(|port| port.parse::<u16>().is_err()) {
-        return Err(format!("{text:?} has an invalid port"));
+    if let Some((_, port)) = after_host.split_once(':') {
+        let digits = !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit());
+        match port.parse::<u16>() {
+            Ok(0) if digits => {
+                return Err(format!(
+                    "{text:?} has port 0, which can never be connected to"
+                ));
+            }
+            Ok(_) if digits => {}
+            _ => {
+                return Err(format!(
+                    "{text:?} has an invalid port: 1 to 65535, in digits"
+                ));
+            }
+        }
     }
     if tail.contains(['?', '#']) {
         return Err(format!("{text:?} must not have a query or fragment"));
@@ -252,6 +265,17 @@ mod tests {
             "http://h:99999",
         ] {
             assert!(upstream_url(bad).is_err(), "{bad}");
+        }
+        // Port 0 can never be dialled; a sign or a space is no port at all
+        // (Rust's integer parse would take "+80" as 80).
+        for bad in [
+            "http://h:0",
+            "https://[::1]:0/",
+            "http://h:+80",
+            "http://h:-1",
+        ] {
+            let message = upstream_url(bad).unwrap_err();
+            assert!(message.contains("port"), "{bad}: {message}");
         }
         let refusal = upstream_url("http://user:hunter2@h").unwrap_err();
         assert!(!refusal.contains("hunter2"), "{refusal}");

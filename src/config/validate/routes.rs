@@ -194,7 +194,11 @@ fn route_match(ctx: &mut Ctx<'_>, matcher: &Spanned<MatchFile>, prefix: &str) ->
         for (i, method) in methods.get_ref().iter().enumerate() {
             match names::method(method.get_ref()) {
                 Ok(m) if !parsed.contains(&m) => parsed.push(m),
-                Ok(_) => {}
+                Ok(_) => ctx.error(
+                    Some(method.span()),
+                    format!("{}[{i}]", field("methods")),
+                    format!("{:?} is listed twice", method.get_ref()),
+                ),
                 Err(message) => ctx.error(
                     Some(method.span()),
                     format!("{}[{i}]", field("methods")),

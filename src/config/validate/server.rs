@@ -87,13 +87,33 @@ pub fn server(ctx: &mut Ctx<'_>, file: &ServerFile) -> ServerConfig {
             .tls
             .as_ref()
             .and_then(|tls| server_tls(ctx, tls, "server.tls")),
-        problem_base: ctx.value(
-            file.problem_base.as_ref(),
-            "server.problem_base",
-            None,
-            |text| problem_base(text).map(Some),
-        ),
+        problem_base: self::problem_base_checked(ctx, file.problem_base.as_ref()),
     }
+}
+
+fn problem_base_checked(ctx: &mut Ctx<'_>, written: Option<&Spanned<String>>) -> Option<String> {
+    let base = ctx.value(written, "server.problem_base", None, |text| {
+        problem_base(text).map(Some)
+    })?;
+    if let Some(message) = glued(&base) {
+        ctx.warn(written.map(Spanned::span), "server.problem_base", message);
+    }
+    Some(base)
+}
+
+/// The code is appended to the base as is. A base ending in a letter or a
+/// digit glues it onto its last word ("…/errorsinvalid-key", or another
+/// host for "https://x"): surely a slip, yet a URI the answers can carry,
+/// so a warning that shows the result and the end that was likely meant.
+fn glued(base: &str) -> Option<String> {
+    if !base.ends_with(|c: char| c.is_ascii_alphanumeric()) {
+        return None;
+    }
+    let end = if base.contains("://") { "/" } else { ":" };
+    Some(format!(
+        "the code is appended as is, giving \"{base}invalid-key\"; end it with \"{end}\" \
+         (\"{base}{end}\")"
+    ))
 }
 
 /// An absolute URI that problem codes are appended to; it goes into a `Link`

@@ -19,6 +19,7 @@ pub fn toml_error(ctx: &Ctx<'_>, text: &str, error: &TomlError) -> ConfigError {
             .replace("expected i64", "expected an integer")
             .replace("expected a sequence", "expected an array"),
     );
+    let message = with_guess(message);
     let offset = error.span().map(|span| span.start);
     let unknown = unknown_field(&message);
     let mut field = key_path(error);
@@ -66,6 +67,22 @@ fn in_toml_words(message: &str) -> String {
     out
 }
 
+/// "unknown field `retentoin`, expected one of …": the field it most
+/// likely meant goes first, the whole list after it.
+fn with_guess(message: String) -> String {
+    let Some(unknown) = unknown_field(&message) else {
+        return message;
+    };
+    let Some((head, expected)) = message.split_once(", expected") else {
+        return message;
+    };
+    let known: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    match super::spelling::closest(unknown, &known) {
+        Some(meant) => format!("{head} (did you mean `{meant}`?), expected{expected}"),
+        None => message,
+    }
+}
+
 fn unknown_field(message: &str) -> Option<&str> {
     message.strip_prefix("unknown field `")?.split('`').next()
 }
@@ -77,8 +94,12 @@ fn index_routes(text: &str, offset: usize, field: &str) -> String {
         Some(rest) if rest.is_empty() || rest.starts_with('.') => rest,
         _ => return field.to_owned(),
     };
+    // Only the entry: the header may name a table inside it too.
     match header_at(text, offset) {
-        Some(header) if header.starts_with("routes[") => format!("{header}{rest}"),
+        Some(header) if header.starts_with("routes[") => {
+            let entry = header.split('.').next().unwrap_or(&header);
+            format!("{entry}{rest}")
+        }
         _ => field.to_owned(),
     }
 }
@@ -172,7 +193,14 @@ fn header_at(text: &str, offset: usize) -> Option<String> {
                 current = Some(name.to_owned());
             }
         } else if let Some(name) = line.strip_prefix('[').and_then(|l| l.split(']').next()) {
-            current = Some(name.trim().to_owned());
+            let name: Vec<&str> = name.split('.').map(str::trim).collect();
+            current = Some(match name.split_first() {
+                // `[routes.webhook]` opens a table in the last `[[routes]]`.
+                Some((&"routes", rest)) if routes > 0 && !rest.is_empty() => {
+                    format!("routes[{}].{}", routes - 1, rest.join("."))
+                }
+                _ => name.join("."),
+            });
         }
     }
     current

@@ -399,6 +399,42 @@ fn unknown_field_names_field_and_line() {
     );
 }
 
+/// A misspelt field is told the one it is closest to, before the whole list.
+#[test]
+fn a_misspelt_field_is_told_the_one_meant() {
+    for (text, field, meant) in [
+        (
+            format!("{MINIMAL}retentoin = \"1h\"\n"),
+            "retentoin",
+            "retention",
+        ),
+        (format!("[serer]\n{MINIMAL}"), "serer", "server"),
+        (
+            format!("{MINIMAL}upsteam = \"api\"\n"),
+            "upsteam",
+            "upstream",
+        ),
+        (
+            format!("[defaults]\nfingerprints = []\n{MINIMAL}"),
+            "fingerprints",
+            "fingerprint",
+        ),
+        (
+            format!("[defaults]\nlock_timout = \"2m\"\n{MINIMAL}"),
+            "lock_timout",
+            "lock_timeout",
+        ),
+    ] {
+        let errors = errors(&text);
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        let expected = format!("unknown field `{field}` (did you mean `{meant}`?), expected");
+        assert!(errors[0].contains(&expected), "{}", errors[0]);
+    }
+    // Nothing close: no guess.
+    let errors = errors(&format!("{MINIMAL}colour = \"red\"\n"));
+    assert!(!errors[0].contains("did you mean"), "{}", errors[0]);
+}
+
 /// A `*_env` field written as a shell would expand it names no variable
 /// anyone sets: refused with the name to write, in every such field.
 #[test]
@@ -759,6 +795,16 @@ fn match_rules() {
         "t.toml:8:9: routes[0].match:",
         "exactly one of path or path_prefix",
     );
+    // As in the policy's `methods`: a repeat is a typo for another method.
+    let text = MINIMAL.replace(
+        "{ path_prefix = \"/\" }",
+        "{ path_prefix = \"/\", methods = [\"POST\", \"post\"] }",
+    );
+    single(
+        &text,
+        "t.toml:8:49: routes[0].match.methods[1]:",
+        "\"post\" is listed twice",
+    );
 }
 
 #[test]
@@ -1017,5 +1063,105 @@ fn resource_limits_default_inherit_and_refuse_nonsense() {
         &format!("[server]\nmax_headers = 0\n{MINIMAL}"),
         "t.toml:2:15: server.max_headers:",
         "at least 1",
+    );
+}
+
+/// The body options change only how the body is fingerprinted: without
+/// "body" in `fingerprint` they do nothing, which the operator is told.
+#[test]
+fn body_options_without_the_body_in_the_fingerprint_warn() {
+    let text = format!(
+        "[defaults]\nfingerprint = [\"method\", \"path\"]\ncanonical_json = true\n{MINIMAL}\
+         fingerprint_body = {{ exclude = [\"/a\"] }}\ncanonical_form = false\n"
+    );
+    assert_eq!(
+        ok(&text).warnings,
+        [
+            "t.toml:3:18: defaults.canonical_json: has no effect: no route that inherits it \
+             has \"body\" in its fingerprint",
+            "t.toml:12:20: routes[0].fingerprint_body: has no effect: this route's \
+             fingerprint (method, path) leaves out \"body\"",
+            "t.toml:13:18: routes[0].canonical_form: has no effect: this route's \
+             fingerprint (method, path) leaves out \"body\"",
+        ]
+    );
+    // One route that inherits it and fingerprints the body is enough.
+    let text = format!(
+        "[defaults]\nfingerprint = [\"method\", \"path\"]\ncanonical_json = true\n{MINIMAL}\
+         \n[[routes]]\nname = \"b\"\nupstream = \"api\"\nmatch = {{ path = \"/b\" }}\n\
+         fingerprint = [\"body\"]\n"
+    );
+    let warnings = ok(&text).warnings;
+    assert!(
+        !warnings.iter().any(|w| w.contains("no effect")),
+        "{warnings:#?}"
+    );
+    // The built-in values are not the operator's: no warning for them.
+    let text = format!("[defaults]\nfingerprint = [\"method\", \"path\"]\n{MINIMAL}");
+    assert_eq!(ok(&text).warnings, Vec::<String>::new());
+    // With "body" in the fingerprint, the options are used.
+    let text = format!("[defaults]\ncanonical_json = true\n{MINIMAL}canonical_form = true\n");
+    assert_eq!(ok(&text).warnings, Vec::<String>::new());
+}
+
+/// The code is appended to `problem_base` as is: a base ending in a letter or
+/// digit glues the code onto its last word ("…/errorsinvalid-key").
+#[test]
+fn a_problem_base_that_does_not_end_its_path_warns() {
+    let text = |base: &str| format!("[server]\nproblem_base = {base:?}\n{MINIMAL}");
+    assert_eq!(
+        ok(&text("https://docs.example.com/errors")).warnings,
+        [
+            "t.toml:2:16: server.problem_base: the code is appended as is, giving \
+             \"https://docs.example.com/errorsinvalid-key\"; end it with \"/\" \
+             (\"https://docs.example.com/errors/\")"
+        ]
+    );
+    assert_eq!(
+        ok(&text("urn:example:errors")).warnings,
+        [
+            "t.toml:2:16: server.problem_base: the code is appended as is, giving \
+             \"urn:example:errorsinvalid-key\"; end it with \":\" (\"urn:example:errors:\")"
+        ]
+    );
+    for good in [
+        "https://docs.example.com/errors/",
+        "https://docs.example.com/errors#",
+        "https://docs.example.com/errors?code=",
+        "https://docs.example.com/errors/idemgate-",
+        "tag:example.com,2024:errors:",
+    ] {
+        assert_eq!(ok(&text(good)).warnings, Vec::<String>::new(), "{good}");
+    }
+}
+
+/// A `[routes.X]` header opens a table in the last `[[routes]]` entry: a
+/// fault in it is that route's.
+#[test]
+fn toml_errors_in_a_route_sub_table_name_its_index() {
+    let with = |tail: &str| format!("{MINIMAL}{tail}");
+    single(
+        &with(
+            "webhook = { scheme = \"stripe\", secrets_env = \"X\" }\n\n[routes.webhook]\nscheme = \"github\"\n",
+        ),
+        "t.toml:11:9: routes[0].webhook:",
+        "duplicate key",
+    );
+    single(
+        &with("\n[routes.webhook]\nscheme = \"github\"\nscheme = \"stripe\"\n"),
+        "t.toml:12:1: routes[0].webhook.scheme:",
+        "duplicate key",
+    );
+    single(
+        &with(
+            "\n[[routes]]\nname = \"b\"\nupstream = \"api\"\nmatch = { path = \"/b\" }\n\n[ routes . match ]\npath = \"/x\"\n",
+        ),
+        "t.toml:15:",
+        "routes[1].match: duplicate key",
+    );
+    single(
+        &with("\n[routes.webhook]\nscheme = 1\n"),
+        "t.toml:11:10: routes[0].webhook.scheme:",
+        "expected a string",
     );
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use redis::{ErrorKind, RedisError};
 
+use super::url::UrlProblem;
 use crate::tls::PemProblem;
 
 /// One Redis call that failed.
@@ -27,7 +28,11 @@ pub enum CacheError {
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum RedisCause {
-    /// `store.redis.url` is not one the client accepts.
+    /// `store.redis.url` is not one the client accepts, and why.
+    #[error("invalid URL: {0}")]
+    BadUrl(UrlProblem),
+    /// `store.redis.url` is refused by the client for a reason not told
+    /// apart above; only its kind is kept.
     #[error("invalid URL ({0:?})")]
     InvalidUrl(ErrorKind),
     /// `store.redis.url` ends in `#insecure`: TLS without verification.
@@ -46,6 +51,13 @@ pub enum RedisCause {
     /// `store.redis.ca` holds no PEM certificate (empty, or not PEM).
     #[error("no certificate in {}", path.display())]
     CaHoldsNoCertificate { path: PathBuf },
+    /// `store.redis.ca` is a binary DER certificate: said with the
+    /// conversion, as the listener and upstream files are.
+    #[error(
+        "{} is DER (binary), not PEM; convert it: openssl x509 -inform der -in FILE -out FILE.pem",
+        path.display()
+    )]
+    CaDer { path: PathBuf },
     /// `store.redis.ca` is not valid PEM (cut short, damaged).
     #[error("{} is not valid PEM: {problem}", path.display())]
     CaNotPem {

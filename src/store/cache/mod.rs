@@ -23,6 +23,7 @@ pub(in crate::store) mod cause;
 mod conn;
 mod entry;
 mod tls;
+mod url;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

@@ -16,7 +16,14 @@ use crate::tls::PemProblem;
 /// Reads the URL and the CA file (its certificates parsed); connects to
 /// nothing.
 pub fn client(url: &str, ca: Option<&Path>) -> Result<Client, SettingError> {
-    // The URL may carry a password: errors keep the problem's kind only.
+    // The URL may carry a password: errors name the faulty part, or keep the
+    // client's kind only, never its text.
+    if let Some(problem) = super::url::problem(url) {
+        return Err(SettingError::new(
+            Setting::RedisUrl,
+            RedisCause::BadUrl(problem),
+        ));
+    }
     let client = Client::open(url)
         .map_err(|e| SettingError::new(Setting::RedisUrl, RedisCause::InvalidUrl(e.kind())))?;
     // `#insecure` asks for a session whose certificate is not verified. The
@@ -49,8 +56,10 @@ pub fn client(url: &str, ca: Option<&Path>) -> Result<Client, SettingError> {
         })
     })?;
     if certificates.is_empty() {
-        return Err(refused(RedisCause::CaHoldsNoCertificate {
-            path: ca.to_owned(),
+        let path = ca.to_owned();
+        return Err(refused(match crate::tls::is_der(&pem) {
+            true => RedisCause::CaDer { path },
+            false => RedisCause::CaHoldsNoCertificate { path },
         }));
     }
     let certificates = TlsCertificates {

@@ -95,6 +95,12 @@ pub enum RootCertProblem {
     NotPem(#[source] Arc<crate::tls::PemProblem>),
     #[error("holds no usable CA certificate")]
     NoCa,
+    /// A binary DER certificate: said with the conversion, as the listener
+    /// and upstream files are.
+    #[error(
+        "is DER (binary), not PEM; convert it: openssl x509 -inform der -in FILE -out FILE.pem"
+    )]
+    Der,
 }
 
 /// The driver error and its causes, e.g. "db error: ERROR: relation … does not

@@ -128,6 +128,9 @@ fn connector(root_file: Option<PathBuf>) -> Result<MakeRustlsConnect, PostgresCa
             let certs = CertificateDer::pem_slice_iter(&pem)
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| read(RootCertProblem::NotPem(Arc::new(PemProblem(e)))))?;
+            if certs.is_empty() && crate::tls::is_der(&pem) {
+                return Err(read(RootCertProblem::Der));
+            }
             let (added, _) = roots.add_parsable_certificates(certs);
             if added == 0 {
                 return Err(read(RootCertProblem::NoCa));

@@ -155,6 +155,8 @@ fn gateways_are_http_or_https_urls() {
         "10.0.0.2:8080",
         "http://u:p@h",
         "http://h/base",
+        "http://10.0.0.2:0",
+        "http://10.0.0.2:+80",
     ] {
         let text = TWO.replace("http://10.0.0.2:8080", bad);
         single(&text, line_of(&text, bad), "regions.us.gateway", "");

@@ -1,0 +1,69 @@
+//! The field a misspelt one most likely meant: serde lists every field a
+//! table takes, which for a policy is over twenty names to read through.
+
+/// The one candidate within a small edit of `written` (a letter left out,
+/// added, changed, or two swapped), when exactly one is closest.
+pub fn closest<'a>(written: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let limit = match written.chars().count() {
+        0..=3 => 1,
+        _ => 2,
+    };
+    let mut best: Option<(usize, &str)> = None;
+    let mut tied = false;
+    for &candidate in candidates {
+        let distance = edits(written, candidate);
+        if distance > limit {
+            continue;
+        }
+        match best {
+            Some((shortest, _)) if distance > shortest => {}
+            Some((shortest, _)) if distance == shortest => tied = true,
+            _ => (best, tied) = (Some((distance, candidate)), false),
+        }
+    }
+    best.filter(|_| !tied).map(|(_, candidate)| candidate)
+}
+
+/// Optimal string alignment distance: Levenshtein plus a swap of two
+/// neighbours as one edit ("retentoin").
+fn edits(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut rows = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in rows.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in rows[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut d = (rows[i - 1][j] + 1)
+                .min(rows[i][j - 1] + 1)
+                .min(rows[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d = d.min(rows[i - 2][j - 2] + 1);
+            }
+            rows[i][j] = d;
+        }
+    }
+    rows[a.len()][b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{closest, edits};
+
+    #[test]
+    fn one_or_two_edits_and_no_guess_on_a_tie() {
+        assert_eq!(edits("retentoin", "retention"), 1);
+        assert_eq!(edits("serer", "server"), 1);
+        assert_eq!(edits("abc", "abc"), 0);
+        let fields = ["retention", "required", "scope", "key"];
+        assert_eq!(closest("retentoin", &fields), Some("retention"));
+        assert_eq!(closest("requird", &fields), Some("required"));
+        assert_eq!(closest("colour", &fields), None);
+        assert_eq!(closest("kez", &fields), Some("key"));
+        assert_eq!(closest("ab", &["ac", "ad"]), None);
+    }
+}
