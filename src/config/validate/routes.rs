@@ -194,10 +194,15 @@ fn route_match(ctx: &mut Ctx<'_>, matcher: &Spanned<MatchFile>, prefix: &str) ->
         for (i, method) in methods.get_ref().iter().enumerate() {
             match names::method(method.get_ref()) {
                 Ok(m) if !parsed.contains(&m) => parsed.push(m),
-                Ok(_) => ctx.error(
+                // A warning, not an error: files that worked before this
+                // check must still start (the repeat was always dropped).
+                Ok(_) => ctx.warn(
                     Some(method.span()),
                     format!("{}[{i}]", field("methods")),
-                    format!("{:?} is listed twice", method.get_ref()),
+                    format!(
+                        "{:?} is listed twice (the repeat is ignored)",
+                        method.get_ref()
+                    ),
                 ),
                 Err(message) => ctx.error(
                     Some(method.span()),
