@@ -289,11 +289,13 @@ pub fn needs_no_client_ca(ctx: &mut Ctx<'_>, file: &FileConfig, region: Option<&
     );
 }
 
-/// A forward that gives up before the home region's upstream could answer
-/// tells the client `home-region-unavailable` for requests that mostly
-/// succeed, and the client's retry then waits on the home's record. The
-/// home region's upstreams are assumed to be this region's (one config
-/// shipped to every region).
+/// A forward that gives up before the home region could answer tells the
+/// client `home-region-unavailable` for requests that mostly succeed, and
+/// the client's retry then waits on the home's record. The home answers
+/// within its upstream's `timeout`, or, for a retry it holds waiting
+/// (`on_in_flight = "wait"`), within the route's `wait_timeout`. The home
+/// region's routes and upstreams are assumed to be this region's (one
+/// config shipped to every region).
 pub fn warn_forward_shorter_than_upstreams(
     ctx: &mut Ctx<'_>,
     file: &FileConfig,
@@ -305,31 +307,69 @@ pub fn warn_forward_shorter_than_upstreams(
     let Some(slowest) = routes
         .iter()
         .filter(|(route, _)| route.idempotency)
-        .filter_map(|(route, _)| upstreams.get(&route.upstream))
-        .max_by_key(|upstream| upstream.timeout)
+        .flat_map(|(route, _)| slowest_answers(route, upstreams))
+        .max_by_key(|answer| answer.within)
     else {
         return;
     };
     for peer in region.peers.values() {
-        if peer.name == region.name || peer.timeout > slowest.timeout {
+        if peer.name == region.name || peer.timeout > slowest.within {
             continue;
         }
         let span = file
             .regions
             .get(&peer.name)
             .map(|p| p.get_ref().timeout.as_ref().map_or(p.span(), Spanned::span));
+        let (what, whose) = match slowest.by {
+            AnswerBound::UpstreamTimeout => ("timeout", "upstream"),
+            AnswerBound::WaitTimeout => ("wait_timeout", "route"),
+        };
         ctx.warn(
             span,
             format!("regions.{}.timeout", peer.name),
             format!(
-                "{} is not longer than the timeout {} of upstream {:?}: a forwarded request \
+                "{} is not longer than the {what} {} of {whose} {:?}: a forwarded request \
                  the home region is still running is answered 503 home-region-unavailable here",
                 crate::config::units::format_duration(peer.timeout),
-                crate::config::units::format_duration(slowest.timeout),
+                crate::config::units::format_duration(slowest.within),
                 slowest.name,
             ),
         );
     }
+}
+
+/// What bounds how long the home region takes to answer a route's request.
+#[derive(Clone, Copy)]
+enum AnswerBound {
+    UpstreamTimeout,
+    WaitTimeout,
+}
+
+struct SlowestAnswer<'a> {
+    within: std::time::Duration,
+    by: AnswerBound,
+    /// The upstream's name, or the route's for a wait.
+    name: &'a str,
+}
+
+fn slowest_answers<'a>(
+    route: &'a crate::config::RouteConfig,
+    upstreams: &'a BTreeMap<String, crate::config::UpstreamConfig>,
+) -> impl Iterator<Item = SlowestAnswer<'a>> {
+    let upstream = upstreams
+        .get(&route.upstream)
+        .map(|upstream| SlowestAnswer {
+            within: upstream.timeout,
+            by: AnswerBound::UpstreamTimeout,
+            name: &upstream.name,
+        });
+    let wait =
+        (route.policy.on_in_flight == crate::config::InFlightMode::Wait).then(|| SlowestAnswer {
+            within: route.policy.wait_timeout,
+            by: AnswerBound::WaitTimeout,
+            name: &route.name,
+        });
+    upstream.into_iter().chain(wait)
 }
 
 #[cfg(test)]

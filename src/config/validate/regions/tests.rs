@@ -328,6 +328,37 @@ fn a_forward_timeout_not_longer_than_the_upstreams_is_warned_about() {
     assert!(ok(TWO).warnings.is_empty(), "45s > 30s");
 }
 
+/// A retry the home region holds waiting (`on_in_flight = "wait"`) is
+/// answered after up to `wait_timeout`: a forward that gives up sooner says
+/// 503 for a request the home answers.
+#[test]
+fn a_forward_timeout_not_longer_than_a_wait_is_warned_about() {
+    let waiting = format!("{TWO}\n[defaults]\non_in_flight = \"wait\"\nwait_timeout = \"50s\"\n");
+    let config = ok(&waiting);
+    let line = line_of(&waiting, "\"45s\"");
+    assert_eq!(config.warnings.len(), 1, "{:#?}", config.warnings);
+    let warning = &config.warnings[0];
+    assert!(warning.starts_with(&format!("t.toml:{line}:")), "{warning}");
+    assert!(
+        warning.contains(
+            "regions.us.timeout: 45s is not longer than the wait_timeout 50s of route \"all\""
+        ),
+        "{warning}"
+    );
+    assert!(
+        ok(&waiting.replace("\"50s\"", "\"40s\""))
+            .warnings
+            .is_empty(),
+        "45s > 40s, 30s"
+    );
+    // A route that answers conflicts at once does not wait.
+    assert!(
+        ok(&waiting.replace("\"wait\"", "\"conflict\""))
+            .warnings
+            .is_empty()
+    );
+}
+
 #[test]
 fn an_unreadable_region_ca_fails_check_naming_the_field() {
     let text = TWO
