@@ -157,9 +157,15 @@ async fn a_reservation_whose_reply_is_lost_frees_its_key_once_the_store_is_back(
     let upstream = MockUpstream::start().await;
     let gateway = GatewayProcess::start(&dir, &upstream.url(), &config_leasing(&url, "60s"));
     let client = gateway.client();
+    let admin = gateway.admin_client();
     assert_eq!(
         client.post("/v1/charges", Some("warm"), "{}").await.status,
         201
+    );
+    let metrics = admin.get("/metrics").await.text();
+    assert!(
+        metrics.contains("idemgate_unanswered_reservations_total{result=\"freed\"} 0"),
+        "{metrics}"
     );
 
     for (path, key, first) in [
@@ -207,6 +213,13 @@ async fn a_reservation_whose_reply_is_lost_frees_its_key_once_the_store_is_back(
     let log = gateway.log_text();
     assert!(log.contains("freed a key whose reservation"), "{log}");
     assert!(!log.contains("lost-strict"), "raw keys are never logged");
+    let metrics = admin.get("/metrics").await.text();
+    for line in [
+        "idemgate_unanswered_reservations_total{result=\"freed\"} 2",
+        "idemgate_unanswered_reservations_total{result=\"held\"} 0",
+    ] {
+        assert!(metrics.contains(line), "missing `{line}`:\n{metrics}");
+    }
 }
 
 /// A reservation whose answer is lost with its connection runs again on

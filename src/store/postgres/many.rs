@@ -13,7 +13,7 @@ use super::cause::PostgresCause;
 use super::pool::{db_error, pool_error};
 use super::rows::{self, Decided, KeptFor, Recorded};
 use super::sql;
-use super::unanswered::{self, Claimed, Why};
+use super::unanswered::{self, Claimed, Counting, Why};
 use crate::store::{Lease, RecordId, Reservation, StoreError, StoredResponse};
 
 /// What a reservation learned from its batch.
@@ -69,7 +69,7 @@ enum Failed {
     Unavailable(StoreError),
 }
 
-pub async fn reserve(pool: &Pool, deadline: Duration, jobs: Vec<ReserveJob>) {
+pub async fn reserve(pool: &Pool, deadline: Duration, counting: &Counting, jobs: Vec<ReserveJob>) {
     // A caller that gave up waiting (its deadline passed while the job was
     // queued) would never hear of its key reserved: not asked for.
     let jobs: Vec<ReserveJob> = jobs.into_iter().filter(|j| !j.reply.is_closed()).collect();
@@ -136,7 +136,8 @@ pub async fn reserve(pool: &Pool, deadline: Duration, jobs: Vec<ReserveJob>) {
                     }
                 };
                 if given_up {
-                    unanswered::free(pool.clone(), deadline, claimed, Why::AnswerLost);
+                    let counting = counting.clone();
+                    unanswered::free(pool.clone(), deadline, counting, claimed, Why::AnswerLost);
                 }
             }
             return;
@@ -163,7 +164,14 @@ pub async fn reserve(pool: &Pool, deadline: Duration, jobs: Vec<ReserveJob>) {
         // whole deadline, and the batches queued behind must not wait.
         let claimed = job.claimed(deadline);
         if let Err(Ok(Reserved::Done(Reservation::Reserved(_), _))) = job.reply.send(reply) {
-            unanswered::free(pool.clone(), deadline, claimed, Why::NobodyWaiting);
+            let counting = counting.clone();
+            unanswered::free(
+                pool.clone(),
+                deadline,
+                counting,
+                claimed,
+                Why::NobodyWaiting,
+            );
         }
     }
 }

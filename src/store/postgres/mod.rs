@@ -39,6 +39,7 @@ use tokio_postgres::types::ToSql;
 pub use cause::{PostgresCause, RootCertProblem};
 pub use migrations::SCHEMA_VERSION;
 pub use purges::{Heard, PurgeHook};
+pub use unanswered::{Freed, FreedHook};
 
 use super::{
     Kept, Lease, MigrationReport, RecordId, RecordInfo, Reservation, Store, StoreError,
@@ -81,6 +82,8 @@ pub struct PostgresStore {
     /// Which store this is (`migrations::identity`), read by `connect`;
     /// empty for a store that has not connected.
     identity: Arc<str>,
+    /// Who hears what freeing a reservation given up came to.
+    counting: unanswered::Counting,
 }
 
 struct Batches {
@@ -89,14 +92,20 @@ struct Batches {
 }
 
 impl Batches {
-    fn start(pool: &Pool, deadline: Duration, pool_size: usize) -> Option<Batches> {
+    fn start(
+        pool: &Pool,
+        deadline: Duration,
+        pool_size: usize,
+        counting: &unanswered::Counting,
+    ) -> Option<Batches> {
         let workers = batch::workers_for(pool_size);
         let reserving = pool.clone();
         let completing = pool.clone();
+        let counting = counting.clone();
         Some(Batches {
             reserve: Queue::start(workers, move |jobs| {
-                let pool = reserving.clone();
-                async move { many::reserve(&pool, deadline, jobs).await }
+                let (pool, counting) = (reserving.clone(), counting.clone());
+                async move { many::reserve(&pool, deadline, &counting, jobs).await }
             })?,
             complete: Queue::start(workers, move |jobs| {
                 let pool = completing.clone();
@@ -151,7 +160,8 @@ impl PostgresStore {
         let (settings, tls) = pool::settings(config)?;
         let pool = pool::build(config, settings.clone(), tls.clone())?;
         let deadline = config.connect_timeout + config.statement_timeout + Duration::from_secs(1);
-        let batches = Batches::start(&pool, deadline, config.pool_size).map(Arc::new);
+        let counting = unanswered::Counting::default();
+        let batches = Batches::start(&pool, deadline, config.pool_size, &counting).map(Arc::new);
         Ok(PostgresStore {
             pool,
             deadline,
@@ -159,7 +169,14 @@ impl PostgresStore {
             settings,
             tls,
             identity: Arc::from(""),
+            counting,
         })
+    }
+
+    /// Tells `hook` what each freeing of a reservation given up came to
+    /// (`unanswered`); the first hook given stays.
+    pub fn count_unanswered(&self, hook: FreedHook) {
+        self.counting.set(hook);
     }
 
     /// Hears of purges made through any replica (see `purges`) until the
@@ -272,6 +289,7 @@ impl PostgresStore {
             unanswered::free(
                 self.pool.clone(),
                 self.deadline,
+                self.counting.clone(),
                 unanswered::Claimed::new(id.clone(), claim, lease_for, self.deadline),
                 unanswered::Why::AnswerLost,
             );

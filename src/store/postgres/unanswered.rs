@@ -12,6 +12,7 @@
 //! made — never another request's or another gateway's, nor one that took
 //! the key over.
 
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use deadpool_postgres::Pool;
@@ -58,6 +59,51 @@ impl Claimed {
     }
 }
 
+/// What freeing a reservation given up came to
+/// (`idemgate_unanswered_reservations_total{result}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freed {
+    /// Its record was deleted: it had committed.
+    Freed,
+    /// There was none: it had not committed (or was taken over since).
+    Nothing,
+    /// It could not be deleted before its lease ran out.
+    Held,
+}
+
+impl Freed {
+    pub const ALL: [Freed; 3] = [Freed::Freed, Freed::Nothing, Freed::Held];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Freed::Freed => "freed",
+            Freed::Nothing => "none",
+            Freed::Held => "held",
+        }
+    }
+}
+
+/// Told what each freeing came to (the gateway counts it).
+pub type FreedHook = Arc<dyn Fn(Freed) + Send + Sync>;
+
+/// Where the store keeps its `FreedHook` once one is given (`serve`): the
+/// batch workers start before.
+#[derive(Clone, Default)]
+pub struct Counting(Arc<OnceLock<FreedHook>>);
+
+impl Counting {
+    /// The first hook given stays.
+    pub fn set(&self, hook: FreedHook) {
+        let _ = self.0.set(hook);
+    }
+
+    fn tell(&self, freed: Freed) {
+        if let Some(hook) = self.0.get() {
+            hook(freed);
+        }
+    }
+}
+
 /// Why a lease is freed here.
 #[derive(Debug, Clone, Copy)]
 pub enum Why {
@@ -80,7 +126,7 @@ impl Why {
 /// `claimed` is if its reservation committed (in flight, under its claim),
 /// tried again with a growing pause while the lease would hold; past it, a
 /// takeover may have the key, under another claim anyway.
-pub fn free(pool: Pool, deadline: Duration, claimed: Claimed, why: Why) {
+pub fn free(pool: Pool, deadline: Duration, counting: Counting, claimed: Claimed, why: Why) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
@@ -97,16 +143,19 @@ pub fn free(pool: Pool, deadline: Duration, claimed: Claimed, why: Why) {
                 Ok(0) => {
                     // It did not commit, or was taken over since.
                     tracing::debug!(%route, %key, why = why.as_str(), "no record to free for a reservation given up");
+                    counting.tell(Freed::Nothing);
                     return;
                 }
                 Ok(_) => {
                     tracing::info!(%route, %key, why = why.as_str(), "freed a key whose reservation was made without its answer reaching the gateway");
+                    counting.tell(Freed::Freed);
                     return;
                 }
                 Err(err) => {
                     if retry.pause_before(claimed.until).is_none() {
                         tracing::warn!(%route, %key, why = why.as_str(), error = %err,
                             "a key whose reservation may have been made without its answer reaching the gateway could not be freed; it is held until its lease runs out");
+                        counting.tell(Freed::Held);
                         return;
                     }
                     tracing::debug!(%route, %key, error = %err, "freeing a reservation given up failed; retrying while its lease would hold");
