@@ -16,6 +16,7 @@ pub const UPSTREAM_DURATION: &str = "idemgate_upstream_duration_seconds";
 pub const STORE_DURATION: &str = "idemgate_store_duration_seconds";
 pub const STORE_ERRORS: &str = "idemgate_store_errors_total";
 pub const CACHE_LOOKUPS: &str = "idemgate_cache_lookups_total";
+pub const UNANSWERED_RESERVATIONS: &str = "idemgate_unanswered_reservations_total";
 pub const INFLIGHT: &str = "idemgate_inflight";
 pub const RECORDS_SWEPT: &str = "idemgate_records_swept_total";
 pub const CONFIG_RELOADS: &str = "idemgate_config_reloads_total";
@@ -109,6 +110,9 @@ pub struct Metrics {
     pub store_duration: HistogramVec,
     pub store_errors: IntCounterVec,
     pub cache_lookups: IntCounterVec,
+    /// Postgres reservations given up while they may have committed, by
+    /// what freeing them came to.
+    pub unanswered_reservations: IntCounterVec,
     pub inflight: IntGaugeVec,
     pub records_swept: IntCounter,
     pub config_reloads: IntCounterVec,
@@ -155,6 +159,13 @@ impl Metrics {
             )?,
             cache_lookups: IntCounterVec::new(
                 Opts::new(CACHE_LOOKUPS, "Fast-path cache lookups by result."),
+                &["result"],
+            )?,
+            unanswered_reservations: IntCounterVec::new(
+                Opts::new(
+                    UNANSWERED_RESERVATIONS,
+                    "Postgres reservations given up while they may have committed, by what freeing them came to.",
+                ),
                 &["result"],
             )?,
             inflight: IntGaugeVec::new(
@@ -204,6 +215,7 @@ impl Metrics {
         r.register(Box::new(metrics.store_duration.clone()))?;
         r.register(Box::new(metrics.store_errors.clone()))?;
         r.register(Box::new(metrics.cache_lookups.clone()))?;
+        r.register(Box::new(metrics.unanswered_reservations.clone()))?;
         r.register(Box::new(metrics.inflight.clone()))?;
         r.register(Box::new(metrics.records_swept.clone()))?;
         r.register(Box::new(metrics.config_reloads.clone()))?;

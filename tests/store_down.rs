@@ -17,6 +17,10 @@ use pg_support::switch::Switch;
 /// assertion waits on these timeouts, and a loaded machine can take more
 /// than half a second to open the first connection at start.
 fn config(url: &str) -> Config {
+    config_leasing(url, "10s")
+}
+
+fn config_leasing(url: &str, lock_timeout: &str) -> Config {
     Config::new()
         .store(
             Store::postgres(url)
@@ -25,7 +29,7 @@ fn config(url: &str) -> Config {
                 .set("statement_timeout", "5s"),
         )
         .upstream(Upstream::api().timeout("2s"))
-        .defaults("lock_timeout", "10s")
+        .defaults("lock_timeout", lock_timeout)
         .route(Route::api("strict", "/v1/charges").set("on_store_error", "reject"))
         .route(Route::api("lenient", "/v1/events").set("on_store_error", "pass"))
 }
@@ -99,6 +103,209 @@ async fn store_down_rejects_or_passes_as_configured_and_counts_it() {
     let replay = client.post("/v1/charges", Some("s-1"), "{}").await;
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
     assert_eq!(upstream.executions("s-1"), 1);
+}
+
+/// The records `key` has in `schema`, read without the relay: (in flight,
+/// completed).
+async fn records_of(schema: &TestSchema, key: &str) -> (i64, i64) {
+    let (client, conn) = tokio_postgres::connect(&schema.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let task = tokio::spawn(conn);
+    let row = client
+        .query_one(
+            "SELECT count(*) FILTER (WHERE state = 0), count(*) FILTER (WHERE state = 1)
+             FROM idemgate_records WHERE key = $1",
+            &[&key],
+        )
+        .await
+        .unwrap();
+    drop(client);
+    let _ = task.await;
+    (row.get(0), row.get(1))
+}
+
+/// Sends `key` until it is answered other than 409 (at most `within`).
+async fn until_not_in_flight(
+    client: &common::Client,
+    path: &str,
+    key: &str,
+    within: Duration,
+) -> common::Reply {
+    let deadline = Instant::now() + within;
+    loop {
+        let reply = client.post(path, Some(key), "{}").await;
+        if reply.status != 409 || Instant::now() > deadline {
+            return reply;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// docs/postgres.md#a-lost-answer: the database commits a reservation and
+/// the connection breaks before its answer arrives (a failover, a network
+/// cut), then stays unreachable a while. The request gets the store-error
+/// answer of its route; once the database is back, the key is free again
+/// (the gateway deletes the record it may have made, by its claim), not
+/// refused as in flight for the whole lease (60 s here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reservation_whose_reply_is_lost_frees_its_key_once_the_store_is_back() {
+    let schema = TestSchema::create().await;
+    let switch = Switch::start(pg_support::server_addr()).await;
+    let url = pg_support::via(&schema.url(), switch.addr);
+    let dir = TestDir::new("store-down-lost-reply");
+    let upstream = MockUpstream::start().await;
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config_leasing(&url, "60s"));
+    let client = gateway.client();
+    let admin = gateway.admin_client();
+    assert_eq!(
+        client.post("/v1/charges", Some("warm"), "{}").await.status,
+        201
+    );
+    let metrics = admin.get("/metrics").await.text();
+    assert!(
+        metrics.contains("idemgate_unanswered_reservations_total{result=\"freed\"} 0"),
+        "{metrics}"
+    );
+
+    for (path, key, first) in [
+        ("/v1/charges", "lost-strict", 503),
+        ("/v1/events", "lost-lenient", 201),
+    ] {
+        switch.lose_reply_to(key, true);
+        let answered = client.post(path, Some(key), "{}").await;
+        assert_eq!(answered.status, first, "{key}: {}", answered.text());
+        if first == 503 {
+            assert_eq!(answered.json()["code"], "store-unavailable");
+            assert_eq!(
+                upstream.executions(key),
+                0,
+                "fail closed: nothing forwarded"
+            );
+        } else {
+            assert_eq!(answered.header("idempotency-degraded"), Some("true"));
+            assert_eq!(upstream.executions(key), 1);
+        }
+        assert_eq!(switch.replies_lost(), if first == 503 { 1 } else { 2 });
+        assert_eq!(
+            records_of(&schema, key).await,
+            (1, 0),
+            "{key}: the lost reservation committed"
+        );
+
+        switch.restore();
+        let retried = until_not_in_flight(&client, path, key, Duration::from_secs(10)).await;
+        assert_eq!(
+            retried.status,
+            201,
+            "{key}: a retry once the store is back runs, within seconds, not after the 60 s lease: {}\n{}",
+            retried.text(),
+            gateway.log_text()
+        );
+        assert_eq!(retried.header("idempotent-replayed"), Some("false"));
+        let executed = if first == 503 { 1 } else { 2 };
+        assert_eq!(upstream.executions(key), executed, "{key}");
+        let replay = client.post(path, Some(key), "{}").await;
+        assert_eq!(replay.header("idempotent-replayed"), Some("true"), "{key}");
+        assert_eq!(upstream.executions(key), executed, "{key}");
+        assert_eq!(records_of(&schema, key).await, (0, 1), "{key}");
+    }
+    let log = gateway.log_text();
+    assert!(log.contains("freed a key whose reservation"), "{log}");
+    assert!(!log.contains("lost-strict"), "raw keys are never logged");
+    let metrics = admin.get("/metrics").await.text();
+    for line in [
+        "idemgate_unanswered_reservations_total{result=\"freed\"} 2",
+        "idemgate_unanswered_reservations_total{result=\"held\"} 0",
+    ] {
+        assert!(metrics.contains(line), "missing `{line}`:\n{metrics}");
+    }
+}
+
+/// A reservation whose answer is lost with its connection runs again on
+/// another one, and recognises its own record (by its claim) when the lost
+/// run committed: the request runs once, at once, rather than being refused
+/// as in flight by its own reservation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reservation_whose_reply_is_lost_runs_once_on_another_connection() {
+    let schema = TestSchema::create().await;
+    let switch = Switch::start(pg_support::server_addr()).await;
+    let url = pg_support::via(&schema.url(), switch.addr);
+    let dir = TestDir::new("store-down-lost-once");
+    let upstream = MockUpstream::start().await;
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config_leasing(&url, "60s"));
+    let client = gateway.client();
+    assert_eq!(
+        client.post("/v1/charges", Some("warm"), "{}").await.status,
+        201
+    );
+
+    switch.lose_reply_to("lost-once", false);
+    let first = client.post("/v1/charges", Some("lost-once"), "{}").await;
+    assert_eq!(switch.replies_lost(), 1);
+    assert_eq!(
+        first.status,
+        201,
+        "{}\n{}",
+        first.text(),
+        gateway.log_text()
+    );
+    assert_eq!(first.header("idempotent-replayed"), Some("false"));
+    assert!(first.header("idempotency-degraded").is_none());
+    let replay = client.post("/v1/charges", Some("lost-once"), "{}").await;
+    assert_eq!(replay.status, 201);
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(upstream.executions("lost-once"), 1);
+    assert_eq!(records_of(&schema, "lost-once").await, (0, 1));
+}
+
+/// A reservation the database commits but whose answer comes too late (the
+/// store's deadline, connect + statement timeout + 1 s, passes first): the
+/// request gets `503`, and the record is deleted by its claim, so a retry
+/// runs once the answers come in time again, not after the 60 s lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reservation_answered_too_late_frees_its_key() {
+    let schema = TestSchema::create().await;
+    let switch = Switch::start(pg_support::server_addr()).await;
+    let url = pg_support::via(&schema.url(), switch.addr);
+    let dir = TestDir::new("store-down-late-reply");
+    let upstream = MockUpstream::start().await;
+    let config = Config::new()
+        .store(
+            Store::postgres(&url)
+                .set("pool_size", 4)
+                .set("connect_timeout", "1s")
+                .set("statement_timeout", "1s"),
+        )
+        .upstream(Upstream::api().timeout("2s"))
+        .defaults("lock_timeout", "60s")
+        .route(Route::api("strict", "/v1/charges").set("on_store_error", "reject"));
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
+    let client = gateway.client();
+    assert_eq!(
+        client.post("/v1/charges", Some("warm"), "{}").await.status,
+        201
+    );
+
+    switch.delay_replies(Duration::from_secs(4));
+    let late = client.post("/v1/charges", Some("late-1"), "{}").await;
+    assert_eq!(late.status, 503, "{}", late.text());
+    assert_eq!(upstream.executions("late-1"), 0);
+    switch.delay_replies(Duration::ZERO);
+    // Replies already held back still arrive late: let them drain.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+
+    let retried =
+        until_not_in_flight(&client, "/v1/charges", "late-1", Duration::from_secs(10)).await;
+    assert_eq!(
+        retried.status,
+        201,
+        "not refused as in flight for the lease: {}\n{}",
+        retried.text(),
+        gateway.log_text()
+    );
+    assert_eq!(upstream.executions("late-1"), 1);
+    assert_eq!(records_of(&schema, "late-1").await, (0, 1));
 }
 
 /// docs/operating.md#logs: raw keys never appear in logs, at any log level. tokio-postgres

@@ -20,10 +20,12 @@ impl LeaseRetry {
     /// The pause before the next try, or `None` when `lease` would run out
     /// during it.
     pub fn pause_within(&self, lease: &Lease) -> Option<Duration> {
-        let left = lease
-            .expires_at
-            .duration_since(SystemTime::now())
-            .unwrap_or_default();
+        self.pause_before(lease.expires_at)
+    }
+
+    /// `pause_within` for a lease known only by its end.
+    pub fn pause_before(&self, end: SystemTime) -> Option<Duration> {
+        let left = end.duration_since(SystemTime::now()).unwrap_or_default();
         (left > self.pause).then_some(self.pause)
     }
 

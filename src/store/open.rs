@@ -1,7 +1,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::postgres::{Heard, PurgeHook};
+use super::postgres::{Freed, FreedHook, Heard, PurgeHook};
 use super::replay_cache::Copies;
 use super::seal::{Keys, SealedStore};
 use super::{
@@ -20,12 +20,13 @@ use crate::metrics::Metrics;
 /// (`[store.encryption]`) above the backend, below the copies kept in memory. For the one-shot
 /// commands: an embedded file is opened beside a gateway that may serve it.
 pub async fn open(config: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
-    let (store, _) = open_with_hook(config, Arc::new(|_| {}), Serving::No).await?;
+    let (store, _) = open_with_hook(config, Arc::new(|_| {}), None, Serving::No).await?;
     Ok(store)
 }
 
 /// `open` for `serve`, counting cache lookups in
-/// `idemgate_cache_lookups_total`; an embedded file is locked against a
+/// `idemgate_cache_lookups_total` and Postgres reservations given up in
+/// `idemgate_unanswered_reservations_total`; an embedded file is locked against a
 /// second gateway (`EmbeddedStore::open_for_serving`). Also says what
 /// opening found of the schema and applied, for the start's log.
 pub async fn open_with_metrics(
@@ -40,7 +41,22 @@ pub async fn open_with_metrics(
         Lookup::Miss => miss.inc(),
         Lookup::Error => error.inc(),
     });
-    let opened = open_with_hook(config, hook, Serving::Yes).await?;
+    // Resolved now, so the series exist (at 0) before the first one; only
+    // Postgres gives reservations up this way.
+    let on_freed = matches!(config, StoreConfig::Postgres(_)).then(|| {
+        let [freed, nothing, held] = Freed::ALL.map(|freed| {
+            metrics
+                .unanswered_reservations
+                .with_label_values(&[freed.as_str()])
+        });
+        let hook: FreedHook = Arc::new(move |result| match result {
+            Freed::Freed => freed.inc(),
+            Freed::Nothing => nothing.inc(),
+            Freed::Held => held.inc(),
+        });
+        hook
+    });
+    let opened = open_with_hook(config, hook, on_freed, Serving::Yes).await?;
     super::seal::announce(match config {
         StoreConfig::Embedded(embedded) => &embedded.encryption,
         StoreConfig::Postgres(pg) => &pg.encryption,
@@ -51,6 +67,7 @@ pub async fn open_with_metrics(
 async fn open_with_hook(
     config: &StoreConfig,
     on_lookup: LookupHook,
+    on_freed: Option<FreedHook>,
     serving: Serving,
 ) -> Result<(Arc<dyn Store>, MigrationReport), StoreError> {
     match config {
@@ -61,6 +78,9 @@ async fn open_with_hook(
         }
         StoreConfig::Postgres(pg) => {
             let (authority, report) = PostgresStore::connect_reporting(pg).await?;
+            if let Some(on_freed) = on_freed {
+                authority.count_unanswered(on_freed);
+            }
             let copies = Arc::new(Copies::new(REPLAY_CACHE_BYTES));
             let listener = Some(authority.follow_purges(forget_purged(&copies)));
             let keys = Keys::new(&pg.encryption);

@@ -2,11 +2,13 @@
 //! the database as the gateway sees it (sessions dropped, new connections
 //! closed at once), without touching the PostgreSQL other tests share. It
 //! can also hold the database's replies back (`delay_replies`): a database
-//! far away, whose every answer arrives late.
+//! far away, whose every answer arrives late. And it can lose one reply
+//! (`lose_reply_to`): the statement reaches the database, which runs and
+//! commits it, and the session is cut as its answer comes back.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -17,10 +19,22 @@ use tokio::time::Instant;
 pub struct Switch {
     pub addr: SocketAddr,
     on: Arc<AtomicBool>,
-    cuts: watch::Sender<u64>,
+    cuts: Arc<watch::Sender<u64>>,
     /// How long the database's bytes are held back, in ms.
     delay_ms: Arc<AtomicU64>,
+    trap: Arc<Mutex<Option<Trap>>>,
+    /// How many replies a trap has lost.
+    lost: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// The next statement whose bytes carry `needle` loses its reply.
+#[derive(Clone)]
+struct Trap {
+    needle: Vec<u8>,
+    /// Then the database stays unreachable (every session cut, new ones
+    /// refused) until `restore`.
+    stay_down: bool,
 }
 
 impl Switch {
@@ -30,7 +44,11 @@ impl Switch {
         let on = Arc::new(AtomicBool::new(true));
         let delay_ms = Arc::new(AtomicU64::new(0));
         let (cuts, _) = watch::channel(0u64);
+        let cuts = Arc::new(cuts);
+        let trap: Arc<Mutex<Option<Trap>>> = Arc::default();
+        let lost = Arc::new(AtomicU64::new(0));
         let (gate, cut_rx, delay) = (on.clone(), cuts.subscribe(), delay_ms.clone());
+        let (traps, cutting, losing) = (trap.clone(), cuts.clone(), lost.clone());
         let task = tokio::spawn(async move {
             loop {
                 let Ok((client, _)) = listener.accept().await else {
@@ -43,15 +61,28 @@ impl Switch {
                 let mut cut = cut_rx.clone();
                 cut.mark_unchanged();
                 let delay = delay.clone();
+                let (traps, gate, cutting, losing) =
+                    (traps.clone(), gate.clone(), cutting.clone(), losing.clone());
                 tokio::spawn(async move {
                     let Ok(server) = TcpStream::connect(target).await else {
                         return;
                     };
                     let (mut from_client, mut to_client) = client.into_split();
                     let (mut from_server, mut to_server) = server.into_split();
+                    // Set once this session carried the trapped statement.
+                    let sprung: Arc<Mutex<Option<Trap>>> = Arc::default();
+                    let lose = || {
+                        let trap = sprung.lock().unwrap().clone()?;
+                        losing.fetch_add(1, Ordering::SeqCst);
+                        if trap.stay_down {
+                            gate.store(false, Ordering::SeqCst);
+                            cutting.send_modify(|n| *n += 1);
+                        }
+                        Some(())
+                    };
                     tokio::select! {
-                        _ = tokio::io::copy(&mut from_client, &mut to_server) => {}
-                        () = held_back(&mut from_server, &mut to_client, &delay) => {}
+                        () = forward(&mut from_client, &mut to_server, &traps, &sprung) => {}
+                        () = held_back(&mut from_server, &mut to_client, &delay, &lose) => {}
                         _ = cut.changed() => {}
                     }
                 });
@@ -62,8 +93,27 @@ impl Switch {
             on,
             cuts,
             delay_ms,
+            trap,
+            lost,
             task,
         }
+    }
+
+    /// The next statement whose bytes carry `needle` (a key: it travels as
+    /// a parameter) reaches the database, and the session is cut when the
+    /// database's answer to it arrives: the answer is dropped, never
+    /// relayed. With `stay_down`, the database is then unreachable (as
+    /// `cut`) until `restore`.
+    pub fn lose_reply_to(&self, needle: &str, stay_down: bool) {
+        *self.trap.lock().unwrap() = Some(Trap {
+            needle: needle.as_bytes().to_vec(),
+            stay_down,
+        });
+    }
+
+    /// How many replies `lose_reply_to` has dropped.
+    pub fn replies_lost(&self) -> u64 {
+        self.lost.load(Ordering::SeqCst)
     }
 
     /// Every byte the database sends from now on reaches the gateway
@@ -91,16 +141,49 @@ impl Drop for Switch {
     }
 }
 
-/// Copies `from` to `to`, each chunk written `delay` after it was read.
+/// Copies the gateway's bytes to the database; arms `sprung` (before the
+/// database can answer) when a chunk carries the trap's needle.
+async fn forward(
+    from: &mut tokio::net::tcp::OwnedReadHalf,
+    to: &mut tokio::net::tcp::OwnedWriteHalf,
+    traps: &Mutex<Option<Trap>>,
+    sprung: &Mutex<Option<Trap>>,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    while let Ok(n @ 1..) = from.read(&mut buf).await {
+        let chunk = &buf[..n];
+        {
+            let mut trap = traps.lock().unwrap();
+            let carries = trap.as_ref().is_some_and(|trap| {
+                chunk
+                    .windows(trap.needle.len())
+                    .any(|w| w == trap.needle.as_slice())
+            });
+            if carries {
+                *sprung.lock().unwrap() = trap.take();
+            }
+        }
+        if to.write_all(chunk).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Copies `from` to `to`, each chunk written `delay` after it was read. Ends
+/// without relaying a chunk for which `lose` says the reply is to be lost.
 async fn held_back(
     from: &mut tokio::net::tcp::OwnedReadHalf,
     to: &mut tokio::net::tcp::OwnedWriteHalf,
     delay: &AtomicU64,
+    lose: &(impl Fn() -> Option<()> + Sync),
 ) {
     let (chunks, mut due) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
     let reading = async move {
         let mut buf = vec![0u8; 64 * 1024];
         while let Ok(n @ 1..) = from.read(&mut buf).await {
+            if lose().is_some() {
+                return;
+            }
             let at = Instant::now() + Duration::from_millis(delay.load(Ordering::SeqCst));
             if chunks.send((at, buf[..n].to_vec())).is_err() {
                 return;

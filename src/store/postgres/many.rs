@@ -13,19 +13,26 @@ use super::cause::PostgresCause;
 use super::pool::{db_error, pool_error};
 use super::rows::{self, Decided, KeptFor, Recorded};
 use super::sql;
+use super::unanswered::{self, Claimed, Counting, Why};
 use crate::store::{Lease, RecordId, Reservation, StoreError, StoredResponse};
 
 /// What a reservation learned from its batch.
 pub enum Reserved {
     Done(Reservation, Option<KeptFor>),
-    /// Not decided here: run the single-key statement.
-    Alone,
+    /// Not decided here: run the single-key statement. `may_have_committed`
+    /// when the batch's connection died under it (a run again recognises
+    /// the record by its claim).
+    Alone {
+        may_have_committed: bool,
+    },
 }
 
 pub struct ReserveJob {
     pub id: RecordId,
     pub fingerprint: String,
     pub lease_ms: i64,
+    /// This reservation's (`unanswered::claim`).
+    pub claim: [u8; 16],
     pub reply: oneshot::Sender<Result<Reserved, StoreError>>,
 }
 
@@ -55,11 +62,14 @@ enum Failed {
     Refused,
     /// The connection died under it: it may have committed.
     ConnectionLost,
-    /// No connection, or no answer in time.
+    /// Sent, and no answer came in time (or the driver failed reading it):
+    /// it may have committed.
+    Unanswered(StoreError),
+    /// No connection, or the database cancelled it (a stall): nothing written.
     Unavailable(StoreError),
 }
 
-pub async fn reserve(pool: &Pool, deadline: Duration, jobs: Vec<ReserveJob>) {
+pub async fn reserve(pool: &Pool, deadline: Duration, counting: &Counting, jobs: Vec<ReserveJob>) {
     // A caller that gave up waiting (its deadline passed while the job was
     // queued) would never hear of its key reserved: not asked for.
     let jobs: Vec<ReserveJob> = jobs.into_iter().filter(|j| !j.reply.is_closed()).collect();
@@ -72,13 +82,16 @@ pub async fn reserve(pool: &Pool, deadline: Duration, jobs: Vec<ReserveJob>) {
         .into_iter()
         .partition(|job| seen.insert(job.id.clone()));
     for job in repeats {
-        let _ = job.reply.send(Ok(Reserved::Alone));
+        let _ = job.reply.send(Ok(Reserved::Alone {
+            may_have_committed: false,
+        }));
     }
     let routes: Vec<&str> = batch.iter().map(|j| &*j.id.route).collect();
     let scopes: Vec<&str> = batch.iter().map(|j| &*j.id.scope).collect();
     let keys: Vec<&str> = batch.iter().map(|j| &*j.id.key).collect();
     let fingerprints: Vec<&str> = batch.iter().map(|j| j.fingerprint.as_str()).collect();
     let leases: Vec<i64> = batch.iter().map(|j| j.lease_ms).collect();
+    let claims: Vec<&[u8]> = batch.iter().map(|j| &j.claim[..]).collect();
     let result = run(
         pool,
         deadline,
@@ -89,6 +102,7 @@ pub async fn reserve(pool: &Pool, deadline: Duration, jobs: Vec<ReserveJob>) {
             (&keys, Type::TEXT_ARRAY),
             (&fingerprints, Type::TEXT_ARRAY),
             (&leases, Type::INT8_ARRAY),
+            (&claims, Type::BYTEA_ARRAY),
         ],
     )
     .await;
@@ -97,12 +111,34 @@ pub async fn reserve(pool: &Pool, deadline: Duration, jobs: Vec<ReserveJob>) {
         Err(failed) => {
             for job in batch {
                 // A lost connection may have committed the batch: each
-                // reservation runs again alone, and finds its key in flight
-                // if so (never reserved twice).
-                let _ = job.reply.send(match &failed {
-                    Failed::Refused | Failed::ConnectionLost => Ok(Reserved::Alone),
-                    Failed::Unavailable(err) => Err(err.clone()),
-                });
+                // reservation runs again alone, and finds its own record
+                // (its claim) if so. One whose caller stopped waiting, or
+                // that is given up here, is freed (`unanswered`).
+                let reply = match &failed {
+                    Failed::Refused => Ok(Reserved::Alone {
+                        may_have_committed: false,
+                    }),
+                    Failed::ConnectionLost => Ok(Reserved::Alone {
+                        may_have_committed: true,
+                    }),
+                    Failed::Unanswered(err) | Failed::Unavailable(err) => Err(err.clone()),
+                };
+                let claimed = job.claimed(deadline);
+                let given_up = match &failed {
+                    Failed::ConnectionLost => job.reply.send(reply).is_err(),
+                    Failed::Unanswered(_) => {
+                        let _ = job.reply.send(reply);
+                        true
+                    }
+                    Failed::Refused | Failed::Unavailable(_) => {
+                        let _ = job.reply.send(reply);
+                        false
+                    }
+                };
+                if given_up {
+                    let counting = counting.clone();
+                    unanswered::free(pool.clone(), deadline, counting, claimed, Why::AnswerLost);
+                }
             }
             return;
         }
@@ -113,43 +149,37 @@ pub async fn reserve(pool: &Pool, deadline: Duration, jobs: Vec<ReserveJob>) {
             slot.push(row);
         }
     }
-    let mut unclaimed = Vec::new();
     for (job, rows) in batch.into_iter().zip(by_job) {
         let reply = match rows::decide(&job.id, &rows) {
             Ok(Decided::Done { reservation, kept }) => Ok(Reserved::Done(reservation, kept)),
-            Ok(Decided::Retry) => Ok(Reserved::Alone),
+            Ok(Decided::Retry) => Ok(Reserved::Alone {
+                may_have_committed: false,
+            }),
             Err(err) => Err(err),
         };
-        if let Err(Ok(Reserved::Done(Reservation::Reserved(lease), _))) = job.reply.send(reply) {
-            unclaimed.push(lease);
+        // A key reserved for a caller that gave up waiting while the batch
+        // ran (its deadline passed): nobody holds the lease, and every retry
+        // would be refused as in flight until it ran out (`lock_timeout`).
+        // Freed beside the worker: under a stall each release may take the
+        // whole deadline, and the batches queued behind must not wait.
+        let claimed = job.claimed(deadline);
+        if let Err(Ok(Reserved::Done(Reservation::Reserved(_), _))) = job.reply.send(reply) {
+            let counting = counting.clone();
+            unanswered::free(
+                pool.clone(),
+                deadline,
+                counting,
+                claimed,
+                Why::NobodyWaiting,
+            );
         }
-    }
-    if !unclaimed.is_empty() {
-        // Beside the worker: under a stall each release may take the whole
-        // deadline, and the batches queued behind must not wait for them.
-        tokio::spawn(release_unclaimed(pool.clone(), deadline, unclaimed));
     }
 }
 
-/// Frees keys this batch reserved for callers that gave up waiting while
-/// it ran (their deadline passed): nobody holds those leases, and every
-/// retry would be refused as in flight until they ran out (`lock_timeout`).
-async fn release_unclaimed(pool: Pool, deadline: Duration, leases: Vec<Lease>) {
-    for lease in leases {
-        let (route, scope, key) = lease.id.parts();
-        let params: [&(dyn ToSql + Sync); 4] = [&route, &scope, &key, &lease.token];
-        let released = tokio::time::timeout(deadline, async {
-            let client = pool.get().await.map_err(pool_error)?;
-            client
-                .execute(sql::RELEASE, &params)
-                .await
-                .map_err(db_error)
-        })
-        .await;
-        if !matches!(released, Ok(Ok(_))) {
-            tracing::warn!(route = %lease.id.route, key = %crate::key::short_hash(&lease.id.key),
-                "a key reserved for a request that stopped waiting could not be freed; it is held until its lease runs out");
-        }
+impl ReserveJob {
+    fn claimed(&self, deadline: Duration) -> Claimed {
+        let lease_for = Duration::from_millis(u64::try_from(self.lease_ms).unwrap_or(0));
+        Claimed::new(self.id.clone(), self.claim, lease_for, deadline)
     }
 }
 
@@ -209,7 +239,7 @@ pub async fn complete(pool: &Pool, deadline: Duration, jobs: Vec<CompleteJob>) {
             None
         }
         Err(Failed::Refused) => Some(false),
-        Err(Failed::ConnectionLost | Failed::Unavailable(_)) => Some(true),
+        Err(Failed::ConnectionLost | Failed::Unanswered(_) | Failed::Unavailable(_)) => Some(true),
     };
     for (job, written) in jobs.into_iter().zip(recorded) {
         let _ = job.reply.send(match (alone, written) {
@@ -251,11 +281,13 @@ async fn run(
     statement: &str,
     params: &[(&(dyn ToSql + Sync), Type)],
 ) -> Result<Vec<Row>, Failed> {
+    let mut sent = false;
     let work = async {
         let client = pool
             .get()
             .await
             .map_err(|err| Failed::Unavailable(pool_error(err)))?;
+        sent = true;
         client.query_typed(statement, params).await.map_err(|err| {
             if super::pool::session_lost(&client, &err) {
                 Failed::ConnectionLost
@@ -268,14 +300,17 @@ async fn run(
             } else if err.as_db_error().is_some() {
                 Failed::Refused
             } else {
-                Failed::Unavailable(db_error(err))
+                Failed::Unanswered(db_error(err))
             }
         })
     };
-    match tokio::time::timeout(deadline, work).await {
-        Ok(result) => result,
-        Err(_) => Err(Failed::Unavailable(
-            PostgresCause::NoAnswer(deadline).into(),
-        )),
-    }
+    let result = tokio::time::timeout(deadline, work).await;
+    result.unwrap_or_else(|_| {
+        let err = PostgresCause::NoAnswer(deadline).into();
+        Err(if sent {
+            Failed::Unanswered(err)
+        } else {
+            Failed::Unavailable(err)
+        })
+    })
 }

@@ -26,6 +26,7 @@ mod purges;
 mod rows;
 mod sql;
 mod tls;
+mod unanswered;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -38,6 +39,7 @@ use tokio_postgres::types::ToSql;
 pub use cause::{PostgresCause, RootCertProblem};
 pub use migrations::SCHEMA_VERSION;
 pub use purges::{Heard, PurgeHook};
+pub use unanswered::{Freed, FreedHook};
 
 use super::{
     Kept, Lease, MigrationReport, RecordId, RecordInfo, Reservation, Store, StoreError,
@@ -80,6 +82,8 @@ pub struct PostgresStore {
     /// Which store this is (`migrations::identity`), read by `connect`;
     /// empty for a store that has not connected.
     identity: Arc<str>,
+    /// Who hears what freeing a reservation given up came to.
+    counting: unanswered::Counting,
 }
 
 struct Batches {
@@ -88,14 +92,20 @@ struct Batches {
 }
 
 impl Batches {
-    fn start(pool: &Pool, deadline: Duration, pool_size: usize) -> Option<Batches> {
+    fn start(
+        pool: &Pool,
+        deadline: Duration,
+        pool_size: usize,
+        counting: &unanswered::Counting,
+    ) -> Option<Batches> {
         let workers = batch::workers_for(pool_size);
         let reserving = pool.clone();
         let completing = pool.clone();
+        let counting = counting.clone();
         Some(Batches {
             reserve: Queue::start(workers, move |jobs| {
-                let pool = reserving.clone();
-                async move { many::reserve(&pool, deadline, jobs).await }
+                let (pool, counting) = (reserving.clone(), counting.clone());
+                async move { many::reserve(&pool, deadline, &counting, jobs).await }
             })?,
             complete: Queue::start(workers, move |jobs| {
                 let pool = completing.clone();
@@ -150,7 +160,8 @@ impl PostgresStore {
         let (settings, tls) = pool::settings(config)?;
         let pool = pool::build(config, settings.clone(), tls.clone())?;
         let deadline = config.connect_timeout + config.statement_timeout + Duration::from_secs(1);
-        let batches = Batches::start(&pool, deadline, config.pool_size).map(Arc::new);
+        let counting = unanswered::Counting::default();
+        let batches = Batches::start(&pool, deadline, config.pool_size, &counting).map(Arc::new);
         Ok(PostgresStore {
             pool,
             deadline,
@@ -158,7 +169,14 @@ impl PostgresStore {
             settings,
             tls,
             identity: Arc::from(""),
+            counting,
         })
+    }
+
+    /// Tells `hook` what each freeing of a reservation given up came to
+    /// (`unanswered`); the first hook given stays.
+    pub fn count_unanswered(&self, hook: FreedHook) {
+        self.counting.set(hook);
     }
 
     /// Hears of purges made through any replica (see `purges`) until the
@@ -186,15 +204,22 @@ impl PostgresStore {
         lease_for: Duration,
     ) -> Result<(Reservation, Option<KeptFor>), StoreError> {
         let lease_ms = millis(lease_for);
+        // One claim for every run of this reservation (`unanswered`).
+        let claim = unanswered::claim();
+        // Whether a run whose answer never came may have committed.
+        let mut may_have_committed = false;
         if let Some(batches) = &self.batches {
             let (reply, replied) = tokio::sync::oneshot::channel();
             let job = ReserveJob {
                 id: id.clone(),
                 fingerprint: fingerprint.to_owned(),
                 lease_ms,
+                claim,
                 reply,
             };
             if batches.reserve.push(job).is_ok() {
+                // A batch given up (a failure, or this wait's deadline) is
+                // freed by its worker when it may have committed.
                 let decided = self
                     .bounded(async {
                         replied
@@ -202,47 +227,74 @@ impl PostgresStore {
                             .map_err(|_| StoreError::from(PostgresCause::BatchDropped))?
                     })
                     .await?;
-                if let Reserved::Done(reservation, kept) = decided {
-                    return Ok((reservation, kept));
+                match decided {
+                    Reserved::Done(reservation, kept) => return Ok((reservation, kept)),
+                    Reserved::Alone {
+                        may_have_committed: maybe,
+                    } => may_have_committed = maybe,
                 }
             }
         }
         let (route, scope, key) = id.parts();
-        let params: [&(dyn ToSql + Sync); 5] = [&route, &scope, &key, &fingerprint, &lease_ms];
+        let claim_bytes: &[u8] = &claim;
+        let params: [&(dyn ToSql + Sync); 6] =
+            [&route, &scope, &key, &fingerprint, &lease_ms, &claim_bytes];
         // A connection that died under the statement (a session cut, the
         // database restarted; the pool may still hold such connections) is
         // left for another: the request would otherwise fail (503, or pass
         // without a record). Running `RESERVE` again is safe even if the lost
-        // run committed: the key is then found in flight, never reserved twice.
-        self.bounded(async {
-            let mut lost = 0;
-            'connection: loop {
-                let client = self.pool.get().await.map_err(pool_error)?;
-                let stmt = match client.prepare_cached(sql::RESERVE).await {
-                    Ok(stmt) => stmt,
-                    Err(e) if Failure::lost(&client, &e) && lost < RECONNECTS => {
-                        lost += 1;
-                        continue 'connection;
-                    }
-                    Err(e) => return Err(db_error(e)),
-                };
-                for _ in 0..RESERVE_ATTEMPTS {
-                    let rows = match client.query(&stmt, &params).await {
-                        Ok(rows) => rows,
+        // run committed: the record is then found under this claim, and is
+        // this reservation's (never reserved twice, never refused by itself).
+        let reserved = self
+            .bounded(async {
+                let mut lost = 0;
+                'connection: loop {
+                    let client = self.pool.get().await.map_err(pool_error)?;
+                    let stmt = match client.prepare_cached(sql::RESERVE).await {
+                        Ok(stmt) => stmt,
                         Err(e) if Failure::lost(&client, &e) && lost < RECONNECTS => {
                             lost += 1;
                             continue 'connection;
                         }
                         Err(e) => return Err(db_error(e)),
                     };
-                    if let Decided::Done { reservation, kept } = rows::decide(id, &rows)? {
-                        return Ok((reservation, kept));
+                    for _ in 0..RESERVE_ATTEMPTS {
+                        // Until its answer says otherwise, this run may commit.
+                        let earlier = may_have_committed;
+                        may_have_committed = true;
+                        let rows = match client.query(&stmt, &params).await {
+                            Ok(rows) => rows,
+                            Err(e) if Failure::lost(&client, &e) && lost < RECONNECTS => {
+                                lost += 1;
+                                continue 'connection;
+                            }
+                            Err(e) => {
+                                if !Failure::lost(&client, &e) && e.as_db_error().is_some() {
+                                    // Refused by the database: this run wrote nothing.
+                                    may_have_committed = earlier;
+                                }
+                                return Err(db_error(e));
+                            }
+                        };
+                        may_have_committed = earlier;
+                        if let Decided::Done { reservation, kept } = rows::decide(id, &rows)? {
+                            return Ok((reservation, kept));
+                        }
                     }
+                    return Err(PostgresCause::KeyKeptChanging.into());
                 }
-                return Err(PostgresCause::KeyKeptChanging.into());
-            }
-        })
-        .await
+            })
+            .await;
+        if reserved.is_err() && may_have_committed {
+            unanswered::free(
+                self.pool.clone(),
+                self.deadline,
+                self.counting.clone(),
+                unanswered::Claimed::new(id.clone(), claim, lease_for, self.deadline),
+                unanswered::Why::AnswerLost,
+            );
+        }
+        reserved
     }
 
     /// `complete`, returning the record's fingerprint beside its expiry

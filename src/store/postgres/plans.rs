@@ -123,6 +123,8 @@ async fn a_lease_is_found_by_its_primary_key_on_an_analyzed_table() {
         &vec![false; 3],
     ];
     let release: [&(dyn ToSql + Sync); 4] = [&route, &scope, &key, &token];
+    let claim: &[u8] = &[7; 16];
+    let release_claimed: [&(dyn ToSql + Sync); 4] = [&route, &scope, &key, &claim];
     let (names, values, body) = (
         vec!["content-type".to_string()],
         vec![b"a".to_vec()],
@@ -145,6 +147,12 @@ async fn a_lease_is_found_by_its_primary_key_on_an_analyzed_table() {
         (
             "RELEASE",
             ANALYZED.plan(generic, sql::RELEASE, &release).await,
+        ),
+        (
+            "RELEASE_CLAIMED",
+            ANALYZED
+                .plan(generic, sql::RELEASE_CLAIMED, &release_claimed)
+                .await,
         ),
     ] {
         assert!(plan.contains("idemgate_records_pkey"), "{name}: {plan}");

@@ -100,6 +100,18 @@ pub fn decide(id: &RecordId, rows: &[Row]) -> Result<Decided, StoreError> {
         let lease_expires_at: Option<SystemTime> =
             row.try_get("lease_expires_at").map_err(db_error)?;
         let lease_expires_at = lease_expires_at.ok_or_else(|| corrupt("lease_expires_at"))?;
+        // Made by an earlier run of this reservation, whose answer was lost
+        // (`unanswered`): the key is this reservation's.
+        let mine: Option<bool> = row.try_get("mine").map_err(db_error)?;
+        if mine == Some(true) {
+            let lease = Lease {
+                id: id.clone(),
+                token: row.try_get("token").map_err(db_error)?,
+                expires_at: lease_expires_at,
+                row: None,
+            };
+            return done(Reservation::Reserved(lease), None);
+        }
         return done(Reservation::InFlight { lease_expires_at }, None);
     }
     let ms = |column: &str| -> Result<Option<Duration>, StoreError> {

@@ -15,7 +15,7 @@ macro_rules! take_over {
         "
     ON CONFLICT (route, key, scope) DO UPDATE SET
         state = 0, fingerprint = excluded.fingerprint, token = excluded.token,
-        status = NULL, header_names = NULL, header_values = NULL, body = NULL,
+        status = NULL, header_names = NULL, header_values = NULL, body = excluded.body,
         body_omitted = false, created_at = excluded.created_at, completed_at = NULL,
         expires_at = NULL, lease_expires_at = excluded.lease_expires_at,
         outcome_unknown = false
@@ -41,13 +41,23 @@ macro_rules! take_over {
 /// returns nothing (or a version that is no longer live) and the caller runs
 /// the statement again; the next snapshot sees the committed row.
 ///
-/// `$1 route, $2 scope, $3 key, $4 fingerprint, $5 lease in ms`.
+/// **The claim.** Until an answer replaces it, an in-flight record's `body`
+/// holds the claim of the reservation that wrote it (`$6`, 16 random bytes,
+/// see `unanswered`); a takeover writes its own. `mine`: the row is in
+/// flight under this reservation's claim, so an earlier run of it committed
+/// and its answer was lost. The body, not a column of its own, so that no
+/// migration is needed and a takeover by an older binary (which writes
+/// `body = NULL`) clears the claim: a claim only ever matches the record
+/// the reservation that chose it wrote.
+///
+/// `$1 route, $2 scope, $3 key, $4 fingerprint, $5 lease in ms, $6 claim`.
 pub const RESERVE: &str = concat!(
     "
 WITH taken AS (
     INSERT INTO idemgate_records AS r
-        (route, scope, key, state, fingerprint, token, body_omitted, created_at, lease_expires_at)
-    VALUES ($1, $2, $3, 0, $4, nextval('idemgate_tokens'), false, now(),
+        (route, scope, key, state, fingerprint, token, body, body_omitted, created_at,
+         lease_expires_at)
+    VALUES ($1, $2, $3, 0, $4, nextval('idemgate_tokens'), $6, false, now(),
             now() + $5::bigint * interval '1 millisecond')",
     take_over!(),
     "    RETURNING r.token, r.lease_expires_at
@@ -57,7 +67,7 @@ SELECT true AS reserved, token, NULL::smallint AS state, NULL::boolean AS same,
        NULL::integer AS status, NULL::text[] AS header_names,
        NULL::bytea[] AS header_values, NULL::bytea AS body, NULL::boolean AS body_omitted,
        NULL::bigint AS age_ms, NULL::boolean AS outcome_unknown,
-       NULL::timestamptz AS expires_at
+       NULL::timestamptz AS expires_at, NULL::boolean AS mine
 FROM taken
 UNION ALL
 SELECT false, r.token, r.state, r.fingerprint = $4,
@@ -71,7 +81,7 @@ SELECT false, r.token, r.state, r.fingerprint = $4,
        CASE WHEN r.fingerprint = $4 THEN r.body END,
        r.body_omitted,
        greatest(0, (extract(epoch FROM now() - r.completed_at) * 1000)::bigint),
-       r.outcome_unknown, r.expires_at
+       r.outcome_unknown, r.expires_at, coalesce(r.state = 0 AND r.body = $6, false)
 FROM idemgate_records r
 WHERE r.route = $1 AND r.scope = $2 AND r.key = $3 AND NOT EXISTS (SELECT 1 FROM taken)"
 );
@@ -111,17 +121,20 @@ RETURNING fingerprint, expires_at";
 /// 1-based position of its key in the arrays; a key without a row (or with a
 /// row that is not live) needs the single-key statement.
 ///
-/// `$1 routes, $2 scopes, $3 keys, $4 fingerprints, $5 leases in ms`.
+/// `$1 routes, $2 scopes, $3 keys, $4 fingerprints, $5 leases in ms,
+/// $6 claims`.
 pub const RESERVE_MANY: &str = concat!(
     "
 WITH input AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[])
-        WITH ORDINALITY AS i(route, scope, key, fingerprint, lease_ms, n)
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[],
+                         $6::bytea[])
+        WITH ORDINALITY AS i(route, scope, key, fingerprint, lease_ms, claim, n)
 ),
 taken AS (
     INSERT INTO idemgate_records AS r
-        (route, scope, key, state, fingerprint, token, body_omitted, created_at, lease_expires_at)
-    SELECT route, scope, key, 0, fingerprint, nextval('idemgate_tokens'), false, now(),
+        (route, scope, key, state, fingerprint, token, body, body_omitted, created_at,
+         lease_expires_at)
+    SELECT route, scope, key, 0, fingerprint, nextval('idemgate_tokens'), claim, false, now(),
            now() + lease_ms * interval '1 millisecond'
     FROM input ORDER BY route, key, scope",
     take_over!(),
@@ -132,7 +145,7 @@ SELECT i.n, true AS reserved, t.token, NULL::smallint AS state, NULL::boolean AS
        NULL::integer AS status, NULL::text[] AS header_names,
        NULL::bytea[] AS header_values, NULL::bytea AS body, NULL::boolean AS body_omitted,
        NULL::bigint AS age_ms, NULL::boolean AS outcome_unknown,
-       NULL::timestamptz AS expires_at
+       NULL::timestamptz AS expires_at, NULL::boolean AS mine
 FROM input i JOIN taken t ON t.route = i.route AND t.scope = i.scope AND t.key = i.key
 UNION ALL
 SELECT i.n, false, r.token, r.state, r.fingerprint = i.fingerprint,
@@ -146,7 +159,7 @@ SELECT i.n, false, r.token, r.state, r.fingerprint = i.fingerprint,
        CASE WHEN r.fingerprint = i.fingerprint THEN r.body END,
        r.body_omitted,
        greatest(0, (extract(epoch FROM now() - r.completed_at) * 1000)::bigint),
-       r.outcome_unknown, r.expires_at
+       r.outcome_unknown, r.expires_at, coalesce(r.state = 0 AND r.body = i.claim, false)
 FROM input i JOIN idemgate_records r ON r.route = i.route AND r.scope = i.scope AND r.key = i.key
 WHERE NOT EXISTS (
     SELECT 1 FROM taken t WHERE t.route = i.route AND t.scope = i.scope AND t.key = i.key)"
@@ -203,6 +216,14 @@ WHERE route = $1 AND scope = $2 AND key = $3 AND token = $4 AND state = 1";
 pub const RELEASE: &str = "
 DELETE FROM idemgate_records
 WHERE route = $1 AND scope = $2 AND key = $3 AND token = $4 AND state + 0 = 0";
+
+/// Frees the key a reservation may have taken without hearing of it (its
+/// answer lost, see `unanswered`): only the record in flight under its claim
+/// (`RESERVE`), never another holder's. `state + 0`: see `COMPLETE`.
+/// `$4 claim`.
+pub const RELEASE_CLAIMED: &str = "
+DELETE FROM idemgate_records
+WHERE route = $1 AND scope = $2 AND key = $3 AND state + 0 = 0 AND body = $4";
 
 pub const RECORDS: &str = "
 SELECT scope, state, fingerprint, status, created_at, completed_at, expires_at, lease_expires_at,
