@@ -259,3 +259,50 @@ async fn a_client_is_told_two_hundred_streams_per_connection() {
         let _ = tokio::time::timeout(Duration::from_millis(50), &mut connection).await;
     }
 }
+
+/// A HEAD answer carries no body over HTTP/2 as over HTTP/1 (RFC 9110
+/// §9.3.2; RFC 9113 §8.1.1 has content in one malformed, and curl resets
+/// the stream with PROTOCOL_ERROR): the gateway's own answers, built as for
+/// GET (a route's 404, the probes, `/metrics`), go out as their head only,
+/// the length a GET would get kept where the handler gave it.
+#[tokio::test]
+async fn head_answers_carry_no_body() {
+    let upstream = MockUpstream::start().await;
+    let dir = TestDir::new("h2-head");
+    let only_charges = Config::new()
+        .upstream(Upstream::api().timeout("5s"))
+        .route(Route::api("charges", "/v1/charges"));
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &only_charges);
+    for (addr, path, status) in [
+        (gateway.addr, "/no-route", 404),
+        (gateway.admin, "/healthz", 200),
+        (gateway.admin, "/metrics", 200),
+    ] {
+        let mut client = h2c(addr).await;
+        let request = http::Request::head(format!("http://gw.example{path}"))
+            .body(())
+            .expect("request");
+        let (answer, _) = client.send_request(request, true).expect("sent");
+        let answer = tokio::time::timeout(WITHIN, answer)
+            .await
+            .expect("an answer in time")
+            .expect("an answer");
+        assert_eq!(answer.status(), status, "HEAD {path}");
+        let length = answer.headers().get("content-length").cloned();
+        let mut body = answer.into_body();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = tokio::time::timeout(WITHIN, body.data())
+            .await
+            .expect("the end in time")
+        {
+            bytes.extend_from_slice(&chunk.expect("a chunk"));
+        }
+        assert!(bytes.is_empty(), "HEAD {path} got a body: {bytes:?}");
+        if addr == gateway.admin {
+            let length = length.expect("a Content-Length");
+            let length: usize = length.to_str().unwrap().parse().unwrap();
+            assert!(length > 0, "HEAD {path}");
+        }
+    }
+    assert_eq!(upstream.total(), 0, "forwarded");
+}

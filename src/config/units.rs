@@ -117,9 +117,17 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 
 /// What to write instead of a value that misses by its unit alone: none,
 /// a space before it, or the wrong case (units are case-sensitive: `m` is
-/// minutes, `MB` megabytes).
+/// minutes, `MB` megabytes); or by spaces around a right one.
 fn near_miss(text: &str, units: &[(&str, u64)], usual: &str) -> Option<String> {
-    let text = text.trim();
+    let trimmed = text.trim();
+    if trimmed != text && !trimmed.is_empty() {
+        let right = split_number(trimmed)
+            .is_some_and(|(_, unit)| units.iter().any(|(name, _)| *name == unit));
+        if right {
+            return Some(format!("no space before or after the value: \"{trimmed}\""));
+        }
+    }
+    let text = trimmed;
     let digits = text.bytes().take_while(u8::is_ascii_digit).count();
     let (number, unit) = text.split_at(digits);
     if number.is_empty() {
@@ -311,6 +319,20 @@ mod tests {
             let err = parse_size(bad).unwrap_err();
             assert!(err.contains(hint), "{bad:?}: {err}");
         }
+        // Spaces around a right value are what is wrong, not the case.
+        for (bad, hint) in [
+            (" 1MiB", "no space before or after the value: \"1MiB\""),
+            ("1KB ", "no space before or after the value: \"1KB\""),
+        ] {
+            let err = parse_size(bad).unwrap_err();
+            assert!(err.contains(hint), "{bad:?}: {err}");
+            assert!(!err.contains("case"), "{bad:?}: {err}");
+        }
+        let err = parse_duration("30s ").unwrap_err();
+        assert!(
+            err.contains("no space before or after the value: \"30s\""),
+            "{err}"
+        );
         // Anything else keeps the general hint.
         let err = parse_duration("10sec").unwrap_err();
         assert!(err.contains("expected a whole number and a unit"), "{err}");

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use futures_util::future::Either;
-use http::{Request, Response};
+use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -27,7 +27,7 @@ use super::asterisk;
 use super::http1;
 use super::http2_activity::{Activity, Busy, Tracked};
 use super::prefixed::Prefixed;
-use crate::body::{Body, ClientBody, Http2Body, StreamWatch, Watched};
+use crate::body::{self, Body, ClientBody, Http2Body, StreamWatch, Watched};
 use crate::client_info::ClientInfo;
 use crate::tls::TlsSettings;
 use http1::OnRefusal;
@@ -197,6 +197,18 @@ fn head_buffer(limits: &Limits) -> usize {
         .max(8192)
 }
 
+/// A HEAD answer is its head only, over HTTP/2 as over HTTP/1 (RFC 9110
+/// §9.3.2; RFC 9113 §8.1.1 makes one with content malformed, and clients
+/// reset it): hyper sends whatever body it is given, and the gateway's own
+/// answers (problems, probes, `/metrics`) are built as for GET. Their
+/// `Content-Length`, where the handler gave one, stays: an ended body makes
+/// hyper add none of its own.
+fn leave_out_body(response: &mut Response<Body>) {
+    if !http_body::Body::is_end_stream(response.body()) {
+        *response.body_mut() = body::empty();
+    }
+}
+
 /// The largest header list HTTP/2 decodes (hyper's bound; past it hyper
 /// answers a bare 431 of its own, which the gateway never sees or counts):
 /// four times the configured limit, at least 64 KiB, so that a head a
@@ -309,6 +321,7 @@ where
         let seen = activity.clone();
         let service = service_fn(move |request: Request<Incoming>| {
             let busy = Busy::new(seen.clone());
+            let head = request.method() == Method::HEAD;
             let response = if request.uri().path() == "*" {
                 // As over HTTP/1: the server's own answer, no route's.
                 Either::Right(std::future::ready(asterisk::answer(request.method())))
@@ -325,7 +338,11 @@ where
             };
             async move {
                 // Counted until hyper is done with the answer's body too.
-                let response = response.await.map(|body| Tracked::new(body, busy));
+                let mut response = response.await;
+                if head {
+                    leave_out_body(&mut response);
+                }
+                let response = response.map(|body| Tracked::new(body, busy));
                 Ok::<_, std::convert::Infallible>(response)
             }
         });
