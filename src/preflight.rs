@@ -51,6 +51,12 @@ fn embedded_path_error(config: &Config) -> Option<ConfigError> {
                 path.display()
             )
         })
+    } else if path.exists() {
+        // `/dev/null`, a socket, a pipe: SQLite cannot keep a database there.
+        Some(format!(
+            "{} is not a regular file (a device, a socket or a pipe), not a store file",
+            path.display()
+        ))
     } else {
         // The nearest ancestor that exists must be a directory.
         path.ancestors()

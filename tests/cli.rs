@@ -1450,6 +1450,10 @@ fn check_refuses_a_store_path_that_cannot_be_a_file() {
                 dir.path("plain").display()
             ),
         ),
+        (
+            std::path::PathBuf::from("/dev/null"),
+            "is not a regular file (a device, a socket or a pipe), not a store file".to_owned(),
+        ),
     ];
     for (store, cause) in &cases {
         let store = store.display().to_string();
