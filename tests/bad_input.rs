@@ -1211,38 +1211,6 @@ async fn request_lines_decided_by_the_rfcs() {
 /// a route that requires a key, to an upstream that upper-cases methods
 /// (Django, Flask) and runs it as a POST; `head` would be answered as HEAD
 /// while the gateway waited for a body.
-/// An HTTP/2 connection (prior knowledge) to the gateway's data plane.
-async fn h2_client(s: &Setup) -> h2::client::SendRequest<bytes::Bytes> {
-    let tcp = TcpStream::connect(s.gateway.addr).await.expect("connect");
-    let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
-    tokio::spawn(connection);
-    client.ready().await.expect("ready")
-}
-
-/// Sends a request without a body and waits for its answer head; `client`
-/// is ready for the next request after it.
-async fn h2_send(
-    client: &mut h2::client::SendRequest<bytes::Bytes>,
-    request: http::Request<()>,
-) -> http::Response<h2::RecvStream> {
-    let (answer, _) = client.send_request(request, true).expect("sent");
-    let answer = tokio::time::timeout(WITHIN, answer)
-        .await
-        .expect("an answer in time")
-        .expect("an answer");
-    *client = client.clone().ready().await.expect("ready");
-    answer
-}
-
-async fn h2_body(answer: http::Response<h2::RecvStream>) -> Vec<u8> {
-    let mut body = answer.into_body();
-    let mut bytes = Vec::new();
-    while let Some(chunk) = body.data().await {
-        bytes.extend_from_slice(&chunk.expect("a chunk"));
-    }
-    bytes
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn lower_case_methods_are_refused() {
     let s = setup("lower-case-methods").await;
@@ -1265,7 +1233,7 @@ async fn lower_case_methods_are_refused() {
     }
     s.assert_clean();
 
-    let mut client = h2_client(&s).await;
+    let mut client = common::h2::connect(s.gateway.addr).await;
     for (method, status) in [("post", 400), ("POST", 400), ("get", 400), ("GET", 201)] {
         // POST without a key is the route's own 400 (missing-key).
         let request = http::Request::builder()
@@ -1273,7 +1241,7 @@ async fn lower_case_methods_are_refused() {
             .uri("http://gw.example/v1/charges")
             .body(())
             .expect("request");
-        let answer = h2_send(&mut client, request).await;
+        let answer = common::h2::send(&mut client, request).await;
         assert_eq!(answer.status(), status, "{method}");
     }
     assert_eq!(s.upstream.total(), 1, "a lower-case method was forwarded");
@@ -1283,7 +1251,7 @@ async fn lower_case_methods_are_refused() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_http2_host_field_that_contradicts_the_authority_is_refused() {
     let s = setup("h2-host-authority").await;
-    let mut client = h2_client(&s).await;
+    let mut client = common::h2::connect(s.gateway.addr).await;
     for (host, status) in [
         (Some("other.example"), 400),
         (Some("gw.example:1"), 400),
@@ -1294,7 +1262,7 @@ async fn an_http2_host_field_that_contradicts_the_authority_is_refused() {
         if let Some(host) = host {
             request = request.header("host", host);
         }
-        let answer = h2_send(&mut client, request.body(()).expect("request")).await;
+        let answer = common::h2::send(&mut client, request.body(()).expect("request")).await;
         assert_eq!(answer.status(), status, "host {host:?}");
     }
     assert_eq!(s.upstream.total(), 2, "a contradicted host was forwarded");
@@ -1308,7 +1276,7 @@ async fn an_http2_host_field_that_contradicts_the_authority_is_refused() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_http2_field_value_with_edge_whitespace_is_refused() {
     let s = setup("h2-edge-whitespace").await;
-    let mut client = h2_client(&s).await;
+    let mut client = common::h2::connect(s.gateway.addr).await;
     for (path, name, value, status) in [
         ("/rest", "x-a", " v", 400),
         ("/rest", "x-a", "v\t", 400),
@@ -1321,7 +1289,7 @@ async fn an_http2_field_value_with_edge_whitespace_is_refused() {
             .header(name, http::HeaderValue::from_str(value).expect("a value"))
             .body(())
             .expect("request");
-        let answer = h2_send(&mut client, request).await;
+        let answer = common::h2::send(&mut client, request).await;
         assert_eq!(answer.status(), status, "{name}: {value:?}");
         if status == 400 {
             assert_eq!(
@@ -1329,7 +1297,7 @@ async fn an_http2_field_value_with_edge_whitespace_is_refused() {
                 "application/problem+json",
                 "{value:?}"
             );
-            let bytes = h2_body(answer).await;
+            let bytes = common::h2::body(answer).await;
             let doc: serde_json::Value = serde_json::from_slice(&bytes).expect("problem+json");
             assert_eq!(doc["code"], "bad-request", "{value:?}");
         }
@@ -1351,7 +1319,7 @@ async fn an_http2_head_well_over_the_limit_gets_the_problem_document() {
             .find_map(|line| line.strip_prefix(prefix))
             .map_or(0, |value| value.trim().parse().expect("a count"))
     };
-    let mut client = h2_client(&s).await;
+    let mut client = common::h2::connect(s.gateway.addr).await;
     // 4 KiB limit: 5 KiB and 20 KiB are the gateway's to refuse; 100 KiB
     // is past hyper's bound.
     for (pad, problem) in [(5_000, true), (20_000, true), (100_000, false)] {
@@ -1359,7 +1327,7 @@ async fn an_http2_head_well_over_the_limit_gets_the_problem_document() {
             .header("x-pad", "p".repeat(pad))
             .body(())
             .expect("request");
-        let answer = h2_send(&mut client, request).await;
+        let answer = common::h2::send(&mut client, request).await;
         assert_eq!(answer.status(), 431, "{pad}");
         let is_problem = answer
             .headers()
@@ -1378,7 +1346,7 @@ async fn an_http2_head_well_over_the_limit_gets_the_problem_document() {
 #[tokio::test(flavor = "multi_thread")]
 async fn options_asterisk_is_answered_alike_over_http2() {
     let s = setup("h2-options-asterisk").await;
-    let mut client = h2_client(&s).await;
+    let mut client = common::h2::connect(s.gateway.addr).await;
     for (method, status) in [("OPTIONS", 200), ("OPTIONS", 200), ("GET", 400)] {
         let uri = http::Uri::from_parts({
             let mut parts = http::uri::Parts::default();
@@ -1393,10 +1361,10 @@ async fn options_asterisk_is_answered_alike_over_http2() {
             .uri(uri)
             .body(())
             .expect("request");
-        let answer = h2_send(&mut client, request).await;
+        let answer = common::h2::send(&mut client, request).await;
         assert_eq!(answer.status(), status, "{method} *");
         let headers = answer.headers().clone();
-        let bytes = h2_body(answer).await;
+        let bytes = common::h2::body(answer).await;
         if status == 200 {
             assert!(bytes.is_empty(), "{method} *");
             assert_eq!(headers.get("allow"), None);

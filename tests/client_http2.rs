@@ -24,13 +24,6 @@ fn config() -> Config {
         .route(Route::api("rest", "/").plain())
 }
 
-async fn h2c(addr: std::net::SocketAddr) -> h2::client::SendRequest<Bytes> {
-    let tcp = TcpStream::connect(addr).await.expect("connect");
-    let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
-    tokio::spawn(connection);
-    client.ready().await.expect("ready")
-}
-
 /// What an HTTP/1 upstream got of one request: its head and body bytes,
 /// and whether the body was ended (the last chunk) rather than cut off.
 async fn one_request(listener: TcpListener) -> (String, bool) {
@@ -60,7 +53,7 @@ async fn a_body_cut_by_a_no_error_reset_is_not_forwarded_whole() {
     let gateway = GatewayProcess::start(&dir, &upstream, &config());
     let received = tokio::spawn(one_request(listener));
 
-    let mut client = h2c(gateway.addr).await;
+    let mut client = common::h2::connect(gateway.addr).await;
     let request = http::Request::post(format!("http://{}/upload", gateway.addr))
         .body(())
         .expect("request");
@@ -95,7 +88,7 @@ async fn a_keyed_body_cut_by_a_no_error_reset_reserves_nothing() {
     let gateway = GatewayProcess::start(&dir, &upstream.url(), &config());
     let body = format!("{{\"pad\":\"{}\"}}", "x".repeat(90));
 
-    let mut client = h2c(gateway.addr).await;
+    let mut client = common::h2::connect(gateway.addr).await;
     let request = http::Request::post(format!("http://{}/v1/charges", gateway.addr))
         .header("idempotency-key", "cut-1")
         .header("content-length", body.len().to_string())
@@ -278,25 +271,14 @@ async fn head_answers_carry_no_body() {
         (gateway.admin, "/healthz", 200),
         (gateway.admin, "/metrics", 200),
     ] {
-        let mut client = h2c(addr).await;
+        let mut client = common::h2::connect(addr).await;
         let request = http::Request::head(format!("http://gw.example{path}"))
             .body(())
             .expect("request");
-        let (answer, _) = client.send_request(request, true).expect("sent");
-        let answer = tokio::time::timeout(WITHIN, answer)
-            .await
-            .expect("an answer in time")
-            .expect("an answer");
+        let answer = common::h2::send(&mut client, request).await;
         assert_eq!(answer.status(), status, "HEAD {path}");
         let length = answer.headers().get("content-length").cloned();
-        let mut body = answer.into_body();
-        let mut bytes = Vec::new();
-        while let Some(chunk) = tokio::time::timeout(WITHIN, body.data())
-            .await
-            .expect("the end in time")
-        {
-            bytes.extend_from_slice(&chunk.expect("a chunk"));
-        }
+        let bytes = common::h2::body(answer).await;
         assert!(bytes.is_empty(), "HEAD {path} got a body: {bytes:?}");
         if addr == gateway.admin {
             let length = length.expect("a Content-Length");

@@ -7,6 +7,7 @@ pub mod certs;
 pub mod client;
 pub mod config;
 pub mod gateway;
+pub mod h2;
 pub mod owned_store;
 pub mod raw;
 pub mod tls_client;
