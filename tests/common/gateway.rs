@@ -206,6 +206,7 @@ impl GatewayProcess {
             .append(true)
             .open(&self.log)
             .unwrap();
+        let earlier_log = log.metadata().unwrap().len() as usize;
         let child = Command::new(env!("CARGO_BIN_EXE_idemgate"))
             .args(["serve", "-c"])
             .arg(&self.config)
@@ -216,16 +217,24 @@ impl GatewayProcess {
             .spawn()
             .unwrap();
         self.child = Some(child);
-        self.wait_healthy()
+        self.wait_healthy(earlier_log)
     }
 
-    /// Generous: on a loaded machine (load 10 on two cores) starts took
-    /// longer than 15 s; the wait costs time only when a start fails.
-    fn wait_healthy(&mut self) -> Result<(), String> {
+    /// Until both listeners accept and this start has logged "idemgate
+    /// serving" (after `earlier_log` bytes of the log): the sockets accept
+    /// from the bind, before the start lines are written, and a port can
+    /// also be some other process's. Generous: on a loaded machine (load 10
+    /// on two cores) starts took longer than 15 s; the wait costs time only
+    /// when a start fails.
+    fn wait_healthy(&mut self, earlier_log: usize) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(45);
         while Instant::now() < deadline {
             if std::net::TcpStream::connect(self.admin).is_ok()
                 && std::net::TcpStream::connect(self.addr).is_ok()
+                && self
+                    .log_text()
+                    .get(earlier_log..)
+                    .is_some_and(|log| log.contains("idemgate serving"))
             {
                 return Ok(());
             }
