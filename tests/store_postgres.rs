@@ -812,3 +812,42 @@ async fn serve_and_migrate_say_which_schema_they_found_and_left() {
         "postgres store migrated from version 0 to 2 (applied 1, 2)\n"
     );
 }
+
+/// A pooled connection the server ends is logged with the server's reason
+/// (deadpool's own line said only "Connection error: db error", whatever
+/// had happened: a terminated session, a failover, a restart).
+#[tokio::test]
+async fn a_connection_the_server_ends_is_logged_with_its_reason() {
+    use common::config::{Config, Store as StoreSection};
+    use common::{GatewayProcess, MockUpstream, TestDir};
+
+    let schema = TestSchema::create().await;
+    let dir = TestDir::new("pg-conn-ended");
+    let upstream = MockUpstream::start().await;
+    let template = Config::charges_and_rest().store(StoreSection::postgres(&schema.url()));
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &template);
+    let answer = gateway
+        .client()
+        .post("/v1/charges", Some("conn-ended"), "{}")
+        .await;
+    assert_eq!(answer.status, 201);
+    assert!(pg_support::terminate_sessions(&schema.name).await >= 1);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let line = loop {
+        let log = gateway.log_text();
+        if let Some(line) = log
+            .lines()
+            .find(|l| l.contains("postgres connection closed"))
+        {
+            break line.to_owned();
+        }
+        assert!(std::time::Instant::now() < deadline, "{log}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        line.contains("terminating connection due to administrator command"),
+        "{line}"
+    );
+    assert!(line.contains("57P01"), "{line}");
+    assert!(!gateway.log_text().contains("Connection error: db error"));
+}

@@ -15,6 +15,7 @@
 
 mod batch;
 pub(in crate::store) mod cause;
+mod connect;
 mod count;
 mod listing;
 mod many;

@@ -5,9 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::cause::PostgresCause;
+use super::connect::LoggedConnect;
 use crate::config::PostgresStoreConfig;
 use crate::store::StoreError;
 use crate::store::setting::{Setting, SettingError};
@@ -26,8 +28,8 @@ pub fn build(
         recycling_method: RecyclingMethod::Fast,
     };
     let manager = match tls {
-        Some(tls) => Manager::from_config(pg, tls, manager_config),
-        None => Manager::from_config(pg, tokio_postgres::NoTls, manager_config),
+        Some(tls) => Manager::from_connect(pg, LoggedConnect { tls }, manager_config),
+        None => Manager::from_connect(pg, LoggedConnect { tls: NoTls }, manager_config),
     };
     Pool::builder(manager)
         .max_size(config.pool_size.max(1))
