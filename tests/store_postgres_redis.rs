@@ -562,3 +562,53 @@ async fn a_refilled_copy_tells_the_expiry_the_completion_wrote() {
         assert_eq!(refilled.unwrap().expires_at, written, "k{n}");
     }
 }
+
+/// A purge made without the gateways' `[store.redis]` (`idemgate keys
+/// purge` with a file that has none) still deletes their Redis copies: a
+/// store that keeps copies in Redis deletes the purged scopes' copies when it
+/// hears of the purge. (Such a copy went on replaying the purged answer, on
+/// every replica, until the record's retention would have ended.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_purge_made_without_redis_still_deletes_the_gateways_redis_copies() {
+    use idemgate::config::StoreConfig;
+
+    let schema = TestSchema::create().await;
+    let prefix = RedisPrefix::new("idemgate-test");
+    let mut with_redis = schema.config();
+    with_redis.redis = Some(redis_config(&prefix.0));
+    let gateway = idemgate::store::open(&StoreConfig::Postgres(with_redis))
+        .await
+        .unwrap();
+    let lease = reserved(&gateway, &id("k"), "fp", LONG).await;
+    gateway.complete(&lease, &response(), LONG).await.unwrap();
+    let entry = entry_name(&prefix.0, "k");
+    let mut conn = redis_conn().await;
+    let exists = |conn: &mut redis::aio::MultiplexedConnection| {
+        let mut conn = conn.clone();
+        let entry = entry.clone();
+        async move {
+            redis::cmd("EXISTS")
+                .arg(&entry)
+                .query_async::<i64>(&mut conn)
+                .await
+                .unwrap()
+                == 1
+        }
+    };
+    assert!(exists(&mut conn).await, "the answer is in redis");
+
+    let without_redis = idemgate::store::open(&StoreConfig::Postgres(schema.config()))
+        .await
+        .unwrap();
+    assert_eq!(without_redis.purge("orders", "k").await.unwrap(), 1);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while exists(&mut conn).await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the purged answer's copy is still in redis"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The key runs again.
+    reserved(&gateway, &id("k"), "fp", LONG).await;
+}

@@ -1,6 +1,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::cache::PurgedCopies;
 use super::postgres::{Freed, FreedHook, Heard, PurgeHook};
 use super::replay_cache::Copies;
 use super::seal::{Keys, SealedStore};
@@ -82,35 +83,48 @@ async fn open_with_hook(
                 authority.count_unanswered(on_freed);
             }
             let copies = Arc::new(Copies::new(REPLAY_CACHE_BYTES));
-            let listener = Some(authority.follow_purges(forget_purged(&copies)));
             let keys = Keys::new(&pg.encryption);
             let store: Arc<dyn Store> = match &pg.redis {
-                Some(redis) => Arc::new(ReplayCache::with_copies(
-                    SealedStore::new(CachedStore::new(authority, redis, on_lookup)?, keys),
-                    copies,
-                    listener,
-                )),
-                None => Arc::new(ReplayCache::with_copies(
-                    SealedStore::new(authority, keys),
-                    copies,
-                    listener,
-                )),
+                Some(redis) => {
+                    let cached = CachedStore::new(authority, redis, on_lookup)?;
+                    let hook = forget_purged(&copies, Some(cached.purged_copies()));
+                    let listener = Some(cached.follow_purges(hook));
+                    Arc::new(ReplayCache::with_copies(
+                        SealedStore::new(cached, keys),
+                        copies,
+                        listener,
+                    ))
+                }
+                None => {
+                    let listener = Some(authority.follow_purges(forget_purged(&copies, None)));
+                    Arc::new(ReplayCache::with_copies(
+                        SealedStore::new(authority, keys),
+                        copies,
+                        listener,
+                    ))
+                }
             };
             Ok((store, report))
         }
     }
 }
 
-/// Drops the copies of whatever another replica purged. Holds the copies
-/// weakly: the listener must not keep the cache (and so itself) alive.
-fn forget_purged(copies: &Arc<Copies>) -> PurgeHook {
+/// Drops the copies of whatever another replica purged: in memory, and in
+/// Redis (`redis`) the scopes the purge names. Holds the copies weakly: the
+/// listener must not keep the cache (and so itself) alive.
+fn forget_purged(copies: &Arc<Copies>, redis: Option<PurgedCopies>) -> PurgeHook {
     let copies = Arc::downgrade(copies);
     Arc::new(move |heard| {
         let Some(copies) = copies.upgrade() else {
             return;
         };
         match heard {
-            Heard::Purged { route, key } => copies.forget(&route, &key),
+            Heard::Purged { route, key, scope } => {
+                copies.forget(&route, &key);
+                if let (Some(redis), Some(scope)) = (&redis, scope) {
+                    redis.delete(&route, &scope, &key);
+                }
+            }
             Heard::Listening => copies.forget_all(),
         }
     })

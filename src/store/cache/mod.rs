@@ -22,6 +22,7 @@
 pub(in crate::store) mod cause;
 mod conn;
 mod entry;
+mod purged_copies;
 mod tls;
 mod url;
 
@@ -38,6 +39,7 @@ use crate::config::RedisConfig;
 use conn::{Got, Redis};
 
 pub use cause::{CacheError, RedisCause};
+pub use purged_copies::PurgedCopies;
 
 /// Result of one cache lookup, for `idemgate_cache_lookups_total{result}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +73,7 @@ pub type LookupHook = Arc<dyn Fn(Lookup) + Send + Sync>;
 
 pub struct CachedStore {
     authority: PostgresStore,
-    redis: Redis,
+    redis: Arc<Redis>,
     prefix: String,
     on_lookup: LookupHook,
 }
@@ -85,10 +87,21 @@ impl CachedStore {
     ) -> Result<CachedStore, StoreError> {
         Ok(CachedStore {
             authority,
-            redis: Redis::lazy(&config.url, config.ca.as_deref())?,
+            redis: Arc::new(Redis::lazy(&config.url, config.ca.as_deref())?),
             prefix: config.key_prefix.clone(),
             on_lookup,
         })
+    }
+
+    /// Hears of purges made through any replica or `idemgate keys purge`
+    /// (`PostgresStore::follow_purges`).
+    pub fn follow_purges(&self, hook: super::postgres::PurgeHook) -> tokio_util::sync::DropGuard {
+        self.authority.follow_purges(hook)
+    }
+
+    /// Deletes this store's Redis copies of what was purged elsewhere.
+    pub fn purged_copies(&self) -> PurgedCopies {
+        PurgedCopies::new(self.redis.clone(), self.prefix.clone())
     }
 
     /// The cached answer for this fingerprint, if Redis has one; otherwise

@@ -3,8 +3,13 @@
 //! instead of within their 5 s bound.
 //!
 //! `sql::PURGE` notifies `CHANNEL` with `["schema","route","key"]` when it
-//! commits, so a purge through any replica's admin API or through `idemgate
-//! keys purge` reaches all of them (and only those of the same schema). Each store keeps one extra connection listening.
+//! commits, and with `["schema","route","key","scope"]` for each scope it
+//! deleted, so a purge through any replica's admin API or through `idemgate
+//! keys purge` reaches all of them (and only those of the same schema), and
+//! a replica keeping copies in Redis can delete the purged scopes' copies
+//! even when the purge was made without `[store.redis]`. The three-part
+//! message is what earlier releases understand. Each store keeps one extra
+//! connection listening.
 //! While it is down, purges go unheard: on every (re)connect the copies are
 //! all dropped, and the 5 s bound covers the time in between.
 
@@ -26,8 +31,13 @@ const RECONNECT_AFTER: Duration = Duration::from_secs(1);
 
 /// What the listener reports.
 pub enum Heard {
-    /// Every record of this key was purged somewhere.
-    Purged { route: String, key: String },
+    /// Every record of this key was purged somewhere; `scope`, when told,
+    /// is one of the scopes deleted.
+    Purged {
+        route: String,
+        key: String,
+        scope: Option<String>,
+    },
     /// Connected (again): purges may have been missed meanwhile.
     Listening,
 }
@@ -90,9 +100,7 @@ async fn listen(
     hook(Heard::Listening);
     while let Some(notification) = hearing.recv().await {
         match parse(notification.payload()) {
-            Some((schema, route, key)) if Some(&schema) == ours.as_ref() => {
-                hook(Heard::Purged { route, key });
-            }
+            Some((schema, purged)) if Some(&schema) == ours.as_ref() => hook(purged),
             _ => {}
         }
     }
@@ -117,22 +125,47 @@ async fn forward<S, T>(
     }
 }
 
-/// `["schema","route","key"]`, as `sql::PURGE` builds it.
-fn parse(payload: &str) -> Option<(String, String, String)> {
-    serde_json::from_str(payload).ok()
+/// `["schema","route","key"]` or `["schema","route","key","scope"]`, as
+/// `sql::PURGE` builds them: the schema, and what was purged.
+fn parse(payload: &str) -> Option<(String, Heard)> {
+    let (schema, route, key, scope) = match serde_json::from_str(payload) {
+        Ok((schema, route, key, scope)) => (schema, route, key, Some(scope)),
+        Err(_) => {
+            let (schema, route, key) = serde_json::from_str(payload).ok()?;
+            (schema, route, key, None)
+        }
+    };
+    Some((schema, Heard::Purged { route, key, scope }))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::parse;
+    use super::{Heard, parse};
+
+    fn purged(payload: &str) -> Option<(String, String, String, Option<String>)> {
+        match parse(payload)? {
+            (schema, Heard::Purged { route, key, scope }) => Some((schema, route, key, scope)),
+            (_, Heard::Listening) => None,
+        }
+    }
 
     #[test]
-    fn payloads_are_schema_route_and_key() {
+    fn payloads_are_schema_route_key_and_perhaps_scope() {
         assert_eq!(
-            parse(r#"["public", "orders", "k\"1"]"#),
-            Some(("public".into(), "orders".into(), "k\"1".into()))
+            purged(r#"["public", "orders", "k\"1"]"#),
+            Some(("public".into(), "orders".into(), "k\"1".into(), None))
         );
-        assert_eq!(parse("orders/k1"), None);
-        assert_eq!(parse(r#"["orders", "k1"]"#), None);
+        assert_eq!(
+            purged(r#"["public", "orders", "k1", "s1"]"#),
+            Some((
+                "public".into(),
+                "orders".into(),
+                "k1".into(),
+                Some("s1".into())
+            ))
+        );
+        assert_eq!(purged("orders/k1"), None);
+        assert_eq!(purged(r#"["orders", "k1"]"#), None);
+        assert_eq!(purged(r#"["public", "orders", "k1", "s1", "x"]"#), None);
     }
 }

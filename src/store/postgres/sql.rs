@@ -238,8 +238,11 @@ pub const PURGE: &str = "
 WITH gone AS (
     DELETE FROM idemgate_records WHERE route = $1 AND key = $2 RETURNING scope
 )
-SELECT scope, pg_notify('idemgate_purge',
-                        json_build_array(current_schema(), $1::text, $2::text)::text)
+SELECT scope,
+       pg_notify('idemgate_purge',
+                 json_build_array(current_schema(), $1::text, $2::text)::text),
+       pg_notify('idemgate_purge',
+                 json_build_array(current_schema(), $1::text, $2::text, scope)::text)
 FROM gone";
 
 /// One bounded batch. `SKIP LOCKED`: replicas sweeping at once split the
