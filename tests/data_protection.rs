@@ -446,8 +446,15 @@ fn check_refuses_bad_keys_and_never_prints_them() {
     let config = dir.path("idemgate.toml");
     let short = "c2hvcnQta2V5"; // "short-key": 9 bytes
     let not_base64 = "not*base64*at*all*not*base64*at*all*not*bas";
-    let cases: [(&[&str], &str, &str); 5] = [
+    // `openssl rand -hex 32`: 64 hex digits, which base64 reads as 48 bytes.
+    let hex = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    let cases: [(&[&str], &str, &str); 6] = [
         (&["K_SHORT"], "store.encryption.keys_env[0]", "9 bytes"),
+        (
+            &["K_HEX"],
+            "store.encryption.keys_env[0]",
+            "K_HEX holds 64 hex digits, not base64",
+        ),
         (
             &["K_GOOD", "K_JUNK"],
             "store.encryption.keys_env[1]",
@@ -480,6 +487,7 @@ fn check_refuses_bad_keys_and_never_prints_them() {
             .args(["check", "-c"])
             .arg(&config)
             .env("K_SHORT", short)
+            .env("K_HEX", hex)
             .env("K_JUNK", not_base64)
             .env("K_GOOD", KEY_A)
             .env("K_SAME", format!("  {KEY_A}\n"))
@@ -491,7 +499,7 @@ fn check_refuses_bad_keys_and_never_prints_them() {
         assert!(stderr.contains(field), "{vars:?}: {stderr}");
         assert!(stderr.contains(message), "{vars:?}: {stderr}");
         assert!(stderr.contains(":13:"), "the line of keys_env: {stderr}");
-        for secret in [short, not_base64, KEY_A] {
+        for secret in [short, hex, not_base64, KEY_A] {
             assert!(!stderr.contains(secret), "{vars:?} printed a key: {stderr}");
         }
     }
