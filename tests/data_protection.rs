@@ -10,6 +10,7 @@ use std::process::Command;
 
 use common::config::{Config, Route, Store, Upstream};
 use common::{Client, GatewayProcess, MockUpstream, Reply, TestDir};
+use pg_support::switch::Switch;
 use pg_support::{RedisPrefix, TestSchema, redis_url};
 
 /// 32-byte keys in base64 (`openssl rand -base64 32` would do as well).
@@ -388,6 +389,53 @@ async fn postgres_rows_and_redis_values_hold_no_answer_bytes_when_sealed() {
     }
 }
 
+/// A Redis copy that no listed key opens, while Postgres cannot be asked:
+/// the copy shows the request ran (it names this record and its
+/// fingerprint matched), so even `on_store_error = "pass"` must not forward
+/// it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unopenable_redis_copy_is_refused_while_postgres_is_down_even_when_errors_pass() {
+    let upstream = MockUpstream::start().await;
+    let schema = TestSchema::create().await;
+    let prefix = RedisPrefix::new("idemgate-sealed-down");
+    let switch = Switch::start(pg_support::server_addr()).await;
+    let url = pg_support::via(&schema.url(), switch.addr);
+    let dir = TestDir::new("sealed-pg-down");
+    let base = postgres(&url, &redis_url(), &prefix.0).defaults("on_store_error", "pass");
+    let mut gateway = start(&dir, &upstream, &base, &["IDEMGATE_TEST_KEY_A"]);
+    assert_eq!(charge(&gateway.client(), "k", "M").await.status, 201);
+    let mut cached = Vec::new();
+    for _ in 0..50 {
+        cached = redis_values(&prefix.0).await;
+        if !cached.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(!cached.is_empty(), "nothing reached Redis");
+
+    // The key that sealed it removed, then Postgres out of reach.
+    let client = restart_with(&mut gateway, &base, &["IDEMGATE_TEST_KEY_B"]);
+    switch.cut();
+    let refused = charge(&client, "k", "M").await;
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    assert_eq!(refused.json()["code"], "store-unavailable");
+    assert_eq!(refused.header("idempotency-degraded"), None);
+    assert_eq!(upstream.executions("k"), 1, "never run again");
+    let log = gateway.log_text();
+    assert!(
+        log.lines().any(|l| l.contains("ERROR")
+            && l.contains(
+                "cached copy of a stored answer cannot be opened and the store cannot be asked"
+            )),
+        "{log}"
+    );
+    // A key Redis holds nothing of still passes, degraded, as the route says.
+    let passed = charge(&client, "other", "M").await;
+    assert_eq!(passed.status, 201, "{}", passed.text());
+    assert_eq!(passed.header("idempotency-degraded"), Some("true"));
+}
+
 const ROUTE: &str = "[upstreams.api]\nurl = \"http://127.0.0.1:9\"\n\n[[routes]]\nname = \"r\"\nupstream = \"api\"\nmatch = { path_prefix = \"/\" }\n\n";
 
 /// `idemgate check` on a config whose keys are wrong: exit 1, the field and
@@ -398,8 +446,15 @@ fn check_refuses_bad_keys_and_never_prints_them() {
     let config = dir.path("idemgate.toml");
     let short = "c2hvcnQta2V5"; // "short-key": 9 bytes
     let not_base64 = "not*base64*at*all*not*base64*at*all*not*bas";
-    let cases: [(&[&str], &str, &str); 5] = [
+    // `openssl rand -hex 32`: 64 hex digits, which base64 reads as 48 bytes.
+    let hex = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    let cases: [(&[&str], &str, &str); 6] = [
         (&["K_SHORT"], "store.encryption.keys_env[0]", "9 bytes"),
+        (
+            &["K_HEX"],
+            "store.encryption.keys_env[0]",
+            "K_HEX holds 64 hex digits, not base64",
+        ),
         (
             &["K_GOOD", "K_JUNK"],
             "store.encryption.keys_env[1]",
@@ -432,6 +487,7 @@ fn check_refuses_bad_keys_and_never_prints_them() {
             .args(["check", "-c"])
             .arg(&config)
             .env("K_SHORT", short)
+            .env("K_HEX", hex)
             .env("K_JUNK", not_base64)
             .env("K_GOOD", KEY_A)
             .env("K_SAME", format!("  {KEY_A}\n"))
@@ -443,7 +499,7 @@ fn check_refuses_bad_keys_and_never_prints_them() {
         assert!(stderr.contains(field), "{vars:?}: {stderr}");
         assert!(stderr.contains(message), "{vars:?}: {stderr}");
         assert!(stderr.contains(":13:"), "the line of keys_env: {stderr}");
-        for secret in [short, not_base64, KEY_A] {
+        for secret in [short, hex, not_base64, KEY_A] {
             assert!(!stderr.contains(secret), "{vars:?} printed a key: {stderr}");
         }
     }

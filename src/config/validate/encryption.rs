@@ -88,6 +88,19 @@ fn read_key(ctx: &mut Ctx<'_>, var: &Spanned<String>, field: &str, name: &str) -
     };
     match <[u8; 32]>::try_from(decoded.as_slice()) {
         Ok(bytes) => Some(bytes),
+        // `openssl rand -hex 32`: read as base64, 48 bytes. Said as what it
+        // is, with the conversion, rather than as a count that puzzles.
+        Err(_) if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            ctx.error(
+                Some(var.span()),
+                field,
+                format!(
+                    "environment variable {name} holds 64 hex digits, not base64 \
+                     (the same 32 bytes in base64: `xxd -r -p <<< \"${name}\" | base64`); {hint}"
+                ),
+            );
+            None
+        }
         Err(_) => {
             ctx.error(
                 Some(var.span()),

@@ -100,7 +100,20 @@ impl<S: Store> Store for SealedStore<S> {
         else {
             return Err(refused(id, error));
         };
-        let (reservation, kept) = decided?;
+        let (reservation, kept) = match decided {
+            // The copy names this record and its fingerprint matched: the
+            // request ran. With the authority out of reach, nothing says
+            // otherwise, so it is refused as unopenable, never reported as
+            // a store that is down (which `on_store_error = "pass"` would
+            // forward again).
+            Err(StoreError::Unavailable(cause)) => {
+                tracing::error!(route = %id.route, key = %key::short_hash(&id.key), %error,
+                    store = %cause,
+                    "cached copy of a stored answer cannot be opened and the store cannot be asked; refused");
+                return Err(StoreError::Sealed(error));
+            }
+            decided => decided?,
+        };
         let Reservation::Completed(stored) = reservation else {
             return Ok((reservation, kept));
         };
