@@ -255,11 +255,13 @@ impl GatewayError {
             KeyInFlight { .. } => "Retry after the first request has completed.".into(),
             BodyTooLarge { limit } => {
                 // Also said to key-less requests on a `json_pointer` route,
-                // whose bodies are all read whole to look for the key.
+                // whose bodies are all read whole to look for the key, and to
+                // every request on a webhook route, whose signature covers it.
                 format!(
                     "The request body is over the {limit} bytes this route reads whole \
-                     (max_request_body): a keyed request's, or any on a route that finds \
-                     its key in the body."
+                     (max_request_body): a keyed request's, any on a route that finds \
+                     its key in the body, and any on a webhook route (its signature \
+                     covers the body)."
                 )
             }
             HeaderTooLarge { limit } => format!("The request head exceeds {limit} bytes."),

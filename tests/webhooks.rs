@@ -602,9 +602,19 @@ async fn an_oversized_body_gets_413_and_reaches_nothing() {
         let id = format!("evt_{}_big", sender.name());
         let body = format!(r#"{{"id":"{id}","pad":"{}"}}"#, "x".repeat(5000));
         let headers = Delivery::sign(sender, sender.secret(), &id, now(), &body);
-        let reply = Delivery { headers, body }.post(&gateway, sender).await;
+        let delivery = Delivery { headers, body };
+        let reply = delivery.post(&gateway, sender).await;
         assert_eq!(reply.status, 413, "{sender:?}: {}", reply.text());
         assert_eq!(reply.json()["code"], "body-too-large");
+        // A method that is not deduplicated has no key, but its body is
+        // still read whole for the signature: the detail says so.
+        let reply = delivery.send(&gateway, "PUT", &sender.path()).await;
+        assert_eq!(reply.status, 413, "{sender:?}: {}", reply.text());
+        let detail = reply.json()["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(detail.contains("webhook route"), "{sender:?}: {detail}");
     }
     assert_eq!(upstream.total(), 0);
 }
