@@ -264,7 +264,8 @@ fn moved_homes(current: &Config, new: &Config) -> Option<String> {
     };
     let (before, after) = (names(current), names(new));
     (before != after).then(|| {
-        "the regions changed: keys whose home region moves are handled in their new home,          where their records are not, so a retry of one of them runs again"
+        "the regions changed: keys whose home region moves are handled in their new home, \
+         where their records are not, so a retry of one of them runs again"
             .to_owned()
     })
 }
@@ -387,6 +388,7 @@ mod tests {
         for (before, after) in [(&none, &two), (&two, &three), (&three, &two), (&two, &none)] {
             let note = moved_homes(before, after).expect("a note");
             assert!(note.contains("runs again"), "{note}");
+            assert!(!note.contains("  "), "{note}");
         }
         assert_eq!(moved_homes(&two, &regions(&["eu", "us"])), None);
         assert_eq!(
