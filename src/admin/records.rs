@@ -19,9 +19,18 @@ use crate::store::{RecordInfo, RecordState, Store};
 pub fn parse_key_path(path: &str) -> Option<(String, Vec<u8>)> {
     let rest = path.strip_prefix("/admin/keys/")?;
     let (route, key) = rest.split_once('/')?;
-    let route = percent_decode_str(route).decode_utf8().ok()?.into_owned();
+    let route = route_name(route)?;
     let key: Vec<u8> = percent_decode_str(key).collect();
-    (!route.is_empty() && !key.is_empty()).then_some((route, key))
+    (!key.is_empty()).then_some((route, key))
+}
+
+/// A route's path segment, percent-decoded: `None` (404) when no route can
+/// have that name: empty, not UTF-8, or holding a NUL (which Postgres text
+/// cannot hold either: asked for, it would fail as if the store were down).
+/// Any other name is looked up, as a renamed route keeps its records.
+pub fn route_name(segment: &str) -> Option<String> {
+    let route = percent_decode_str(segment).decode_utf8().ok()?;
+    (!route.is_empty() && !route.contains('\0')).then(|| route.into_owned())
 }
 
 /// Whether a record still stands at `now`: a completed one until its
@@ -209,6 +218,8 @@ mod tests {
             Some(("charges".into(), vec![0xFF]))
         );
         assert_eq!(parse_key_path("/admin/keys/charges/"), None);
+        assert_eq!(parse_key_path("/admin/keys/char%00ges/k"), None);
+        assert_eq!(parse_key_path("/admin/keys/%FF/k"), None);
         assert_eq!(parse_key_path("/admin/keys/charges"), None);
     }
 }
