@@ -115,6 +115,32 @@ async fn admin_token_matrix() {
     assert_eq!(reply.status, 404);
 }
 
+/// `Authorization` is one credential, not a list (RFC 9110 §11.6.2): two
+/// field lines are one field `a, b`, never one bearer token, whichever of
+/// them holds the token. Taking the first let a request through that a
+/// proxy in front, reading the last, would have judged on another token.
+#[tokio::test]
+async fn two_authorization_fields_are_no_bearer_token() {
+    let (_dir, _upstream, gateway) = setup("auth-twice").await;
+    let admin = gateway.admin_client();
+    let path = "/admin/keys/charges/nope";
+    let (name, value) = bearer();
+    for pair in [
+        [value.as_str(), "Bearer guess"],
+        ["Bearer guess", value.as_str()],
+        [value.as_str(), value.as_str()],
+    ] {
+        let reply = admin
+            .send("GET", path, &[(name, pair[0]), (name, pair[1])], "")
+            .await;
+        assert_eq!(reply.status, 401, "{pair:?}");
+        assert_eq!(reply.json()["code"], "unauthorized", "{pair:?}");
+        assert_eq!(reply.header("www-authenticate"), Some("Bearer"));
+    }
+    let once = admin.send("GET", path, &[(name, &value)], "").await;
+    assert_eq!(once.status, 404, "authorized, but no such key");
+}
+
 /// A token written inline in the config (docs/configuration.md: secrets *can* be given
 /// as `*_env`) guards `/admin/*` the same way.
 #[tokio::test]
