@@ -252,10 +252,9 @@ pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
         }
     };
     let result = if purge {
-        store.purge(route, key).await.map(|n| {
-            records::log_purge(route, key, n, records::PurgedBy::Command);
-            (n, say(&deleted(n, "")))
-        })
+        records::purge_standing(store.as_ref(), route, key, records::PurgedBy::Command)
+            .await
+            .map(|n| (n, say(&deleted(n, ""))))
     } else {
         records::standing(store.as_ref(), route, key)
             .await

@@ -408,8 +408,9 @@ async fn in_flight_record_shows_its_lease() {
 
 /// A record past its retention only awaits the sweep: the data plane runs
 /// its key again, the listing leaves it out, and so do `GET` (404), `DELETE`
-/// (404: nothing standing to purge) and `keys show` (exit 1), before the
-/// sweep has come (an hour away here).
+/// (404: nothing standing to purge), `keys show` and `keys purge` (exit 1,
+/// "no records", as the API's 404 says; the purge still deletes it), before
+/// the sweep has come (an hour away here).
 #[tokio::test]
 async fn a_record_past_its_retention_is_no_record_of_the_key() {
     let config = config()
@@ -421,10 +422,12 @@ async fn a_record_past_its_retention_is_no_record_of_the_key() {
     let admin = gateway.admin_client();
     let (name, value) = bearer();
     let auth = [(name, value.as_str())];
-    assert_eq!(
-        client.post("/v1/charges", Some("old"), "{}").await.status,
-        201
-    );
+    for key in ["old", "older"] {
+        assert_eq!(
+            client.post("/v1/charges", Some(key), "{}").await.status,
+            201
+        );
+    }
     let path = "/admin/keys/charges/old";
     assert_eq!(admin.send("GET", path, &auth, "").await.status, 200);
     tokio::time::sleep(Duration::from_millis(1300)).await;
@@ -447,6 +450,23 @@ async fn a_record_past_its_retention_is_no_record_of_the_key() {
     );
     let purged = admin.send("DELETE", path, &auth, "").await;
     assert_eq!(purged.status, 404, "{}", purged.text());
+    let keys = |action: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_idemgate"))
+            .args(["keys", action, "-c"])
+            .arg(gateway.config_path())
+            .args(["charges", "older"])
+            .output()
+            .unwrap()
+    };
+    let purge = keys("purge");
+    let stderr = String::from_utf8_lossy(&purge.stderr);
+    assert_eq!(purge.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no records"), "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&purge.stdout),
+        "0 records deleted\n"
+    );
+    assert_eq!(keys("show").status.code(), Some(1));
 
     let again = client.post("/v1/charges", Some("old"), "{}").await;
     assert_eq!(again.header("idempotent-replayed"), Some("false"));

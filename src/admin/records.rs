@@ -112,22 +112,34 @@ pub async fn purge(
     key: &str,
     client: &ClientInfo,
 ) -> Result<Response<Body>, GatewayError> {
-    // Records past their expiry go too (the sweep would delete them), but
-    // only a purge that took a standing record answers 204: a key that
-    // `GET` answers 404 for has none to purge.
-    let all = store.records(route, key).await.map_err(unavailable)?;
+    let standing = purge_standing(store, route, key, PurgedBy::AdminApi(client))
+        .await
+        .map_err(unavailable)?;
+    if standing == 0 {
+        return Err(GatewayError::NotFound);
+    }
+    let mut response = Response::new(body::empty());
+    *response.status_mut() = StatusCode::NO_CONTENT;
+    Ok(response)
+}
+
+/// Deletes the key's records, logs the purge, and says how many of them
+/// still stood ([`stands`]). Records past their expiry go too (the sweep
+/// would delete them), but they were no record of the key: a purge that
+/// took none that stood found nothing (404, "no records"), as `GET` and
+/// `keys show` found nothing. The log line counts every record deleted.
+pub async fn purge_standing(
+    store: &dyn Store,
+    route: &str,
+    key: &str,
+    by: PurgedBy<'_>,
+) -> Result<u64, crate::store::StoreError> {
+    let all = store.records(route, key).await?;
     let now = SystemTime::now();
     let lapsed = all.iter().filter(|record| !stands(record, now)).count() as u64;
-    let purged = store.purge(route, key).await.map_err(unavailable)?;
-    log_purge(route, key, purged, PurgedBy::AdminApi(client));
-    match purged {
-        n if n <= lapsed => Err(GatewayError::NotFound),
-        _ => {
-            let mut response = Response::new(body::empty());
-            *response.status_mut() = StatusCode::NO_CONTENT;
-            Ok(response)
-        }
-    }
+    let purged = store.purge(route, key).await?;
+    log_purge(route, key, purged, by);
+    Ok(purged.saturating_sub(lapsed))
 }
 
 /// Who purged a key, for the log line that says so.
