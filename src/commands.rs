@@ -37,24 +37,15 @@ pub fn check(path: &Path) -> i32 {
             if let Err(code) = say(&config::describe(&config)) {
                 return code;
             }
-            // The report above lists the warnings; a script or a test that
-            // captures the streams apart finds them on stderr too. A person at
-            // a terminal reads them once.
-            let interactive = std::io::IsTerminal::is_terminal(&std::io::stdout())
-                && std::io::IsTerminal::is_terminal(&std::io::stderr());
-            if !interactive {
-                for warning in &config.warnings {
-                    eprintln!("warning: {warning}");
-                }
+            // Warnings are diagnostics: on stderr, once, between the report
+            // and its verdict (stdout is flushed above, so streams read
+            // together keep that order). Printed on both streams, they came
+            // twice wherever the streams are read together.
+            for warning in &config.warnings {
+                eprintln!("warning: {warning}");
             }
             for warning in crate::tls::validity_warnings(&config) {
-                let warning = format!("warning: {}: {warning}", path.display());
-                if let Err(code) = say(&format!("{warning}\n")) {
-                    return code;
-                }
-                if !interactive {
-                    eprintln!("{warning}");
-                }
+                eprintln!("warning: {}: {warning}", path.display());
             }
             // The files the config names and the store's URLs, read as
             // `serve` (and a reload) would read them.
@@ -261,10 +252,9 @@ pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
         }
     };
     let result = if purge {
-        store.purge(route, key).await.map(|n| {
-            records::log_purge(route, key, n, records::PurgedBy::Command);
-            (n, say(&deleted(n, "")))
-        })
+        records::purge_standing(store.as_ref(), route, key, records::PurgedBy::Command)
+            .await
+            .map(|n| (n, say(&deleted(n, ""))))
     } else {
         records::standing(store.as_ref(), route, key)
             .await

@@ -115,6 +115,32 @@ async fn admin_token_matrix() {
     assert_eq!(reply.status, 404);
 }
 
+/// `Authorization` is one credential, not a list (RFC 9110 §11.6.2): two
+/// field lines are one field `a, b`, never one bearer token, whichever of
+/// them holds the token. Taking the first let a request through that a
+/// proxy in front, reading the last, would have judged on another token.
+#[tokio::test]
+async fn two_authorization_fields_are_no_bearer_token() {
+    let (_dir, _upstream, gateway) = setup("auth-twice").await;
+    let admin = gateway.admin_client();
+    let path = "/admin/keys/charges/nope";
+    let (name, value) = bearer();
+    for pair in [
+        [value.as_str(), "Bearer guess"],
+        ["Bearer guess", value.as_str()],
+        [value.as_str(), value.as_str()],
+    ] {
+        let reply = admin
+            .send("GET", path, &[(name, pair[0]), (name, pair[1])], "")
+            .await;
+        assert_eq!(reply.status, 401, "{pair:?}");
+        assert_eq!(reply.json()["code"], "unauthorized", "{pair:?}");
+        assert_eq!(reply.header("www-authenticate"), Some("Bearer"));
+    }
+    let once = admin.send("GET", path, &[(name, &value)], "").await;
+    assert_eq!(once.status, 404, "authorized, but no such key");
+}
+
 /// A token written inline in the config (docs/configuration.md: secrets *can* be given
 /// as `*_env`) guards `/admin/*` the same way.
 #[tokio::test]
@@ -382,8 +408,9 @@ async fn in_flight_record_shows_its_lease() {
 
 /// A record past its retention only awaits the sweep: the data plane runs
 /// its key again, the listing leaves it out, and so do `GET` (404), `DELETE`
-/// (404: nothing standing to purge) and `keys show` (exit 1), before the
-/// sweep has come (an hour away here).
+/// (404: nothing standing to purge), `keys show` and `keys purge` (exit 1,
+/// "no records", as the API's 404 says; the purge still deletes it), before
+/// the sweep has come (an hour away here).
 #[tokio::test]
 async fn a_record_past_its_retention_is_no_record_of_the_key() {
     let config = config()
@@ -395,10 +422,12 @@ async fn a_record_past_its_retention_is_no_record_of_the_key() {
     let admin = gateway.admin_client();
     let (name, value) = bearer();
     let auth = [(name, value.as_str())];
-    assert_eq!(
-        client.post("/v1/charges", Some("old"), "{}").await.status,
-        201
-    );
+    for key in ["old", "older"] {
+        assert_eq!(
+            client.post("/v1/charges", Some(key), "{}").await.status,
+            201
+        );
+    }
     let path = "/admin/keys/charges/old";
     assert_eq!(admin.send("GET", path, &auth, "").await.status, 200);
     tokio::time::sleep(Duration::from_millis(1300)).await;
@@ -421,6 +450,23 @@ async fn a_record_past_its_retention_is_no_record_of_the_key() {
     );
     let purged = admin.send("DELETE", path, &auth, "").await;
     assert_eq!(purged.status, 404, "{}", purged.text());
+    let keys = |action: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_idemgate"))
+            .args(["keys", action, "-c"])
+            .arg(gateway.config_path())
+            .args(["charges", "older"])
+            .output()
+            .unwrap()
+    };
+    let purge = keys("purge");
+    let stderr = String::from_utf8_lossy(&purge.stderr);
+    assert_eq!(purge.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no records"), "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&purge.stdout),
+        "0 records deleted\n"
+    );
+    assert_eq!(keys("show").status.code(), Some(1));
 
     let again = client.post("/v1/charges", Some("old"), "{}").await;
     assert_eq!(again.header("idempotent-replayed"), Some("false"));

@@ -3,11 +3,12 @@
 //! records by state (`GET /admin/keys/{route}`, `idemgate keys list`).
 
 mod common;
+mod pg_support;
 
 use std::time::{Duration, Instant};
 
 use common::client::Client;
-use common::config::{Config, Route, Upstream};
+use common::config::{Config, Route, Store, Upstream};
 use common::{GatewayProcess, MockUpstream, TestDir};
 use serde_json::Value;
 
@@ -337,4 +338,76 @@ async fn records_are_counted_by_state_until_swept() {
     await_sample(&admin, swept, 3.0).await;
     await_sample(&admin, completed, 0.0).await;
     await_sample(&admin, in_flight, 0.0).await;
+}
+
+/// A cursor whose key holds a NUL byte (hex is easy to edit), and a route
+/// name written `%00`: no record can hold either, and Postgres refuses such
+/// text outright. Both are the caller's mistake, answered as one (400
+/// `invalid-query`, 404 `not-found`, `keys list` exit 1 on `--after`), on
+/// the embedded file as on Postgres: never a 503 `store-unavailable` counted
+/// as a store error, which would page whoever watches the store.
+#[tokio::test]
+async fn a_nul_in_a_cursor_or_a_route_name_is_refused_not_a_store_error() {
+    let schema = pg_support::TestSchema::create().await;
+    let prefix = pg_support::RedisPrefix::new("idemgate-nul");
+    let postgres = config().store(
+        Store::postgres(&schema.url())
+            .set("pool_size", 2)
+            .set("sweep_interval", "200ms")
+            .redis(&pg_support::redis_url(), &prefix.0),
+    );
+    // Created at 1, key "\0", scope "": version 1, 8 bytes of time, the
+    // key's length (4 bytes), the key, the scope.
+    let nul_cursor = format!("01{:016x}{:08x}00", 1, 1);
+    let auth = common::admin::bearer(TOKEN);
+    let auth = [("authorization", auth.as_str())];
+    for (name, config) in [("embedded", config()), ("postgres", postgres)] {
+        let (_dir, _upstream, gateway) =
+            common::admin::start_with_token(&format!("retention-nul-{name}"), &config, TOKEN).await;
+        let client = gateway.client();
+        let admin = gateway.admin_client();
+        assert_eq!(
+            client.post("/v1/charges", Some("k1"), "{}").await.status,
+            201
+        );
+
+        let path = format!("/admin/keys/charges?after={nul_cursor}");
+        let (status, problem) = admin_get(&admin, &path).await;
+        assert_eq!(status, 400, "{name}: {problem}");
+        assert_eq!(problem["code"], "invalid-query", "{name}");
+        for (method, path) in [
+            ("GET", "/admin/keys/char%00ges"),
+            ("GET", "/admin/keys/char%00ges/k1"),
+            ("DELETE", "/admin/keys/char%00ges/k1"),
+        ] {
+            let reply = admin.send(method, path, &auth, "").await;
+            assert_eq!(
+                reply.status,
+                404,
+                "{name}: {method} {path}: {}",
+                reply.text()
+            );
+            assert_eq!(reply.json()["code"], "not-found", "{name}: {method} {path}");
+        }
+        let metrics = admin.get("/metrics").await.text();
+        let errors: f64 = metrics
+            .lines()
+            .filter(|line| line.starts_with("idemgate_store_errors_total{"))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        assert_eq!(errors, 0.0, "{name}: {metrics}");
+
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_idemgate"))
+            .args(["keys", "list", "-c"])
+            .arg(gateway.config_path())
+            .args(["charges", "--after", &nul_cursor])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+        assert!(
+            stderr.contains("--after") && !stderr.contains("unavailable"),
+            "{name}: {stderr}"
+        );
+    }
 }

@@ -17,8 +17,7 @@ pub fn parse_list_path(path: &str) -> Option<String> {
     if route.is_empty() || route.contains('/') {
         return None;
     }
-    let route = percent_decode_str(route).decode_utf8().ok()?.into_owned();
-    (!route.is_empty()).then_some(route)
+    super::records::route_name(route)
 }
 
 /// The query string's parameters; anything unknown, repeated or malformed
@@ -120,6 +119,7 @@ mod tests {
         assert_eq!(parse_list_path("/admin/keys/a%2Eb"), Some("a.b".into()));
         assert_eq!(parse_list_path("/admin/keys/charges/k1"), None);
         assert_eq!(parse_list_path("/admin/keys/"), None);
+        assert_eq!(parse_list_path("/admin/keys/char%00ges"), None);
     }
 
     #[test]

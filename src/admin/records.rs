@@ -19,9 +19,18 @@ use crate::store::{RecordInfo, RecordState, Store};
 pub fn parse_key_path(path: &str) -> Option<(String, Vec<u8>)> {
     let rest = path.strip_prefix("/admin/keys/")?;
     let (route, key) = rest.split_once('/')?;
-    let route = percent_decode_str(route).decode_utf8().ok()?.into_owned();
+    let route = route_name(route)?;
     let key: Vec<u8> = percent_decode_str(key).collect();
-    (!route.is_empty() && !key.is_empty()).then_some((route, key))
+    (!key.is_empty()).then_some((route, key))
+}
+
+/// A route's path segment, percent-decoded: `None` (404) when no route can
+/// have that name: empty, not UTF-8, or holding a NUL (which Postgres text
+/// cannot hold either: asked for, it would fail as if the store were down).
+/// Any other name is looked up, as a renamed route keeps its records.
+pub fn route_name(segment: &str) -> Option<String> {
+    let route = percent_decode_str(segment).decode_utf8().ok()?;
+    (!route.is_empty() && !route.contains('\0')).then(|| route.into_owned())
 }
 
 /// Whether a record still stands at `now`: a completed one until its
@@ -103,22 +112,34 @@ pub async fn purge(
     key: &str,
     client: &ClientInfo,
 ) -> Result<Response<Body>, GatewayError> {
-    // Records past their expiry go too (the sweep would delete them), but
-    // only a purge that took a standing record answers 204: a key that
-    // `GET` answers 404 for has none to purge.
-    let all = store.records(route, key).await.map_err(unavailable)?;
+    let standing = purge_standing(store, route, key, PurgedBy::AdminApi(client))
+        .await
+        .map_err(unavailable)?;
+    if standing == 0 {
+        return Err(GatewayError::NotFound);
+    }
+    let mut response = Response::new(body::empty());
+    *response.status_mut() = StatusCode::NO_CONTENT;
+    Ok(response)
+}
+
+/// Deletes the key's records, logs the purge, and says how many of them
+/// still stood ([`stands`]). Records past their expiry go too (the sweep
+/// would delete them), but they were no record of the key: a purge that
+/// took none that stood found nothing (404, "no records"), as `GET` and
+/// `keys show` found nothing. The log line counts every record deleted.
+pub async fn purge_standing(
+    store: &dyn Store,
+    route: &str,
+    key: &str,
+    by: PurgedBy<'_>,
+) -> Result<u64, crate::store::StoreError> {
+    let all = store.records(route, key).await?;
     let now = SystemTime::now();
     let lapsed = all.iter().filter(|record| !stands(record, now)).count() as u64;
-    let purged = store.purge(route, key).await.map_err(unavailable)?;
-    log_purge(route, key, purged, PurgedBy::AdminApi(client));
-    match purged {
-        n if n <= lapsed => Err(GatewayError::NotFound),
-        _ => {
-            let mut response = Response::new(body::empty());
-            *response.status_mut() = StatusCode::NO_CONTENT;
-            Ok(response)
-        }
-    }
+    let purged = store.purge(route, key).await?;
+    log_purge(route, key, purged, by);
+    Ok(purged.saturating_sub(lapsed))
 }
 
 /// Who purged a key, for the log line that says so.
@@ -209,6 +230,8 @@ mod tests {
             Some(("charges".into(), vec![0xFF]))
         );
         assert_eq!(parse_key_path("/admin/keys/charges/"), None);
+        assert_eq!(parse_key_path("/admin/keys/char%00ges/k"), None);
+        assert_eq!(parse_key_path("/admin/keys/%FF/k"), None);
         assert_eq!(parse_key_path("/admin/keys/charges"), None);
     }
 }

@@ -129,7 +129,10 @@ impl Cursor {
         }
         let (key, scope) = rest.split_at(len);
         let created_at_us = i64::from_be_bytes(*at);
-        if created_at_us < 0 {
+        // No record's key or scope holds a NUL (and Postgres text cannot):
+        // such a cursor was edited, and is the caller's mistake, not a
+        // query for the store to fail on.
+        if created_at_us < 0 || key.contains(&0) || scope.contains(&0) {
             return Err(BadCursor);
         }
         Ok(Cursor {
@@ -175,7 +178,18 @@ mod tests {
         };
         assert_eq!(Cursor::decode(&cursor.encode()), Ok(cursor.clone()));
         assert_eq!(cursor.created_at(), from_micros(1_700_000_000_123_456));
-        for bad in ["", "zz", "00", "01", &cursor.encode()[..20], "02000000"] {
+        let nul_key = format!("01{:016x}{:08x}00", 1, 1);
+        let nul_scope = format!("01{:016x}{:08x}6b00", 1, 1);
+        for bad in [
+            "",
+            "zz",
+            "00",
+            "01",
+            &cursor.encode()[..20],
+            "02000000",
+            &nul_key,
+            &nul_scope,
+        ] {
             assert_eq!(Cursor::decode(bad), Err(BadCursor), "{bad:?}");
         }
         let mut long_key = hex::decode(cursor.encode()).unwrap();
