@@ -612,3 +612,63 @@ async fn a_purge_made_without_redis_still_deletes_the_gateways_redis_copies() {
     // The key runs again.
     reserved(&gateway, &id("k"), "fp", LONG).await;
 }
+
+/// A replica that hears of a purge made without `[store.redis]` while its
+/// Redis is unreachable deletes the purged scopes' copies once Redis answers
+/// again. (It tried once, logged that it could not, and the copy replayed
+/// the purged answer until its TTL: purging again found no record, so
+/// neither it nor anything else named the copy any more.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_purge_heard_while_redis_is_down_deletes_the_copies_once_it_answers() {
+    use idemgate::config::StoreConfig;
+
+    let switch = pg_support::switch::Switch::start(redis_addr()).await;
+    let schema = TestSchema::create().await;
+    let prefix = RedisPrefix::new("idemgate-test");
+    let mut with_redis = schema.config();
+    with_redis.redis = Some(RedisConfig {
+        url: format!("redis://{}", switch.addr),
+        key_prefix: prefix.0.clone(),
+        ca: None,
+    });
+    let gateway = idemgate::store::open(&StoreConfig::Postgres(with_redis))
+        .await
+        .unwrap();
+    let lease = reserved(&gateway, &id("k"), "fp", LONG).await;
+    gateway.complete(&lease, &response(), LONG).await.unwrap();
+    let entry = entry_name(&prefix.0, "k");
+    let mut conn = redis_conn().await;
+    let exists = |conn: &mut redis::aio::MultiplexedConnection| {
+        let mut conn = conn.clone();
+        let entry = entry.clone();
+        async move {
+            redis::cmd("EXISTS")
+                .arg(&entry)
+                .query_async::<i64>(&mut conn)
+                .await
+                .unwrap()
+                == 1
+        }
+    };
+    assert!(exists(&mut conn).await, "the answer is in redis");
+
+    switch.cut();
+    let without_redis = idemgate::store::open(&StoreConfig::Postgres(schema.config()))
+        .await
+        .unwrap();
+    assert_eq!(without_redis.purge("orders", "k").await.unwrap(), 1);
+    // Heard, and the deletion failed (the relay refuses every connection).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(exists(&mut conn).await, "redis was unreachable");
+    switch.restore();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while exists(&mut conn).await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the purged answer's copy is still in redis once it answers"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The key runs again.
+    reserved(&gateway, &id("k"), "fp", LONG).await;
+}

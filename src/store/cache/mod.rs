@@ -101,7 +101,7 @@ impl CachedStore {
 
     /// Deletes this store's Redis copies of what was purged elsewhere.
     pub fn purged_copies(&self) -> PurgedCopies {
-        PurgedCopies::new(self.redis.clone(), self.prefix.clone())
+        PurgedCopies::new(&self.redis, self.prefix.clone())
     }
 
     /// The cached answer for this fingerprint, if Redis has one; otherwise
