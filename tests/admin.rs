@@ -861,3 +861,38 @@ async fn a_request_in_flight_across_a_reload_completes_under_its_old_policy() {
     assert_eq!(again.header("idempotent-replayed"), Some("cached"));
     assert_eq!(upstream.executions("fresh"), 1);
 }
+
+/// A request whose key is purged while it runs cannot record its answer; the
+/// log says the key was purged or taken over (it said "taken over by another
+/// request" alone, sending an operator who had purged it looking for one).
+#[tokio::test]
+async fn an_answer_fenced_off_by_a_purge_says_it_may_have_been_purged() {
+    let (_dir, _upstream, gateway) = setup("purge-in-flight").await;
+    let (name, value) = bearer();
+    let auth = [(name, value.as_str())];
+    let client = gateway.client();
+    let running = tokio::spawn(async move {
+        client
+            .post("/v1/charges?delay_ms=800", Some("p-1"), "{}")
+            .await
+    });
+    let admin = gateway.admin_client();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let purged = admin
+            .send("DELETE", "/admin/keys/charges/p-1", &auth, "")
+            .await;
+        if purged.status == 204 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", purged.text());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(running.await.unwrap().status, 201);
+    let log = gateway.log_text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("answer not recorded"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(line.contains("purged"), "{line}");
+}

@@ -296,7 +296,7 @@ impl Recorder<'_> {
             Err(StoreError::Fenced) => tracing::warn!(
                 route = %self.id.route,
                 key = %crate::key::short_hash(&self.id.key),
-                "answer not recorded: the lease was taken over by another request"
+                "answer not recorded: the key was purged, or its lease taken over by another request, while it ran"
             ),
             Err(err) => tracing::error!(
                 route = %self.id.route,

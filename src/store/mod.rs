@@ -199,7 +199,7 @@ pub struct RecordInfo {
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// The lease was taken over (or the record purged): this holder may not write.
-    #[error("lease was taken over by another holder")]
+    #[error("the lease is no longer this holder's (taken over, or the record purged)")]
     Fenced,
     /// The store could not be reached or failed; the operation's outcome is unknown
     /// to the caller only for `complete`, which callers treat as not written.
