@@ -583,6 +583,27 @@ canonical_form = true"#,
         assert_eq!(p.release_classes, [StatusClass::ClientError]);
     }
 
+    /// A status or class written twice is ignored and said, as a method
+    /// twice in `match.methods` is: a typo for another one, in a field old
+    /// files have (so a warning, not an error).
+    #[test]
+    fn a_release_entry_listed_twice_is_a_warning() {
+        let text = format!("[defaults]\nrelease_statuses = [429, \"5xx\", 429, \"5xx\"]\n{ROUTE}");
+        let config = parse(&text, Path::new("t.toml"), &|_| None).expect("valid");
+        assert_eq!(config.warnings.len(), 2, "{:#?}", config.warnings);
+        assert!(
+            config.warnings[0].starts_with("t.toml:2:33: defaults.release_statuses[2]: 429 is listed twice (the repeat is ignored)"),
+            "{}",
+            config.warnings[0]
+        );
+        assert!(
+            config.warnings[1]
+                .starts_with("t.toml:2:38: defaults.release_statuses[3]: \"5xx\" is listed twice"),
+            "{}",
+            config.warnings[1]
+        );
+    }
+
     #[test]
     fn answer_headers() {
         let p = policy(

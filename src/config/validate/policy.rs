@@ -13,6 +13,7 @@ use super::keys::{self, Released};
 use super::names;
 use super::server::positive_duration;
 use crate::config::file::PolicyFile;
+use crate::config::file_keys::StatusInput;
 use crate::config::{
     FingerprintBody, FingerprintPart, InFlightMode, KeySource, Policy, ReplayHeader, ReplayValues,
     ScopePart, StatusClass, StoreErrorMode,
@@ -228,21 +229,37 @@ fn release_statuses(
     let mut statuses = Vec::new();
     let mut classes = Vec::new();
     for (i, entry) in file.release_statuses.as_ref()?.get_ref().iter().enumerate() {
-        match keys::released(entry.get_ref()) {
+        let repeated = match keys::released(entry.get_ref()) {
             Ok(Released::Status(status)) => {
-                if !statuses.contains(&status) {
+                statuses.contains(&status) || {
                     statuses.push(status);
+                    false
                 }
             }
             Ok(Released::Class(class)) => {
-                if !classes.contains(&class) {
+                classes.contains(&class) || {
                     classes.push(class);
+                    false
                 }
             }
             Err(message) => {
                 ok = false;
                 ctx.error(Some(entry.span()), format!("{field}[{i}]"), message);
+                false
             }
+        };
+        // As a method twice in `match.methods`: a typo for another entry,
+        // in a field files written before the classes have, so a warning.
+        if repeated {
+            let written = match entry.get_ref() {
+                StatusInput::Code(code) => code.to_string(),
+                StatusInput::Class(class) => format!("{class:?}"),
+            };
+            ctx.warn(
+                Some(entry.span()),
+                format!("{field}[{i}]"),
+                format!("{written} is listed twice (the repeat is ignored)"),
+            );
         }
     }
     ok.then_some((statuses, classes))
