@@ -873,7 +873,7 @@ async fn an_answer_fenced_off_by_a_purge_says_it_may_have_been_purged() {
     let client = gateway.client();
     let running = tokio::spawn(async move {
         client
-            .post("/v1/charges?delay_ms=800", Some("p-1"), "{}")
+            .post("/v1/charges?delay_ms=1500", Some("p-1"), "{}")
             .await
     });
     let admin = gateway.admin_client();
