@@ -155,7 +155,17 @@ fn derive(
                 );
                 ok = false;
             }
-            Ok(part) => derived.push(part),
+            Ok(parsed) => {
+                if parsed == DerivePart::JsonPointer(String::new()) {
+                    ctx.warn(
+                        Some(part.span()),
+                        format!("{field}.derive[{i}]"),
+                        "\"\" is the whole body: it yields a key part only when the body \
+                         is a bare JSON string or number; name a member (\"/id\")",
+                    );
+                }
+                derived.push(parsed);
+            }
             Err(message) => {
                 let message = message.to_string();
                 ctx.error(Some(part.span()), format!("{field}.derive[{i}]"), message);
@@ -261,6 +271,14 @@ pub fn fingerprint_body(
             );
             ok = false;
         } else {
+            if item.get_ref().is_empty() {
+                ctx.warn(
+                    Some(item.span()),
+                    format!("{field}.{name}[{i}]"),
+                    "\"\" is the whole body: including it compares the whole body, \
+                     as fingerprint_body = {} does",
+                );
+            }
             pointers.push(item.get_ref().clone());
         }
     }
@@ -581,6 +599,38 @@ canonical_form = true"#,
         let p = policy(r#"release_statuses = [300, 599, "4xx", 300, "4xx"]"#);
         assert_eq!(p.release_statuses, [300, 599]);
         assert_eq!(p.release_classes, [StatusClass::ClientError]);
+    }
+
+    /// `""` is the whole body (RFC 6901): as a derive part it yields a key
+    /// only for a body that is a bare JSON string or number, and as an
+    /// include it is the whole document, as `fingerprint_body = {}`. Both
+    /// are said; neither stops the file.
+    #[test]
+    fn the_whole_body_as_a_pointer_is_a_warning() {
+        let warnings = |defaults: &str| {
+            let text = format!("[defaults]\n{defaults}\n{ROUTE}");
+            parse(&text, Path::new("t.toml"), &|_| None)
+                .expect("valid")
+                .warnings
+        };
+        let derive = warnings(&format!(
+            r#"key = {{ derive = ["/a", ""], namespace = "{NS}" }}"#
+        ));
+        assert_eq!(derive.len(), 1, "{derive:#?}");
+        assert!(
+            derive[0].starts_with("t.toml:2:25: defaults.key.derive[1]: \"\" is the whole body"),
+            "{}",
+            derive[0]
+        );
+        let include = warnings(r#"fingerprint_body = { include = ["/a", ""] }"#);
+        assert_eq!(include.len(), 1, "{include:#?}");
+        assert!(
+            include[0].starts_with(
+                "t.toml:2:39: defaults.fingerprint_body.include[1]: \"\" is the whole body"
+            ),
+            "{}",
+            include[0]
+        );
     }
 
     /// A status or class written twice is ignored and said, as a method
