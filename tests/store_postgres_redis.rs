@@ -563,6 +563,49 @@ async fn a_refilled_copy_tells_the_expiry_the_completion_wrote() {
     }
 }
 
+/// A gateway's store on `schema` with Redis at `redis`, holding the answer
+/// of ("orders", "k"), and that answer's Redis entry.
+async fn answered_with_redis(schema: &TestSchema, redis: RedisConfig) -> (Arc<dyn Store>, String) {
+    use idemgate::config::StoreConfig;
+
+    let entry = entry_name(&redis.key_prefix, "k");
+    let mut with_redis = schema.config();
+    with_redis.redis = Some(redis);
+    let gateway = idemgate::store::open(&StoreConfig::Postgres(with_redis))
+        .await
+        .unwrap();
+    let lease = reserved(&gateway, &id("k"), "fp", LONG).await;
+    gateway.complete(&lease, &response(), LONG).await.unwrap();
+    assert!(entry_exists(&entry).await, "the answer is in redis");
+    (gateway, entry)
+}
+
+async fn entry_exists(entry: &str) -> bool {
+    redis::cmd("EXISTS")
+        .arg(entry)
+        .query_async::<i64>(&mut redis_conn().await)
+        .await
+        .unwrap()
+        == 1
+}
+
+/// Purges ("orders", "k") through a store on `schema` without Redis, as
+/// `idemgate keys purge` with a file that has no `[store.redis]` does.
+async fn purge_without_redis(schema: &TestSchema) {
+    let config = idemgate::config::StoreConfig::Postgres(schema.config());
+    let without_redis = idemgate::store::open(&config).await.unwrap();
+    assert_eq!(without_redis.purge("orders", "k").await.unwrap(), 1);
+}
+
+/// Waits up to `within` for `entry` to be gone from Redis.
+async fn wait_gone(entry: &str, within: Duration, what: &str) {
+    let deadline = std::time::Instant::now() + within;
+    while entry_exists(entry).await {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A purge made without the gateways' `[store.redis]` (`idemgate keys
 /// purge` with a file that has none) still deletes their Redis copies: a
 /// store that keeps copies in Redis deletes the purged scopes' copies when it
@@ -570,45 +613,12 @@ async fn a_refilled_copy_tells_the_expiry_the_completion_wrote() {
 /// every replica, until the record's retention would have ended.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_purge_made_without_redis_still_deletes_the_gateways_redis_copies() {
-    use idemgate::config::StoreConfig;
-
     let schema = TestSchema::create().await;
     let prefix = RedisPrefix::new("idemgate-test");
-    let mut with_redis = schema.config();
-    with_redis.redis = Some(redis_config(&prefix.0));
-    let gateway = idemgate::store::open(&StoreConfig::Postgres(with_redis))
-        .await
-        .unwrap();
-    let lease = reserved(&gateway, &id("k"), "fp", LONG).await;
-    gateway.complete(&lease, &response(), LONG).await.unwrap();
-    let entry = entry_name(&prefix.0, "k");
-    let mut conn = redis_conn().await;
-    let exists = |conn: &mut redis::aio::MultiplexedConnection| {
-        let mut conn = conn.clone();
-        let entry = entry.clone();
-        async move {
-            redis::cmd("EXISTS")
-                .arg(&entry)
-                .query_async::<i64>(&mut conn)
-                .await
-                .unwrap()
-                == 1
-        }
-    };
-    assert!(exists(&mut conn).await, "the answer is in redis");
-
-    let without_redis = idemgate::store::open(&StoreConfig::Postgres(schema.config()))
-        .await
-        .unwrap();
-    assert_eq!(without_redis.purge("orders", "k").await.unwrap(), 1);
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while exists(&mut conn).await {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the purged answer's copy is still in redis"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (gateway, entry) = answered_with_redis(&schema, redis_config(&prefix.0)).await;
+    purge_without_redis(&schema).await;
+    let still = "the purged answer's copy is still in redis";
+    wait_gone(&entry, Duration::from_secs(5), still).await;
     // The key runs again.
     reserved(&gateway, &id("k"), "fp", LONG).await;
 }
@@ -620,55 +630,24 @@ async fn a_purge_made_without_redis_still_deletes_the_gateways_redis_copies() {
 /// neither it nor anything else named the copy any more.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_purge_heard_while_redis_is_down_deletes_the_copies_once_it_answers() {
-    use idemgate::config::StoreConfig;
-
     let switch = pg_support::switch::Switch::start(redis_addr()).await;
     let schema = TestSchema::create().await;
     let prefix = RedisPrefix::new("idemgate-test");
-    let mut with_redis = schema.config();
-    with_redis.redis = Some(RedisConfig {
+    let via_switch = RedisConfig {
         url: format!("redis://{}", switch.addr),
         key_prefix: prefix.0.clone(),
         ca: None,
-    });
-    let gateway = idemgate::store::open(&StoreConfig::Postgres(with_redis))
-        .await
-        .unwrap();
-    let lease = reserved(&gateway, &id("k"), "fp", LONG).await;
-    gateway.complete(&lease, &response(), LONG).await.unwrap();
-    let entry = entry_name(&prefix.0, "k");
-    let mut conn = redis_conn().await;
-    let exists = |conn: &mut redis::aio::MultiplexedConnection| {
-        let mut conn = conn.clone();
-        let entry = entry.clone();
-        async move {
-            redis::cmd("EXISTS")
-                .arg(&entry)
-                .query_async::<i64>(&mut conn)
-                .await
-                .unwrap()
-                == 1
-        }
     };
-    assert!(exists(&mut conn).await, "the answer is in redis");
+    let (gateway, entry) = answered_with_redis(&schema, via_switch).await;
 
     switch.cut();
-    let without_redis = idemgate::store::open(&StoreConfig::Postgres(schema.config()))
-        .await
-        .unwrap();
-    assert_eq!(without_redis.purge("orders", "k").await.unwrap(), 1);
+    purge_without_redis(&schema).await;
     // Heard, and the deletion failed (the relay refuses every connection).
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(exists(&mut conn).await, "redis was unreachable");
+    assert!(entry_exists(&entry).await, "redis was unreachable");
     switch.restore();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while exists(&mut conn).await {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the purged answer's copy is still in redis once it answers"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let still = "the purged answer's copy is still in redis once it answers";
+    wait_gone(&entry, Duration::from_secs(10), still).await;
     // The key runs again.
     reserved(&gateway, &id("k"), "fp", LONG).await;
 }
