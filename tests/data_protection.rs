@@ -275,6 +275,19 @@ fn postgres(pg_url: &str, redis_url: &str, prefix: &str) -> Config {
 
 /// Every value Redis holds under `prefix` (SCAN: never block the Redis
 /// other tests share).
+/// The values under `prefix` once there are any (a completion writes
+/// Redis after Postgres, so a moment after its answer); at most 2.5 s.
+async fn redis_values_soon(prefix: &str) -> Vec<Vec<u8>> {
+    for _ in 0..50 {
+        let cached = redis_values(prefix).await;
+        if !cached.is_empty() {
+            return cached;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("nothing reached Redis");
+}
+
 async fn redis_values(prefix: &str) -> Vec<Vec<u8>> {
     let client = redis::Client::open(redis_url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
@@ -368,15 +381,7 @@ async fn postgres_rows_and_redis_values_hold_no_answer_bytes_when_sealed() {
             contains(&rows, "location") != sealed,
             "header names are sealed too"
         );
-        let mut cached = Vec::new();
-        for _ in 0..50 {
-            cached = redis_values(&prefix.0).await;
-            if !cached.is_empty() {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        assert!(!cached.is_empty(), "nothing reached Redis");
+        let cached = redis_values_soon(&prefix.0).await;
         assert_eq!(
             cached.iter().any(|v| contains(v, &marker)),
             !sealed,
@@ -404,15 +409,7 @@ async fn an_unopenable_redis_copy_is_refused_while_postgres_is_down_even_when_er
     let base = postgres(&url, &redis_url(), &prefix.0).defaults("on_store_error", "pass");
     let mut gateway = start(&dir, &upstream, &base, &["IDEMGATE_TEST_KEY_A"]);
     assert_eq!(charge(&gateway.client(), "k", "M").await.status, 201);
-    let mut cached = Vec::new();
-    for _ in 0..50 {
-        cached = redis_values(&prefix.0).await;
-        if !cached.is_empty() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(!cached.is_empty(), "nothing reached Redis");
+    redis_values_soon(&prefix.0).await;
 
     // The key that sealed it removed, then Postgres out of reach.
     let client = restart_with(&mut gateway, &base, &["IDEMGATE_TEST_KEY_B"]);
