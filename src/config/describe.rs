@@ -1,6 +1,5 @@
-//! The summary `idemgate check` prints on stdout: each route's match,
-//! upstream and effective policy (its warnings go to stderr). Secrets never
-//! appear in it.
+//! The summary `idemgate check` prints: each route's match, upstream and
+//! effective policy, then the warnings. Secrets never appear in it.
 
 use std::fmt::Write;
 
@@ -19,6 +18,9 @@ pub fn describe(config: &Config) -> String {
     }
     if let Some(region) = &config.region {
         regions_block(&mut out, region);
+    }
+    for warning in &config.warnings {
+        let _ = writeln!(out, "warning: {warning}");
     }
     out
 }
