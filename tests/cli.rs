@@ -18,6 +18,17 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// Writes `file` at `path` and runs `check` on it, which must refuse it
+/// (exit 1, no "FILE: ok"); its stderr. `what` names the case in a failure.
+fn check_refuses(path: &std::path::Path, file: impl AsRef<[u8]>, what: &str) -> String {
+    std::fs::write(path, file).unwrap();
+    let out = idemgate(&["check", "-c", path.to_str().unwrap()]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{what}: {stderr}");
+    assert!(!text(&out.stdout).contains(": ok"), "{what}");
+    stderr
+}
+
 #[test]
 fn no_subcommand_prints_help() {
     let out = idemgate(&[]);
@@ -149,10 +160,7 @@ fn check_rejects_bad_configs_naming_file_line_and_field() {
     ];
     for (what, content, line, field) in cases {
         let path = dir.path("bad.toml");
-        std::fs::write(&path, content).unwrap();
-        let out = idemgate(&["check", "-c", path.to_str().unwrap()]);
-        let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{what}: {stderr}");
+        let stderr = check_refuses(&path, content, what);
         assert!(
             stderr.contains(path.to_str().unwrap()),
             "{what}: no file in {stderr}"
@@ -513,13 +521,9 @@ fn check_refuses_certificates_it_cannot_read() {
         ),
     ];
     for (field, config) in cases {
-        std::fs::write(&path, config).unwrap();
-        let out = idemgate(&["check", "-c", path.to_str().unwrap()]);
-        let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{field}: {stderr}");
+        let stderr = check_refuses(&path, config, field);
         assert!(stderr.contains(path.to_str().unwrap()), "{field}: {stderr}");
         assert!(stderr.contains(field), "{field}: {stderr}");
-        assert!(!text(&out.stdout).contains(": ok"), "{field}");
     }
 }
 
@@ -1123,10 +1127,7 @@ fn check_refuses_admin_certificates_it_cannot_read() {
             "4:13: admin.tls.client_ca:",
         ),
     ] {
-        std::fs::write(&path, file).unwrap();
-        let out = idemgate(&["check", "-c", config]);
-        let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{field}: {stderr}");
+        let stderr = check_refuses(&path, file, field);
         let line = stderr
             .lines()
             .find(|line| line.starts_with(&format!("{config}:{field} ")));
@@ -1134,7 +1135,6 @@ fn check_refuses_admin_certificates_it_cannot_read() {
             line.is_some_and(|line| line.contains(missing.to_str().unwrap())),
             "{stderr}"
         );
-        assert!(!text(&out.stdout).contains(": ok"), "{field}");
     }
     std::fs::write(&path, admin(&server.cert, &server.key, &client_ca)).unwrap();
     let out = idemgate(&["check", "-c", config]);
@@ -1157,10 +1157,7 @@ fn check_refuses_redis_tls_settings_serve_cannot_use() {
         )
     };
     let missing = dir.path("missing-ca.pem");
-    std::fs::write(&path, redis(&missing)).unwrap();
-    let out = idemgate(&["check", "-c", config]);
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = check_refuses(&path, redis(&missing), "");
     assert!(
         stderr.contains(&format!(
             "{config}:6:6: store.redis.ca: cannot read {}",
@@ -1168,17 +1165,13 @@ fn check_refuses_redis_tls_settings_serve_cannot_use() {
         )),
         "{stderr}"
     );
-    assert!(!text(&out.stdout).contains(": ok"), "{stderr}");
 
     // An empty or non-PEM file is a CA that trusts nothing: Redis would be
     // down for good.
     for (name, body) in [("empty-ca.pem", ""), ("text-ca.pem", "not a certificate\n")] {
         let ca = dir.path(name);
         std::fs::write(&ca, body).unwrap();
-        std::fs::write(&path, redis(&ca)).unwrap();
-        let out = idemgate(&["check", "-c", config]);
-        let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+        let stderr = check_refuses(&path, redis(&ca), name);
         assert!(
             stderr.contains(&format!(
                 "{config}:6:6: store.redis.ca: no certificate in {}",
@@ -1195,10 +1188,7 @@ fn check_refuses_redis_tls_settings_serve_cannot_use() {
 
     // `#insecure` (no verification) is a connection the client refuses at
     // every try: Redis would be down for good.
-    std::fs::write(&path, redis(&ca).replace("/7\"", "/7#insecure\"")).unwrap();
-    let out = idemgate(&["check", "-c", config]);
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = check_refuses(&path, redis(&ca).replace("/7\"", "/7#insecure\""), "");
     assert!(
         stderr.contains(&format!("{config}:5:7: store.redis.url: #insecure")),
         "{stderr}"
@@ -1458,15 +1448,15 @@ fn check_refuses_a_store_path_that_cannot_be_a_file() {
     for (store, cause) in &cases {
         let store = store.display().to_string();
         let store = store.trim_end_matches('/');
-        std::fs::write(&config, format!("[store]\npath = \"{store}\"\n{VALID}")).unwrap();
-        let out = idemgate(&["check", "-c", &name]);
-        let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{store}: {stderr}");
+        let stderr = check_refuses(
+            &config,
+            format!("[store]\npath = \"{store}\"\n{VALID}"),
+            store,
+        );
         assert!(
             stderr.contains(&format!("{name}:2:8: store.path: {store} {cause}")),
             "{store}: {stderr}"
         );
-        assert!(!text(&out.stdout).contains(": ok"), "{store}");
         let out = idemgate(&["serve", "-c", &name]);
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{store}: {stderr}");
@@ -1722,10 +1712,7 @@ fn check_names_a_der_store_ca_with_its_conversion() {
         (redis, "6:6: store.redis.ca:"),
         (postgres, "3:7: store.url:"),
     ] {
-        std::fs::write(&path, file).unwrap();
-        let out = idemgate(&["check", "-c", config]);
-        let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        let stderr = check_refuses(&path, file, "");
         assert!(stderr.contains(&format!("{config}:{field}")), "{stderr}");
         assert!(stderr.contains(&der.display().to_string()), "{stderr}");
         assert!(stderr.contains(conversion), "{stderr}");
