@@ -11,7 +11,7 @@ use crate::config::{
     StoreErrorMode, WebhookConfig,
 };
 use crate::key::FingerprintBody;
-use crate::retention::ReplayAges;
+use crate::metrics::ReplayAges;
 
 pub fn to_json(config: &Config, ages: &ReplayAges) -> Value {
     Value::Array(

@@ -9,6 +9,32 @@ use std::time::Duration;
 
 use prometheus::{Histogram, HistogramVec};
 
+/// `idemgate_replay_age_seconds` buckets, in seconds: 1 s to 30 days, dense
+/// where retentions are usually set (minutes to a few days).
+pub const BUCKETS_SECONDS: [f64; 21] = [
+    1.0,
+    5.0,
+    15.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
+    900.0,
+    1800.0,
+    3600.0,
+    7200.0,
+    14400.0,
+    21600.0,
+    43200.0,
+    86400.0,
+    172_800.0,
+    259_200.0,
+    604_800.0,
+    1_209_600.0,
+    2_592_000.0,
+];
+
 /// Log-scale buckets of the summary: each is `STEP` times the one below,
 /// from 1 ms, so a quantile read from them is within 5% of the truth.
 const STEP: f64 = 1.05;

@@ -2,6 +2,10 @@
 //! that `main` creates and passes down. Label values are bounded: route names
 //! and upstream names come from the config, never from requests.
 
+mod replay_ages;
+
+pub use replay_ages::ReplayAges;
+
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -118,7 +122,7 @@ pub struct Metrics {
     pub config_reloads: IntCounterVec,
     pub region_forwards: IntCounterVec,
     /// `idemgate_replay_age_seconds`, with its summary per route.
-    pub replay_ages: crate::retention::ReplayAges,
+    pub replay_ages: ReplayAges,
     pub records: IntGaugeVec,
     /// Each idempotent route's `retention`, so replay ages can be charted
     /// against it (deploy/observability).
@@ -184,12 +188,12 @@ impl Metrics {
                 ),
                 &["region", "result"],
             )?,
-            replay_ages: crate::retention::ReplayAges::new(HistogramVec::new(
+            replay_ages: ReplayAges::new(HistogramVec::new(
                 HistogramOpts::new(
                     REPLAY_AGE,
                     "Age of a record (now - completion) when it was replayed, by route.",
                 )
-                .buckets(crate::retention::REPLAY_AGE_BUCKETS.to_vec()),
+                .buckets(replay_ages::BUCKETS_SECONDS.to_vec()),
                 &["route"],
             )?),
             records: IntGaugeVec::new(
