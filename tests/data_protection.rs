@@ -94,6 +94,16 @@ fn key_id(base64_key: &str) -> String {
     idemgate::store::seal::key_id(&bytes.try_into().unwrap())
 }
 
+/// `idemgate_store_errors_total{backend=BACKEND,op=OP}` on the admin plane.
+async fn store_errors(gateway: &GatewayProcess, backend: &str, op: &str) -> f64 {
+    let metrics = gateway.admin_client().get("/metrics").await.text();
+    let series = format!("idemgate_store_errors_total{{backend=\"{backend}\",op=\"{op}\"}} ");
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(&series)?.parse().ok())
+        .unwrap_or_else(|| panic!("no {series}in {metrics}"))
+}
+
 fn assert_replay(reply: &Reply, marker: &str) {
     assert_eq!(reply.status, 201, "{}", reply.text());
     assert_eq!(reply.header("idempotent-replayed"), Some("true"));
@@ -253,10 +263,14 @@ async fn an_unopenable_record_is_refused_even_when_store_errors_pass() {
     let mut gateway = start(&dir, &upstream, &base, &["IDEMGATE_TEST_KEY_A"]);
     assert_eq!(charge(&gateway.client(), "k", "M").await.status, 201);
     let client = restart_with(&mut gateway, &base, &["IDEMGATE_TEST_KEY_B"]);
+    assert_eq!(store_errors(&gateway, "embedded", "open").await, 0.0);
     let refused = charge(&client, "k", "M").await;
     assert_eq!(refused.status, 503);
     assert_eq!(refused.header("idempotency-degraded"), None);
     assert_eq!(upstream.executions("k"), 1);
+    // Counted as an answer that did not open, not as a store that is down.
+    assert_eq!(store_errors(&gateway, "embedded", "open").await, 1.0);
+    assert_eq!(store_errors(&gateway, "embedded", "reserve").await, 0.0);
 }
 
 /// Postgres at `pg_url`, Redis at `redis_url` under `prefix`.
@@ -419,6 +433,7 @@ async fn an_unopenable_redis_copy_is_refused_while_postgres_is_down_even_when_er
     assert_eq!(refused.json()["code"], "store-unavailable");
     assert_eq!(refused.header("idempotency-degraded"), None);
     assert_eq!(upstream.executions("k"), 1, "never run again");
+    assert_eq!(store_errors(&gateway, "postgres", "open").await, 1.0);
     let log = gateway.log_text();
     assert!(
         log.lines().any(|l| l.contains("ERROR")

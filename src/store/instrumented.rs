@@ -47,10 +47,14 @@ enum Op {
     Ping,
     List,
     Count,
+    /// Not an operation of its own: opening a sealed answer that an
+    /// operation read (docs/data-protection.md). Counted apart from a store
+    /// that is down, which it is not: no duration, errors only.
+    Open,
 }
 
 impl Op {
-    const COUNT: usize = Op::Count as usize + 1;
+    const COUNT: usize = Op::Open as usize + 1;
     const ALL: [Op; Op::COUNT] = [
         Op::Reserve,
         Op::Complete,
@@ -61,6 +65,7 @@ impl Op {
         Op::Ping,
         Op::List,
         Op::Count,
+        Op::Open,
     ];
 
     fn as_str(self) -> &'static str {
@@ -74,6 +79,7 @@ impl Op {
             Op::Ping => "ping",
             Op::List => "list",
             Op::Count => "count",
+            Op::Open => "open",
         }
     }
 }
@@ -108,12 +114,16 @@ impl InstrumentedStore {
             .get_or_init(|| self.metrics.store_duration.with_label_values(&labels()))
             .observe(started.elapsed().as_secs_f64());
         // A fenced completion is the store doing its job, not failing.
-        if let Err(StoreError::Unavailable(_)) = result {
-            series
-                .errors
-                .get_or_init(|| self.metrics.store_errors.with_label_values(&labels()))
-                .inc();
-        }
+        let failed = match result {
+            Err(StoreError::Unavailable(_)) => op,
+            Err(StoreError::Sealed(_)) => Op::Open,
+            _ => return,
+        };
+        let labels = [self.label, failed.as_str()];
+        self.series[failed as usize]
+            .errors
+            .get_or_init(|| self.metrics.store_errors.with_label_values(&labels))
+            .inc();
     }
 }
 
