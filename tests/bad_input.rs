@@ -1162,6 +1162,19 @@ async fn request_lines_decided_by_the_rfcs() {
         assert_eq!(reply.status, Some(400), "{method} *: {reply:?}");
         assert_eq!(problem_code(&reply).as_deref(), Some("bad-request"));
     }
+    // The authority form (`host:port`) is only for CONNECT (RFC 9112
+    // §3.2.3), which is not proxied either: a malformed request, not a
+    // path no route has.
+    for method in ["GET", "POST", "OPTIONS"] {
+        let reply = s
+            .raw(
+                format!("{method} gw:80 HTTP/1.1\r\nHost: gw:80\r\nContent-Length: 0\r\n\r\n")
+                    .as_bytes(),
+            )
+            .await;
+        assert_eq!(reply.status, Some(400), "{method} gw:80: {reply:?}");
+        assert_eq!(problem_code(&reply).as_deref(), Some("bad-request"));
+    }
     let long = format!("{} /pass HTTP/1.1\r\nHost: gw\r\n\r\n", "M".repeat(2000));
     let reply = s.raw(long.as_bytes()).await;
     assert_eq!(reply.status, Some(400), "{reply:?}");

@@ -364,7 +364,8 @@ fn head_over_limits<B>(
 }
 
 /// Refuses what a reverse proxy must not pass on: `Content-Length` values
-/// that two parsers could read differently, `CONNECT`, a method with
+/// that two parsers could read differently, `CONNECT` and its authority-form
+/// target, a method with
 /// lower-case letters, and a host that is not one ([`check_host`]).
 fn check_framing<B>(request: &Request<B>) -> Result<(), GatewayError> {
     let headers = request.headers();
@@ -381,6 +382,14 @@ fn check_framing<B>(request: &Request<B>) -> Result<(), GatewayError> {
     }
     if request.method() == Method::CONNECT {
         return Err(GatewayError::BadRequest("CONNECT is not proxied"));
+    }
+    // The authority form (`host:port`, no path) is CONNECT's alone (RFC 9112
+    // §3.2.3): with another method it names no resource, so no route.
+    let uri = request.uri();
+    if uri.scheme().is_none() && uri.authority().is_some() && uri.path_and_query().is_none() {
+        return Err(GatewayError::BadRequest(
+            "the request target host:port (authority form) is only for CONNECT",
+        ));
     }
     // Methods are case-sensitive (RFC 9110 §9.1) and every registered one is
     // upper-case: `post` is no `POST` to a route's `methods`, yet upstreams
