@@ -49,9 +49,11 @@ pub fn parse_query(route: String, query: Option<&str>) -> Result<ListQuery, Gate
                 ))?);
             }
             "limit" => {
-                list.limit = value
-                    .parse::<u32>()
-                    .ok()
+                // Digits only: `parse` would also take a sign (`%2B5`),
+                // which the form decoding of `+5` (a space) never reaches.
+                list.limit = Some(&value)
+                    .filter(|v| v.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|v| v.parse::<u32>().ok())
                     .filter(|n| (1..=MAX_LIMIT).contains(n))
                     .ok_or(GatewayError::InvalidQuery(
                         "limit must be an integer from 1 to 1000",
@@ -146,6 +148,9 @@ mod tests {
             "limit=1001",
             "limit=-1",
             "limit=ten",
+            "limit=%2B5",
+            "limit=+5",
+            "limit=%205",
             "after=zz",
             "after=",
             "page=2",
