@@ -95,6 +95,9 @@ pub enum GatewayError {
     RouteOverloaded {
         retry_after: Duration,
     },
+    /// The request bodies held in memory at once would pass
+    /// `server.max_buffered_bodies`; nothing was reserved or forwarded.
+    BodiesOverBudget,
     Unauthorized,
     Forbidden,
     NotFound,
@@ -168,6 +171,7 @@ impl GatewayError {
             StoreUnavailable { .. }
             | StoredAnswerSealed
             | RouteOverloaded { .. }
+            | BodiesOverBudget
             | HomeRegionUnavailable { .. }
             | RegionLoop { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Unauthorized => StatusCode::UNAUTHORIZED,
@@ -201,6 +205,7 @@ impl GatewayError {
             | OutcomeUnrecorded { .. } => "outcome-unknown",
             StoreUnavailable { .. } | StoredAnswerSealed => "store-unavailable",
             RouteOverloaded { .. } => "route-overloaded",
+            BodiesOverBudget => "gateway-overloaded",
             Unauthorized => "unauthorized",
             Forbidden => "forbidden",
             NotFound => "not-found",
@@ -233,6 +238,7 @@ impl GatewayError {
             | OutcomeUnrecorded { .. } => "Outcome unknown",
             StoreUnavailable { .. } | StoredAnswerSealed => "Idempotency store unavailable",
             RouteOverloaded { .. } => "Too many requests in progress on this route",
+            BodiesOverBudget => "Too many request bodies in progress",
             Unauthorized => "Unauthorized",
             Forbidden => "Forbidden",
             NotFound => "Not found",
@@ -301,6 +307,9 @@ impl GatewayError {
             RouteOverloaded { .. } => "The route's limit of requests in progress is reached; \
                  nothing was forwarded and the key is free. Retry later."
                 .into(),
+            BodiesOverBudget => "The gateway holds as many request bodies in memory as it may \
+                 (server.max_buffered_bodies); nothing was reserved or forwarded. Retry later."
+                .into(),
             Unauthorized => "A bearer token is required.".into(),
             Forbidden => "The bearer token is not valid.".into(),
             NotFound => "Nothing here.".into(),
@@ -347,7 +356,9 @@ impl GatewayError {
             | GatewayError::RouteOverloaded { retry_after }
             | GatewayError::HomeRegionUnavailable { retry_after }
             | GatewayError::RegionLoop { retry_after } => Some(*retry_after),
-            GatewayError::StoredAnswerSealed => Some(Duration::from_secs(1)),
+            GatewayError::StoredAnswerSealed | GatewayError::BodiesOverBudget => {
+                Some(Duration::from_secs(1))
+            }
             _ => None,
         }
     }
@@ -365,7 +376,7 @@ impl GatewayError {
                 Outcome::TooLarge
             }
             StoreUnavailable { .. } | StoredAnswerSealed => Outcome::StoreUnavailable,
-            RouteOverloaded { .. } => Outcome::Overloaded,
+            RouteOverloaded { .. } | BodiesOverBudget => Outcome::Overloaded,
             OutcomeUnknownTimeout
             | OutcomeUnknownBroken
             | OutcomeUnknownShutdown
@@ -561,6 +572,7 @@ mod tests {
                 503,
                 "route-overloaded",
             ),
+            (GatewayError::BodiesOverBudget, 503, "gateway-overloaded"),
             (GatewayError::Unauthorized, 401, "unauthorized"),
             (GatewayError::Forbidden, 403, "forbidden"),
             (GatewayError::NotFound, 404, "not-found"),

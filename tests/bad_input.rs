@@ -1388,3 +1388,107 @@ async fn options_asterisk_is_answered_alike_over_http2() {
     }
     s.assert_clean();
 }
+
+/// Many large keyed bodies at once: the bodies every request holds are
+/// bounded together (`max_buffered_bodies`). A body is held from its read
+/// until it is written to the upstream: here A's waits for the upstream's
+/// one connection, which a slow request holds. One past the room left is
+/// refused 503 `gateway-overloaded` before anything is reserved or
+/// forwarded, announced or chunked; room comes back once the body is sent
+/// on, and the refused key then runs normally.
+#[tokio::test(flavor = "multi_thread")]
+async fn bodies_held_at_once_are_bounded_and_a_body_past_them_is_refused() {
+    let upstream = MockUpstream::start().await;
+    let dir = TestDir::new("body-budget");
+    let config = Config::new()
+        .server("max_request_body", "64KiB")
+        .server("max_buffered_bodies", "96KiB")
+        .upstream(
+            Upstream::api()
+                .timeout("5s")
+                .set("connect_timeout", "4s")
+                .set("max_connections", 1),
+        )
+        .defaults("lock_timeout", "10s")
+        .route(Route::api("charges", "/v1/charges"));
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
+    let client = gateway.client();
+    let admin = gateway.admin_client();
+    let big = format!("{{\"pad\":\"{}\"}}", "x".repeat(60 * 1024));
+    let spawn_post = |path: &'static str, key: &'static str, body: String| {
+        let client = client.clone();
+        tokio::spawn(async move { client.post(path, Some(key), &body).await })
+    };
+    let inflight = |n: u32| {
+        let admin = admin.clone();
+        async move {
+            let line = format!("idemgate_inflight{{route=\"charges\"}} {n}");
+            let started = Instant::now();
+            while !admin.get("/metrics").await.text().contains(&line) {
+                assert!(started.elapsed() < WITHIN, "never {line}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+
+    // The upstream's one connection, busy for 1.5 s; then A's 60 KiB,
+    // read and held while A waits for that connection.
+    let slow = spawn_post("/v1/charges?delay_ms=1500", "slow", "{}".into());
+    inflight(1).await;
+    let holder = spawn_post("/v1/charges", "a", big.clone());
+    inflight(2).await;
+
+    // B, announced: 60 KiB do not fit in the 36 left.
+    let refused = client.post("/v1/charges", Some("b"), &big).await;
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    assert_eq!(refused.json()["code"], "gateway-overloaded");
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    assert_eq!(refused.header("idempotent-replayed"), None);
+    let held = |metrics: &str| -> Option<String> {
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix("idemgate_buffered_body_bytes "))
+            .map(str::to_owned)
+    };
+    let metrics = admin.get("/metrics").await.text();
+    assert_eq!(held(&metrics).as_deref(), Some("61450"), "A's body alone");
+    // C, chunked: refused once what arrived passes the room left.
+    let mut chunked = String::from(
+        "POST /v1/charges HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: c\r\n\
+         Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+    );
+    for _ in 0..5 {
+        chunked.push_str(&format!("2000\r\n{}\r\n", "y".repeat(0x2000)));
+    }
+    chunked.push_str("0\r\n\r\n");
+    let reply = raw::exchange(gateway.addr, chunked.as_bytes(), WITHIN).await;
+    assert_eq!(reply.status, Some(503), "{reply:?}");
+    assert_eq!(problem_code(&reply).as_deref(), Some("gateway-overloaded"));
+    // What fits is still taken beside A: the bound is on bytes, not requests.
+    let small = format!("{{\"pad\":\"{}\"}}", "z".repeat(30 * 1024));
+    let fits = spawn_post("/v1/charges", "d", small);
+    inflight(3).await;
+
+    assert_eq!(slow.await.expect("slow").status, 201);
+    assert_eq!(holder.await.expect("A").status, 201);
+    assert_eq!(fits.await.expect("D").status, 201);
+    assert_eq!(upstream.executions("b") + upstream.executions("c"), 0);
+    // A's body went on: B's retry runs, as a new key.
+    let retried = client.post("/v1/charges", Some("b"), &big).await;
+    assert_eq!(retried.status, 201, "{}", retried.text());
+    assert_eq!(retried.header("idempotent-replayed"), Some("false"));
+    assert_eq!(upstream.executions("b"), 1);
+
+    let metrics = admin.get("/metrics").await.text();
+    assert!(
+        metrics.contains("idemgate_requests_total{outcome=\"overloaded\",route=\"charges\"} 2"),
+        "{metrics}"
+    );
+    assert_eq!(
+        held(&metrics).as_deref(),
+        Some("0"),
+        "every body given back"
+    );
+    let log = gateway.log_text();
+    assert!(!log.contains("panicked"), "{log}");
+}

@@ -102,7 +102,10 @@ impl AdminPlane {
             "/healthz" => text(StatusCode::OK, "ok\n"),
             "/readyz" => self.ready().await,
             "/metrics" => {
-                let mut response = Response::new(body::full(self.gateway.metrics().render()));
+                let metrics = self.gateway.metrics();
+                let held = i64::try_from(self.gateway.buffered_body_bytes()).unwrap_or(i64::MAX);
+                metrics.buffered_bodies.set(held);
+                let mut response = Response::new(body::full(metrics.render()));
                 response.headers_mut().insert(
                     header::CONTENT_TYPE,
                     HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),

@@ -1,12 +1,14 @@
 //! The one body type that flows through the gateway in both directions, so a
 //! streamed upstream body, a buffered request and a stored replay look alike.
 
+pub mod budget;
 mod http2;
 mod idle;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full, combinators::UnsyncBoxBody};
 
+pub use budget::BodyBudget;
 pub use http2::{Http2Body, StreamReset, StreamWatch, Watched};
 pub use idle::{IdleLimit, Stalled, is_stalled};
 

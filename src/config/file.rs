@@ -41,6 +41,7 @@ pub struct ServerFile {
     pub admin_listen: Option<Text>,
     pub max_request_body: Option<Size>,
     pub max_stored_response: Option<Size>,
+    pub max_buffered_bodies: Option<Size>,
     pub max_header_bytes: Option<Size>,
     pub header_read_timeout: Option<Dur>,
     pub max_connections: Option<Int>,

@@ -30,7 +30,7 @@ pub async fn run(
 ) -> Answer {
     let (mut head, incoming) = request.into_parts();
     let (key, body, derived) =
-        match request_key::extract(policy, &head, incoming, gateway.body_idle).await {
+        match request_key::extract(policy, &head, incoming, gateway.reading()).await {
             // A body left unread closes an HTTP/1 connection, and its answer
             // says so (server::http1).
             Err(error) => return Answer::error(error),

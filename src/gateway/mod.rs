@@ -36,7 +36,7 @@ pub use runtime::Runtime;
 pub use runtime_error::RuntimeError;
 
 use crate::answer::Answer;
-use crate::body::Body;
+use crate::body::{Body, BodyBudget};
 use crate::client_info::ClientInfo;
 use crate::error::{CONTROL_CHARACTERS, GatewayError, HOST_NOT_AUTHORITY, INVALID_HOST};
 use crate::key::KeySource;
@@ -60,6 +60,9 @@ pub struct Gateway {
     /// Longest wait for the next piece of a body the gateway reads whole:
     /// `server.header_read_timeout`, as the process started with it.
     body_idle: Duration,
+    /// Request bodies read whole, all requests together
+    /// (`server.max_buffered_bodies`, as the process started with it).
+    body_budget: BodyBudget,
     /// Keyed executions, detached from their client's request: a shutdown
     /// waits for them (within its grace) after the connections closed, as
     /// an HTTP/2 client's reset or closed stream drops its request but not
@@ -102,6 +105,7 @@ impl Gateway {
     ) -> Self {
         runtime.announce_routes(&metrics);
         crate::error::problem_base::set(runtime.config.server.problem_base.as_deref());
+        let body_budget = BodyBudget::new(runtime.config.server.max_buffered_bodies);
         Self {
             runtime: ArcSwap::from_pointee(runtime),
             store,
@@ -109,6 +113,7 @@ impl Gateway {
             unrouted: RouteMeters::new("", ""),
             waiters: Waiters::default(),
             body_idle,
+            body_budget,
             executions: TaskTracker::new(),
             cut_off: CancellationToken::new(),
         }
@@ -133,6 +138,19 @@ impl Gateway {
         runtime.announce_routes(&self.metrics);
         crate::error::problem_base::set(runtime.config.server.problem_base.as_deref());
         self.runtime.store(Arc::new(runtime));
+    }
+
+    /// How this gateway reads a body whole.
+    fn reading(&self) -> request_key::Reading<'_> {
+        request_key::Reading {
+            idle: self.body_idle,
+            budget: &self.body_budget,
+        }
+    }
+
+    /// Bytes of request bodies held now, all requests together.
+    pub fn buffered_body_bytes(&self) -> usize {
+        self.body_budget.held()
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -254,7 +272,7 @@ impl Gateway {
             return (None, Answer::error(GatewayError::NoRoute));
         };
         if let Some(verifier) = &bound.route.webhook {
-            request = match signature::check(verifier, request, self.body_idle).await {
+            request = match signature::check(verifier, request, self.reading()).await {
                 Ok(verified) => verified,
                 Err(refused) => return (Some(bound.clone()), refused),
             };

@@ -4,12 +4,12 @@
 use std::time::Duration;
 
 use crate::body::ClientBody;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::header;
 use http::request::Parts;
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 
-use crate::body::{self, Body};
+use crate::body::{self, Body, BodyBudget};
 use crate::error::{GatewayError, INCOMPLETE_BODY};
 use crate::key::{self, FoundKey, KeyError, KeySource, RequestView};
 use crate::route::RoutePolicy;
@@ -28,16 +28,23 @@ pub enum KeyedRequest {
     Unkeyed { body: Body },
 }
 
-/// `body_idle` bounds the wait for each next piece of a body read here.
+/// How a body is read whole: `idle` bounds the wait for each next piece,
+/// `budget` the bytes held in memory by every request at once.
+#[derive(Clone, Copy)]
+pub struct Reading<'a> {
+    pub idle: Duration,
+    pub budget: &'a BodyBudget,
+}
+
 pub async fn extract(
     policy: &RoutePolicy,
     parts: &Parts,
     incoming: ClientBody,
-    body_idle: Duration,
+    reading: Reading<'_>,
 ) -> Result<KeyedRequest, GatewayError> {
     // The common route, one key header: nothing else is looked at.
     let [KeySource::Header(name)] = policy.key.as_slice() else {
-        return extract_any(policy, parts, incoming, body_idle).await;
+        return extract_any(policy, parts, incoming, reading).await;
     };
     let mut values = parts.headers.get_all(name).iter();
     let key = match (values.next(), values.next()) {
@@ -57,7 +64,7 @@ pub async fn extract(
     // still read for a moment after the answer (body::Http2Body).
     let key = key?;
     check_pattern(policy, &key)?;
-    let body = read_body(policy, parts, incoming, body_idle).await?;
+    let body = read_body(policy, parts, incoming, reading).await?;
     Ok(KeyedRequest::Keyed {
         key,
         body,
@@ -72,7 +79,7 @@ async fn extract_any(
     policy: &RoutePolicy,
     parts: &Parts,
     incoming: ClientBody,
-    body_idle: Duration,
+    reading: Reading<'_>,
 ) -> Result<KeyedRequest, GatewayError> {
     let query = parts.uri.query();
     let authority = parts.uri.authority().map(http::uri::Authority::as_str);
@@ -88,7 +95,7 @@ async fn extract_any(
     {
         Ok(found) => {
             check_found(policy, &found)?;
-            let body = read_body(policy, parts, incoming, body_idle).await?;
+            let body = read_body(policy, parts, incoming, reading).await?;
             return Ok(keyed(found, body));
         }
         Err(KeyError::Missing) => {}
@@ -103,7 +110,7 @@ async fn extract_any(
             })
         };
     }
-    let body = read_body(policy, parts, incoming, body_idle).await?;
+    let body = read_body(policy, parts, incoming, reading).await?;
     let found = RequestView::new(&parts.headers, query, Some(&body))
         .with_authority(authority)
         .key(after);
@@ -167,17 +174,20 @@ async fn read_body(
     policy: &RoutePolicy,
     parts: &Parts,
     incoming: ClientBody,
-    idle: Duration,
+    reading: Reading<'_>,
 ) -> Result<Bytes, GatewayError> {
-    read_whole(policy.max_request_body, parts, incoming, idle).await
+    read_whole(policy.max_request_body, parts, incoming, reading).await
 }
 
 /// [`read_body`] with its limit given: a webhook route reads every body.
+/// The bytes read are taken from the budget (all at once when
+/// `Content-Length` says how many), and the body returned holds them until
+/// its last copy is dropped; past the budget, the request is refused 503.
 pub(super) async fn read_whole(
     limit: u64,
     parts: &Parts,
     incoming: ClientBody,
-    idle: Duration,
+    reading: Reading<'_>,
 ) -> Result<Bytes, GatewayError> {
     let too_large = GatewayError::BodyTooLarge { limit };
     let declared = parts
@@ -188,14 +198,54 @@ pub(super) async fn read_whole(
     if declared.is_some_and(|length| length > limit) {
         return Err(too_large);
     }
-    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    match Limited::new(body::IdleLimit::new(incoming, idle), limit)
-        .collect()
-        .await
-    {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(too_large),
-        Err(error) if body::is_stalled(&error) => Err(GatewayError::RequestTimeout { idle }),
-        Err(_) => Err(INCOMPLETE_BODY),
+    let mut share = reading.budget.share();
+    // A body that arrived with its head lies in the connection's own read
+    // buffer (a few KiB past the head), and one read whole before (a
+    // webhook's, read for its signature) holds its share already.
+    let mut count_frames = !matches!(incoming, ClientBody::Full(_));
+    if count_frames && let Some(length) = declared {
+        let length = usize::try_from(length).unwrap_or(usize::MAX);
+        share
+            .take(length)
+            .map_err(|_| GatewayError::BodiesOverBudget)?;
+        count_frames = false;
     }
+    let mut incoming = body::IdleLimit::new(incoming, reading.idle);
+    let mut chunks: Vec<Bytes> = Vec::new();
+    let mut total: u64 = 0;
+    while let Some(frame) = incoming.frame().await {
+        let frame = match frame {
+            Ok(frame) => frame,
+            Err(error) if body::is_stalled(&error) => {
+                return Err(GatewayError::RequestTimeout { idle: reading.idle });
+            }
+            Err(_) => return Err(INCOMPLETE_BODY),
+        };
+        // Trailers are not part of the body the key or fingerprint reads.
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        total += data.len() as u64;
+        if total > limit {
+            return Err(too_large);
+        }
+        if count_frames {
+            share
+                .take(data.len())
+                .map_err(|_| GatewayError::BodiesOverBudget)?;
+        }
+        chunks.push(data);
+    }
+    let whole = match chunks.as_slice() {
+        [] => Bytes::new(),
+        [one] => one.clone(),
+        many => {
+            let mut whole = BytesMut::with_capacity(usize::try_from(total).unwrap_or(0));
+            for chunk in many {
+                whole.extend_from_slice(chunk);
+            }
+            whole.freeze()
+        }
+    };
+    Ok(body::budget::hold_with(whole, share))
 }

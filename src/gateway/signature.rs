@@ -3,11 +3,11 @@
 //! signature checked against it, and the request handed on with the body
 //! as read. A refusal forwards and stores nothing.
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use http::Request;
 
-use super::request_key::read_whole;
+use super::request_key::{Reading, read_whole};
 use crate::answer::Answer;
 use crate::body::ClientBody;
 use crate::error::GatewayError;
@@ -16,10 +16,10 @@ use crate::webhook::Verifier;
 pub async fn check(
     verifier: &Verifier,
     request: Request<ClientBody>,
-    body_idle: Duration,
+    reading: Reading<'_>,
 ) -> Result<Request<ClientBody>, Answer> {
     let (parts, incoming) = request.into_parts();
-    let body = match read_whole(verifier.max_body, &parts, incoming, body_idle).await {
+    let body = match read_whole(verifier.max_body, &parts, incoming, reading).await {
         Ok(body) => body,
         // A body left unread closes an HTTP/1 connection, and its answer
         // says so (server::http1).

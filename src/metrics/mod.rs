@@ -28,6 +28,7 @@ pub const REGION_FORWARDS: &str = "idemgate_region_forwards_total";
 pub const REPLAY_AGE: &str = "idemgate_replay_age_seconds";
 pub const RECORDS: &str = "idemgate_records";
 pub const ROUTE_RETENTION: &str = "idemgate_route_retention_seconds";
+pub const BUFFERED_BODIES: &str = "idemgate_buffered_body_bytes";
 
 /// From 100µs to 60s: a replay from memory and a slow upstream on one scale.
 const LATENCY_BUCKETS: &[f64] = &[
@@ -127,6 +128,9 @@ pub struct Metrics {
     /// Each idempotent route's `retention`, so replay ages can be charted
     /// against it (deploy/observability).
     pub route_retention: prometheus::GaugeVec,
+    /// Bytes of request bodies held now (`server.max_buffered_bodies`
+    /// bounds them), read off the budget when `/metrics` is scraped.
+    pub buffered_bodies: IntGauge,
 }
 
 impl Metrics {
@@ -210,6 +214,10 @@ impl Metrics {
                 ),
                 &["route"],
             )?,
+            buffered_bodies: IntGauge::new(
+                BUFFERED_BODIES,
+                "Bytes of request bodies read whole and held now (server.max_buffered_bodies bounds them).",
+            )?,
             registry,
         };
         let r = &metrics.registry;
@@ -227,6 +235,7 @@ impl Metrics {
         r.register(Box::new(metrics.replay_ages.histogram().clone()))?;
         r.register(Box::new(metrics.records.clone()))?;
         r.register(Box::new(metrics.route_retention.clone()))?;
+        r.register(Box::new(metrics.buffered_bodies.clone()))?;
         // Pre-create the label-less series so they read 0 rather than being absent.
         for result in ["ok", "rejected"] {
             metrics.config_reloads.with_label_values(&[result]);

@@ -300,6 +300,10 @@ fn restart_only_changes(current: &Config, new: &Config) -> Vec<String> {
             || current.server.max_headers != new.server.max_headers,
         "server connection limits",
     );
+    note(
+        current.server.max_buffered_bodies != new.server.max_buffered_bodies,
+        "server.max_buffered_bodies",
+    );
     let (keys_now, keys_new) = (store_keys(&current.store), store_keys(&new.store));
     // Said apart: an operator rotating keys must know that answers are still
     // sealed with the key the process started with (docs/data-protection.md).

@@ -38,16 +38,18 @@ pub fn server(ctx: &mut Ctx<'_>, file: &ServerFile) -> ServerConfig {
             reason,
         );
     }
+    let max_request_body = size(
+        ctx,
+        file,
+        |f| &f.max_request_body,
+        "max_request_body",
+        1 << 20,
+    );
     ServerConfig {
         listen,
         admin_listen,
-        max_request_body: size(
-            ctx,
-            file,
-            |f| &f.max_request_body,
-            "max_request_body",
-            1 << 20,
-        ),
+        max_request_body,
+        max_buffered_bodies: buffered_bodies(ctx, file, max_request_body),
         max_stored_response: size(
             ctx,
             file,
@@ -155,6 +157,36 @@ fn size(
         })
     })
 }
+
+/// Room for at least one body of the largest size a request may have: the
+/// default grows with `max_request_body`, and a smaller value written down
+/// would refuse such a body every time.
+fn buffered_bodies(ctx: &mut Ctx<'_>, file: &ServerFile, max_request_body: u64) -> u64 {
+    let budget = size(
+        ctx,
+        file,
+        |f| &f.max_buffered_bodies,
+        "max_buffered_bodies",
+        DEFAULT_BUFFERED_BODIES.max(max_request_body),
+    );
+    if budget < max_request_body
+        && let Some(written) = &file.max_buffered_bodies
+    {
+        ctx.error(
+            Some(written.span()),
+            "server.max_buffered_bodies",
+            format!(
+                "must be at least server.max_request_body ({max_request_body} bytes): \
+                 a body of that size could never be read"
+            ),
+        );
+    }
+    budget
+}
+
+/// `server.max_buffered_bodies` when not written (and `max_request_body` is
+/// no larger).
+pub const DEFAULT_BUFFERED_BODIES: u64 = 256 << 20;
 
 fn address(text: &String) -> Result<SocketAddr, String> {
     text.parse().map_err(|_| {

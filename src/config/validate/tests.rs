@@ -680,6 +680,26 @@ fn bad_size_and_integer_size() {
 }
 
 #[test]
+fn buffered_bodies_hold_at_least_one_largest_body() {
+    let config = ok(MINIMAL);
+    assert_eq!(config.server.max_buffered_bodies, 256 << 20);
+    // Not written: grows with max_request_body.
+    let config = ok(&format!("[server]\nmax_request_body = \"1GiB\"\n{MINIMAL}"));
+    assert_eq!(config.server.max_buffered_bodies, 1 << 30);
+    let config = ok(&format!(
+        "[server]\nmax_request_body = \"2MiB\"\nmax_buffered_bodies = \"2MiB\"\n{MINIMAL}"
+    ));
+    assert_eq!(config.server.max_buffered_bodies, 2 << 20);
+    single(
+        &format!(
+            "[server]\nmax_request_body = \"2MiB\"\nmax_buffered_bodies = \"1MiB\"\n{MINIMAL}"
+        ),
+        "t.toml:3:23: server.max_buffered_bodies:",
+        "at least server.max_request_body (2097152 bytes)",
+    );
+}
+
+#[test]
 fn route_naming_unknown_upstream() {
     let text = MINIMAL.replace("upstream = \"api\"", "upstream = \"apy\"");
     let errors = errors(&text);
