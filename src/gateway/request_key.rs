@@ -198,12 +198,12 @@ pub(super) async fn read_whole(
     if declared.is_some_and(|length| length > limit) {
         return Err(too_large);
     }
-    let mut share = reading.budget.share();
     // A body that arrived with its head lies in the connection's own read
     // buffer (a few KiB past the head), and one read whole before (a
     // webhook's, read for its signature) holds its share already.
-    let mut count_frames = !matches!(incoming, ClientBody::Full(_));
-    if count_frames && let Some(length) = declared {
+    let mut share = (!matches!(incoming, ClientBody::Full(_))).then(|| reading.budget.share());
+    let mut count_frames = share.is_some();
+    if let (Some(share), Some(length)) = (share.as_mut(), declared) {
         let length = usize::try_from(length).unwrap_or(usize::MAX);
         share
             .take(length)
@@ -229,7 +229,7 @@ pub(super) async fn read_whole(
         if total > limit {
             return Err(too_large);
         }
-        if count_frames {
+        if count_frames && let Some(share) = share.as_mut() {
             share
                 .take(data.len())
                 .map_err(|_| GatewayError::BodiesOverBudget)?;
@@ -247,5 +247,8 @@ pub(super) async fn read_whole(
             whole.freeze()
         }
     };
-    Ok(body::budget::hold_with(whole, share))
+    Ok(match share {
+        Some(share) => body::budget::hold_with(whole, share),
+        None => whole,
+    })
 }
