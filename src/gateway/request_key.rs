@@ -211,7 +211,8 @@ pub(super) async fn read_whole(
         count_frames = false;
     }
     let mut incoming = body::IdleLimit::new(incoming, reading.idle);
-    let mut chunks: Vec<Bytes> = Vec::new();
+    let capacity = declared.map_or(0, |length| usize::try_from(length).unwrap_or(0));
+    let mut whole = Gathered::Empty;
     let mut total: u64 = 0;
     while let Some(frame) = incoming.frame().await {
         let frame = match frame {
@@ -234,21 +235,67 @@ pub(super) async fn read_whole(
                 .take(data.len())
                 .map_err(|_| GatewayError::BodiesOverBudget)?;
         }
-        chunks.push(data);
+        whole.push(data, capacity);
     }
-    let whole = match chunks.as_slice() {
-        [] => Bytes::new(),
-        [one] => one.clone(),
-        many => {
-            let mut whole = BytesMut::with_capacity(usize::try_from(total).unwrap_or(0));
-            for chunk in many {
-                whole.extend_from_slice(chunk);
-            }
-            whole.freeze()
-        }
-    };
+    let whole = whole.into_bytes();
     Ok(match share {
         Some(share) => body::budget::hold_with(whole, share),
         None => whole,
     })
+}
+
+/// A body gathered frame by frame: one frame is kept as it came (no copy);
+/// more are copied into one buffer as they arrive, sized by `Content-Length`
+/// when there is one, so a body is never held twice over at its end.
+enum Gathered {
+    Empty,
+    One(Bytes),
+    Many(BytesMut),
+}
+
+impl Gathered {
+    fn push(&mut self, data: Bytes, capacity: usize) {
+        *self = match std::mem::replace(self, Gathered::Empty) {
+            Gathered::Empty => Gathered::One(data),
+            Gathered::One(first) => {
+                let mut buffer = BytesMut::with_capacity(capacity.max(first.len() + data.len()));
+                buffer.extend_from_slice(&first);
+                buffer.extend_from_slice(&data);
+                Gathered::Many(buffer)
+            }
+            Gathered::Many(mut buffer) => {
+                buffer.extend_from_slice(&data);
+                Gathered::Many(buffer)
+            }
+        };
+    }
+
+    fn into_bytes(self) -> Bytes {
+        match self {
+            Gathered::Empty => Bytes::new(),
+            Gathered::One(bytes) => bytes,
+            Gathered::Many(buffer) => buffer.freeze(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_gather_into_one_body_and_a_lone_frame_is_not_copied() {
+        assert_eq!(Gathered::Empty.into_bytes(), Bytes::new());
+        let lone = Bytes::from_static(b"whole");
+        let mut one = Gathered::Empty;
+        one.push(lone.clone(), 5);
+        assert_eq!(one.into_bytes().as_ptr(), lone.as_ptr());
+        for capacity in [0, 9, 100] {
+            let mut many = Gathered::Empty;
+            for frame in ["ab", "cde", "", "fghi"] {
+                many.push(Bytes::from_static(frame.as_bytes()), capacity);
+            }
+            assert_eq!(many.into_bytes(), "abcdefghi", "capacity {capacity}");
+        }
+    }
 }
