@@ -490,3 +490,66 @@ async fn an_outcome_unknown_that_cannot_be_recorded_says_so() {
     assert!(!detail.contains("Retries get this answer"), "{detail}");
     switch.restore();
 }
+
+/// A server that takes no writes (a failover's former primary, still
+/// reached at its address, comes back as a standby): every reservation is
+/// refused, so `/readyz` says not ready though the server answers; and once
+/// the address leads to a writable server again, the pool's read-only
+/// connections are not kept: keyed requests run again, without a restart.
+/// Simulated with the sessions of the gateway's own role starting read-only
+/// (`default_transaction_read_only`), then writable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_takes_no_writes_is_not_ready_and_its_connections_are_made_again() {
+    let schema = TestSchema::create().await;
+    let role = pg_support::TestRole::create().await;
+    let dir = TestDir::new("store-read-only");
+    let upstream = MockUpstream::start().await;
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config(&role.url(&schema.url())));
+    let client = gateway.client();
+    let admin = gateway.admin_client();
+    assert_eq!(
+        client.post("/v1/charges", Some("w-1"), "{}").await.status,
+        201
+    );
+    assert_eq!(admin.get("/readyz").await.status, 200);
+
+    pg_support::admin_sql(&format!(
+        "ALTER ROLE {} SET default_transaction_read_only = on",
+        role.name
+    ))
+    .await;
+    assert!(pg_support::terminate_sessions(&schema.name).await > 0);
+    let refused = client.post("/v1/charges", Some("w-2"), "{}").await;
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    assert_eq!(refused.json()["code"], "store-unavailable");
+    assert_eq!(upstream.executions("w-2"), 0);
+    let readyz = admin.get("/readyz").await;
+    assert_eq!(readyz.status, 503, "{}", readyz.text());
+    assert!(
+        readyz.text().contains("takes no writes"),
+        "{}",
+        readyz.text()
+    );
+
+    pg_support::admin_sql(&format!(
+        "ALTER ROLE {} RESET default_transaction_read_only",
+        role.name
+    ))
+    .await;
+    let started = Instant::now();
+    loop {
+        let reply = client.post("/v1/charges", Some("w-2"), "{}").await;
+        if reply.status == 201 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "still {} after the server took writes again: {}",
+            reply.status,
+            reply.text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(upstream.executions("w-2"), 1);
+    assert_eq!(admin.get("/readyz").await.status, 200);
+}

@@ -260,3 +260,41 @@ impl Drop for SchemaGuard {
         }
     }
 }
+
+/// A login role of its own (a superuser, as the base URL's user is), so a
+/// test can change what its sessions start with (`ALTER ROLE ... SET`)
+/// without touching any other test's. Dropped with what it owns.
+pub struct TestRole {
+    pub name: String,
+}
+
+impl TestRole {
+    pub async fn create() -> TestRole {
+        let name = unique("idemgate_role");
+        admin_sql(&format!("CREATE ROLE {name} LOGIN SUPERUSER")).await;
+        TestRole { name }
+    }
+
+    /// `url` with this role as its user (and no password: the test server
+    /// trusts local connections).
+    pub fn url(&self, url: &str) -> String {
+        let (scheme, rest) = url.split_once("://").expect("a postgres:// URL");
+        let host = rest.split_once('@').map_or(rest, |(_, host)| host);
+        format!("{scheme}://{}@{host}", self.name)
+    }
+}
+
+impl Drop for TestRole {
+    fn drop(&mut self) {
+        let sql = format!("DROP OWNED BY {0}; DROP ROLE IF EXISTS {0}", self.name);
+        let _ = std::thread::spawn(move || {
+            if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                rt.block_on(admin_sql(&sql));
+            }
+        })
+        .join();
+    }
+}

@@ -81,6 +81,13 @@ pub enum PostgresCause {
     /// Every reservation attempt found the key changed under it.
     #[error("postgres: the key changed under every reservation attempt")]
     KeyKeptChanging,
+    /// The session takes no writes: a standby (a failover's former
+    /// primary, under an address not yet moved) or a read-only database.
+    #[error(
+        "postgres: the server takes no writes (transaction_read_only is on: a standby, \
+         or a read-only database); connections made before are dropped and made again"
+    )]
+    ReadOnly,
     /// A column holds what this store never writes.
     #[error("postgres: record has an invalid {0}")]
     Corrupt(&'static str),

@@ -24,6 +24,7 @@ mod migrations;
 mod plans;
 mod pool;
 mod purges;
+mod read_only;
 mod rows;
 mod sql;
 mod tls;
@@ -85,6 +86,9 @@ pub struct PostgresStore {
     identity: Arc<str>,
     /// Who hears what freeing a reservation given up came to.
     counting: unanswered::Counting,
+    /// Read-only sessions seen: the pool drops connections made before
+    /// (`read_only`).
+    read_only: read_only::Sightings,
 }
 
 struct Batches {
@@ -159,7 +163,8 @@ impl PostgresStore {
     /// Builds the pool without touching the database.
     pub fn lazy(config: &PostgresStoreConfig) -> Result<PostgresStore, StoreError> {
         let (settings, tls) = pool::settings(config)?;
-        let pool = pool::build(config, settings.clone(), tls.clone())?;
+        let read_only = read_only::Sightings::new();
+        let pool = pool::build(config, settings.clone(), tls.clone(), read_only.hook())?;
         let deadline = config.connect_timeout + config.statement_timeout + Duration::from_secs(1);
         let counting = unanswered::Counting::default();
         let batches = Batches::start(&pool, deadline, config.pool_size, &counting).map(Arc::new);
@@ -171,6 +176,7 @@ impl PostgresStore {
             tls,
             identity: Arc::from(""),
             counting,
+            read_only,
         })
     }
 
@@ -199,6 +205,16 @@ impl PostgresStore {
     /// `reserve`, also telling how long a replayed answer stays replayable
     /// (the cache in front of this store uses it as TTL).
     pub async fn reserve_with_ttl(
+        &self,
+        id: &RecordId,
+        fingerprint: &str,
+        lease_for: Duration,
+    ) -> Result<(Reservation, Option<KeptFor>), StoreError> {
+        let decided = self.reserve_deciding(id, fingerprint, lease_for).await;
+        self.noting(decided)
+    }
+
+    async fn reserve_deciding(
         &self,
         id: &RecordId,
         fingerprint: &str,
@@ -443,10 +459,23 @@ impl PostgresStore {
                 .map_err(|e| Failure::classify(&client, e))
         };
         let deadline = self.deadline + patience.unwrap_or_default();
-        match tokio::time::timeout(deadline, work).await {
+        let result = match tokio::time::timeout(deadline, work).await {
             Ok(result) => result,
             Err(_) => Err(Failure::Other(self.too_slow())),
+        };
+        if let Err(Failure::ConnectionLost(error) | Failure::Other(error)) = &result {
+            self.read_only.note(error);
         }
+        result
+    }
+
+    /// `result`, its error noted when the server refused a write as
+    /// read-only (`read_only`).
+    fn noting<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        if let Err(error) = &result {
+            self.read_only.note(error);
+        }
+        result
     }
 
     async fn bounded<T>(
@@ -544,7 +573,7 @@ impl Store for PostgresStore {
     }
 
     async fn sweep(&self, batch: u32) -> Result<u64, StoreError> {
-        self.bounded(async {
+        let swept = self.bounded(async {
             let mut client = self.pool.get().await.map_err(pool_error)?;
             let tx = client.transaction().await.map_err(db_error)?;
             tx.batch_execute(sql::SWEEP_PLAN).await.map_err(db_error)?;
@@ -564,8 +593,8 @@ impl Store for PostgresStore {
             }
             tx.commit().await.map_err(db_error)?;
             Ok(deleted)
-        })
-        .await
+        });
+        self.noting(swept.await)
     }
 
     /// Runs again on another connection when the pool handed out one that
@@ -576,7 +605,14 @@ impl Store for PostgresStore {
         let mut lost = 0;
         loop {
             match self.try_query(sql::PING, &[], None).await {
-                Ok(_) => return Ok(()),
+                Ok(rows) => {
+                    let read_only = rows.first().and_then(|row| row.try_get::<_, bool>(0).ok());
+                    if read_only == Some(true) {
+                        self.read_only.seen();
+                        return Err(PostgresCause::ReadOnly.into());
+                    }
+                    return Ok(());
+                }
                 Err(Failure::ConnectionLost(_)) if lost < RECONNECTS => lost += 1,
                 Err(failure) => return Err(failure.into_error()),
             }
@@ -587,10 +623,10 @@ impl Store for PostgresStore {
         &self,
         query: &crate::store::ListQuery,
     ) -> Result<crate::store::Page, StoreError> {
-        listing::list(self, query).await
+        self.noting(listing::list(self, query).await)
     }
 
     async fn count(&self) -> Result<Vec<crate::store::Count>, StoreError> {
-        count::count(self, crate::store::CountLimits::default()).await
+        self.noting(count::count(self, crate::store::CountLimits::default()).await)
     }
 }

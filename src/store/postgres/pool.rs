@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{Hook, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
@@ -21,6 +21,7 @@ pub fn build(
     config: &PostgresStoreConfig,
     pg: tokio_postgres::Config,
     tls: Option<MakeRustlsConnect>,
+    before_checkout: Hook,
 ) -> Result<Pool, StoreError> {
     // `Fast` only drops connections the driver knows are closed: a
     // per-checkout probe would cost a round trip on every request.
@@ -37,6 +38,7 @@ pub fn build(
         .wait_timeout(Some(config.connect_timeout))
         .create_timeout(Some(config.connect_timeout))
         .recycle_timeout(Some(config.connect_timeout))
+        .pre_recycle(before_checkout)
         .build()
         .map_err(|e| PostgresCause::Build(e).into())
 }
