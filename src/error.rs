@@ -61,7 +61,7 @@ pub enum GatewayError {
     /// A request whose framing is ambiguous or invalid (smuggling attempts).
     BadRequest(&'static str),
     /// The client stopped sending a body the gateway reads whole (a keyed
-    /// request's) for this long.
+    /// request's, or a pass-through's small one) for this long.
     RequestTimeout {
         idle: Duration,
     },

@@ -639,6 +639,69 @@ async fn slowloris_body_on_keyed_routes_is_cut_off() {
     s.assert_clean();
 }
 
+/// A pass-through request that declares a small body (up to 16 KiB: read
+/// whole before it is forwarded, docs/design.md) and stops sending it gets
+/// the same 408 after `header_read_timeout`, over HTTP/1 (connection
+/// closed) and HTTP/2, and nothing reaches the upstream. No other timer
+/// covers that read: the upstream's `timeout` starts once the request is
+/// handed over, so such a request held its connection for as long as the
+/// client kept it open.
+#[tokio::test(flavor = "multi_thread")]
+async fn slowloris_small_body_on_a_pass_through_is_cut_off() {
+    let s = setup("slow-small-body").await;
+    for (length, sent) in [("1000", "{\"id\": \"x"), ("5", "")] {
+        let mut stream = TcpStream::connect(s.gateway.addr).await.expect("connect");
+        let started = Instant::now();
+        stream
+            .write_all(
+                format!(
+                    "POST /rest HTTP/1.1\r\nHost: gw\r\nContent-Length: {length}\r\n\r\n{sent}"
+                )
+                .as_bytes(),
+            )
+            .await
+            .expect("write");
+        let reply = raw::read_reply(&mut stream, WITHIN).await;
+        let took = started.elapsed();
+        assert_eq!(reply.status, Some(408), "{length}: {reply:?}");
+        let doc: serde_json::Value = serde_json::from_str(reply.body()).expect("problem+json");
+        assert_eq!(doc["code"], "request-timeout", "{doc}");
+        // header_read_timeout is 1s; allow a loaded machine plenty of slack.
+        assert!(
+            took >= Duration::from_millis(900),
+            "answered after {took:?}"
+        );
+        assert!(took < Duration::from_secs(8), "answered after {took:?}");
+        assert!(
+            raw::wait_closed(&mut stream, WITHIN).await,
+            "{length}: left open"
+        );
+    }
+    let tcp = TcpStream::connect(s.gateway.addr).await.expect("connect");
+    let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
+    tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    let request = http::Request::post(format!("http://{}/rest", s.gateway.addr))
+        .header("content-length", "5")
+        .body(())
+        .expect("request");
+    let started = Instant::now();
+    let (answer, mut body) = client.send_request(request, false).expect("sent");
+    body.send_data(bytes::Bytes::from_static(b"ab"), false)
+        .expect("the first piece");
+    let answer = tokio::time::timeout(WITHIN, answer)
+        .await
+        .expect("an answer in time")
+        .expect("an answer");
+    let took = started.elapsed();
+    assert_eq!(answer.status(), 408);
+    assert!(
+        took >= Duration::from_millis(900),
+        "answered after {took:?}"
+    );
+    s.assert_clean();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn idle_connections_are_bounded() {
     let s = setup("idle").await;

@@ -114,6 +114,21 @@ async fn plain_http_on_the_tls_port_is_a_readable_400() {
         .await
         .unwrap();
     assert_eq!(reply.status, 200);
+
+    let forwarded = upstream.total();
+    // HTTP/2 in clear (prior knowledge, as `curl --http2-prior-knowledge`
+    // sends it) is plain HTTP too: its client reads the 400 as HTTP/2, not
+    // an HTTP/1 answer it shows as an empty reply.
+    let mut client = common::h2::connect(gateway.addr).await;
+    let request = http::Request::get(format!("http://localhost:{port}/echo"))
+        .body(())
+        .unwrap();
+    let answer = common::h2::send(&mut client, request).await;
+    assert_eq!(answer.status(), 400);
+    assert_eq!(answer.headers()["content-type"], "application/problem+json");
+    let body = String::from_utf8(common::h2::body(answer).await).unwrap();
+    assert!(body.contains("speaks HTTPS"), "{body}");
+    assert_eq!(upstream.total(), forwarded);
 }
 
 #[tokio::test]

@@ -56,9 +56,10 @@ async fn serve(mut stream: TcpStream, seen: Arc<Mutex<Seen>>) {
             return;
         }
         if script == "continue-first" {
-            // The go-ahead an upstream sends to a request that asked for one
-            // (`Expect: 100-continue`, which the gateway forwards), then a
-            // pause that lets the gateway's writes fill the socket.
+            // A go-ahead the upstream sends unasked (the gateway does not
+            // pass a client's `Expect: 100-continue` on; RFC 9110 §15.2 has a
+            // client read 1xx answers it did not ask for), then a pause that
+            // lets the gateway's writes fill the socket.
             if stream
                 .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
                 .await

@@ -67,6 +67,27 @@ where
     }
 }
 
+/// [`coalesce`] for a client's request body: a small one is read whole, each
+/// next piece due within `idle` (a client that stops sending it fails with
+/// [`Stalled`]: nothing else bounds this read, as the upstream's `timeout`
+/// starts only once the request is handed over); a larger one streams as it
+/// comes, its pace the upstream's `timeout` to bound.
+pub async fn coalesce_request<B>(incoming: B, idle: std::time::Duration) -> Result<Body, BoxError>
+where
+    B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<BoxError>,
+{
+    if incoming.is_end_stream() {
+        return Ok(empty());
+    }
+    match incoming.size_hint().exact() {
+        Some(length) if length <= COALESCE_LIMIT => {
+            Ok(full(read_whole(IdleLimit::new(incoming, idle)).await?))
+        }
+        _ => Ok(stream(incoming)),
+    }
+}
+
 /// A small body's bytes: its one data frame as it came (the usual case: no
 /// copy, no list of frames as `collect` keeps), or its frames joined.
 /// Trailers are dropped, as `collect().to_bytes()` drops them.

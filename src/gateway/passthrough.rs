@@ -14,8 +14,13 @@ use crate::proxy::{UpstreamBody, UpstreamError, Wait, prepare_request};
 
 pub async fn run(gateway: &Gateway, exchange: &Exchange, request: Request<ClientBody>) -> Answer {
     let (parts, incoming) = request.into_parts();
-    let body = match body::coalesce(incoming).await {
+    let body = match body::coalesce_request(incoming, gateway.body_idle).await {
         Ok(body) => body,
+        Err(error) if body::is_stalled(&error) => {
+            return Answer::error(GatewayError::RequestTimeout {
+                idle: gateway.body_idle,
+            });
+        }
         Err(_) => {
             return Answer::error(INCOMPLETE_BODY);
         }

@@ -209,6 +209,50 @@ fn leave_out_body(response: &mut Response<Body>) {
     }
 }
 
+/// A request in clear on a TLS listener: a 400 its client can read, over
+/// HTTP/1, or as HTTP/2 when it opens with the HTTP/2 preface (prior
+/// knowledge: an HTTP/1 answer is no answer to that client), then the
+/// connection is closed. Telling the two apart, and an HTTP/2 connection,
+/// end by `deadline`.
+async fn refuse_plain_on_tls(mut stream: TcpStream, deadline: tokio::time::Instant) {
+    let mut read = BytesMut::with_capacity(H2_PREFACE.len());
+    while read.len() < H2_PREFACE.len() && H2_PREFACE.starts_with(&read) {
+        match tokio::time::timeout_at(deadline, stream.read_buf(&mut read)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => break,
+        }
+    }
+    if !read.starts_with(H2_PREFACE) {
+        http1::refuse_plain_on_tls(stream).await;
+        return;
+    }
+    let stream = Prefixed::new(read.freeze(), stream);
+    // Each request gets the 400 until the client closes or `deadline`;
+    // then the connection is dropped. No GOAWAY: a graceful one comes with
+    // a PING, which some clients (python-h2) fail the connection on, the
+    // answer with it.
+    let refuse = async {
+        // Small bounds: nothing of these requests is read but their heads.
+        let handshake = h2::server::Builder::new()
+            .max_concurrent_streams(8)
+            .max_header_list_size(64 * 1024)
+            .handshake(stream);
+        let Ok(mut connection) = handshake.await else {
+            return;
+        };
+        while let Some(Ok((_, mut respond))) = connection.accept().await {
+            let (parts, body) = http1::PLAIN_ON_TLS.to_response().into_parts();
+            let Ok(body) = http_body_util::BodyExt::collect(body).await else {
+                return;
+            };
+            if let Ok(mut send) = respond.send_response(Response::from_parts(parts, ()), false) {
+                let _ = send.send_data(body.to_bytes(), true);
+            }
+        }
+    };
+    let _ = tokio::time::timeout_at(deadline, refuse).await;
+}
+
 /// The largest header list HTTP/2 decodes (hyper's bound; past it hyper
 /// answers a bare 431 of its own, which the gateway never sees or counts):
 /// four times the configured limit, at least 64 KiB, so that a head a
@@ -248,7 +292,7 @@ where
             && first[0].is_ascii_uppercase()
         {
             tracing::debug!(listener = self.name, %addr, "plain HTTP on the TLS port; answered 400");
-            http1::refuse_plain_on_tls(stream).await;
+            refuse_plain_on_tls(stream, deadline).await;
             return;
         }
         let handshake = TlsAcceptor::from(config).accept(stream);

@@ -394,11 +394,16 @@ async fn refuse<W: AsyncWrite + Unpin>(
     Ok(())
 }
 
+/// What a request in clear on a TLS listener is answered, over HTTP/1 or
+/// HTTP/2 (server::listener).
+pub const PLAIN_ON_TLS: GatewayError =
+    GatewayError::BadRequest("this port speaks HTTPS; send the request over TLS");
+
 /// A plain HTTP/1 request on a TLS listener: a 400 problem it can read, in
 /// clear, rather than a TLS alert its client would show as garbage; then
 /// the connection is closed.
 pub async fn refuse_plain_on_tls<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S) {
-    let error = GatewayError::BadRequest("this port speaks HTTPS; send the request over TLS");
+    let error = PLAIN_ON_TLS;
     let facts = Facts {
         head: false,
         version: http::Version::HTTP_11,
