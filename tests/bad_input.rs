@@ -1555,3 +1555,74 @@ async fn bodies_held_at_once_are_bounded_and_a_body_past_them_is_refused() {
     let log = gateway.log_text();
     assert!(!log.contains("panicked"), "{log}");
 }
+
+/// A client that goes on sending a body answered early (413 on its
+/// declared length) for longer than the gateway's 0.5 s of quiet still gets
+/// its answer: the connection reads on while the body keeps coming (as
+/// nginx's lingering close does), over HTTP/1 and HTTP/2, and is closed (or
+/// the stream reset) only once the client goes quiet.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_early_answer_reaches_a_client_that_keeps_sending_for_seconds() {
+    let s = setup("linger-long").await;
+    let piece = vec![b'x'; 16 * 1024];
+    let sending = Duration::from_millis(2500);
+
+    // HTTP/1: the client writes its body for 2.5 s before it reads.
+    let mut stream = TcpStream::connect(s.gateway.addr).await.expect("connect");
+    stream
+        .write_all(
+            b"POST /v1/charges HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: k-up\r\n\
+              Content-Type: application/json\r\nContent-Length: 104857600\r\n\r\n",
+        )
+        .await
+        .expect("head");
+    let started = Instant::now();
+    while started.elapsed() < sending {
+        stream
+            .write_all(&piece)
+            .await
+            .expect("the body, still taken");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let reply = raw::read_reply(&mut stream, WITHIN).await;
+    assert_eq!(reply.status, Some(413), "{reply:?}");
+    assert_eq!(problem_code(&reply).as_deref(), Some("body-too-large"));
+
+    // HTTP/2: the stream stays open while the body keeps coming.
+    let tcp = TcpStream::connect(s.gateway.addr).await.expect("connect");
+    let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
+    tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    let request = http::Request::post(format!("http://{}/v1/charges", s.gateway.addr))
+        .header("content-length", "104857600")
+        .header("idempotency-key", "k-up2")
+        .body(())
+        .expect("request");
+    let (answer, mut upload) = client.send_request(request, false).expect("sent");
+    upload
+        .send_data(bytes::Bytes::from(piece.clone()), false)
+        .expect("first piece");
+    let answer = tokio::time::timeout(WITHIN, answer)
+        .await
+        .expect("an answer in time")
+        .expect("an answer, not a reset");
+    assert_eq!(answer.status(), 413);
+    let started = Instant::now();
+    while started.elapsed() < sending {
+        let reset = tokio::time::timeout(
+            Duration::from_millis(50),
+            std::future::poll_fn(|cx| upload.poll_reset(cx)),
+        )
+        .await;
+        assert!(
+            reset.is_err(),
+            "reset after {:?} of sending: {reset:?}",
+            started.elapsed()
+        );
+        upload.reserve_capacity(piece.len());
+        upload
+            .send_data(bytes::Bytes::from(piece.clone()), false)
+            .expect("more of the body");
+    }
+    s.assert_clean();
+}

@@ -26,7 +26,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::task::AtomicWaker;
@@ -40,10 +39,6 @@ use super::{BoxError, poll_http2};
 #[derive(Debug, thiserror::Error)]
 #[error("the client reset its stream before the end of the request body")]
 pub struct StreamReset;
-
-/// How long an abandoned body is still read: HTTP/1's linger after an early
-/// answer, as long.
-const LINGER: Duration = Duration::from_millis(500);
 
 pub struct Http2Body {
     /// `None` only once dropped.
@@ -242,6 +237,9 @@ impl<F> Drop for Watched<F> {
 }
 
 async fn drain(mut incoming: Incoming) {
-    let read_rest = async { while let Some(Ok(_)) = incoming.frame().await {} };
-    let _ = tokio::time::timeout(LINGER, read_rest).await;
+    let linger = super::linger::Linger::start();
+    while linger
+        .read(async { matches!(incoming.frame().await, Some(Ok(_))) })
+        .await
+    {}
 }

@@ -4,6 +4,7 @@
 pub mod budget;
 mod http2;
 mod idle;
+pub mod linger;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full, combinators::UnsyncBoxBody};

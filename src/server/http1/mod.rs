@@ -31,6 +31,7 @@ use response::Facts;
 
 use super::asterisk;
 use super::stall::WriteStall;
+use crate::body::linger::Linger;
 use crate::body::{self, Body, ClientBody};
 use crate::client_info::ClientInfo;
 use crate::deadline::TaskDeadline;
@@ -58,10 +59,6 @@ pub struct Settings {
     /// `server.max_header_bytes`, as a 431 names it.
     pub max_header_bytes: u64,
 }
-
-/// How long a closing connection still reads (and drops) what the client
-/// sends, so its unread request does not reset the answer it is owed.
-const LINGER: Duration = Duration::from_millis(500);
 
 /// Serves HTTP/1 requests on `stream` until either end closes it, or
 /// `shutdown` turns true (then after the answer in progress). `read` holds
@@ -417,35 +414,35 @@ pub async fn refuse_plain_on_tls<S: AsyncRead + AsyncWrite + Unpin>(mut stream: 
         return;
     }
     let _ = stream.shutdown().await;
-    // The unread request is drained a moment, or the kernel could reset
-    // the connection before the client read the answer.
+    // The unread request is drained while it comes, or the kernel could
+    // reset the connection before the client read the answer.
     let mut sink = [0u8; 4096];
-    let drain = async {
-        while let Ok(n) = tokio::io::AsyncReadExt::read(&mut stream, &mut sink).await {
-            if n == 0 {
-                break;
-            }
-        }
-    };
-    let _ = tokio::time::timeout(LINGER, drain).await;
+    let linger = Linger::start();
+    while linger
+        .read(async {
+            matches!(tokio::io::AsyncReadExt::read(&mut stream, &mut sink).await, Ok(n) if n > 0)
+        })
+        .await
+    {}
 }
 
 /// Closes the connection after its last answer: the write side first, then
-/// whatever the client still sends is read and dropped for a moment, so
-/// that unread bytes do not make the kernel reset the connection before the
-/// client has read the answer.
+/// whatever the client still sends is read and dropped while it comes
+/// (`body::linger`), so that unread bytes do not make the kernel reset the
+/// connection before the client has read the answer.
 async fn linger<W: AsyncWrite + Unpin>(reader: &SharedReader, mut write: W) {
     let _ = write.shutdown().await;
-    let drain = poll_fn(|cx| {
-        let mut guard = lock(reader);
-        loop {
+    let linger = Linger::start();
+    let one_read = || {
+        poll_fn(|cx| {
+            let mut guard = lock(reader);
             guard.buf.clear();
             match guard.poll_fill(cx) {
-                Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(()),
-                Poll::Ready(Ok(_)) => {}
-                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(0) | Err(_)) => Poll::Ready(false),
+                Poll::Ready(Ok(_)) => Poll::Ready(true),
+                Poll::Pending => Poll::Pending,
             }
-        }
-    });
-    let _ = tokio::time::timeout(LINGER, drain).await;
+        })
+    };
+    while linger.read(one_read()).await {}
 }
