@@ -68,6 +68,32 @@ impl Setup {
         self.assert_no_panic();
     }
 
+    /// `request` (a head, and less of its body than it declares) gets 408
+    /// `request-timeout` once it has sent nothing for `header_read_timeout`
+    /// (1 s here), and its connection is closed.
+    async fn assert_stalled_body_cut_off(&self, request: &str) {
+        let mut stream = TcpStream::connect(self.gateway.addr)
+            .await
+            .expect("connect");
+        let started = Instant::now();
+        stream.write_all(request.as_bytes()).await.expect("write");
+        let reply = raw::read_reply(&mut stream, WITHIN).await;
+        let took = started.elapsed();
+        assert_eq!(reply.status, Some(408), "{request}: {reply:?}");
+        let doc: serde_json::Value = serde_json::from_str(reply.body()).expect("problem+json");
+        assert_eq!(doc["code"], "request-timeout", "{doc}");
+        // Plenty of slack for a loaded machine.
+        assert!(
+            took >= Duration::from_millis(900),
+            "answered after {took:?}"
+        );
+        assert!(took < Duration::from_secs(8), "answered after {took:?}");
+        assert!(
+            raw::wait_closed(&mut stream, WITHIN).await,
+            "{request}: left open"
+        );
+    }
+
     fn assert_no_panic(&self) {
         let log = self.gateway.log_text();
         assert!(!log.contains("panicked"), "the gateway panicked:\n{log}");
@@ -614,27 +640,8 @@ async fn slowloris_body_on_keyed_routes_is_cut_off() {
         "POST /v1/charges HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: stalled\r\n",
         "POST /hook HTTP/1.1\r\nHost: gw\r\n",
     ] {
-        let mut stream = TcpStream::connect(s.gateway.addr).await.expect("connect");
-        let started = Instant::now();
-        stream
-            .write_all(format!("{head}Content-Length: 1000\r\n\r\n{{\"id\": \"x").as_bytes())
-            .await
-            .expect("write");
-        let reply = raw::read_reply(&mut stream, WITHIN).await;
-        let took = started.elapsed();
-        assert_eq!(reply.status, Some(408), "{head}: {reply:?}");
-        let doc: serde_json::Value = serde_json::from_str(reply.body()).expect("problem+json");
-        assert_eq!(doc["code"], "request-timeout", "{doc}");
-        // header_read_timeout is 1s; allow a loaded machine plenty of slack.
-        assert!(
-            took >= Duration::from_millis(900),
-            "answered after {took:?}"
-        );
-        assert!(took < Duration::from_secs(8), "answered after {took:?}");
-        assert!(
-            raw::wait_closed(&mut stream, WITHIN).await,
-            "{head}: left open"
-        );
+        let request = format!("{head}Content-Length: 1000\r\n\r\n{{\"id\": \"x");
+        s.assert_stalled_body_cut_off(&request).await;
     }
     s.assert_clean();
 }
@@ -650,32 +657,9 @@ async fn slowloris_body_on_keyed_routes_is_cut_off() {
 async fn slowloris_small_body_on_a_pass_through_is_cut_off() {
     let s = setup("slow-small-body").await;
     for (length, sent) in [("1000", "{\"id\": \"x"), ("5", "")] {
-        let mut stream = TcpStream::connect(s.gateway.addr).await.expect("connect");
-        let started = Instant::now();
-        stream
-            .write_all(
-                format!(
-                    "POST /rest HTTP/1.1\r\nHost: gw\r\nContent-Length: {length}\r\n\r\n{sent}"
-                )
-                .as_bytes(),
-            )
-            .await
-            .expect("write");
-        let reply = raw::read_reply(&mut stream, WITHIN).await;
-        let took = started.elapsed();
-        assert_eq!(reply.status, Some(408), "{length}: {reply:?}");
-        let doc: serde_json::Value = serde_json::from_str(reply.body()).expect("problem+json");
-        assert_eq!(doc["code"], "request-timeout", "{doc}");
-        // header_read_timeout is 1s; allow a loaded machine plenty of slack.
-        assert!(
-            took >= Duration::from_millis(900),
-            "answered after {took:?}"
-        );
-        assert!(took < Duration::from_secs(8), "answered after {took:?}");
-        assert!(
-            raw::wait_closed(&mut stream, WITHIN).await,
-            "{length}: left open"
-        );
+        let request =
+            format!("POST /rest HTTP/1.1\r\nHost: gw\r\nContent-Length: {length}\r\n\r\n{sent}");
+        s.assert_stalled_body_cut_off(&request).await;
     }
     let tcp = TcpStream::connect(s.gateway.addr).await.expect("connect");
     let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");

@@ -145,19 +145,22 @@ impl TestSchema {
 
 impl Drop for TestSchema {
     fn drop(&mut self) {
-        // Drop runs inside the test's runtime: do the async cleanup on a
-        // thread of its own and wait for it.
-        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name);
-        let _ = std::thread::spawn(move || {
-            if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                rt.block_on(admin_sql(&sql));
-            }
-        })
-        .join();
+        admin_sql_from_drop(format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name));
     }
+}
+
+/// `admin_sql` from a `Drop`, which runs inside the test's runtime: on a
+/// thread of its own, waited for.
+fn admin_sql_from_drop(sql: String) {
+    let _ = std::thread::spawn(move || {
+        if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            rt.block_on(admin_sql(&sql));
+        }
+    })
+    .join();
 }
 
 pub fn redis_config(prefix: &str) -> RedisConfig {
@@ -286,15 +289,9 @@ impl TestRole {
 
 impl Drop for TestRole {
     fn drop(&mut self) {
-        let sql = format!("DROP OWNED BY {0}; DROP ROLE IF EXISTS {0}", self.name);
-        let _ = std::thread::spawn(move || {
-            if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                rt.block_on(admin_sql(&sql));
-            }
-        })
-        .join();
+        admin_sql_from_drop(format!(
+            "DROP OWNED BY {0}; DROP ROLE IF EXISTS {0}",
+            self.name
+        ));
     }
 }
