@@ -1626,3 +1626,47 @@ async fn an_early_answer_reaches_a_client_that_keeps_sending_for_seconds() {
     }
     s.assert_clean();
 }
+
+/// A connection reading on after its answer has no request in flight: on
+/// SIGTERM it reads on for 0.5 s more at most, so a client still sending
+/// the body it was answered 413 for does not hold the process's exit for
+/// the whole `shutdown_grace`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_connection_reading_on_after_its_answer_does_not_hold_a_shutdown() {
+    let upstream = MockUpstream::start().await;
+    let dir = TestDir::new("linger-shutdown");
+    let mut gateway = GatewayProcess::start(
+        &dir,
+        &upstream.url(),
+        &config().server("shutdown_grace", "10s"),
+    );
+    let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
+    stream
+        .write_all(
+            b"POST /v1/charges HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: k-up\r\n\
+              Content-Type: application/json\r\nContent-Length: 104857600\r\n\r\n",
+        )
+        .await
+        .expect("head");
+    let reply = raw::read_reply(&mut stream, WITHIN).await;
+    assert_eq!(reply.status, Some(413), "{reply:?}");
+    // The client goes on sending its body, a piece every 100 ms.
+    let sending = tokio::spawn(async move {
+        while stream.write_all(&[b'x'; 1024]).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let asked = Instant::now();
+    gateway.signal("TERM");
+    let status = tokio::task::spawn_blocking(move || gateway.wait_exit(Duration::from_secs(9)))
+        .await
+        .expect("waited");
+    assert!(status.success(), "{status:?}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "exited {:?} after SIGTERM",
+        asked.elapsed()
+    );
+    sending.abort();
+}

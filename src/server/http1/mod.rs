@@ -31,7 +31,7 @@ use response::Facts;
 
 use super::asterisk;
 use super::stall::WriteStall;
-use crate::body::linger::Linger;
+use crate::body::linger::{Linger, QUIET};
 use crate::body::{self, Body, ClientBody};
 use crate::client_info::ClientInfo;
 use crate::deadline::TaskDeadline;
@@ -96,7 +96,7 @@ pub async fn serve<S, H, F>(
                         told(&error);
                     }
                     let _ = refuse(&mut write, &mut out, error).await;
-                    linger(&reader, write).await;
+                    linger(&reader, write, &mut shutdown).await;
                     return;
                 }
             };
@@ -123,7 +123,7 @@ pub async fn serve<S, H, F>(
             match response::write(&mut write, &mut out, answer, facts).await {
                 Ok(true) => continue,
                 _ => {
-                    linger(&reader, write).await;
+                    linger(&reader, write, &mut shutdown).await;
                     return;
                 }
             }
@@ -149,7 +149,7 @@ pub async fn serve<S, H, F>(
         match response::write(&mut write, &mut out, response, facts).await {
             Ok(true) if lock(&reader).body_done() => {}
             Ok(_) => {
-                linger(&reader, write).await;
+                linger(&reader, write, &mut shutdown).await;
                 return;
             }
             Err(err) => {
@@ -429,8 +429,14 @@ pub async fn refuse_plain_on_tls<S: AsyncRead + AsyncWrite + Unpin>(mut stream: 
 /// Closes the connection after its last answer: the write side first, then
 /// whatever the client still sends is read and dropped while it comes
 /// (`body::linger`), so that unread bytes do not make the kernel reset the
-/// connection before the client has read the answer.
-async fn linger<W: AsyncWrite + Unpin>(reader: &SharedReader, mut write: W) {
+/// connection before the client has read the answer. Once the listener is
+/// closing, for [`QUIET`] more at most: the answer is given, and a client
+/// still sending does not hold the process's exit for its grace.
+async fn linger<W: AsyncWrite + Unpin>(
+    reader: &SharedReader,
+    mut write: W,
+    shutdown: &mut watch::Receiver<bool>,
+) {
     let _ = write.shutdown().await;
     let linger = Linger::start();
     let one_read = || {
@@ -444,5 +450,12 @@ async fn linger<W: AsyncWrite + Unpin>(reader: &SharedReader, mut write: W) {
             }
         })
     };
-    while linger.read(one_read()).await {}
+    let reading = async { while linger.read(one_read()).await {} };
+    tokio::pin!(reading);
+    tokio::select! {
+        () = &mut reading => return,
+        // The sender gone is a listener gone: closing too.
+        _ = shutdown.wait_for(|closing| *closing) => {}
+    }
+    let _ = tokio::time::timeout(QUIET, reading).await;
 }
