@@ -214,7 +214,11 @@ fn leave_out_body(response: &mut Response<Body>) {
 /// knowledge: an HTTP/1 answer is no answer to that client), then the
 /// connection is closed. Telling the two apart, and an HTTP/2 connection,
 /// end by `deadline`.
-async fn refuse_plain_on_tls(mut stream: TcpStream, deadline: tokio::time::Instant) {
+async fn refuse_plain_on_tls(
+    mut stream: TcpStream,
+    deadline: tokio::time::Instant,
+    closing: watch::Receiver<bool>,
+) {
     let mut read = BytesMut::with_capacity(H2_PREFACE.len());
     while read.len() < H2_PREFACE.len() && H2_PREFACE.starts_with(&read) {
         match tokio::time::timeout_at(deadline, stream.read_buf(&mut read)).await {
@@ -223,7 +227,7 @@ async fn refuse_plain_on_tls(mut stream: TcpStream, deadline: tokio::time::Insta
         }
     }
     if !read.starts_with(H2_PREFACE) {
-        http1::refuse_plain_on_tls(stream).await;
+        http1::refuse_plain_on_tls(stream, closing).await;
         return;
     }
     let stream = Prefixed::new(read.freeze(), stream);
@@ -292,7 +296,7 @@ where
             && first[0].is_ascii_uppercase()
         {
             tracing::debug!(listener = self.name, %addr, "plain HTTP on the TLS port; answered 400");
-            refuse_plain_on_tls(stream, deadline).await;
+            refuse_plain_on_tls(stream, deadline, self.closing.clone()).await;
             return;
         }
         let handshake = TlsAcceptor::from(config).accept(stream);

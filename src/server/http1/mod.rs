@@ -398,8 +398,12 @@ pub const PLAIN_ON_TLS: GatewayError =
 
 /// A plain HTTP/1 request on a TLS listener: a 400 problem it can read, in
 /// clear, rather than a TLS alert its client would show as garbage; then
-/// the connection is closed.
-pub async fn refuse_plain_on_tls<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S) {
+/// the connection is closed (reading on as [`linger`] does, `shutdown`
+/// likewise).
+pub async fn refuse_plain_on_tls<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let error = PLAIN_ON_TLS;
     let facts = Facts {
         head: false,
@@ -418,12 +422,15 @@ pub async fn refuse_plain_on_tls<S: AsyncRead + AsyncWrite + Unpin>(mut stream: 
     // reset the connection before the client read the answer.
     let mut sink = [0u8; 4096];
     let linger = Linger::start();
-    while linger
-        .read(async {
-            matches!(tokio::io::AsyncReadExt::read(&mut stream, &mut sink).await, Ok(n) if n > 0)
-        })
-        .await
-    {}
+    let reading = async {
+        while linger
+            .read(async {
+                matches!(tokio::io::AsyncReadExt::read(&mut stream, &mut sink).await, Ok(n) if n > 0)
+            })
+            .await
+        {}
+    };
+    read_on(reading, &mut shutdown).await;
 }
 
 /// Closes the connection after its last answer: the write side first, then
@@ -450,7 +457,12 @@ async fn linger<W: AsyncWrite + Unpin>(
             }
         })
     };
-    let reading = async { while linger.read(one_read()).await {} };
+    read_on(async { while linger.read(one_read()).await {} }, shutdown).await;
+}
+
+/// Runs `reading` (a connection's reading on after its last answer) to its
+/// end, or once the listener is closing, for [`QUIET`] more at most.
+async fn read_on(reading: impl Future<Output = ()>, shutdown: &mut watch::Receiver<bool>) {
     tokio::pin!(reading);
     tokio::select! {
         () = &mut reading => return,
