@@ -27,7 +27,7 @@ use super::asterisk;
 use super::http1;
 use super::http2_activity::{Activity, Busy, Tracked};
 use super::prefixed::Prefixed;
-use crate::body::{self, Body, ClientBody, Http2Body, StreamWatch, Watched};
+use crate::body::{self, Body, ClientBody, Http2Body, Lingering, StreamWatch, Watched};
 use crate::client_info::ClientInfo;
 use crate::tls::TlsSettings;
 use http1::OnRefusal;
@@ -128,6 +128,7 @@ pub async fn serve<H, F>(
             name,
             settings,
             closing: closing_seen.clone(),
+            shutdown: shutdown.clone(),
             handler: handler.clone(),
             on_refusal: limits.on_refusal.clone(),
         };
@@ -273,6 +274,9 @@ struct Connection<H> {
     name: &'static str,
     settings: http1::Settings,
     closing: watch::Receiver<bool>,
+    /// Cancelled when the listener starts closing: an HTTP/2 body read on
+    /// after its early answer heeds it (`body::Lingering`).
+    shutdown: CancellationToken,
     handler: H,
     on_refusal: Option<OnRefusal>,
 }
@@ -365,6 +369,7 @@ where
         I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     {
         let handler = self.handler;
+        let shutdown = self.shutdown;
         let activity = Arc::new(Activity::default());
         let seen = activity.clone();
         let service = service_fn(move |request: Request<Incoming>| {
@@ -376,8 +381,15 @@ where
             } else {
                 let watch =
                     Http2Body::needs_watch(request.body()).then(Arc::<StreamWatch>::default);
-                let request =
-                    request.map(|body| ClientBody::Http2(Http2Body::new(body, watch.clone())));
+                // Read on after an early answer: work in progress on this
+                // connection, which the idle check below does not close.
+                let lingering = Lingering {
+                    closing: shutdown.clone(),
+                    hold: Box::new(Busy::holding(seen.clone())),
+                };
+                let request = request.map(|body| {
+                    ClientBody::Http2(Http2Body::new(body, watch.clone()).lingering(lingering))
+                });
                 // Boxed: the handler's future is kilobytes.
                 Either::Left(Watched::new(
                     Box::pin(handler(request, client.clone())),
