@@ -608,6 +608,57 @@ async fn a_reload_refuses_what_a_restart_would_refuse_at_its_line() {
     );
 }
 
+/// The bytes of request bodies held at once are bounded by the
+/// `max_buffered_bodies` the process started with (restart-only), so a
+/// reload that raises `max_request_body` past it is refused: bodies of the
+/// new size would be refused 503 `gateway-overloaded` on every try, however
+/// long their clients retried. The running limits stay.
+#[tokio::test]
+async fn a_reload_cannot_raise_max_request_body_past_the_running_body_budget() {
+    let started = config()
+        .server("max_request_body", "64KiB")
+        .server("max_buffered_bodies", "96KiB");
+    let (_dir, _upstream, gateway) =
+        common::admin::start_with_token("reload-body-budget", &started, TOKEN).await;
+    let admin = gateway.admin_client();
+    let (name, value) = bearer();
+    let auth = [(name, value.as_str())];
+    // Written or not, the file's own budget is no help: this one is running.
+    for raised in [
+        config()
+            .server("max_request_body", "128KiB")
+            .server("max_buffered_bodies", "128KiB"),
+        config().server("max_request_body", "128KiB"),
+    ] {
+        gateway.write_config(&raised);
+        let reply = admin.send("POST", "/admin/reload", &auth, "").await;
+        assert_eq!(reply.status, 400, "{}", reply.text());
+        let error = reply.json()["errors"][0].as_str().unwrap().to_owned();
+        assert!(
+            error.contains("server.max_request_body")
+                && error.contains("server.max_buffered_bodies")
+                && error.contains("98304"),
+            "{error}"
+        );
+    }
+    let body = format!("{{\"pad\":\"{}\"}}", "x".repeat(100 * 1024));
+    let reply = gateway
+        .client()
+        .post("/v1/charges", Some("big"), &body)
+        .await;
+    assert_eq!(reply.status, 413, "{}", reply.text());
+    // Up to the running budget, it is taken.
+    gateway.write_config(&started.clone().server("max_request_body", "96KiB"));
+    let reply = admin.send("POST", "/admin/reload", &auth, "").await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let body = format!("{{\"pad\":\"{}\"}}", "x".repeat(90 * 1024));
+    let reply = gateway
+        .client()
+        .post("/v1/charges", Some("big"), &body)
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+}
+
 #[tokio::test]
 async fn reload_notes_compare_with_what_the_process_started_with() {
     let (_dir, _upstream, gateway) = setup("reload-notes").await;

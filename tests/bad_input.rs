@@ -1610,3 +1610,119 @@ async fn an_early_answer_reaches_a_client_that_keeps_sending_for_seconds() {
     }
     s.assert_clean();
 }
+
+/// Over HTTP/2 the reading on after an early answer is work in progress on
+/// its connection: the connection is not closed as idle (no request started
+/// for two `header_read_timeout` periods, 1 s here) while the client keeps
+/// sending, and the stream stays open as long as it would over HTTP/1.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_http2_stream_read_on_after_its_answer_keeps_its_connection_open() {
+    let s = setup("linger-h2-idle").await;
+    let piece = bytes::Bytes::from(vec![b'x'; 16 * 1024]);
+    let tcp = TcpStream::connect(s.gateway.addr).await.expect("connect");
+    let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
+    tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    let request = http::Request::post(format!("http://{}/v1/charges", s.gateway.addr))
+        .header("content-length", "104857600")
+        .header("idempotency-key", "k-up")
+        .body(())
+        .expect("request");
+    let (answer, mut upload) = client.send_request(request, false).expect("sent");
+    upload.send_data(piece.clone(), false).expect("first piece");
+    let answer = tokio::time::timeout(WITHIN, answer)
+        .await
+        .expect("an answer in time")
+        .expect("an answer, not a reset");
+    assert_eq!(answer.status(), 413);
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(4) {
+        let reset = tokio::time::timeout(
+            Duration::from_millis(100),
+            std::future::poll_fn(|cx| upload.poll_reset(cx)),
+        )
+        .await;
+        assert!(
+            reset.is_err(),
+            "reset after {:?} of sending: {reset:?}",
+            started.elapsed()
+        );
+        upload.reserve_capacity(piece.len());
+        upload
+            .send_data(piece.clone(), false)
+            .expect("more of the body");
+    }
+    s.assert_clean();
+}
+
+/// A connection reading on after its answer has no request in flight: on
+/// SIGTERM it reads on for 0.5 s more at most, so a client still sending
+/// the body it was answered 413 for does not hold the process's exit for
+/// the whole `shutdown_grace`, over HTTP/1 or HTTP/2.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_connection_reading_on_after_its_answer_does_not_hold_a_shutdown() {
+    let upstream = MockUpstream::start().await;
+    let dir = TestDir::new("linger-shutdown");
+    let mut gateway = GatewayProcess::start(
+        &dir,
+        &upstream.url(),
+        &config().server("shutdown_grace", "10s"),
+    );
+    let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
+    stream
+        .write_all(
+            b"POST /v1/charges HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: k-up\r\n\
+              Content-Type: application/json\r\nContent-Length: 104857600\r\n\r\n",
+        )
+        .await
+        .expect("head");
+    let reply = raw::read_reply(&mut stream, WITHIN).await;
+    assert_eq!(reply.status, Some(413), "{reply:?}");
+    // The client goes on sending its body, a piece every 100 ms.
+    let sending = tokio::spawn(async move {
+        while stream.write_all(&[b'x'; 1024]).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    // And over HTTP/2, a stream whose client goes on sending.
+    let tcp = TcpStream::connect(gateway.addr).await.expect("connect");
+    let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
+    tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    let request = http::Request::post(format!("http://{}/v1/charges", gateway.addr))
+        .header("content-length", "104857600")
+        .header("idempotency-key", "k-up2")
+        .body(())
+        .expect("request");
+    let (answer, mut upload) = client.send_request(request, false).expect("sent");
+    let piece = bytes::Bytes::from(vec![b'x'; 1024]);
+    upload.send_data(piece.clone(), false).expect("first piece");
+    let answer = tokio::time::timeout(WITHIN, answer)
+        .await
+        .expect("an answer in time")
+        .expect("an answer, not a reset");
+    assert_eq!(answer.status(), 413);
+    let sending_h2 = tokio::spawn(async move {
+        loop {
+            upload.reserve_capacity(piece.len());
+            if upload.send_data(piece.clone(), false).is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let asked = Instant::now();
+    gateway.signal("TERM");
+    let status = tokio::task::spawn_blocking(move || gateway.wait_exit(Duration::from_secs(9)))
+        .await
+        .expect("waited");
+    assert!(status.success(), "{status:?}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "exited {:?} after SIGTERM",
+        asked.elapsed()
+    );
+    sending.abort();
+    sending_h2.abort();
+}

@@ -4,7 +4,7 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::admin::TOKEN_ENV;
 use common::certs::{Identity, Pki};
@@ -129,6 +129,54 @@ async fn plain_http_on_the_tls_port_is_a_readable_400() {
     let body = String::from_utf8(common::h2::body(answer).await).unwrap();
     assert!(body.contains("speaks HTTPS"), "{body}");
     assert_eq!(upstream.total(), forwarded);
+}
+
+/// A plain HTTP client that goes on sending after its 400 (a body it was
+/// sending) is read on for a while, as after any answer, but on SIGTERM
+/// for 0.5 s more at most: it does not hold the process's exit for the
+/// whole `shutdown_grace`.
+#[tokio::test(flavor = "multi_thread")]
+async fn plain_http_still_sending_on_the_tls_port_does_not_hold_a_shutdown() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = TestDir::new("tls-plain-linger");
+    let pki = Pki::new("test CA");
+    let server = pki.server(&dir, "server");
+    let upstream = MockUpstream::start().await;
+    let mut gateway = GatewayProcess::start(
+        &dir,
+        &upstream.url(),
+        &config(&server, None, "[]").server("shutdown_grace", "10s"),
+    );
+    let mut stream = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    stream
+        .write_all(b"POST /echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 104857600\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = vec![0u8; 64];
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut answer))
+        .await
+        .expect("an answer in time")
+        .unwrap();
+    assert!(answer[..read].starts_with(b"HTTP/1.1 400 "), "{answer:?}");
+    // The client goes on sending its body, a piece every 100 ms.
+    let sending = tokio::spawn(async move {
+        while stream.write_all(&[b'x'; 1024]).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let asked = Instant::now();
+    gateway.signal("TERM");
+    let status = tokio::task::spawn_blocking(move || gateway.wait_exit(Duration::from_secs(9)))
+        .await
+        .expect("waited");
+    assert!(status.success(), "{status:?}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "exited {:?} after SIGTERM",
+        asked.elapsed()
+    );
+    sending.abort();
 }
 
 #[tokio::test]

@@ -10,15 +10,16 @@
 //! the body is dropped: the read body owns its share ([`hold_with`]).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
-use tokio::sync::Semaphore;
 
 /// Bytes of request bodies the process may hold at once. Cloned, it is the
 /// same budget.
 #[derive(Clone)]
 pub struct BodyBudget {
-    room: Arc<Semaphore>,
+    /// Bytes free now.
+    room: Arc<AtomicUsize>,
     total: usize,
 }
 
@@ -28,11 +29,9 @@ pub struct Exhausted;
 
 impl BodyBudget {
     pub fn new(bytes: u64) -> Self {
-        let bytes = usize::try_from(bytes)
-            .unwrap_or(usize::MAX)
-            .min(Semaphore::MAX_PERMITS);
+        let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
         Self {
-            room: Arc::new(Semaphore::new(bytes)),
+            room: Arc::new(AtomicUsize::new(bytes)),
             total: bytes,
         }
     }
@@ -47,7 +46,7 @@ impl BodyBudget {
 
     /// Bytes free now.
     pub fn available(&self) -> usize {
-        self.room.available_permits()
+        self.room.load(Ordering::Acquire)
     }
 
     /// Bytes held now (`idemgate_buffered_body_bytes`).
@@ -58,7 +57,7 @@ impl BodyBudget {
 
 /// One body's part of the budget, given back when dropped.
 pub struct Share {
-    room: Arc<Semaphore>,
+    room: Arc<AtomicUsize>,
     held: usize,
 }
 
@@ -70,11 +69,12 @@ impl Share {
         if bytes == 0 {
             return Ok(());
         }
-        let permits = u32::try_from(bytes).map_err(|_| Exhausted)?;
+        // Any size, all or nothing (a body may pass 4 GiB).
         self.room
-            .try_acquire_many(permits)
-            .map_err(|_| Exhausted)?
-            .forget();
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |free| {
+                free.checked_sub(bytes)
+            })
+            .map_err(|_| Exhausted)?;
         self.held += bytes;
         Ok(())
     }
@@ -87,7 +87,7 @@ impl Share {
 impl Drop for Share {
     fn drop(&mut self) {
         if self.held > 0 {
-            self.room.add_permits(self.held);
+            self.room.fetch_add(self.held, Ordering::AcqRel);
         }
     }
 }
@@ -152,6 +152,22 @@ mod tests {
         assert_eq!(budget.available(), 80);
         drop(second);
         assert_eq!(budget.available(), 100);
+    }
+
+    /// `max_request_body` may pass 4 GiB, and the budget grows with it: a
+    /// body that large is taken, not refused as if the budget were full.
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn a_body_past_4_gib_is_taken_when_it_fits() {
+        let budget = BodyBudget::new(6 << 30);
+        let mut share = budget.share();
+        share.take(5 << 30).expect("fits in 6 GiB");
+        assert_eq!(budget.held(), 5 << 30);
+        let mut second = budget.share();
+        assert_eq!(second.take(2 << 30), Err(Exhausted));
+        assert_eq!(budget.held(), 5 << 30, "a refusal takes nothing");
+        drop(share);
+        assert_eq!(budget.held(), 0);
     }
 
     #[test]

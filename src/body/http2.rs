@@ -7,9 +7,12 @@
 //! body makes the stream reset right behind the answer (RST_STREAM with
 //! NO_ERROR, which RFC 9113 §8.1 allows), and some clients (curl 7.88 with
 //! nghttp2) then lose the answer itself. So the rest of the body is read and
-//! dropped in the background, while it keeps coming, for at most
-//! [`LINGER`]: the answer goes out first, and the client is told to stop
-//! only after it has had the time to read it.
+//! dropped in the background while it keeps coming, on the terms of
+//! [`super::linger`]: the answer goes out first, and the client is told to
+//! stop only after it has had the time to read it. That reading on counts
+//! as work in progress on its connection, which does not close it as idle,
+//! and ends, 0.5 s of quiet at most later, once the listener shuts down
+//! ([`Lingering`]).
 //!
 //! A body whose stream the client resets is not complete, whatever the
 //! reset's code: hyper ends the body cleanly on `RST_STREAM(NO_ERROR)` (for
@@ -33,6 +36,9 @@ use http_body::{Body as HttpBody, Frame, SizeHint};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
+use tokio_util::sync::CancellationToken;
+
+use super::linger::{Linger, QUIET};
 use super::{BoxError, poll_http2};
 
 /// The client reset its HTTP/2 stream before the end of its request body.
@@ -40,9 +46,20 @@ use super::{BoxError, poll_http2};
 #[error("the client reset its stream before the end of the request body")]
 pub struct StreamReset;
 
+/// What the reading on of an abandoned body holds, and heeds: `hold` is
+/// kept until it ends (its connection counts it in progress), and
+/// `closing`, once cancelled (the listener shuts down), ends it after
+/// [`QUIET`] more at most.
+pub struct Lingering {
+    pub closing: CancellationToken,
+    pub hold: Box<dyn std::any::Any + Send + Sync>,
+}
+
 pub struct Http2Body {
     /// `None` only once dropped.
     incoming: Option<Incoming>,
+    /// Given to the reading on after an early answer.
+    lingering: Option<Lingering>,
     /// The declared `Content-Length`, and the bytes read so far.
     declared: Option<u64>,
     read: u64,
@@ -59,10 +76,17 @@ impl Http2Body {
         Self {
             declared: incoming.size_hint().exact(),
             incoming: Some(incoming),
+            lingering: None,
             read: 0,
             watch,
             ended_at: None,
         }
+    }
+
+    /// What its reading on after an early answer holds and heeds.
+    pub fn lingering(mut self, lingering: Lingering) -> Self {
+        self.lingering = Some(lingering);
+        self
     }
 
     /// Whether the body's end can be told from a reset only by watching its
@@ -149,7 +173,7 @@ impl Drop for Http2Body {
         // Outside a runtime (a test dropping a request) there is no one to
         // read it: the stream is reset at once, as before.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(drain(incoming));
+            runtime.spawn(drain(incoming, self.lingering.take()));
         }
     }
 }
@@ -236,10 +260,23 @@ impl<F> Drop for Watched<F> {
     }
 }
 
-async fn drain(mut incoming: Incoming) {
-    let linger = super::linger::Linger::start();
-    while linger
-        .read(async { matches!(incoming.frame().await, Some(Ok(_))) })
-        .await
-    {}
+async fn drain(mut incoming: Incoming, lingering: Option<Lingering>) {
+    let linger = Linger::start();
+    let reading = async {
+        while linger
+            .read(async { matches!(incoming.frame().await, Some(Ok(_))) })
+            .await
+        {}
+    };
+    let Some(Lingering { closing, hold }) = lingering else {
+        return reading.await;
+    };
+    tokio::pin!(reading);
+    tokio::select! {
+        () = &mut reading => {}
+        () = closing.cancelled() => {
+            let _ = tokio::time::timeout(QUIET, reading).await;
+        }
+    }
+    drop(hold);
 }

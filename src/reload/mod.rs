@@ -112,6 +112,20 @@ impl Reloader {
                 )],
             };
         }
+        // The budget for bodies read whole is the one the process started
+        // with: a body past it would be refused 503 on every try.
+        let budget = self.started.server.max_buffered_bodies;
+        if new.server.max_request_body > budget {
+            return ReloadOutcome::Rejected {
+                errors: vec![format!(
+                    "{}: server.max_request_body: {} bytes is more than the \
+                     server.max_buffered_bodies this process started with ({budget} bytes), \
+                     which only a restart raises: a body that large could never be read",
+                    self.path.display(),
+                    new.server.max_request_body,
+                )],
+            };
+        }
         let mut notes = restart_only_changes(&self.started, &new);
         let running = self.gateway.runtime().config.clone();
         notes.extend(dropped_routes(&running, &new));

@@ -63,6 +63,15 @@ impl Busy {
     }
 }
 
+impl Busy {
+    /// Work in progress that is no request of its own: a body read on
+    /// after its early answer (`body::Lingering`).
+    pub(super) fn holding(activity: Arc<Activity>) -> Self {
+        activity.busy.fetch_add(1, Ordering::Relaxed);
+        Self(activity)
+    }
+}
+
 impl Drop for Busy {
     fn drop(&mut self) {
         self.0.busy.fetch_sub(1, Ordering::Relaxed);

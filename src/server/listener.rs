@@ -27,7 +27,7 @@ use super::asterisk;
 use super::http1;
 use super::http2_activity::{Activity, Busy, Tracked};
 use super::prefixed::Prefixed;
-use crate::body::{self, Body, ClientBody, Http2Body, StreamWatch, Watched};
+use crate::body::{self, Body, ClientBody, Http2Body, Lingering, StreamWatch, Watched};
 use crate::client_info::ClientInfo;
 use crate::tls::TlsSettings;
 use http1::OnRefusal;
@@ -128,6 +128,7 @@ pub async fn serve<H, F>(
             name,
             settings,
             closing: closing_seen.clone(),
+            shutdown: shutdown.clone(),
             handler: handler.clone(),
             on_refusal: limits.on_refusal.clone(),
         };
@@ -214,7 +215,11 @@ fn leave_out_body(response: &mut Response<Body>) {
 /// knowledge: an HTTP/1 answer is no answer to that client), then the
 /// connection is closed. Telling the two apart, and an HTTP/2 connection,
 /// end by `deadline`.
-async fn refuse_plain_on_tls(mut stream: TcpStream, deadline: tokio::time::Instant) {
+async fn refuse_plain_on_tls(
+    mut stream: TcpStream,
+    deadline: tokio::time::Instant,
+    closing: watch::Receiver<bool>,
+) {
     let mut read = BytesMut::with_capacity(H2_PREFACE.len());
     while read.len() < H2_PREFACE.len() && H2_PREFACE.starts_with(&read) {
         match tokio::time::timeout_at(deadline, stream.read_buf(&mut read)).await {
@@ -223,7 +228,7 @@ async fn refuse_plain_on_tls(mut stream: TcpStream, deadline: tokio::time::Insta
         }
     }
     if !read.starts_with(H2_PREFACE) {
-        http1::refuse_plain_on_tls(stream).await;
+        http1::refuse_plain_on_tls(stream, closing).await;
         return;
     }
     let stream = Prefixed::new(read.freeze(), stream);
@@ -269,6 +274,9 @@ struct Connection<H> {
     name: &'static str,
     settings: http1::Settings,
     closing: watch::Receiver<bool>,
+    /// Cancelled when the listener starts closing: an HTTP/2 body read on
+    /// after its early answer heeds it (`body::Lingering`).
+    shutdown: CancellationToken,
     handler: H,
     on_refusal: Option<OnRefusal>,
 }
@@ -292,7 +300,7 @@ where
             && first[0].is_ascii_uppercase()
         {
             tracing::debug!(listener = self.name, %addr, "plain HTTP on the TLS port; answered 400");
-            refuse_plain_on_tls(stream, deadline).await;
+            refuse_plain_on_tls(stream, deadline, self.closing.clone()).await;
             return;
         }
         let handshake = TlsAcceptor::from(config).accept(stream);
@@ -361,6 +369,7 @@ where
         I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     {
         let handler = self.handler;
+        let shutdown = self.shutdown;
         let activity = Arc::new(Activity::default());
         let seen = activity.clone();
         let service = service_fn(move |request: Request<Incoming>| {
@@ -372,8 +381,15 @@ where
             } else {
                 let watch =
                     Http2Body::needs_watch(request.body()).then(Arc::<StreamWatch>::default);
-                let request =
-                    request.map(|body| ClientBody::Http2(Http2Body::new(body, watch.clone())));
+                // Read on after an early answer: work in progress on this
+                // connection, which the idle check below does not close.
+                let lingering = Lingering {
+                    closing: shutdown.clone(),
+                    hold: Box::new(Busy::holding(seen.clone())),
+                };
+                let request = request.map(|body| {
+                    ClientBody::Http2(Http2Body::new(body, watch.clone()).lingering(lingering))
+                });
                 // Boxed: the handler's future is kilobytes.
                 Either::Left(Watched::new(
                     Box::pin(handler(request, client.clone())),

@@ -31,7 +31,7 @@ use response::Facts;
 
 use super::asterisk;
 use super::stall::WriteStall;
-use crate::body::linger::Linger;
+use crate::body::linger::{Linger, QUIET};
 use crate::body::{self, Body, ClientBody};
 use crate::client_info::ClientInfo;
 use crate::deadline::TaskDeadline;
@@ -96,7 +96,7 @@ pub async fn serve<S, H, F>(
                         told(&error);
                     }
                     let _ = refuse(&mut write, &mut out, error).await;
-                    linger(&reader, write).await;
+                    linger(&reader, write, &mut shutdown).await;
                     return;
                 }
             };
@@ -123,7 +123,7 @@ pub async fn serve<S, H, F>(
             match response::write(&mut write, &mut out, answer, facts).await {
                 Ok(true) => continue,
                 _ => {
-                    linger(&reader, write).await;
+                    linger(&reader, write, &mut shutdown).await;
                     return;
                 }
             }
@@ -149,7 +149,7 @@ pub async fn serve<S, H, F>(
         match response::write(&mut write, &mut out, response, facts).await {
             Ok(true) if lock(&reader).body_done() => {}
             Ok(_) => {
-                linger(&reader, write).await;
+                linger(&reader, write, &mut shutdown).await;
                 return;
             }
             Err(err) => {
@@ -398,8 +398,12 @@ pub const PLAIN_ON_TLS: GatewayError =
 
 /// A plain HTTP/1 request on a TLS listener: a 400 problem it can read, in
 /// clear, rather than a TLS alert its client would show as garbage; then
-/// the connection is closed.
-pub async fn refuse_plain_on_tls<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S) {
+/// the connection is closed (reading on as [`linger`] does, `shutdown`
+/// likewise).
+pub async fn refuse_plain_on_tls<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let error = PLAIN_ON_TLS;
     let facts = Facts {
         head: false,
@@ -418,19 +422,28 @@ pub async fn refuse_plain_on_tls<S: AsyncRead + AsyncWrite + Unpin>(mut stream: 
     // reset the connection before the client read the answer.
     let mut sink = [0u8; 4096];
     let linger = Linger::start();
-    while linger
-        .read(async {
-            matches!(tokio::io::AsyncReadExt::read(&mut stream, &mut sink).await, Ok(n) if n > 0)
-        })
-        .await
-    {}
+    let reading = async {
+        while linger
+            .read(async {
+                matches!(tokio::io::AsyncReadExt::read(&mut stream, &mut sink).await, Ok(n) if n > 0)
+            })
+            .await
+        {}
+    };
+    read_on(reading, &mut shutdown).await;
 }
 
 /// Closes the connection after its last answer: the write side first, then
 /// whatever the client still sends is read and dropped while it comes
 /// (`body::linger`), so that unread bytes do not make the kernel reset the
-/// connection before the client has read the answer.
-async fn linger<W: AsyncWrite + Unpin>(reader: &SharedReader, mut write: W) {
+/// connection before the client has read the answer. Once the listener is
+/// closing, for [`QUIET`] more at most: the answer is given, and a client
+/// still sending does not hold the process's exit for its grace.
+async fn linger<W: AsyncWrite + Unpin>(
+    reader: &SharedReader,
+    mut write: W,
+    shutdown: &mut watch::Receiver<bool>,
+) {
     let _ = write.shutdown().await;
     let linger = Linger::start();
     let one_read = || {
@@ -444,5 +457,17 @@ async fn linger<W: AsyncWrite + Unpin>(reader: &SharedReader, mut write: W) {
             }
         })
     };
-    while linger.read(one_read()).await {}
+    read_on(async { while linger.read(one_read()).await {} }, shutdown).await;
+}
+
+/// Runs `reading` (a connection's reading on after its last answer) to its
+/// end, or once the listener is closing, for [`QUIET`] more at most.
+async fn read_on(reading: impl Future<Output = ()>, shutdown: &mut watch::Receiver<bool>) {
+    tokio::pin!(reading);
+    tokio::select! {
+        () = &mut reading => return,
+        // The sender gone is a listener gone: closing too.
+        _ = shutdown.wait_for(|closing| *closing) => {}
+    }
+    let _ = tokio::time::timeout(QUIET, reading).await;
 }

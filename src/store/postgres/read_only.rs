@@ -9,16 +9,25 @@
 //! finding of a read-only session, and the pool drops, at their next
 //! checkout, the connections made before that sighting; the new ones look
 //! the address up again (docs/postgres.md, "A server that takes no writes").
+//! A sighting marks connections at most once per [`REMARK`]: while the
+//! server stays read-only, every keyed request is refused, and marking on
+//! each would make a new connection for each (hundreds a second, each a
+//! server process forked), where this makes each of the pool's at most
+//! once per [`REMARK`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Hook, HookError};
 use tokio_postgres::error::SqlState;
 
 use super::cause::PostgresCause;
 use crate::store::{StoreError, Unavailable};
+
+/// A sighting this soon after the last one that counted marks nothing
+/// more: connections made since are not dropped before the next one.
+pub const REMARK: Duration = Duration::from_secs(1);
 
 /// When a read-only session was last seen; shared by the store and its
 /// pool's hook.
@@ -30,7 +39,8 @@ pub struct Sightings {
 struct Inner {
     /// The instant the nanoseconds below count from.
     origin: Instant,
-    /// Nanoseconds after `origin` of the last sighting; 0: none yet.
+    /// Nanoseconds after `origin` of the last sighting that counted; 0:
+    /// none yet.
     last: AtomicU64,
 }
 
@@ -46,9 +56,21 @@ impl Sightings {
 
     /// A session was found read-only now.
     pub fn seen(&self) {
-        let nanos = self.inner.origin.elapsed().as_nanos();
+        self.seen_at(Instant::now());
+    }
+
+    /// A session was found read-only at `at`: connections made before it
+    /// are marked, unless the last marking was less than [`REMARK`] ago.
+    fn seen_at(&self, at: Instant) {
+        let nanos = at.saturating_duration_since(self.inner.origin).as_nanos();
         let nanos = u64::try_from(nanos).unwrap_or(u64::MAX).max(1);
-        self.inner.last.fetch_max(nanos, Ordering::Relaxed);
+        let gap = u64::try_from(REMARK.as_nanos()).unwrap_or(u64::MAX);
+        let _ = self
+            .inner
+            .last
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
+                (last == 0 || nanos.saturating_sub(last) >= gap).then_some(nanos)
+            });
     }
 
     /// Notes `error` when it is a write the server refused as read-only.
@@ -107,8 +129,26 @@ mod tests {
         let after = Instant::now();
         assert!(sightings.stale(before));
         assert!(!sightings.stale(after));
-        sightings.seen();
+        sightings.seen_at(after + REMARK);
         assert!(sightings.stale(after), "a later sighting");
+    }
+
+    /// While the server stays read-only every write is refused: the
+    /// connections made after one marking are kept until the next, a
+    /// second on, rather than each refusal making a new one.
+    #[test]
+    fn sightings_mark_at_most_once_per_remark() {
+        let sightings = Sightings::new();
+        let first = Instant::now();
+        sightings.seen_at(first);
+        let made = first + Duration::from_millis(10);
+        for after in [20, 500, 990] {
+            sightings.seen_at(first + Duration::from_millis(after));
+            assert!(!sightings.stale(made), "{after} ms after the marking");
+        }
+        sightings.seen_at(first + REMARK + Duration::from_millis(1));
+        assert!(sightings.stale(made));
+        assert!(!sightings.stale(first + REMARK + Duration::from_millis(2)));
     }
 
     #[test]
