@@ -1726,3 +1726,60 @@ async fn a_connection_reading_on_after_its_answer_does_not_hold_a_shutdown() {
     sending.abort();
     sending_h2.abort();
 }
+
+/// A client that declares a large keyed body and sends it slowly holds only
+/// what it has sent of the budget for bodies held at once, not what it
+/// declared: a few such clients, having sent next to nothing, would
+/// otherwise hold all of it, and every other large body would be refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slow_sender_holds_only_what_it_has_sent_of_the_body_budget() {
+    let upstream = MockUpstream::start().await;
+    let dir = TestDir::new("body-budget-slow");
+    let config = Config::new()
+        .server("max_request_body", "64KiB")
+        .server("max_buffered_bodies", "96KiB")
+        .server("header_read_timeout", "3s")
+        .upstream(Upstream::api().timeout("5s"))
+        .defaults("lock_timeout", "10s")
+        .route(Route::api("charges", "/v1/charges"));
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
+    let admin = gateway.admin_client();
+
+    // Two slow senders declare 60 KiB each and send 1 KiB.
+    let mut slow = Vec::new();
+    for key in ["slow-1", "slow-2"] {
+        let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
+        let head = format!(
+            "POST /v1/charges HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: {key}\r\n\
+             Content-Type: application/json\r\nContent-Length: 61440\r\n\r\n"
+        );
+        stream.write_all(head.as_bytes()).await.expect("head");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stream.write_all(&[b' '; 1024]).await.expect("a little");
+        slow.push(stream);
+    }
+    let started = Instant::now();
+    loop {
+        let metrics = admin.get("/metrics").await.text();
+        if metrics.contains("idemgate_buffered_body_bytes 2048") {
+            break;
+        }
+        assert!(started.elapsed() < WITHIN, "{metrics}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A large body still fits beside them.
+    let big = format!("{{\"pad\":\"{}\"}}", "x".repeat(60 * 1024));
+    let reply = gateway
+        .client()
+        .post("/v1/charges", Some("big"), &big)
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    for mut stream in slow {
+        let reply = raw::read_reply(&mut stream, WITHIN).await;
+        assert_eq!(reply.status, Some(408), "{reply:?}");
+    }
+    assert_eq!(
+        upstream.executions("slow-1") + upstream.executions("slow-2"),
+        0
+    );
+}

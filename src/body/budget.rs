@@ -5,9 +5,10 @@
 //! may wait for; without a bound, many large bodies at once would take the
 //! process's memory (docs/behaviour.md, "Memory").
 //!
-//! A body's bytes are taken from the budget as they arrive, or all at once
-//! when `Content-Length` announces them, and go back when the last copy of
-//! the body is dropped: the read body owns its share ([`hold_with`]).
+//! A body's bytes are taken from the budget as they arrive (never all at
+//! once when `Content-Length` announces them: a slow sender would hold what
+//! it has not sent), and go back when the last copy of the body is
+//! dropped: the read body owns its share ([`hold_with`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

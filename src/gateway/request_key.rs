@@ -180,9 +180,12 @@ async fn read_body(
 }
 
 /// [`read_body`] with its limit given: a webhook route reads every body.
-/// The bytes read are taken from the budget (all at once when
-/// `Content-Length` says how many), and the body returned holds them until
-/// its last copy is dropped; past the budget, the request is refused 503.
+/// The bytes read are taken from the budget as they arrive, and the body
+/// returned holds them until its last copy is dropped; past the budget, the
+/// request is refused 503. Not all at once when `Content-Length` announces
+/// them: a client that declares a large body and sends it slowly would hold
+/// the whole of it, and a few such clients all of the budget, having sent
+/// next to nothing.
 pub(super) async fn read_whole(
     limit: u64,
     parts: &Parts,
@@ -202,14 +205,6 @@ pub(super) async fn read_whole(
     // buffer (a few KiB past the head), and one read whole before (a
     // webhook's, read for its signature) holds its share already.
     let mut share = (!matches!(incoming, ClientBody::Full(_))).then(|| reading.budget.share());
-    let mut count_frames = share.is_some();
-    if let (Some(share), Some(length)) = (share.as_mut(), declared) {
-        let length = usize::try_from(length).unwrap_or(usize::MAX);
-        share
-            .take(length)
-            .map_err(|_| GatewayError::BodiesOverBudget)?;
-        count_frames = false;
-    }
     let mut incoming = body::IdleLimit::new(incoming, reading.idle);
     let capacity = declared.map_or(0, |length| usize::try_from(length).unwrap_or(0));
     let mut whole = Gathered::Empty;
@@ -230,7 +225,7 @@ pub(super) async fn read_whole(
         if total > limit {
             return Err(too_large);
         }
-        if count_frames && let Some(share) = share.as_mut() {
+        if let Some(share) = share.as_mut() {
             share
                 .take(data.len())
                 .map_err(|_| GatewayError::BodiesOverBudget)?;
