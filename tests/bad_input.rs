@@ -1548,18 +1548,12 @@ async fn bodies_held_at_once_are_bounded_and_a_body_past_them_is_refused() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_early_answer_reaches_a_client_that_keeps_sending_for_seconds() {
     let s = setup("linger-long").await;
-    let piece = vec![b'x'; 16 * 1024];
+    let piece = bytes::Bytes::from(vec![b'x'; 16 * 1024]);
     let sending = Duration::from_millis(2500);
 
     // HTTP/1: the client writes its body for 2.5 s before it reads.
     let mut stream = TcpStream::connect(s.gateway.addr).await.expect("connect");
-    stream
-        .write_all(
-            b"POST /v1/charges HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: k-up\r\n\
-              Content-Type: application/json\r\nContent-Length: 104857600\r\n\r\n",
-        )
-        .await
-        .expect("head");
+    stream.write_all(UPLOAD_HEAD).await.expect("head");
     let started = Instant::now();
     while started.elapsed() < sending {
         stream
@@ -1573,41 +1567,8 @@ async fn an_early_answer_reaches_a_client_that_keeps_sending_for_seconds() {
     assert_eq!(problem_code(&reply).as_deref(), Some("body-too-large"));
 
     // HTTP/2: the stream stays open while the body keeps coming.
-    let tcp = TcpStream::connect(s.gateway.addr).await.expect("connect");
-    let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
-    tokio::spawn(connection);
-    let mut client = client.ready().await.expect("ready");
-    let request = http::Request::post(format!("http://{}/v1/charges", s.gateway.addr))
-        .header("content-length", "104857600")
-        .header("idempotency-key", "k-up2")
-        .body(())
-        .expect("request");
-    let (answer, mut upload) = client.send_request(request, false).expect("sent");
-    upload
-        .send_data(bytes::Bytes::from(piece.clone()), false)
-        .expect("first piece");
-    let answer = tokio::time::timeout(WITHIN, answer)
-        .await
-        .expect("an answer in time")
-        .expect("an answer, not a reset");
-    assert_eq!(answer.status(), 413);
-    let started = Instant::now();
-    while started.elapsed() < sending {
-        let reset = tokio::time::timeout(
-            Duration::from_millis(50),
-            std::future::poll_fn(|cx| upload.poll_reset(cx)),
-        )
-        .await;
-        assert!(
-            reset.is_err(),
-            "reset after {:?} of sending: {reset:?}",
-            started.elapsed()
-        );
-        upload.reserve_capacity(piece.len());
-        upload
-            .send_data(bytes::Bytes::from(piece.clone()), false)
-            .expect("more of the body");
-    }
+    let (_client, mut upload) = h2_upload_answered_413(s.gateway.addr, &piece).await;
+    send_unreset(&mut upload, &piece, sending, Duration::from_millis(50)).await;
     s.assert_clean();
 }
 
@@ -1619,39 +1580,14 @@ async fn an_early_answer_reaches_a_client_that_keeps_sending_for_seconds() {
 async fn an_http2_stream_read_on_after_its_answer_keeps_its_connection_open() {
     let s = setup("linger-h2-idle").await;
     let piece = bytes::Bytes::from(vec![b'x'; 16 * 1024]);
-    let tcp = TcpStream::connect(s.gateway.addr).await.expect("connect");
-    let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
-    tokio::spawn(connection);
-    let mut client = client.ready().await.expect("ready");
-    let request = http::Request::post(format!("http://{}/v1/charges", s.gateway.addr))
-        .header("content-length", "104857600")
-        .header("idempotency-key", "k-up")
-        .body(())
-        .expect("request");
-    let (answer, mut upload) = client.send_request(request, false).expect("sent");
-    upload.send_data(piece.clone(), false).expect("first piece");
-    let answer = tokio::time::timeout(WITHIN, answer)
-        .await
-        .expect("an answer in time")
-        .expect("an answer, not a reset");
-    assert_eq!(answer.status(), 413);
-    let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(4) {
-        let reset = tokio::time::timeout(
-            Duration::from_millis(100),
-            std::future::poll_fn(|cx| upload.poll_reset(cx)),
-        )
-        .await;
-        assert!(
-            reset.is_err(),
-            "reset after {:?} of sending: {reset:?}",
-            started.elapsed()
-        );
-        upload.reserve_capacity(piece.len());
-        upload
-            .send_data(piece.clone(), false)
-            .expect("more of the body");
-    }
+    let (_client, mut upload) = h2_upload_answered_413(s.gateway.addr, &piece).await;
+    send_unreset(
+        &mut upload,
+        &piece,
+        Duration::from_secs(4),
+        Duration::from_millis(100),
+    )
+    .await;
     s.assert_clean();
 }
 
@@ -1663,19 +1599,13 @@ async fn an_http2_stream_read_on_after_its_answer_keeps_its_connection_open() {
 async fn a_connection_reading_on_after_its_answer_does_not_hold_a_shutdown() {
     let upstream = MockUpstream::start().await;
     let dir = TestDir::new("linger-shutdown");
-    let mut gateway = GatewayProcess::start(
+    let gateway = GatewayProcess::start(
         &dir,
         &upstream.url(),
         &config().server("shutdown_grace", "10s"),
     );
     let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
-    stream
-        .write_all(
-            b"POST /v1/charges HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: k-up\r\n\
-              Content-Type: application/json\r\nContent-Length: 104857600\r\n\r\n",
-        )
-        .await
-        .expect("head");
+    stream.write_all(UPLOAD_HEAD).await.expect("head");
     let reply = raw::read_reply(&mut stream, WITHIN).await;
     assert_eq!(reply.status, Some(413), "{reply:?}");
     // The client goes on sending its body, a piece every 100 ms.
@@ -1685,23 +1615,8 @@ async fn a_connection_reading_on_after_its_answer_does_not_hold_a_shutdown() {
         }
     });
     // And over HTTP/2, a stream whose client goes on sending.
-    let tcp = TcpStream::connect(gateway.addr).await.expect("connect");
-    let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
-    tokio::spawn(connection);
-    let mut client = client.ready().await.expect("ready");
-    let request = http::Request::post(format!("http://{}/v1/charges", gateway.addr))
-        .header("content-length", "104857600")
-        .header("idempotency-key", "k-up2")
-        .body(())
-        .expect("request");
-    let (answer, mut upload) = client.send_request(request, false).expect("sent");
     let piece = bytes::Bytes::from(vec![b'x'; 1024]);
-    upload.send_data(piece.clone(), false).expect("first piece");
-    let answer = tokio::time::timeout(WITHIN, answer)
-        .await
-        .expect("an answer in time")
-        .expect("an answer, not a reset");
-    assert_eq!(answer.status(), 413);
+    let (_client, mut upload) = h2_upload_answered_413(gateway.addr, &piece).await;
     let sending_h2 = tokio::spawn(async move {
         loop {
             upload.reserve_capacity(piece.len());
@@ -1712,17 +1627,7 @@ async fn a_connection_reading_on_after_its_answer_does_not_hold_a_shutdown() {
         }
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let asked = Instant::now();
-    gateway.signal("TERM");
-    let status = tokio::task::spawn_blocking(move || gateway.wait_exit(Duration::from_secs(9)))
-        .await
-        .expect("waited");
-    assert!(status.success(), "{status:?}");
-    assert!(
-        asked.elapsed() < Duration::from_secs(3),
-        "exited {:?} after SIGTERM",
-        asked.elapsed()
-    );
+    gateway.terminate_within(Duration::from_secs(3)).await;
     sending.abort();
     sending_h2.abort();
 }
@@ -1782,4 +1687,60 @@ async fn a_slow_sender_holds_only_what_it_has_sent_of_the_body_budget() {
         upstream.executions("slow-1") + upstream.executions("slow-2"),
         0
     );
+}
+
+/// The head of a keyed POST declaring a 100 MiB body, over HTTP/1: its 413
+/// is due at once (`max_request_body` is 1 KiB here).
+const UPLOAD_HEAD: &[u8] = b"POST /v1/charges HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: k-up\r\n\
+      Content-Type: application/json\r\nContent-Length: 104857600\r\n\r\n";
+
+/// The same over HTTP/2, its first `piece` sent and its 413 read: the
+/// connection, and the stream to go on sending on.
+async fn h2_upload_answered_413(
+    addr: std::net::SocketAddr,
+    piece: &bytes::Bytes,
+) -> (
+    h2::client::SendRequest<bytes::Bytes>,
+    h2::SendStream<bytes::Bytes>,
+) {
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
+    tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    let request = http::Request::post(format!("http://{addr}/v1/charges"))
+        .header("content-length", "104857600")
+        .header("idempotency-key", "k-up2")
+        .body(())
+        .expect("request");
+    let (answer, mut upload) = client.send_request(request, false).expect("sent");
+    upload.send_data(piece.clone(), false).expect("first piece");
+    let answer = tokio::time::timeout(WITHIN, answer)
+        .await
+        .expect("an answer in time")
+        .expect("an answer, not a reset");
+    assert_eq!(answer.status(), 413);
+    (client, upload)
+}
+
+/// Sends `piece` every `gap` for `sending`, the stream never reset meanwhile.
+async fn send_unreset(
+    upload: &mut h2::SendStream<bytes::Bytes>,
+    piece: &bytes::Bytes,
+    sending: Duration,
+    gap: Duration,
+) {
+    let started = Instant::now();
+    while started.elapsed() < sending {
+        let reset =
+            tokio::time::timeout(gap, std::future::poll_fn(|cx| upload.poll_reset(cx))).await;
+        assert!(
+            reset.is_err(),
+            "reset after {:?} of sending: {reset:?}",
+            started.elapsed()
+        );
+        upload.reserve_capacity(piece.len());
+        upload
+            .send_data(piece.clone(), false)
+            .expect("more of the body");
+    }
 }

@@ -310,6 +310,19 @@ impl GatewayProcess {
         }
     }
 
+    /// Sends SIGTERM and waits (off the runtime's threads) for a clean exit
+    /// within `limit`.
+    pub async fn terminate_within(mut self, limit: Duration) {
+        let asked = Instant::now();
+        self.signal("TERM");
+        let status = tokio::task::spawn_blocking(move || self.wait_exit(limit + limit))
+            .await
+            .expect("waited");
+        assert!(status.success(), "{status:?}");
+        let took = asked.elapsed();
+        assert!(took < limit, "exited {took:?} after SIGTERM");
+    }
+
     /// Starts the same binary again on the same config, ports and store.
     pub fn restart(&mut self) {
         self.kill();
