@@ -504,7 +504,8 @@ async fn a_server_that_takes_no_writes_is_not_ready_and_its_connections_are_made
     let role = pg_support::TestRole::create().await;
     let dir = TestDir::new("store-read-only");
     let upstream = MockUpstream::start().await;
-    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config(&role.url(&schema.url())));
+    let mut gateway =
+        GatewayProcess::start(&dir, &upstream.url(), &config(&role.url(&schema.url())));
     let client = gateway.client();
     let admin = gateway.admin_client();
     assert_eq!(
@@ -530,6 +531,13 @@ async fn a_server_that_takes_no_writes_is_not_ready_and_its_connections_are_made
         "{}",
         readyz.text()
     );
+    // A gateway that starts now (its schema up to date) starts, not ready.
+    gateway.restart();
+    let (client, admin) = (gateway.client(), gateway.admin_client());
+    let readyz = admin.get("/readyz").await;
+    assert_eq!(readyz.status, 503, "{}", readyz.text());
+    let refused = client.post("/v1/charges", Some("w-2"), "{}").await;
+    assert_eq!(refused.status, 503, "{}", refused.text());
 
     pg_support::admin_sql(&format!(
         "ALTER ROLE {} RESET default_transaction_read_only",

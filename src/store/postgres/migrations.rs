@@ -12,7 +12,7 @@ use deadpool_postgres::{Client, GenericClient};
 
 use super::cause::PostgresCause;
 use super::pool::db_error;
-use crate::store::{MigrationReport, StoreError};
+use crate::store::{MigrationReport, StoreError, Unavailable};
 
 /// (version, SQL), in order. Append only: a released migration never changes.
 pub(super) const MIGRATIONS: &[(i64, &str)] = &[
@@ -58,6 +58,16 @@ const LEDGER_EXISTS: &str = "SELECT to_regclass('idemgate_schema_migrations') IS
 /// Applies every migration the database lacks; says which, and the version
 /// found. Refuses a database whose schema is newer than this binary.
 pub async fn migrate(client: &mut Client) -> Result<MigrationReport, StoreError> {
+    // Up to date (every start but an upgrade's): read, not locked and
+    // written, so that a gateway that starts against a server taking no
+    // writes (a standby still at the address during a failover) starts and
+    // says it is not ready, instead of failing on the ledger's DDL.
+    match check(client).await {
+        Err(StoreError::Unavailable(Unavailable::Postgres(PostgresCause::SchemaOlder {
+            ..
+        }))) => {}
+        checked => return checked,
+    }
     let tx = client.transaction().await.map_err(db_error)?;
     // "already exists, skipping" notices are expected on every start: keep
     // them out of the gateway's log.
