@@ -12,11 +12,17 @@ PG_RUN_AS=()
 
 services_log() { echo "services: $*"; }
 
-# A port nothing on 127.0.0.1 answers on.
+# A port nothing on 127.0.0.1 answers on, below the kernel's range of
+# ephemeral ports: a port there can be the local end of some connection,
+# which answers nothing yet cannot be bound (Redis failed to start on one).
+# A server may still lose its port to another process before it binds:
+# start_postgres and start_redis try again on another.
 free_port() {
-  local port
+  local port low
+  low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+  [ "$low" -gt 12000 ] 2>/dev/null || low=32768
   for _ in $(seq 100); do
-    port=$((20000 + RANDOM % 30000))
+    port=$((10000 + RANDOM % (low - 10000)))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
       echo "$port"
       return 0
@@ -24,6 +30,9 @@ free_port() {
   done
   return 1
 }
+
+# How many ports a server is tried on before giving up.
+START_TRIES=3
 
 find_pg_bin() {
   local dir
@@ -78,31 +87,48 @@ start_postgres() {
     echo "services: initdb failed" >&2
     return 1
   fi
-  if ! "${PG_RUN_AS[@]}" "$PG_BIN/pg_ctl" -D "$data" -l "$data/server.log" -w -t 60 \
-      -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c max_connections=200" \
-      start >/dev/null; then
-    cat "$data/server.log" >&2
-    echo "services: PostgreSQL did not start" >&2
-    return 1
-  fi
+  local try
+  for try in $(seq "$START_TRIES"); do
+    if "${PG_RUN_AS[@]}" "$PG_BIN/pg_ctl" -D "$data" -l "$data/server.log" -w -t 60 \
+        -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c max_connections=200" \
+        start >/dev/null; then
+      break
+    fi
+    if [ "$try" -eq "$START_TRIES" ]; then
+      cat "$data/server.log" >&2
+      echo "services: PostgreSQL did not start" >&2
+      return 1
+    fi
+    services_log "PostgreSQL did not start on port $port; trying another"
+    port=$(free_port)
+  done
   "$PG_BIN/createdb" -h 127.0.0.1 -p "$port" -U postgres test
   export IDEMGATE_TEST_PG_URL="postgres://postgres@127.0.0.1:$port/test"
   services_log "PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}') on 127.0.0.1:$port (data in $data)"
 }
 
 start_redis() {
-  local port
-  port=$(free_port)
-  redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
-    --daemonize yes --pidfile "$SERVICES_DIR/redis.pid" --dir "$SERVICES_DIR" \
-    --logfile "$SERVICES_DIR/redis.log"
-  for _ in $(seq 50); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      export IDEMGATE_TEST_REDIS_URL="redis://127.0.0.1:$port"
-      services_log "Redis on 127.0.0.1:$port"
-      return 0
+  local port try
+  for try in $(seq "$START_TRIES"); do
+    port=$(free_port)
+    redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
+      --daemonize yes --pidfile "$SERVICES_DIR/redis.pid" --dir "$SERVICES_DIR" \
+      --logfile "$SERVICES_DIR/redis.log"
+    for _ in $(seq 50); do
+      if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+        export IDEMGATE_TEST_REDIS_URL="redis://127.0.0.1:$port"
+        services_log "Redis on 127.0.0.1:$port"
+        return 0
+      fi
+      # It exits at once when the port is taken.
+      grep -q "Failed listening on port" "$SERVICES_DIR/redis.log" 2>/dev/null && break
+      sleep 0.2
+    done
+    if [ "$try" -lt "$START_TRIES" ]; then
+      services_log "Redis did not start on port $port; trying another"
+      if [ -f "$SERVICES_DIR/redis.pid" ]; then kill "$(cat "$SERVICES_DIR/redis.pid")" 2>/dev/null || true; fi
+      mv "$SERVICES_DIR/redis.log" "$SERVICES_DIR/redis.log.$try" 2>/dev/null || true
     fi
-    sleep 0.2
   done
   cat "$SERVICES_DIR/redis.log" >&2
   echo "services: Redis did not start" >&2
