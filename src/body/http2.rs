@@ -46,13 +46,36 @@ use super::{BoxError, poll_http2};
 #[error("the client reset its stream before the end of the request body")]
 pub struct StreamReset;
 
-/// What the reading on of an abandoned body holds, and heeds: `hold` is
-/// kept until it ends (its connection counts it in progress), and
+/// What the reading on of an abandoned body tells, and heeds: its
+/// `connection` counts it as work in progress while it lasts, and
 /// `closing`, once cancelled (the listener shuts down), ends it after
 /// [`QUIET`] more at most.
+#[derive(Clone)]
 pub struct Lingering {
     pub closing: CancellationToken,
-    pub hold: Box<dyn std::any::Any + Send + Sync>,
+    pub connection: Arc<dyn InProgress>,
+}
+
+/// A connection's count of work in progress (server::http2_activity).
+pub trait InProgress: Send + Sync {
+    fn begin(&self);
+    fn end(&self);
+}
+
+/// One reading on, counted by its connection from its start to its end.
+struct ReadingOn(Arc<dyn InProgress>);
+
+impl ReadingOn {
+    fn begin(connection: Arc<dyn InProgress>) -> Self {
+        connection.begin();
+        Self(connection)
+    }
+}
+
+impl Drop for ReadingOn {
+    fn drop(&mut self) {
+        self.0.end();
+    }
 }
 
 pub struct Http2Body {
@@ -173,7 +196,12 @@ impl Drop for Http2Body {
         // Outside a runtime (a test dropping a request) there is no one to
         // read it: the stream is reset at once, as before.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(drain(incoming, self.lingering.take()));
+            // Counted from now, while the request's own count may end.
+            let lingering = self
+                .lingering
+                .take()
+                .map(|lingering| (lingering.closing, ReadingOn::begin(lingering.connection)));
+            runtime.spawn(drain(incoming, lingering));
         }
     }
 }
@@ -260,7 +288,7 @@ impl<F> Drop for Watched<F> {
     }
 }
 
-async fn drain(mut incoming: Incoming, lingering: Option<Lingering>) {
+async fn drain(mut incoming: Incoming, lingering: Option<(CancellationToken, ReadingOn)>) {
     let linger = Linger::start();
     let reading = async {
         while linger
@@ -268,7 +296,7 @@ async fn drain(mut incoming: Incoming, lingering: Option<Lingering>) {
             .await
         {}
     };
-    let Some(Lingering { closing, hold }) = lingering else {
+    let Some((closing, counted)) = lingering else {
         return reading.await;
     };
     tokio::pin!(reading);
@@ -278,5 +306,5 @@ async fn drain(mut incoming: Incoming, lingering: Option<Lingering>) {
             let _ = tokio::time::timeout(QUIET, reading).await;
         }
     }
-    drop(hold);
+    drop(counted);
 }

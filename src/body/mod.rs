@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full, combinators::UnsyncBoxBody};
 
 pub use budget::BodyBudget;
-pub use http2::{Http2Body, Lingering, StreamReset, StreamWatch, Watched};
+pub use http2::{Http2Body, InProgress, Lingering, StreamReset, StreamWatch, Watched};
 pub use idle::{IdleLimit, Stalled, is_stalled};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -63,12 +63,15 @@ impl Busy {
     }
 }
 
-impl Busy {
-    /// Work in progress that is no request of its own: a body read on
-    /// after its early answer (`body::Lingering`).
-    pub(super) fn holding(activity: Arc<Activity>) -> Self {
-        activity.busy.fetch_add(1, Ordering::Relaxed);
-        Self(activity)
+/// Work in progress that is no request of its own: a body read on after
+/// its early answer (`body::Lingering`).
+impl crate::body::InProgress for Activity {
+    fn begin(&self) {
+        self.busy.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn end(&self) {
+        self.busy.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -369,9 +369,12 @@ where
         I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     {
         let handler = self.handler;
-        let shutdown = self.shutdown;
         let activity = Arc::new(Activity::default());
         let seen = activity.clone();
+        let lingering = Lingering {
+            closing: self.shutdown,
+            connection: activity.clone(),
+        };
         let service = service_fn(move |request: Request<Incoming>| {
             let busy = Busy::new(seen.clone());
             let head = request.method() == Method::HEAD;
@@ -383,12 +386,10 @@ where
                     Http2Body::needs_watch(request.body()).then(Arc::<StreamWatch>::default);
                 // Read on after an early answer: work in progress on this
                 // connection, which the idle check below does not close.
-                let lingering = Lingering {
-                    closing: shutdown.clone(),
-                    hold: Box::new(Busy::holding(seen.clone())),
-                };
                 let request = request.map(|body| {
-                    ClientBody::Http2(Http2Body::new(body, watch.clone()).lingering(lingering))
+                    ClientBody::Http2(
+                        Http2Body::new(body, watch.clone()).lingering(lingering.clone()),
+                    )
                 });
                 // Boxed: the handler's future is kilobytes.
                 Either::Left(Watched::new(
