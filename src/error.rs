@@ -60,11 +60,9 @@ pub enum GatewayError {
     },
     /// A request whose framing is ambiguous or invalid (smuggling attempts).
     BadRequest(&'static str),
-    /// The client stopped sending a body the gateway reads whole (a keyed
-    /// request's, or a pass-through's small one) for this long.
-    RequestTimeout {
-        idle: Duration,
-    },
+    /// A body the gateway reads whole (a keyed request's, or a
+    /// pass-through's small one) stopped coming, or did not all come in time.
+    RequestTimeout(body::SlowBody),
     NoRoute,
     /// Nothing was sent: connection refused or connect timeout.
     UpstreamUnreachable,
@@ -155,7 +153,7 @@ impl GatewayError {
         use GatewayError::*;
         match self {
             MissingKey | InvalidKey(_) | BadRequest(_) => StatusCode::BAD_REQUEST,
-            RequestTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
+            RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             FingerprintMismatch => StatusCode::UNPROCESSABLE_ENTITY,
             KeyInFlight { .. } => StatusCode::CONFLICT,
             BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -194,7 +192,7 @@ impl GatewayError {
             BodyTooLarge { .. } => "body-too-large",
             HeaderTooLarge { .. } | TooManyHeaders { .. } => "header-too-large",
             BadRequest(_) => "bad-request",
-            RequestTimeout { .. } => "request-timeout",
+            RequestTimeout(_) => "request-timeout",
             NoRoute => "no-route",
             UpstreamUnreachable => "upstream-unreachable",
             UpstreamTimeout => "upstream-timeout",
@@ -227,7 +225,7 @@ impl GatewayError {
             BodyTooLarge { .. } => "Request body too large",
             HeaderTooLarge { .. } | TooManyHeaders { .. } => "Request header fields too large",
             BadRequest(_) => "Bad request",
-            RequestTimeout { .. } => "Request body too slow",
+            RequestTimeout(_) => "Request body too slow",
             NoRoute => "No route",
             UpstreamUnreachable => "Upstream unreachable",
             UpstreamTimeout => "Upstream timed out",
@@ -275,9 +273,13 @@ impl GatewayError {
                 format!("The request carries more than {limit} header fields.")
             }
             BadRequest(why) => format!("{why}."),
-            RequestTimeout { idle } => format!(
+            RequestTimeout(body::SlowBody::Stalled(idle)) => format!(
                 "The request body stopped arriving for {} s; nothing was forwarded.",
                 idle.as_secs_f64()
+            ),
+            RequestTimeout(body::SlowBody::Unfinished(whole)) => format!(
+                "The request body did not arrive whole within {} s; nothing was forwarded.",
+                whole.as_secs_f64()
             ),
             NoRoute => "No route matches this request.".into(),
             UpstreamUnreachable => "The upstream could not be reached; nothing was sent.".into(),
@@ -385,7 +387,7 @@ impl GatewayError {
             InvalidSignature(_) => Outcome::InvalidSignature,
             HomeRegionUnavailable { .. } | RegionLoop { .. } => Outcome::RegionUnavailable,
             BadRequest(_)
-            | RequestTimeout { .. }
+            | RequestTimeout(_)
             | NoRoute
             | Unauthorized
             | Forbidden
@@ -534,7 +536,7 @@ mod tests {
             ),
             (GatewayError::BadRequest("x"), 400, "bad-request"),
             (
-                GatewayError::RequestTimeout { idle: second },
+                GatewayError::RequestTimeout(body::SlowBody::Stalled(second)),
                 408,
                 "request-timeout",
             ),

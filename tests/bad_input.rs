@@ -686,6 +686,69 @@ async fn slowloris_small_body_on_a_pass_through_is_cut_off() {
     s.assert_clean();
 }
 
+/// A body the gateway reads whole that keeps coming, a byte every 0.3 s
+/// (never quiet for `header_read_timeout`, 1 s here), gets 408 once
+/// `body_read_timeout` (2 s here) has passed since its head: on a keyed
+/// route, a route with its key in the body, and a pass-through's small
+/// body. Such a client held its connection, and what it had sent of the
+/// body budget, for as long as it went on. Nothing is forwarded, and the
+/// bytes it held are given back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_body_trickled_past_body_read_timeout_is_cut_off() {
+    let upstream = MockUpstream::start().await;
+    let dir = TestDir::new("trickled-body");
+    let config = config().server("body_read_timeout", "2s");
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
+    for head in [
+        "POST /v1/charges HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: trickled\r\n",
+        "POST /hook HTTP/1.1\r\nHost: gw\r\n",
+        "POST /rest HTTP/1.1\r\nHost: gw\r\n",
+    ] {
+        let std_stream = std::net::TcpStream::connect(gateway.addr).expect("connect");
+        std_stream.set_nonblocking(true).expect("nonblocking");
+        let mut writer =
+            TcpStream::from_std(std_stream.try_clone().expect("clone")).expect("tokio stream");
+        let mut reader = TcpStream::from_std(std_stream).expect("tokio stream");
+        let started = Instant::now();
+        writer
+            .write_all(format!("{head}Content-Length: 1000\r\n\r\n{{\"id\": \"x").as_bytes())
+            .await
+            .expect("head");
+        let trickle = tokio::spawn(async move {
+            for _ in 0..40 {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                if writer.write_all(b"x").await.is_err() {
+                    break;
+                }
+            }
+        });
+        let reply = raw::read_reply(&mut reader, WITHIN).await;
+        let took = started.elapsed();
+        trickle.abort();
+        assert_eq!(reply.status, Some(408), "{head}: {reply:?}");
+        let doc: serde_json::Value = serde_json::from_str(reply.body()).expect("problem+json");
+        assert_eq!(doc["code"], "request-timeout", "{doc}");
+        assert!(
+            doc["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("within 2 s")),
+            "{doc}"
+        );
+        assert!(
+            took >= Duration::from_millis(1900),
+            "{head}: after {took:?}"
+        );
+        assert!(took < Duration::from_secs(8), "{head}: after {took:?}");
+    }
+    assert_eq!(upstream.total(), 0, "a trickled body was forwarded");
+    let metrics = gateway.admin_client().get("/metrics").await.text();
+    assert!(
+        metrics.contains("idemgate_buffered_body_bytes 0\n"),
+        "bytes still held:\n{metrics}"
+    );
+    assert!(!gateway.log_text().contains("panicked"));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn idle_connections_are_bounded() {
     let s = setup("idle").await;

@@ -106,12 +106,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
         "idemgate serving"
     );
 
-    let gateway = Arc::new(Gateway::new(
-        runtime,
-        store.clone(),
-        metrics.clone(),
-        config.server.header_read_timeout,
-    ));
+    let gateway = Arc::new(Gateway::new(runtime, store.clone(), metrics.clone()));
     let reloader = Arc::new(
         Reloader::new(config_path, gateway.clone(), tls.clone()).with_admin_tls(admin_tls.clone()),
     );

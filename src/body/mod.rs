@@ -11,7 +11,7 @@ use http_body_util::{BodyExt, Empty, Full, combinators::UnsyncBoxBody};
 
 pub use budget::BodyBudget;
 pub use http2::{Http2Body, InProgress, Lingering, StreamReset, StreamWatch, Watched};
-pub use idle::{IdleLimit, Stalled, is_stalled};
+pub use idle::{IdleLimit, ReadLimits, SlowBody, Stalled, is_stalled};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -68,12 +68,12 @@ where
     }
 }
 
-/// [`coalesce`] for a client's request body: a small one is read whole, each
-/// next piece due within `idle` (a client that stops sending it fails with
-/// [`Stalled`]: nothing else bounds this read, as the upstream's `timeout`
-/// starts only once the request is handed over); a larger one streams as it
-/// comes, its pace the upstream's `timeout` to bound.
-pub async fn coalesce_request<B>(incoming: B, idle: std::time::Duration) -> Result<Body, BoxError>
+/// [`coalesce`] for a client's request body: a small one is read whole
+/// within `limits` (a client that stops sending it, or sends it too slowly,
+/// fails with [`SlowBody`]: nothing else bounds this read, as the upstream's
+/// `timeout` starts only once the request is handed over); a larger one
+/// streams as it comes, its pace the upstream's `timeout` to bound.
+pub async fn coalesce_request<B>(incoming: B, limits: ReadLimits) -> Result<Body, BoxError>
 where
     B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<BoxError>,
@@ -83,7 +83,7 @@ where
     }
     match incoming.size_hint().exact() {
         Some(length) if length <= COALESCE_LIMIT => {
-            Ok(full(read_whole(IdleLimit::new(incoming, idle)).await?))
+            Ok(full(read_whole(IdleLimit::within(incoming, limits)).await?))
         }
         _ => Ok(stream(incoming)),
     }

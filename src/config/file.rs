@@ -44,6 +44,7 @@ pub struct ServerFile {
     pub max_buffered_bodies: Option<Size>,
     pub max_header_bytes: Option<Size>,
     pub header_read_timeout: Option<Dur>,
+    pub body_read_timeout: Option<Dur>,
     pub max_connections: Option<Int>,
     pub max_headers: Option<Int>,
     pub shutdown_grace: Option<Dur>,

@@ -41,6 +41,9 @@ pub struct ServerConfig {
     pub max_buffered_bodies: u64,
     pub max_header_bytes: u64,
     pub header_read_timeout: Duration,
+    /// Longest a body read whole (keyed, key in the body, webhook, a small
+    /// pass-through's) may take from its head to its end (past it: 408).
+    pub body_read_timeout: Duration,
     pub max_connections: usize,
     /// Most header fields one request may carry (more: 431).
     pub max_headers: usize,

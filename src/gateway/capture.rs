@@ -18,11 +18,12 @@ use crate::store::StoredResponse;
 pub enum Captured {
     /// The whole answer, within the limit.
     Whole { parts: Parts, body: Bytes },
-    /// Over the limit: what was read so far and the rest, still streaming.
+    /// Over the limit: what was read so far and the rest, still streaming
+    /// (boxed: the rare case, and the larger one by far).
     Oversized {
         parts: Parts,
         prefix: Vec<Bytes>,
-        rest: UpstreamBody,
+        rest: Box<UpstreamBody>,
     },
 }
 
@@ -40,7 +41,7 @@ pub async fn capture(response: Response<UpstreamBody>, limit: u64) -> Result<Cap
         return Ok(Captured::Oversized {
             parts,
             prefix: Vec::new(),
-            rest: incoming,
+            rest: Box::new(incoming),
         });
     }
     let mut chunks: Vec<Bytes> = Vec::new();
@@ -55,7 +56,7 @@ pub async fn capture(response: Response<UpstreamBody>, limit: u64) -> Result<Cap
             return Ok(Captured::Oversized {
                 parts,
                 prefix: chunks,
-                rest: incoming,
+                rest: Box::new(incoming),
             });
         }
     }

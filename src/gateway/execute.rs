@@ -250,7 +250,7 @@ impl Recorder<'_> {
                 replay::drop_gateway_fields(&mut parts.headers);
                 let stored = capture::stored(&parts, Bytes::new(), true, kept);
                 let expires_at = self.complete(guard, &stored).await.ok();
-                (parts, capture::resume(prefix, rest), expires_at)
+                (parts, capture::resume(prefix, *rest), expires_at)
             }
         };
         let mut response = http::Response::from_parts(parts, body);

@@ -36,7 +36,7 @@ pub use runtime::Runtime;
 pub use runtime_error::RuntimeError;
 
 use crate::answer::Answer;
-use crate::body::{Body, BodyBudget};
+use crate::body::{self, Body, BodyBudget};
 use crate::client_info::ClientInfo;
 use crate::error::{CONTROL_CHARACTERS, GatewayError, HOST_NOT_AUTHORITY, INVALID_HOST};
 use crate::key::KeySource;
@@ -57,9 +57,10 @@ pub struct Gateway {
     /// Series of requests no route took (label `route=""`).
     unrouted: RouteMeters,
     waiters: Waiters,
-    /// Longest wait for the next piece of a body the gateway reads whole:
-    /// `server.header_read_timeout`, as the process started with it.
-    body_idle: Duration,
+    /// How long a body the gateway reads whole may take: each next piece
+    /// `server.header_read_timeout`, all of it `server.body_read_timeout`,
+    /// as the process started with them.
+    body_limits: body::ReadLimits,
     /// Request bodies read whole, all requests together
     /// (`server.max_buffered_bodies`, as the process started with it).
     body_budget: BodyBudget,
@@ -97,22 +98,22 @@ impl Exchange {
 }
 
 impl Gateway {
-    pub fn new(
-        runtime: Runtime,
-        store: Arc<dyn Store>,
-        metrics: Metrics,
-        body_idle: Duration,
-    ) -> Self {
+    pub fn new(runtime: Runtime, store: Arc<dyn Store>, metrics: Metrics) -> Self {
         runtime.announce_routes(&metrics);
         crate::error::problem_base::set(runtime.config.server.problem_base.as_deref());
-        let body_budget = BodyBudget::new(runtime.config.server.max_buffered_bodies);
+        let server = &runtime.config.server;
+        let body_budget = BodyBudget::new(server.max_buffered_bodies);
+        let body_limits = body::ReadLimits {
+            idle: server.header_read_timeout,
+            whole: server.body_read_timeout,
+        };
         Self {
             runtime: ArcSwap::from_pointee(runtime),
             store,
             metrics,
             unrouted: RouteMeters::new("", ""),
             waiters: Waiters::default(),
-            body_idle,
+            body_limits,
             body_budget,
             executions: TaskTracker::new(),
             cut_off: CancellationToken::new(),
@@ -143,7 +144,7 @@ impl Gateway {
     /// How this gateway reads a body whole.
     fn reading(&self) -> request_key::Reading<'_> {
         request_key::Reading {
-            idle: self.body_idle,
+            limits: self.body_limits,
             budget: &self.body_budget,
         }
     }

@@ -14,15 +14,12 @@ use crate::proxy::{UpstreamBody, UpstreamError, Wait, prepare_request};
 
 pub async fn run(gateway: &Gateway, exchange: &Exchange, request: Request<ClientBody>) -> Answer {
     let (parts, incoming) = request.into_parts();
-    let body = match body::coalesce_request(incoming, gateway.body_idle).await {
+    let body = match body::coalesce_request(incoming, gateway.body_limits).await {
         Ok(body) => body,
-        Err(error) if body::is_stalled(&error) => {
-            return Answer::error(GatewayError::RequestTimeout {
-                idle: gateway.body_idle,
-            });
-        }
-        Err(_) => {
-            return Answer::error(INCOMPLETE_BODY);
+        Err(error) => {
+            return Answer::error(
+                body::SlowBody::of(&error).map_or(INCOMPLETE_BODY, GatewayError::RequestTimeout),
+            );
         }
     };
     let request = Request::from_parts(parts, body);

@@ -1,8 +1,6 @@
 //! Phase "key": find the request's idempotency key, reading (and bounding)
 //! the body where the key or the fingerprint needs it.
 
-use std::time::Duration;
-
 use crate::body::ClientBody;
 use bytes::{Bytes, BytesMut};
 use http::header;
@@ -28,11 +26,12 @@ pub enum KeyedRequest {
     Unkeyed { body: Body },
 }
 
-/// How a body is read whole: `idle` bounds the wait for each next piece,
-/// `budget` the bytes held in memory by every request at once.
+/// How a body is read whole: `limits` bound the wait for each next piece
+/// and for all of it, `budget` the bytes held in memory by every request
+/// at once.
 #[derive(Clone, Copy)]
 pub struct Reading<'a> {
-    pub idle: Duration,
+    pub limits: body::ReadLimits,
     pub budget: &'a BodyBudget,
 }
 
@@ -168,8 +167,10 @@ fn key_error(error: KeyError) -> GatewayError {
 
 /// Reads the whole body, refusing more than `max_request_body` bytes before
 /// reading them when `Content-Length` already says so. A client that stops
-/// sending for `idle` is answered 408: the head's timeout is behind it, and
-/// nothing else would end the wait (a slow-body attack on keyed routes).
+/// sending for `header_read_timeout`, or has not sent it all within
+/// `body_read_timeout`, is answered 408: the head's timeout is behind it,
+/// and nothing else would end the wait (a slow-body attack on keyed routes,
+/// which would also hold its share of the body budget).
 async fn read_body(
     policy: &RoutePolicy,
     parts: &Parts,
@@ -205,17 +206,17 @@ pub(super) async fn read_whole(
     // buffer (a few KiB past the head), and one read whole before (a
     // webhook's, read for its signature) holds its share already.
     let mut share = (!matches!(incoming, ClientBody::Full(_))).then(|| reading.budget.share());
-    let mut incoming = body::IdleLimit::new(incoming, reading.idle);
+    let mut incoming = body::IdleLimit::within(incoming, reading.limits);
     let capacity = declared.map_or(0, |length| usize::try_from(length).unwrap_or(0));
     let mut whole = Gathered::Empty;
     let mut total: u64 = 0;
     while let Some(frame) = incoming.frame().await {
         let frame = match frame {
             Ok(frame) => frame,
-            Err(error) if body::is_stalled(&error) => {
-                return Err(GatewayError::RequestTimeout { idle: reading.idle });
+            Err(error) => {
+                return Err(body::SlowBody::of(&error)
+                    .map_or(INCOMPLETE_BODY, GatewayError::RequestTimeout));
             }
-            Err(_) => return Err(INCOMPLETE_BODY),
         };
         // Trailers are not part of the body the key or fingerprint reads.
         let Ok(data) = frame.into_data() else {

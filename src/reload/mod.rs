@@ -309,6 +309,7 @@ fn restart_only_changes(current: &Config, new: &Config) -> Vec<String> {
     note(
         current.server.max_connections != new.server.max_connections
             || current.server.header_read_timeout != new.server.header_read_timeout
+            || current.server.body_read_timeout != new.server.body_read_timeout
             || current.server.shutdown_grace != new.server.shutdown_grace
             || current.server.max_header_bytes != new.server.max_header_bytes
             || current.server.max_headers != new.server.max_headers,

@@ -70,6 +70,12 @@ pub fn server(ctx: &mut Ctx<'_>, file: &ServerFile) -> ServerConfig {
             Duration::from_secs(10),
             positive_duration,
         ),
+        body_read_timeout: ctx.value(
+            file.body_read_timeout.as_ref(),
+            "server.body_read_timeout",
+            Duration::from_secs(60),
+            positive_duration,
+        ),
         max_connections: ctx.value(
             file.max_connections.as_ref(),
             "server.max_connections",

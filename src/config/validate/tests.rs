@@ -47,6 +47,7 @@ fn server_defaults() {
     assert_eq!(server.max_stored_response, 4 << 20);
     assert_eq!(server.max_header_bytes, 32 << 10);
     assert_eq!(server.header_read_timeout, Duration::from_secs(10));
+    assert_eq!(server.body_read_timeout, Duration::from_secs(60));
     assert_eq!(server.max_connections, 10_000);
     assert_eq!(server.shutdown_grace, Duration::from_secs(30));
     assert_eq!(server.tls, None);
@@ -661,6 +662,11 @@ fn bad_duration() {
     single(
         &format!("[defaults]\nretention = \"0s\"\n{MINIMAL}"),
         "t.toml:2:13: defaults.retention:",
+        "greater than zero",
+    );
+    single(
+        &format!("[server]\nbody_read_timeout = \"0s\"\n{MINIMAL}"),
+        "t.toml:2:21: server.body_read_timeout:",
         "greater than zero",
     );
 }
