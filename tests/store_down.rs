@@ -531,6 +531,31 @@ async fn a_server_that_takes_no_writes_is_not_ready_and_its_connections_are_made
         "{}",
         readyz.text()
     );
+    // A command that writes says why it cannot, in one line.
+    for command in [&["keys", "purge"][..], &["sweep"]] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_idemgate"))
+            .args(command)
+            .arg("-c")
+            .arg(gateway.config_path())
+            .args(if command[0] == "keys" {
+                &["charges", "w-1"][..]
+            } else {
+                &[]
+            })
+            .output()
+            .expect("run idemgate");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{command:?}: {stderr}");
+        assert!(
+            stderr.contains("the server takes no writes"),
+            "{command:?}: {stderr}"
+        );
+        assert_eq!(
+            stderr.trim_end().lines().count(),
+            1,
+            "{command:?}: {stderr}"
+        );
+    }
     // A gateway that starts now (its schema up to date) starts, not ready.
     gateway.restart();
     let (client, admin) = (gateway.client(), gateway.admin_client());

@@ -11,7 +11,7 @@ use deadpool_postgres::{BuildError, PoolError};
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum PostgresCause {
     /// A statement failed, or its connection.
-    #[error("postgres: {}", describe(.0.as_ref()))]
+    #[error("postgres: {}", driver_text(.0.as_ref()))]
     Driver(#[source] Arc<tokio_postgres::Error>),
     /// No pooled connection: none could be made, or none came free in time.
     #[error("postgres: {}", pool_text(.0))]
@@ -125,6 +125,19 @@ pub fn describe(err: &(dyn std::error::Error + 'static)) -> String {
         source = cause.source();
     }
     text
+}
+
+/// [`describe`], and for a write refused as read-only (SQLSTATE 25006)
+/// first what that means: the server's own words name only the statement.
+fn driver_text(err: &tokio_postgres::Error) -> String {
+    if err.code() == Some(&tokio_postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION) {
+        return format!(
+            "the server takes no writes (a standby, such as a failover's former primary, \
+             or a read-only database): {}",
+            describe(err)
+        );
+    }
+    describe(err)
 }
 
 fn pool_text(err: &PoolError) -> String {
