@@ -106,7 +106,7 @@ pub enum Command {
     Migrate(ConfigArg),
     /// Delete expired records once and print how many.
     Sweep(ConfigArg),
-    /// Inspect or delete the records of one key (all scopes).
+    /// Show or purge the records of one key (all scopes), or list a route's records.
     Keys {
         #[command(subcommand)]
         action: KeysAction,
