@@ -623,3 +623,81 @@ async fn a_completion_outlasts_a_failure_that_passes_within_its_lease() {
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].status, Some(201), "{records:?}");
 }
+
+/// Sets the gateway's soft file-size limit (`prlimit`, util-linux), as
+/// `ulimit -f` or systemd's `LimitFSIZE` would: past it a write fails.
+fn file_size_limit(gateway: &common::GatewayProcess, limit: &str) {
+    let status = std::process::Command::new("prlimit")
+        .args([
+            "--pid",
+            &gateway.pid().to_string(),
+            &format!("--fsize={limit}:"),
+        ])
+        .status()
+        .expect("prlimit (util-linux) runs");
+    assert!(status.success(), "prlimit --fsize={limit}: {status}");
+}
+
+/// A file-size limit reached while serving (`ulimit -f`, systemd's
+/// `LimitFSIZE`, put here on the running gateway) is a full disk to the
+/// store, not the end of the process: SIGXFSZ, whose default action ended it
+/// and every connection with it, is taken over. Keyed requests that need a
+/// write are refused 503 `store-unavailable` with nothing forwarded, while
+/// the process serves (`/readyz` stays 200, as for a full disk:
+/// docs/guarantees.md) and replays go on; given room, keyed requests run
+/// again with no restart.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_size_limit_is_a_full_disk_not_the_end_of_the_process() {
+    use common::config::{Config, Route, Upstream};
+    let config = Config::new()
+        .upstream(Upstream::api())
+        .route(Route::api("charges", "/v1/charges"));
+    let (_dir, upstream, gateway) =
+        common::GatewayProcess::start_fresh("store-file-size-limit", &config).await;
+    let client = gateway.client();
+    let admin = gateway.admin_client();
+    assert_eq!(
+        client
+            .post("/v1/charges", Some("before"), "{}")
+            .await
+            .status,
+        201
+    );
+
+    file_size_limit(&gateway, "1");
+    let mut refused = None;
+    for n in 0..200 {
+        let key = format!("during-{n}");
+        let reply = client.post("/v1/charges", Some(&key), "{}").await;
+        if reply.status == 503 {
+            refused = Some((key, reply));
+            break;
+        }
+        assert_eq!(reply.status, 201, "{}", reply.text());
+    }
+    let (key, reply) = refused.expect("no write failed past the file-size limit");
+    assert_eq!(
+        reply.json()["code"],
+        "store-unavailable",
+        "{}",
+        reply.text()
+    );
+    assert_eq!(upstream.executions(&key), 0);
+    let replay = client.post("/v1/charges", Some("before"), "{}").await;
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(admin.get("/readyz").await.status, 200);
+
+    file_size_limit(&gateway, "unlimited");
+    assert_eq!(
+        client.post("/v1/charges", Some(&key), "{}").await.status,
+        201
+    );
+    assert_eq!(upstream.executions(&key), 1);
+    assert_eq!(upstream.executions("before"), 1);
+    assert!(
+        gateway
+            .log_text()
+            .contains("store transactions commit again")
+    );
+    assert!(!gateway.log_text().contains("panicked"));
+}

@@ -29,6 +29,7 @@ pub use start_error::StartError;
 /// Runs the gateway until a termination signal, then drains and returns.
 pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError> {
     let hangup = signals::hangup();
+    signals::ignore_file_size_limit_signal();
     let config = Arc::new(config);
     let registry = prometheus::Registry::new();
     let metrics = Metrics::new(registry).map_err(StartError::Metrics)?;

@@ -13,6 +13,20 @@ pub fn hangup() -> Option<Signal> {
     signal(SignalKind::hangup()).ok()
 }
 
+/// Takes SIGXFSZ over from its default action, which ends the process (with
+/// a core dump): past a file-size limit (`ulimit -f`, systemd's
+/// `LimitFSIZE`) a write then fails with EFBIG, as on a full disk, and the
+/// store refuses what it cannot write (503, `/readyz` not ready) until it
+/// can again, instead of the gateway dying with every connection.
+/// PostgreSQL ignores the signal for the same reason. A handler, once
+/// installed, stays for the life of the process.
+pub fn ignore_file_size_limit_signal() {
+    let xfsz = SignalKind::from_raw(rustix::process::Signal::XFSZ.as_raw());
+    if signal(xfsz).is_err() {
+        tracing::warn!("cannot take SIGXFSZ over: a file-size limit would end the process");
+    }
+}
+
 /// SIGTERM and SIGINT start the graceful shutdown; a second one during it
 /// ends the grace at once (`abandon`), as an operator pressing Ctrl-C twice
 /// or an orchestrator that will not wait expects; SIGHUP (`hangup`, from
