@@ -31,6 +31,22 @@ fn say(text: &str) -> Result<(), i32> {
     }
 }
 
+/// Whether stdout and stderr are one file: the same terminal, or one pipe
+/// or log file under `2>&1`. Where `/proc` cannot say, both are terminals.
+fn streams_are_one_file() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (
+        std::fs::metadata("/proc/self/fd/1"),
+        std::fs::metadata("/proc/self/fd/2"),
+    ) {
+        (Ok(out), Ok(err)) => out.dev() == err.dev() && out.ino() == err.ino(),
+        _ => {
+            std::io::IsTerminal::is_terminal(&std::io::stdout())
+                && std::io::IsTerminal::is_terminal(&std::io::stderr())
+        }
+    }
+}
+
 pub fn check(path: &Path) -> i32 {
     match config::load(path) {
         Ok(config) => {
@@ -38,11 +54,10 @@ pub fn check(path: &Path) -> i32 {
                 return code;
             }
             // The report above lists the warnings; a script or a test that
-            // captures the streams apart finds them on stderr too. A person at
-            // a terminal reads them once.
-            let interactive = std::io::IsTerminal::is_terminal(&std::io::stdout())
-                && std::io::IsTerminal::is_terminal(&std::io::stderr());
-            if !interactive {
+            // captures the streams apart finds them on stderr too. Where both
+            // go to one place (a terminal, `2>&1`) they are read once.
+            let one_place = streams_are_one_file();
+            if !one_place {
                 for warning in &config.warnings {
                     eprintln!("warning: {warning}");
                 }
@@ -52,7 +67,7 @@ pub fn check(path: &Path) -> i32 {
                 if let Err(code) = say(&format!("{warning}\n")) {
                     return code;
                 }
-                if !interactive {
+                if !one_place {
                     eprintln!("{warning}");
                 }
             }

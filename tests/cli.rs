@@ -679,6 +679,29 @@ fn check_warns_about_a_shadowed_route_on_both_streams() {
     assert!(stderr.contains("shadow.toml:9:"), "{stderr}");
 }
 
+/// The same file sent to one place (`2>&1` into a pipe or a log, as CI runs
+/// it): each warning is said once, not once per stream.
+#[test]
+fn check_says_each_warning_once_when_both_streams_are_one_file() {
+    let dir = TestDir::new("cli-shadow-once");
+    let path = dir.path("shadow.toml");
+    let config = format!(
+        "{VALID}\n[[routes]]\nname = \"shadowed\"\nupstream = \"api\"\nmatch = {{ path_prefix = \"/v1/charges/x\" }}\n"
+    );
+    std::fs::write(&path, config).unwrap();
+    let both = std::fs::File::create(dir.path("both.txt")).unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_idemgate"))
+        .args(["check", "-c", path.to_str().unwrap()])
+        .env_remove("IDEMGATE_CONFIG")
+        .stdout(both.try_clone().unwrap())
+        .stderr(both)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let written = std::fs::read_to_string(dir.path("both.txt")).unwrap();
+    assert_eq!(written.matches("is shadowed").count(), 1, "{written}");
+}
+
 /// docs/operating.md: a log filter tracing cannot parse is refused at start in one
 /// line, as clap refuses any bad argument (exit 2), not replaced by `info`.
 /// `RUST_LOG` stands in for `--log-level` and is held to the same rule; the
