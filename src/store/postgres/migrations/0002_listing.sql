@@ -12,9 +12,9 @@ ALTER TABLE idemgate_records ADD COLUMN IF NOT EXISTS outcome_unknown boolean NO
 -- `GET /admin/keys/{route}?state=`: one range per route and state, oldest
 -- first; key and scope in byte order ("C"), the order every backend pages in.
 -- `expires_at` rides along so `idemgate_records` counts from the index alone.
--- IF NOT EXISTS: on a large table, build it first with CREATE INDEX
--- CONCURRENTLY under this name (docs/tuning-retention.md), and this
--- migration only adds the column, which takes no table rewrite.
+-- IF NOT EXISTS: on a large table, add the column and then build this index
+-- with CREATE INDEX CONCURRENTLY under this name first
+-- (docs/tuning-retention.md); this migration then finds both and adds nothing.
 CREATE INDEX IF NOT EXISTS idemgate_records_listing ON idemgate_records
     (route, state, outcome_unknown, created_at, key COLLATE "C", scope COLLATE "C")
     INCLUDE (expires_at);
