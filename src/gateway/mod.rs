@@ -384,8 +384,8 @@ fn head_over_limits<B>(
 
 /// Refuses what a reverse proxy must not pass on: `Content-Length` values
 /// that two parsers could read differently, `CONNECT` and its authority-form
-/// target, a method with
-/// lower-case letters, and a host that is not one ([`check_host`]).
+/// target, a method with lower-case letters, an HTTP/2 field value with a
+/// space or tab at either end, and a host that is not one ([`check_host`]).
 fn check_framing<B>(request: &Request<B>) -> Result<(), GatewayError> {
     let headers = request.headers();
     // Both Content-Length and Transfer-Encoding never get here: the HTTP/1
