@@ -76,10 +76,10 @@ pub async fn capture(response: Response<UpstreamBody>, limit: u64) -> Result<Cap
 
 /// The body of an oversized answer as the client gets it: what was read, then the rest.
 pub fn resume(prefix: Vec<Bytes>, rest: UpstreamBody) -> Body {
-    let read = prefix.iter().map(|chunk| chunk.len() as u64).sum();
+    let prefix_left = prefix.iter().map(|chunk| chunk.len() as u64).sum();
     body::stream(Resumed {
         prefix: prefix.into_iter(),
-        read,
+        prefix_left,
         rest,
     })
 }
@@ -90,7 +90,7 @@ pub fn resume(prefix: Vec<Bytes>, rest: UpstreamBody) -> Body {
 struct Resumed {
     prefix: std::vec::IntoIter<Bytes>,
     /// Bytes left in `prefix`.
-    read: u64,
+    prefix_left: u64,
     rest: UpstreamBody,
 }
 
@@ -104,7 +104,7 @@ impl http_body::Body for Resumed {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
         if let Some(chunk) = this.prefix.next() {
-            this.read -= chunk.len() as u64;
+            this.prefix_left -= chunk.len() as u64;
             return Poll::Ready(Some(Ok(Frame::data(chunk))));
         }
         Pin::new(&mut this.rest).poll_frame(cx)
@@ -117,10 +117,10 @@ impl http_body::Body for Resumed {
     fn size_hint(&self) -> SizeHint {
         let rest = self.rest.size_hint();
         match rest.exact() {
-            Some(rest) => SizeHint::with_exact(self.read + rest),
+            Some(rest) => SizeHint::with_exact(self.prefix_left + rest),
             None => {
                 let mut hint = SizeHint::new();
-                hint.set_lower(self.read + rest.lower());
+                hint.set_lower(self.prefix_left + rest.lower());
                 hint
             }
         }
@@ -128,7 +128,7 @@ impl http_body::Body for Resumed {
 }
 
 /// What is kept of an answer: status and end-to-end headers, minus `Date`
-/// (a replay gets a fresh one) and the route's excluded headers.
+/// (a replay gets a fresh one) and those the route does not keep ([`Kept`](super::replay::Kept)).
 pub fn stored(
     parts: &Parts,
     body: Bytes,

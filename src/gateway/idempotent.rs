@@ -226,7 +226,7 @@ fn mark_degraded<B>(response: &mut Response<B>) {
 /// Logs a request refused (or degraded) for want of the store, at most once
 /// a second with the count left out since: a store that is down fails every
 /// keyed request, and each already has its own access-log line
-/// (`outcome="store_unavailable"`).
+/// (`outcome="store_unavailable"`, or `"degraded"` when forwarded).
 fn warn_store_unavailable(id: &RecordId, error: &StoreError) {
     use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
     // The unix second of the last line, and the failures not logged since.

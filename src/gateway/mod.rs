@@ -384,8 +384,8 @@ fn head_over_limits<B>(
 
 /// Refuses what a reverse proxy must not pass on: `Content-Length` values
 /// that two parsers could read differently, `CONNECT` and its authority-form
-/// target, a method with
-/// lower-case letters, and a host that is not one ([`check_host`]).
+/// target, a method with lower-case letters, an HTTP/2 field value with a
+/// space or tab at either end, and a host that is not one ([`check_host`]).
 fn check_framing<B>(request: &Request<B>) -> Result<(), GatewayError> {
     let headers = request.headers();
     // Both Content-Length and Transfer-Encoding never get here: the HTTP/1
@@ -481,8 +481,9 @@ fn check_host<B>(request: &Request<B>) -> Result<(), GatewayError> {
         return Err(INVALID_HOST);
     }
     // Over HTTP/2 a `host` field beside `:authority` must name the same
-    // host (RFC 9113 §8.3.1): the gateway routes by `:authority`, and a
-    // `host` that says otherwise could steer a peer behind it that reads it.
+    // host (RFC 9113 §8.3.1): the gateway takes the host it sends on, and a
+    // scope's `header:host`, from `:authority`, and a `host` that says
+    // otherwise could steer a peer behind it that reads it.
     if request.version() == Version::HTTP_2
         && let Some(authority) = request.uri().authority()
         && request.headers().get_all(header::HOST).iter().any(|value| {

@@ -22,7 +22,7 @@ pub struct Runtime {
     pub max_header_bytes: u64,
     pub max_headers: usize,
     pub max_stored_response: u64,
-    /// `[region]`: where keys live; `None` with one region.
+    /// `[region]`: where keys live; `None` without it.
     pub regions: Option<Arc<crate::region::Regions>>,
 }
 

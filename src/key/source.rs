@@ -37,7 +37,9 @@ pub struct Derive {
 pub enum DerivePart {
     /// `/pointer`: a string or number of the JSON body.
     JsonPointer(String),
-    /// `header:NAME`: the field value (its lines joined by `, `), trimmed.
+    /// `header:NAME`: the field value, each line trimmed and the lines joined
+    /// by `, ` (`Cookie`'s by `; `); `Host` is the target's authority when
+    /// it has one ([`RequestView`]).
     Header(HeaderName),
     /// `query:NAME`
     Query(String),

@@ -18,7 +18,8 @@ use crate::body::{BoxError, COALESCE_LIMIT};
 /// What an upstream's `timeout` bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
-    /// Everything from the first byte written to the answer head.
+    /// Everything from the send (a wait for a connection or a stream
+    /// included) to the answer head.
     Whole,
     /// Each next piece of the request body, then the answer head after the last.
     Restarting,

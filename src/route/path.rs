@@ -16,7 +16,7 @@ use crate::wire::dot_segment::{dots, is_dot_segment};
 pub fn resolve_dot_segments(uri: &Uri) -> Option<Result<Uri, http::Error>> {
     let path = uri.path();
     // Most paths have no `.` or `%` at all: one byte scan, no segment split
-    // (`split` costs ~300 instructions, a pass-through ~28k; docs/adr/0007-hot-path-costs.md).
+    // (`split` cost ~300 instructions, 1.7% of a pass-through; docs/adr/0007-hot-path-costs.md).
     let maybe = path.bytes().any(|b| b == b'.' || b == b'%');
     if !maybe || !path.split('/').any(is_dot_segment) {
         return None;

@@ -21,7 +21,7 @@ pub struct CountLimits {
 
 impl Default for CountLimits {
     /// Measured warm on 10 million records (docs/tuning-retention.md): a
-    /// route's range ~30 ms at the limit, the sample under 0.1 s.
+    /// route's range ~30 ms at the limit, the sample 56–104 ms.
     fn default() -> CountLimits {
         CountLimits {
             exact_completed: 100_000,

@@ -1,4 +1,5 @@
-//! The background task that deletes records past their retention, for any backend.
+//! The background task that deletes records past their retention, and
+//! leases that ran out without an answer, for any backend (`Store::sweep`).
 
 use std::sync::Arc;
 use std::time::Duration;

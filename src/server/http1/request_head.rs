@@ -18,8 +18,8 @@ use crate::wire::{fields, host};
 const STACK_HEADERS: usize = 128;
 
 /// The longest method read: the longest registered one (`UPDATEREDIRECTREF`)
-/// is 17 bytes; a longer one is refused as malformed (400), not counted
-/// against the head's size limits.
+/// is 17 bytes; a longer one is refused (400, [`Refusal::LongMethod`]), not
+/// counted against the head's size limits.
 pub const MAX_METHOD: usize = 32;
 
 #[derive(Debug)]
@@ -40,7 +40,8 @@ pub enum Refusal {
     Malformed,
     /// More bytes than the buffer (431).
     TooLarge,
-    /// More fields than `max_headers` (431).
+    /// More fields than the parser takes (`Settings::parsed_headers`:
+    /// `max_headers` and a forwarding region's own fields) (431).
     TooManyHeaders,
     /// Both `Content-Length` and `Transfer-Encoding` (400).
     Ambiguous,

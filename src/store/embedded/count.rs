@@ -14,8 +14,9 @@
 //!   fixed positions over the rowid range (below), each standing for
 //!   `stride` rowids.
 //!
-//! Counting every index entry would read the whole index: 40–101 s on 10
-//! million records, once per `sweep_interval`.
+//! Counting every index entry would read the whole index, once per
+//! `sweep_interval`: on 10 million records 1.3 s warm, 43 s from disk
+//! (docs/tuning-retention.md).
 
 use rusqlite::{Connection, OptionalExtension, params};
 

@@ -1,7 +1,7 @@
 //! The writer's statements, each prepared once for the thread's life.
 //!
 //! rusqlite's `prepare_cached` finds a statement by hashing its SQL text,
-//! once to take it out of the cache and again to put it back: ~4k
+//! once to take it out of the cache and again to put it back: ~2.9k
 //! instructions per new key on the embedded store, a statement's text being
 //! a few hundred bytes (docs/adr/0004-embedded-store.md). Every statement the writer runs
 //! is a `&'static str` of this crate, so here it is found by its address

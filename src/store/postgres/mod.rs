@@ -59,8 +59,8 @@ use rows::{Decided, KeptFor, Recorded, millis};
 /// error instead of a spin.
 const RESERVE_ATTEMPTS: usize = 10;
 
-/// How many times a reservation or a release whose connection died under it
-/// runs again, each time on another connection.
+/// How many times a reservation, a release or a ping whose connection died
+/// under it runs again, each time on another connection.
 const RECONNECTS: usize = 2;
 
 /// Pause before retrying a failed completion, doubled up to `COMPLETE_RETRY_MAX`.
