@@ -17,6 +17,21 @@ pub fn parameter(params: &[u8], wanted: &[u8]) -> Option<Vec<u8>> {
         .map(|(_, value)| value)
 }
 
+/// Every parameter of `params` (what follows a header value's first `;`), in
+/// order, names lowercased and values unquoted; `None` when a piece is not a
+/// `token=value` parameter (then readers differ on what the value says).
+pub fn parameters(params: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut parsed = Parameters::new(params);
+    let mut all = Vec::new();
+    for (name, value) in parsed.by_ref() {
+        if name.is_empty() || !name.iter().all(|&b| is_tchar(b)) {
+            return None;
+        }
+        all.push((name.to_ascii_lowercase(), value));
+    }
+    (!parsed.malformed).then_some(all)
+}
+
 /// `value` in the form that compares equal whatever the sender's spelling:
 /// `type/subtype` lowercased, then each parameter in order as `;name=value`
 /// with a lowercased name, the value quoted only when it is not a token, and
