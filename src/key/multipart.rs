@@ -4,7 +4,7 @@
 
 use memchr::memmem;
 
-use super::media_type::{self, parameter, parameters};
+use super::media_type::{self, parameters, sole_parameter};
 
 /// One part, as the fingerprint sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,7 +33,7 @@ pub fn boundary(content_type: &[u8]) -> Option<Vec<u8>> {
         return None;
     }
     let params = &content_type[memchr::memchr(b';', content_type)? + 1..];
-    let boundary = parameter(params, b"boundary")?;
+    let boundary = sole_parameter(params, b"boundary")?;
     // RFC 2046 §5.1.1: 1 to 70 characters.
     (!boundary.is_empty() && boundary.len() <= 70).then_some(boundary)
 }
@@ -146,6 +146,11 @@ mod tests {
             Some(&b"a b"[..])
         );
         assert_eq!(boundary(b"multipart/form-data"), None);
+        // Readers differ on which of two boundaries counts.
+        assert_eq!(
+            boundary(b"multipart/form-data; boundary=a; Boundary=\"b\""),
+            None
+        );
         assert_eq!(boundary(b"multipart/mixed; boundary=abc"), None);
         assert_eq!(boundary(b"application/json"), None);
     }
