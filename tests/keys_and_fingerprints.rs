@@ -378,6 +378,56 @@ async fn multipart_extended_file_names_count() {
     assert_eq!(upstream.executions("mp-ext"), 1);
 }
 
+/// A part that names itself twice (or carries two Content-Type fields) says
+/// different things to different readers: it is never taken for a part that
+/// says one of them, so its body compares by its bytes.
+#[tokio::test]
+async fn multipart_part_with_twin_fields_is_not_taken_for_one() {
+    let (_dir, upstream, gateway) = setup("kf-multipart-twins").await;
+    let send = |key: &'static str, boundary: &'static str, head: &'static str| {
+        let content_type = format!("multipart/form-data; boundary={boundary}");
+        let body = format!("--{boundary}\r\n{head}\r\n\r\n100\r\n--{boundary}--\r\n");
+        let gateway = &gateway;
+        async move {
+            post(
+                gateway,
+                "/v1/multi",
+                &[("content-type", &content_type), ("idempotency-key", key)],
+                &body,
+            )
+            .await
+        }
+    };
+    let twin_names = "Content-Disposition: form-data; name=\"amount\"; name=\"refund\"";
+    assert_eq!(send("mp-twin", "b1", twin_names).await.status, 201);
+    assert_replayed(&send("mp-twin", "b1", twin_names).await);
+    for other in [
+        "Content-Disposition: form-data; name=\"amount\"",
+        "Content-Disposition: form-data; name=\"refund\"",
+    ] {
+        assert_code(
+            &send("mp-twin", "b2", other).await,
+            422,
+            "fingerprint-mismatch",
+        );
+    }
+    let twin_types = "Content-Disposition: form-data; name=\"a\"\r\n\
+                      Content-Type: text/plain\r\nContent-Type: image/png";
+    assert_eq!(send("mp-types", "b1", twin_types).await.status, 201);
+    assert_code(
+        &send(
+            "mp-types",
+            "b2",
+            "Content-Disposition: form-data; name=\"a\"\r\nContent-Type: image/png",
+        )
+        .await,
+        422,
+        "fingerprint-mismatch",
+    );
+    assert_eq!(upstream.executions("mp-twin"), 1);
+    assert_eq!(upstream.executions("mp-types"), 1);
+}
+
 /// A part's media type is case-insensitive, and a part without one is
 /// `text/plain`: a retry that spells it another way is the same request.
 #[tokio::test]

@@ -9,12 +9,28 @@ pub fn media_type(content_type: &[u8]) -> &[u8] {
     content_type[..end].trim_ascii()
 }
 
-/// The value of the `;`-separated parameter `wanted` (case-insensitive name)
-/// in `params` (what follows a media type's `;`), unquoted.
-pub fn parameter(params: &[u8], wanted: &[u8]) -> Option<Vec<u8>> {
-    Parameters::new(params)
-        .find(|(name, _)| name.eq_ignore_ascii_case(wanted))
-        .map(|(_, value)| value)
+/// The value of the parameter `wanted` when `params` names it exactly once
+/// (case-insensitive); `None` when it is absent or named twice, where readers
+/// differ on which value counts.
+pub fn sole_parameter(params: &[u8], wanted: &[u8]) -> Option<Vec<u8>> {
+    let mut found = Parameters::new(params).filter(|(name, _)| name.eq_ignore_ascii_case(wanted));
+    let (_, value) = found.next()?;
+    found.next().is_none().then_some(value)
+}
+
+/// Every parameter of `params` (what follows a header value's first `;`), in
+/// order, names lowercased and values unquoted; `None` when a piece is not a
+/// `token=value` parameter (then readers differ on what the value says).
+pub fn parameters(params: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut parsed = Parameters::new(params);
+    let mut all = Vec::new();
+    for (name, value) in parsed.by_ref() {
+        if name.is_empty() || !name.iter().all(|&b| is_tchar(b)) {
+            return None;
+        }
+        all.push((name.to_ascii_lowercase(), value));
+    }
+    (!parsed.malformed).then_some(all)
 }
 
 /// `value` in the form that compares equal whatever the sender's spelling:
@@ -182,9 +198,10 @@ mod tests {
     #[test]
     fn finds_one_parameter() {
         assert_eq!(
-            parameter(b" charset=x; Boundary=\"a b\"", b"boundary").as_deref(),
+            sole_parameter(b" charset=x; Boundary=\"a b\"", b"boundary").as_deref(),
             Some(&b"a b"[..])
         );
-        assert_eq!(parameter(b"a=1", b"b"), None);
+        assert_eq!(sole_parameter(b"a=1", b"b"), None);
+        assert_eq!(sole_parameter(b"b=1; B=1", b"b"), None);
     }
 }

@@ -4,7 +4,7 @@
 
 use memchr::memmem;
 
-use super::media_type::{self, parameter};
+use super::media_type::{self, parameters, sole_parameter};
 
 /// One part, as the fingerprint sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,7 +33,7 @@ pub fn boundary(content_type: &[u8]) -> Option<Vec<u8>> {
         return None;
     }
     let params = &content_type[memchr::memchr(b';', content_type)? + 1..];
-    let boundary = parameter(params, b"boundary")?;
+    let boundary = sole_parameter(params, b"boundary")?;
     // RFC 2046 §5.1.1: 1 to 70 characters.
     (!boundary.is_empty() && boundary.len() <= 70).then_some(boundary)
 }
@@ -86,14 +86,33 @@ fn part(raw: &[u8]) -> Option<Part<'_>> {
         content_type: b"text/plain".to_vec(),
         content: &raw[head_len..],
     };
+    // A field or a disposition parameter sent twice, or parameters that do
+    // not parse, leave it to each reader which value counts: such a part is
+    // not read (the body compares by its bytes), never taken for one of them.
+    let mut seen_disposition = false;
+    let mut seen_type = false;
     for field in fields.iter() {
         if field.name.eq_ignore_ascii_case("content-disposition") {
+            if std::mem::replace(&mut seen_disposition, true) {
+                return None;
+            }
             let value = field.value;
             let params = memchr::memchr(b';', value).map_or(&b""[..], |at| &value[at + 1..]);
-            part.name = parameter(params, b"name");
-            part.filename = parameter(params, b"filename");
-            part.filename_ext = parameter(params, b"filename*");
+            for (name, value) in parameters(params)? {
+                let slot = match name.as_slice() {
+                    b"name" => &mut part.name,
+                    b"filename" => &mut part.filename,
+                    b"filename*" => &mut part.filename_ext,
+                    _ => continue,
+                };
+                if slot.replace(value).is_some() {
+                    return None;
+                }
+            }
         } else if field.name.eq_ignore_ascii_case("content-type") {
+            if std::mem::replace(&mut seen_type, true) {
+                return None;
+            }
             part.content_type = media_type::canonical(field.value);
         }
     }
@@ -127,6 +146,11 @@ mod tests {
             Some(&b"a b"[..])
         );
         assert_eq!(boundary(b"multipart/form-data"), None);
+        // Readers differ on which of two boundaries counts.
+        assert_eq!(
+            boundary(b"multipart/form-data; boundary=a; Boundary=\"b\""),
+            None
+        );
         assert_eq!(boundary(b"multipart/mixed; boundary=abc"), None);
         assert_eq!(boundary(b"application/json"), None);
     }
@@ -181,6 +205,48 @@ mod tests {
         assert_eq!(parts(&none, b"b"), parts(&upper, b"b"));
         assert_eq!(parts(&mixed, b"b"), parts(&lower, b"b"));
         assert_ne!(parts(&none, b"b"), parts(&lower, b"b"));
+    }
+
+    fn one_part(head: &str) -> Vec<u8> {
+        format!("--b\r\n{head}\r\n\r\nx\r\n--b--").into_bytes()
+    }
+
+    #[test]
+    fn a_field_twice_in_a_part_is_unreadable() {
+        for head in [
+            "Content-Disposition: form-data; name=\"a\"\r\n\
+             Content-Disposition: form-data; name=\"b\"",
+            "Content-Disposition: form-data; name=\"a\"\r\n\
+             Content-Type: text/plain\r\ncontent-type: image/png",
+        ] {
+            assert_eq!(parts(&one_part(head), b"b"), None, "{head}");
+        }
+    }
+
+    #[test]
+    fn a_disposition_parameter_twice_is_unreadable() {
+        for head in [
+            "Content-Disposition: form-data; name=\"a\"; name=\"b\"",
+            "Content-Disposition: form-data; name=a; filename=x; FILENAME=y",
+            "Content-Disposition: form-data; name=a; filename*=UTF-8''x; filename*=UTF-8''y",
+        ] {
+            assert_eq!(parts(&one_part(head), b"b"), None, "{head}");
+        }
+    }
+
+    #[test]
+    fn unparsable_disposition_parameters_are_unreadable() {
+        for head in [
+            "Content-Disposition: form-data; name=\"a\"; filename=\"open",
+            "Content-Disposition: form-data; name=\"a\"; junk",
+        ] {
+            assert_eq!(parts(&one_part(head), b"b"), None, "{head}");
+        }
+        // Other parameters and empty pieces are no twins.
+        let fine = one_part("Content-Disposition: form-data; name=\"a\";; filename=\"f\"; x=1");
+        let read = parts(&fine, b"b").unwrap();
+        assert_eq!(read[0].name.as_deref(), Some(&b"a"[..]));
+        assert_eq!(read[0].filename.as_deref(), Some(&b"f"[..]));
     }
 
     #[test]
