@@ -86,10 +86,6 @@ impl RouteTable {
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Route>> {
         self.routes.iter()
     }
-
-    pub fn get(&self, name: &str) -> Option<&Arc<Route>> {
-        self.routes.iter().find(|route| &*route.name == name)
-    }
 }
 
 #[cfg(test)]
