@@ -198,6 +198,36 @@ async fn a_purge_refused_by_redis_can_be_retried_and_leaves_no_copy() {
     reserved(&store, &id("k"), "fp", LONG).await;
 }
 
+/// A replay on another replica that read the answer from Postgres just
+/// before a purge committed writes it back to Redis (`SET NX`) just after
+/// the purge deleted the copies: the purged answer must not come back with
+/// it. (It did, and replayed until its TTL, the record's retention, while
+/// purging again could no longer name it.) The purge leaves a mark that
+/// such a write-back does not land over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_write_back_that_lands_after_a_purge_does_not_bring_the_purged_answer_back() {
+    let prefix = RedisPrefix::new("idemgate-test");
+    let (store, _counts, _schema) = cached(redis_config(&prefix.0)).await;
+    let lease = reserved(&store, &id("k"), "fp", LONG).await;
+    store.complete(&lease, &response(), LONG).await.unwrap();
+    let entry = entry_name(&prefix.0, "k");
+    let mut conn = redis_conn().await;
+    let copy = get_value(&mut conn, &entry).await;
+    assert_eq!(store.purge("orders", "k").await.unwrap(), 1);
+    // The other replica's write-back, as the store makes it.
+    let _: Option<String> = redis::cmd("SET")
+        .arg(&entry)
+        .arg(&copy)
+        .arg("PX")
+        .arg(60_000)
+        .arg("NX")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    // The purged key runs again: not replayed from that copy.
+    reserved(&store, &id("k"), "fp", LONG).await;
+}
+
 /// A value of another type under one key's entry (Redis answers `WRONGTYPE`)
 /// is that key's problem: it is served from Postgres, and the fast path stays
 /// on for every other key. (Any error used to pause Redis for everyone, and
@@ -597,10 +627,18 @@ async fn purge_without_redis(schema: &TestSchema) {
     assert_eq!(without_redis.purge("orders", "k").await.unwrap(), 1);
 }
 
-/// Waits up to `within` for `entry` to be gone from Redis.
+/// Waits up to `within` for `entry` to hold no answer: gone, or the mark a
+/// purge leaves (`purged:` and its own id).
 async fn wait_gone(entry: &str, within: Duration, what: &str) {
     let deadline = std::time::Instant::now() + within;
-    while entry_exists(entry).await {
+    let mut conn = redis_conn().await;
+    while redis::cmd("GET")
+        .arg(entry)
+        .query_async::<Option<Vec<u8>>>(&mut conn)
+        .await
+        .unwrap()
+        .is_some_and(|value| !value.starts_with(b"purged:"))
+    {
         assert!(std::time::Instant::now() < deadline, "{what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -128,12 +128,30 @@ impl Redis {
             .map(|_| ())
     }
 
-    pub async fn del(&self, keys: &[String]) -> Result<(), CacheError> {
+    /// Puts `value` under each of `keys` for `ttl`, over whatever is there,
+    /// in one round trip.
+    pub async fn set_all(
+        &self,
+        keys: &[String],
+        value: &[u8],
+        ttl: Duration,
+    ) -> Result<(), CacheError> {
         if keys.is_empty() {
             return Ok(());
         }
+        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut pipe = redis::pipe();
+        for key in keys {
+            pipe.cmd("SET")
+                .arg(key)
+                .arg(value)
+                .arg("PX")
+                .arg(ms)
+                .ignore();
+        }
         let mut conn = self.manager.clone();
-        self.run(async move { conn.del::<_, ()>(keys).await }).await
+        self.run(async move { pipe.query_async::<()>(&mut conn).await })
+            .await
     }
 
     async fn run<T>(

@@ -37,6 +37,22 @@ const DIGEST: usize = 32;
 const BODY_OMITTED: u8 = 1;
 const OUTCOME_UNKNOWN: u8 = 2;
 
+/// What a purge leaves under a purged copy's name, for [`PURGED_FOR`]: not
+/// an answer (it does not decode: a miss), and a value, so that a replay
+/// Postgres served just before the purge committed, written back with `NX`
+/// just after, does not land and bring the purged answer back until its TTL.
+/// A completion writes over it; a replay of a new record replaces it as it
+/// replaces any value it cannot use. Each mark is its own (`purged:` and a
+/// random UUID): a replacement that read one purge's mark must not land
+/// over a later purge's (compare-and-set).
+pub fn purged_mark() -> Vec<u8> {
+    format!("purged:{}", uuid::Uuid::new_v4().simple()).into_bytes()
+}
+
+/// How long a purge's mark stays: far longer than a write-back takes from
+/// its read of Postgres (one Redis call, bounded by its 200 ms deadline).
+pub const PURGED_FOR: Duration = Duration::from_secs(60);
+
 /// `prefix` + `a:` + hex SHA-256 of the record id: bounded length whatever
 /// the key, and no raw idempotency key in Redis.
 pub fn key(prefix: &str, id: &RecordId) -> String {
@@ -166,6 +182,14 @@ fn take_bytes(buf: &[u8]) -> Option<(&[u8], &[u8])> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_purge_mark_is_no_answer_and_each_is_its_own() {
+        let id = RecordId::new("orders", "scope", "k");
+        let mark = purged_mark();
+        assert!(decode("store", &id, &mark).is_none());
+        assert_ne!(mark, purged_mark());
+    }
 
     fn answer() -> StoredResponse {
         StoredResponse {

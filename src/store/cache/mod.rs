@@ -154,7 +154,8 @@ enum Seen {
 }
 
 impl CachedStore {
-    /// Deletes the cached answers of these scopes of (route, key).
+    /// Replaces the cached answers of these scopes of (route, key) with the
+    /// purge's mark (`entry::purged_mark`).
     async fn forget(
         &self,
         route: &str,
@@ -164,7 +165,9 @@ impl CachedStore {
         let keys: Vec<String> = scopes
             .map(|scope| entry::key(&self.prefix, &RecordId::new(route, scope, key)))
             .collect();
-        self.redis.del(&keys).await
+        self.redis
+            .set_all(&keys, &entry::purged_mark(), entry::PURGED_FOR)
+            .await
     }
 }
 
@@ -297,9 +300,10 @@ impl Store for CachedStore {
         self.authority.records(route, key).await
     }
 
-    /// Deletes the cached answers of the key's scopes, then the records in
-    /// Postgres, then the cached answers of the scopes deleted (one recorded
-    /// or written back meanwhile). Redis goes first so that a Redis failure
+    /// Marks the cached answers of the key's scopes purged
+    /// (`entry::purged_mark`), then deletes the records in Postgres, then
+    /// marks the cached answers of the scopes deleted (one recorded or
+    /// written back meanwhile; the mark keeps out one written back later). Redis goes first so that a Redis failure
     /// leaves the records in place: the error is reported and a retry finds
     /// the same scopes. The other way round, the records would be gone and a
     /// retry could no longer name the copy, which would keep replaying the

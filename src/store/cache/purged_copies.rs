@@ -2,7 +2,8 @@
 //! without this gateway's `[store.redis]` (`idemgate keys purge` with
 //! another file) deletes the records but cannot name the copies, which would
 //! go on replaying the purged answer until their TTL. Every replica that
-//! keeps copies hears of the purge (`postgres::purges`) and deletes them.
+//! keeps copies hears of the purge (`postgres::purges`) and replaces them
+//! with a purge's mark (`entry::purged_mark`), as a purge of its own does.
 //!
 //! A deletion Redis refuses (down, unreachable) is tried again every
 //! `RETRY_EVERY` until Redis answers: once the records are gone nothing
@@ -47,6 +48,7 @@ impl PurgedCopies {
     pub fn delete(&self, route: &str, scope: &str, key: &str) {
         let id = RecordId::new(route, scope, key);
         let name = entry::key(&self.prefix, &id);
+        let mark = entry::purged_mark();
         let (redis, retrying) = (self.redis.clone(), self.retrying.clone());
         tokio::spawn(async move {
             let short_key = crate::key::short_hash(&id.key);
@@ -55,7 +57,9 @@ impl PurgedCopies {
                 let Some(store) = redis.upgrade() else {
                     return;
                 };
-                let result = store.del(std::slice::from_ref(&name)).await;
+                let result = store
+                    .set_all(std::slice::from_ref(&name), &mark, entry::PURGED_FOR)
+                    .await;
                 drop(store);
                 let error = match result {
                     Ok(()) => break,
