@@ -57,6 +57,7 @@ fn main() -> ExitCode {
         }
     };
     let code = runtime.block_on(async move {
+        app::ignore_file_size_limit_signal();
         match cli.command {
             Command::Serve(arg) => serve(&arg.path()).await,
             Command::Check(arg) => commands::check(&arg.path()),

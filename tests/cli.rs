@@ -1742,3 +1742,28 @@ fn check_names_a_der_store_ca_with_its_conversion() {
         assert!(!stderr.contains("hunter2"), "{stderr}");
     }
 }
+
+/// A command that writes the embedded store past a file-size limit
+/// (`ulimit -f`, systemd's `LimitFSIZE`) fails in one line, exit 1, as on a
+/// full disk: it was ended by SIGXFSZ, with a core dump and no word of why.
+#[test]
+fn a_file_size_limit_fails_a_command_in_one_line() {
+    let dir = TestDir::new("cli-fsize");
+    let path = dir.path("fsize.toml");
+    let config = format!(
+        "[store]\npath = \"{}\"\n{VALID}",
+        dir.path("store.db").display()
+    );
+    std::fs::write(&path, config).unwrap();
+    let out = Command::new("prlimit")
+        .arg("--fsize=1")
+        .arg(env!("CARGO_BIN_EXE_idemgate"))
+        .args(["migrate", "-c", path.to_str().unwrap()])
+        .env_remove("IDEMGATE_CONFIG")
+        .output()
+        .expect("prlimit (util-linux) runs");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{:?}: {stderr}", out.status);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("idemgate migrate: "), "{stderr}");
+}

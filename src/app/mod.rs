@@ -24,12 +24,12 @@ use crate::server::{self, Limits};
 use crate::tls::TlsSettings;
 use store_stack::Upkeep;
 
+pub use signals::ignore_file_size_limit_signal;
 pub use start_error::StartError;
 
 /// Runs the gateway until a termination signal, then drains and returns.
 pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError> {
     let hangup = signals::hangup();
-    signals::ignore_file_size_limit_signal();
     let config = Arc::new(config);
     let registry = prometheus::Registry::new();
     let metrics = Metrics::new(registry).map_err(StartError::Metrics)?;

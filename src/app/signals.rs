@@ -15,10 +15,10 @@ pub fn hangup() -> Option<Signal> {
 
 /// Takes SIGXFSZ over from its default action, which ends the process (with
 /// a core dump): past a file-size limit (`ulimit -f`, systemd's
-/// `LimitFSIZE`) a write then fails with EFBIG, as on a full disk, and the
-/// store refuses what it cannot write (503, `/readyz` not ready) until it
-/// can again, instead of the gateway dying with every connection.
-/// PostgreSQL ignores the signal for the same reason. A handler, once
+/// `LimitFSIZE`) a write then fails with EFBIG, as on a full disk: the
+/// store refuses what it cannot write (503) until it can again, instead of
+/// the gateway dying with every connection, and a command fails in one
+/// line. PostgreSQL ignores the signal for the same reason. A handler, once
 /// installed, stays for the life of the process.
 pub fn ignore_file_size_limit_signal() {
     let xfsz = SignalKind::from_raw(rustix::process::Signal::XFSZ.as_raw());
