@@ -740,6 +740,40 @@ async fn a_body_trickled_past_body_read_timeout_is_cut_off() {
         );
         assert!(took < Duration::from_secs(8), "{head}: after {took:?}");
     }
+    // Over HTTP/2 alike, on a keyed route.
+    let tcp = TcpStream::connect(gateway.addr).await.expect("connect");
+    let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
+    tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    let request = http::Request::post(format!("http://{}/v1/charges", gateway.addr))
+        .header("idempotency-key", "trickled-h2")
+        .header("content-length", "1000")
+        .body(())
+        .expect("request");
+    let started = Instant::now();
+    let (answer, mut body) = client.send_request(request, false).expect("sent");
+    let trickle = tokio::spawn(async move {
+        for _ in 0..40 {
+            if body
+                .send_data(bytes::Bytes::from_static(b"x"), false)
+                .is_err()
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    });
+    let answer = tokio::time::timeout(WITHIN, answer)
+        .await
+        .expect("an answer in time")
+        .expect("an answer");
+    let took = started.elapsed();
+    trickle.abort();
+    assert_eq!(answer.status(), 408);
+    assert!(
+        took >= Duration::from_millis(1900),
+        "HTTP/2: after {took:?}"
+    );
     assert_eq!(upstream.total(), 0, "a trickled body was forwarded");
     let metrics = gateway.admin_client().get("/metrics").await.text();
     assert!(
