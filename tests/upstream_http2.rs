@@ -855,3 +855,40 @@ async fn an_http2_answer_cut_short_by_a_no_error_reset_is_not_whole() {
         assert_eq!(answer.status(), 502);
     }
 }
+
+/// A length with no body behind it by definition (the answer to HEAD, a
+/// 304) is not an answer cut short.
+#[tokio::test]
+async fn an_http2_answer_with_a_length_and_no_body_by_definition_ends() {
+    let dir = TestDir::new("h2-bodiless-length");
+    // Every answer is a head alone: 304 to a GET, 200 to HEAD.
+    let listener = free_listener();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(mut connection) = h2::server::handshake(stream).await else {
+                    return;
+                };
+                while let Some(Ok((request, mut respond))) = connection.accept().await {
+                    let status = if request.method() == "HEAD" { 200 } else { 304 };
+                    let head = Response::builder()
+                        .status(status)
+                        .header("content-length", "20")
+                        .body(())
+                        .unwrap();
+                    let _ = respond.send_response(head, true);
+                }
+            });
+        }
+    });
+    let gateway = GatewayProcess::start(&dir, &format!("http://{addr}"), &config(true));
+    for client in [gateway.client(), common::Client::h2c(gateway.addr)] {
+        for (method, status) in [("HEAD", 200), ("GET", 304)] {
+            let reply = client.send(method, "/things", &[], Bytes::new()).await;
+            assert_eq!(reply.status, status, "{method}");
+            assert!(reply.body.is_empty());
+            assert_eq!(reply.header("content-length"), Some("20"), "{method}");
+        }
+    }
+}
