@@ -761,3 +761,134 @@ async fn a_request_behind_a_long_stream_is_not_stored_as_outcome_unknown() {
     assert_eq!(retry.header("idempotent-replayed"), Some("false"));
     assert_eq!(seen.answered.load(Ordering::SeqCst), 1);
 }
+
+/// An h2c upstream that answers every request 200 with `part` of its body
+/// and then resets the stream with `NO_ERROR`, never ending it; with a
+/// `content-length` of 20 when `declared`. Counts the requests.
+async fn cutting_upstream(declared: bool) -> (SocketAddr, Arc<AtomicU64>) {
+    let listener = free_listener();
+    let addr = listener.local_addr().unwrap();
+    let answered = Arc::new(AtomicU64::new(0));
+    let counted = answered.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let answered = counted.clone();
+            tokio::spawn(async move {
+                let Ok(mut connection) = h2::server::handshake(stream).await else {
+                    return;
+                };
+                while let Some(Ok((_request, mut respond))) = connection.accept().await {
+                    answered.fetch_add(1, Ordering::SeqCst);
+                    let mut head = Response::builder().status(200);
+                    if declared {
+                        head = head.header("content-length", "20");
+                    }
+                    let Ok(mut body) = respond.send_response(head.body(()).unwrap(), false) else {
+                        continue;
+                    };
+                    let _ = body.send_data(Bytes::from_static(b"part"), false);
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        body.send_reset(h2::Reason::NO_ERROR);
+                    });
+                }
+            });
+        }
+    });
+    (addr, answered)
+}
+
+/// An HTTP/2 upstream that cut its answer short
+/// with `RST_STREAM(NO_ERROR)` (which RFC 9113 §8.1 allows only after a
+/// whole answer) had the cut taken for the end of the body, as hyper ends
+/// a body on that code: a keyed route stored the part as the whole answer
+/// and replayed it. An answer with a declared length that ends short is
+/// broken, as one from an HTTP/1 upstream is: `outcome-unknown`, and a
+/// client's stream or connection cut, never a clean end.
+#[tokio::test]
+async fn an_http2_answer_cut_short_by_a_no_error_reset_is_not_whole() {
+    let dir = TestDir::new("h2-cut-no-error");
+    let (addr, answered) = cutting_upstream(true).await;
+    let gateway = GatewayProcess::start(&dir, &format!("http://{addr}"), &config(true));
+    for replayed in ["false", "true"] {
+        let reply = gateway
+            .client()
+            .post("/v1/charges", Some("cut-1"), "{}")
+            .await;
+        assert_eq!(reply.status, 502, "{replayed}: {}", reply.text());
+        assert_eq!(reply.json()["code"], "outcome-unknown");
+        assert_eq!(reply.header("idempotent-replayed"), Some(replayed));
+    }
+    assert_eq!(answered.load(Ordering::SeqCst), 1, "run once");
+    // Passed through: 502 while the head is still unsent, else the
+    // client's connection cut; never the part as a whole answer.
+    let reply = common::raw::exchange(
+        gateway.addr,
+        b"GET /things HTTP/1.1\r\nHost: gw\r\n\r\n",
+        Duration::from_secs(3),
+    )
+    .await;
+    match reply.status {
+        Some(502) => assert!(reply.body().contains("upstream-error"), "{}", reply.text),
+        _ => assert!(
+            reply.closed && !reply.text.ends_with("part"),
+            "{}",
+            reply.text
+        ),
+    }
+    let mut h2 = common::h2::connect(gateway.addr).await;
+    let answer = common::h2::send(
+        &mut h2,
+        http::Request::get(format!("http://{}/things", gateway.addr))
+            .body(())
+            .unwrap(),
+    )
+    .await;
+    if answer.status() == 200 {
+        let mut body = answer.into_body();
+        let mut failed = false;
+        while let Some(chunk) = body.data().await {
+            failed |= chunk.is_err();
+        }
+        assert!(failed, "the part ended as a whole answer");
+    } else {
+        assert_eq!(answer.status(), 502);
+    }
+}
+
+/// A length with no body behind it by definition (the answer to HEAD, a
+/// 304) is not an answer cut short.
+#[tokio::test]
+async fn an_http2_answer_with_a_length_and_no_body_by_definition_ends() {
+    let dir = TestDir::new("h2-bodiless-length");
+    // Every answer is a head alone: 304 to a GET, 200 to HEAD.
+    let listener = free_listener();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(mut connection) = h2::server::handshake(stream).await else {
+                    return;
+                };
+                while let Some(Ok((request, mut respond))) = connection.accept().await {
+                    let status = if request.method() == "HEAD" { 200 } else { 304 };
+                    let head = Response::builder()
+                        .status(status)
+                        .header("content-length", "20")
+                        .body(())
+                        .unwrap();
+                    let _ = respond.send_response(head, true);
+                }
+            });
+        }
+    });
+    let gateway = GatewayProcess::start(&dir, &format!("http://{addr}"), &config(true));
+    for client in [gateway.client(), common::Client::h2c(gateway.addr)] {
+        for (method, status) in [("HEAD", 200), ("GET", 304)] {
+            let reply = client.send(method, "/things", &[], Bytes::new()).await;
+            assert_eq!(reply.status, status, "{method}");
+            assert!(reply.body.is_empty());
+            assert_eq!(reply.header("content-length"), Some("20"), "{method}");
+        }
+    }
+}

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use http::header::{self, HeaderValue};
 use http::uri::{Authority, Scheme};
-use http::{Request, Response, StatusCode, Uri};
+use http::{Method, Request, Response, StatusCode, Uri};
 
 use super::error::{Cause, UpstreamError};
 use super::http1::{Dialer, Http1Pool, PoolLimits};
@@ -171,6 +171,7 @@ impl Upstream {
                 } else {
                     (request, left, None)
                 };
+                let head = request.method() == Method::HEAD;
                 let connections = http2.connections();
                 let before = connections.before();
                 let sent = http2.send(request, &place);
@@ -196,7 +197,13 @@ impl Upstream {
                         // HTTP/2, a second framing to a peer in front of the
                         // gateway that folds `_` into `-` (docs/http1.md).
                         fields::remove_where(response.headers_mut(), framing::framing_look_alike);
-                        Ok(response.map(|body| UpstreamBody::http2(body, self.timeout, place)))
+                        let bodiless = head
+                            || matches!(
+                                response.status(),
+                                StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED
+                            );
+                        Ok(response
+                            .map(|body| UpstreamBody::http2(body, bodiless, self.timeout, place)))
                     }
                     Ok(Err(err)) => Err(err),
                 }

@@ -3,6 +3,14 @@
 //! upstream that goes quiet mid-body for its `timeout` fails it
 //! ([`crate::body::Stalled`]): the deadline on the head alone would leave
 //! the client waiting for ever.
+//!
+//! An HTTP/2 answer that ends short of its declared `Content-Length` fails
+//! too ([`CutShort`]): hyper ends a body cleanly on `RST_STREAM(NO_ERROR)`,
+//! which RFC 9113 §8.1 allows only after a whole answer, so an upstream
+//! that cuts its answer with it would have the part taken for the whole
+//! (and stored on a keyed route). h2 checks the length on `END_STREAM`, so
+//! a short end is always such a reset. Without a declared length the two
+//! ends look the same through hyper (docs/http1.md).
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -25,7 +33,16 @@ enum Source {
     Http2 {
         body: Incoming,
         _place: AnswerPlace,
+        /// What is still to come of the declared length, if one was.
+        left: Option<u64>,
     },
+}
+
+/// An HTTP/2 upstream's answer ended before its declared length.
+#[derive(Debug, thiserror::Error)]
+#[error("the upstream's HTTP/2 answer ended {left} bytes short of its Content-Length")]
+pub struct CutShort {
+    left: u64,
 }
 
 impl UpstreamBody {
@@ -33,11 +50,25 @@ impl UpstreamBody {
         Self(IdleLimit::new(Source::Http1(body), idle))
     }
 
-    pub(super) fn http2(body: Incoming, idle: Duration, place: StreamPlace) -> Self {
+    /// `bodiless`: an answer that has no body whatever its `Content-Length`
+    /// says (to HEAD, a 204 or a 304).
+    pub(super) fn http2(
+        body: Incoming,
+        bodiless: bool,
+        idle: Duration,
+        place: StreamPlace,
+    ) -> Self {
+        // hyper's hint is the answer's `Content-Length`.
+        let left = if bodiless {
+            None
+        } else {
+            body.size_hint().exact()
+        };
         Self(IdleLimit::new(
             Source::Http2 {
                 body,
                 _place: place.for_answer(),
+                left,
             },
             idle,
         ))
@@ -74,14 +105,31 @@ impl HttpBody for Source {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
             Self::Http1(body) => Pin::new(body).poll_frame(cx),
-            Self::Http2 { body, .. } => crate::body::poll_http2(body, cx),
+            Self::Http2 { body, left, .. } => match crate::body::poll_http2(body, cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    if let (Some(left), Some(data)) = (left.as_mut(), frame.data_ref()) {
+                        *left = left.saturating_sub(data.len() as u64);
+                    }
+                    Poll::Ready(Some(Ok(frame)))
+                }
+                Poll::Ready(None) => match *left {
+                    Some(left) if left > 0 => Poll::Ready(Some(Err(CutShort { left }.into()))),
+                    _ => Poll::Ready(None),
+                },
+                other => other,
+            },
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match self {
             Self::Http1(body) => body.is_end_stream(),
-            Self::Http2 { body, .. } => body.is_end_stream(),
+            // Not while some of the declared length is missing: a server
+            // that sees the end would close the client's stream cleanly
+            // without polling for the failure.
+            Self::Http2 { body, left, .. } => {
+                left.is_none_or(|left| left == 0) && body.is_end_stream()
+            }
         }
     }
 

@@ -95,7 +95,12 @@ pub fn final_answer_started(buf: &mut BytesMut, seen: &mut usize) -> bool {
         let interim =
             matches!(parsed.code, Some(code) if (100..200).contains(&code) && code != 101);
         match status {
-            Ok(httparse::Status::Complete(_)) if interim && *seen >= MAX_INTERIM => return true,
+            // Left for `parse` to refuse.
+            Ok(httparse::Status::Complete(length))
+                if interim && (*seen >= MAX_INTERIM || length > MAX_HEAD_BYTES) =>
+            {
+                return true;
+            }
             Ok(httparse::Status::Complete(length)) if interim => {
                 *seen += 1;
                 let _ = buf.split_to(length);
@@ -155,6 +160,11 @@ fn parse_one(
         buf,
         &mut slots,
     ) {
+        // Whole or not: a head that came in one read is held to the same
+        // limit as one that came piece by piece.
+        Ok(httparse::Status::Complete(length)) if length > MAX_HEAD_BYTES => {
+            return Err(HeadError::TooLarge);
+        }
         Ok(httparse::Status::Complete(length)) => length,
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(err) => return Err(HeadError::Syntax(err)),
@@ -848,6 +858,47 @@ mod tests {
             head("HTTP/1.1 200 OK\r\nConnection: Content-Length\r\nContent-Length: 2\r\n\r\nok");
         assert_eq!(head.framing, BodyKind::Length(2));
         assert!(head.keep_alive);
+    }
+
+    /// A head over the limit that arrived whole in one read was taken:
+    /// the limit was checked only while the head was incomplete, so whether
+    /// it held depended on how the bytes were split.
+    #[test]
+    fn a_head_over_the_limit_is_refused_however_it_arrives() {
+        let big = format!(
+            "HTTP/1.1 200 OK\r\nX-Big: {}\r\nContent-Length: 2\r\n\r\nok",
+            "a".repeat(MAX_HEAD_BYTES)
+        );
+        assert!(matches!(
+            parse_str(&big, Method::GET),
+            Err(HeadError::TooLarge)
+        ));
+        let interim = format!(
+            "HTTP/1.1 103 Early Hints\r\nLink: {}\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+            "a".repeat(MAX_HEAD_BYTES)
+        );
+        assert!(matches!(
+            parse_str(&interim, Method::GET),
+            Err(HeadError::TooLarge)
+        ));
+        let mut buf = BytesMut::from(interim.as_bytes());
+        assert!(final_answer_started(&mut buf, &mut 0), "skipped");
+        assert_eq!(buf.len(), interim.len());
+        // At the limit, it is read.
+        let filler =
+            MAX_HEAD_BYTES - "HTTP/1.1 200 OK\r\nX-Big: \r\nContent-Length: 2\r\n\r\n".len();
+        let at = format!(
+            "HTTP/1.1 200 OK\r\nX-Big: {}\r\nContent-Length: 2\r\n\r\nok",
+            "a".repeat(filler)
+        );
+        assert_eq!(
+            parse_str(&at, Method::GET)
+                .expect("within")
+                .expect("whole")
+                .parts
+                .status,
+            200
+        );
     }
 
     #[test]
