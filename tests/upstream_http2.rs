@@ -892,3 +892,26 @@ async fn an_http2_answer_with_a_length_and_no_body_by_definition_ends() {
         }
     }
 }
+
+/// An answer to HEAD has no body whatever follows its head (RFC 9110
+/// §9.3.2). An HTTP/2 upstream that sends one anyway (hyper's server does,
+/// the length of a GET's) broke the stream at the gateway's HTTP/2 client
+/// (h2 refuses DATA past a HEAD answer's empty content) and the client got
+/// 502: the answer's head is what a HEAD is for, and it is relayed, its
+/// `Content-Length` as the upstream gave it, and the same for a GET after.
+#[tokio::test]
+async fn a_head_answered_with_a_body_anyway_by_an_http2_upstream_is_its_head() {
+    let (_dir, _upstream, gateway) = setup("h2-head", true).await;
+    let client = gateway.client();
+    let head = client.send("HEAD", "/rest", &[], Bytes::new()).await;
+    assert_eq!(head.status, 200, "{}", head.text());
+    assert!(head.body.is_empty());
+    assert_eq!(head.header("content-type"), Some("application/json"));
+    let get = client.get("/rest").await;
+    assert_eq!(get.status, 200);
+    assert_eq!(get.json()["version"], "HTTP/2.0");
+    assert_eq!(
+        head.header("content-length"),
+        Some(get.body.len().to_string().as_str())
+    );
+}

@@ -11,6 +11,11 @@
 //! (and stored on a keyed route). h2 checks the length on `END_STREAM`, so
 //! a short end is always such a reset. Without a declared length the two
 //! ends look the same through hyper (docs/http1.md).
+//!
+//! An answer with no body by definition (to HEAD, a 204, a 304) is not read
+//! at all: its head is the whole answer. An upstream that sends DATA after
+//! it anyway (hyper's own HTTP/2 server does, to HEAD) would have h2 fail
+//! the stream, and the client a 502 for a head it had.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -36,6 +41,12 @@ enum Source {
         /// What is still to come of the declared length, if one was.
         left: Option<u64>,
     },
+    /// An answer with no body by definition; the stream and its place are
+    /// given back when the body is dropped.
+    Http2Bodiless {
+        _stream: Incoming,
+        _place: AnswerPlace,
+    },
 }
 
 /// An HTTP/2 upstream's answer ended before its declared length.
@@ -58,20 +69,21 @@ impl UpstreamBody {
         idle: Duration,
         place: StreamPlace,
     ) -> Self {
-        // hyper's hint is the answer's `Content-Length`.
-        let left = if bodiless {
-            None
+        let source = if bodiless {
+            Source::Http2Bodiless {
+                _stream: body,
+                _place: place.for_answer(),
+            }
         } else {
-            body.size_hint().exact()
-        };
-        Self(IdleLimit::new(
+            // hyper's hint is the answer's `Content-Length`.
+            let left = body.size_hint().exact();
             Source::Http2 {
                 body,
                 _place: place.for_answer(),
                 left,
-            },
-            idle,
-        ))
+            }
+        };
+        Self(IdleLimit::new(source, idle))
     }
 }
 
@@ -118,6 +130,7 @@ impl HttpBody for Source {
                 },
                 other => other,
             },
+            Self::Http2Bodiless { .. } => Poll::Ready(None),
         }
     }
 
@@ -130,6 +143,7 @@ impl HttpBody for Source {
             Self::Http2 { body, left, .. } => {
                 left.is_none_or(|left| left == 0) && body.is_end_stream()
             }
+            Self::Http2Bodiless { .. } => true,
         }
     }
 
@@ -137,6 +151,7 @@ impl HttpBody for Source {
         match self {
             Self::Http1(body) => body.size_hint(),
             Self::Http2 { body, .. } => body.size_hint(),
+            Self::Http2Bodiless { .. } => SizeHint::with_exact(0),
         }
     }
 }
