@@ -53,6 +53,29 @@ async fn sequential_requests_share_one_connection() {
     );
 }
 
+/// `keep_alive = false`: one request per connection, for an upstream that
+/// cannot be trusted to keep a connection's answers in step with its
+/// requests. Each request says `Connection: close`, and each answer ends
+/// its connection: nothing is left open to take a stray answer.
+#[tokio::test]
+async fn without_keep_alive_each_request_has_a_connection_of_its_own() {
+    let config = config().with_upstream("api", |u| u.set("keep_alive", false));
+    assert!(config.toml().contains("keep_alive = false"));
+    let (_dir, upstream, gateway) = GatewayProcess::start_fresh("pool-no-reuse", &config).await;
+    let client = gateway.client();
+    for i in 0..5 {
+        let reply = client.get(&format!("/things/{i}")).await;
+        assert_eq!(reply.status, 201, "{}", reply.text());
+        let keyed = client
+            .post("/v1/charges", Some(&format!("k{i}")), "{}")
+            .await;
+        assert_eq!(keyed.status, 201, "{}", keyed.text());
+    }
+    let (opened, most_open) = upstream.connections();
+    assert_eq!(opened, 10, "a connection per request");
+    assert_eq!(most_open, 1, "each closed before the next");
+}
+
 #[tokio::test]
 async fn an_answer_abandoned_midway_gives_its_connection_slot_back() {
     let (_dir, upstream, gateway) = setup("pool-abandoned").await;

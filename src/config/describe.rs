@@ -55,7 +55,15 @@ fn route_block(out: &mut String, config: &Config, route: &RouteConfig) {
     let upstream = config
         .upstreams
         .get(&route.upstream)
-        .map_or(String::new(), |u| format!(" ({})", u.url));
+        .map_or(String::new(), |u| {
+            // Only the exception is spelled out, as for Host below.
+            let once = if u.keep_alive {
+                ""
+            } else {
+                ", a connection per request"
+            };
+            format!(" ({}{once})", u.url)
+        });
     let _ = writeln!(out, "route {}", route.name);
     let _ = writeln!(out, "  match     {}", matcher(&route.matcher));
     // The client's Host goes on unless the route says otherwise: only the

@@ -108,6 +108,7 @@ pub struct UpstreamFile {
     pub connect_timeout: Option<Dur>,
     pub timeout: Option<Dur>,
     pub http2: Option<bool>,
+    pub keep_alive: Option<Spanned<bool>>,
     pub max_connections: Option<Int>,
     pub tls: Option<Spanned<UpstreamTlsFile>>,
 }

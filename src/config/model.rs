@@ -144,6 +144,9 @@ pub struct UpstreamConfig {
     pub timeout: Duration,
     /// Speak HTTP/2 to this upstream (prior knowledge over http, ALPN over https).
     pub http2: bool,
+    /// HTTP/1: reuse a connection for the next request (`false`: one
+    /// request per connection, `Connection: close`).
+    pub keep_alive: bool,
     /// Most HTTP/1 connections open to this upstream at once (per gateway
     /// process); more concurrent requests wait up to `connect_timeout`.
     pub max_connections: usize,

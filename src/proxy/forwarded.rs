@@ -192,6 +192,7 @@ mod tests {
             connect_timeout: Duration::from_secs(1),
             timeout: Duration::from_secs(1),
             http2,
+            keep_alive: true,
             max_connections: 4,
             tls: None,
         })

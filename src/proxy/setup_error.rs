@@ -40,6 +40,7 @@ mod tests {
             connect_timeout: Duration::from_secs(1),
             timeout: Duration::from_secs(1),
             http2: false,
+            keep_alive: true,
             max_connections: 4,
             tls,
         })

@@ -88,6 +88,7 @@ impl Upstream {
                 max_connections: config.max_connections,
                 connect_timeout: config.connect_timeout,
                 idle_timeout: IDLE_TIMEOUT,
+                keep_alive: config.keep_alive,
             };
             Connections::Http1(Http1Pool::new(dialer, &authority, limits))
         };

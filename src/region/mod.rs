@@ -204,6 +204,7 @@ fn as_upstream(peer: &RegionPeerConfig) -> UpstreamConfig {
         connect_timeout: peer.connect_timeout,
         timeout: peer.timeout,
         http2: peer.http2,
+        keep_alive: true,
         max_connections: CONNECTIONS,
         tls: peer.ca.as_ref().map(|ca| UpstreamTlsConfig {
             ca: Some(ca.clone()),

@@ -543,6 +543,23 @@ fn upstream_max_connections_is_a_positive_count() {
     );
 }
 
+#[test]
+fn upstream_keep_alive_is_for_http1_upstreams() {
+    assert!(ok(MINIMAL).upstreams["api"].keep_alive);
+    let config = ok(&MINIMAL.replace("url = ", "keep_alive = false\nurl = "));
+    assert!(!config.upstreams["api"].keep_alive);
+    let out = crate::config::describe(&config);
+    assert!(
+        out.contains("(http://127.0.0.1:3000, a connection per request)"),
+        "{out}"
+    );
+    single(
+        &MINIMAL.replace("url = ", "http2 = true\nkeep_alive = false\nurl = "),
+        "t.toml:4:14: upstreams.api.keep_alive:",
+        "HTTP/1 upstreams only",
+    );
+}
+
 /// Requests are routed with their dot segments resolved, so a match path
 /// with one where it cannot be part of a longer segment never matches.
 #[test]

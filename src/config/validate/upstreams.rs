@@ -72,6 +72,7 @@ fn upstream(ctx: &mut Ctx<'_>, name: &str, upstream: &Spanned<UpstreamFile>) -> 
             positive_duration,
         ),
         http2: file.http2.unwrap_or(false),
+        keep_alive: keep_alive(ctx, &prefix, file),
         max_connections: ctx.value(
             file.max_connections.as_ref(),
             &format!("{prefix}.max_connections"),
@@ -80,6 +81,24 @@ fn upstream(ctx: &mut Ctx<'_>, name: &str, upstream: &Spanned<UpstreamFile>) -> 
         ),
         tls: file.tls.as_ref().map(|tls| self::tls(ctx, &prefix, tls)),
     }
+}
+
+/// `keep_alive = false` is for an HTTP/1 upstream that cannot be trusted to
+/// keep a connection's answers in step with its requests; an HTTP/2
+/// upstream's streams say which answer is whose.
+fn keep_alive(ctx: &mut Ctx<'_>, prefix: &str, file: &UpstreamFile) -> bool {
+    let Some(written) = &file.keep_alive else {
+        return true;
+    };
+    if !*written.get_ref() && file.http2 == Some(true) {
+        ctx.error(
+            Some(written.span()),
+            format!("{prefix}.keep_alive"),
+            "applies to HTTP/1 upstreams only; with http2 = true every request is a stream \
+             of one connection, its answer on the same stream",
+        );
+    }
+    *written.get_ref()
 }
 
 fn tls(ctx: &mut Ctx<'_>, prefix: &str, tls: &Spanned<UpstreamTlsFile>) -> UpstreamTlsConfig {

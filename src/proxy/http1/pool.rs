@@ -52,6 +52,12 @@ pub struct PoolLimits {
     pub connect_timeout: Duration,
     /// How long an unused connection is kept open.
     pub idle_timeout: Duration,
+    /// Whether a connection serves more than one request. Without, each
+    /// request says `Connection: close` and its connection ends with its
+    /// answer: for an upstream that sends answers no request asked for,
+    /// which on a reused connection are taken for the next request's
+    /// (docs/http1.md).
+    pub keep_alive: bool,
 }
 
 pub struct Http1Pool {
@@ -132,6 +138,11 @@ impl Http1Pool {
         {
             parts.headers.insert(header::HOST, host.clone());
         }
+        if !self.limits.keep_alive {
+            parts
+                .headers
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         let (mut connection, reused) = match self.idle.take() {
             Some(connection) => (connection, true),
             // Boxed: opening a connection is rare, and its future would
@@ -193,7 +204,8 @@ impl Http1Pool {
             Ok(Err(unanswered)) => return Err(unanswered.error),
         };
         let lease = Lease::new(Arc::downgrade(&self.idle), connection, permit);
-        let body = AnswerBody::new(lease, head.framing, head.keep_alive && complete);
+        let reuse = self.limits.keep_alive && head.keep_alive && complete;
+        let body = AnswerBody::new(lease, head.framing, reuse);
         Ok(Response::from_parts(head.parts, body))
     }
 
@@ -352,6 +364,7 @@ mod tests {
             max_connections: 4,
             connect_timeout: Duration::from_secs(2),
             idle_timeout: Duration::from_secs(60),
+            keep_alive: true,
         };
         let pool = Http1Pool::new(dialer, &authority, limits);
         let ours = TcpStream::connect(address).await.unwrap();
