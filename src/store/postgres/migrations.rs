@@ -62,7 +62,7 @@ pub async fn migrate(client: &mut Client) -> Result<MigrationReport, StoreError>
     // written, so that a gateway that starts against a server taking no
     // writes (a standby still at the address during a failover) starts and
     // says it is not ready, instead of failing on the ledger's DDL.
-    match check(client).await {
+    match check(&mut *client).await {
         Err(StoreError::Unavailable(Unavailable::Postgres(PostgresCause::SchemaOlder {
             ..
         }))) => {}
@@ -138,7 +138,26 @@ pub async fn identity(client: &Client) -> Result<String, StoreError> {
 
 /// For `store.migrate = false`: the schema must already be exactly this
 /// binary's (older: run `idemgate migrate`; newer: upgrade idemgate).
-pub async fn check(client: &Client) -> Result<MigrationReport, StoreError> {
+pub async fn check(client: &mut Client) -> Result<MigrationReport, StoreError> {
+    // As a migration's own statements: not bounded by `statement_timeout`,
+    // which is for requests (a fresh session's first reads of the catalog
+    // can take longer than a short one on a busy server), lock waits only.
+    let tx = client.transaction().await.map_err(db_error)?;
+    tx.batch_execute(BOUND_LOCK_WAITS_ONLY_NOW)
+        .await
+        .map_err(db_error)?;
+    let report = read_version(&tx).await;
+    tx.commit().await.map_err(db_error)?;
+    report
+}
+
+/// [`BOUND_LOCK_WAITS_ONLY`] and [`AFTER_THE_LOCK`] at once, for reads that
+/// take no advisory lock.
+const BOUND_LOCK_WAITS_ONLY_NOW: &str =
+    "SELECT set_config('lock_timeout', current_setting('statement_timeout'), true),
+            set_config('statement_timeout', '0', true)";
+
+async fn read_version(client: &impl GenericClient) -> Result<MigrationReport, StoreError> {
     require_schema(client).await?;
     let exists: bool = client
         .query_one(LEDGER_EXISTS, &[])

@@ -145,8 +145,8 @@ impl PostgresStore {
         let report = if config.migrate {
             store.migrate().await?
         } else {
-            let client = store.pool.get().await.map_err(pool_error)?;
-            migrations::check(&client).await?
+            let mut client = store.pool.get().await.map_err(pool_error)?;
+            migrations::check(&mut client).await?
         };
         let client = store.pool.get().await.map_err(pool_error)?;
         store.identity = migrations::identity(&client).await?.into();
