@@ -534,34 +534,46 @@ async fn no_content_upstream() -> (SocketAddr, Arc<AtomicU64>) {
     .await
 }
 
-/// An h2c upstream that answers every request with `head` and, unless it
-/// is a 204, the body `ok`; counts them.
-async fn fixed_upstream(head: fn() -> Response<()>) -> (SocketAddr, Arc<AtomicU64>) {
+/// An h2c upstream that hands every request's stream to `answer`; counts
+/// the requests.
+async fn h2c_upstream<F>(answer: F) -> (SocketAddr, Arc<AtomicU64>)
+where
+    F: Fn(h2::server::SendResponse<Bytes>) + Clone + Send + Sync + 'static,
+{
     let listener = free_listener();
     let addr = listener.local_addr().unwrap();
     let answered = Arc::new(AtomicU64::new(0));
     let counted = answered.clone();
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
-            let answered = counted.clone();
+            let (answered, answer) = (counted.clone(), answer.clone());
             tokio::spawn(async move {
                 let Ok(mut connection) = h2::server::handshake(stream).await else {
                     return;
                 };
-                while let Some(Ok((_request, mut respond))) = connection.accept().await {
+                while let Some(Ok((_request, respond))) = connection.accept().await {
                     answered.fetch_add(1, Ordering::SeqCst);
-                    let head = head();
-                    let bodiless = head.status() == 204;
-                    if let Ok(mut body) = respond.send_response(head, bodiless)
-                        && !bodiless
-                    {
-                        let _ = body.send_data(Bytes::from_static(b"ok"), true);
-                    }
+                    answer(respond);
                 }
             });
         }
     });
     (addr, answered)
+}
+
+/// An h2c upstream that answers every request with `head` and, unless it
+/// is a 204, the body `ok`; counts them.
+async fn fixed_upstream(head: fn() -> Response<()>) -> (SocketAddr, Arc<AtomicU64>) {
+    h2c_upstream(move |mut respond| {
+        let head = head();
+        let bodiless = head.status() == 204;
+        if let Ok(mut body) = respond.send_response(head, bodiless)
+            && !bodiless
+        {
+            let _ = body.send_data(Bytes::from_static(b"ok"), true);
+        }
+    })
+    .await
 }
 
 /// An HTTP/2 upstream's 204 with a
@@ -766,36 +778,21 @@ async fn a_request_behind_a_long_stream_is_not_stored_as_outcome_unknown() {
 /// and then resets the stream with `NO_ERROR`, never ending it; with a
 /// `content-length` of 20 when `declared`. Counts the requests.
 async fn cutting_upstream(declared: bool) -> (SocketAddr, Arc<AtomicU64>) {
-    let listener = free_listener();
-    let addr = listener.local_addr().unwrap();
-    let answered = Arc::new(AtomicU64::new(0));
-    let counted = answered.clone();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let answered = counted.clone();
-            tokio::spawn(async move {
-                let Ok(mut connection) = h2::server::handshake(stream).await else {
-                    return;
-                };
-                while let Some(Ok((_request, mut respond))) = connection.accept().await {
-                    answered.fetch_add(1, Ordering::SeqCst);
-                    let mut head = Response::builder().status(200);
-                    if declared {
-                        head = head.header("content-length", "20");
-                    }
-                    let Ok(mut body) = respond.send_response(head.body(()).unwrap(), false) else {
-                        continue;
-                    };
-                    let _ = body.send_data(Bytes::from_static(b"part"), false);
-                    tokio::spawn(async move {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        body.send_reset(h2::Reason::NO_ERROR);
-                    });
-                }
-            });
+    h2c_upstream(move |mut respond| {
+        let mut head = Response::builder().status(200);
+        if declared {
+            head = head.header("content-length", "20");
         }
-    });
-    (addr, answered)
+        let Ok(mut body) = respond.send_response(head.body(()).unwrap(), false) else {
+            return;
+        };
+        let _ = body.send_data(Bytes::from_static(b"part"), false);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            body.send_reset(h2::Reason::NO_ERROR);
+        });
+    })
+    .await
 }
 
 /// An HTTP/2 upstream that cut its answer short
