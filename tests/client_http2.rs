@@ -288,3 +288,112 @@ async fn head_answers_carry_no_body() {
     }
     assert_eq!(upstream.total(), 0, "forwarded");
 }
+
+/// A client that keeps its flow-control window shut, so none of any answer
+/// can be sent, is cut off once it took nothing for `header_read_timeout`
+/// however many new answers it has the gateway make meanwhile: one that
+/// reset a stalled stream and opened another now and then was never cut
+/// off, and held an upstream request for each of its streams for good (a
+/// few such connections take every one of an upstream's connections).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_never_opens_its_window_is_cut_off_however_many_answers_it_starts() {
+    let upstream = MockUpstream::start().await;
+    let dir = TestDir::new("h2-window-shut-churn");
+    let quick = Config::new()
+        .server("header_read_timeout", "1s")
+        .upstream(Upstream::api().timeout("30s"))
+        .route(Route::api("rest", "/").plain());
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &quick);
+    let tcp = TcpStream::connect(gateway.addr).await.expect("connect");
+    let (client, connection) = h2::client::Builder::new()
+        .initial_window_size(0)
+        .handshake::<_, Bytes>(tcp)
+        .await
+        .expect("handshake");
+    let mut connection = tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    let request = || {
+        http::Request::get(format!("http://{}/big?bytes=100000", gateway.addr))
+            .body(())
+            .expect("request")
+    };
+    // Three streams held for good, and one reset and opened anew each time.
+    let mut stalled = Vec::new();
+    for _ in 0..3 {
+        stalled.push(client.send_request(request(), true).expect("sent").0);
+    }
+    let mut churned = None;
+    let started = tokio::time::Instant::now();
+    let ended = loop {
+        // Well past the bound (one to two periods of 1 s).
+        if started.elapsed() > Duration::from_secs(8) {
+            break false;
+        }
+        // Dropped, the stream before is reset.
+        match client.send_request(request(), true) {
+            Ok((answer, _)) => churned = Some(answer),
+            Err(_) => break true,
+        }
+        if tokio::time::timeout(Duration::from_millis(300), &mut connection)
+            .await
+            .is_ok()
+        {
+            break true;
+        }
+    };
+    assert!(
+        ended,
+        "a connection whose answers never moved was left open for {:?}",
+        started.elapsed()
+    );
+    drop((stalled, churned));
+    assert!(!gateway.log_text().contains("panicked"));
+}
+
+/// A client that takes its answer slowly, a little at a time, through a
+/// small window, over several periods of `header_read_timeout`, is not cut
+/// off: only an answer of which nothing is taken for a whole period is
+/// (the test above).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_takes_its_answer_slowly_is_not_cut_off() {
+    let upstream = MockUpstream::start().await;
+    let dir = TestDir::new("h2-window-slow");
+    let quick = Config::new()
+        .server("header_read_timeout", "1s")
+        .upstream(Upstream::api().timeout("30s"))
+        .route(Route::api("rest", "/").plain());
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &quick);
+    let tcp = TcpStream::connect(gateway.addr).await.expect("connect");
+    let (client, connection) = h2::client::Builder::new()
+        .initial_window_size(16 * 1024)
+        .initial_connection_window_size(16 * 1024)
+        .handshake::<_, Bytes>(tcp)
+        .await
+        .expect("handshake");
+    tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    let total = 400_000;
+    let request = http::Request::get(format!("http://{}/big?bytes={total}", gateway.addr))
+        .body(())
+        .expect("request");
+    let (answer, _) = client.send_request(request, true).expect("sent");
+    let answer = tokio::time::timeout(WITHIN, answer)
+        .await
+        .expect("a head in time")
+        .expect("a head");
+    let mut body = answer.into_body();
+    let started = tokio::time::Instant::now();
+    let mut got = 0;
+    // 16 KiB every 100 ms: some 2.5 s, over two periods.
+    while let Some(chunk) = tokio::time::timeout(WITHIN, body.data())
+        .await
+        .expect("more in time")
+    {
+        let chunk = chunk.expect("not cut off");
+        got += chunk.len();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let _ = body.flow_control().release_capacity(chunk.len());
+    }
+    assert_eq!(got, total, "cut short after {:?}", started.elapsed());
+    assert!(started.elapsed() > Duration::from_secs(2));
+}

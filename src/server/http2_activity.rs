@@ -2,12 +2,15 @@
 //! any started, any is still in progress, and whether an answer waits on a
 //! client that takes none of it.
 //!
-//! hyper asks an answer's body for more only once the client's flow-control
-//! window has room (RFC 9113 §5.2), so a body that gave something and is
-//! not asked again waits on the client. One that keeps its window shut
-//! would hold its stream, its upstream request and a `max_connections` slot
-//! for good; an HTTP/1 client that reads nothing is cut off the same way
-//! (`stall.rs`).
+//! hyper asks an answer's body for more only once what the body last gave
+//! found room in the client's flow-control window (RFC 9113 §5.2), so a body
+//! that gave something and is not asked again waits on the client. One that
+//! keeps its window shut would hold its stream, its upstream request and a
+//! `max_connections` slot for good; an HTTP/1 client that reads nothing is
+//! cut off the same way (`stall.rs`). Each answer is judged on its own:
+//! a client could otherwise keep one answer moving (or reset a stalled
+//! stream and open another now and then) and hold its other streams for
+//! good.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -25,11 +28,13 @@ pub(super) struct Activity {
     started: AtomicUsize,
     /// Requests whose handler has not finished (or been dropped).
     busy: AtomicUsize,
+    /// Periods of the connection's check so far ([`Activity::stalled`]).
+    period: AtomicUsize,
     /// Answer bodies not asked for more since they last gave something (or
-    /// were made): each waits on the client.
-    held: AtomicUsize,
-    /// Times an answer body was made or asked for more.
-    moves: AtomicUsize,
+    /// were made), by the period that began at (modulo 3: the check ends a
+    /// connection with one older than the last period, so at most two
+    /// periods are held at once, and the third is the next one's, empty).
+    held: [AtomicUsize; 3],
 }
 
 impl Activity {
@@ -41,14 +46,15 @@ impl Activity {
         self.busy.load(Ordering::Relaxed)
     }
 
-    /// How many times answers moved so far, and whether one waits on the
-    /// client now: the same count at two looks, with an answer waiting at
-    /// both, means the client took nothing in between.
-    pub(super) fn answers(&self) -> (usize, bool) {
-        (
-            self.moves.load(Ordering::Relaxed),
-            self.held.load(Ordering::Relaxed) > 0,
-        )
+    /// Ends a period of the connection's check: whether an answer has waited
+    /// on the client since before the period before it, a whole period at
+    /// least, with nothing of it taken.
+    pub(super) fn stalled(&self) -> bool {
+        let ended = self.period.fetch_add(1, Ordering::Relaxed);
+        // The period before `ended` (none before the first: its slot is
+        // still empty then).
+        let before = (ended % 3 + 2) % 3;
+        self.held[before].load(Ordering::Relaxed) > 0
     }
 }
 
@@ -86,7 +92,8 @@ impl Drop for Busy {
 /// hyper has not asked it for more since it last gave something.
 pub(super) struct Tracked {
     body: Body,
-    held: bool,
+    /// The slot of [`Activity::held`] this answer is counted in, while held.
+    held: Option<usize>,
     busy: Busy,
 }
 
@@ -94,30 +101,35 @@ impl Tracked {
     pub(super) fn new(body: Body, busy: Busy) -> Self {
         let mut tracked = Self {
             body,
-            held: false,
+            held: None,
             busy,
         };
         tracked.moved(true);
         tracked
     }
 
+    /// Asked for more (or made): held afresh, from this period, when it gave
+    /// something.
     fn moved(&mut self, held: bool) {
-        let activity = &self.busy.0;
-        activity.moves.fetch_add(1, Ordering::Relaxed);
-        match (self.held, held) {
-            (false, true) => activity.held.fetch_add(1, Ordering::Relaxed),
-            (true, false) => activity.held.fetch_sub(1, Ordering::Relaxed),
-            _ => 0,
-        };
-        self.held = held;
+        self.release();
+        if held {
+            let activity = &self.busy.0;
+            let slot = activity.period.load(Ordering::Relaxed) % 3;
+            activity.held[slot].fetch_add(1, Ordering::Relaxed);
+            self.held = Some(slot);
+        }
+    }
+
+    fn release(&mut self) {
+        if let Some(slot) = self.held.take() {
+            self.busy.0.held[slot].fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
 impl Drop for Tracked {
     fn drop(&mut self) {
-        if self.held {
-            self.busy.0.held.fetch_sub(1, Ordering::Relaxed);
-        }
+        self.release();
     }
 }
 

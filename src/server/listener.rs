@@ -430,7 +430,6 @@ where
         let idle = tokio::time::sleep(idle_limit);
         tokio::pin!(idle);
         let mut started_before = 0;
-        let mut answers_before = activity.answers();
         let mut idle_closing = false;
         loop {
             tokio::select! {
@@ -447,14 +446,12 @@ where
                         return;
                     }
                     // An answer waited on the client a whole period, and it
-                    // took nothing of any answer: closed, as HTTP/1 closes
-                    // a connection whose answer makes no progress.
-                    let answers = activity.answers();
-                    if answers.1 && answers == answers_before {
-                        tracing::debug!(listener = self.name, "HTTP/2 client took nothing of its answers; closing");
+                    // took nothing of it: closed, as HTTP/1 closes a
+                    // connection whose answer makes no progress.
+                    if activity.stalled() {
+                        tracing::debug!(listener = self.name, "HTTP/2 client took nothing of an answer; closing");
                         return;
                     }
-                    answers_before = answers;
                     let idle_now = started == started_before && activity.busy() == 0;
                     if idle_now && idle_closing {
                         // A client that acknowledges no GOAWAY (hyper waits
