@@ -339,10 +339,7 @@ async fn parser_refusals_are_problem_documents() {
         reply.body().contains("more than 100 header fields"),
         "{reply:?}"
     );
-    let tcp = TcpStream::connect(s.gateway.addr).await.expect("connect");
-    let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
-    tokio::spawn(connection);
-    let mut client = client.ready().await.expect("ready");
+    let mut client = common::h2::connect(s.gateway.addr).await;
     let mut request = http::Request::get(format!("http://{}/rest", s.gateway.addr));
     for i in 0..120 {
         request = request.header(format!("x-h{i}"), "v");
@@ -661,10 +658,7 @@ async fn slowloris_small_body_on_a_pass_through_is_cut_off() {
             format!("POST /rest HTTP/1.1\r\nHost: gw\r\nContent-Length: {length}\r\n\r\n{sent}");
         s.assert_stalled_body_cut_off(&request).await;
     }
-    let tcp = TcpStream::connect(s.gateway.addr).await.expect("connect");
-    let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
-    tokio::spawn(connection);
-    let mut client = client.ready().await.expect("ready");
+    let mut client = common::h2::connect(s.gateway.addr).await;
     let request = http::Request::post(format!("http://{}/rest", s.gateway.addr))
         .header("content-length", "5")
         .body(())
@@ -741,10 +735,7 @@ async fn a_body_trickled_past_body_read_timeout_is_cut_off() {
         assert!(took < Duration::from_secs(8), "{head}: after {took:?}");
     }
     // Over HTTP/2 alike, on a keyed route.
-    let tcp = TcpStream::connect(gateway.addr).await.expect("connect");
-    let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
-    tokio::spawn(connection);
-    let mut client = client.ready().await.expect("ready");
+    let mut client = common::h2::connect(gateway.addr).await;
     let request = http::Request::post(format!("http://{}/v1/charges", gateway.addr))
         .header("idempotency-key", "trickled-h2")
         .header("content-length", "1000")
@@ -1106,10 +1097,7 @@ async fn http2_early_answers_are_not_reset_under_the_client() {
         (Some("k-big"), 3 * 1024 * 1024, 413),
         (None, 64 * 1024, 400),
     ] {
-        let tcp = TcpStream::connect(s.gateway.addr).await.expect("connect");
-        let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
-        tokio::spawn(connection);
-        let mut client = client.ready().await.expect("ready");
+        let mut client = common::h2::connect(s.gateway.addr).await;
         let mut request = http::Request::post(format!("http://{}/v1/charges", s.gateway.addr))
             .header("content-length", declared.to_string());
         if let Some(key) = key {
@@ -1800,10 +1788,7 @@ async fn h2_upload_answered_413(
     h2::client::SendRequest<bytes::Bytes>,
     h2::SendStream<bytes::Bytes>,
 ) {
-    let tcp = TcpStream::connect(addr).await.expect("connect");
-    let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
-    tokio::spawn(connection);
-    let mut client = client.ready().await.expect("ready");
+    let mut client = common::h2::connect(addr).await;
     let request = http::Request::post(format!("http://{addr}/v1/charges"))
         .header("content-length", "104857600")
         .header("idempotency-key", "k-up2")

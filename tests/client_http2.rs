@@ -289,6 +289,16 @@ async fn head_answers_carry_no_body() {
     assert_eq!(upstream.total(), 0, "forwarded");
 }
 
+/// A gateway whose `header_read_timeout` (the stalled-answer check's
+/// period) is 1 s, in front of a mock upstream on a pass-through route.
+async fn one_second_periods(name: &str) -> (TestDir, MockUpstream, GatewayProcess) {
+    let quick = Config::new()
+        .server("header_read_timeout", "1s")
+        .upstream(Upstream::api().timeout("30s"))
+        .route(Route::api("rest", "/").plain());
+    GatewayProcess::start_fresh(name, &quick).await
+}
+
 /// A client that keeps its flow-control window shut, so none of any answer
 /// can be sent, is cut off once it took nothing for `header_read_timeout`
 /// however many new answers it has the gateway make meanwhile: one that
@@ -297,13 +307,7 @@ async fn head_answers_carry_no_body() {
 /// few such connections take every one of an upstream's connections).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_client_that_never_opens_its_window_is_cut_off_however_many_answers_it_starts() {
-    let upstream = MockUpstream::start().await;
-    let dir = TestDir::new("h2-window-shut-churn");
-    let quick = Config::new()
-        .server("header_read_timeout", "1s")
-        .upstream(Upstream::api().timeout("30s"))
-        .route(Route::api("rest", "/").plain());
-    let gateway = GatewayProcess::start(&dir, &upstream.url(), &quick);
+    let (_dir, _upstream, gateway) = one_second_periods("h2-window-shut-churn").await;
     let tcp = TcpStream::connect(gateway.addr).await.expect("connect");
     let (client, connection) = h2::client::Builder::new()
         .initial_window_size(0)
@@ -356,13 +360,7 @@ async fn a_client_that_never_opens_its_window_is_cut_off_however_many_answers_it
 /// (the test above).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_client_that_takes_its_answer_slowly_is_not_cut_off() {
-    let upstream = MockUpstream::start().await;
-    let dir = TestDir::new("h2-window-slow");
-    let quick = Config::new()
-        .server("header_read_timeout", "1s")
-        .upstream(Upstream::api().timeout("30s"))
-        .route(Route::api("rest", "/").plain());
-    let gateway = GatewayProcess::start(&dir, &upstream.url(), &quick);
+    let (_dir, _upstream, gateway) = one_second_periods("h2-window-slow").await;
     let tcp = TcpStream::connect(gateway.addr).await.expect("connect");
     let (client, connection) = h2::client::Builder::new()
         .initial_window_size(16 * 1024)
