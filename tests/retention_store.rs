@@ -54,7 +54,7 @@ impl TestClock {
     fn advance(&self, by: Duration) {
         self.0.fetch_add(by.as_millis() as u64, Ordering::SeqCst);
     }
-    fn clock(&self) -> idemgate::store::embedded::Clock {
+    fn clock(&self) -> idemgate::store::embedded::WallClock {
         let ms = self.0.clone();
         Arc::new(move || UNIX_EPOCH + Duration::from_millis(ms.load(Ordering::SeqCst)))
     }

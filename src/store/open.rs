@@ -163,7 +163,7 @@ async fn open_embedded(
     let (path, durability) = (embedded.path.clone(), embedded.durability);
     // Opening creates the file and runs the schema: blocking work.
     tokio::task::spawn_blocking(move || {
-        let clock = Arc::new(std::time::SystemTime::now);
+        let clock = super::embedded::Clock::system();
         if serving == Serving::Yes {
             EmbeddedStore::open_for_serving(&path, durability, clock)
         } else {

@@ -70,7 +70,7 @@ impl ManualClock {
     }
 
     /// The same clock, in the form `EmbeddedStore::open_with_clock` takes.
-    pub fn store_clock(self: &Arc<Self>) -> idemgate::store::embedded::Clock {
+    pub fn store_clock(self: &Arc<Self>) -> idemgate::store::embedded::WallClock {
         let clock = self.clone();
         Arc::new(move || clock.now())
     }

@@ -38,11 +38,13 @@
 
 mod background_sync;
 mod cause;
+mod clock;
 pub(crate) mod codec;
 mod count;
 mod db_error;
 mod file_watch;
 mod listing;
+mod live_leases;
 mod ops;
 mod reader;
 mod replies;
@@ -64,8 +66,8 @@ use async_trait::async_trait;
 use tokio::sync::oneshot;
 
 pub use cause::{EmbeddedCause, FileChange, FileUse};
+pub use clock::{Clock, WallClock};
 pub use schema::SCHEMA_VERSION;
-pub use writer::Clock;
 
 use super::{
     Kept, Lease, MigrationReport, RecordId, RecordInfo, Reservation, Store, StoreError,
@@ -126,7 +128,7 @@ impl EmbeddedStore {
     /// every answer synced before it is acknowledged. Refuses a file whose
     /// schema is newer than this binary's.
     pub fn open(path: &Path) -> Result<EmbeddedStore, StoreError> {
-        Self::open_with(path, Durability::PowerLoss, Arc::new(SystemTime::now))
+        Self::open_with(path, Durability::PowerLoss, Clock::system())
     }
 
     /// Brings the file's schema to `SCHEMA_VERSION` (creating the file if
@@ -149,9 +151,10 @@ impl EmbeddedStore {
         self.inner.reader.count(limits).await
     }
 
-    /// As `open`, with an injected clock (tests of expiry and retention).
-    pub fn open_with_clock(path: &Path, clock: Clock) -> Result<EmbeddedStore, StoreError> {
-        Self::open_with(path, Durability::PowerLoss, clock)
+    /// As `open`, with an injected wall clock as the only time (tests of
+    /// expiry and retention: `Clock::manual`).
+    pub fn open_with_clock(path: &Path, clock: WallClock) -> Result<EmbeddedStore, StoreError> {
+        Self::open_with(path, Durability::PowerLoss, Clock::manual(clock))
     }
 
     /// As `open`, with the chosen durability and clock.
@@ -397,7 +400,7 @@ mod tests {
         let failing: wal_sync::SyncWal = Box::new(|| Err(std::io::Error::other("disk gone")));
         let store = EmbeddedStore::start(
             conn,
-            Arc::new(SystemTime::now),
+            Clock::system(),
             Syncing::BeforeAnswers(failing),
             None,
             None,
@@ -428,6 +431,70 @@ mod tests {
             store.ping().await.is_err(),
             "/readyz reports the store unready"
         );
+    }
+
+    /// A wall clock stepped forward past a running request's lease (an NTP
+    /// correction, a VM resumed): the request still runs in this process,
+    /// so a retry waits for it (or gets 422 with another body) rather than
+    /// running it again, the sweeper leaves its record, and its answer is
+    /// stored and replayed. A lease whose holder never comes back still
+    /// ends, by the monotonic clock.
+    #[tokio::test]
+    async fn a_wall_clock_step_does_not_end_a_lease_this_process_holds() {
+        let dir = TempDir::new("clock-step");
+        let step = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let wall = {
+            let step = step.clone();
+            move || {
+                let secs = step.load(std::sync::atomic::Ordering::SeqCst);
+                SystemTime::now() + Duration::from_secs(secs)
+            }
+        };
+        let store = EmbeddedStore::open_with(
+            &dir.file(),
+            Durability::PowerLoss,
+            Clock::stepping(Arc::new(wall)),
+        )
+        .unwrap();
+        let (running, abandoned) = (
+            RecordId::new("charges", "", "running"),
+            RecordId::new("charges", "", "abandoned"),
+        );
+        let lease_for = Duration::from_secs(30);
+        let Reservation::Reserved(lease) = store.reserve(&running, "fp", lease_for).await.unwrap()
+        else {
+            panic!("a new key is reserved");
+        };
+        let short = Duration::from_millis(300);
+        let Reservation::Reserved(_) = store.reserve(&abandoned, "fp", short).await.unwrap() else {
+            panic!("a new key is reserved");
+        };
+
+        step.store(3600, std::sync::atomic::Ordering::SeqCst);
+        let retry = store.reserve(&running, "fp", lease_for).await.unwrap();
+        assert!(
+            matches!(retry, Reservation::InFlight { lease_expires_at }
+                if lease_expires_at > SystemTime::now() + Duration::from_secs(3600)),
+            "{retry:?}"
+        );
+        let other = store.reserve(&running, "other", lease_for).await.unwrap();
+        assert!(matches!(other, Reservation::Mismatch), "{other:?}");
+        assert_eq!(store.sweep(100).await.unwrap(), 0, "both leases are live");
+        let again = store.reserve(&abandoned, "fp", short).await.unwrap();
+        assert!(matches!(again, Reservation::InFlight { .. }), "{again:?}");
+
+        store.complete(&lease, &answer(), lease_for).await.unwrap();
+        let replay = store.reserve(&running, "fp", lease_for).await.unwrap();
+        assert!(
+            matches!(&replay, Reservation::Completed(r) if r.status == answer().status),
+            "{replay:?}"
+        );
+        // The abandoned lease ends 300 ms after it was taken, by the
+        // monotonic clock: the sweeper deletes it, a retry takes it over.
+        tokio::time::sleep(short).await;
+        assert_eq!(store.sweep(100).await.unwrap(), 1);
+        let taken = store.reserve(&abandoned, "fp", short).await.unwrap();
+        assert!(matches!(taken, Reservation::Reserved(_)), "{taken:?}");
     }
 
     /// `rm` of the file under a running gateway: SQLite would go on writing
@@ -501,7 +568,7 @@ mod tests {
         let background = BackgroundSync::start(sync, Duration::from_millis(5)).unwrap();
         EmbeddedStore::start(
             conn,
-            Arc::new(SystemTime::now),
+            Clock::system(),
             Syncing::Behind(background),
             None,
             None,

@@ -47,6 +47,7 @@ pub(super) fn reserve(
     )?;
     if inserted == 1 {
         txn.spend_token(token);
+        txn.hold_lease(token, lease_for);
         let row = txn.last_insert_rowid();
         return Ok((lease(id, token, lease_expires_at, row), None));
     }
@@ -75,7 +76,7 @@ pub(super) fn reserve(
     if row.state == COMPLETED {
         // A missing expiry is read as already expired: the row cannot replay.
         if row.expires_at.is_none_or(|at| at <= now) {
-            return take_over(txn, id, fingerprint, token, lease_expires_at, row.row);
+            return take_over(txn, id, fingerprint, (token, lease_for), row.row);
         }
         if !same {
             return Ok((Reservation::Mismatch, None));
@@ -93,8 +94,16 @@ pub(super) fn reserve(
             (Reservation::Completed(response), kept)
         });
     }
-    match row.lease_expires_at {
-        Some(at) if at > now => Ok((
+    let held_until = match row.lease_expires_at {
+        Some(at) if at > now => Some(at),
+        // Ended by the wall clock, yet its request still runs here: the
+        // clock stepped (`live_leases`).
+        _ => txn
+            .lease_held_here(row.token)
+            .map(|left| now.saturating_add(duration_ms(left))),
+    };
+    match held_until {
+        Some(at) => Ok((
             if same {
                 Reservation::InFlight {
                     lease_expires_at: from_ms(at),
@@ -105,7 +114,7 @@ pub(super) fn reserve(
             None,
         )),
         // The holder died or hung: take the key over under the new token.
-        _ => take_over(txn, id, fingerprint, token, lease_expires_at, row.row),
+        None => take_over(txn, id, fingerprint, (token, lease_for), row.row),
     }
 }
 
@@ -134,12 +143,13 @@ fn take_over(
     txn: &mut Txn<'_, '_>,
     id: &RecordId,
     fingerprint: &str,
-    token: i64,
-    lease_expires_at: i64,
+    (token, lease_for): (i64, Duration),
     row: i64,
 ) -> Result<(Reservation, Option<Kept>), StoreError> {
+    let lease_expires_at = txn.now.saturating_add(duration_ms(lease_for));
     write_in_flight(txn, TAKE_OVER, id, fingerprint, token, lease_expires_at)?;
     txn.spend_token(token);
+    txn.hold_lease(token, lease_for);
     Ok((lease(id, token, lease_expires_at, row), None))
 }
 
@@ -254,6 +264,7 @@ pub(super) fn complete(
         stmt.raw_bind_parameter(13, response.outcome_unknown)
     };
     let updated = on_lease_row(txn, lease, COMPLETE, answer)?;
+    txn.end_lease(lease.token);
     // No row: the token is no longer the record's (taken over or purged).
     if updated == 0 {
         return Err(StoreError::Fenced);
@@ -263,6 +274,7 @@ pub(super) fn complete(
 
 pub(super) fn release(txn: &mut Txn<'_, '_>, lease: &Lease) -> Result<(), StoreError> {
     on_lease_row(txn, lease, RELEASE, |_| Ok(()))?;
+    txn.end_lease(lease.token);
     Ok(())
 }
 
@@ -354,19 +366,32 @@ pub(super) fn sweep(txn: &mut Txn<'_, '_>, batch: u32) -> Result<u64, StoreError
     // nothing: the next request takes the key over. Left in place, such a
     // record would stay for good when the key never comes back. Found per
     // route through the listing index's in-flight range (one descent per
-    // route, as `count` does), never a scan of the table.
-    let dead = txn
+    // route, as `count` does), never a scan of the table; a lease this
+    // process still holds (`live_leases`) is no dead one.
+    let ended = txn
         .statement(concat!(
             super::schema::with_routes!(),
-            "DELETE FROM records WHERE rowid IN (
-                 SELECT r.rowid FROM routes
-                 JOIN records r INDEXED BY records_listing
-                   ON r.route = routes.route AND r.state = ?2
-                 WHERE r.lease_expires_at <= ?1
-                 LIMIT ?3)",
+            "SELECT r.rowid, r.token FROM routes
+             JOIN records r INDEXED BY records_listing
+               ON r.route = routes.route AND r.state = ?2
+             WHERE r.lease_expires_at <= ?1
+             LIMIT ?3",
         ))?
-        .execute(params![now, IN_FLIGHT, room])
+        .query_map(params![now, IN_FLIGHT, room], |row| {
+            Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?))
+        })
+        .map_err(db)?
+        .collect::<Result<Vec<_>, _>>()
         .map_err(db)?;
+    let mut dead = 0;
+    for (row, token) in ended {
+        if txn.lease_held_here(token).is_none() {
+            dead += txn
+                .statement("DELETE FROM records WHERE rowid = ?1 AND token = ?2")?
+                .execute(params![row, token])
+                .map_err(db)?;
+        }
+    }
     Ok((completed + dead) as u64)
 }
 

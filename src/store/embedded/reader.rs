@@ -14,9 +14,9 @@ use std::time::Duration;
 use rusqlite::{Connection, InterruptHandle, OpenFlags};
 
 use super::EmbeddedCause;
+use super::clock::Clock;
 use super::codec::to_ms;
 use super::count;
-use super::writer::Clock;
 use crate::store::CountLimits;
 use crate::store::StoreError;
 use crate::store::listing::Count;
@@ -60,7 +60,7 @@ impl Reader {
     ) -> Result<Vec<Count>, StoreError> {
         let reader = self.clone();
         tokio::task::spawn_blocking(move || {
-            let now = to_ms((reader.clock)());
+            let now = to_ms(reader.clock.now());
             let conn = reader.connection();
             count::count(conn.as_ref().ok_or_else(closed)?, now, limits)
         })

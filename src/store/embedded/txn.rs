@@ -1,10 +1,13 @@
 //! What the writer thread runs: a job (`Job`, made by `Task` from a store
 //! operation) on the batch's open transaction as the job sees it (`Txn`).
 
+use std::time::{Duration, Instant};
+
 use tokio::sync::oneshot;
 
 use super::cause::EmbeddedCause;
 use super::db_error::db;
+use super::live_leases::LiveLeases;
 use super::statements::{Held, Statements};
 use super::tokens::Tokens;
 use crate::store::StoreError;
@@ -13,17 +16,45 @@ use crate::store::StoreError;
 pub(super) struct Txn<'a, 'c> {
     /// The job's "now", in unix milliseconds.
     pub now: i64,
+    /// The job's "now" by the monotonic clock, when leases are timed by it.
+    steady: Option<Instant>,
+    live: &'a mut LiveLeases,
     tokens: &'a mut Tokens,
     statements: &'a mut Statements<'c>,
 }
 
 impl<'a, 'c> Txn<'a, 'c> {
-    pub fn new(now: i64, tokens: &'a mut Tokens, statements: &'a mut Statements<'c>) -> Self {
+    pub fn new(
+        (now, steady): (i64, Option<Instant>),
+        live: &'a mut LiveLeases,
+        tokens: &'a mut Tokens,
+        statements: &'a mut Statements<'c>,
+    ) -> Self {
         Self {
             now,
+            steady,
+            live,
             tokens,
             statements,
         }
+    }
+
+    /// `token`'s lease, taken by this job, is held here for `lease_for`.
+    pub fn hold_lease(&mut self, token: i64, lease_for: Duration) {
+        if let Some(now) = self.steady {
+            self.live.hold(token, now + lease_for);
+        }
+    }
+
+    /// `token`'s lease is no longer held here.
+    pub fn end_lease(&mut self, token: i64) {
+        self.live.end(token);
+    }
+
+    /// How long `token`'s lease is still held by this process
+    /// (`live_leases`), whatever the wall clock says.
+    pub fn lease_held_here(&self, token: i64) -> Option<Duration> {
+        self.live.left(token, self.steady?)
     }
 
     /// `sql` as a statement prepared once for the writer's life

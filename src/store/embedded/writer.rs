@@ -27,14 +27,16 @@
 
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, TryRecvError};
-use std::time::SystemTime;
+use std::time::Instant;
 
 use rusqlite::Connection;
 
 use super::background_sync::BackgroundSync;
 use super::cause::EmbeddedCause;
+use super::clock::Clock;
 use super::codec::to_ms;
 use super::file_watch::FileWatch;
+use super::live_leases::LiveLeases;
 use super::replies::Replies;
 use super::statements::Statements;
 use super::tokens::Tokens;
@@ -44,8 +46,6 @@ use super::wal_sync::{SyncWal, sync_failed};
 /// Bounds one transaction so a flood cannot hold the write lock (and delay the
 /// first replies) indefinitely.
 const MAX_BATCH: usize = 512;
-
-pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 
 /// When a batch's commit reaches the disk (`Durability`).
 pub(super) enum Syncing {
@@ -72,6 +72,7 @@ pub(super) fn run(
     // fails every batch that writes, and is logged once, not per batch.
     let mut failing: Option<String> = None;
     let mut statements = Statements::new(&conn);
+    let mut live = LiveLeases::default();
     while let Ok(first) = jobs.recv() {
         if let Syncing::Behind(background) = &syncing {
             // Nothing makes this thread wait between batches here, so on a
@@ -95,7 +96,8 @@ pub(super) fn run(
             continue;
         }
         let changes_before = conn.total_changes();
-        if let Err(e) = execute(&conn, &mut statements, &mut batch, &clock) {
+        if let Err(e) = execute(&conn, &mut statements, &mut live, &mut batch, &clock) {
+            live.discard();
             let err = EmbeddedCause::Sqlite(Arc::new(e));
             let text = err.to_string();
             if failing.as_ref() != Some(&text) {
@@ -143,6 +145,7 @@ pub(super) fn run(
 fn execute<'c>(
     conn: &'c Connection,
     statements: &mut Statements<'c>,
+    live: &mut LiveLeases,
     batch: &mut [Box<dyn Job>],
     clock: &Clock,
 ) -> Result<(), rusqlite::Error> {
@@ -150,7 +153,8 @@ fn execute<'c>(
     let mut tokens = Tokens::default();
     for job in batch.iter_mut() {
         let written_before = conn.total_changes();
-        let mut txn = Txn::new(to_ms(clock()), &mut tokens, tx.statements());
+        let now = (to_ms(clock.now()), clock.steady_now());
+        let mut txn = Txn::new(now, live, &mut tokens, tx.statements());
         if job.run(&mut txn) {
             continue;
         }
@@ -165,7 +169,9 @@ fn execute<'c>(
         }
     }
     tokens.save(tx.statements())?;
-    tx.commit()
+    tx.commit()?;
+    live.commit(Instant::now());
+    Ok(())
 }
 
 /// The batch's write transaction. `BEGIN IMMEDIATE` and `COMMIT` run as
@@ -319,7 +325,7 @@ mod tests {
         run(
             conn,
             jobs,
-            Arc::new(SystemTime::now),
+            Clock::system(),
             Replies::start(),
             Syncing::BeforeAnswers(sync),
             None,
