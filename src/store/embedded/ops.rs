@@ -1,7 +1,8 @@
 //! The state machine in SQL. Every function runs inside the writer thread's
 //! batch transaction, so its read-then-write is atomic: nothing else writes
 //! between the SELECT and the UPDATE. Each makes at most one writing
-//! statement (see `writer`).
+//! statement (see `writer`), except `sweep`, whose batch fails as a whole
+//! should a later one of its statements fail after an earlier wrote.
 
 use std::time::{Duration, SystemTime};
 
