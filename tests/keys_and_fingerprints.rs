@@ -777,6 +777,17 @@ async fn five_xx_releases_but_a_timeout_stays_unknown() {
         assert_eq!(reply.header("idempotent-replayed"), Some("false"));
     }
     assert_eq!(upstream.executions("rel-1"), 2, "a 500 frees the key");
+    // Past 599 a status is invalid, and read as a 5xx (RFC 9110 §15).
+    for (n, status) in [599u16, 600, 999].into_iter().enumerate() {
+        let name = format!("rel-past-{n}");
+        let path = format!("/v1/release?status={status}");
+        for _ in 0..2 {
+            let reply = post(&gateway, &path, &refs(&json_key(&name)), "{}").await;
+            assert_eq!(reply.status, status);
+            assert_eq!(reply.header("idempotent-replayed"), Some("false"));
+        }
+        assert_eq!(upstream.executions(&name), 2, "a {status} frees the key");
+    }
     let key = json_key("rel-2");
     let first = post(&gateway, "/v1/release?delay_ms=1500", &refs(&key), "{}").await;
     assert_code(&first, 504, "outcome-unknown");

@@ -271,7 +271,9 @@ impl StatusClass {
     pub fn contains(self, status: u16) -> bool {
         match self {
             StatusClass::ClientError => (400..500).contains(&status),
-            StatusClass::ServerError => (500..600).contains(&status),
+            // 600-999 are invalid, and a client reads them as a 5xx
+            // (RFC 9110 §15): an upstream's library error, say.
+            StatusClass::ServerError => (500..1000).contains(&status),
         }
     }
 
