@@ -93,8 +93,9 @@ pub enum GatewayError {
     RouteOverloaded {
         retry_after: Duration,
     },
-    /// The request bodies held in memory at once would pass
-    /// `server.max_buffered_bodies`; nothing was reserved or forwarded.
+    /// The bodies held in memory at once (request bodies read whole, answers
+    /// not yet taken by their clients) would pass `server.max_buffered_bodies`,
+    /// or already do; nothing was reserved or forwarded.
     BodiesOverBudget,
     Unauthorized,
     Forbidden,
@@ -236,7 +237,7 @@ impl GatewayError {
             | OutcomeUnrecorded { .. } => "Outcome unknown",
             StoreUnavailable { .. } | StoredAnswerSealed => "Idempotency store unavailable",
             RouteOverloaded { .. } => "Too many requests in progress on this route",
-            BodiesOverBudget => "Too many request bodies in progress",
+            BodiesOverBudget => "Too many bodies in progress",
             Unauthorized => "Unauthorized",
             Forbidden => "Forbidden",
             NotFound => "Not found",
@@ -309,8 +310,9 @@ impl GatewayError {
             RouteOverloaded { .. } => "The route's limit of requests in progress is reached; \
                  nothing was forwarded and the key is free. Retry later."
                 .into(),
-            BodiesOverBudget => "The gateway holds as many request bodies in memory as it may \
-                 (server.max_buffered_bodies); nothing was reserved or forwarded. Retry later."
+            BodiesOverBudget => "The gateway holds as many bodies in memory as it may \
+                 (server.max_buffered_bodies): request bodies, and answers their clients have \
+                 not yet taken; nothing was reserved or forwarded. Retry later."
                 .into(),
             Unauthorized => "A bearer token is required.".into(),
             Forbidden => "The bearer token is not valid.".into(),

@@ -1625,6 +1625,146 @@ async fn bodies_held_at_once_are_bounded_and_a_body_past_them_is_refused() {
     assert!(!log.contains("panicked"), "{log}");
 }
 
+/// A keyed request sent over HTTP/2 by a client that then takes nothing of
+/// its answer (a flow-control window of 0): the answer's bytes stay in the
+/// gateway, whatever the kernel's socket buffers could take, until the
+/// connection goes (the returned task, aborted). Its status.
+async fn unread(
+    addr: std::net::SocketAddr,
+    key: &str,
+    path: &str,
+) -> (tokio::task::JoinHandle<()>, u16) {
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let (client, connection) = h2::client::Builder::new()
+        .initial_window_size(0)
+        .handshake::<_, bytes::Bytes>(tcp)
+        .await
+        .expect("handshake");
+    let (answer_tx, answer_rx) = tokio::sync::oneshot::channel();
+    let mut client = client.ready().await.expect("ready");
+    let request = http::Request::post(format!("http://{addr}{path}"))
+        .header("idempotency-key", key)
+        .header("content-type", "application/json")
+        .body(())
+        .expect("request");
+    let (answer, mut send) = client.send_request(request, false).expect("sent");
+    send.send_data(bytes::Bytes::from_static(b"{}"), true)
+        .expect("body");
+    // The connection and the answer live together in one task: aborting
+    // it closes the connection with the answer untaken.
+    let held = tokio::spawn(async move {
+        let connection = tokio::spawn(connection);
+        let answer = answer.await.expect("an answer");
+        let status = answer.status().as_u16();
+        let _ = answer_tx.send(status);
+        let _keep = (answer, client, send);
+        let _ = connection.await;
+    });
+    let status = tokio::time::timeout(WITHIN, answer_rx)
+        .await
+        .expect("a head in time")
+        .expect("a head");
+    (held, status)
+}
+
+/// Answers held for clients that do not take them count against
+/// `max_buffered_bodies` as request bodies do. Replays are taken while the
+/// budget has room (the last one may pass it) and refused 503
+/// `gateway-overloaded` once it is passed (nothing runs: the retry
+/// replays); fresh answers are never refused (their request ran), and
+/// while answers hold the budget past its bound a new key is refused
+/// before anything is reserved. Without this, 400 HTTP/2 streams replaying
+/// a 4 MB answer and taking none of it took the process to 1.5 GB.
+#[tokio::test(flavor = "multi_thread")]
+async fn answers_not_taken_count_against_the_body_budget() {
+    let upstream = MockUpstream::start().await;
+    let dir = TestDir::new("answer-budget");
+    let config = Config::new()
+        .server("max_request_body", "64KiB")
+        .server("max_buffered_bodies", "1MiB")
+        .upstream(Upstream::api())
+        .route(Route::api("charges", "/v1/charges"));
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
+    let client = gateway.client();
+    let admin = gateway.admin_client();
+    let held = || {
+        let admin = admin.clone();
+        async move {
+            let metrics = admin.get("/metrics").await.text();
+            metrics
+                .lines()
+                .find_map(|line| line.strip_prefix("idemgate_buffered_body_bytes "))
+                .and_then(|n| n.parse::<u64>().ok())
+                .expect("idemgate_buffered_body_bytes")
+        }
+    };
+    // A 400 KB answer, stored (and read whole: nothing held after).
+    let path = "/v1/charges?pad=400000";
+    let first = client.post(path, Some("big"), "{}").await;
+    assert_eq!(first.status, 201, "{}", first.text());
+    assert_eq!(held().await, 0);
+
+    // Replays of it, left unread: taken while the 1 MiB has room (the
+    // third passes it), and refused once it is passed.
+    let mut holders = Vec::new();
+    for _ in 0..3 {
+        let (held, status) = unread(gateway.addr, "big", path).await;
+        assert_eq!(status, 201);
+        holders.push(held);
+    }
+    let holding = held().await;
+    assert!(holding > 1024 * 1024, "{holding}");
+    let refused = client.post(path, Some("big"), "{}").await;
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    assert_eq!(refused.json()["code"], "gateway-overloaded");
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    assert!(
+        held().await < 1024 * 1024 + 400_200,
+        "one answer past the bound at most"
+    );
+    for held in holders.drain(..) {
+        held.abort();
+    }
+    let started = Instant::now();
+    while held().await > 0 {
+        assert!(
+            started.elapsed() < WITHIN,
+            "the replays' bytes never given back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let replayed = client.post(path, Some("big"), "{}").await;
+    assert_eq!(replayed.status, 201, "{}", replayed.text());
+    assert_eq!(upstream.executions("big"), 1);
+
+    // Fresh answers, unread: never refused (they ran), they may pass the
+    // bound; past it, a new key is refused and left free.
+    for key in ["n1", "n2", "n3"] {
+        let (held, status) = unread(gateway.addr, key, path).await;
+        assert_eq!(status, 201);
+        holders.push(held);
+    }
+    let refused = client.post(path, Some("n4"), "{}").await;
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    assert_eq!(refused.json()["code"], "gateway-overloaded");
+    assert_eq!(upstream.executions("n4"), 0);
+    for held in holders.drain(..) {
+        held.abort();
+    }
+    let started = Instant::now();
+    while held().await > 0 {
+        assert!(
+            started.elapsed() < WITHIN,
+            "the answers' bytes never given back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let retried = client.post(path, Some("n4"), "{}").await;
+    assert_eq!(retried.status, 201, "{}", retried.text());
+    let log = gateway.log_text();
+    assert!(!log.contains("panicked"), "{log}");
+}
+
 /// A client that goes on sending a body answered early (413 on its
 /// declared length) for longer than the gateway's 0.5 s of quiet still gets
 /// its answer: the connection reads on while the body keeps coming (as

@@ -1,27 +1,31 @@
-//! The bound on request bodies held in memory at once, over every
-//! connection (`server.max_buffered_bodies`). A keyed request's body is read
-//! whole (for its key and its fingerprint, or a webhook's signature) and
-//! kept until it is written to the upstream, a free connection to which it
-//! may wait for; without a bound, many large bodies at once would take the
-//! process's memory (docs/behaviour.md, "Memory").
+//! The bound on bodies held in memory at once, over every connection
+//! (`server.max_buffered_bodies`). A keyed request's body is read whole (for
+//! its key and its fingerprint, or a webhook's signature) and kept until it
+//! is written to the upstream, a free connection to which it may wait for;
+//! a stored or replayed answer is kept until its client has taken it. Without
+//! a bound, many large bodies at once, or many clients that take nothing of
+//! large answers, would take the process's memory (docs/behaviour.md, "Memory").
 //!
 //! A body's bytes are taken from the budget as they arrive (never all at
 //! once when `Content-Length` announces them: a slow sender would hold what
 //! it has not sent), and go back when the last copy of the body is
-//! dropped: the read body owns its share ([`hold_with`]).
+//! dropped: the read body owns its share ([`hold_with`]). A fresh answer,
+//! whose request already ran, is never refused: it is taken even past the
+//! bound ([`Share::take_past`]), and until the room is back no new request
+//! is let in ([`BodyBudget::is_over`]).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use bytes::Bytes;
 
-/// Bytes of request bodies the process may hold at once. Cloned, it is the
+/// Bytes of bodies the process may hold at once. Cloned, it is the
 /// same budget.
 #[derive(Clone)]
 pub struct BodyBudget {
-    /// Bytes free now.
-    room: Arc<AtomicUsize>,
-    total: usize,
+    /// Bytes free now; below zero when answers were taken past the bound.
+    room: Arc<AtomicI64>,
+    total: i64,
 }
 
 /// The budget has no room for what a body needs.
@@ -30,9 +34,9 @@ pub struct Exhausted;
 
 impl BodyBudget {
     pub fn new(bytes: u64) -> Self {
-        let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
         Self {
-            room: Arc::new(AtomicUsize::new(bytes)),
+            room: Arc::new(AtomicI64::new(bytes)),
             total: bytes,
         }
     }
@@ -47,19 +51,25 @@ impl BodyBudget {
 
     /// Bytes free now.
     pub fn available(&self) -> usize {
-        self.room.load(Ordering::Acquire)
+        usize::try_from(self.room.load(Ordering::Acquire)).unwrap_or(0)
+    }
+
+    /// Whether answers taken past the bound are held now.
+    pub fn is_over(&self) -> bool {
+        self.room.load(Ordering::Acquire) < 0
     }
 
     /// Bytes held now (`idemgate_buffered_body_bytes`).
     pub fn held(&self) -> usize {
-        self.total.saturating_sub(self.available())
+        let held = self.total.saturating_sub(self.room.load(Ordering::Acquire));
+        usize::try_from(held).unwrap_or(0)
     }
 }
 
 /// One body's part of the budget, given back when dropped.
 pub struct Share {
-    room: Arc<AtomicUsize>,
-    held: usize,
+    room: Arc<AtomicI64>,
+    held: i64,
 }
 
 impl Share {
@@ -70,18 +80,43 @@ impl Share {
         if bytes == 0 {
             return Ok(());
         }
+        let bytes = i64::try_from(bytes).map_err(|_| Exhausted)?;
         // Any size, all or nothing (a body may pass 4 GiB).
         self.room
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |free| {
-                free.checked_sub(bytes)
+                (free >= bytes).then(|| free - bytes)
             })
             .map_err(|_| Exhausted)?;
         self.held += bytes;
         Ok(())
     }
 
+    /// Takes `bytes` unless the budget is already past its bound, even if
+    /// they pass it: a stored answer may be longer than the whole budget
+    /// (`max_stored_response` over `max_buffered_bodies`), and must still
+    /// replay. Atomic, so answers taken at once pass the bound by one of
+    /// them at most.
+    pub fn take_unless_over(&mut self, bytes: usize) -> Result<(), Exhausted> {
+        let bytes = i64::try_from(bytes).map_err(|_| Exhausted)?;
+        self.room
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |free| {
+                (free >= 0).then(|| free.saturating_sub(bytes))
+            })
+            .map_err(|_| Exhausted)?;
+        self.held = self.held.saturating_add(bytes);
+        Ok(())
+    }
+
+    /// Takes `bytes` whether or not they fit: an answer whose request ran
+    /// cannot be refused.
+    pub fn take_past(&mut self, bytes: usize) {
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        self.room.fetch_sub(bytes, Ordering::AcqRel);
+        self.held = self.held.saturating_add(bytes);
+    }
+
     pub fn held(&self) -> usize {
-        self.held
+        usize::try_from(self.held).unwrap_or(usize::MAX)
     }
 }
 
@@ -168,6 +203,30 @@ mod tests {
         assert_eq!(second.take(2 << 30), Err(Exhausted));
         assert_eq!(budget.held(), 5 << 30, "a refusal takes nothing");
         drop(share);
+        assert_eq!(budget.held(), 0);
+    }
+
+    #[test]
+    fn an_answer_taken_past_the_bound_is_held_and_refuses_others_until_given_back() {
+        let budget = BodyBudget::new(100);
+        let mut first = budget.share();
+        first.take(80).expect("room");
+        assert!(!budget.is_over());
+        let mut answer = budget.share();
+        answer.take_past(50);
+        assert!(budget.is_over());
+        assert_eq!(budget.available(), 0);
+        assert_eq!(budget.held(), 130);
+        assert_eq!(budget.share().take(1), Err(Exhausted));
+        assert_eq!(budget.share().take_unless_over(1), Err(Exhausted));
+        drop(answer);
+        assert!(!budget.is_over());
+        assert_eq!(budget.available(), 20);
+        // Room left, however little: a longer answer is taken past it.
+        let mut replay = budget.share();
+        replay.take_unless_over(60).expect("not over");
+        assert!(budget.is_over());
+        drop((first, replay));
         assert_eq!(budget.held(), 0);
     }
 

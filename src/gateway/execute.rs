@@ -237,6 +237,11 @@ impl Recorder<'_> {
         };
         let (parts, body, expires_at) = match captured {
             Captured::Whole { mut parts, body } => {
+                // Held until the client has taken it; its request ran, so it
+                // is never refused, but past the bound no new request is let in.
+                let mut share = self.gateway.body_budget.share();
+                share.take_past(body.len());
+                let body = body::budget::hold_with(body, share);
                 replay::drop_gateway_fields(&mut parts.headers);
                 let stored = capture::stored(&parts, body.clone(), false, kept);
                 let expires_at = self.complete(guard, &stored).await.ok();

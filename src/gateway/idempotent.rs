@@ -120,8 +120,20 @@ async fn under_key(
     id: RecordId,
     fingerprint: &str,
 ) -> Answer {
+    // Answers not yet taken by their clients hold the body budget past its
+    // bound: no new request is let in until they are (docs/behaviour.md, "Memory").
+    if gateway.body_budget.is_over() {
+        return Answer::error(GatewayError::BodiesOverBudget).with_key(id.key);
+    }
     let answer = match reserve::reserve(gateway, policy, &id, fingerprint).await {
-        Ok(Decision::Replay(stored, expires_at)) => {
+        Ok(Decision::Replay(mut stored, expires_at)) => {
+            // Held until the client has taken it: past the budget's bound a
+            // replay is refused (nothing runs), and its retry replays.
+            let mut share = gateway.body_budget.share();
+            if share.take_unless_over(stored.body.len()).is_err() {
+                return Answer::error(GatewayError::BodiesOverBudget).with_key(id.key);
+            }
+            stored.body = body::budget::hold_with(std::mem::take(&mut stored.body), share);
             let mut response = replay::replayed(&stored, policy);
             answer_headers::expiry(response.headers_mut(), policy, expires_at);
             Answer::new(response, Outcome::Replayed)

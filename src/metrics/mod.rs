@@ -216,7 +216,7 @@ impl Metrics {
             )?,
             buffered_bodies: IntGauge::new(
                 BUFFERED_BODIES,
-                "Bytes of request bodies read whole and held now (server.max_buffered_bodies bounds them).",
+                "Bytes of request bodies read whole and of keyed answers not yet taken by their clients, held now (server.max_buffered_bodies bounds them).",
             )?,
             registry,
         };
