@@ -1313,3 +1313,102 @@ async fn a_key_asked_for_outside_its_home_names_its_home() {
         assert!(stderr.contains("home region is us"), "{action}: {stderr}");
     }
 }
+
+/// A forward rewrites some of the client's fields on its way to the home
+/// region (`X-Forwarded-For` gets the client's address appended,
+/// `X-Forwarded-Proto` and `-Host` are set, `Via` gets the gateway's entry,
+/// hop-by-hop and `Proxy-*` fields are dropped). A route whose scope,
+/// fingerprint or key read one of them was homed by the value the client
+/// sent and filed, at its home, under the rewritten one: with
+/// `scope = ["header:X-Forwarded-For"]` a key sent to eu ran in us, and its
+/// retry sent to us directly ran there a second time. Such a route cannot
+/// cross regions, as one scoped by `client_cert` cannot: `check` and `serve`
+/// refuse it with `[region]`, and accept it without.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_route_reading_a_field_a_forward_rewrites_cannot_cross_regions() {
+    use common::config::raw;
+    const NAMESPACE: &str = "9f1c3e0a-5b7d-4c2e-8a61-3d4f5e6a7b8c";
+    let derive = format!(r#"{{ derive = ["/id", "header:Via"], namespace = "{NAMESPACE}" }}"#);
+    let cases: [(&str, &str, String); 5] = [
+        (
+            "scope",
+            "header:x-forwarded-for",
+            r#"["header:X-Forwarded-For"]"#.into(),
+        ),
+        (
+            "scope",
+            "header:proxy-authorization",
+            r#"["header:Proxy-Authorization"]"#.into(),
+        ),
+        (
+            "fingerprint",
+            "header:x-forwarded-proto",
+            r#"["method", "path", "body", "header:X-Forwarded-Proto"]"#.into(),
+        ),
+        ("key", "header:via", derive),
+        (
+            "key",
+            "x-forwarded-host",
+            r#"{ header = "X-Forwarded-Host" }"#.into(),
+        ),
+    ];
+    let mut world = World::new(&["eu", "us"]).await;
+    let dir = TestDir::new("hop-fields");
+    let check = |template: &Config| {
+        let path = dir.path("idemgate.toml");
+        let text = common::gateway::render(
+            template,
+            &dir,
+            "http://127.0.0.1:9",
+            free_port(),
+            free_port(),
+        );
+        std::fs::write(&path, text).unwrap();
+        std::process::Command::new(env!("CARGO_BIN_EXE_idemgate"))
+            .args(["check", "-c"])
+            .arg(&path)
+            .env(TOKEN_ENV, TOKEN)
+            .output()
+            .unwrap()
+    };
+    for (field, part, value) in &cases {
+        let charges = Route::api("charges", "/v1/charges").set(field, raw(value));
+        // One region: the gateway reads what the client sent; nothing to refuse.
+        let alone = Config::new()
+            .store(Store::embedded())
+            .upstream(Upstream::api().timeout("5s"))
+            .route(charges.clone());
+        let out = check(&alone);
+        assert!(
+            out.status.success(),
+            "{field} {part} without regions: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let regions = world
+            .template(0, 2)
+            .with_route("charges", |_| charges.clone());
+        let out = check(&regions);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{field} {part} accepted");
+        assert!(stderr.contains("route \"charges\""), "{stderr}");
+        assert!(stderr.contains(part), "{part}: {stderr}");
+        assert!(stderr.contains(field), "{field}: {stderr}");
+        assert!(stderr.contains("cannot cross regions"), "{stderr}");
+    }
+    // `serve` refuses it as `check` does, before it opens anything.
+    let (field, _, value) = &cases[0];
+    let template = world
+        .template(0, 2)
+        .with_route("charges", |route| route.set(field, raw(value)));
+    let region = &mut world.regions[0];
+    let refused = GatewayProcess::start_at(
+        &region.dir,
+        &region.upstream.url(),
+        &template,
+        region.ports,
+        &[(TOKEN_ENV, TOKEN)],
+    )
+    .err()
+    .expect("serve refuses the route");
+    assert!(refused.contains("cannot cross regions"), "{refused}");
+}

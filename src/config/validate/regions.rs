@@ -267,6 +267,89 @@ pub fn needs_no_client_cert(
     }
 }
 
+/// A route whose scope, fingerprint or key reads a field a forward rewrites
+/// cannot have its keys forwarded either: the landing region homes the key
+/// by the field as the client sent it, the home region files it under the
+/// field as the hop left it (another scope, key or fingerprint), so a retry
+/// that lands at the home itself ran the key again.
+pub fn needs_no_hop_fields(
+    ctx: &mut Ctx<'_>,
+    file: &FileConfig,
+    region: Option<&RegionsConfig>,
+    routes: &[(crate::config::RouteConfig, std::ops::Range<usize>)],
+) {
+    use crate::config::{FingerprintPart, KeySource, ScopePart};
+    use crate::key::DerivePart;
+    if region.is_none() {
+        return;
+    }
+    let span = file.region.as_ref().map(Spanned::span);
+    for (route, _) in routes.iter().filter(|(route, _)| route.idempotency) {
+        let policy = &route.policy;
+        let scope = policy.scope.iter().filter_map(|part| match part {
+            ScopePart::Header(name) => Some(("scope", format!("header:{name}"), name)),
+            ScopePart::ClientCert => None,
+        });
+        let fingerprint = policy.fingerprint.iter().filter_map(|part| match part {
+            FingerprintPart::Header(name) => Some(("fingerprint", format!("header:{name}"), name)),
+            _ => None,
+        });
+        let key = policy.key.iter().flat_map(|source| match source {
+            KeySource::Header(name) => vec![("key", name.to_string(), name)],
+            KeySource::Derive(derive) => derive
+                .parts
+                .iter()
+                .filter_map(|part| match part {
+                    DerivePart::Header(name) => Some(("key", format!("header:{name}"), name)),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        });
+        for (field, part, _) in scope
+            .chain(fingerprint)
+            .chain(key)
+            .filter(|(_, _, name)| rewritten_by_a_forward(name.as_str()))
+        {
+            ctx.error(
+                span.clone(),
+                "region",
+                format!(
+                    "route {:?} reads {part:?} in its {field}, a field a forward to the home \
+                     region rewrites, so it cannot cross regions: the home region would file \
+                     the key under another {field} than the one its home was chosen by, and \
+                     a retry could run it again",
+                    route.name
+                ),
+            );
+        }
+    }
+}
+
+/// Fields a forward does not pass on as the client sent them: the
+/// `X-Forwarded-*` it sets (src/proxy/forwarded.rs), the `Via` entry and
+/// the region's name it adds, the framing it redoes (`Content-Length` for
+/// a body sent whole), and the hop-by-hop and `Proxy-*` fields it drops
+/// (src/proxy/hop_by_hop.rs).
+fn rewritten_by_a_forward(name: &str) -> bool {
+    matches!(
+        name,
+        "x-forwarded-for"
+            | "x-forwarded-proto"
+            | "x-forwarded-host"
+            | "via"
+            | "idempotency-forwarded-from"
+            | "content-length"
+            | "connection"
+            | "keep-alive"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "expect"
+    ) || name.starts_with("proxy-")
+}
+
 /// Gateways forward to another region's data-plane listener without a
 /// client certificate: one that requires a certificate refuses every
 /// forward in the handshake, and every key homed here would be answered

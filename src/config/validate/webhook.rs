@@ -270,7 +270,10 @@ mod unit {
                 || DEFAULT_RELEASE_CLASSES.iter().any(|c| c.contains(status))
         };
         assert!(releases(500) && releases(599) && releases(429));
-        assert!(releases(600) && releases(999), "invalid statuses read as 5xx");
+        assert!(
+            releases(600) && releases(999),
+            "invalid statuses read as 5xx"
+        );
         assert!(!releases(499) && !releases(200));
     }
 }
