@@ -4,7 +4,7 @@
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::header;
 use http::response::Parts;
 use http::{HeaderMap, Response};
@@ -44,34 +44,82 @@ pub async fn capture(response: Response<UpstreamBody>, limit: u64) -> Result<Cap
             rest: Box::new(incoming),
         });
     }
-    let mut chunks: Vec<Bytes> = Vec::new();
-    let mut total: u64 = 0;
+    let mut gathered = Gathered::new(declared.unwrap_or(0).min(limit));
     while let Some(frame) = incoming.frame().await {
         let Ok(data) = frame?.into_data() else {
             continue;
         };
-        total += data.len() as u64;
-        chunks.push(data);
-        if total > limit {
+        gathered.push(data);
+        if gathered.len() > limit {
             return Ok(Captured::Oversized {
                 parts,
-                prefix: chunks,
+                prefix: gathered.into_pieces(),
                 rest: Box::new(incoming),
             });
         }
     }
-    let body = match chunks.len() {
-        0 => Bytes::new(),
-        1 => chunks.swap_remove(0),
-        _ => {
-            let mut joined = Vec::with_capacity(total as usize);
-            for chunk in &chunks {
-                joined.extend_from_slice(chunk);
-            }
-            Bytes::from(joined)
+    Ok(Captured::Whole {
+        parts,
+        body: gathered.into_bytes(),
+    })
+}
+
+/// An answer's pieces made one buffer as they arrive: the pieces kept until
+/// the end and joined then would hold the answer twice at that moment
+/// (docs/behaviour.md, "Memory"). A body of one piece stays that piece.
+struct Gathered {
+    /// The declared length, or 0: room taken at the second piece.
+    expected: u64,
+    first: Option<Bytes>,
+    joined: Option<BytesMut>,
+    len: u64,
+}
+
+impl Gathered {
+    fn new(expected: u64) -> Self {
+        Gathered {
+            expected,
+            first: None,
+            joined: None,
+            len: 0,
         }
-    };
-    Ok(Captured::Whole { parts, body })
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn push(&mut self, piece: Bytes) {
+        self.len += piece.len() as u64;
+        if let Some(joined) = &mut self.joined {
+            joined.extend_from_slice(&piece);
+            return;
+        }
+        let Some(first) = self.first.take() else {
+            self.first = Some(piece);
+            return;
+        };
+        let room = usize::try_from(self.expected.max(self.len)).unwrap_or(usize::MAX);
+        let mut joined = BytesMut::with_capacity(room);
+        joined.extend_from_slice(&first);
+        joined.extend_from_slice(&piece);
+        self.joined = Some(joined);
+    }
+
+    fn into_bytes(self) -> Bytes {
+        match (self.joined, self.first) {
+            (Some(joined), _) => joined.freeze(),
+            (None, Some(first)) => first,
+            (None, None) => Bytes::new(),
+        }
+    }
+
+    fn into_pieces(self) -> Vec<Bytes> {
+        match self.len {
+            0 => Vec::new(),
+            _ => vec![self.into_bytes()],
+        }
+    }
 }
 
 /// The body of an oversized answer as the client gets it: what was read, then the rest.
@@ -155,4 +203,66 @@ fn kept_headers(headers: &HeaderMap, kept: super::replay::Kept<'_>) -> Vec<(Stri
             )
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// A piece whose memory is counted as given back when its last
+    /// reference goes.
+    fn piece(text: &'static [u8], freed: &Arc<AtomicUsize>) -> Bytes {
+        struct Owner(&'static [u8], Arc<AtomicUsize>);
+        impl AsRef<[u8]> for Owner {
+            fn as_ref(&self) -> &[u8] {
+                self.0
+            }
+        }
+        impl Drop for Owner {
+            fn drop(&mut self) {
+                self.1.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        Bytes::from_owner(Owner(text, freed.clone()))
+    }
+
+    #[test]
+    fn pieces_are_joined_as_they_arrive_and_not_kept() {
+        let freed = Arc::new(AtomicUsize::new(0));
+        let mut gathered = Gathered::new(9);
+        gathered.push(piece(b"abc", &freed));
+        assert_eq!(
+            freed.load(Ordering::SeqCst),
+            0,
+            "one piece is kept as it is"
+        );
+        gathered.push(piece(b"def", &freed));
+        gathered.push(piece(b"ghi", &freed));
+        assert_eq!(
+            freed.load(Ordering::SeqCst),
+            3,
+            "every piece given back once copied"
+        );
+        assert_eq!(gathered.len(), 9);
+        assert_eq!(gathered.into_bytes(), Bytes::from_static(b"abcdefghi"));
+    }
+
+    #[test]
+    fn one_piece_is_the_body_and_none_is_empty() {
+        let freed = Arc::new(AtomicUsize::new(0));
+        let mut gathered = Gathered::new(3);
+        gathered.push(piece(b"abc", &freed));
+        assert_eq!(gathered.into_pieces(), vec![Bytes::from_static(b"abc")]);
+        assert_eq!(Gathered::new(0).into_bytes(), Bytes::new());
+        assert!(Gathered::new(0).into_pieces().is_empty());
+        // Without a declared length the buffer grows as pieces come.
+        let mut chunked = Gathered::new(0);
+        chunked.push(Bytes::from_static(b"ab"));
+        chunked.push(Bytes::from_static(b"cd"));
+        chunked.push(Bytes::from_static(b"e"));
+        assert_eq!(chunked.into_pieces(), vec![Bytes::from_static(b"abcde")]);
+    }
 }
