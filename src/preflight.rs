@@ -44,7 +44,7 @@ fn embedded_path_error(config: &Config) -> Option<ConfigError> {
             path.display()
         ))
     } else if path.is_file() {
-        (!holds_a_database(path)).then(|| {
+        (!crate::store::embedded::holds_a_database(path)).then(|| {
             format!(
                 "{} is not a store file: it is not an SQLite database (another file given by \
                  mistake?)",
@@ -77,27 +77,6 @@ fn embedded_path_error(config: &Config) -> Option<ConfigError> {
             })
     };
     problem.map(|message| config.error_at("store.path", message))
-}
-
-/// What SQLite writes first in every database file.
-const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
-
-/// Whether the file at `path` is one SQLite opens: it starts with its
-/// header, or is empty (a database yet to be written). A file that cannot be
-/// read is left to `serve`, which says why when it opens it.
-fn holds_a_database(path: &std::path::Path) -> bool {
-    use std::io::Read;
-    let Ok(file) = std::fs::File::open(path) else {
-        return true;
-    };
-    let mut start = Vec::with_capacity(SQLITE_HEADER.len());
-    match file
-        .take(SQLITE_HEADER.len() as u64)
-        .read_to_end(&mut start)
-    {
-        Ok(_) => start.is_empty() || start == SQLITE_HEADER,
-        Err(_) => true,
-    }
 }
 
 /// As validation orders its errors: as an operator fixes them.

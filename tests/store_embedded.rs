@@ -701,3 +701,57 @@ async fn a_file_size_limit_is_a_full_disk_not_the_end_of_the_process() {
     );
     assert!(!gateway.log_text().contains("panicked"));
 }
+
+/// A reload reads the config's store path again (is it still a store
+/// file?). Read with a descriptor of its own, closing it dropped every
+/// POSIX lock the gateway held on the file, SQLite's included: the next
+/// process to close a connection to the file (the `sqlite3` shell, a
+/// backup tool) then found itself the last one, checkpointed and deleted
+/// the WAL under the running gateway, which refused every request until
+/// restarted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reload_keeps_the_gateway_s_locks_on_its_store_file() {
+    use common::admin::{TOKEN_ENV, bearer, start_with_token};
+    use common::config::{Config, Route, Upstream};
+    let config = Config::new()
+        .upstream(Upstream::api())
+        .admin_token_env(TOKEN_ENV)
+        .route(Route::api("charges", "/v1/charges"));
+    let (dir, _upstream, gateway) = start_with_token("store-reload-locks", &config, "tok").await;
+    let client = gateway.client();
+    assert_eq!(
+        client.post("/v1/charges", Some("a"), "{}").await.status,
+        201
+    );
+    let auth = [("authorization", bearer("tok"))];
+    let auth: Vec<(&str, &str)> = auth.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let reload = gateway
+        .admin_client()
+        .send("POST", "/admin/reload", &auth, "")
+        .await;
+    assert_eq!(reload.status, 200, "{}", reload.text());
+
+    let db = dir.path("store.db");
+    let wal = dir.path("store.db-wal");
+    // Another process (Python's sqlite3, as a backup script or an
+    // operator's look would be) opens the file, reads, and closes it.
+    let read = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); \
+             print(c.execute('SELECT count(*) FROM records').fetchone()[0]); c.close()",
+        ])
+        .arg(&db)
+        .output()
+        .expect("python3 runs");
+    assert_eq!(
+        String::from_utf8_lossy(&read.stdout).trim(),
+        "1",
+        "{read:?}"
+    );
+    assert!(wal.exists(), "another process's close deleted the WAL");
+    // The store's watch looks once a second.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let after = client.post("/v1/charges", Some("b"), "{}").await;
+    assert_eq!(after.status, 201, "{}", after.text());
+}

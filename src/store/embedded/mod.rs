@@ -67,7 +67,7 @@ use tokio::sync::oneshot;
 
 pub use cause::{EmbeddedCause, FileChange, FileUse};
 pub use clock::{Clock, WallClock};
-pub use schema::SCHEMA_VERSION;
+pub use schema::{SCHEMA_VERSION, holds_a_database};
 
 use super::{
     Kept, Lease, MigrationReport, RecordId, RecordInfo, Reservation, Store, StoreError,

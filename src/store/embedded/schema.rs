@@ -211,6 +211,22 @@ pub(super) fn version_on_disk(path: &Path) -> Option<i64> {
     user_version(&conn).ok()
 }
 
+/// Whether the file at `path` is one SQLite opens as a database (an empty
+/// file is one yet to be written). Asked of SQLite, never read through a
+/// descriptor of our own: closing any descriptor of a file drops every POSIX
+/// lock the process holds on it, SQLite's included, and a gateway serving
+/// the file (a reload asks again) would lose the lock that keeps another
+/// process's connection from checkpointing and deleting the WAL when it
+/// closes. SQLite keeps such a descriptor open while its locks are held.
+/// Any other failure is left to opening the store, which says why.
+pub fn holds_a_database(path: &Path) -> bool {
+    let Ok(conn) = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY) else {
+        return true;
+    };
+    !matches!(user_version(&conn), Err(rusqlite::Error::SqliteFailure(e, _))
+        if e.code == rusqlite::ErrorCode::NotADatabase)
+}
+
 fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
     conn.pragma_query_value(None, "user_version", |row| row.get(0))
 }
