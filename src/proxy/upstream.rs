@@ -101,7 +101,7 @@ impl Upstream {
         let kept = running.filter(|running| made_for.is_some() && running.made_for == made_for);
         let connections = match kept {
             Some(running) => running.connections.clone(),
-            None => Self::connect(config, &uri, &scheme, &authority)?,
+            None => Self::fresh_connections(config, &uri, &scheme, &authority)?,
         };
         Ok(Self {
             name: config.name.clone(),
@@ -117,7 +117,7 @@ impl Upstream {
     }
 
     /// A new pool (HTTP/1) or connection holder (HTTP/2), with no connection yet.
-    fn connect(
+    fn fresh_connections(
         config: &UpstreamConfig,
         uri: &Uri,
         scheme: &Scheme,
