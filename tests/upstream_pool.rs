@@ -465,3 +465,63 @@ async fn a_request_sent_again_ends_by_the_first_tries_deadline() {
     // Sent twice, as an idempotent method may be (RFC 9112 §9.3.1).
     assert_eq!(requests.load(Ordering::SeqCst), 3);
 }
+
+/// SIGHUP, then waits until the gateway has counted its `n`th applied reload.
+async fn reload(gateway: &GatewayProcess, n: u32) {
+    gateway.signal("HUP");
+    let admin = gateway.admin_client();
+    let applied = format!("idemgate_config_reloads_total{{result=\"ok\"}} {n}\n");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !admin.get("/metrics").await.text().contains(&applied) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "reload {n} not applied"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A reload that leaves an upstream as it was leaves its connections too:
+/// requests after it go on the connection the ones before it used, rather
+/// than each reload dropping every idle connection and dialing again.
+#[tokio::test]
+async fn a_reload_keeps_the_connections_of_an_upstream_it_leaves_alone() {
+    for http2 in [false, true] {
+        let config = config().with_upstream("api", |u| u.set("http2", http2));
+        let name = format!("pool-reload-kept-{http2}");
+        let (_dir, upstream, gateway) = GatewayProcess::start_fresh(&name, &config).await;
+        let client = gateway.client();
+        for i in 1..=5 {
+            let reply = client.get(&format!("/things/{i}")).await;
+            assert_eq!(reply.status, 201, "{}", reply.text());
+            reload(&gateway, i).await;
+        }
+        let (opened, _) = upstream.connections();
+        assert_eq!(opened, 1, "http2 = {http2}: {opened} connections opened");
+    }
+}
+
+/// `max_connections` bounds the connections open to the upstream across
+/// reloads too: requests that arrive after a reload share the pool of those
+/// still running from before it, instead of each reload opening a pool (and
+/// up to `max_connections` connections) of its own.
+#[tokio::test]
+async fn max_connections_holds_across_reloads() {
+    let config = config().with_upstream("api", |u| u.set("connect_timeout", "4s"));
+    let (_dir, upstream, gateway) = GatewayProcess::start_fresh("pool-reload-bound", &config).await;
+    let client = gateway.client();
+    let mut requests = Vec::new();
+    for i in 1..=6 {
+        let client = client.clone();
+        requests.push(tokio::spawn(async move {
+            client.get(&format!("/slow/{i}?delay_ms=500")).await
+        }));
+        reload(&gateway, i).await;
+    }
+    for request in requests {
+        let reply = request.await.unwrap();
+        assert_eq!(reply.status, 201, "{}", reply.text());
+    }
+    let (_, most_open) = upstream.connections();
+    assert!(most_open <= 2, "{most_open} connections were open at once");
+}

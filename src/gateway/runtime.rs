@@ -36,8 +36,18 @@ pub struct BoundRoute {
 
 impl Runtime {
     pub fn new(config: Arc<Config>) -> Result<Self, RuntimeError> {
+        Self::build(config, &Upstreams::default())
+    }
+
+    /// The runtime of a reloaded config: upstreams it leaves as they were
+    /// keep `running`'s connections ([`Upstreams::renewed`]).
+    pub fn renewed(config: Arc<Config>, running: &Runtime) -> Result<Self, RuntimeError> {
+        Self::build(config, &running.upstreams)
+    }
+
+    fn build(config: Arc<Config>, running: &Upstreams) -> Result<Self, RuntimeError> {
         let routes = RouteTable::new(&config);
-        let upstreams = Upstreams::new(&config).map_err(RuntimeError::Upstream)?;
+        let upstreams = Upstreams::renewed(&config, running).map_err(RuntimeError::Upstream)?;
         let bound = routes
             .iter()
             .map(|route| {

@@ -32,8 +32,8 @@ use super::http2_streams::{Holding, Http2Streams, INITIAL_LIMIT, StreamPlace};
 use crate::body::{Body, COALESCE_LIMIT};
 
 /// Holds the connection, opens it when there is none, and drops it when it
-/// closed or has gone unused for the idle timeout.
-#[derive(Debug)]
+/// closed or has gone unused for the idle timeout. A clone shares it.
+#[derive(Debug, Clone)]
 pub struct Http2Upstream {
     holder: Arc<Holder>,
 }

@@ -35,11 +35,27 @@ pub struct Upstream {
     timeout: Duration,
     http2: bool,
     connections: Connections,
+    /// What `connections` were made for; `None` over https, whose
+    /// certificates and trust store every reload reads again.
+    made_for: Option<ConnectionSettings>,
+}
+
+/// The settings an upstream's connections are made by: a reload that
+/// leaves them as they were hands the running connections on to the new
+/// config, so that `max_connections` (HTTP/1) and the one connection
+/// (HTTP/2) hold across reloads, and idle connections are not dropped.
+#[derive(Debug, PartialEq)]
+struct ConnectionSettings {
+    url: String,
+    connect_timeout: Duration,
+    http2: bool,
+    keep_alive: bool,
+    max_connections: usize,
 }
 
 /// HTTP/1 upstreams get the gateway's own client (http1/); an HTTP/2 one
 /// its one multiplexed connection (http2_upstream.rs).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Connections {
     Http1(Arc<Http1Pool>),
     Http2(Http2Upstream),
@@ -50,6 +66,16 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Upstream {
     pub fn new(config: &UpstreamConfig) -> Result<Self, UpstreamSetupError> {
+        Self::renewed(config, None)
+    }
+
+    /// As `new`, but on the connections of `running` (the upstream of this
+    /// name in the config being replaced) when they were made by the same
+    /// settings over plain HTTP.
+    fn renewed(
+        config: &UpstreamConfig,
+        running: Option<&Upstream>,
+    ) -> Result<Self, UpstreamSetupError> {
         let uri: Uri = config
             .url
             .parse()
@@ -65,9 +91,40 @@ impl Upstream {
                 upstream: config.name.clone(),
             })?;
         let base_path = uri.path().trim_end_matches('/').to_string();
+        let made_for = (scheme == Scheme::HTTP).then(|| ConnectionSettings {
+            url: config.url.clone(),
+            connect_timeout: config.connect_timeout,
+            http2: config.http2,
+            keep_alive: config.keep_alive,
+            max_connections: config.max_connections,
+        });
+        let kept = running.filter(|running| made_for.is_some() && running.made_for == made_for);
+        let connections = match kept {
+            Some(running) => running.connections.clone(),
+            None => Self::fresh_connections(config, &uri, &scheme, &authority)?,
+        };
+        Ok(Self {
+            name: config.name.clone(),
+            scheme,
+            host_header: HeaderValue::from_str(authority.as_str()).ok(),
+            authority,
+            base_path,
+            timeout: config.timeout,
+            http2: config.http2,
+            connections,
+            made_for,
+        })
+    }
 
+    /// A new pool (HTTP/1) or connection holder (HTTP/2), with no connection yet.
+    fn fresh_connections(
+        config: &UpstreamConfig,
+        uri: &Uri,
+        scheme: &Scheme,
+        authority: &Authority,
+    ) -> Result<Connections, UpstreamSetupError> {
         let tls = crate::tls::client_config(&config.name, config.tls.as_ref())?;
-        let connections = if config.http2 {
+        Ok(if config.http2 {
             let connections = Arc::new(Http2Connections::default());
             let dialer = http2_dialer::dialer(tls, config.connect_timeout, connections.clone());
             Connections::Http2(Http2Upstream::new(
@@ -78,7 +135,7 @@ impl Upstream {
                 connections,
             ))
         } else {
-            let dialer = Dialer::new(&scheme, &authority, tls).map_err(|source| {
+            let dialer = Dialer::new(scheme, authority, tls).map_err(|source| {
                 UpstreamSetupError::Dialer {
                     upstream: config.name.clone(),
                     source,
@@ -90,17 +147,7 @@ impl Upstream {
                 idle_timeout: IDLE_TIMEOUT,
                 keep_alive: config.keep_alive,
             };
-            Connections::Http1(Http1Pool::new(dialer, &authority, limits))
-        };
-        Ok(Self {
-            name: config.name.clone(),
-            scheme,
-            host_header: HeaderValue::from_str(authority.as_str()).ok(),
-            authority,
-            base_path,
-            timeout: config.timeout,
-            http2: config.http2,
-            connections,
+            Connections::Http1(Http1Pool::new(dialer, authority, limits))
         })
     }
 
@@ -218,10 +265,15 @@ impl Upstream {
 pub struct Upstreams(HashMap<String, Arc<Upstream>>);
 
 impl Upstreams {
-    pub fn new(config: &Config) -> Result<Self, UpstreamSetupError> {
+    /// For a reload: each upstream keeps the connections `running` has to
+    /// it when the settings they were made by are unchanged
+    /// ([`Upstream::renewed`]); the others start afresh, and the old ones
+    /// close once the requests still using them are done.
+    pub fn renewed(config: &Config, running: &Upstreams) -> Result<Self, UpstreamSetupError> {
         let mut upstreams = HashMap::new();
         for (name, upstream) in &config.upstreams {
-            upstreams.insert(name.clone(), Arc::new(Upstream::new(upstream)?));
+            let renewed = Upstream::renewed(upstream, running.get(name).map(Arc::as_ref))?;
+            upstreams.insert(name.clone(), Arc::new(renewed));
         }
         Ok(Self(upstreams))
     }

@@ -171,7 +171,7 @@ impl Reloader {
                 Ok(certificates) => certificates,
                 Err(error) => return unusable(error),
             };
-        match Runtime::new(Arc::new(new)) {
+        match Runtime::renewed(Arc::new(new), &self.gateway.runtime()) {
             Ok(runtime) => {
                 self.gateway.replace_runtime(runtime);
                 if let (Some(settings), Some(config)) = (&self.tls, certificates) {
