@@ -1412,3 +1412,73 @@ async fn a_route_reading_a_field_a_forward_rewrites_cannot_cross_regions() {
     .expect("serve refuses the route");
     assert!(refused.contains("cannot cross regions"), "{refused}");
 }
+
+/// SIGHUP, then waits until `gateway` has counted its `n`th applied reload.
+async fn reload(gateway: &GatewayProcess, n: u32) {
+    gateway.signal("HUP");
+    let applied = format!("idemgate_config_reloads_total{{result=\"ok\"}} {n}\n");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !gateway
+        .admin_client()
+        .get("/metrics")
+        .await
+        .text()
+        .contains(&applied)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "reload {n} not applied:\n{}",
+            gateway.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A reload that leaves a region's `gateway`, timeouts and `http2` as they
+/// were leaves the connections to it too: a forward after the reload goes
+/// on the connection one still running across it used, rather than each
+/// reload opening connections of its own beside those still in use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reload_keeps_the_connections_to_a_region_it_leaves_alone() {
+    for http2 in [false, true] {
+        let mut world = World::new(&["eu", "us"]).await;
+        // A stand-in for us's gateway that counts the connections it accepts.
+        let us = MockUpstream::start().await;
+        world.regions[1].ports.0 = us.addr;
+        let eu_gateway = format!("http://{}", world.regions[0].ports.0);
+        let template = region_config("eu", Store::embedded())
+            .peer(Peer::new("eu", &eu_gateway))
+            .peer(
+                Peer::new("us", &us.url())
+                    .set("connect_timeout", "1s")
+                    .set("http2", http2),
+            );
+        world.start_as(0, &template, TOKEN);
+        let names = world.names(2);
+        let keys = (0..).map(|i| format!("kept-{http2}-{i}"));
+        let keys: Vec<String> = keys.filter(|k| home(&names, k) == "us").take(4).collect();
+        let eu = world.regions[0].client();
+        for (n, key) in (1..).zip(&keys) {
+            let body = format!("{{\"key\":\"{key}\"}}");
+            let eu = eu.clone();
+            let key = key.clone();
+            // Still at us while eu reloads.
+            let forward = tokio::spawn(async move {
+                let headers = [
+                    ("idempotency-key", key.as_str()),
+                    ("authorization", AUTH),
+                    ("content-type", "application/json"),
+                ];
+                eu.send("POST", "/v1/charges?delay_ms=300", &headers, body)
+                    .await
+            });
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            reload(world.regions[0].gateway(), n).await;
+            let reply = forward.await.unwrap();
+            assert_eq!(reply.status, 201, "{}\n{}", reply.text(), world.logs());
+        }
+        assert_eq!(us.total(), 4, "every forward reached us");
+        let (opened, _) = us.connections();
+        assert_eq!(opened, 1, "http2 = {http2}: {opened} connections opened");
+    }
+}

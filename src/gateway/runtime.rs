@@ -36,18 +36,22 @@ pub struct BoundRoute {
 
 impl Runtime {
     pub fn new(config: Arc<Config>) -> Result<Self, RuntimeError> {
-        Self::build(config, &Upstreams::default())
+        Self::build(config, None)
     }
 
-    /// The runtime of a reloaded config: upstreams it leaves as they were
-    /// keep `running`'s connections ([`Upstreams::renewed`]).
+    /// The runtime of a reloaded config: upstreams and other regions'
+    /// gateways it leaves as they were keep `running`'s connections
+    /// ([`Upstreams::renewed`], [`crate::region::Regions::new`]).
     pub fn renewed(config: Arc<Config>, running: &Runtime) -> Result<Self, RuntimeError> {
-        Self::build(config, &running.upstreams)
+        Self::build(config, Some(running))
     }
 
-    fn build(config: Arc<Config>, running: &Upstreams) -> Result<Self, RuntimeError> {
+    fn build(config: Arc<Config>, running: Option<&Runtime>) -> Result<Self, RuntimeError> {
         let routes = RouteTable::new(&config);
-        let upstreams = Upstreams::renewed(&config, running).map_err(RuntimeError::Upstream)?;
+        let none = Upstreams::default();
+        let running_upstreams = running.map_or(&none, |running| &running.upstreams);
+        let upstreams =
+            Upstreams::renewed(&config, running_upstreams).map_err(RuntimeError::Upstream)?;
         let bound = routes
             .iter()
             .map(|route| {
@@ -65,7 +69,8 @@ impl Runtime {
                 }))
             })
             .collect::<Result<_, RuntimeError>>()?;
-        let regions = crate::region::Regions::new(&config)
+        let running_regions = running.and_then(|running| running.regions.as_deref());
+        let regions = crate::region::Regions::new(&config, running_regions)
             .map_err(RuntimeError::Regions)?
             .map(Arc::new);
         Ok(Self {

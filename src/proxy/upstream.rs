@@ -72,7 +72,7 @@ impl Upstream {
     /// As `new`, but on the connections of `running` (the upstream of this
     /// name in the config being replaced) when they were made by the same
     /// settings over plain HTTP.
-    fn renewed(
+    pub fn renewed(
         config: &UpstreamConfig,
         running: Option<&Upstream>,
     ) -> Result<Self, UpstreamSetupError> {

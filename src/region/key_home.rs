@@ -70,7 +70,7 @@ mod tests {
     #[test]
     fn an_unscoped_route_s_home_is_the_one_requests_are_sent_to() {
         let config = config("[]");
-        let regions = Regions::new(&config).unwrap().unwrap();
+        let regions = Regions::new(&config, None).unwrap().unwrap();
         let scope = crate::key::scope_hash::<&[u8]>(&[]);
         for i in 0..200 {
             let key = format!("k{i}");

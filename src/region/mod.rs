@@ -83,12 +83,24 @@ impl Hop {
 }
 
 impl Regions {
-    /// `None` when the config has no `[region]`.
-    pub fn new(config: &Config) -> Result<Option<Self>, RegionsError> {
-        config.region.as_ref().map(Self::from_config).transpose()
+    /// `None` when the config has no `[region]`. `running`: the regions of
+    /// the config a reload replaces, whose connections to a region's
+    /// gateways it leaves as they were are kept ([`Upstream::renewed`]), so
+    /// forwards after the reload reuse them instead of dialing again beside
+    /// those still in use.
+    pub fn new(config: &Config, running: Option<&Regions>) -> Result<Option<Self>, RegionsError> {
+        config
+            .region
+            .as_ref()
+            .map(|region| Self::renewed(region, running))
+            .transpose()
     }
 
     pub fn from_config(region: &RegionsConfig) -> Result<Self, RegionsError> {
+        Self::renewed(region, None)
+    }
+
+    fn renewed(region: &RegionsConfig, running: Option<&Regions>) -> Result<Self, RegionsError> {
         let token_value =
             HeaderValue::from_str(&region.token).map_err(|source| RegionsError::Token {
                 token_env: region.token_env.clone(),
@@ -104,7 +116,9 @@ impl Regions {
             let gateway = if *name == region.name {
                 None
             } else {
-                let upstream = Upstream::new(&as_upstream(peer)).map_err(|error| match error {
+                let kept = running.and_then(|running| running.gateway(name));
+                let upstream = Upstream::renewed(&as_upstream(peer), kept);
+                let upstream = upstream.map_err(|error| match error {
                     UpstreamSetupError::Tls(tls) => {
                         RegionsError::Peer(UpstreamSetupError::Tls(named(peer, tls)))
                     }
@@ -126,6 +140,13 @@ impl Regions {
             names: peers.iter().map(|peer| peer.name.clone()).collect(),
             peers,
         })
+    }
+
+    /// Region `name`'s gateways as reached from here; `None` for this
+    /// region and an unknown one.
+    fn gateway(&self, name: &str) -> Option<&Upstream> {
+        let at = self.names.iter().position(|known| &**known == name)?;
+        self.peers[at].gateway.as_deref()
     }
 
     /// This gateway's region.
