@@ -97,16 +97,12 @@ impl Runtime {
         if let Some(regions) = &self.regions {
             regions.announce(metrics);
         }
-        // Routes removed or made pass-through by a reload drop out.
-        metrics.route_retention.reset();
-        for bound in &self.bound {
-            if let Some(policy) = &bound.route.policy {
-                metrics
-                    .route_retention
-                    .with_label_values(&[&*bound.route.name])
-                    .set(policy.retention.as_secs_f64());
-            }
-        }
+        let retentions: Vec<(&str, std::time::Duration)> = self
+            .bound
+            .iter()
+            .filter_map(|bound| Some((&*bound.route.name, bound.route.policy.as_ref()?.retention)))
+            .collect();
+        metrics.set_route_retentions(&retentions);
     }
 
     /// The first route (in file order) that takes this request.

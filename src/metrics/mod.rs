@@ -246,6 +246,32 @@ impl Metrics {
         Ok(metrics)
     }
 
+    /// `idemgate_route_retention_seconds` for the idempotent routes of the
+    /// config now in effect: each one's `retention`, and no series for a
+    /// route that is gone.
+    /// Set before the others are removed: a scrape in between sees every
+    /// route that stays, with its old or its new value.
+    pub fn set_route_retentions(&self, retentions: &[(&str, Duration)]) {
+        for (route, retention) in retentions {
+            self.route_retention
+                .with_label_values(&[route])
+                .set(retention.as_secs_f64());
+        }
+        let present = prometheus::core::Collector::collect(&self.route_retention);
+        let gone: Vec<String> = present
+            .iter()
+            .flat_map(|family| family.get_metric())
+            .flat_map(|series| series.get_label())
+            .map(|label| label.value())
+            .filter(|route| !retentions.iter().any(|(kept, _)| kept == route))
+            .map(str::to_owned)
+            .collect();
+        for route in gone {
+            // Only this function changes the vector: each is still there.
+            let _ = self.route_retention.remove_label_values(&[&route]);
+        }
+    }
+
     /// The Prometheus text exposition of everything registered.
     pub fn render(&self) -> Vec<u8> {
         let mut out = Vec::new();
@@ -411,5 +437,42 @@ mod tests {
             text.contains("idemgate_requests_total{outcome=\"mismatch\",route=\"charges\"} 1"),
             "{text}"
         );
+    }
+
+    /// The series of a route that stays across a reload is never missing
+    /// from a scrape taken while the reload sets them; a route gone is.
+    #[test]
+    fn a_route_kept_by_a_reload_keeps_its_retention_series_throughout() {
+        let metrics = Metrics::new(Registry::new()).expect("metrics register");
+        let day = Duration::from_secs(86_400);
+        let (before, after) = (
+            [("kept", day), ("gone", day)],
+            [("kept", day), ("new", day)],
+        );
+        metrics.set_route_retentions(&before);
+        let kept = "idemgate_route_retention_seconds{route=\"kept\"} 86400";
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let missing = std::thread::scope(|scope| {
+            let scraper = scope.spawn(|| {
+                let mut missing = 0;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let text = String::from_utf8(metrics.render()).expect("utf-8 exposition");
+                    missing += usize::from(!text.contains(kept));
+                }
+                missing
+            });
+            for _ in 0..20_000 {
+                metrics.set_route_retentions(&after);
+                metrics.set_route_retentions(&before);
+            }
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            scraper.join().expect("scraper")
+        });
+        assert_eq!(missing, 0, "scrapes without the kept route's series");
+        metrics.set_route_retentions(&after);
+        let text = String::from_utf8(metrics.render()).expect("utf-8 exposition");
+        assert!(text.contains(kept), "{text}");
+        assert!(text.contains("route=\"new\"} 86400"), "{text}");
+        assert!(!text.contains("route=\"gone\""), "{text}");
     }
 }
