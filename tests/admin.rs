@@ -563,6 +563,110 @@ async fn reload_applies_new_routes_and_retention_and_refuses_bad_files() {
     );
 }
 
+/// The config file as a FIFO: `open` hands over `text` once the gateway
+/// has opened the file to read it and `release` is sent, so a reload waits
+/// in its read for as long as the test likes.
+struct SlowFile {
+    opened: std::sync::mpsc::Receiver<()>,
+    release: std::sync::mpsc::Sender<()>,
+}
+
+impl SlowFile {
+    fn open(path: &std::path::Path, text: String) -> SlowFile {
+        let _ = std::fs::remove_file(path);
+        let made = std::process::Command::new("mkfifo").arg(path).status();
+        assert!(made.unwrap().success(), "mkfifo {}", path.display());
+        let (opened_tx, opened) = std::sync::mpsc::channel();
+        let (release, release_rx) = std::sync::mpsc::channel::<()>();
+        let path = path.to_owned();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            // Returns once a reader has the FIFO open.
+            let mut fifo = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            let _ = opened_tx.send(());
+            let _ = release_rx.recv();
+            let _ = fifo.write_all(text.as_bytes());
+        });
+        SlowFile { opened, release }
+    }
+
+    /// Until the gateway's read has started.
+    async fn wait_opened(&self) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while self.opened.try_recv().is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no reload read the file"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// A reload reads files (the config, certificates) with calls that block
+/// their thread: made off the threads that serve requests, a reload that
+/// waits on a slow file (a network mount) holds up no request, even on a
+/// gateway with a single such thread, whether asked for by
+/// `POST /admin/reload` or by SIGHUP.
+#[tokio::test]
+async fn a_reload_waiting_on_a_slow_file_holds_up_no_request() {
+    let dir = TestDir::new("reload-slow-file");
+    let upstream = MockUpstream::start().await;
+    let envs = [(TOKEN_ENV, TOKEN), ("TOKIO_WORKER_THREADS", "1")];
+    let gateway = GatewayProcess::start_with_env(&dir, &upstream.url(), &config(), &envs);
+    let text = std::fs::read_to_string(gateway.config_path()).unwrap();
+    let client = gateway.client();
+    let admin = gateway.admin_client();
+    let (name, value) = bearer();
+    for (i, by_signal) in [(1, false), (2, true)] {
+        let slow = SlowFile::open(gateway.config_path(), text.clone());
+        let reload = if by_signal {
+            gateway.signal("HUP");
+            None
+        } else {
+            let admin = admin.clone();
+            let auth = [(name, value.clone())];
+            Some(tokio::spawn(async move {
+                let auth = [(auth[0].0, auth[0].1.as_str())];
+                admin.send("POST", "/admin/reload", &auth, "").await
+            }))
+        };
+        slow.wait_opened().await;
+        let served = tokio::time::timeout(
+            Duration::from_secs(5),
+            client.post("/v1/charges", Some(&format!("during-{i}")), "{}"),
+        )
+        .await;
+        let served =
+            served.unwrap_or_else(|_| panic!("held up by the reload (signal: {by_signal})"));
+        assert_eq!(served.status, 201, "{}", served.text());
+        let metrics = tokio::time::timeout(Duration::from_secs(5), admin.get("/metrics")).await;
+        assert!(metrics.is_ok(), "/metrics held up by the reload");
+
+        slow.release.send(()).unwrap();
+        if let Some(reload) = reload {
+            let reply = reload.await.unwrap();
+            assert_eq!(reply.status, 200, "{}", reply.text());
+            assert_eq!(reply.json()["status"], "reloaded");
+        }
+        let applied = format!("idemgate_config_reloads_total{{result=\"ok\"}} {i}\n");
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !admin.get("/metrics").await.text().contains(&applied) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "reload {i} not applied"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    // Nor does it hold up a shutdown: SIGTERM during a reload stuck in its
+    // read stops the gateway as promptly as without one.
+    let slow = SlowFile::open(gateway.config_path(), text);
+    gateway.signal("HUP");
+    slow.wait_opened().await;
+    gateway.terminate_within(Duration::from_secs(5)).await;
+}
+
 /// A reload refuses what `check`, and so the next start, refuses, located
 /// as `check` locates it: a store setting that only a restart applies, and
 /// an upstream's CA file. Counted as rejected; the running config stays.

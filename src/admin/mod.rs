@@ -144,7 +144,7 @@ impl AdminPlane {
     ) -> Response<Body> {
         if path == "/admin/reload" {
             return if method == Method::POST {
-                self.reload()
+                self.reload().await
             } else {
                 method_not_allowed(RELOAD_METHODS)
             };
@@ -202,8 +202,8 @@ impl AdminPlane {
         result.unwrap_or_else(|error| error.to_response())
     }
 
-    fn reload(&self) -> Response<Body> {
-        let (status, document) = match self.reloader.reload() {
+    async fn reload(&self) -> Response<Body> {
+        let (status, document) = match self.reloader.reload_off_the_workers().await {
             ReloadOutcome::Applied { notes } => (
                 StatusCode::OK,
                 serde_json::json!({ "status": "reloaded", "notes": notes }),

@@ -51,8 +51,12 @@ pub async fn watch(
             _ = term.recv() => break,
             _ = int.recv() => break,
             _ = hup.recv() => {
-                // The outcome is logged and counted by the reloader.
-                let _ = reloader.reload();
+                // On a thread for blocking work (`Reloader::reload_off_the_workers`),
+                // not awaited: a reload slow to read its files holds up
+                // neither the tasks of this thread nor a SIGTERM. The
+                // outcome is logged and counted by the reloader.
+                let reloader = reloader.clone();
+                tokio::task::spawn_blocking(move || reloader.reload());
             }
         }
     }

@@ -54,6 +54,24 @@ impl Reloader {
         self
     }
 
+    /// `reload` on a thread for blocking work, for a caller on the async
+    /// runtime: a reload reads files (the config, certificates, CA bundles)
+    /// and waits for one already running, which on a thread that serves
+    /// requests would hold up every task queued there for as long.
+    pub async fn reload_off_the_workers(self: &Arc<Self>) -> ReloadOutcome {
+        let reloader = self.clone();
+        match tokio::task::spawn_blocking(move || reloader.reload()).await {
+            Ok(outcome) => outcome,
+            Err(error) => match error.try_into_panic() {
+                Ok(panic) => std::panic::resume_unwind(panic),
+                // Only when the runtime stops, which drops the caller too.
+                Err(_) => ReloadOutcome::Rejected {
+                    errors: vec!["the process is stopping: the reload did not run".to_owned()],
+                },
+            },
+        }
+    }
+
     pub fn reload(&self) -> ReloadOutcome {
         let _one_at_a_time = self.lock.lock();
         let metrics = self.gateway.metrics();
