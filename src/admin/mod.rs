@@ -203,7 +203,7 @@ impl AdminPlane {
     }
 
     async fn reload(&self) -> Response<Body> {
-        let (status, document) = match self.reloader.reload_off_the_workers().await {
+        let (status, document) = match self.reloader.reload().await {
             ReloadOutcome::Applied { notes } => (
                 StatusCode::OK,
                 serde_json::json!({ "status": "reloaded", "notes": notes }),

@@ -1,6 +1,7 @@
 use std::sync::Arc;
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::reload::Reloader;
@@ -46,20 +47,28 @@ pub async fn watch(
         tracing::error!("cannot install signal handlers; stop the process with SIGKILL");
         return;
     };
+    // Reloads run beside this loop, so one slow to read its files does not
+    // hold up a SIGTERM. SIGHUPs that come while one runs make one more
+    // reload after it (which reads the file as it is then), not one each.
+    let asked = Arc::new(Notify::new());
+    let reloads = tokio::spawn({
+        let asked = asked.clone();
+        async move {
+            loop {
+                asked.notified().await;
+                // The outcome is logged and counted by the reloader.
+                let _ = reloader.reload().await;
+            }
+        }
+    });
     loop {
         tokio::select! {
             _ = term.recv() => break,
             _ = int.recv() => break,
-            _ = hup.recv() => {
-                // On a thread for blocking work (`Reloader::reload_off_the_workers`),
-                // not awaited: a reload slow to read its files holds up
-                // neither the tasks of this thread nor a SIGTERM. The
-                // outcome is logged and counted by the reloader.
-                let reloader = reloader.clone();
-                tokio::task::spawn_blocking(move || reloader.reload());
-            }
+            _ = hup.recv() => asked.notify_one(),
         }
     }
+    reloads.abort();
     tracing::info!("shutting down: no new connections, finishing requests in flight");
     shutdown.cancel();
     tokio::select! {

@@ -5,7 +5,7 @@ mod admin_disabled;
 mod key_notes;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::config::{self, Config, ScopePart, StoreConfig, StoreKey, TlsConfig};
 use crate::gateway::{Gateway, Runtime};
@@ -24,8 +24,10 @@ pub struct Reloader {
     tls: Option<TlsSettings>,
     /// The admin plane's (`[admin.tls]`), likewise.
     admin_tls: Option<TlsSettings>,
-    /// One reload at a time, so two quick SIGHUPs cannot interleave.
-    lock: Mutex<()>,
+    /// One reload at a time, so two quick SIGHUPs cannot interleave. Async:
+    /// a reload waiting for another waits as a task, not on a thread of
+    /// the pool for blocking work, which the embedded store reads on too.
+    lock: Arc<tokio::sync::Mutex<()>>,
 }
 
 #[derive(Debug)]
@@ -44,7 +46,7 @@ impl Reloader {
             gateway,
             tls,
             admin_tls: None,
-            lock: Mutex::new(()),
+            lock: Arc::new(tokio::sync::Mutex::new(())),
         }
     }
 
@@ -54,13 +56,22 @@ impl Reloader {
         self
     }
 
-    /// `reload` on a thread for blocking work, for a caller on the async
-    /// runtime: a reload reads files (the config, certificates, CA bundles)
-    /// and waits for one already running, which on a thread that serves
-    /// requests would hold up every task queued there for as long.
-    pub async fn reload_off_the_workers(self: &Arc<Self>) -> ReloadOutcome {
+    /// Reloads once the reload running (if any) is done. The reload itself
+    /// runs on a thread for blocking work: it reads files (the config,
+    /// certificates, CA bundles), which on a thread that serves requests
+    /// would hold up every task queued there for as long.
+    pub async fn reload(self: &Arc<Self>) -> ReloadOutcome {
+        // Held by the reload, not by this call: a caller that goes away
+        // (an HTTP client hanging up) does not let the next one start
+        // beside it.
+        let one_at_a_time = self.lock.clone().lock_owned().await;
         let reloader = self.clone();
-        match tokio::task::spawn_blocking(move || reloader.reload()).await {
+        let reload = move || {
+            let outcome = reloader.reload_now();
+            drop(one_at_a_time);
+            outcome
+        };
+        match tokio::task::spawn_blocking(reload).await {
             Ok(outcome) => outcome,
             Err(error) => match error.try_into_panic() {
                 Ok(panic) => std::panic::resume_unwind(panic),
@@ -72,8 +83,9 @@ impl Reloader {
         }
     }
 
-    pub fn reload(&self) -> ReloadOutcome {
-        let _one_at_a_time = self.lock.lock();
+    /// Reads the file and applies it, on the calling thread; the caller
+    /// holds `lock`.
+    fn reload_now(&self) -> ReloadOutcome {
         let metrics = self.gateway.metrics();
         let outcome = self.try_reload();
         match &outcome {
