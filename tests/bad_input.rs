@@ -1722,17 +1722,17 @@ async fn answers_not_taken_count_against_the_body_budget() {
         held().await < 1024 * 1024 + 400_200,
         "one answer past the bound at most"
     );
-    for held in holders.drain(..) {
-        held.abort();
-    }
-    let started = Instant::now();
-    while held().await > 0 {
-        assert!(
-            started.elapsed() < WITHIN,
-            "the replays' bytes never given back"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let given_back = |holders: Vec<tokio::task::JoinHandle<()>>, what: &'static str| async move {
+        for holder in holders {
+            holder.abort();
+        }
+        let started = Instant::now();
+        while held().await > 0 {
+            assert!(started.elapsed() < WITHIN, "{what}' bytes never given back");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    given_back(std::mem::take(&mut holders), "the replays").await;
     let replayed = client.post(path, Some("big"), "{}").await;
     assert_eq!(replayed.status, 201, "{}", replayed.text());
     assert_eq!(upstream.executions("big"), 1);
@@ -1748,17 +1748,7 @@ async fn answers_not_taken_count_against_the_body_budget() {
     assert_eq!(refused.status, 503, "{}", refused.text());
     assert_eq!(refused.json()["code"], "gateway-overloaded");
     assert_eq!(upstream.executions("n4"), 0);
-    for held in holders.drain(..) {
-        held.abort();
-    }
-    let started = Instant::now();
-    while held().await > 0 {
-        assert!(
-            started.elapsed() < WITHIN,
-            "the answers' bytes never given back"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    given_back(holders, "the answers").await;
     let retried = client.post(path, Some("n4"), "{}").await;
     assert_eq!(retried.status, 201, "{}", retried.text());
     let log = gateway.log_text();

@@ -62,8 +62,7 @@ pub fn parse(
     warn_unused_upstreams(&mut ctx, &file, &routes);
     warn_grace_shorter_than_upstreams(&mut ctx, &file, &server, &upstreams, &routes);
     let region = regions::regions(&mut ctx, &file);
-    regions::needs_no_client_cert(&mut ctx, &file, region.as_ref(), &routes);
-    regions::needs_no_hop_fields(&mut ctx, &file, region.as_ref(), &routes);
+    regions::reads_what_crosses_regions(&mut ctx, &file, region.as_ref(), &routes);
     regions::needs_no_client_ca(&mut ctx, &file, region.as_ref());
     regions::warn_forward_shorter_than_upstreams(
         &mut ctx,

@@ -234,45 +234,14 @@ fn peer(ctx: &mut Ctx<'_>, name: &str, peer: &Spanned<RegionPeerFile>) -> Region
     }
 }
 
-/// A route scoped by the client's certificate cannot have its keys forwarded:
-/// the home region's gateway sees the forwarding gateway's connection, not
-/// the client's certificate, and would file the key under another scope.
-pub fn needs_no_client_cert(
-    ctx: &mut Ctx<'_>,
-    file: &FileConfig,
-    region: Option<&RegionsConfig>,
-    routes: &[(crate::config::RouteConfig, std::ops::Range<usize>)],
-) {
-    if region.is_none() {
-        return;
-    }
-    let span = file.region.as_ref().map(Spanned::span);
-    for (route, _) in routes {
-        if route.idempotency
-            && route
-                .policy
-                .scope
-                .contains(&crate::config::ScopePart::ClientCert)
-        {
-            ctx.error(
-                span.clone(),
-                "region",
-                format!(
-                    "route {:?} is scoped by \"client_cert\", which cannot cross regions: \
-                     the home region does not see the client's certificate",
-                    route.name
-                ),
-            );
-        }
-    }
-}
-
-/// A route whose scope, fingerprint or key reads a field a forward rewrites
-/// cannot have its keys forwarded either: the landing region homes the key
-/// by the field as the client sent it, the home region files it under the
-/// field as the hop left it (another scope, key or fingerprint), so a retry
-/// that lands at the home itself ran the key again.
-pub fn needs_no_hop_fields(
+/// A route whose keys are forwarded to their home region must read only
+/// what reaches the home as the client sent it. Not the client's
+/// certificate: the home sees the forwarding gateway's connection. Nor a
+/// field a forward rewrites: the landing region homes the key by the field
+/// as the client sent it, the home files it under the field as the hop left
+/// it (another scope, key or fingerprint), so a retry that lands at the home
+/// itself ran the key again.
+pub fn reads_what_crosses_regions(
     ctx: &mut Ctx<'_>,
     file: &FileConfig,
     region: Option<&RegionsConfig>,
@@ -286,6 +255,17 @@ pub fn needs_no_hop_fields(
     let span = file.region.as_ref().map(Spanned::span);
     for (route, _) in routes.iter().filter(|(route, _)| route.idempotency) {
         let policy = &route.policy;
+        if policy.scope.contains(&ScopePart::ClientCert) {
+            ctx.error(
+                span.clone(),
+                "region",
+                format!(
+                    "route {:?} is scoped by \"client_cert\", which cannot cross regions: \
+                     the home region does not see the client's certificate",
+                    route.name
+                ),
+            );
+        }
         let scope = policy.scope.iter().filter_map(|part| match part {
             ScopePart::Header(name) => Some(("scope", format!("header:{name}"), name)),
             ScopePart::ClientCert => None,
