@@ -207,6 +207,42 @@ async fn a_file_a_gateway_of_this_version_serves_opens_beside_it() {
     assert_eq!(EmbeddedStore::migrate(&path).unwrap().found, SCHEMA_VERSION);
 }
 
+/// `idemgate sweep` beside a serving gateway leaves the in-flight records
+/// whose lease the wall clock says ended to that gateway's own sweeper: only
+/// the gateway knows whether such a lease is one of its running requests
+/// (its wall clock stepped: docs/guarantees.md), and deleting one would fence
+/// its answer off and let a retry run it again. Expired answers go as ever.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sweep_beside_a_serving_gateway_leaves_its_leases_to_it() {
+    let path = temp_db();
+    let _dir = TempDirGuard(path.clone());
+    let served: Arc<dyn Store> = Arc::new(EmbeddedStore::open(&path).unwrap());
+    reserved(&served, &id("running"), "fp", Duration::from_millis(50)).await;
+    let done = reserved(&served, &id("done"), "fp", Duration::from_secs(30)).await;
+    served
+        .complete(&done, &response(), Duration::from_millis(1))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let mut lock = path.as_os_str().to_owned();
+    lock.push("-lock");
+    let lock = std::fs::File::create(&lock).unwrap();
+    lock.try_lock().unwrap();
+    let beside = EmbeddedStore::open(&path).unwrap();
+    assert_eq!(
+        beside.sweep(100).await.unwrap(),
+        1,
+        "the expired answer only"
+    );
+    drop(lock);
+    assert_eq!(
+        served.sweep(100).await.unwrap(),
+        1,
+        "the lease, by its holder"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn handles_share_one_thread_and_outlive_clones() {
     let path = temp_db();

@@ -98,6 +98,11 @@ struct Inner {
     /// Held by `serve` (`open_for_serving`); released after the thread has
     /// closed the file.
     _serve_lock: Option<serve_lock::ServeLock>,
+    /// Whether this process may judge an in-flight record's lease dead by
+    /// its time on file: not when another process serves the file
+    /// (`idemgate sweep` beside a gateway), whose running requests may hold
+    /// leases its wall clock has passed (`live_leases`).
+    judges_leases: bool,
 }
 
 /// For what opens the file without the serve lock (`keys`, `sweep`,
@@ -233,6 +238,7 @@ impl EmbeddedStore {
                 jobs: Some(tx),
                 thread: Some(thread),
                 reader,
+                judges_leases: lock.is_some() || !serve_lock::held_elsewhere(&path),
                 _serve_lock: lock,
             }),
         })
@@ -341,7 +347,9 @@ impl Store for EmbeddedStore {
     }
 
     async fn sweep(&self, batch: u32) -> Result<u64, StoreError> {
-        self.call(move |txn| ops::sweep(txn, batch)).await
+        let dead_leases = self.inner.judges_leases;
+        self.call(move |txn| ops::sweep(txn, batch, dead_leases))
+            .await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -349,7 +349,13 @@ pub(super) fn purge(txn: &mut Txn<'_, '_>, route: &str, key: &str) -> Result<u64
     Ok(n as u64)
 }
 
-pub(super) fn sweep(txn: &mut Txn<'_, '_>, batch: u32) -> Result<u64, StoreError> {
+/// Deletes expired answers and, when `dead_leases`, in-flight records whose
+/// holder is gone.
+pub(super) fn sweep(
+    txn: &mut Txn<'_, '_>,
+    batch: u32,
+    dead_leases: bool,
+) -> Result<u64, StoreError> {
     let now = txn.now;
     let completed = txn
         .statement(
@@ -360,7 +366,7 @@ pub(super) fn sweep(txn: &mut Txn<'_, '_>, batch: u32) -> Result<u64, StoreError
         .execute(params![now, COMPLETED, i64::from(batch)])
         .map_err(db)?;
     let room = i64::from(batch).saturating_sub(completed as i64);
-    if room == 0 {
+    if room == 0 || !dead_leases {
         return Ok(completed as u64);
     }
     // A lease that ran out without an answer (its gateway died) holds
