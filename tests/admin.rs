@@ -442,6 +442,48 @@ async fn a_query_on_a_key_path_is_refused_not_a_shorter_key() {
     assert_eq!(put.status, 405);
 }
 
+/// `server.max_header_bytes` and `max_headers` bound the admin plane's heads
+/// as the data plane's: a head over either is 431 `header-too-large`
+/// problem+json, over HTTP/1 and HTTP/2, on the probes as under `/admin/*`.
+/// The admin plane read a head up to twice the limit (the connection's
+/// buffer) as if it were within it.
+#[tokio::test]
+async fn a_head_over_the_limits_is_431_on_the_admin_plane() {
+    let config = config().server("max_header_bytes", "4KiB");
+    let (_dir, _upstream, gateway) =
+        common::admin::start_with_token("admin-head", &config, TOKEN).await;
+    let (_, value) = bearer();
+    let pad = "p".repeat(5000);
+    let many: String = (0..101).map(|i| format!("X-H{i}: v\r\n")).collect();
+    for path in ["/healthz", "/admin/keys/charges/k"] {
+        for extra in [format!("X-Pad: {pad}\r\n"), many.clone()] {
+            let request =
+                format!("GET {path} HTTP/1.1\r\nHost: a\r\nAuthorization: {value}\r\n{extra}\r\n");
+            let reply =
+                common::raw::exchange(gateway.admin, request.as_bytes(), Duration::from_secs(5))
+                    .await;
+            assert_eq!(reply.status, Some(431), "{path}: {reply:?}");
+            assert!(reply.body().contains("header-too-large"), "{reply:?}");
+        }
+        let mut h2 = common::h2::connect(gateway.admin).await;
+        let request = http::Request::get(format!("http://a{path}"))
+            .header("authorization", &value)
+            .header("x-pad", &pad)
+            .body(())
+            .unwrap();
+        let answer = common::h2::send(&mut h2, request).await;
+        assert_eq!(answer.status(), 431, "{path}");
+        let body = common::h2::body(answer).await;
+        assert!(
+            String::from_utf8_lossy(&body).contains("header-too-large"),
+            "{path}"
+        );
+    }
+    // Within the limits, the same paths answer.
+    let small = gateway.admin_client().get("/healthz").await;
+    assert_eq!(small.status, 200);
+}
+
 #[tokio::test]
 async fn in_flight_record_shows_its_lease() {
     let (_dir, _upstream, gateway) = setup("inflight").await;

@@ -98,6 +98,19 @@ impl AdminPlane {
         if request.extensions().get::<UnreadableFields>().is_some() {
             return CONTROL_CHARACTERS.to_response();
         }
+        // The server's head limits, as the data plane holds its heads to
+        // them: the connection's buffer takes up to twice the bytes.
+        let over_limits = {
+            let runtime = self.gateway.runtime();
+            crate::gateway::head_over_limits(
+                &request,
+                runtime.max_header_bytes,
+                runtime.max_headers,
+            )
+        };
+        if let Some(error) = over_limits {
+            return error.to_response();
+        }
         let path = request.uri().path().to_string();
         // HEAD is answered as GET (RFC 9110 §9.3.2): some probes send it.
         let read = matches!(*request.method(), Method::GET | Method::HEAD);
