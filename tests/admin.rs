@@ -381,6 +381,109 @@ async fn the_key_in_the_path_is_read_as_the_data_plane_reads_it() {
     assert_eq!(reply.status, 405);
 }
 
+/// A `?` in the path starts the query, so `/admin/keys/charges/order?7`
+/// names the key `order`, not `order?7`: the key resource takes no query,
+/// and one is refused (400 `invalid-query`, saying how to write a `?` in a
+/// key) rather than read as part of no key. It used to show, and `DELETE`
+/// to purge, the records of `order`, another key. Written `%3F`, the key
+/// `order?7` is found and purged.
+#[tokio::test]
+async fn a_query_on_a_key_path_is_refused_not_a_shorter_key() {
+    let (_dir, _upstream, gateway) = setup("key-query").await;
+    let client = gateway.client();
+    let admin = gateway.admin_client();
+    let (name, value) = bearer();
+    let auth = [(name, value.as_str())];
+    for key in ["order", "order?7"] {
+        assert_eq!(
+            client.post("/v1/charges", Some(key), "{}").await.status,
+            201
+        );
+    }
+    for method in ["GET", "HEAD", "DELETE"] {
+        for path in [
+            "/admin/keys/charges/order?7",
+            "/admin/keys/charges/order?",
+            "/admin/keys/charges/order?limit=1",
+        ] {
+            let reply = admin.send(method, path, &auth, "").await;
+            assert_eq!(reply.status, 400, "{method} {path}: {}", reply.text());
+            if method != "HEAD" {
+                let problem = reply.json();
+                assert_eq!(problem["code"], "invalid-query", "{method} {path}");
+                assert!(
+                    problem["detail"].as_str().unwrap().contains("%3F"),
+                    "{problem}"
+                );
+            }
+        }
+    }
+    // Both keys still stand; each is found by its own path.
+    let order = admin
+        .send("GET", "/admin/keys/charges/order", &auth, "")
+        .await;
+    assert_eq!(order.status, 200, "{}", order.text());
+    let purged = admin
+        .send("DELETE", "/admin/keys/charges/order%3F7", &auth, "")
+        .await;
+    assert_eq!(purged.status, 204, "{}", purged.text());
+    let order = admin
+        .send("GET", "/admin/keys/charges/order", &auth, "")
+        .await;
+    assert_eq!(order.status, 200, "the purge took `order?7` only");
+    // The token and the method are checked first, as for any key path.
+    let none = admin
+        .send("GET", "/admin/keys/charges/order?7", &[], "")
+        .await;
+    assert_eq!(none.status, 401);
+    let put = admin
+        .send("PUT", "/admin/keys/charges/order?7", &auth, "")
+        .await;
+    assert_eq!(put.status, 405);
+}
+
+/// `server.max_header_bytes` and `max_headers` bound the admin plane's heads
+/// as the data plane's: a head over either is 431 `header-too-large`
+/// problem+json, over HTTP/1 and HTTP/2, on the probes as under `/admin/*`.
+/// The admin plane read a head up to twice the limit (the connection's
+/// buffer) as if it were within it.
+#[tokio::test]
+async fn a_head_over_the_limits_is_431_on_the_admin_plane() {
+    let config = config().server("max_header_bytes", "4KiB");
+    let (_dir, _upstream, gateway) =
+        common::admin::start_with_token("admin-head", &config, TOKEN).await;
+    let (_, value) = bearer();
+    let pad = "p".repeat(5000);
+    let many: String = (0..101).map(|i| format!("X-H{i}: v\r\n")).collect();
+    for path in ["/healthz", "/admin/keys/charges/k"] {
+        for extra in [format!("X-Pad: {pad}\r\n"), many.clone()] {
+            let request =
+                format!("GET {path} HTTP/1.1\r\nHost: a\r\nAuthorization: {value}\r\n{extra}\r\n");
+            let reply =
+                common::raw::exchange(gateway.admin, request.as_bytes(), Duration::from_secs(5))
+                    .await;
+            assert_eq!(reply.status, Some(431), "{path}: {reply:?}");
+            assert!(reply.body().contains("header-too-large"), "{reply:?}");
+        }
+        let mut h2 = common::h2::connect(gateway.admin).await;
+        let request = http::Request::get(format!("http://a{path}"))
+            .header("authorization", &value)
+            .header("x-pad", &pad)
+            .body(())
+            .unwrap();
+        let answer = common::h2::send(&mut h2, request).await;
+        assert_eq!(answer.status(), 431, "{path}");
+        let body = common::h2::body(answer).await;
+        assert!(
+            String::from_utf8_lossy(&body).contains("header-too-large"),
+            "{path}"
+        );
+    }
+    // Within the limits, the same paths answer.
+    let small = gateway.admin_client().get("/healthz").await;
+    assert_eq!(small.status, 200);
+}
+
 #[tokio::test]
 async fn in_flight_record_shows_its_lease() {
     let (_dir, _upstream, gateway) = setup("inflight").await;

@@ -276,6 +276,60 @@ async fn postgres_pages_through_2500_records_once_each_in_order() {
     pages_through_every_record_once_in_order(store, || {}).await;
 }
 
+/// A page of every state is read at one instant: a record completing while
+/// the page is read is listed once, in flight or completed, never twice (a
+/// page read state by state, each range in a statement of its own, listed
+/// it in flight and then completed, on the same page), and a record that
+/// stood the whole time is never left out.
+async fn a_page_lists_a_record_completing_meanwhile_once(store: Arc<dyn Store>) {
+    let ids: Vec<RecordId> = (0..300).map(|n| id("orders", &key_of(n))).collect();
+    let leases = join_all(ids.iter().map(|id| reserve(&store, id))).await;
+    let completing = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            for lease in &leases {
+                store
+                    .complete(lease, &answer(201, false), LONG)
+                    .await
+                    .unwrap();
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    let mut pages = 0;
+    while !completing.is_finished() {
+        let page = store
+            .list(&ListQuery {
+                route: "orders".into(),
+                state: None,
+                limit: 1000,
+                after: None,
+            })
+            .await
+            .unwrap();
+        pages += 1;
+        let keys: HashSet<&str> = page.records.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(
+            (keys.len(), page.records.len()),
+            (300, 300),
+            "page {pages}: each record once, none left out"
+        );
+    }
+    completing.await.unwrap();
+    assert!(pages > 1, "no page was read while records completed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn embedded_a_page_lists_a_record_completing_meanwhile_once() {
+    a_page_lists_a_record_completing_meanwhile_once(embedded(&TestClock::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_page_lists_a_record_completing_meanwhile_once() {
+    let (store, _schema) = postgres().await;
+    a_page_lists_a_record_completing_meanwhile_once(store).await;
+}
+
 /// Counts follow creations, completions, expiry, sweeps and purges.
 async fn counts_follow_the_records(store: Arc<dyn Store>, expire: impl AsyncFnOnce()) {
     let counts = || async { store.count().await.unwrap() };

@@ -33,6 +33,10 @@ const RELOAD_METHODS: &str = "POST";
 const KEY_METHODS: &str = "GET, HEAD, DELETE";
 const LIST_METHODS: &str = "GET, HEAD";
 
+/// Why a query on `/admin/keys/{route}/{key}` is refused.
+const KEY_QUERY: &str = "a key's path takes no query: a `?` in a key is written %3F \
+     (and `#` %23, `%` %25)";
+
 /// A HEAD answer says the `Content-Length` its GET would have (RFC 9110
 /// §9.3.2 allows it, and probes read it): the server writes a HEAD answer's
 /// length only as the handler gives it, since a proxied one is the upstream's
@@ -93,6 +97,19 @@ impl AdminPlane {
         // acted on as if they had not been sent.
         if request.extensions().get::<UnreadableFields>().is_some() {
             return CONTROL_CHARACTERS.to_response();
+        }
+        // The server's head limits, as the data plane holds its heads to
+        // them: the connection's buffer takes up to twice the bytes.
+        let over_limits = {
+            let runtime = self.gateway.runtime();
+            crate::gateway::head_over_limits(
+                &request,
+                runtime.max_header_bytes,
+                runtime.max_headers,
+            )
+        };
+        if let Some(error) = over_limits {
+            return error.to_response();
         }
         let path = request.uri().path().to_string();
         // HEAD is answered as GET (RFC 9110 §9.3.2): some probes send it.
@@ -174,6 +191,12 @@ impl AdminPlane {
         };
         if !matches!(*method, Method::GET | Method::HEAD | Method::DELETE) {
             return method_not_allowed(KEY_METHODS);
+        }
+        // A `?` ends the path, so `.../order?7` would name the key `order`:
+        // another key's records, shown or purged. The resource takes no
+        // query; one (even an empty `?`) is a key written unescaped.
+        if query.is_some() {
+            return GatewayError::InvalidQuery(KEY_QUERY).to_response();
         }
         // The key as the data plane reads it: `"k1"` (RFC 8941) is `k1`.
         let key = match crate::key::from_header_value(&key) {

@@ -358,8 +358,9 @@ fn request_id(headers: &mut http::HeaderMap, keep: bool) -> Option<http::HeaderV
 
 /// A head over `max_header_bytes` or `max_headers`. Counted here for
 /// HTTP/2, and for HTTP/1 too: the server's parser admits a forwarding
-/// hop's fields beyond `max_headers` (crate::region::HOP_FIELDS).
-fn head_over_limits<B>(
+/// hop's fields beyond `max_headers` (crate::region::HOP_FIELDS). The
+/// admin plane holds its heads to the same limits.
+pub(crate) fn head_over_limits<B>(
     request: &Request<B>,
     max_header_bytes: u64,
     max_headers: usize,

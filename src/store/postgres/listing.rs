@@ -1,6 +1,7 @@
 //! Listing records for operators, through the `idemgate_records_listing`
 //! index (route, state, outcome_unknown, created_at, key, scope; expires_at
-//! included): a page is one range of it per state. Counting them is `count`.
+//! included): a page is one range of it per state, all read in one
+//! statement. Counting them is `count`.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -13,21 +14,34 @@ use super::rows::record_state;
 use crate::store::listing::{ListQuery, Listed, Page};
 use crate::store::{RecordState, StoreError};
 
-/// One state's records after the cursor, oldest first; records past their
-/// retention or lease (awaiting the sweep) are skipped. An in-flight
-/// record's expiry is its lease's. Key and scope compare
-/// in byte order, as the index keeps them.
+/// Each asked state's records after the cursor, oldest first, up to `$7`
+/// per state; records past their retention or lease (awaiting the sweep)
+/// are skipped. An in-flight record's expiry is its lease's. Key and scope
+/// compare in byte order, as the index keeps them.
 ///
-/// `$1 route, $2 state, $3 outcome unknown, $4..$6 cursor, $7 rows`.
-const PAGE: &str = r#"
-SELECT key, scope, state, outcome_unknown, status, created_at, completed_at,
-       CASE state WHEN 0 THEN lease_expires_at ELSE expires_at END AS expires_at
-FROM idemgate_records
-WHERE route = $1 AND state = $2 AND outcome_unknown = $3
-  AND (CASE state WHEN 0 THEN lease_expires_at ELSE expires_at END) > now()
-  AND (created_at, key COLLATE "C", scope COLLATE "C") > ($4, $5 COLLATE "C", $6 COLLATE "C")
-ORDER BY created_at, key COLLATE "C", scope COLLATE "C"
-LIMIT $7"#;
+/// One statement, so one snapshot for every state: with a statement per
+/// state, a record completing between them was listed twice on one page
+/// (in flight by the first, completed by the next). Each state is still one
+/// range of the listing index (a lateral subquery per `($2[i], $3[i])`).
+///
+/// `$1 route, $2 states, $3 outcome unknown (one per state), $4..$6 cursor,
+/// $7 rows per state`.
+pub(super) const PAGE: &str = r#"
+SELECT p.*
+FROM unnest($2::smallint[], $3::boolean[]) AS asked(state, outcome_unknown)
+CROSS JOIN LATERAL (
+    SELECT r.key, r.scope, r.state, r.outcome_unknown, r.status, r.created_at,
+           r.completed_at,
+           CASE r.state WHEN 0 THEN r.lease_expires_at ELSE r.expires_at END AS expires_at
+    FROM idemgate_records r
+    WHERE r.route = $1 AND r.state = asked.state
+      AND r.outcome_unknown = asked.outcome_unknown
+      AND (CASE r.state WHEN 0 THEN r.lease_expires_at ELSE r.expires_at END) > now()
+      AND (r.created_at, r.key COLLATE "C", r.scope COLLATE "C")
+          > ($4, $5 COLLATE "C", $6 COLLATE "C")
+    ORDER BY r.created_at, r.key COLLATE "C", r.scope COLLATE "C"
+    LIMIT $7
+) p"#;
 
 fn columns(state: RecordState) -> (i16, bool) {
     match state {
@@ -42,40 +56,33 @@ pub(super) async fn list(store: &PostgresStore, query: &ListQuery) -> Result<Pag
         Some(state) => std::slice::from_ref(state),
         None => &RecordState::ALL,
     };
-    // Every state's next `limit + 1` rows, merged (byte order, as the
-    // statement's): the extra row says whether a next page exists.
-    let mut rows = Vec::new();
-    for &state in states {
-        for row in one_state(store, query, state).await? {
-            rows.push(listed(&row)?);
-        }
-    }
-    rows.sort_by(|a, b| (a.created_at, &a.key, &a.scope).cmp(&(b.created_at, &b.key, &b.scope)));
-    Ok(Page::from_rows(rows, query.limit))
-}
-
-async fn one_state(
-    store: &PostgresStore,
-    query: &ListQuery,
-    state: RecordState,
-) -> Result<Vec<Row>, StoreError> {
-    let (state, outcome_unknown) = columns(state);
+    let (states, outcome_unknown): (Vec<i16>, Vec<bool>) =
+        states.iter().map(|&state| columns(state)).unzip();
     // No cursor: before every row (none is created at the epoch).
     let (after, key, scope): (SystemTime, &str, &str) = match &query.after {
         Some(cursor) => (cursor.created_at(), &cursor.key, &cursor.scope),
         None => (UNIX_EPOCH, "", ""),
     };
-    let rows = i64::from(query.limit) + 1;
+    // Every state's next `limit + 1` rows, merged (byte order, as the
+    // statement's): the extra row says whether a next page exists.
+    let rows_per_state = i64::from(query.limit) + 1;
     let params: [&(dyn ToSql + Sync); 7] = [
         &query.route,
-        &state,
+        &states,
         &outcome_unknown,
         &after,
         &key,
         &scope,
-        &rows,
+        &rows_per_state,
     ];
-    store.query(PAGE, &params).await
+    let mut rows = store
+        .query(PAGE, &params)
+        .await?
+        .iter()
+        .map(listed)
+        .collect::<Result<Vec<_>, _>>()?;
+    rows.sort_by(|a, b| (a.created_at, &a.key, &a.scope).cmp(&(b.created_at, &b.key, &b.scope)));
+    Ok(Page::from_rows(rows, query.limit))
 }
 
 fn listed(row: &Row) -> Result<Listed, StoreError> {

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use tokio_postgres::NoTls;
 use tokio_postgres::types::ToSql;
 
-use super::{migrations, sql};
+use super::{listing, migrations, sql};
 
 fn base_url() -> String {
     std::env::var("IDEMGATE_TEST_PG_URL")
@@ -168,4 +168,25 @@ async fn a_lease_is_found_by_its_primary_key_on_an_analyzed_table() {
         )
         .await;
     assert!(plain.contains("idemgate_records_listing"), "{plain}");
+}
+
+/// A page of every state reads each state's range of the listing index,
+/// in order, never the table: one statement for the three states (one
+/// snapshot) costs no scan.
+#[tokio::test]
+async fn a_page_of_every_state_reads_the_listing_index() {
+    let generic = "SET LOCAL plan_cache_mode = force_generic_plan";
+    let states: Vec<i16> = vec![0, 1, 1];
+    let unknown = vec![false, false, true];
+    let after = std::time::UNIX_EPOCH;
+    let params: [&(dyn ToSql + Sync); 7] =
+        [&"orders", &states, &unknown, &after, &"", &"", &101_i64];
+    for setup in ["SELECT 1", generic] {
+        for table in [&NEW_TABLE, &ANALYZED] {
+            let plan = table.plan(setup, listing::PAGE, &params).await;
+            assert!(plan.contains("idemgate_records_listing"), "{plan}");
+            assert!(!plan.contains("Seq Scan on idemgate_records"), "{plan}");
+            assert!(!plan.contains("Sort"), "{plan}");
+        }
+    }
 }
