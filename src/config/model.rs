@@ -36,8 +36,9 @@ pub struct ServerConfig {
     pub admin_listen: SocketAddr,
     pub max_request_body: u64,
     pub max_stored_response: u64,
-    /// Most bytes of request bodies read whole and held at once, every
-    /// request together (past it: 503 `gateway-overloaded`).
+    /// Most bytes of request bodies read whole and of keyed answers not yet
+    /// taken by their clients held at once, every request together (past
+    /// it: 503 `gateway-overloaded`).
     pub max_buffered_bodies: u64,
     pub max_header_bytes: u64,
     pub header_read_timeout: Duration,

@@ -149,7 +149,8 @@ impl Gateway {
         }
     }
 
-    /// Bytes of request bodies held now, all requests together.
+    /// Bytes of request bodies and of keyed answers not yet taken held now,
+    /// all requests together (`body::budget`).
     pub fn buffered_body_bytes(&self) -> usize {
         self.body_budget.held()
     }

@@ -128,8 +128,9 @@ pub struct Metrics {
     /// Each idempotent route's `retention`, so replay ages can be charted
     /// against it (deploy/observability).
     pub route_retention: prometheus::GaugeVec,
-    /// Bytes of request bodies held now (`server.max_buffered_bodies`
-    /// bounds them), read off the budget when `/metrics` is scraped.
+    /// Bytes of request bodies and of keyed answers not yet taken held now
+    /// (`server.max_buffered_bodies` bounds them), read off the budget when
+    /// `/metrics` is scraped.
     pub buffered_bodies: IntGauge,
 }
 

@@ -239,8 +239,10 @@ fn peer(ctx: &mut Ctx<'_>, name: &str, peer: &Spanned<RegionPeerFile>) -> Region
 /// certificate: the home sees the forwarding gateway's connection. Nor a
 /// field a forward rewrites: the landing region homes the key by the field
 /// as the client sent it, the home files it under the field as the hop left
-/// it (another scope, key or fingerprint), so a retry that lands at the home
-/// itself ran the key again.
+/// it (another scope or key), so a retry that lands at the home itself ran
+/// the key again. The fingerprint is computed at the home only: one read
+/// from such a field tells a retry that reaches the home without the hop
+/// from the request it retries, and refuses it 422.
 pub fn reads_what_crosses_regions(
     ctx: &mut Ctx<'_>,
     file: &FileConfig,
@@ -291,15 +293,23 @@ pub fn reads_what_crosses_regions(
             .chain(key)
             .filter(|(_, _, name)| rewritten_by_a_forward(name.as_str()))
         {
+            let harm = if field == "fingerprint" {
+                "the home region would compare a retry that reaches it without this hop with \
+                 the field as the hop left it, and refuse it 422 as another request"
+                    .to_owned()
+            } else {
+                format!(
+                    "the home region would file the key under another {field} than the one \
+                     its home was chosen by, and a retry could run it again"
+                )
+            };
             ctx.error(
                 span.clone(),
                 "region",
                 format!(
                     "route {:?} reads {part:?} in its {field}, a field a forward to the home \
-                     region rewrites, so it cannot cross regions: the home region would file \
-                     the key under another {field} than the one its home was chosen by, and \
-                     a retry could run it again",
-                    route.name
+                     region rewrites, so it cannot cross regions: {harm}",
+                    route.name,
                 ),
             );
         }

@@ -390,3 +390,27 @@ fn a_short_token_is_warned_about_without_quoting_it() {
     assert!(!warning.contains("region-pass"), "{warning}");
     assert!(ok(TWO).warnings.is_empty());
 }
+
+/// What a route reads that a forward rewrites says what goes wrong. The
+/// home is chosen by route, scope and key, so a scope or key read from
+/// such a field files the key apart from where its retries look: one may
+/// run it again. The fingerprint is only computed at the home: a retry that
+/// reaches it without the hop is compared with the field as the hop left it
+/// and refused 422, never run again.
+#[test]
+fn a_field_a_forward_rewrites_is_refused_for_what_it_would_do() {
+    let text = format!("[defaults]\nscope = [\"header:X-Forwarded-For\"]\n{TWO}");
+    let found = errors(&text);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(found[0].contains("in its scope"), "{}", found[0]);
+    assert!(found[0].contains("run it again"), "{}", found[0]);
+
+    let text = format!(
+        "[defaults]\nfingerprint = [\"method\", \"path\", \"body\", \"header:Via\"]\n{TWO}"
+    );
+    let found = errors(&text);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(found[0].contains("in its fingerprint"), "{}", found[0]);
+    assert!(found[0].contains("422"), "{}", found[0]);
+    assert!(!found[0].contains("run it again"), "{}", found[0]);
+}
