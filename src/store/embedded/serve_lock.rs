@@ -59,9 +59,11 @@ pub(super) fn acquire(path: &Path) -> Result<ServeLock, StoreError> {
 /// Whether a gateway serves the file right now (another process holds its
 /// lock). The lock is only tried, never kept, and no lock file is made:
 /// anything else (no lock file, a file system without `flock`) is `false`.
+/// Opened for reading: `flock` needs no more, and a user who may not write
+/// the lock file (a `sweep` run as another user) still sees the gateway.
 pub(super) fn held_elsewhere(path: &Path) -> bool {
     OpenOptions::new()
-        .write(true)
+        .read(true)
         .open(lock_path(path))
         .is_ok_and(|file| matches!(file.try_lock(), Err(TryLockError::WouldBlock)))
 }
