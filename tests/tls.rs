@@ -615,3 +615,51 @@ async fn an_upstream_refusing_the_client_certificate_is_unreachable_not_outcome_
     }
     assert_eq!(read.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
+
+/// SIGHUP, then wait until the reload counter says it was applied.
+async fn reloaded(gateway: &GatewayProcess, n: u32) {
+    gateway.signal("HUP");
+    let admin = gateway.admin_client();
+    let applied = format!("idemgate_config_reloads_total{{result=\"ok\"}} {n}\n");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !admin.get("/metrics").await.text().contains(&applied) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "reload {n} not applied"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A reload that reads an https upstream's trust as it was (the same CA
+/// file, the same system store) keeps its connections, as for http://, so
+/// `max_connections` holds across reloads and no handshake is made again;
+/// once the trust read is another (a CA file rotated), new connections are
+/// made with it.
+#[tokio::test]
+async fn a_reload_keeps_an_https_upstream_s_connections_until_its_trust_changes() {
+    let dir = TestDir::new("tls-upstream-reload");
+    let pki = Pki::new("upstream CA");
+    let upstream =
+        MockUpstream::start_tls(common::certs::server_config(&pki.server(&dir, "up"))).await;
+    let ca = pki.write_ca(&dir, "upstream-ca.pem");
+    let url = format!("https://localhost:{}", upstream.addr.port());
+    let gateway = GatewayProcess::start(&dir, &url, &https_upstream_config(|u| u.tls("ca", &ca)));
+    let client = gateway.client();
+    for n in 1..=4 {
+        let reply = client
+            .post("/v1/charges", Some(&format!("r{n}")), "{}")
+            .await;
+        assert_eq!(reply.status, 201, "{}", reply.text());
+        reloaded(&gateway, n).await;
+    }
+    assert_eq!(upstream.connections().0, 1, "connections opened");
+
+    // The same CA and another one beside it: the trust changed.
+    let other = Pki::new("another CA");
+    std::fs::write(&ca, format!("{}{}", pki.ca_pem(), other.ca_pem())).unwrap();
+    reloaded(&gateway, 5).await;
+    let reply = client.post("/v1/charges", Some("r5"), "{}").await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    assert_eq!(upstream.connections().0, 2, "connections opened");
+}

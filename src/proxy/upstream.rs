@@ -35,9 +35,8 @@ pub struct Upstream {
     timeout: Duration,
     http2: bool,
     connections: Connections,
-    /// What `connections` were made for; `None` over https, whose
-    /// certificates and trust store every reload reads again.
-    made_for: Option<ConnectionSettings>,
+    /// What `connections` were made for.
+    made_for: ConnectionSettings,
 }
 
 /// The settings an upstream's connections are made by: a reload that
@@ -51,6 +50,10 @@ struct ConnectionSettings {
     http2: bool,
     keep_alive: bool,
     max_connections: usize,
+    /// Over https, the trust as read (every root, the client certificate
+    /// and key): a reload reads it again, and keeps the connections only
+    /// when it finds the same (a rotated CA or certificate makes new ones).
+    trust: Option<crate::tls::TrustRead>,
 }
 
 /// HTTP/1 upstreams get the gateway's own client (http1/); an HTTP/2 one
@@ -71,7 +74,7 @@ impl Upstream {
 
     /// As `new`, but on the connections of `running` (the upstream of this
     /// name in the config being replaced) when they were made by the same
-    /// settings over plain HTTP.
+    /// settings (over https, the same trust as read again).
     pub fn renewed(
         config: &UpstreamConfig,
         running: Option<&Upstream>,
@@ -91,17 +94,29 @@ impl Upstream {
                 upstream: config.name.clone(),
             })?;
         let base_path = uri.path().trim_end_matches('/').to_string();
-        let made_for = (scheme == Scheme::HTTP).then(|| ConnectionSettings {
+        let tls = if scheme == Scheme::HTTPS {
+            Some(crate::tls::client_config_read(
+                &config.name,
+                config.tls.as_ref(),
+            )?)
+        } else {
+            None
+        };
+        let made_for = ConnectionSettings {
             url: config.url.clone(),
             connect_timeout: config.connect_timeout,
             http2: config.http2,
             keep_alive: config.keep_alive,
             max_connections: config.max_connections,
-        });
-        let kept = running.filter(|running| made_for.is_some() && running.made_for == made_for);
+            trust: tls.as_ref().map(|(_, read)| read.clone()),
+        };
+        let kept = running.filter(|running| running.made_for == made_for);
         let connections = match kept {
             Some(running) => running.connections.clone(),
-            None => Self::fresh_connections(config, &uri, &scheme, &authority)?,
+            None => {
+                let tls = tls.map(|(config, _)| config);
+                Self::fresh_connections(config, &uri, &scheme, &authority, tls)?
+            }
         };
         Ok(Self {
             name: config.name.clone(),
@@ -116,14 +131,19 @@ impl Upstream {
         })
     }
 
-    /// A new pool (HTTP/1) or connection holder (HTTP/2), with no connection yet.
+    /// A new pool (HTTP/1) or connection holder (HTTP/2), with no connection
+    /// yet, on `tls` when it was read already.
     fn fresh_connections(
         config: &UpstreamConfig,
         uri: &Uri,
         scheme: &Scheme,
         authority: &Authority,
+        tls: Option<rustls::ClientConfig>,
     ) -> Result<Connections, UpstreamSetupError> {
-        let tls = crate::tls::client_config(&config.name, config.tls.as_ref())?;
+        let tls = match tls {
+            Some(tls) => tls,
+            None => crate::tls::client_config(&config.name, config.tls.as_ref())?,
+        };
         Ok(if config.http2 {
             let connections = Arc::new(Http2Connections::default());
             let dialer = http2_dialer::dialer(tls, config.connect_timeout, connections.clone());

@@ -71,6 +71,22 @@ pub fn client_config(
     upstream: &str,
     tls: Option<&UpstreamTlsConfig>,
 ) -> Result<rustls::ClientConfig, TlsError> {
+    client_config_read(upstream, tls).map(|(config, _)| config)
+}
+
+/// What a client config was made of: every root it trusts, and the
+/// certificate and key it presents, as read. Two reads that find the same
+/// bytes are equal, so a reload can tell that an https upstream's trust is
+/// unchanged and keep its connections (src/proxy/upstream.rs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrustRead([u8; 32]);
+
+/// `client_config`, with what it was made of.
+pub fn client_config_read(
+    upstream: &str,
+    tls: Option<&UpstreamTlsConfig>,
+) -> Result<(rustls::ClientConfig, TrustRead), TlsError> {
+    use sha2::Digest;
     let field = |name: &str| format!("upstreams.{upstream}.tls.{name}");
     let mut roots = system_roots();
     if roots.is_empty() {
@@ -79,6 +95,16 @@ pub fn client_config(
     if let Some(ca) = tls.and_then(|t| t.ca.as_ref()) {
         roots = root_store(ca, &field("ca"), roots)?;
     }
+    let mut read = sha2::Sha256::new();
+    let mut take = |bytes: &[u8]| {
+        read.update((bytes.len() as u64).to_be_bytes());
+        read.update(bytes);
+    };
+    for root in &roots.roots {
+        take(root.subject.as_ref());
+        take(root.subject_public_key_info.as_ref());
+        take(root.name_constraints.as_deref().unwrap_or_default());
+    }
     let builder = rustls::ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError::new(field("ca"), TlsCause::Rustls(e)))?
@@ -86,15 +112,22 @@ pub fn client_config(
     // ALPN is set by the user of the config: `http/1.1` by the HTTP/1 dialer,
     // `h2` by hyper-rustls for HTTP/2 upstreams.
     let config = match tls.and_then(|t| t.cert.as_ref().zip(t.key.as_ref())) {
-        Some((cert, key)) => builder
-            .with_client_auth_cert(
+        Some((cert, key)) => {
+            let (certs, key_der) = (
                 load_certs(cert, &field("cert"))?,
                 load_key(key, &field("key"))?,
-            )
-            .map_err(|error| TlsError::new(field("key"), pair_refused(error, key, cert)))?,
+            );
+            for cert in &certs {
+                take(cert.as_ref());
+            }
+            take(key_der.secret_der());
+            builder
+                .with_client_auth_cert(certs, key_der)
+                .map_err(|error| TlsError::new(field("key"), pair_refused(error, key, cert)))?
+        }
         None => builder.with_no_client_auth(),
     };
-    Ok(config)
+    Ok((config, TrustRead(read.finalize().into())))
 }
 
 /// Why rustls refused a certificate with its private key.
