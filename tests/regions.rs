@@ -1413,27 +1413,6 @@ async fn a_route_reading_a_field_a_forward_rewrites_cannot_cross_regions() {
     assert!(refused.contains("cannot cross regions"), "{refused}");
 }
 
-/// SIGHUP, then waits until `gateway` has counted its `n`th applied reload.
-async fn reload(gateway: &GatewayProcess, n: u32) {
-    gateway.signal("HUP");
-    let applied = format!("idemgate_config_reloads_total{{result=\"ok\"}} {n}\n");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !gateway
-        .admin_client()
-        .get("/metrics")
-        .await
-        .text()
-        .contains(&applied)
-    {
-        assert!(
-            Instant::now() < deadline,
-            "reload {n} not applied:\n{}",
-            gateway.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// A reload that leaves a region's `gateway`, timeouts and `http2` as they
 /// were leaves the connections to it too: a forward after the reload goes
 /// on the connection one still running across it used, rather than each
@@ -1473,7 +1452,7 @@ async fn a_reload_keeps_the_connections_to_a_region_it_leaves_alone() {
                     .await
             });
             tokio::time::sleep(Duration::from_millis(100)).await;
-            reload(world.regions[0].gateway(), n).await;
+            world.regions[0].gateway().reload_by_signal(n).await;
             let reply = forward.await.unwrap();
             assert_eq!(reply.status, 201, "{}\n{}", reply.text(), world.logs());
         }

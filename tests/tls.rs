@@ -616,21 +616,6 @@ async fn an_upstream_refusing_the_client_certificate_is_unreachable_not_outcome_
     assert_eq!(read.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
 
-/// SIGHUP, then wait until the reload counter says it was applied.
-async fn reloaded(gateway: &GatewayProcess, n: u32) {
-    gateway.signal("HUP");
-    let admin = gateway.admin_client();
-    let applied = format!("idemgate_config_reloads_total{{result=\"ok\"}} {n}\n");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !admin.get("/metrics").await.text().contains(&applied) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "reload {n} not applied"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// A reload that reads an https upstream's trust as it was (the same CA
 /// file, the same system store) keeps its connections, as for http://, so
 /// `max_connections` holds across reloads and no handshake is made again;
@@ -651,14 +636,14 @@ async fn a_reload_keeps_an_https_upstream_s_connections_until_its_trust_changes(
             .post("/v1/charges", Some(&format!("r{n}")), "{}")
             .await;
         assert_eq!(reply.status, 201, "{}", reply.text());
-        reloaded(&gateway, n).await;
+        gateway.reload_by_signal(n).await;
     }
     assert_eq!(upstream.connections().0, 1, "connections opened");
 
     // The same CA and another one beside it: the trust changed.
     let other = Pki::new("another CA");
     std::fs::write(&ca, format!("{}{}", pki.ca_pem(), other.ca_pem())).unwrap();
-    reloaded(&gateway, 5).await;
+    gateway.reload_by_signal(5).await;
     let reply = client.post("/v1/charges", Some("r5"), "{}").await;
     assert_eq!(reply.status, 201, "{}", reply.text());
     assert_eq!(upstream.connections().0, 2, "connections opened");

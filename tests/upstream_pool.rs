@@ -466,21 +466,6 @@ async fn a_request_sent_again_ends_by_the_first_tries_deadline() {
     assert_eq!(requests.load(Ordering::SeqCst), 3);
 }
 
-/// SIGHUP, then waits until the gateway has counted its `n`th applied reload.
-async fn reload(gateway: &GatewayProcess, n: u32) {
-    gateway.signal("HUP");
-    let admin = gateway.admin_client();
-    let applied = format!("idemgate_config_reloads_total{{result=\"ok\"}} {n}\n");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !admin.get("/metrics").await.text().contains(&applied) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "reload {n} not applied"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// A reload that leaves an upstream as it was leaves its connections too:
 /// requests after it go on the connection the ones before it used, rather
 /// than each reload dropping every idle connection and dialing again.
@@ -494,7 +479,7 @@ async fn a_reload_keeps_the_connections_of_an_upstream_it_leaves_alone() {
         for i in 1..=5 {
             let reply = client.get(&format!("/things/{i}")).await;
             assert_eq!(reply.status, 201, "{}", reply.text());
-            reload(&gateway, i).await;
+            gateway.reload_by_signal(i).await;
         }
         let (opened, _) = upstream.connections();
         assert_eq!(opened, 1, "http2 = {http2}: {opened} connections opened");
@@ -516,7 +501,7 @@ async fn max_connections_holds_across_reloads() {
         requests.push(tokio::spawn(async move {
             client.get(&format!("/slow/{i}?delay_ms=500")).await
         }));
-        reload(&gateway, i).await;
+        gateway.reload_by_signal(i).await;
     }
     for request in requests {
         let reply = request.await.unwrap();

@@ -286,6 +286,28 @@ impl GatewayProcess {
         assert!(status.success());
     }
 
+    /// SIGHUP, then waits until the gateway has counted its `n`th applied
+    /// reload (`idemgate_config_reloads_total{result="ok"}`).
+    pub async fn reload_by_signal(&self, n: u32) {
+        self.signal("HUP");
+        let applied = format!("idemgate_config_reloads_total{{result=\"ok\"}} {n}\n");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !self
+            .admin_client()
+            .get("/metrics")
+            .await
+            .text()
+            .contains(&applied)
+        {
+            assert!(
+                Instant::now() < deadline,
+                "reload {n} not applied:\n{}",
+                self.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Whether the process has not exited yet.
     pub fn is_running(&mut self) -> bool {
         self.child
