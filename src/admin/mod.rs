@@ -242,12 +242,29 @@ impl AdminPlane {
                     "errors": errors,
                 }),
             ),
+            // The fault itself is in the log (the reloader logs it).
+            ReloadOutcome::Failed { .. } => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                serde_json::json!({
+                    "type": crate::error::problem_base::problem_type("reload-failed").0,
+                    "title": "The reload stopped on a fault of the gateway",
+                    "status": 500,
+                    "detail": "the gateway's log says what failed; a later reload may be \
+                               tried, and a restart reads the file anew",
+                    "code": "reload-failed",
+                }),
+            ),
         };
         if status == StatusCode::OK {
             return json(status, "application/json", &document);
         }
+        let code = if status == StatusCode::BAD_REQUEST {
+            "invalid-config"
+        } else {
+            "reload-failed"
+        };
         let mut response = json(status, PROBLEM_JSON, &document);
-        if let (_, Some(link)) = crate::error::problem_base::problem_type("invalid-config") {
+        if let (_, Some(link)) = crate::error::problem_base::problem_type(code) {
             response.headers_mut().insert(header::LINK, link);
         }
         response

@@ -36,6 +36,30 @@ pub enum ReloadOutcome {
     Applied { notes: Vec<String> },
     /// Refused; the running config stays.
     Rejected { errors: Vec<String> },
+    /// The reload itself failed (a panic, or the process stopping under
+    /// it): answered and logged, so that the SIGHUP task and the admin
+    /// connection live on for the next reload.
+    Failed { fault: String },
+}
+
+/// A reload's thread as it ended. A panic is a fault of the gateway, not of
+/// the file: resumed here it would end the SIGHUP task (later SIGHUPs then
+/// did nothing) or the admin connection that asked.
+fn finished(ended: Result<ReloadOutcome, tokio::task::JoinError>) -> ReloadOutcome {
+    match ended {
+        Ok(outcome) => outcome,
+        Err(error) => ReloadOutcome::Failed {
+            fault: match error.try_into_panic() {
+                Ok(panic) => panic
+                    .downcast_ref::<&str>()
+                    .map(|text| (*text).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".to_owned()),
+                // Only when the runtime stops, which drops the caller too.
+                Err(_) => "the process is stopping: the reload did not run".to_owned(),
+            },
+        },
+    }
 }
 
 impl Reloader {
@@ -71,24 +95,25 @@ impl Reloader {
             drop(one_at_a_time);
             outcome
         };
-        match tokio::task::spawn_blocking(reload).await {
-            Ok(outcome) => outcome,
-            Err(error) => match error.try_into_panic() {
-                Ok(panic) => std::panic::resume_unwind(panic),
-                // Only when the runtime stops, which drops the caller too.
-                Err(_) => ReloadOutcome::Rejected {
-                    errors: vec!["the process is stopping: the reload did not run".to_owned()],
-                },
-            },
+        let outcome = finished(tokio::task::spawn_blocking(reload).await);
+        if matches!(outcome, ReloadOutcome::Failed { .. }) {
+            self.record(&outcome);
         }
+        outcome
     }
 
     /// Reads the file and applies it, on the calling thread; the caller
     /// holds `lock`.
     fn reload_now(&self) -> ReloadOutcome {
-        let metrics = self.gateway.metrics();
         let outcome = self.try_reload();
-        match &outcome {
+        self.record(&outcome);
+        outcome
+    }
+
+    /// Logs and counts a reload's outcome.
+    fn record(&self, outcome: &ReloadOutcome) {
+        let metrics = self.gateway.metrics();
+        match outcome {
             ReloadOutcome::Applied { notes } => {
                 metrics.config_reloads.with_label_values(&["ok"]).inc();
                 tracing::info!(file = %self.path.display(), "configuration reloaded");
@@ -106,8 +131,14 @@ impl Reloader {
                     tracing::error!("reload refused: {error}");
                 }
             }
+            ReloadOutcome::Failed { fault } => {
+                metrics
+                    .config_reloads
+                    .with_label_values(&["rejected"])
+                    .inc();
+                tracing::error!(fault = %fault, "reload stopped on a fault of the gateway");
+            }
         }
-        outcome
     }
 
     /// `FILE: field: reason`, for what has no place in the file (a
@@ -388,7 +419,32 @@ fn without_keys(store: &StoreConfig) -> StoreConfig {
 mod tests {
     use std::path::Path;
 
-    use super::{moved_homes, restart_only_changes};
+    use super::{ReloadOutcome, finished, moved_homes, restart_only_changes};
+
+    /// A reload that panics is an outcome like any other, with the panic's
+    /// message, so the task that asked for it goes on to the next.
+    #[tokio::test]
+    async fn a_panicking_reload_is_a_failed_outcome() {
+        let ended = tokio::task::spawn_blocking(|| -> ReloadOutcome {
+            panic!("index out of bounds: the len is 0 but the index is 3")
+        })
+        .await;
+        match finished(ended) {
+            ReloadOutcome::Failed { fault } => {
+                assert!(fault.starts_with("index out of bounds"), "{fault}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let formatted =
+            tokio::task::spawn_blocking(|| -> ReloadOutcome { panic!("{} routes", 3) }).await;
+        assert!(matches!(
+            finished(formatted),
+            ReloadOutcome::Failed { fault } if fault == "3 routes"
+        ));
+        let applied =
+            tokio::task::spawn_blocking(|| ReloadOutcome::Applied { notes: vec![] }).await;
+        assert!(matches!(finished(applied), ReloadOutcome::Applied { .. }));
+    }
 
     const BASE: &str = crate::config::ONE_ROUTE;
 
