@@ -678,12 +678,44 @@ async fn query_and_form_keys() {
         400,
         "missing-key",
     );
-    // `+` is a space, which a key may not hold.
-    assert_code(
-        &post(&gateway, "/v1/query?idem=a+b", &json, "{}").await,
-        400,
-        "invalid-key",
+    // `+` is a space, `%20` too: a decoded value may hold spaces, as a
+    // quoted header key may, and is the same key however it was encoded.
+    assert_eq!(
+        post(&gateway, "/v1/query?idem=a+b&x=2", &json, "{}")
+            .await
+            .status,
+        201
     );
+    assert_replayed(&post(&gateway, "/v1/query?idem=a+b&x=2", &json, "{}").await);
+    assert_code(
+        &post(&gateway, "/v1/query?idem=a%20b&x=3", &json, "{}").await,
+        422,
+        "fingerprint-mismatch",
+    );
+    let shown = gateway
+        .admin_client()
+        .send(
+            "GET",
+            "/admin/keys/query/%22a%20b%22",
+            &[("authorization", &format!("Bearer {TOKEN}"))],
+            "",
+        )
+        .await;
+    assert_eq!(shown.status, 200, "{}", shown.text());
+    // Other characters outside printable ASCII are not a key.
+    for tab_line_feed_or_utf8 in ["a%09b", "a%0Ab", "cl%C3%A9"] {
+        assert_code(
+            &post(
+                &gateway,
+                &format!("/v1/query?idem={tab_line_feed_or_utf8}"),
+                &json,
+                "{}",
+            )
+            .await,
+            400,
+            "invalid-key",
+        );
+    }
 
     let form = [("content-type", "application/x-www-form-urlencoded")];
     assert_eq!(
@@ -699,7 +731,7 @@ async fn query_and_form_keys() {
         400,
         "missing-key",
     );
-    assert_eq!(upstream.total(), 2);
+    assert_eq!(upstream.total(), 3);
 }
 
 #[tokio::test]

@@ -14,7 +14,7 @@ pub fn from_header_value(value: &[u8]) -> Result<String, KeyError> {
         Some((b'"', rest)) => {
             let (key, after) = unquote(rest)?;
             parameters(after)?;
-            validate_quoted(&key)?;
+            super::validate_printable(&key)?;
             Ok(key)
         }
         _ => {
@@ -24,18 +24,6 @@ pub fn from_header_value(value: &[u8]) -> Result<String, KeyError> {
             Ok(s.to_owned())
         }
     }
-}
-
-/// An unwrapped sf-string key: 1–255 characters, each printable ASCII
-/// (0x20..=0x7E, which `unquote` already ensured).
-fn validate_quoted(key: &str) -> Result<(), KeyError> {
-    if key.is_empty() {
-        return Err(KeyError::Invalid("empty"));
-    }
-    if key.len() > super::MAX_KEY_LEN {
-        return Err(KeyError::Invalid("longer than 255 characters"));
-    }
-    Ok(())
 }
 
 /// Strips optional whitespace (SP / HTAB, RFC 9110 OWS) at both ends.

@@ -57,6 +57,23 @@ pub fn validate(key: &str) -> Result<(), KeyError> {
     Ok(())
 }
 
+/// Checks a key that may hold spaces (an sf-string's content, a decoded
+/// query or form value): 1–255 printable ASCII characters (0x20..=0x7E).
+pub fn validate_printable(key: &str) -> Result<(), KeyError> {
+    if key.is_empty() {
+        return Err(KeyError::Invalid("empty"));
+    }
+    if !key.bytes().all(|b| (0x20..=0x7E).contains(&b)) {
+        return Err(KeyError::Invalid(
+            "contains a character that is not printable ASCII",
+        ));
+    }
+    if key.len() > MAX_KEY_LEN {
+        return Err(KeyError::Invalid("longer than 255 characters"));
+    }
+    Ok(())
+}
+
 /// Longest accepted key, in characters.
 pub const MAX_KEY_LEN: usize = 255;
 

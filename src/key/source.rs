@@ -292,13 +292,14 @@ impl<'a> RequestView<'a> {
     }
 }
 
-/// A query or form value as a key: present but empty or not visible ASCII is
-/// `Invalid`, as for a header.
+/// A query or form value as a key, decoded: present but empty or not
+/// printable ASCII is `Invalid`. Spaces are kept (`+` decodes to one), as in
+/// a quoted header key: `?k=a+b` is the key of `Idempotency-Key: "a b"`.
 fn text_key(value: Option<Cow<'_, [u8]>>) -> Result<String, KeyError> {
     let value = value.ok_or(KeyError::Missing)?;
     let text = std::str::from_utf8(&value)
-        .map_err(|_| KeyError::Invalid("contains a character that is not visible ASCII"))?;
-    super::validate(text)?;
+        .map_err(|_| KeyError::Invalid("contains a character that is not printable ASCII"))?;
+    super::validate_printable(text)?;
     Ok(text.to_owned())
 }
 
