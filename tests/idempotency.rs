@@ -940,6 +940,76 @@ async fn answers_survive_sigkill_and_a_lease_of_a_dead_gateway_is_taken_over() {
     assert_eq!(s.upstream.executions("doomed"), 2);
 }
 
+/// A gateway killed mid-request may have let the request run: once its
+/// lease is over the key is taken over by the same request only. Another
+/// request under the key is 422 as while the lease was live, and reaches
+/// nothing, until the record is purged (or swept: not within this test).
+#[tokio::test]
+async fn after_a_sigkill_only_the_same_request_takes_the_key_over() {
+    let mut s = setup("crash-other-body").await;
+    let client = s.gateway.client();
+    let (first, second) = (r#"{"amount":1}"#, r#"{"amount":2}"#);
+    let doomed: Vec<_> = ["doomed-rerun", "doomed-purged"]
+        .into_iter()
+        .map(|key| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                client
+                    .post("/v1/charges?delay_ms=900", Some(key), first)
+                    .await
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.gateway.kill();
+    for request in doomed {
+        let _ = request.await;
+    }
+    s.gateway.restart();
+    let client = s.gateway.client();
+    tokio::time::sleep(Duration::from_millis(3200)).await;
+
+    for key in ["doomed-rerun", "doomed-purged"] {
+        assert_eq!(s.upstream.executions(key), 1, "{key}");
+        let other = client
+            .post("/v1/charges?delay_ms=900", Some(key), second)
+            .await;
+        assert_problem(&other, 422, "fingerprint-mismatch");
+        assert_eq!(s.upstream.executions(key), 1, "{key}: nothing forwarded");
+    }
+
+    let rerun = client
+        .post("/v1/charges?delay_ms=900", Some("doomed-rerun"), first)
+        .await;
+    assert_eq!(rerun.status, 201, "{}", rerun.text());
+    assert_eq!(rerun.header("idempotent-replayed"), Some("false"));
+    let other = client
+        .post("/v1/charges?delay_ms=900", Some("doomed-rerun"), second)
+        .await;
+    assert_problem(&other, 422, "fingerprint-mismatch");
+    assert_eq!(s.upstream.executions("doomed-rerun"), 2);
+
+    // Purged (beside the running gateway), the key is free to any request.
+    let config = s.gateway.config_path().to_str().unwrap().to_owned();
+    let purged = std::process::Command::new(env!("CARGO_BIN_EXE_idemgate"))
+        .args(["keys", "purge", "-c", &config, "charges", "doomed-purged"])
+        .env_remove("IDEMGATE_CONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&purged.stdout),
+        "1 record deleted\n",
+        "{}",
+        String::from_utf8_lossy(&purged.stderr)
+    );
+    let fresh = client
+        .post("/v1/charges", Some("doomed-purged"), second)
+        .await;
+    assert_eq!(fresh.status, 201, "{}", fresh.text());
+    assert_eq!(fresh.header("idempotent-replayed"), Some("false"));
+    assert_eq!(s.upstream.executions("doomed-purged"), 2);
+}
+
 #[tokio::test]
 async fn with_process_crash_durability_answers_committed_just_before_a_sigkill_replay() {
     let mut s = setup_with_store(

@@ -753,6 +753,31 @@ async fn an_unbatched_completion_returns_the_expiry_it_stored() {
     }
 }
 
+/// A store built outside a runtime reserves with the single-key statement
+/// (`RESERVE`), not the batch's: a key whose holder died is taken over by
+/// the same request only there too, and another one is refused at once
+/// (it used to be taken over; a caller reading the row as "not live" would
+/// run the statement again until it gave up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unbatched_reservation_refuses_another_request_under_a_dead_lease() {
+    let schema = TestSchema::create().await;
+    let config = schema.config();
+    let store = std::thread::spawn(move || PostgresStore::lazy(&config).unwrap())
+        .join()
+        .unwrap();
+    store.migrate().await.unwrap();
+    let store: Arc<dyn Store> = Arc::new(store);
+    let first = reserved(&store, &id("k"), "fp", Duration::from_millis(50)).await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let got = store.reserve(&id("k"), "other", LONG).await.unwrap();
+    assert_eq!(got, Reservation::Mismatch);
+    let info = store.records("orders", "k").await.unwrap();
+    assert_eq!(info[0].fingerprint, "fp");
+    assert_eq!(info[0].lease_expires_at, Some(first.expires_at));
+    let second = reserved(&store, &id("k"), "fp", LONG).await;
+    assert!(second.token > first.token);
+}
+
 /// `serve` on Postgres says once per start what it found of the schema and
 /// what it left (it said nothing of the migrations it applied), and
 /// `idemgate migrate` prints the same facts.

@@ -34,16 +34,19 @@ pub fn route_name(segment: &str) -> Option<String> {
 }
 
 /// Whether a record still stands at `now`: a completed one until its
-/// retention ends, an in-flight one until its lease does. Past that it only
-/// awaits the sweep: the data plane runs the key's next request as a new
-/// one, and the listing and `idemgate_records` leave it out, so it is no
-/// record of the key here either.
+/// retention ends, an in-flight one until it is swept or purged. A
+/// completed record past its retention only awaits the sweep: the data
+/// plane runs the key's next request as a new one, so it is no record of
+/// the key here either. An in-flight one whose lease ran out still refuses
+/// every other request under its key (its holder may have run its own), so
+/// an operator looking into a 422 must find it.
 pub fn stands(record: &RecordInfo, now: SystemTime) -> bool {
-    let until = match record.state {
-        RecordState::InFlight => record.lease_expires_at,
-        RecordState::Completed | RecordState::OutcomeUnknown => record.expires_at,
-    };
-    until.is_some_and(|until| until > now)
+    match record.state {
+        RecordState::InFlight => true,
+        RecordState::Completed | RecordState::OutcomeUnknown => {
+            record.expires_at.is_some_and(|until| until > now)
+        }
+    }
 }
 
 /// The key's records that still stand ([`stands`]), as `keys show` and
@@ -73,8 +76,8 @@ fn record_json(record: &RecordInfo) -> Value {
         "completed_at": rfc3339(record.completed_at),
         // docs/operating.md names the fields null while in flight (status,
         // completed_at), and expires_at is not one: an in-flight record
-        // holds its key until its lease runs out (a retry then takes it
-        // over), so that is when it expires.
+        // holds its key for any request until its lease runs out (the same
+        // request then takes it over), so that is when it expires.
         "expires_at": rfc3339(record.expires_at.or(match record.state {
             RecordState::InFlight => record.lease_expires_at,
             RecordState::Completed | RecordState::OutcomeUnknown => None,
@@ -186,7 +189,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_record_stands_until_its_retention_or_lease_ends() {
+    fn a_record_stands_until_its_retention_ends_or_for_good_in_flight() {
         use std::time::Duration;
         let now = SystemTime::now();
         let second = Duration::from_secs(1);
@@ -207,7 +210,7 @@ mod tests {
         }
         let in_flight = RecordState::InFlight;
         assert!(stands(&record(in_flight, None, Some(now + second)), now));
-        assert!(!stands(&record(in_flight, None, Some(now - second)), now));
+        assert!(stands(&record(in_flight, None, Some(now - second)), now));
     }
 
     #[test]

@@ -219,7 +219,9 @@ pub trait Store: Send + Sync + 'static {
     /// Atomically decide what a request with this key and fingerprint may do.
     /// - no record, or a completed record past its retention → `Reserved`;
     /// - in flight, lease live → `InFlight` (same fingerprint) or `Mismatch`;
-    /// - in flight, lease expired → taken over: `Reserved` with a higher token;
+    /// - in flight, lease expired → taken over by the same fingerprint
+    ///   (`Reserved` with a higher token), else `Mismatch`: the dead holder
+    ///   may have run its request, and one key never runs two;
     /// - completed, unexpired → `Completed` (same fingerprint) or `Mismatch`.
     async fn reserve(
         &self,
@@ -279,8 +281,8 @@ pub trait Store: Send + Sync + 'static {
     async fn purge(&self, route: &str, key: &str) -> Result<u64, StoreError>;
 
     /// Delete up to `batch` records whose retention has passed, or whose
-    /// lease ran out without an answer (the next request would take the key
-    /// over); returns how many.
+    /// lease ran out without an answer (which refuse every request under the
+    /// key but their own until then); returns how many.
     async fn sweep(&self, batch: u32) -> Result<u64, StoreError>;
 
     /// Cheap liveness probe for `/readyz`.

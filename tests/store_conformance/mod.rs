@@ -26,7 +26,8 @@ macro_rules! conformance_tests {
             reserve_new_key, reserve_in_flight_same_fingerprint,
             reserve_in_flight_other_fingerprint, complete_then_replay,
             complete_then_replay_body_omitted, completed_other_fingerprint,
-            release_frees_key, lease_expiry_takeover, fenced_complete_after_takeover,
+            release_frees_key, lease_expiry_takeover,
+            lease_expiry_other_fingerprint_is_a_mismatch, fenced_complete_after_takeover,
             fenced_release_after_takeover, token_not_reused_after_release,
             retention_expiry, records_lifecycle, complete_returns_the_expiry_it_stored,
             purge_all_scopes,
@@ -139,12 +140,47 @@ pub async fn release_frees_key(store: Arc<dyn Store>) {
 pub async fn lease_expiry_takeover(store: Arc<dyn Store>) {
     let first = reserved(&store, &id("k"), "fp", SHORT).await;
     tokio::time::sleep(PAST_SHORT).await;
-    // Taken over whatever the fingerprint: the first request's outcome is unknown.
-    let second = reserved(&store, &id("k"), "other", LONG).await;
+    let second = reserved(&store, &id("k"), "fp", LONG).await;
     assert!(second.token > first.token, "{second:?} vs {first:?}");
     let info = store.records("orders", "k").await.unwrap();
     assert_eq!(info.len(), 1);
-    assert_eq!(info[0].fingerprint, "other");
+    assert_eq!(info[0].state, RecordState::InFlight);
+    assert_eq!(info[0].fingerprint, "fp");
+    assert!(info[0].lease_expires_at > Some(first.expires_at));
+}
+
+/// A lease that ran out without an answer: its request may have run, so
+/// the key is taken over only by the same request; another one is refused,
+/// as while the lease was live, and leaves the record as it was.
+pub async fn lease_expiry_other_fingerprint_is_a_mismatch(store: Arc<dyn Store>) {
+    let first = reserved(&store, &id("k"), "fp", SHORT).await;
+    tokio::time::sleep(PAST_SHORT).await;
+    for _ in 0..2 {
+        let got = store.reserve(&id("k"), "other", LONG).await.unwrap();
+        assert_eq!(got, Reservation::Mismatch);
+    }
+    let info = store.records("orders", "k").await.unwrap();
+    assert_eq!(info.len(), 1);
+    assert_eq!(info[0].state, RecordState::InFlight);
+    assert_eq!(info[0].fingerprint, "fp");
+    assert_eq!(info[0].lease_expires_at, Some(first.expires_at));
+    // Nothing was written: the first holder's lease is still the record's.
+    store.complete(&first, &response(), LONG).await.unwrap();
+    let got = store.reserve(&id("k"), "other", LONG).await.unwrap();
+    assert_eq!(got, Reservation::Mismatch);
+    let got = store.reserve(&id("k"), "fp", LONG).await.unwrap();
+    assert_eq!(got, Reservation::Completed(response()));
+
+    // The same request takes such a key over, even after a refused one.
+    let stale = id("stale");
+    let first = reserved(&store, &stale, "fp", SHORT).await;
+    tokio::time::sleep(PAST_SHORT).await;
+    let got = store.reserve(&stale, "other", LONG).await.unwrap();
+    assert_eq!(got, Reservation::Mismatch);
+    let second = reserved(&store, &stale, "fp", LONG).await;
+    assert!(second.token > first.token, "{second:?} vs {first:?}");
+    let got = store.reserve(&stale, "other", LONG).await.unwrap();
+    assert_eq!(got, Reservation::Mismatch);
 }
 
 pub async fn fenced_complete_after_takeover(store: Arc<dyn Store>) {
@@ -304,8 +340,9 @@ pub async fn purge_all_scopes(store: Arc<dyn Store>) {
 }
 
 /// Completed records past retention go, and so do in-flight records whose
-/// lease ran out without an answer (they hold nothing: the next request
-/// takes the key over); live leases and unexpired records stay.
+/// lease ran out without an answer (the same request would take the key
+/// over, another is refused until then); live leases and unexpired records
+/// stay.
 pub async fn sweep_expired_records_and_dead_leases(store: Arc<dyn Store>) {
     for i in 0..5 {
         let lease = reserved(&store, &id(&format!("old{i}")), "fp", LONG).await;
@@ -341,7 +378,8 @@ pub async fn sweep_expired_records_and_dead_leases(store: Arc<dyn Store>) {
     // The dead lease's late answer is refused, as after a takeover.
     let late = store.complete(&dead, &response(), LONG).await;
     assert!(matches!(late, Err(StoreError::Fenced)), "{late:?}");
-    reserved(&store, &id("stale-lease"), "fp", LONG).await;
+    // Its record gone, the key is free to any request.
+    reserved(&store, &id("stale-lease"), "other", LONG).await;
 }
 
 pub async fn concurrent_reservations(store: Arc<dyn Store>) {

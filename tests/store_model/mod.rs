@@ -12,7 +12,9 @@
 //! - no completion by a fenced holder (`Err(Fenced)`, and the stored answer
 //!   stays the one completion);
 //! - a replay equals the one completion, byte for byte;
-//! - `Mismatch` exactly when the fingerprints differ;
+//! - `Mismatch` exactly when the fingerprints differ, and a key whose lease
+//!   ran out without an answer taken over by the same fingerprint only
+//!   (another is refused until a sweep deletes the record);
 //! - `records` and `sweep` agree with the model.
 //!
 //! **Time.** A backend comes with a [`TestClock`]. With [`ManualClock`] (the
@@ -271,6 +273,24 @@ impl Slot {
         }
     }
 
+    /// Whether the record keeps a reserve of `fp` from the key: while it
+    /// is live, and while it is in flight under another fingerprint,
+    /// expired or not (a dead holder may have run its request), until a
+    /// sweep deletes it.
+    fn blocks(&self, fp: usize, before: SystemTime, after: SystemTime) -> Live {
+        match self {
+            Slot::InFlight {
+                fp: held,
+                maybe_swept,
+                ..
+            } if *held != fp => match (self.live(before, after), maybe_swept) {
+                (Live::Yes, _) | (_, false) => Live::Yes,
+                (_, true) => Live::Either,
+            },
+            _ => self.live(before, after),
+        }
+    }
+
     fn maybe_swept(&self) -> bool {
         match self {
             Slot::Free => false,
@@ -405,12 +425,12 @@ async fn apply(store: &Arc<dyn Store>, clock: &dyn TestClock, model: &mut Model,
                 .map_err(unavailable)?;
             let after = clock.now();
             let slot = model.slots[id].clone();
-            let live = slot.live(before, after);
+            let live = slot.blocks(fp, before, after);
             match &got {
                 Reservation::Reserved(lease) => {
                     ensure!(
                         live != Live::Yes,
-                        "two live leases for one key: granted {lease:?} while {slot:?} is live"
+                        "granted {lease:?} while {slot:?} holds the key (live, or in flight under another fingerprint)"
                     );
                     model.granted(holder, id, fp, lease, before, after)?;
                 }
@@ -440,7 +460,10 @@ async fn apply(store: &Arc<dyn Store>, clock: &dyn TestClock, model: &mut Model,
                 got.push(result.map_err(unavailable)?);
             }
             let slot = model.slots[id].clone();
-            let live = slot.live(before, after);
+            let blocks: Vec<Live> = racers
+                .iter()
+                .map(|&(_, fp)| slot.blocks(fp, before, after))
+                .collect();
             // The winners in the order the store served them.
             let mut winners: Vec<(usize, &Lease)> = got
                 .iter()
@@ -451,13 +474,16 @@ async fn apply(store: &Arc<dyn Store>, clock: &dyn TestClock, model: &mut Model,
                 })
                 .collect();
             winners.sort_by_key(|(_, lease)| lease.token);
+            for &(i, _) in &winners {
+                ensure!(
+                    blocks[i] != Live::Yes,
+                    "race won by racer {i} (fingerprint {}) while {slot:?} holds the key: {got:?}",
+                    FPS[racers[i].1]
+                );
+            }
             ensure!(
-                live != Live::Yes || winners.is_empty(),
-                "two live leases for one key: race won while {slot:?} is live: {got:?}"
-            );
-            ensure!(
-                live != Live::No || !winners.is_empty(),
-                "nobody won a race for a free key: {got:?}"
+                !blocks.contains(&Live::No) || !winners.is_empty(),
+                "nobody won a race for a key free to one of them: {got:?}"
             );
             for pair in winners.windows(2) {
                 ensure!(
@@ -468,24 +494,25 @@ async fn apply(store: &Arc<dyn Store>, clock: &dyn TestClock, model: &mut Model,
                 );
             }
             // States a loser may have seen: the previous record (if it may
-            // have been live) or any winner's lease.
-            let mut seen: Vec<Slot> = Vec::new();
-            if live != Live::No {
-                seen.push(slot.clone());
-            }
-            for &(i, lease) in &winners {
-                seen.push(Slot::InFlight {
+            // have kept the key from it) or any winner's lease.
+            let won: Vec<Slot> = winners
+                .iter()
+                .map(|&(i, lease)| Slot::InFlight {
                     fp: racers[i].1,
                     token: lease.token,
                     expires: lease.expires_at,
                     maybe_swept: false,
-                });
-            }
+                })
+                .collect();
             for (i, result) in got.iter().enumerate() {
                 if matches!(result, Reservation::Reserved(_)) {
                     continue;
                 }
                 let fp = racers[i].1;
+                let mut seen = won.clone();
+                if blocks[i] != Live::No {
+                    seen.push(slot.clone());
+                }
                 ensure!(
                     seen.iter().any(|s| Model::seen_live(s, fp, result)),
                     "racer {i} (fingerprint {}) saw {result:?}, none of {seen:?}",

@@ -1,7 +1,8 @@
 //! The leases this process holds, each with its end by the monotonic clock.
 //!
 //! A lease's end on file is wall-clock time, and a record whose lease has
-//! ended there is taken over by the next request (its holder died). Only
+//! ended there is taken over by the next request with its fingerprint (its
+//! holder died). Only
 //! one gateway serves a file (`serve_lock`), so a lease this process took
 //! and has not yet completed or released is a request still running here,
 //! whatever the wall clock says: a forward step of it (an NTP correction, a

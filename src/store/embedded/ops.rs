@@ -104,17 +104,17 @@ pub(super) fn reserve(
             .map(|left| now.saturating_add(duration_ms(left))),
     };
     match held_until {
+        // Another request under the key, whether its holder still runs it
+        // or died (having perhaps run it): one key never runs two requests.
+        _ if !same => Ok((Reservation::Mismatch, None)),
         Some(at) => Ok((
-            if same {
-                Reservation::InFlight {
-                    lease_expires_at: from_ms(at),
-                }
-            } else {
-                Reservation::Mismatch
+            Reservation::InFlight {
+                lease_expires_at: from_ms(at),
             },
             None,
         )),
-        // The holder died or hung: take the key over under the new token.
+        // The holder died or hung: the same request takes the key over
+        // under the new token.
         None => take_over(txn, id, fingerprint, (token, lease_for), row.row),
     }
 }
@@ -134,7 +134,8 @@ const INSERT_IN_FLIGHT: &str = "INSERT INTO records (route, scope, key, state, f
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8)
      ON CONFLICT DO NOTHING";
 
-/// An existing row (expired, or its holder gone) made a fresh in-flight record.
+/// An existing row (completed past its retention, or in flight under the
+/// same fingerprint with its holder gone) made a fresh in-flight record.
 const TAKE_OVER: &str = "UPDATE records SET state = ?4, fingerprint = ?5, token = ?6,
          status = NULL, headers = NULL, body = NULL, body_omitted = 0, created_at = ?7,
          completed_at = NULL, expires_at = NULL, lease_expires_at = ?8, outcome_unknown = 0
@@ -369,9 +370,10 @@ pub(super) fn sweep(
     if room == 0 || !dead_leases {
         return Ok(completed as u64);
     }
-    // A lease that ran out without an answer (its gateway died) holds
-    // nothing: the next request takes the key over. Left in place, such a
-    // record would stay for good when the key never comes back. Found per
+    // A lease that ran out without an answer (its gateway died) is taken
+    // over by the same request only; any other is refused while the record
+    // stays. Left in place, such a record would stay for good when the key
+    // never comes back, and refuse every other request under it. Found per
     // route through the listing index's in-flight range (one descent per
     // route, as `count` does), never a scan of the table; a lease this
     // process still holds (`live_leases`) is no dead one.

@@ -87,14 +87,17 @@ pub fn decide(id: &RecordId, rows: &[Row]) -> Result<Decided, StoreError> {
         });
     }
     let live: bool = row.try_get("live").map_err(db_error)?;
-    if !live {
-        return Ok(Decided::Retry);
-    }
     let same: bool = row.try_get("same").map_err(db_error)?;
     let state: i16 = row.try_get("state").map_err(db_error)?;
     let done = |reservation, kept| Ok(Decided::Done { reservation, kept });
-    if !same {
+    // In flight under another fingerprint refuses this request, its lease
+    // live or not (`RESERVE`'s takeover rule); any other row not live left
+    // the key free at the snapshot: not decided by this run.
+    if !same && (live || state == 0) {
         return done(Reservation::Mismatch, None);
+    }
+    if !live {
+        return Ok(Decided::Retry);
     }
     if state == 0 {
         let lease_expires_at: Option<SystemTime> =

@@ -8,8 +8,11 @@
 //! which lease or retention has run out. `state` is 0 in flight, 1 completed.
 
 /// The takeover rule both reservation statements share: a row may be taken
-/// when it is completed past retention, or in flight with an expired lease.
-/// (A macro, so that `concat!` builds the statements as literals.)
+/// when it is completed past retention, or in flight with an expired lease
+/// under the same fingerprint. Another request under a key whose holder
+/// died is refused as while it lived: that holder may have run its own, and
+/// one key never runs two requests. (A macro, so that `concat!` builds the
+/// statements as literals.)
 macro_rules! take_over {
     () => {
         "
@@ -20,7 +23,8 @@ macro_rules! take_over {
         expires_at = NULL, lease_expires_at = excluded.lease_expires_at,
         outcome_unknown = false
     WHERE (r.state = 1 AND coalesce(r.expires_at <= now(), true))
-       OR (r.state = 0 AND coalesce(r.lease_expires_at <= now(), true))
+       OR (r.state = 0 AND coalesce(r.lease_expires_at <= now(), true)
+           AND r.fingerprint = excluded.fingerprint)
 "
     };
 }
@@ -29,17 +33,23 @@ macro_rules! take_over {
 ///
 /// - No row: the INSERT wins (`reserved = true`).
 /// - A row that may be taken (completed past retention, or in flight with an
-///   expired lease): `ON CONFLICT DO UPDATE` rewrites it under a fresh token,
-///   atomically with the check, on the row's latest committed version.
-/// - A live row: the update's WHERE fails, `taken` is empty and the second
-///   branch returns the row so the caller learns InFlight / Completed /
-///   Mismatch in the same round trip; the body is sent only on a fingerprint
-///   match (a mismatch never needs it).
+///   expired lease and this fingerprint): `ON CONFLICT DO UPDATE` rewrites it
+///   under a fresh token, atomically with the check, on the row's latest
+///   committed version.
+/// - A row that may not: the update's WHERE fails, `taken` is empty and the
+///   second branch returns the row so the caller learns InFlight / Completed
+///   / Mismatch in the same round trip; the body is sent only on a
+///   fingerprint match (a mismatch never needs it). A row in flight under
+///   another fingerprint is a mismatch whether its lease is live or not.
 ///
 /// The second branch reads the statement's snapshot, which predates a row a
 /// concurrent transaction committed while this one waited on the key: it then
-/// returns nothing (or a version that is no longer live) and the caller runs
-/// the statement again; the next snapshot sees the committed row.
+/// returns nothing, or a version the key was free in (not live, and not in
+/// flight under another fingerprint), and the caller runs the statement
+/// again; the next snapshot sees the committed row. A version in flight
+/// under another fingerprint decides the mismatch even when it is no longer
+/// the latest, as a live one does: the key was not this request's at the
+/// snapshot's instant.
 ///
 /// **The claim.** Until an answer replaces it, an in-flight record's `body`
 /// holds the claim of the reservation that wrote it (`$6`, 16 random bytes,
@@ -287,8 +297,9 @@ WITH RECURSIVE routes(route) AS (
 pub(super) use with_routes;
 
 /// In-flight records whose lease ran out without an answer (their gateway
-/// died): they hold nothing, the next request takes the key over, and left
-/// in place they would stay for good when the key never comes back. Found
+/// died): the same request takes the key over, any other is refused while
+/// they stay, and left in place they would stay for good when the key never
+/// comes back. Found
 /// per route through the listing index's in-flight range (a loose index
 /// scan over the routes, as the count does), never a scan of the table.
 ///
