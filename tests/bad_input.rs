@@ -1625,48 +1625,6 @@ async fn bodies_held_at_once_are_bounded_and_a_body_past_them_is_refused() {
     assert!(!log.contains("panicked"), "{log}");
 }
 
-/// A keyed request sent over HTTP/2 by a client that then takes nothing of
-/// its answer (a flow-control window of 0): the answer's bytes stay in the
-/// gateway, whatever the kernel's socket buffers could take, until the
-/// connection goes (the returned task, aborted). Its status.
-async fn unread(
-    addr: std::net::SocketAddr,
-    key: &str,
-    path: &str,
-) -> (tokio::task::JoinHandle<()>, u16) {
-    let tcp = TcpStream::connect(addr).await.expect("connect");
-    let (client, connection) = h2::client::Builder::new()
-        .initial_window_size(0)
-        .handshake::<_, bytes::Bytes>(tcp)
-        .await
-        .expect("handshake");
-    let (answer_tx, answer_rx) = tokio::sync::oneshot::channel();
-    let mut client = client.ready().await.expect("ready");
-    let request = http::Request::post(format!("http://{addr}{path}"))
-        .header("idempotency-key", key)
-        .header("content-type", "application/json")
-        .body(())
-        .expect("request");
-    let (answer, mut send) = client.send_request(request, false).expect("sent");
-    send.send_data(bytes::Bytes::from_static(b"{}"), true)
-        .expect("body");
-    // The connection and the answer live together in one task: aborting
-    // it closes the connection with the answer untaken.
-    let held = tokio::spawn(async move {
-        let connection = tokio::spawn(connection);
-        let answer = answer.await.expect("an answer");
-        let status = answer.status().as_u16();
-        let _ = answer_tx.send(status);
-        let _keep = (answer, client, send);
-        let _ = connection.await;
-    });
-    let status = tokio::time::timeout(WITHIN, answer_rx)
-        .await
-        .expect("a head in time")
-        .expect("a head");
-    (held, status)
-}
-
 /// Answers held for clients that do not take them count against
 /// `max_buffered_bodies` as request bodies do. Replays are taken while the
 /// budget has room (the last one may pass it) and refused 503
@@ -1708,7 +1666,7 @@ async fn answers_not_taken_count_against_the_body_budget() {
     // third passes it), and refused once it is passed.
     let mut holders = Vec::new();
     for _ in 0..3 {
-        let (held, status) = unread(gateway.addr, "big", path).await;
+        let (held, status) = common::h2::unread(gateway.addr, "big", path).await;
         assert_eq!(status, 201);
         holders.push(held);
     }
@@ -1740,7 +1698,7 @@ async fn answers_not_taken_count_against_the_body_budget() {
     // Fresh answers, unread: never refused (they ran), they may pass the
     // bound; past it, a new key is refused and left free.
     for key in ["n1", "n2", "n3"] {
-        let (held, status) = unread(gateway.addr, key, path).await;
+        let (held, status) = common::h2::unread(gateway.addr, key, path).await;
         assert_eq!(status, 201);
         holders.push(held);
     }
