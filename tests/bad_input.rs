@@ -1632,14 +1632,17 @@ async fn bodies_held_at_once_are_bounded_and_a_body_past_them_is_refused() {
 /// replays); fresh answers are never refused (their request ran), and
 /// while answers hold the budget past its bound a new key is refused
 /// before anything is reserved. Without this, 400 HTTP/2 streams replaying
-/// a 4 MB answer and taking none of it took the process to 1.5 GB.
+/// a 4 MB answer and taking none of it took the process to 1.5 GB. Each
+/// replay here reads its own copy from the store (the answer is over what
+/// the in-memory copies keep, and no two replays overlap): replays sharing
+/// one copy count it once (tests/replay_memory.rs).
 #[tokio::test(flavor = "multi_thread")]
 async fn answers_not_taken_count_against_the_body_budget() {
     let upstream = MockUpstream::start().await;
     let dir = TestDir::new("answer-budget");
     let config = Config::new()
         .server("max_request_body", "64KiB")
-        .server("max_buffered_bodies", "1MiB")
+        .server("max_buffered_bodies", "3MiB")
         .upstream(Upstream::api())
         .route(Route::api("charges", "/v1/charges"));
     let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
@@ -1656,14 +1659,14 @@ async fn answers_not_taken_count_against_the_body_budget() {
                 .expect("idemgate_buffered_body_bytes")
         }
     };
-    // A 400 KB answer, stored (and read whole: nothing held after).
-    let path = "/v1/charges?pad=400000";
+    // A 1.1 MB answer, stored (and read whole: nothing held after).
+    let path = "/v1/charges?pad=1100000";
     let first = client.post(path, Some("big"), "{}").await;
     assert_eq!(first.status, 201, "{}", first.text());
     assert_eq!(held().await, 0);
 
-    // Replays of it, left unread: taken while the 1 MiB has room (the
-    // third passes it), and refused once it is passed.
+    // Replays of it, left unread: taken while the 3 MiB have room (the
+    // third passes them), and refused once they are passed.
     let mut holders = Vec::new();
     for _ in 0..3 {
         let (held, status) = common::h2::unread(gateway.addr, "big", path).await;
@@ -1671,13 +1674,13 @@ async fn answers_not_taken_count_against_the_body_budget() {
         holders.push(held);
     }
     let holding = held().await;
-    assert!(holding > 1024 * 1024, "{holding}");
+    assert!(holding > 3 * 1024 * 1024, "{holding}");
     let refused = client.post(path, Some("big"), "{}").await;
     assert_eq!(refused.status, 503, "{}", refused.text());
     assert_eq!(refused.json()["code"], "gateway-overloaded");
     assert_eq!(refused.header("retry-after"), Some("1"));
     assert!(
-        held().await < 1024 * 1024 + 400_200,
+        held().await < 3 * 1024 * 1024 + 1_100_200,
         "one answer past the bound at most"
     );
     let given_back = |holders: Vec<tokio::task::JoinHandle<()>>, what: &'static str| async move {

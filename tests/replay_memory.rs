@@ -132,3 +132,53 @@ async fn a_burst_of_replays_of_a_large_answer_holds_one_copy_on_postgres() {
     let schema = TestSchema::create().await;
     a_burst_of_replays_holds_one_copy(Store::postgres(&schema.url()), "burst-postgres").await;
 }
+
+/// Replays served from the one copy of an answer kept in memory hold no
+/// memory of their own: the copy counts once against `max_buffered_bodies`
+/// while any of them holds it, not once per client. Six clients that take
+/// nothing of a 400 KB answer are all served under a 1 MiB budget (counted
+/// per client, the third passed it and the fourth was refused 503), and
+/// the budget shows one answer held.
+#[tokio::test(flavor = "multi_thread")]
+async fn replays_sharing_one_copy_count_it_once_against_the_body_budget() {
+    let upstream = MockUpstream::start().await;
+    let dir = TestDir::new("shared-copy-budget");
+    let config = Config::new()
+        .server("max_request_body", "64KiB")
+        .server("max_buffered_bodies", "1MiB")
+        .upstream(Upstream::api())
+        .route(Route::api("charges", "/v1/charges"));
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
+    let path = "/v1/charges?pad=400000";
+    let first = gateway.client().post(path, Some("shared"), "{}").await;
+    assert_eq!(first.status, 201, "{}", first.text());
+    // Read from the store once, then kept in memory.
+    let replay = gateway.client().post(path, Some("shared"), "{}").await;
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+
+    let mut holders = Vec::new();
+    for n in 0..6 {
+        let (holder, status) = common::h2::unread(gateway.addr, "shared", path).await;
+        assert_eq!(status, 201, "replay {n}");
+        holders.push(holder);
+    }
+    let holding = held(&gateway).await;
+    assert!(
+        (400_000..500_000).contains(&holding),
+        "one answer held, counted once: {holding}"
+    );
+    for holder in holders {
+        holder.abort();
+    }
+    let started = Instant::now();
+    while held(&gateway).await > 0 {
+        assert!(
+            started.elapsed() < WITHIN,
+            "replays' bytes never given back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(upstream.executions("shared"), 1);
+    let log = gateway.log_text();
+    assert!(!log.contains("panicked"), "{log}");
+}
