@@ -1625,48 +1625,6 @@ async fn bodies_held_at_once_are_bounded_and_a_body_past_them_is_refused() {
     assert!(!log.contains("panicked"), "{log}");
 }
 
-/// A keyed request sent over HTTP/2 by a client that then takes nothing of
-/// its answer (a flow-control window of 0): the answer's bytes stay in the
-/// gateway, whatever the kernel's socket buffers could take, until the
-/// connection goes (the returned task, aborted). Its status.
-async fn unread(
-    addr: std::net::SocketAddr,
-    key: &str,
-    path: &str,
-) -> (tokio::task::JoinHandle<()>, u16) {
-    let tcp = TcpStream::connect(addr).await.expect("connect");
-    let (client, connection) = h2::client::Builder::new()
-        .initial_window_size(0)
-        .handshake::<_, bytes::Bytes>(tcp)
-        .await
-        .expect("handshake");
-    let (answer_tx, answer_rx) = tokio::sync::oneshot::channel();
-    let mut client = client.ready().await.expect("ready");
-    let request = http::Request::post(format!("http://{addr}{path}"))
-        .header("idempotency-key", key)
-        .header("content-type", "application/json")
-        .body(())
-        .expect("request");
-    let (answer, mut send) = client.send_request(request, false).expect("sent");
-    send.send_data(bytes::Bytes::from_static(b"{}"), true)
-        .expect("body");
-    // The connection and the answer live together in one task: aborting
-    // it closes the connection with the answer untaken.
-    let held = tokio::spawn(async move {
-        let connection = tokio::spawn(connection);
-        let answer = answer.await.expect("an answer");
-        let status = answer.status().as_u16();
-        let _ = answer_tx.send(status);
-        let _keep = (answer, client, send);
-        let _ = connection.await;
-    });
-    let status = tokio::time::timeout(WITHIN, answer_rx)
-        .await
-        .expect("a head in time")
-        .expect("a head");
-    (held, status)
-}
-
 /// Answers held for clients that do not take them count against
 /// `max_buffered_bodies` as request bodies do. Replays are taken while the
 /// budget has room (the last one may pass it) and refused 503
@@ -1674,14 +1632,17 @@ async fn unread(
 /// replays); fresh answers are never refused (their request ran), and
 /// while answers hold the budget past its bound a new key is refused
 /// before anything is reserved. Without this, 400 HTTP/2 streams replaying
-/// a 4 MB answer and taking none of it took the process to 1.5 GB.
+/// a 4 MB answer and taking none of it took the process to 1.5 GB. Each
+/// replay here reads its own copy from the store (the answer is over what
+/// the in-memory copies keep, and no two replays overlap): replays sharing
+/// one copy count it once (tests/replay_memory.rs).
 #[tokio::test(flavor = "multi_thread")]
 async fn answers_not_taken_count_against_the_body_budget() {
     let upstream = MockUpstream::start().await;
     let dir = TestDir::new("answer-budget");
     let config = Config::new()
         .server("max_request_body", "64KiB")
-        .server("max_buffered_bodies", "1MiB")
+        .server("max_buffered_bodies", "3MiB")
         .upstream(Upstream::api())
         .route(Route::api("charges", "/v1/charges"));
     let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
@@ -1698,28 +1659,28 @@ async fn answers_not_taken_count_against_the_body_budget() {
                 .expect("idemgate_buffered_body_bytes")
         }
     };
-    // A 400 KB answer, stored (and read whole: nothing held after).
-    let path = "/v1/charges?pad=400000";
+    // A 1.1 MB answer, stored (and read whole: nothing held after).
+    let path = "/v1/charges?pad=1100000";
     let first = client.post(path, Some("big"), "{}").await;
     assert_eq!(first.status, 201, "{}", first.text());
     assert_eq!(held().await, 0);
 
-    // Replays of it, left unread: taken while the 1 MiB has room (the
-    // third passes it), and refused once it is passed.
+    // Replays of it, left unread: taken while the 3 MiB have room (the
+    // third passes them), and refused once they are passed.
     let mut holders = Vec::new();
     for _ in 0..3 {
-        let (held, status) = unread(gateway.addr, "big", path).await;
+        let (held, status) = common::h2::unread(gateway.addr, "big", path).await;
         assert_eq!(status, 201);
         holders.push(held);
     }
     let holding = held().await;
-    assert!(holding > 1024 * 1024, "{holding}");
+    assert!(holding > 3 * 1024 * 1024, "{holding}");
     let refused = client.post(path, Some("big"), "{}").await;
     assert_eq!(refused.status, 503, "{}", refused.text());
     assert_eq!(refused.json()["code"], "gateway-overloaded");
     assert_eq!(refused.header("retry-after"), Some("1"));
     assert!(
-        held().await < 1024 * 1024 + 400_200,
+        held().await < 3 * 1024 * 1024 + 1_100_200,
         "one answer past the bound at most"
     );
     let given_back = |holders: Vec<tokio::task::JoinHandle<()>>, what: &'static str| async move {
@@ -1740,7 +1701,7 @@ async fn answers_not_taken_count_against_the_body_budget() {
     // Fresh answers, unread: never refused (they ran), they may pass the
     // bound; past it, a new key is refused and left free.
     for key in ["n1", "n2", "n3"] {
-        let (held, status) = unread(gateway.addr, key, path).await;
+        let (held, status) = common::h2::unread(gateway.addr, key, path).await;
         assert_eq!(status, 201);
         holders.push(held);
     }

@@ -72,6 +72,14 @@ store_conformance::conformance_tests!(fresh().await);
 mod with_replay_cache {
     use super::*;
     store_conformance::conformance_tests!(fresh_cached().await);
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_replays_of_a_large_answer_share_one_read() {
+        store_conformance::concurrent_replays_of_a_large_answer_share_one_read(
+            fresh_cached().await,
+        )
+        .await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

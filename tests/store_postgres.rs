@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::owned_store::OwnedStore;
-use idemgate::store::{PostgresStore, Reservation, Store, StoreError};
+use idemgate::store::{PostgresStore, ReplayCache, Reservation, Store, StoreError};
 use pg_support::{SchemaGuard, TestSchema};
 use store_conformance::{id, reserved, response};
 
@@ -28,6 +28,22 @@ async fn fresh() -> Arc<dyn Store> {
 }
 
 store_conformance::conformance_tests!(fresh().await);
+
+/// With the in-memory copies in front, as `serve` opens it: concurrent
+/// replays of one large answer share one query's result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_replays_of_a_large_answer_share_one_read() {
+    let schema = TestSchema::create().await;
+    let store = PostgresStore::connect(&schema.config()).await.unwrap();
+    let store = Arc::new(OwnedStore {
+        store: Arc::new(ReplayCache::new(store, 1 << 20)),
+        guard: SchemaGuard {
+            schema,
+            redis_prefix: None,
+        },
+    });
+    store_conformance::concurrent_replays_of_a_large_answer_share_one_read(store).await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn many_replicas_migrating_at_once_apply_each_version_once() {

@@ -15,7 +15,9 @@ use sha2::Digest;
 use common::owned_store::OwnedStore;
 use idemgate::config::{RedisConfig, StoreKey};
 use idemgate::store::seal::{Keys, SealedStore};
-use idemgate::store::{CachedStore, Lookup, PostgresStore, Reservation, Store, StoreError};
+use idemgate::store::{
+    CachedStore, Lookup, PostgresStore, ReplayCache, Reservation, Store, StoreError,
+};
 use pg_support::{RedisPrefix, SchemaGuard, TestSchema, redis_config, redis_flush_prefix, unique};
 use store_conformance::{id, reserved, response};
 
@@ -72,6 +74,23 @@ async fn fresh() -> Arc<dyn Store> {
 }
 
 store_conformance::conformance_tests!(fresh().await);
+
+/// With the in-memory copies in front, as `serve` opens it: concurrent
+/// replays of one large answer share one lookup's result (from Redis here,
+/// where the completion wrote it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_replays_of_a_large_answer_share_one_read() {
+    let prefix = RedisPrefix::new("idemgate-test");
+    let (store, _, schema) = cached(redis_config(&prefix.0)).await;
+    let store = Arc::new(OwnedStore {
+        store: Arc::new(ReplayCache::new(OwnedStore { store, guard: () }, 1 << 20)),
+        guard: SchemaGuard {
+            schema,
+            redis_prefix: None,
+        },
+    });
+    store_conformance::concurrent_replays_of_a_large_answer_share_one_read(store).await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replays_come_from_redis_and_survive_postgres_losing_the_connection() {

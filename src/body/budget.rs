@@ -13,9 +13,14 @@
 //! whose request already ran, is never refused: it is taken even past the
 //! bound ([`Share::take_past`]), and until the room is back no new request
 //! is let in ([`BodyBudget::is_over`]).
+//!
+//! Replays count the memory they hold, not the clients they serve: the
+//! replays of one stored answer given from one buffer (the copy kept in
+//! memory, or a store read they shared) hold its bytes once, and count
+//! them once while any of them holds it ([`BodyBudget::hold_replay`]).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use bytes::Bytes;
 
@@ -26,6 +31,23 @@ pub struct BodyBudget {
     /// Bytes free now; below zero when answers were taken past the bound.
     room: Arc<AtomicI64>,
     total: i64,
+    /// The buffers replays hold now, each with its one share.
+    replays: Arc<Replays>,
+}
+
+/// A buffer by its address and length: while one of its holds lives, the
+/// hold keeps the buffer, so no other buffer can have both.
+type BufferId = (usize, usize);
+
+#[derive(Default)]
+struct Replays(Mutex<foldhash::HashMap<BufferId, Weak<ReplayHold>>>);
+
+/// The share of one buffer that replays hold, given back when the last of
+/// them goes.
+struct ReplayHold {
+    _share: Share,
+    buffer: BufferId,
+    replays: Weak<Replays>,
 }
 
 /// The budget has no room for what a body needs.
@@ -38,7 +60,38 @@ impl BodyBudget {
         Self {
             room: Arc::new(AtomicI64::new(bytes)),
             total: bytes,
+            replays: Arc::default(),
         }
+    }
+
+    /// A replayed answer's body, holding its share until its last copy is
+    /// dropped: its length is taken (unless the budget is past its bound,
+    /// as [`Share::take_unless_over`]) by the first replay that holds its
+    /// buffer, and by none of those that hold it beside that one, as they
+    /// hold no more memory.
+    pub fn hold_replay(&self, body: Bytes) -> Result<Bytes, Exhausted> {
+        if body.is_empty() {
+            return Ok(body);
+        }
+        let buffer = (body.as_ptr() as usize, body.len());
+        let hold = {
+            let mut held = (self.replays.0.lock()).unwrap_or_else(PoisonError::into_inner);
+            match held.get(&buffer).and_then(Weak::upgrade) {
+                Some(hold) => hold,
+                None => {
+                    let mut share = self.share();
+                    share.take_unless_over(body.len())?;
+                    let hold = Arc::new(ReplayHold {
+                        _share: share,
+                        buffer,
+                        replays: Arc::downgrade(&self.replays),
+                    });
+                    held.insert(buffer, Arc::downgrade(&hold));
+                    hold
+                }
+            }
+        };
+        Ok(Bytes::from_owner(Replayed { body, _hold: hold }))
     }
 
     /// A share of nothing yet, for one body.
@@ -151,6 +204,34 @@ impl AsRef<[u8]> for Held {
     }
 }
 
+/// One replay's copy of a body whose buffer other replays may hold too.
+struct Replayed {
+    body: Bytes,
+    _hold: Arc<ReplayHold>,
+}
+
+impl AsRef<[u8]> for Replayed {
+    fn as_ref(&self) -> &[u8] {
+        &self.body
+    }
+}
+
+impl Drop for ReplayHold {
+    fn drop(&mut self) {
+        let Some(replays) = self.replays.upgrade() else {
+            return;
+        };
+        let mut held = (replays.0.lock()).unwrap_or_else(PoisonError::into_inner);
+        // A replay that came as the last one went holds the buffer anew.
+        if held
+            .get(&self.buffer)
+            .is_some_and(|hold| hold.strong_count() == 0)
+        {
+            held.remove(&self.buffer);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,6 +309,42 @@ mod tests {
         assert!(budget.is_over());
         drop((first, replay));
         assert_eq!(budget.held(), 0);
+    }
+
+    /// Replays holding one buffer count it once, however many; another
+    /// buffer of the same bytes (a store read of its own) counts again;
+    /// the share goes back with the last replay, and the buffer held again
+    /// after that is counted again.
+    #[test]
+    fn replays_of_one_buffer_count_it_once() {
+        let budget = BodyBudget::new(100);
+        let answer = Bytes::from(vec![1u8; 60]);
+        let first = budget.hold_replay(answer.clone()).expect("room");
+        let others: Vec<Bytes> = (0..5)
+            .map(|_| budget.hold_replay(answer.clone()).expect("no more memory"))
+            .collect();
+        assert_eq!(budget.held(), 60);
+        assert!(others.iter().all(|copy| copy.as_ptr() == answer.as_ptr()));
+
+        let read_again = Bytes::from(vec![1u8; 60]);
+        let second = budget.hold_replay(read_again).expect("not over yet");
+        assert_eq!(budget.held(), 120, "another buffer is more memory");
+        assert_eq!(
+            budget.hold_replay(Bytes::from(vec![1u8; 60])),
+            Err(Exhausted)
+        );
+        let still = budget.hold_replay(answer.clone()).expect("held already");
+        assert_eq!(budget.held(), 120);
+
+        drop((first, others, second));
+        assert_eq!(budget.held(), 60, "one replay still holds the first");
+        drop(still);
+        assert_eq!(budget.held(), 0);
+        let again = budget.hold_replay(answer).expect("room");
+        assert_eq!(budget.held(), 60);
+        drop(again);
+        assert_eq!(budget.held(), 0);
+        assert_eq!(budget.hold_replay(Bytes::new()), Ok(Bytes::new()));
     }
 
     #[test]

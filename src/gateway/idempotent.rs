@@ -128,12 +128,17 @@ async fn under_key(
     let answer = match reserve::reserve(gateway, policy, &id, fingerprint).await {
         Ok(Decision::Replay(mut stored, expires_at)) => {
             // Held until the client has taken it: past the budget's bound a
-            // replay is refused (nothing runs), and its retry replays.
-            let mut share = gateway.body_budget.share();
-            if share.take_unless_over(stored.body.len()).is_err() {
-                return Answer::error(GatewayError::BodiesOverBudget).with_key(id.key);
+            // replay is refused (nothing runs), and its retry replays. One
+            // buffer other replays hold already is counted once.
+            match gateway
+                .body_budget
+                .hold_replay(std::mem::take(&mut stored.body))
+            {
+                Ok(held) => stored.body = held,
+                Err(_) => {
+                    return Answer::error(GatewayError::BodiesOverBudget).with_key(id.key);
+                }
             }
-            stored.body = body::budget::hold_with(std::mem::take(&mut stored.body), share);
             let mut response = replay::replayed(&stored, policy);
             answer_headers::expiry(response.headers_mut(), policy, expires_at);
             Answer::new(response, Outcome::Replayed)

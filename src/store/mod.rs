@@ -17,6 +17,7 @@ mod migration;
 mod open;
 pub mod postgres;
 pub mod replay_cache;
+mod replay_flight;
 pub mod seal;
 pub mod setting;
 pub mod sweeper;

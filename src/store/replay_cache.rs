@@ -10,6 +10,9 @@
 //! — is seen within [`MAX_AGE`], the longest any copy is served without
 //! asking the store again. Such a late copy can only replay an answer that
 //! was final: it never lets a request run twice.
+//!
+//! What the copies cannot answer is read from the store once for all the
+//! lookups of a record that arrive while the read runs (`replay_flight`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,6 +20,7 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
+use super::replay_flight::{Flights, Outcome, Turn};
 use super::{Kept, Lease, RecordId, RecordInfo, Reservation, Store, StoreError, StoredResponse};
 
 /// Longest time an entry is served without asking the store again.
@@ -60,6 +64,9 @@ pub struct Copies {
 pub struct ReplayCache<S> {
     inner: S,
     copies: Arc<Copies>,
+    /// The store reads of records running now, each shared by the lookups
+    /// that arrive while it runs.
+    flights: Flights,
     /// Whatever keeps `copies` told of purges made elsewhere; stopped with us.
     _purge_listener: Option<tokio_util::sync::DropGuard>,
 }
@@ -79,6 +86,7 @@ impl<S: Store> ReplayCache<S> {
         Self {
             inner,
             copies,
+            flights: Flights::default(),
             _purge_listener: listener,
         }
     }
@@ -216,6 +224,28 @@ fn evict(entries: &mut Entries, target: usize) {
     }
 }
 
+impl<S: Store> ReplayCache<S> {
+    /// Asks the store, and keeps a copy of a completed answer unless a
+    /// purge came since `generation`.
+    async fn read(
+        &self,
+        generation: u64,
+        id: &RecordId,
+        fingerprint: &str,
+        lease_for: Duration,
+    ) -> Result<(Reservation, Option<Kept>), StoreError> {
+        let (reservation, kept) = self
+            .inner
+            .reserve_with_expiry(id, fingerprint, lease_for)
+            .await?;
+        if let (Reservation::Completed(response), Some(kept)) = (&reservation, kept) {
+            self.copies
+                .remember(generation, id, fingerprint, response, kept);
+        }
+        Ok((reservation, kept))
+    }
+}
+
 #[async_trait]
 impl<S: Store> Store for ReplayCache<S> {
     fn backend(&self) -> &'static str {
@@ -232,15 +262,20 @@ impl<S: Store> Store for ReplayCache<S> {
             return Ok(known);
         }
         let generation = self.copies.generation.load(Ordering::SeqCst);
-        let (reservation, kept) = self
-            .inner
-            .reserve_with_expiry(id, fingerprint, lease_for)
-            .await?;
-        if let (Reservation::Completed(response), Some(kept)) = (&reservation, kept) {
-            self.copies
-                .remember(generation, id, fingerprint, response, kept);
+        match self.flights.turn(id, generation) {
+            Turn::Lead(leading) => {
+                let read = self.read(generation, id, fingerprint, lease_for).await;
+                leading.land(Outcome::of(&read, fingerprint));
+                read
+            }
+            Turn::Join(joining) => {
+                let shared = joining.outcome().await;
+                match shared.and_then(|outcome| outcome.answer_for(fingerprint)) {
+                    Some(read) => read,
+                    None => self.read(generation, id, fingerprint, lease_for).await,
+                }
+            }
         }
-        Ok((reservation, kept))
     }
 
     async fn complete(

@@ -438,3 +438,53 @@ pub async fn guard_drop_releases(store: Arc<dyn Store>) {
     }
     reserved(&store, &id("k"), "fp", LONG).await;
 }
+
+/// For a store with its in-memory copies (`ReplayCache`), of at most
+/// 1 MiB: lookups of an answer too large to copy that arrive while one
+/// read of it runs share that read, one body for all (a mismatch for a
+/// lookup under another fingerprint); a lookup after it reads again, and a
+/// purge still deletes the record.
+pub async fn concurrent_replays_of_a_large_answer_share_one_read(store: Arc<dyn Store>) {
+    let large = StoredResponse {
+        body: Bytes::from(vec![b'x'; 2 << 20]),
+        ..response()
+    };
+    let lease = reserved(&store, &id("large"), "fp", LONG).await;
+    store.complete(&lease, &large, LONG).await.unwrap();
+
+    let lookups = (0..24).map(|n| {
+        let store = store.clone();
+        async move {
+            let fingerprint = if n % 6 == 5 { "other" } else { "fp" };
+            (
+                fingerprint,
+                store.reserve(&id("large"), fingerprint, LONG).await,
+            )
+        }
+    });
+    let mut bodies = Vec::new();
+    for (fingerprint, found) in futures_util::future::join_all(lookups).await {
+        match (fingerprint, found) {
+            ("fp", Ok(Reservation::Completed(answer))) => {
+                assert_eq!(answer.body, large.body);
+                bodies.push(answer.body);
+            }
+            ("other", Ok(Reservation::Mismatch)) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(bodies.len(), 20);
+    assert!(
+        bodies
+            .iter()
+            .all(|body| body.as_ptr() == bodies[0].as_ptr()),
+        "one read, one body, for every lookup during it"
+    );
+
+    let Ok(Reservation::Completed(after)) = store.reserve(&id("large"), "fp", LONG).await else {
+        panic!("no replay after the read");
+    };
+    assert_ne!(after.body.as_ptr(), bodies[0].as_ptr(), "read again");
+    assert_eq!(store.purge("orders", "large").await.unwrap(), 1);
+    reserved(&store, &id("large"), "fp", LONG).await;
+}
