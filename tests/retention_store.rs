@@ -784,28 +784,33 @@ async fn embedded_writes_go_on_while_the_count_runs() {
                 sample_pages: 1,
             };
             let counts = store.count_within(everything).await.unwrap();
-            (counts, started.elapsed())
+            (counts, started.elapsed(), std::time::Instant::now())
         }
     });
     // Under way (on the writer thread, it would be holding the writer now).
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let (mut during, mut slowest) = (0, Duration::ZERO);
+    // When each write was answered, judged against the count's own end
+    // (not against whether the task was seen finished, which a busy
+    // machine reports late).
+    let mut answered = Vec::new();
     while !counting.is_finished() {
         let started = std::time::Instant::now();
-        let lease = reserve(&store, &id("orders", &format!("w{during}"))).await;
+        let lease = reserve(&store, &id("orders", &format!("w{}", answered.len()))).await;
         store
             .complete(&lease, &answer(201, false), LONG)
             .await
             .unwrap();
-        if counting.is_finished() {
-            break;
-        }
-        slowest = slowest.max(started.elapsed());
-        during += 1;
+        answered.push((std::time::Instant::now(), started.elapsed()));
     }
-    let (counts, took) = counting.await.unwrap();
+    let (counts, took, count_ended) = counting.await.unwrap();
+    let meanwhile: Vec<Duration> = answered
+        .iter()
+        .filter(|(at, _)| *at < count_ended)
+        .map(|(_, took)| *took)
+        .collect();
+    let (during, slowest) = (meanwhile.len(), meanwhile.iter().max().copied());
     eprintln!(
-        "count of {RECORDS} records: {took:?}; {during} writes meanwhile, slowest {slowest:?}"
+        "count of {RECORDS} records: {took:?}; {during} writes answered meanwhile, slowest {slowest:?}"
     );
     assert_eq!(
         counted(&counts, "bulk", RecordState::Completed),
