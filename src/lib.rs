@@ -20,6 +20,7 @@ pub mod error;
 pub mod gateway;
 pub mod http1_probe;
 pub mod key;
+pub mod log_limit;
 pub mod metrics;
 pub mod preflight;
 pub mod proxy;

@@ -8,7 +8,10 @@ use clap::Parser;
 use idemgate::app::{self, StartError};
 use idemgate::cli::{self, Cli, Command, KeysAction, LogFormat};
 use idemgate::commands;
+use idemgate::log_limit::DependencyWarnings;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 const EXIT_CONFIG: u8 = 64;
 /// clap's exit code for a usage error, which a bad `--log-level` is.
@@ -155,8 +158,8 @@ fn init_logging(format: LogFormat, level: Option<&str>) {
         // after which SIGTERM would no longer stop the process.
         .log_internal_errors(false);
     match format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().finish().with(DependencyWarnings).init(),
+        LogFormat::Text => builder.finish().with(DependencyWarnings).init(),
     }
 }
 

@@ -395,3 +395,56 @@ async fn a_client_that_takes_its_answer_slowly_is_not_cut_off() {
     assert_eq!(got, total, "cut short after {:?}", started.elapsed());
     assert!(started.elapsed() > Duration::from_secs(2));
 }
+
+/// Rapid reset (CVE-2023-44487): each connection that opens and cancels
+/// streams faster than they are accepted is closed. An attacker opens such
+/// connections as fast as it likes, so that is logged once with its cause,
+/// not once per connection (docs/operating.md#failures-that-repeat), and
+/// h2's own warning about it too.
+#[tokio::test]
+async fn connections_closed_for_rapid_reset_are_logged_once_not_each() {
+    let (_dir, _upstream, gateway) =
+        GatewayProcess::start_fresh("rapid-reset-log", &config()).await;
+    // HEADERS (POST, http, /, :authority "t"; END_STREAM | END_HEADERS)
+    // and RST_STREAM(CANCEL) for 60 streams, all in one write.
+    let mut flood = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    flood.extend(frame(0x4, 0, 0, &[]));
+    for n in 0..60u32 {
+        let stream = 1 + 2 * n;
+        flood.extend(frame(
+            0x1,
+            0x5,
+            stream,
+            &[0x83, 0x86, 0x84, 0x41, 0x01, b't'],
+        ));
+        flood.extend(frame(0x3, 0, stream, &8u32.to_be_bytes()));
+    }
+    for _ in 0..30 {
+        let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
+        stream.write_all(&flood).await.expect("write");
+        // Until the gateway closes it (its GOAWAY, then EOF).
+        let mut buf = [0u8; 4096];
+        while let Ok(Ok(n)) = tokio::time::timeout(WITHIN, stream.read(&mut buf)).await {
+            if n == 0 {
+                break;
+            }
+        }
+    }
+    // Still serving.
+    assert!(gateway.client().get("/after").await.status.is_success());
+    let log = gateway.log_text();
+    let ours: Vec<&str> = log.lines().filter(|l| l.contains("rapid reset")).collect();
+    assert_eq!(ours.len(), 1, "{log}");
+    assert!(
+        ours[0].contains("WARN") && ours[0].contains("listener=\"data\""),
+        "{}",
+        ours[0]
+    );
+    assert!(
+        ours[0].contains("excessive load"),
+        "names the cause: {}",
+        ours[0]
+    );
+    let h2: Vec<&str> = log.lines().filter(|l| l.contains("h2::")).collect();
+    assert!(h2.len() <= 1, "{log}");
+}

@@ -271,6 +271,20 @@ async fn an_unopenable_record_is_refused_even_when_store_errors_pass() {
     // Counted as an answer that did not open, not as a store that is down.
     assert_eq!(store_errors(&gateway, "embedded", "open").await, 1.0);
     assert_eq!(store_errors(&gateway, "embedded", "reserve").await, 0.0);
+
+    // Its retries, however many, are each counted and refused, but logged
+    // once with the key id the answer needs (docs/operating.md#failures-that-repeat).
+    for _ in 0..200 {
+        assert_eq!(charge(&client, "k", "M").await.status, 503);
+    }
+    assert_eq!(store_errors(&gateway, "embedded", "open").await, 201.0);
+    let log = gateway.log_text();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("cannot be opened"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{}", lines.join("\n"));
+    assert!(lines[0].contains(&key_id(KEY_A)), "{}", lines[0]);
 }
 
 /// Postgres at `pg_url`, Redis at `redis_url` under `prefix`.

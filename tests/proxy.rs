@@ -136,6 +136,49 @@ async fn refused_upstream_is_502_and_slow_upstream_is_504() {
     );
 }
 
+/// docs/operating.md#failures-that-repeat: an upstream refusing every
+/// connection is logged once with its cause, not once per request (a busy
+/// gateway would flood its log pipeline in the outage); the metrics count
+/// every request.
+#[tokio::test]
+async fn a_refusing_upstream_is_logged_once_per_route_not_per_request() {
+    let dir = TestDir::new("upstream-refused-log");
+    let closed = common::gateway::free_port();
+    let gateway = GatewayProcess::start(
+        &dir,
+        &format!("http://{closed}"),
+        &Config::charges_and_rest(),
+    );
+    let client = gateway.client();
+    for n in 0..150 {
+        let keyed = client
+            .post("/v1/charges", Some(&format!("k-{n}")), "{}")
+            .await;
+        assert_problem(&keyed, 502, "upstream-unreachable");
+        assert_problem(&client.get("/anything").await, 502, "upstream-unreachable");
+    }
+    let log = gateway.log_text();
+    for route in ["charges", "rest"] {
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("upstream unreachable") && l.contains(&format!("route={route}")))
+            .collect();
+        assert_eq!(lines.len(), 1, "{route}:\n{}", lines.join("\n"));
+        assert!(lines[0].contains("WARN"), "{}", lines[0]);
+        assert!(
+            lines[0].contains("refused"),
+            "names the cause: {}",
+            lines[0]
+        );
+    }
+    let metrics = gateway.admin_client().get("/metrics").await.text();
+    for route in ["charges", "rest"] {
+        let line =
+            format!("idemgate_requests_total{{outcome=\"upstream_error\",route=\"{route}\"}} 150");
+        assert!(metrics.contains(&line), "missing `{line}`:\n{metrics}");
+    }
+}
+
 /// The upstream `timeout` (1 s) counts from each request, also on a pooled
 /// connection whose last request started most of a timeout ago: a slow
 /// answer within its own second is relayed, and one past it is a 504 at

@@ -23,7 +23,8 @@ use super::{Exchange, Gateway};
 use crate::answer::Answer;
 use crate::body;
 use crate::error::{GatewayError, INCOMPLETE_BODY, PROBLEM_JSON};
-use crate::metrics::Outcome;
+use crate::log_limit::LogLimit;
+use crate::metrics::{Outcome, REQUESTS_TOTAL};
 use crate::proxy::{UpstreamError, Wait};
 use crate::route::{Route, RoutePolicy};
 use crate::store::{LeaseGuard, RecordId, StoreError, StoredResponse};
@@ -163,7 +164,11 @@ async fn fetch(
     observe_upstream(gateway, exchange, started);
     match sent {
         Err(UpstreamError::NotSent(detail)) => {
-            tracing::warn!(route = %id.route, upstream = exchange.upstream().name(), %detail, "upstream unreachable; key freed");
+            static LIMIT: LogLimit = LogLimit::new(REQUESTS_TOTAL);
+            if let Some(left_out) = LIMIT.admit(&id.route) {
+                tracing::warn!(route = %id.route, upstream = exchange.upstream().name(), %detail,
+                    not_logged = left_out.count(), "upstream unreachable; key freed{left_out}");
+            }
             Fate::Freed(GatewayError::UpstreamUnreachable)
         }
         // Not expected: a keyed body is read whole before its key is
@@ -174,7 +179,11 @@ async fn fetch(
         }
         Err(UpstreamError::Timeout) => Fate::Unknown(GatewayError::OutcomeUnknownTimeout),
         Err(UpstreamError::Broken(detail)) => {
-            tracing::warn!(route = %id.route, %detail, "upstream connection broke after sending");
+            static LIMIT: LogLimit = LogLimit::new(REQUESTS_TOTAL);
+            if let Some(left_out) = LIMIT.admit(&id.route) {
+                tracing::warn!(route = %id.route, %detail, not_logged = left_out.count(),
+                    "upstream connection broke after sending{left_out}");
+            }
             Fate::Unknown(GatewayError::OutcomeUnknownBroken)
         }
         Ok(response) if policy.releases(response.status().as_u16()) => Fate::Released(response),
@@ -183,7 +192,11 @@ async fn fetch(
         // go to any client): the request ran, and what it returned
         // cannot be kept faithfully.
         Ok(response) if response.extensions().get::<TransferCodings>().is_some() => {
-            tracing::warn!(route = %id.route, upstream = exchange.upstream().name(), "the upstream's answer has a transfer coding besides chunked, which cannot be stored; recorded as outcome-unknown");
+            static LIMIT: LogLimit = LogLimit::new(REQUESTS_TOTAL);
+            if let Some(left_out) = LIMIT.admit(&id.route) {
+                tracing::warn!(route = %id.route, upstream = exchange.upstream().name(), not_logged = left_out.count(),
+                    "the upstream's answer has a transfer coding besides chunked, which cannot be stored; recorded as outcome-unknown{left_out}");
+            }
             Fate::Unknown(GatewayError::OutcomeUnknownBroken)
         }
         Ok(response) => {

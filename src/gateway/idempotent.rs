@@ -17,7 +17,8 @@ use crate::body;
 use crate::config::StoreErrorMode;
 use crate::error::GatewayError;
 use crate::key::{self, KeySource};
-use crate::metrics::Outcome;
+use crate::log_limit::LogLimit;
+use crate::metrics::{Outcome, STORE_ERRORS};
 use crate::proxy::prepare_request;
 use crate::route::RoutePolicy;
 use crate::store::{LeaseGuard, RecordId, StoreError};
@@ -240,24 +241,16 @@ fn mark_degraded<B>(response: &mut Response<B>) {
         .insert(replay::DEGRADED, HeaderValue::from_static("true"));
 }
 
-/// Logs a request refused (or degraded) for want of the store, at most once
-/// a second with the count left out since: a store that is down fails every
-/// keyed request, and each already has its own access-log line
-/// (`outcome="store_unavailable"`, or `"degraded"` when forwarded).
+/// Logs a request refused (or degraded) for want of the store, per route at
+/// once and then once per interval with the count left out
+/// (crate::log_limit): a store that is down fails every keyed request, and
+/// each already has its own access-log line (`outcome="store_unavailable"`,
+/// or `"degraded"` when forwarded) and is counted in
+/// `idemgate_store_errors_total`.
 fn warn_store_unavailable(id: &RecordId, error: &StoreError) {
-    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-    // The unix second of the last line, and the failures not logged since.
-    static LAST: AtomicU64 = AtomicU64::new(0);
-    static LEFT_OUT: AtomicU64 = AtomicU64::new(0);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_secs());
-    let last = LAST.load(Relaxed);
-    if now > last && LAST.compare_exchange(last, now, Relaxed, Relaxed).is_ok() {
-        let left_out = LEFT_OUT.swap(0, Relaxed);
+    static LIMIT: LogLimit = LogLimit::new(STORE_ERRORS);
+    if let Some(left_out) = LIMIT.admit(&id.route) {
         tracing::warn!(route = %id.route, key = %key::short_hash(&id.key), %error,
-            not_logged_since = left_out, "store unavailable");
-    } else {
-        LEFT_OUT.fetch_add(1, Relaxed);
+            not_logged = left_out.count(), "store unavailable{left_out}");
     }
 }

@@ -40,7 +40,8 @@ use crate::body::{self, Body, BodyBudget};
 use crate::client_info::ClientInfo;
 use crate::error::{CONTROL_CHARACTERS, GatewayError, HOST_NOT_AUTHORITY, INVALID_HOST};
 use crate::key::KeySource;
-use crate::metrics::{Metrics, RouteMeters};
+use crate::log_limit::LogLimit;
+use crate::metrics::{Metrics, REQUESTS_TOTAL, RouteMeters};
 use crate::proxy::Upstream;
 use crate::route::{self, Route};
 use crate::store::Store;
@@ -212,11 +213,16 @@ impl Gateway {
             None => self.dispatch(&runtime, request, client, region).await,
         };
         if version != Version::HTTP_11 && carries_codings(&answer) {
-            tracing::warn!(
-                route = bound.as_ref().map_or("-", |b| &*b.route.name),
-                ?version,
-                "the upstream's answer has a transfer coding besides chunked, which only an HTTP/1.1 client can be sent"
-            );
+            static LIMIT: LogLimit = LogLimit::new(REQUESTS_TOTAL);
+            let route = bound.as_ref().map_or("-", |b| &*b.route.name);
+            if let Some(left_out) = LIMIT.admit(route) {
+                tracing::warn!(
+                    route,
+                    ?version,
+                    not_logged = left_out.count(),
+                    "the upstream's answer has a transfer coding besides chunked, which only an HTTP/1.1 client can be sent{left_out}"
+                );
+            }
             answer = Answer::error(GatewayError::UpstreamError);
         }
         let status = answer.response.status().as_u16();

@@ -9,7 +9,8 @@ use super::{Exchange, Gateway};
 use crate::answer::Answer;
 use crate::body::{self, Body};
 use crate::error::{GatewayError, INCOMPLETE_BODY};
-use crate::metrics::Outcome;
+use crate::log_limit::LogLimit;
+use crate::metrics::{Outcome, REQUESTS_TOTAL};
 use crate::proxy::{UpstreamBody, UpstreamError, Wait, prepare_request};
 
 pub async fn run(gateway: &Gateway, exchange: &Exchange, request: Request<ClientBody>) -> Answer {
@@ -53,7 +54,11 @@ pub async fn forward(
     match result {
         Ok(response) => relay_response(response).await,
         Err(UpstreamError::NotSent(detail)) => {
-            tracing::warn!(route = %route.name, upstream = exchange.upstream().name(), %detail, "upstream unreachable");
+            static LIMIT: LogLimit = LogLimit::new(REQUESTS_TOTAL);
+            if let Some(left_out) = LIMIT.admit(&route.name) {
+                tracing::warn!(route = %route.name, upstream = exchange.upstream().name(), %detail,
+                    not_logged = left_out.count(), "upstream unreachable{left_out}");
+            }
             Err(GatewayError::UpstreamUnreachable)
         }
         Err(UpstreamError::Timeout) => Err(GatewayError::UpstreamTimeout),
@@ -62,7 +67,11 @@ pub async fn forward(
             Err(INCOMPLETE_BODY)
         }
         Err(UpstreamError::Broken(detail)) => {
-            tracing::warn!(route = %route.name, upstream = exchange.upstream().name(), %detail, "upstream connection broke");
+            static LIMIT: LogLimit = LogLimit::new(REQUESTS_TOTAL);
+            if let Some(left_out) = LIMIT.admit(&route.name) {
+                tracing::warn!(route = %route.name, upstream = exchange.upstream().name(), %detail,
+                    not_logged = left_out.count(), "upstream connection broke{left_out}");
+            }
             Err(GatewayError::UpstreamError)
         }
     }

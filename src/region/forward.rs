@@ -15,7 +15,8 @@ use crate::answer::Answer;
 use crate::body;
 use crate::client_info::ClientInfo;
 use crate::error::{GatewayError, INCOMPLETE_BODY};
-use crate::metrics::{Metrics, Outcome};
+use crate::log_limit::LogLimit;
+use crate::metrics::{Metrics, Outcome, REGION_FORWARDS};
 use crate::proxy::{UpstreamError, Wait, prepare_request};
 
 /// `idemgate_region_forwards_total{result}`: answered by the home region;
@@ -53,16 +54,21 @@ pub async fn forward(
         // It came back only if a gateway on the way did not take the forward
         // as a region's (a valid token means "handle here") and sent it on
         // by a home of its own: the regions disagree on both counts.
-        tracing::error!(
-            region = %regions.this,
-            home = %home.name,
-            "forwarding loop: a keyed request this gateway forwarded came back, and would go to {home} again. \
-             Region {this} and region {home} (or a region between them) do not share the region token, \
-             and compute different homes for the key (their [regions] names, gateway addresses, or route and scope rules differ); \
-             answered home-region-unavailable, nothing run",
-            home = home.name,
-            this = regions.this,
-        );
+        // Every key homed there loops until the regions' configs agree.
+        static LIMIT: LogLimit = LogLimit::new(REGION_FORWARDS);
+        if let Some(left_out) = LIMIT.admit(home.name) {
+            tracing::error!(
+                region = %regions.this,
+                home = %home.name,
+                not_logged = left_out.count(),
+                "forwarding loop: a keyed request this gateway forwarded came back, and would go to {home} again. \
+                 Region {this} and region {home} (or a region between them) do not share the region token, \
+                 and compute different homes for the key (their [regions] names, gateway addresses, or route and scope rules differ); \
+                 answered home-region-unavailable, nothing run{left_out}",
+                home = home.name,
+                this = regions.this,
+            );
+        }
         count(UNAVAILABLE);
         return Answer::error(GatewayError::RegionLoop {
             retry_after: RETRY_AFTER,
@@ -91,7 +97,12 @@ pub async fn forward(
     // the stored answer (replayed), `key-in-flight` while it still runs, or a
     // first run if the request never got there. Retrying is always safe.
     let unavailable = |why: &str, detail: &dyn std::fmt::Display| {
-        tracing::warn!(region = %home.name, %detail, "{why}; answered home-region-unavailable, nothing run here");
+        // A home region that is down fails every request sent its way.
+        static LIMIT: LogLimit = LogLimit::new(REGION_FORWARDS);
+        if let Some(left_out) = LIMIT.admit(home.name) {
+            tracing::warn!(region = %home.name, %detail, not_logged = left_out.count(),
+                "{why}; answered home-region-unavailable, nothing run here{left_out}");
+        }
         count(UNAVAILABLE);
         Answer::error(GatewayError::HomeRegionUnavailable {
             retry_after: RETRY_AFTER,

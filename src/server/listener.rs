@@ -434,7 +434,9 @@ where
         loop {
             tokio::select! {
                 result = connection.as_mut() => {
-                    if let Err(err) = result {
+                    if let Err(err) = result
+                        && !super::reset_flood::log_if_reset_flood(self.name, &err)
+                    {
                         tracing::debug!(listener = self.name, error = %err, "connection ended with an error");
                     }
                     return;

@@ -8,6 +8,7 @@ pub(crate) mod http1;
 mod http2_activity;
 mod listener;
 mod prefixed;
+mod reset_flood;
 mod stall;
 
 pub use listener::{Limits, serve};

@@ -22,6 +22,8 @@ use super::{
     listing,
 };
 use crate::key;
+use crate::log_limit::LogLimit;
+use crate::metrics::STORE_ERRORS;
 
 /// One line at `serve` start naming each key's variable and id (never the
 /// key), so that the key id in a refusal's log line can be traced to a
@@ -43,12 +45,17 @@ pub fn announce(configured: &[crate::config::StoreKey]) {
     }
 }
 
-/// A record no listed key opens: refused, and said every time, as each is
-/// a request refused that an operator has to act on (restore the key, or
-/// purge).
+/// A record no listed key opens: refused. Said at once, with the key id the
+/// answer needs, then once per interval per route (crate::log_limit): a
+/// removed key makes every record it sealed refuse every retry, and
+/// `idemgate_store_errors_total{op="open"}` counts each one.
 fn refused(id: &RecordId, error: OpenError) -> StoreError {
-    tracing::error!(route = %id.route, key = %key::short_hash(&id.key), %error,
-        "stored answer cannot be opened; purge the key once reconciled");
+    static LIMIT: LogLimit = LogLimit::new(STORE_ERRORS);
+    if let Some(left_out) = LIMIT.admit(&id.route) {
+        tracing::error!(route = %id.route, key = %key::short_hash(&id.key), %error,
+            not_logged = left_out.count(),
+            "stored answer cannot be opened; purge the key once reconciled{left_out}");
+    }
     StoreError::Sealed(error)
 }
 
@@ -107,9 +114,12 @@ impl<S: Store> Store for SealedStore<S> {
             // a store that is down (which `on_store_error = "pass"` would
             // forward again).
             Err(StoreError::Unavailable(cause)) => {
-                tracing::error!(route = %id.route, key = %key::short_hash(&id.key), %error,
-                    store = %cause,
-                    "cached copy of a stored answer cannot be opened and the store cannot be asked; refused");
+                static LIMIT: LogLimit = LogLimit::new(STORE_ERRORS);
+                if let Some(left_out) = LIMIT.admit(&id.route) {
+                    tracing::error!(route = %id.route, key = %key::short_hash(&id.key), %error,
+                        store = %cause, not_logged = left_out.count(),
+                        "cached copy of a stored answer cannot be opened and the store cannot be asked; refused{left_out}");
+                }
                 return Err(StoreError::Sealed(error));
             }
             decided => decided?,
