@@ -118,7 +118,15 @@ impl LeftOut {
 impl fmt::Display for LeftOut {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.count == 0 {
-            return Ok(());
+            // A reader who sees one line must know it may stand for many.
+            let secs = INTERVAL.as_secs();
+            return match self.counted_in {
+                Some(metric) => write!(
+                    f,
+                    " (repeats in the next {secs} s are not logged; {metric} counts every one)"
+                ),
+                None => write!(f, " (repeats in the next {secs} s are not logged)"),
+            };
         }
         let (count, secs) = (self.count, self.since.as_secs());
         match self.counted_in {
@@ -169,7 +177,11 @@ mod tests {
             .admit_at("charges", start)
             .expect("the first is logged");
         assert_eq!(first.count(), 0);
-        assert_eq!(first.to_string(), "", "a first line adds nothing");
+        assert_eq!(
+            first.to_string(),
+            " (repeats in the next 10 s are not logged; idemgate_requests_total counts every one)",
+            "a first line says what follows it"
+        );
         for ms in 1..=1_000 {
             let at = start + Duration::from_millis(ms * 9);
             assert_eq!(limit.admit_at("charges", at), None, "at {ms}");
@@ -214,7 +226,10 @@ mod tests {
             .admit_at("charges", start + INTERVAL * 6)
             .expect("logged");
         assert_eq!(later.count(), 0);
-        assert_eq!(later.to_string(), "");
+        assert_eq!(
+            later.to_string(),
+            " (repeats in the next 10 s are not logged; idemgate_requests_total counts every one)"
+        );
     }
 
     #[test]
