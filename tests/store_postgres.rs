@@ -746,18 +746,24 @@ async fn storms_on_few_keys_never_deadlock() {
     assert_eq!(deadlocks().await - before, 0, "see the Postgres log");
 }
 
-/// A store built outside a runtime runs unbatched: its completion is the
-/// single-row statement, which returns the expiry it stored as the batch's
-/// does (`complete_returns_the_expiry_it_stored`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unbatched_completion_returns_the_expiry_it_stored() {
+/// A store built outside a runtime, so it runs unbatched (each operation
+/// its single-row statement), in a schema of its own.
+async fn unbatched_store() -> (TestSchema, Arc<dyn Store>) {
     let schema = TestSchema::create().await;
     let config = schema.config();
     let store = std::thread::spawn(move || PostgresStore::lazy(&config).unwrap())
         .join()
         .unwrap();
     store.migrate().await.unwrap();
-    let store: Arc<dyn Store> = Arc::new(store);
+    (schema, Arc::new(store))
+}
+
+/// A store built outside a runtime runs unbatched: its completion is the
+/// single-row statement, which returns the expiry it stored as the batch's
+/// does (`complete_returns_the_expiry_it_stored`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unbatched_completion_returns_the_expiry_it_stored() {
+    let (_schema, store) = unbatched_store().await;
     for n in 0..10 {
         let key = id(&format!("k{n}"));
         let lease = reserved(&store, &key, "fp", LONG).await;
@@ -776,13 +782,7 @@ async fn an_unbatched_completion_returns_the_expiry_it_stored() {
 /// run the statement again until it gave up).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unbatched_reservation_refuses_another_request_under_a_dead_lease() {
-    let schema = TestSchema::create().await;
-    let config = schema.config();
-    let store = std::thread::spawn(move || PostgresStore::lazy(&config).unwrap())
-        .join()
-        .unwrap();
-    store.migrate().await.unwrap();
-    let store: Arc<dyn Store> = Arc::new(store);
+    let (_schema, store) = unbatched_store().await;
     let first = reserved(&store, &id("k"), "fp", Duration::from_millis(50)).await;
     tokio::time::sleep(Duration::from_millis(150)).await;
     let got = store.reserve(&id("k"), "other", LONG).await.unwrap();

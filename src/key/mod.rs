@@ -41,32 +41,28 @@ pub enum KeyError {
 
 /// Checks an unwrapped key: 1–255 visible ASCII characters (0x21..=0x7E).
 pub fn validate(key: &str) -> Result<(), KeyError> {
-    if key.is_empty() {
-        return Err(KeyError::Invalid("empty"));
-    }
-    // Characters first: once every byte is ASCII, bytes == characters, so the
-    // length check below measures characters.
-    if !key.bytes().all(|b| (0x21..=0x7E).contains(&b)) {
-        return Err(KeyError::Invalid(
-            "contains a character that is not visible ASCII",
-        ));
-    }
-    if key.len() > MAX_KEY_LEN {
-        return Err(KeyError::Invalid("longer than 255 characters"));
-    }
-    Ok(())
+    within(key, 0x21, "contains a character that is not visible ASCII")
 }
 
 /// Checks a key that may hold spaces (an sf-string's content, a decoded
 /// query or form value): 1–255 printable ASCII characters (0x20..=0x7E).
 pub fn validate_printable(key: &str) -> Result<(), KeyError> {
+    within(
+        key,
+        0x20,
+        "contains a character that is not printable ASCII",
+    )
+}
+
+/// 1–255 characters, each from `lowest` to `~` (0x7E).
+fn within(key: &str, lowest: u8, outside: &'static str) -> Result<(), KeyError> {
     if key.is_empty() {
         return Err(KeyError::Invalid("empty"));
     }
-    if !key.bytes().all(|b| (0x20..=0x7E).contains(&b)) {
-        return Err(KeyError::Invalid(
-            "contains a character that is not printable ASCII",
-        ));
+    // Characters first: once every byte is ASCII, bytes == characters, so the
+    // length check below measures characters.
+    if !key.bytes().all(|b| (lowest..=0x7E).contains(&b)) {
+        return Err(KeyError::Invalid(outside));
     }
     if key.len() > MAX_KEY_LEN {
         return Err(KeyError::Invalid("longer than 255 characters"));
