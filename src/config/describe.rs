@@ -127,7 +127,13 @@ fn policy(out: &mut String, policy: &Policy) {
         StoreErrorMode::Reject => "reject",
         StoreErrorMode::Pass => "pass",
     };
-    let statuses: Vec<String> = policy.release_statuses.iter().map(u16::to_string).collect();
+    // Codes and classes on one line, as the field lists them together.
+    let statuses: Vec<String> = policy
+        .release_statuses
+        .iter()
+        .map(u16::to_string)
+        .chain(policy.release_classes.iter().map(|c| c.as_str().to_owned()))
+        .collect();
     let lines = [
         ("methods", method_list(&policy.methods)),
         (
@@ -205,10 +211,6 @@ fn key_and_fingerprint_lines(policy: &Policy) -> Vec<(&'static str, String)> {
     if policy.canonical_form {
         lines.push(("canonical_form", "true".to_owned()));
     }
-    if !policy.release_classes.is_empty() {
-        let classes = policy.release_classes.iter().map(|c| c.as_str().to_owned());
-        lines.push(("release class", list(classes)));
-    }
     if let Some(name) = &policy.expiry_header {
         lines.push(("expiry header", name.to_string()));
     }
@@ -283,7 +285,7 @@ mod tests {
     scope          header:x-tenant,header:authorization
     fingerprint    method,path,header:x-region,body
     canonical_json true
-    release        409
+    release        409,5xx
     store error    pass
     forward key    false
     replay header  X-Was-Replayed
@@ -292,7 +294,6 @@ mod tests {
     key pattern    "ord_[0-9]+"
     body exclude   /sent_at
     canonical_form true
-    release class  5xx
     expiry header  idempotency-expires
     replay only    location,etag
     replay values  no (fresh), yes (replayed)

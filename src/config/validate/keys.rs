@@ -726,13 +726,7 @@ replay_values = ["new", "cached"]"#,
             plain.contains("header idempotency-key, optional"),
             "{plain}"
         );
-        for absent in [
-            "key pattern",
-            "body ",
-            "release class",
-            "expiry",
-            "replay values",
-        ] {
+        for absent in ["key pattern", "body ", "5xx", "expiry", "replay values"] {
             assert!(!plain.contains(absent), "{absent}: {plain}");
         }
         let set = parse(
@@ -753,7 +747,7 @@ replay_values = ["new", "cached"]"#
             format!("header x-key, else derive [/id] namespace {NS}, optional"),
             "key pattern    \"uuid\"".to_owned(),
             "body exclude   /nonce".to_owned(),
-            "release class  5xx".to_owned(),
+            "release        5xx".to_owned(),
             "expiry header  idempotency-expires".to_owned(),
             "replay values  new (fresh), cached (replayed)".to_owned(),
         ] {
