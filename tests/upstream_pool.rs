@@ -53,6 +53,26 @@ async fn sequential_requests_share_one_connection() {
     );
 }
 
+/// A kept connection carries at most 1,000 requests, as nginx's
+/// `keepalive_requests`: under steady load it never idles, and upstream
+/// instances added behind a balancer (a Kubernetes Service, a DNS name)
+/// would get no share of what the open connections carry.
+#[tokio::test]
+async fn a_connection_is_replaced_after_a_thousand_requests() {
+    let (_dir, upstream, gateway) = setup("pool-worn").await;
+    let client = gateway.client();
+    for i in 0..1_001 {
+        let reply = client.get(&format!("/things/{i}")).await;
+        assert_eq!(reply.status, 201, "{}", reply.text());
+    }
+    let (opened, most_open) = upstream.connections();
+    assert_eq!(opened, 2, "the 1,001st request goes on a new connection");
+    assert_eq!(
+        most_open, 1,
+        "the first closed once its last answer was read"
+    );
+}
+
 /// `keep_alive = false`: one request per connection, for an upstream that
 /// cannot be trusted to keep a connection's answers in step with its
 /// requests. Each request says `Connection: close`, and each answer ends

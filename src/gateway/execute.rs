@@ -119,7 +119,7 @@ impl Execution {
             Fate::Unknown(error) => record.outcome_unknown(guard, error).await,
             Fate::Released(response) => {
                 record.release(guard).await;
-                let mut response = stream_response(response);
+                let mut response = stream_response(*response);
                 replay::drop_gateway_fields(response.headers_mut());
                 super::answer_headers::expiry(response.headers_mut(), policy, None);
                 replay::mark(
@@ -139,7 +139,9 @@ enum Fate {
     /// Not sent, or not whole: the key is freed.
     Freed(GatewayError),
     /// A `release_statuses` answer, streamed on without being stored.
-    Released(http::Response<crate::proxy::UpstreamBody>),
+    /// Boxed: the rare case, and an answer body holds its upstream
+    /// connection, which would make every `Fate` that large.
+    Released(Box<http::Response<crate::proxy::UpstreamBody>>),
     /// Sent, and no answer that can be stored came back.
     Unknown(GatewayError),
     Answered(Captured),
@@ -186,7 +188,9 @@ async fn fetch(
             }
             Fate::Unknown(GatewayError::OutcomeUnknownBroken)
         }
-        Ok(response) if policy.releases(response.status().as_u16()) => Fate::Released(response),
+        Ok(response) if policy.releases(response.status().as_u16()) => {
+            Fate::Released(Box::new(response))
+        }
         // Stored, the answer would lose the coding its body still
         // carries (the store keeps no transfer codings, and a replay may
         // go to any client): the request ran, and what it returned

@@ -5,7 +5,7 @@ use std::io;
 use std::num::NonZeroU32;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 use http::Method;
@@ -29,6 +29,14 @@ const INLINE_BODY: u64 = 16 * 1024;
 /// Room made in the read buffer before each read.
 const READ_CHUNK: usize = 8 * 1024;
 
+/// Requests a connection carries, and the longest it is kept, as nginx's
+/// `keepalive_requests` and `keepalive_time` defaults: under steady load a
+/// kept connection never idles, so without an end, upstream instances added
+/// behind a balancer (a Kubernetes Service, a DNS name) would get no share
+/// of what the open connections carry.
+const MAX_REQUESTS: u32 = 1000;
+const MAX_AGE: Duration = Duration::from_secs(3600);
+
 pub struct Connection {
     stream: UpstreamStream,
     /// Bytes read and not yet consumed: the rest of a head, or body bytes.
@@ -48,6 +56,9 @@ pub struct Connection {
     /// in four bytes, not a `Duration`: every answer body holds its
     /// connection, and is moved.
     idle_timeout: Option<NonZeroU32>,
+    /// Answers read to the end on it, and when it was opened.
+    served: u32,
+    opened_at: Instant,
 }
 
 /// Why no answer head came.
@@ -133,7 +144,16 @@ impl Connection {
             names: FieldNames::default(),
             interim: 0,
             idle_timeout: None,
+            served: 0,
+            opened_at: Instant::now(),
         }
+    }
+
+    /// Counts an answer read to the end; whether the connection may carry
+    /// another request (`MAX_REQUESTS`, `MAX_AGE`).
+    pub fn served_one(&mut self, now: Instant) -> bool {
+        self.served += 1;
+        self.served < MAX_REQUESTS && now.saturating_duration_since(self.opened_at) < MAX_AGE
     }
 
     /// How long the upstream keeps this connection open while idle

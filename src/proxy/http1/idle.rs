@@ -53,8 +53,12 @@ impl IdleConnections {
 
     /// Takes back a connection whose answer was read to the end; its
     /// request's permit is given back once it is idle.
-    pub fn put_back(&self, connection: Connection, permit: OwnedSemaphorePermit) {
+    pub fn put_back(&self, mut connection: Connection, permit: OwnedSemaphorePermit) {
         let now = Instant::now();
+        if !connection.served_one(now) {
+            // Worn out: closed, and the next request opens a new one.
+            return;
+        }
         let keep = connection
             .idle_timeout()
             .map(|theirs| theirs.saturating_sub(BEFORE_UPSTREAM_TIMEOUT));
