@@ -1647,27 +1647,12 @@ async fn answers_not_taken_count_against_the_body_budget() {
         .route(Route::api("charges", "/v1/charges"));
     let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
     let client = gateway.client();
-    let admin = gateway.admin_client();
-    let held = || {
-        let admin = admin.clone();
-        async move {
-            let metrics = admin.get("/metrics").await.text();
-            metrics
-                .lines()
-                .find_map(|line| line.strip_prefix("idemgate_buffered_body_bytes "))
-                .and_then(|n| n.parse::<u64>().ok())
-                .expect("idemgate_buffered_body_bytes")
-        }
-    };
-    let given_back = |holders: Vec<tokio::task::JoinHandle<()>>, what: &'static str| async move {
+    let held = || gateway.buffered_body_bytes();
+    let given_back = |holders: Vec<tokio::task::JoinHandle<()>>, what: &'static str| {
         for holder in holders {
             holder.abort();
         }
-        let started = Instant::now();
-        while held().await > 0 {
-            assert!(started.elapsed() < WITHIN, "{what}' bytes never given back");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        gateway.until_no_body_held(what)
     };
     // A 1.1 MB answer, stored (and read whole: nothing held once the
     // connection has let go of it, a moment after the client has it all).

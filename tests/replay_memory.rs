@@ -5,7 +5,7 @@
 mod common;
 mod pg_support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::config::{Config, Route, Store, Upstream};
 use common::{GatewayProcess, MockUpstream, TestDir};
@@ -27,16 +27,6 @@ fn config(store: Store) -> Config {
         .store(store)
         .upstream(Upstream::api().timeout("10s"))
         .route(Route::api("charges", "/v1/charges"))
-}
-
-/// `idemgate_buffered_body_bytes` now.
-async fn held(gateway: &GatewayProcess) -> u64 {
-    let metrics = gateway.admin_client().get("/metrics").await.text();
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix("idemgate_buffered_body_bytes "))
-        .and_then(|n| n.parse().ok())
-        .expect("idemgate_buffered_body_bytes")
 }
 
 /// A connection that takes next to nothing of what it is sent (a 4 KiB
@@ -109,14 +99,7 @@ async fn a_burst_of_replays_holds_one_copy(store: Store, name: &str) {
          (one copy each: {copies} MiB)"
     );
     drop(clients);
-    let started = Instant::now();
-    while held(&gateway).await > 0 {
-        assert!(
-            started.elapsed() < WITHIN,
-            "replays' bytes never given back"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    gateway.until_no_body_held("the replays").await;
     assert_eq!(upstream.executions("big"), 1);
     let log = gateway.log_text();
     assert!(!log.contains("panicked"), "{log}");
@@ -162,7 +145,7 @@ async fn replays_sharing_one_copy_count_it_once_against_the_body_budget() {
         assert_eq!(status, 201, "replay {n}");
         holders.push(holder);
     }
-    let holding = held(&gateway).await;
+    let holding = gateway.buffered_body_bytes().await;
     assert!(
         (400_000..500_000).contains(&holding),
         "one answer held, counted once: {holding}"
@@ -170,14 +153,7 @@ async fn replays_sharing_one_copy_count_it_once_against_the_body_budget() {
     for holder in holders {
         holder.abort();
     }
-    let started = Instant::now();
-    while held(&gateway).await > 0 {
-        assert!(
-            started.elapsed() < WITHIN,
-            "replays' bytes never given back"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    gateway.until_no_body_held("the replays").await;
     assert_eq!(upstream.executions("shared"), 1);
     let log = gateway.log_text();
     assert!(!log.contains("panicked"), "{log}");

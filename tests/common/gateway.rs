@@ -361,6 +361,30 @@ impl GatewayProcess {
             .unwrap()
     }
 
+    /// `idemgate_buffered_body_bytes` now: request bodies and keyed
+    /// answers held in memory.
+    pub async fn buffered_body_bytes(&self) -> u64 {
+        let metrics = self.admin_client().get("/metrics").await.text();
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix("idemgate_buffered_body_bytes "))
+            .and_then(|n| n.parse().ok())
+            .expect("idemgate_buffered_body_bytes")
+    }
+
+    /// Waits (at most 10 s) until no body is held: a connection lets go of
+    /// an answer a moment after its client has it, or has left.
+    pub async fn until_no_body_held(&self, what: &str) {
+        let started = Instant::now();
+        while self.buffered_body_bytes().await > 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{what}: bytes never given back"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     pub fn config_path(&self) -> &Path {
         &self.config
     }
