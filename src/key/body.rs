@@ -7,7 +7,7 @@
 use sha2::{Digest, Sha256};
 
 use super::canonical_json::{self, Filter};
-use super::scope::update_len_prefixed;
+use super::scope::{update_len_prefixed, update_optional};
 use super::{form, multipart};
 
 /// `fingerprint_body`: which members of a JSON body count.
@@ -81,7 +81,7 @@ pub(super) fn update(h: &mut Sha256, body: &[u8], rules: &BodyRules<'_>) {
             h.update([TAG_BODY_MULTIPART]);
             h.update((parts.len() as u64).to_be_bytes());
             for part in &parts {
-                optional(h, part.name.as_deref());
+                update_optional(h, part.name.as_deref());
                 filename(h, part.filename.as_deref(), part.filename_ext.as_deref());
                 update_len_prefixed(h, &part.content_type);
                 update_len_prefixed(h, part.content);
@@ -124,26 +124,16 @@ pub(super) fn update(h: &mut Sha256, body: &[u8], rules: &BodyRules<'_>) {
     update_len_prefixed(h, body);
 }
 
-/// A part's file name. Without `filename*`, as [`optional`] (so such parts
+/// A part's file name. Without `filename*`, as [`update_optional`] (so such parts
 /// keep the fingerprints earlier versions stored); with it, a presence byte
 /// of its own, then both.
 fn filename(h: &mut Sha256, plain: Option<&[u8]>, extended: Option<&[u8]>) {
     match extended {
-        None => optional(h, plain),
+        None => update_optional(h, plain),
         Some(extended) => {
             h.update([2u8]);
-            optional(h, plain);
+            update_optional(h, plain);
             update_len_prefixed(h, extended);
-        }
-    }
-}
-
-fn optional(h: &mut Sha256, value: Option<&[u8]>) {
-    match value {
-        None => h.update([0u8]),
-        Some(v) => {
-            h.update([1u8]);
-            update_len_prefixed(h, v);
         }
     }
 }
@@ -359,8 +349,8 @@ mod tests {
         let mut old = Sha256::new();
         old.update([TAG_BODY_MULTIPART]);
         old.update(1u64.to_be_bytes());
-        optional(&mut old, Some(b"f"));
-        optional(&mut old, Some(b"a.txt"));
+        update_optional(&mut old, Some(b"f"));
+        update_optional(&mut old, Some(b"a.txt"));
         update_len_prefixed(&mut old, b"text/plain");
         update_len_prefixed(&mut old, b"x");
         assert_eq!(plain, crate::key::hex_lower(&old.finalize()));

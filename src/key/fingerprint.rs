@@ -3,7 +3,7 @@ use std::borrow::Cow;
 use sha2::{Digest, Sha256};
 
 use super::body::BodyRules;
-use super::scope::update_len_prefixed;
+use super::scope::{update_len_prefixed, update_optional};
 
 /// One part of a request that its fingerprint covers (a route's `fingerprint`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,16 +86,6 @@ pub fn fingerprint_with(
         }
     }
     super::hex_lower(&h.finalize())
-}
-
-fn update_optional(h: &mut Sha256, value: Option<&[u8]>) {
-    match value {
-        None => h.update([0u8]),
-        Some(v) => {
-            h.update([1u8]);
-            update_len_prefixed(h, v);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -23,13 +23,7 @@ pub fn scope_hash<V: AsRef<[u8]>>(parts: &[(&str, Option<V>)]) -> Arc<str> {
     let mut h = Sha256::new();
     for (label, value) in parts {
         update_len_prefixed(&mut h, label.as_bytes());
-        match value {
-            None => h.update([0u8]),
-            Some(v) => {
-                h.update([1u8]);
-                update_len_prefixed(&mut h, v.as_ref());
-            }
-        }
+        update_optional(&mut h, value.as_ref().map(AsRef::as_ref));
     }
     Arc::from(super::hex_lower(&h.finalize()))
 }
@@ -38,6 +32,18 @@ pub fn scope_hash<V: AsRef<[u8]>>(parts: &[(&str, Option<V>)]) -> Arc<str> {
 pub(crate) fn update_len_prefixed(h: &mut Sha256, bytes: &[u8]) {
     h.update((bytes.len() as u64).to_be_bytes());
     h.update(bytes);
+}
+
+/// Feeds a value that may be absent: `0x00`, or `0x01` then the value
+/// length-prefixed, so a missing value differs from an empty one.
+pub(crate) fn update_optional(h: &mut Sha256, value: Option<&[u8]>) {
+    match value {
+        None => h.update([0u8]),
+        Some(v) => {
+            h.update([1u8]);
+            update_len_prefixed(h, v);
+        }
+    }
 }
 
 #[cfg(test)]
