@@ -1,13 +1,12 @@
 //! `[region]` and `[regions.NAME]`: this gateway's region among the others.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use toml::Spanned;
 
 use super::context::{Ctx, Secrets};
-use super::names;
-use super::server::{MIN_TOKEN_CHARS, env_name, positive_duration};
+use super::server::{MIN_TOKEN_CHARS, env_name};
+use super::{names, upstreams};
 use crate::config::file::{FileConfig, RegionFile, RegionPeerFile};
 use crate::config::{RegionPeerConfig, RegionsConfig};
 
@@ -189,22 +188,13 @@ fn peer(ctx: &mut Ctx<'_>, name: &str, peer: &Spanned<RegionPeerFile>) -> Region
         ctx.error(Some(peer.span()), &prefix, message);
     }
     let file = peer.get_ref();
-    let gateway = match &file.gateway {
-        Some(url) => ctx.value(
-            Some(url),
-            &format!("{prefix}.gateway"),
-            String::new(),
-            |u| names::upstream_url(u),
-        ),
-        None => {
-            ctx.error(
-                Some(peer.span()),
-                format!("{prefix}.gateway"),
-                "gateway is required (the URL of that region's gateways)",
-            );
-            String::new()
-        }
-    };
+    let gateway = upstreams::required_url(
+        ctx,
+        peer.span(),
+        &format!("{prefix}.gateway"),
+        file.gateway.as_ref(),
+        "gateway is required (the URL of that region's gateways)",
+    );
     if let Some(ca) = &file.ca
         && gateway.starts_with("http://")
     {
@@ -214,21 +204,17 @@ fn peer(ctx: &mut Ctx<'_>, name: &str, peer: &Spanned<RegionPeerFile>) -> Region
             "only applies to an https:// gateway; this one is http://",
         );
     }
+    let (connect_timeout, timeout) = upstreams::timeouts(
+        ctx,
+        &prefix,
+        file.connect_timeout.as_ref(),
+        file.timeout.as_ref(),
+    );
     RegionPeerConfig {
         name: name.to_owned(),
         gateway,
-        connect_timeout: ctx.value(
-            file.connect_timeout.as_ref(),
-            &format!("{prefix}.connect_timeout"),
-            Duration::from_secs(2),
-            positive_duration,
-        ),
-        timeout: ctx.value(
-            file.timeout.as_ref(),
-            &format!("{prefix}.timeout"),
-            Duration::from_secs(30),
-            positive_duration,
-        ),
+        connect_timeout,
+        timeout,
         ca: ctx.file_path(file.ca.as_ref(), &format!("{prefix}.ca")),
         http2: file.http2.unwrap_or(false),
     }

@@ -1,6 +1,7 @@
 //! `[upstreams.NAME]`.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::time::Duration;
 
 use toml::Spanned;
@@ -11,6 +12,7 @@ use super::server::{MAX_CONNECTIONS, count_up_to, positive_duration};
 use crate::config::UpstreamConfig;
 use crate::config::UpstreamTlsConfig;
 use crate::config::file::{UpstreamFile, UpstreamTlsFile};
+use crate::config::units::DurationInput;
 
 /// Per upstream and gateway process: bounds what one replica piles onto an
 /// upstream, and its own memory (each connection holds ~30 KiB of buffers).
@@ -31,19 +33,13 @@ fn upstream(ctx: &mut Ctx<'_>, name: &str, upstream: &Spanned<UpstreamFile>) -> 
         ctx.error(Some(upstream.span()), &prefix, message);
     }
     let file = upstream.get_ref();
-    let url = match &file.url {
-        Some(url) => ctx.value(Some(url), &format!("{prefix}.url"), String::new(), |u| {
-            names::upstream_url(u)
-        }),
-        None => {
-            ctx.error(
-                Some(upstream.span()),
-                format!("{prefix}.url"),
-                "url is required",
-            );
-            String::new()
-        }
-    };
+    let url = required_url(
+        ctx,
+        upstream.span(),
+        &format!("{prefix}.url"),
+        file.url.as_ref(),
+        "url is required",
+    );
     if let Some(tls) = &file.tls
         && url.starts_with("http://")
     {
@@ -56,21 +52,17 @@ fn upstream(ctx: &mut Ctx<'_>, name: &str, upstream: &Spanned<UpstreamFile>) -> 
              would be encrypted",
         );
     }
+    let (connect_timeout, timeout) = timeouts(
+        ctx,
+        &prefix,
+        file.connect_timeout.as_ref(),
+        file.timeout.as_ref(),
+    );
     UpstreamConfig {
         name: name.to_owned(),
         url,
-        connect_timeout: ctx.value(
-            file.connect_timeout.as_ref(),
-            &format!("{prefix}.connect_timeout"),
-            Duration::from_secs(2),
-            positive_duration,
-        ),
-        timeout: ctx.value(
-            file.timeout.as_ref(),
-            &format!("{prefix}.timeout"),
-            Duration::from_secs(30),
-            positive_duration,
-        ),
+        connect_timeout,
+        timeout,
         http2: file.http2.unwrap_or(false),
         keep_alive: keep_alive(ctx, &prefix, file),
         max_connections: ctx.value(
@@ -81,6 +73,48 @@ fn upstream(ctx: &mut Ctx<'_>, name: &str, upstream: &Spanned<UpstreamFile>) -> 
         ),
         tls: file.tls.as_ref().map(|tls| self::tls(ctx, &prefix, tls)),
     }
+}
+
+/// The URL a hop is dialed at (an upstream's, or a region's gateways'):
+/// required, so its absence is an error at the table (`missing` says so)
+/// and checking goes on with none.
+pub fn required_url(
+    ctx: &mut Ctx<'_>,
+    table: Range<usize>,
+    field: &str,
+    url: Option<&Spanned<String>>,
+    missing: &str,
+) -> String {
+    match url {
+        Some(url) => ctx.value(Some(url), field, String::new(), |u| names::upstream_url(u)),
+        None => {
+            ctx.error(Some(table), field, missing);
+            String::new()
+        }
+    }
+}
+
+/// A hop's `connect_timeout` (2 s) and `timeout` (30 s): an upstream's, and
+/// a region's gateways', which are dialed as an upstream.
+pub fn timeouts(
+    ctx: &mut Ctx<'_>,
+    prefix: &str,
+    connect_timeout: Option<&Spanned<DurationInput>>,
+    timeout: Option<&Spanned<DurationInput>>,
+) -> (Duration, Duration) {
+    let connect_timeout = ctx.value(
+        connect_timeout,
+        &format!("{prefix}.connect_timeout"),
+        Duration::from_secs(2),
+        positive_duration,
+    );
+    let timeout = ctx.value(
+        timeout,
+        &format!("{prefix}.timeout"),
+        Duration::from_secs(30),
+        positive_duration,
+    );
+    (connect_timeout, timeout)
 }
 
 /// `keep_alive = false` is for an HTTP/1 upstream that cannot be trusted to
