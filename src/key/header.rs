@@ -144,6 +144,7 @@ fn bare_item(v: &[u8]) -> Result<&[u8], KeyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::key::xorshift;
 
     fn ok(v: &[u8]) -> String {
         match from_header_value(v) {
@@ -274,16 +275,6 @@ mod tests {
         quoted.extend_from_slice(&[b'k'; 256]);
         quoted.push(b'"');
         assert_eq!(invalid(&quoted), "longer than 255 characters");
-    }
-
-    /// Deterministic xorshift64 so the property test needs no extra crate.
-    fn xorshift(state: &mut u64) -> u64 {
-        let mut x = *state;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        *state = x;
-        x
     }
 
     #[test]

@@ -52,6 +52,7 @@ pub(super) fn number_key(n: &Number) -> String {
 mod tests {
     use super::*;
     use crate::key::json_number::OLD_FORMS;
+    use crate::key::xorshift;
 
     fn get(body: &str, pointer: &str) -> Result<String, KeyError> {
         from_json_body(body.as_bytes(), pointer)
@@ -233,15 +234,6 @@ mod tests {
         // Within the limit, nesting is fine.
         let body = format!("{}\"k\"{}", "[".repeat(100), "]".repeat(100));
         assert_eq!(get(&body, &"/0".repeat(100)), Ok("k".into()));
-    }
-
-    fn xorshift(state: &mut u64) -> u64 {
-        let mut x = *state;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        *state = x;
-        x
     }
 
     #[test]

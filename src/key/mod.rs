@@ -94,6 +94,18 @@ pub(crate) fn hex_lower(bytes: &[u8]) -> String {
     out
 }
 
+/// A deterministic xorshift64 step: the parsers' never-panics tests draw
+/// their inputs from it, with no extra crate.
+#[cfg(test)]
+pub(crate) fn xorshift(state: &mut u64) -> u64 {
+    let mut x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *state = x;
+    x
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
