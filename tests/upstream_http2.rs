@@ -23,11 +23,13 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 /// An h2c upstream (prior knowledge) that answers each request with the
-/// `:authority` and the `host` field it got, and counts its connections.
+/// `:authority` and the `host` field it got, and counts its connections;
+/// one with the query `hold` is answered once [`H2cUpstream::release`]d.
 struct H2cUpstream {
     addr: SocketAddr,
     accepted: Arc<AtomicU64>,
     open: Arc<AtomicU64>,
+    held: Arc<Hold>,
     /// Each new value makes every open connection send GOAWAY and close.
     goaway: watch::Sender<u64>,
     task: tokio::task::JoinHandle<()>,
@@ -35,6 +37,13 @@ struct H2cUpstream {
 
 /// Counts a connection as open while it lives.
 struct Open(Arc<AtomicU64>);
+
+/// The `hold` requests that arrived, and what lets them be answered.
+#[derive(Default)]
+struct Hold {
+    arrived: AtomicU64,
+    release: tokio::sync::Notify,
+}
 
 impl Drop for Open {
     fn drop(&mut self) {
@@ -67,8 +76,10 @@ impl H2cUpstream {
         let addr = listener.local_addr().unwrap();
         let accepted = Arc::new(AtomicU64::new(0));
         let open = Arc::new(AtomicU64::new(0));
+        let held = Arc::new(Hold::default());
         let (goaway, _) = watch::channel(0);
         let (counted, opened, closer) = (accepted.clone(), open.clone(), goaway.clone());
+        let hold = held.clone();
         let task = tokio::spawn(async move {
             // Held here, so that stopping the upstream closes every connection.
             let mut connections = tokio::task::JoinSet::new();
@@ -77,11 +88,23 @@ impl H2cUpstream {
                 opened.fetch_add(1, Ordering::SeqCst);
                 let open = Open(opened.clone());
                 let mut goaway = closer.subscribe();
+                let hold = hold.clone();
+                let service = service_fn(move |request: Request<Incoming>| {
+                    let hold = hold.clone();
+                    async move {
+                        if request.uri().query() == Some("hold") {
+                            let released = hold.release.notified();
+                            hold.arrived.fetch_add(1, Ordering::SeqCst);
+                            released.await;
+                        }
+                        answer(request).await
+                    }
+                });
                 connections.spawn(async move {
                     let _open = open;
                     let connection = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                         .timer(TokioTimer::new())
-                        .serve_connection(TokioIo::new(stream), service_fn(answer));
+                        .serve_connection(TokioIo::new(stream), service);
                     let mut connection = std::pin::pin!(connection);
                     tokio::select! {
                         _ = connection.as_mut() => {}
@@ -97,9 +120,24 @@ impl H2cUpstream {
             addr,
             accepted,
             open,
+            held,
             goaway,
             task,
         }
+    }
+
+    fn open(&self) -> u64 {
+        self.open.load(Ordering::SeqCst)
+    }
+
+    /// Waits until `n` `hold` requests have arrived.
+    async fn holding(&self, n: u64) {
+        wait_until(|| self.held.arrived.load(Ordering::SeqCst) == n).await;
+    }
+
+    /// Answers every `hold` request that has arrived.
+    fn release(&self) {
+        self.held.release.notify_waiters();
     }
 
     fn url(&self) -> String {
@@ -284,6 +322,51 @@ async fn every_request_shares_one_connection() {
     }
     burst(50).await;
     assert_eq!(upstream.accepted(), 1);
+}
+
+/// The one connection carried every request for as long as it lasted:
+/// under steady load it never idled, so upstream instances added behind a
+/// balancer or a DNS name got none of the traffic. After 1,000 requests
+/// (as an HTTP/1 connection) the next one opens a new connection; the
+/// 1,000th, still running on the old one then, gets its answer, and the
+/// old connection closes once it has.
+#[tokio::test]
+async fn a_connection_is_replaced_after_a_thousand_requests() {
+    let dir = TestDir::new("h2-worn");
+    let upstream = H2cUpstream::start().await;
+    let config = config(true).with_upstream("api", |u| u.set("timeout", "4s"));
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
+    let client = gateway.client();
+    for i in 0..999 {
+        let reply = client.get(&format!("/things/{i}")).await;
+        assert!(reply.status.is_success(), "{}", reply.text());
+    }
+    assert_eq!(upstream.accepted(), 1);
+    let last = tokio::spawn({
+        let client = client.clone();
+        async move { client.post("/v1/charges?hold", Some("last"), "{}").await }
+    });
+    upstream.holding(1).await;
+    for _ in 0..5 {
+        assert!(client.get("/x").await.status.is_success());
+    }
+    assert_eq!(
+        upstream.accepted(),
+        2,
+        "the 1,001st opened a new connection"
+    );
+    assert_eq!(
+        upstream.open(),
+        2,
+        "the old one is open while its stream runs"
+    );
+    upstream.release();
+    let last = last.await.unwrap();
+    assert_eq!(last.status, 201, "{}", last.text());
+    assert_eq!(last.header("idempotent-replayed"), Some("false"));
+    wait_until(|| upstream.open() == 1).await;
+    assert!(client.get("/x").await.status.is_success());
+    assert_eq!(upstream.accepted(), 2);
 }
 
 /// The upstream says GOAWAY (a graceful restart, a server's connection

@@ -1,13 +1,19 @@
 //! What an HTTP/2 upstream's connections are doing, as far as a request
 //! that timed out needs to know: they are opened apart from the requests
 //! that wait for them (http2_upstream.rs), and a request that waited the
-//! whole `timeout` for the first one was never sent (502, key freed); it is
-//! not one that went out and got no answer (504 `outcome-unknown`).
+//! whole `timeout` for one was never sent (502, key freed); it is not one
+//! that went out and got no answer (504 `outcome-unknown`).
+//!
+//! A connection counts as open while a request could still be handed it:
+//! until hyper drops it, or until the holder lets go of it (worn out,
+//! idle, closing) though streams still run on it. A request that comes
+//! after the holder let go of the old one waits for the new one as it
+//! would for the first.
 
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use hyper::rt::{Read, ReadBufCursor, Write};
@@ -18,7 +24,7 @@ use hyper_util::client::legacy::connect::{Connected, Connection};
 pub struct Http2Connections {
     /// Opened so far (a connect that succeeded).
     opened: AtomicU64,
-    /// Opened and not yet dropped by hyper.
+    /// Opened, and neither dropped by hyper nor let go of by the holder.
     open: AtomicUsize,
 }
 
@@ -38,7 +44,8 @@ impl Http2Connections {
 
     /// Whether a request handed over at `before` cannot have been sent: no
     /// connection was open then, and none has been opened since. (One open
-    /// then, even closing, may have carried it.)
+    /// then, even closing, may have carried it; one the holder had let go
+    /// of could no longer be handed it.)
     pub fn never_connected_since(&self, before: &Before) -> bool {
         before.none_open && self.opened.load(Ordering::SeqCst) == before.opened
     }
@@ -50,20 +57,56 @@ impl Http2Connections {
         self.opened.fetch_add(1, Ordering::SeqCst);
         Tracked {
             stream,
-            connections: self.clone(),
+            counted: Arc::new(Counted {
+                connections: self.clone(),
+                open: AtomicBool::new(true),
+            }),
         }
     }
 }
 
-/// An upstream connection counted in [`Http2Connections`] until dropped.
+/// One connection's place in `open`, given up once.
+struct Counted {
+    connections: Arc<Http2Connections>,
+    open: AtomicBool,
+}
+
+impl Counted {
+    fn close(&self) {
+        if self.open.swap(false, Ordering::SeqCst) {
+            self.connections.open.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// An upstream connection counted in [`Http2Connections`] until dropped
+/// (or its [`Offered`] is).
 pub struct Tracked<S> {
     stream: S,
-    connections: Arc<Http2Connections>,
+    counted: Arc<Counted>,
+}
+
+impl<S> Tracked<S> {
+    /// What the holder keeps while it may hand the connection to a
+    /// request: once dropped, the connection no longer counts as open. To
+    /// be dropped only once nothing can hand it out any more.
+    pub fn offered(&self) -> Offered {
+        Offered(self.counted.clone())
+    }
 }
 
 impl<S> Drop for Tracked<S> {
     fn drop(&mut self) {
-        self.connections.open.fetch_sub(1, Ordering::SeqCst);
+        self.counted.close();
+    }
+}
+
+/// See [`Tracked::offered`].
+pub struct Offered(Arc<Counted>);
+
+impl Drop for Offered {
+    fn drop(&mut self) {
+        self.0.close();
     }
 }
 
@@ -130,6 +173,27 @@ mod tests {
             !connections.never_connected_since(&second),
             "one was open when it was handed over"
         );
+        assert!(connections.never_connected_since(&connections.before()));
+    }
+
+    /// A connection the holder let go of (worn out, say) while a stream
+    /// still runs on it can take no request that comes after.
+    #[test]
+    fn a_connection_let_go_of_no_longer_counts_as_open() {
+        let connections = Arc::new(Http2Connections::default());
+        let open = connections.track(());
+        let offered = open.offered();
+        let held = connections.before();
+        drop(offered);
+        let after = connections.before();
+        assert!(!connections.never_connected_since(&held));
+        assert!(connections.never_connected_since(&after));
+        drop(open);
+        assert!(connections.never_connected_since(&after), "counted once");
+        let next = connections.track(());
+        assert!(!connections.never_connected_since(&after), "opened since");
+        drop(next.offered());
+        drop(next);
         assert!(connections.never_connected_since(&connections.before()));
     }
 }

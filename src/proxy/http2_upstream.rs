@@ -7,6 +7,11 @@
 //! configuration alone, and a request's URI says only what the upstream is
 //! told (`:scheme`, `:authority`, path): the client's host, with
 //! `preserve_host`, as an HTTP/1 upstream gets it in `Host`.
+//!
+//! A connection takes new requests until it has carried
+//! [`MAX_REQUESTS`] or been open [`MAX_AGE`] (connection_reuse.rs); the
+//! next request opens a new one, and the old one closes (GOAWAY) once the
+//! streams still on it are done.
 
 use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,14 +30,16 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::time::Instant;
 use tower_service::Service;
 
+use super::connection_reuse::{MAX_AGE, MAX_REQUESTS};
 use super::error::{Cause, UpstreamError, error_chain};
-use super::http2_connections::Http2Connections;
+use super::http2_connections::{Http2Connections, Offered};
 use super::http2_dialer::{H2Connector, RequireH2};
 use super::http2_streams::{Holding, Http2Streams, INITIAL_LIMIT, StreamPlace};
 use crate::body::{Body, COALESCE_LIMIT};
 
 /// Holds the connection, opens it when there is none, and drops it when it
-/// closed or has gone unused for the idle timeout. A clone shares it.
+/// closed, has gone unused for the idle timeout, or is worn out. A clone
+/// shares it.
 #[derive(Debug, Clone)]
 pub struct Http2Upstream {
     holder: Arc<Holder>,
@@ -47,9 +54,18 @@ struct Holder {
     /// The longest wait for a place among the streams the upstream allows,
     /// as for a connection.
     connect_timeout: Duration,
+    reuse: Reuse,
     connections: Arc<Http2Connections>,
     streams: Arc<Http2Streams>,
     slot: Mutex<Slot>,
+}
+
+/// How long a connection takes new requests: [`MAX_REQUESTS`] and
+/// [`MAX_AGE`] (shorter only in tests).
+#[derive(Debug, Clone, Copy)]
+struct Reuse {
+    requests: u32,
+    age: Duration,
 }
 
 /// A connect every request waiting for a connection shares: one at a time,
@@ -71,11 +87,14 @@ fn lock(connection: &Driven) -> std::sync::MutexGuard<'_, Pin<Box<H2Connection>>
     connection.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A connection just opened: what sends on it, and what tells its limit.
+/// A connection just opened: what sends on it, what tells its limit, and
+/// what counts it as one a request may be handed (http2_connections.rs),
+/// for as long as the slot or a request waiting for it holds a clone.
 #[derive(Clone)]
 struct Opened {
     sender: SendRequest<Body>,
     connection: Driven,
+    offered: Arc<Offered>,
 }
 
 /// Why a connection did not open, as every request that waited for it
@@ -92,12 +111,19 @@ enum Slot {
     Connecting {
         id: u64,
         connecting: Connecting,
+        /// Requests waiting for it: the first ones it carries.
+        handed: u32,
     },
     Open {
         id: u64,
         sender: SendRequest<Body>,
         connection: Driven,
         last_used: Instant,
+        opened_at: Instant,
+        /// Requests handed it so far.
+        handed: u32,
+        /// Held, not read: counts it as a connection a request may be handed.
+        _offered: Arc<Offered>,
     },
 }
 
@@ -119,12 +145,36 @@ impl Http2Upstream {
         connect_timeout: Duration,
         connections: Arc<Http2Connections>,
     ) -> Self {
+        let reuse = Reuse {
+            requests: MAX_REQUESTS,
+            age: MAX_AGE,
+        };
+        Self::reused(
+            dialer,
+            target,
+            idle_timeout,
+            connect_timeout,
+            reuse,
+            connections,
+        )
+    }
+
+    /// [`Self::new`], with a connection taking new requests as `reuse` says.
+    fn reused(
+        dialer: RequireH2<H2Connector>,
+        target: Uri,
+        idle_timeout: Duration,
+        connect_timeout: Duration,
+        reuse: Reuse,
+        connections: Arc<Http2Connections>,
+    ) -> Self {
         Self {
             holder: Arc::new(Holder {
                 dialer,
                 target,
                 idle_timeout,
                 connect_timeout,
+                reuse,
                 connections,
                 streams: Arc::new(Http2Streams::default()),
                 slot: Mutex::new(Slot::Closed),
@@ -202,17 +252,33 @@ impl Http2Upstream {
                     id,
                     sender,
                     last_used,
+                    handed,
                     ..
                 } if !sender.is_closed() => {
                     *last_used = Instant::now();
-                    return Ok((sender.clone(), false, *id));
+                    *handed += 1;
+                    let taken = (sender.clone(), false, *id);
+                    if *handed >= self.holder.reuse.requests {
+                        // Its last: let go of here, it closes once the
+                        // streams on it are done (`drive`).
+                        *slot = Slot::Closed;
+                    }
+                    return Ok(taken);
                 }
-                Slot::Connecting { id, connecting } => (*id, connecting.clone()),
+                Slot::Connecting {
+                    id,
+                    connecting,
+                    handed,
+                } => {
+                    *handed = handed.saturating_add(1);
+                    (*id, connecting.clone())
+                }
                 _ => {
                     let (id, connecting) = self.holder.connect();
                     *slot = Slot::Connecting {
                         id,
                         connecting: connecting.clone(),
+                        handed: 1,
                     };
                     (id, connecting)
                 }
@@ -339,20 +405,34 @@ impl Holder {
         let holder = Arc::downgrade(self);
         let dialer = self.dialer.clone();
         let target = self.target.clone();
-        let idle_timeout = self.idle_timeout;
+        let first_look = self.idle_timeout.min(self.reuse.age);
         let streams = self.streams.clone();
         let task = tokio::spawn(async move {
-            let opened = open(dialer, target, holder.clone(), id, idle_timeout, streams).await;
+            let opened = open(dialer, target, holder.clone(), id, first_look, streams).await;
             if let Some(holder) = holder.upgrade() {
                 let mut slot = holder.lock();
-                if matches!(&*slot, Slot::Connecting { id: current, .. } if *current == id) {
+                if let Slot::Connecting {
+                    id: current,
+                    handed,
+                    ..
+                } = &*slot
+                    && *current == id
+                {
                     *slot = match &opened {
-                        Ok(opened) => Slot::Open {
-                            id,
-                            sender: opened.sender.clone(),
-                            connection: opened.connection.clone(),
-                            last_used: Instant::now(),
-                        },
+                        // Worn out by the requests that waited for it alone.
+                        Ok(_) if *handed >= holder.reuse.requests => Slot::Closed,
+                        Ok(opened) => {
+                            let now = Instant::now();
+                            Slot::Open {
+                                id,
+                                sender: opened.sender.clone(),
+                                connection: opened.connection.clone(),
+                                last_used: now,
+                                opened_at: now,
+                                handed: *handed,
+                                _offered: opened.offered.clone(),
+                            }
+                        }
                         // Not kept: the next request tries again.
                         Err(_) => Slot::Closed,
                     };
@@ -380,12 +460,14 @@ impl Holder {
     }
 
     /// Forgets connection `id` if it is still the one held and has not been
-    /// used for the idle timeout; else when to look again.
-    fn close_if_idle(&self, id: u64) -> Option<Instant> {
+    /// used for the idle timeout, or has been open for the longest a
+    /// connection takes requests; else when to look again.
+    fn close_if_idle_or_old(&self, id: u64) -> Option<Instant> {
         let mut slot = self.lock();
         let Slot::Open {
             id: current,
             last_used,
+            opened_at,
             ..
         } = &*slot
         else {
@@ -394,7 +476,7 @@ impl Holder {
         if *current != id {
             return None;
         }
-        let deadline = *last_used + self.idle_timeout;
+        let deadline = (*last_used + self.idle_timeout).min(*opened_at + self.reuse.age);
         if deadline > Instant::now() {
             return Some(deadline);
         }
@@ -413,20 +495,22 @@ impl Holder {
 }
 
 /// Dials the upstream (bounded by `connect_timeout`, `h2` by ALPN over TLS:
-/// [`RequireH2`]), shakes hands, and drives the connection in a task; from
-/// now on `streams` goes by this connection's limit.
+/// [`RequireH2`]), shakes hands, and drives the connection in a task (which
+/// first looks whether to let go of it after `first_look`); from now on
+/// `streams` goes by this connection's limit.
 async fn open(
     mut dialer: RequireH2<H2Connector>,
     target: Uri,
     holder: Weak<Holder>,
     id: u64,
-    idle_timeout: Duration,
+    first_look: Duration,
     streams: Arc<Http2Streams>,
 ) -> Result<Opened, ConnectError> {
     std::future::poll_fn(|cx| dialer.poll_ready(cx))
         .await
         .map_err(ConnectError::from)?;
     let io = dialer.call(target).await.map_err(ConnectError::from)?;
+    let offered = Arc::new(io.offered());
     let (sender, connection) = http2::Builder::new(TokioExecutor::new())
         .timer(TokioTimer::new())
         // Stated, not left to hyper's default: `streams` starts from it.
@@ -436,18 +520,23 @@ async fn open(
         .map_err(|err| Arc::new(err) as ConnectError)?;
     streams.announced(id, connection.current_max_send_streams());
     let connection: Driven = Arc::new(Mutex::new(Box::pin(connection)));
-    tokio::spawn(drive(connection.clone(), holder, id, idle_timeout));
-    Ok(Opened { sender, connection })
+    tokio::spawn(drive(connection.clone(), holder, id, first_look));
+    Ok(Opened {
+        sender,
+        connection,
+        offered,
+    })
 }
 
 /// Runs the connection until it ends, dropping it from the holder when it
-/// has been idle for the timeout: without a sender, hyper closes it as soon
-/// as the streams still on it are done.
-async fn drive(connection: Driven, holder: Weak<Holder>, id: u64, idle_timeout: Duration) {
+/// has been idle for the timeout or open for the longest it takes
+/// requests: without a sender, hyper closes it (GOAWAY) as soon as the
+/// streams still on it are done.
+async fn drive(connection: Driven, holder: Weak<Holder>, id: u64, first_look: Duration) {
     let connection = std::future::poll_fn(|cx| lock(&connection).as_mut().poll(cx));
     let mut connection = pin!(connection);
     // Not at once: the slot holds this connection only once `open` is done.
-    let mut look_at = Instant::now() + idle_timeout;
+    let mut look_at = Instant::now() + first_look;
     loop {
         tokio::select! {
             ended = &mut connection => {
@@ -460,7 +549,7 @@ async fn drive(connection: Driven, holder: Weak<Holder>, id: u64, idle_timeout: 
                 return;
             }
             () = tokio::time::sleep_until(look_at) => {
-                match holder.upgrade().and_then(|holder| holder.close_if_idle(id)) {
+                match holder.upgrade().and_then(|holder| holder.close_if_idle_or_old(id)) {
                     Some(next) => look_at = next,
                     None => break,
                 }

@@ -2,6 +2,7 @@
 //! and the header rules of a correct reverse proxy. Knows nothing of keys or
 //! of the store.
 
+mod connection_reuse;
 mod error;
 mod forwarded;
 mod hop_by_hop;

@@ -18,6 +18,7 @@ use super::response_head::{self, AnswerHead};
 use super::stream::UpstreamStream;
 use crate::body::Body;
 use crate::deadline::Deadline;
+use crate::proxy::connection_reuse::{MAX_AGE, MAX_REQUESTS};
 use crate::proxy::error::Cause;
 use crate::proxy::progress::Progress;
 use crate::wire::framing::BodyKind;
@@ -28,14 +29,6 @@ use crate::wire::names::FieldNames;
 const INLINE_BODY: u64 = 16 * 1024;
 /// Room made in the read buffer before each read.
 const READ_CHUNK: usize = 8 * 1024;
-
-/// Requests a connection carries, and the longest it is kept, as nginx's
-/// `keepalive_requests` and `keepalive_time` defaults: under steady load a
-/// kept connection never idles, so without an end, upstream instances added
-/// behind a balancer (a Kubernetes Service, a DNS name) would get no share
-/// of what the open connections carry.
-const MAX_REQUESTS: u32 = 1000;
-const MAX_AGE: Duration = Duration::from_secs(3600);
 
 pub struct Connection {
     stream: UpstreamStream,

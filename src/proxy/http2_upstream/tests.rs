@@ -38,12 +38,28 @@ async fn h2c_server(addr: SocketAddr) -> (SocketAddr, Arc<AtomicU64>, Arc<Atomic
 }
 
 fn holder(addr: SocketAddr, idle_timeout: Duration) -> Http2Upstream {
+    let reuse = Reuse {
+        requests: MAX_REQUESTS,
+        age: MAX_AGE,
+    };
+    reusing(addr, idle_timeout, reuse)
+}
+
+/// [`holder`], with a connection taking new requests as `reuse` says.
+fn reusing(addr: SocketAddr, idle_timeout: Duration, reuse: Reuse) -> Http2Upstream {
     let connections = Arc::new(Http2Connections::default());
     let tls = crate::tls::client_config("api", None).unwrap();
     let dialer = http2_dialer::dialer(tls, Duration::from_secs(1), connections.clone());
     let target = format!("http://{addr}").parse().unwrap();
     let connect_timeout = Duration::from_secs(1);
-    Http2Upstream::new(dialer, target, idle_timeout, connect_timeout, connections)
+    Http2Upstream::reused(
+        dialer,
+        target,
+        idle_timeout,
+        connect_timeout,
+        reuse,
+        connections,
+    )
 }
 
 /// The `:authority` the server saw for a request to `uri`.
@@ -121,4 +137,60 @@ async fn a_failed_connect_is_not_sent_and_the_next_request_dials_again() {
     let (_, accepted, _) = h2c_server(addr).await;
     assert_eq!(authority(&upstream, "http://a/").await.unwrap(), "a");
     assert_eq!(accepted.load(Ordering::SeqCst), 1);
+}
+
+/// A connection open for the longest it takes requests is let go of
+/// though it is in use (closed by the upstream's count once its streams
+/// are done), and the next request opens another.
+#[tokio::test]
+async fn a_connection_open_for_its_longest_is_replaced() {
+    let (addr, accepted, open) = h2c_server("127.0.0.1:0".parse().unwrap()).await;
+    let reuse = Reuse {
+        requests: MAX_REQUESTS,
+        age: Duration::from_millis(300),
+    };
+    let upstream = reusing(addr, Duration::from_secs(60), reuse);
+    authority(&upstream, "http://a/").await.unwrap();
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    authority(&upstream, "http://a/").await.unwrap();
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    wait_until(|| open.load(Ordering::SeqCst) == 0).await;
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    authority(&upstream, "http://a/").await.unwrap();
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+}
+
+/// A worn-out connection is handed no new request; the one answer still
+/// on it goes on, and the connection closes once it is done. Meanwhile a
+/// request waits for the new connection as for a first one: the old one
+/// counts as open no more (a timeout there is "never sent").
+#[tokio::test]
+async fn a_worn_out_connection_finishes_its_streams_and_closes() {
+    let (addr, accepted, open) = h2c_server("127.0.0.1:0".parse().unwrap()).await;
+    let reuse = Reuse {
+        requests: 2,
+        age: MAX_AGE,
+    };
+    let upstream = reusing(addr, Duration::from_secs(60), reuse);
+    let connections = upstream.connections();
+    authority(&upstream, "http://a/").await.unwrap();
+    let before_last = connections.before();
+    let request = Request::get("http://last/")
+        .body(crate::body::empty())
+        .unwrap();
+    let (place, _) = upstream.place(Duration::from_secs(1)).await.unwrap();
+    let last = upstream.send(request, &place).await.unwrap();
+    let after_last = connections.before();
+    assert!(!connections.never_connected_since(&before_last));
+    assert!(connections.never_connected_since(&after_last));
+    assert_eq!(open.load(Ordering::SeqCst), 1, "its answer is still read");
+
+    authority(&upstream, "http://a/").await.unwrap();
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    assert!(!connections.never_connected_since(&after_last));
+    let body = last.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(body, "last");
+    drop(place);
+    wait_until(|| open.load(Ordering::SeqCst) == 1).await;
 }
