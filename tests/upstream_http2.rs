@@ -369,6 +369,73 @@ async fn a_connection_is_replaced_after_a_thousand_requests() {
     assert_eq!(upstream.accepted(), 2);
 }
 
+/// An h2c upstream that allows 10 streams at once and answers each
+/// request 200 after 20 ms; counts the connections it accepted. Its
+/// SETTINGS come 100 ms late on every connection after the first, as over
+/// a long round trip.
+async fn ten_stream_upstream() -> (SocketAddr, Arc<AtomicU64>) {
+    let listener = free_listener();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicU64::new(0));
+    let counted = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let later = counted.fetch_add(1, Ordering::SeqCst) > 0;
+            tokio::spawn(async move {
+                if later {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                let Ok(mut connection) = h2::server::Builder::new()
+                    .max_concurrent_streams(10)
+                    .handshake::<_, Bytes>(stream)
+                    .await
+                else {
+                    return;
+                };
+                while let Some(Ok((_request, mut respond))) = connection.accept().await {
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        let head = Response::builder().status(200).body(()).unwrap();
+                        if let Ok(mut body) = respond.send_response(head, false) {
+                            let _ = body.send_data(Bytes::from_static(b"ok"), true);
+                        }
+                    });
+                }
+            });
+        }
+    });
+    (addr, accepted)
+}
+
+/// A new connection's first streams went by h2's assumption of 100 at once
+/// until the upstream's SETTINGS came, so an upstream that allows fewer
+/// refused those past its limit (`REFUSED_STREAM`: 502, nothing sent) each
+/// time the connection was replaced. The limit the upstream said on the
+/// connection before holds on a new one until the new one has answered.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replaced_connection_keeps_the_upstreams_stream_limit() {
+    let dir = TestDir::new("h2-limit-kept");
+    let (addr, accepted) = ten_stream_upstream().await;
+    let gateway = GatewayProcess::start(&dir, &format!("http://{addr}"), &config(true));
+    let client = gateway.client();
+    let failed = Arc::new(AtomicU64::new(0));
+    let workers = (0..40).map(|worker| {
+        let (client, failed) = (client.clone(), failed.clone());
+        async move {
+            for i in 0..55 {
+                let reply = client.get(&format!("/things/{worker}-{i}")).await;
+                if !reply.status.is_success() {
+                    failed.fetch_add(1, Ordering::SeqCst);
+                    eprintln!("{}: {}", reply.status, reply.text());
+                }
+            }
+        }
+    });
+    futures_util::future::join_all(workers).await;
+    assert!(accepted.load(Ordering::SeqCst) >= 3, "2,200 requests");
+    assert_eq!(failed.load(Ordering::SeqCst), 0);
+}
+
 /// The upstream says GOAWAY (a graceful restart, a server's connection
 /// limit): the next request gets a new connection, not the closed one.
 #[tokio::test]

@@ -10,7 +10,12 @@
 //!
 //! The limit is the one h2 itself goes by: what the newest connection's
 //! upstream announced, asked of the connection as each request is about to
-//! take a place (http2_upstream.rs), and [`INITIAL_LIMIT`] until it has. A place is held from the moment it is
+//! take a place (http2_upstream.rs), and [`INITIAL_LIMIT`] until it has.
+//! A connection that replaced another starts from the lower of that and
+//! what the upstream said on the one before, until its first answer (which
+//! comes after the upstream's SETTINGS): an upstream that allows fewer
+//! would otherwise refuse the streams past its limit each time the
+//! connection is replaced (connection_reuse.rs). A place is held from the moment it is
 //! taken until hyper has let go of the request's body and the answer's body
 //! is done or dropped, so that it is never counted free while h2 still
 //! counts its stream.
@@ -21,7 +26,7 @@
 //! that connection, and the place with it.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -44,6 +49,9 @@ pub const INITIAL_LIMIT: usize = 100;
 pub struct Http2Streams {
     permits: Arc<Semaphore>,
     limit: Mutex<Limit>,
+    /// The newest connection that has answered: its upstream's SETTINGS
+    /// came before the answer, so h2's limit for it is the upstream's own.
+    answered_on: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -56,6 +64,9 @@ struct Limit {
     /// Permits to take out of use as they come back: the limit went down
     /// while more were held than it now allows.
     owed: usize,
+    /// The limit the upstream itself said, on the newest connection that
+    /// had answered when it was asked.
+    said: Option<usize>,
 }
 
 impl Default for Http2Streams {
@@ -66,7 +77,9 @@ impl Default for Http2Streams {
                 connection: 0,
                 allowed: INITIAL_LIMIT,
                 owed: 0,
+                said: None,
             }),
+            answered_on: AtomicU64::new(0),
         }
     }
 }
@@ -80,12 +93,21 @@ impl Http2Streams {
     /// The streams connection `connection`'s upstream allows at once now
     /// (h2's `usize::MAX` when it announced none).
     pub fn announced(&self, connection: u64, streams: usize) {
-        let target = streams.min(Semaphore::MAX_PERMITS);
+        let streams = streams.min(Semaphore::MAX_PERMITS);
+        let settled = self.answered_on.load(Ordering::Acquire) >= connection;
         let mut limit = self.lock();
         if connection < limit.connection {
             return;
         }
         limit.connection = connection;
+        let target = match limit.said {
+            _ if settled => {
+                limit.said = Some(streams);
+                streams
+            }
+            Some(said) => said.min(streams),
+            None => streams,
+        };
         if target < limit.allowed {
             let fewer = limit.allowed - target;
             let taken = self.permits.forget_permits(fewer);
@@ -97,6 +119,15 @@ impl Http2Streams {
             self.permits.add_permits(more - forgiven);
         }
         limit.allowed = target;
+    }
+
+    /// Connection `connection` has answered a request: from now on the
+    /// limit h2 tells for it is its upstream's.
+    pub fn answered(&self, connection: u64) {
+        // Once per connection: the load is all an answer costs after that.
+        if self.answered_on.load(Ordering::Relaxed) < connection {
+            self.answered_on.fetch_max(connection, Ordering::Release);
+        }
     }
 
     /// A place for one stream, waiting at most `wait` for one to come free
@@ -295,6 +326,29 @@ mod tests {
         // A new connection starts from h2's own assumption.
         streams.announced(3, INITIAL_LIMIT);
         assert!(take(&streams).await.is_some());
+    }
+
+    #[tokio::test]
+    async fn a_new_connection_keeps_the_limit_said_until_it_answers() {
+        let streams = Arc::new(Http2Streams::default());
+        streams.announced(1, INITIAL_LIMIT);
+        streams.answered(1);
+        streams.announced(1, 2);
+        // Connection 2, before its upstream's SETTINGS: h2 assumes 100.
+        streams.announced(2, INITIAL_LIMIT);
+        let held = (take(&streams).await, take(&streams).await);
+        assert!(held.0.is_some() && held.1.is_some());
+        assert!(take(&streams).await.is_none(), "2, as said on connection 1");
+        // Its first answer came after its SETTINGS: h2's limit is the
+        // upstream's now, even where it is h2's assumption.
+        streams.answered(2);
+        streams.announced(2, INITIAL_LIMIT);
+        assert!(take(&streams).await.is_some());
+        // What a connection said before it answered is not kept.
+        streams.announced(3, 1);
+        streams.announced(4, INITIAL_LIMIT);
+        assert!(take(&streams).await.is_some(), "100 said on connection 2");
+        drop(held);
     }
 
     /// Every holder must let go before the place is free: the sender, the

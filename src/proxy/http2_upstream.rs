@@ -215,7 +215,10 @@ impl Http2Upstream {
             let (mut sender, fresh, id) = (self.sender().await)
                 .map_err(|error| UpstreamError::NotSent(Cause::Http2Connect(error)))?;
             match sender.try_send_request(request).await {
-                Ok(response) => return Ok(response),
+                Ok(response) => {
+                    self.holder.streams.answered(id);
+                    return Ok(response);
+                }
                 Err(mut failed) => match failed.take_message() {
                     Some(unsent) if !fresh => request = unsent,
                     Some(_) => {
