@@ -1,4 +1,4 @@
-//! Phase "fingerprint": what identifies a record (its scope) and what a reuse
+//! Phase "identity": what identifies a record (its scope) and what a reuse
 //! of its key must match (its fingerprint), read off the request.
 
 use std::borrow::Cow;

@@ -1,7 +1,9 @@
-//! The request path as named phases:
-//! `route` → `signature` (webhook routes) → (pass-through | `key` →
-//! (`region` forward to the key's home elsewhere | `fingerprint` →
-//! `reserve` → `execute` (forward, record) | `replay`)).
+//! The request path as named phases, each a file here but the route's
+//! (`crate::route`): `route` → `signature` (webhook routes) →
+//! (`passthrough` | `idempotent`: `request_key` → `identity` (the scope; a
+//! key whose home is another region is forwarded there, `crate::region`;
+//! the fingerprint) → `reserve` → `execute` (forward, `capture`, record) |
+//! `replay`).
 //!
 //! `handle` is the one entry point the server calls; it never fails: every
 //! error becomes an answer (see [`crate::error`]).
@@ -62,8 +64,9 @@ pub struct Gateway {
     /// `server.header_read_timeout`, all of it `server.body_read_timeout`,
     /// as the process started with them.
     body_limits: body::ReadLimits,
-    /// Request bodies read whole, all requests together
-    /// (`server.max_buffered_bodies`, as the process started with it).
+    /// Request bodies read whole and keyed answers not yet taken by their
+    /// clients, all requests together (`server.max_buffered_bodies`, as the
+    /// process started with it).
     body_budget: BodyBudget,
     /// Keyed executions, detached from their client's request: a shutdown
     /// waits for them (within its grace) after the connections closed, as

@@ -1,4 +1,4 @@
-//! Phase "key": find the request's idempotency key, reading (and bounding)
+//! Phase "request_key": find the request's idempotency key, reading (and bounding)
 //! the body where the key or the fingerprint needs it.
 
 use crate::body::ClientBody;
