@@ -18,8 +18,9 @@ use crate::store::{
 /// waits for a holder in another replica before looking at the store again.
 const RECHECK: Duration = Duration::from_millis(250);
 
-/// How long a 409 tells the client to wait when nothing better is known.
-const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+/// How long a 409 tells the client to wait: most first requests finish
+/// well within it.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 pub enum Decision {
     Execute(Lease),
@@ -160,7 +161,7 @@ fn decide(
         }
         Reservation::Mismatch => Decision::Mismatch,
         Reservation::InFlight { .. } => Decision::Conflict {
-            retry_after: DEFAULT_RETRY_AFTER,
+            retry_after: RETRY_AFTER,
         },
     }
 }

@@ -1,3 +1,7 @@
+//! What the gateway serves by: everything derived from one loaded config
+//! (routes bound to their upstreams and metric series, limits, regions),
+//! swapped whole on reload.
+
 use std::sync::Arc;
 
 use http::Method;

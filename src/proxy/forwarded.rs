@@ -1,3 +1,7 @@
+//! The client's request head made the upstream's (`prepare_request`): the
+//! target on the upstream, `Host`, `X-Forwarded-*`, cookies joined for an
+//! HTTP/1 upstream, hop-by-hop fields dropped (`hop_by_hop.rs`).
+
 use http::header::{self, HeaderName, HeaderValue};
 use http::request::Parts;
 use http::uri::{Authority, PathAndQuery};

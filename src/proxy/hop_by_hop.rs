@@ -1,3 +1,7 @@
+//! The fields a proxy does not pass on, in either direction: those that
+//! describe one connection (and any `Connection` names), and on requests
+//! also `Proxy-*` and `Expect`.
+
 use http::HeaderMap;
 use http::header::{self, HeaderName};
 

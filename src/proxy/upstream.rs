@@ -1,3 +1,8 @@
+//! One upstream (`Upstream`: a configured one, or another region's
+//! gateway): its address, its connections (kept across a reload that
+//! leaves their settings as they were), and `send`, which every request
+//! sent on goes through; `Upstreams`, a config's upstreams by name.
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +26,8 @@ use crate::wire::{fields, framing};
 use http_body_util::BodyExt;
 use tokio::time::Instant;
 
-/// One configured upstream with its own connection pool.
+/// One configured upstream with its own connections: a pool (HTTP/1) or
+/// one multiplexed connection at a time (HTTP/2).
 #[derive(Debug)]
 pub struct Upstream {
     name: String,
