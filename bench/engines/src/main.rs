@@ -19,7 +19,16 @@ use workload::Key;
 use write_pass::{Pass, WriteStats};
 
 /// Every candidate, by the name `--engines` takes.
-const CANDIDATES: &[&str] = &["sqlite", "sqlite-cache", "sqlite-blob", "fjall", "redb"];
+const CANDIDATES: &[&str] = &[
+    "sqlite",
+    "sqlite-cache",
+    "sqlite-blob",
+    "sqlite-1k",
+    "sqlite-2k",
+    "sqlite-8k",
+    "fjall",
+    "redb",
+];
 
 fn open(name: &str, dir: &Path) -> anyhow::Result<Box<dyn Engine>> {
     const MIB: i64 = 1024;
@@ -39,6 +48,18 @@ fn open(name: &str, dir: &Path) -> anyhow::Result<Box<dyn Engine>> {
                 blob_hashes: true,
                 cache_kib: Some(64 * MIB),
                 mmap_bytes: None,
+                page_bytes: None,
+            },
+        )?),
+        "sqlite-1k" | "sqlite-2k" | "sqlite-8k" => Box::new(sqlite::Sqlite::open(
+            dir,
+            sqlite::Layout {
+                page_bytes: Some(match name {
+                    "sqlite-1k" => 1024,
+                    "sqlite-2k" => 2048,
+                    _ => 8192,
+                }),
+                ..sqlite::TODAY
             },
         )?),
         "fjall" => Box::new(lsm::Fjall::open(dir)?),

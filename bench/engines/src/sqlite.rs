@@ -22,12 +22,18 @@ pub struct Layout {
     pub cache_kib: Option<i64>,
     /// `mmap_size` in bytes (today: 0).
     pub mmap_bytes: Option<i64>,
+    /// `page_size` in bytes of a new file (today: SQLite's default, 4096).
+    /// Every dirty page is one WAL frame of this size, and the checkpoint
+    /// copies it again; `wal_autocheckpoint` stays 1000 pages, as the
+    /// store leaves it.
+    pub page_bytes: Option<i64>,
 }
 
 pub const TODAY: Layout = Layout {
     blob_hashes: false,
     cache_kib: None,
     mmap_bytes: None,
+    page_bytes: None,
 };
 
 pub struct Sqlite {
@@ -101,6 +107,11 @@ impl Sqlite {
         let path = dir.join("store.db");
         let conn = Connection::open(&path)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        // Before WAL mode, which writes the file's first page: a file's page
+        // size is fixed once written (in WAL mode even VACUUM keeps it).
+        if let Some(bytes) = layout.page_bytes {
+            conn.pragma_update(None, "page_size", bytes)?;
+        }
         let mode: String =
             conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
         anyhow::ensure!(mode.eq_ignore_ascii_case("wal"), "no WAL mode: {mode}");
@@ -108,6 +119,11 @@ impl Sqlite {
         conn.pragma_update(None, "journal_size_limit", 16 * 1024 * 1024)?;
         Self::set_cache(&conn, layout)?;
         conn.execute_batch(&schema(layout))?;
+        let page: i64 = conn.pragma_query_value(None, "page_size", |row| row.get(0))?;
+        anyhow::ensure!(
+            page == layout.page_bytes.unwrap_or(4096),
+            "page_size {page}, not the layout's"
+        );
         conn.set_prepared_statement_cache_capacity(32);
         let mut wal_path = path.into_os_string();
         wal_path.push("-wal");
