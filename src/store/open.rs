@@ -1,3 +1,8 @@
+//! Opening the configured store: the backend and the layers above it (the
+//! Redis fast path, sealing, the copies of answers kept in memory), for
+//! `serve` and for the one-shot commands; `idemgate migrate`; and the
+//! settings opening would refuse, found without connecting.
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,3 +1,6 @@
+//! The connection holder (mod.rs) against a plain-text h2c server: where
+//! it dials, when it opens, replaces and closes a connection.
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
