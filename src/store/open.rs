@@ -14,11 +14,11 @@ use super::{
     CachedStore, EmbeddedStore, Lookup, LookupHook, MigrationReport, PostgresStore, ReplayCache,
     Store, StoreError, Unavailable,
 };
+use crate::config::StoreConfig;
+use crate::metrics::Metrics;
 
 /// Memory for copies of replayed answers in front of every backend.
 const REPLAY_CACHE_BYTES: usize = 8 * 1024 * 1024;
-use crate::config::StoreConfig;
-use crate::metrics::Metrics;
 
 /// Opens the configured backend. Postgres applies pending migrations first
 /// unless `store.migrate = false` (then the schema must already match); with
