@@ -1,3 +1,7 @@
+//! Who may use the operator API (`/admin/*`): whoever sends the bearer
+//! token `[admin]` configures, compared in constant time. The probes and
+//! `/metrics` ask for none.
+
 use http::HeaderMap;
 use http::header;
 use sha2::{Digest, Sha256};

@@ -1,3 +1,7 @@
+//! The process's signals: SIGTERM and SIGINT stop it gracefully (a second
+//! one at once), SIGHUP reloads the config, and SIGXFSZ is taken over so
+//! that a file-size limit fails a write instead of ending the process.
+
 use std::sync::Arc;
 
 use tokio::signal::unix::{Signal, SignalKind, signal};

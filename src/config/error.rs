@@ -1,3 +1,6 @@
+//! A configuration's problems, each located by file, line, column and
+//! field, as `check`, `serve` and a reload report them.
+
 use std::fmt;
 use std::path::PathBuf;
 

@@ -1,3 +1,7 @@
+//! A request's fingerprint: the hash of the parts its route names (method,
+//! path, query, headers, body), which tells a retry from another request
+//! sent with the same key.
+
 use std::borrow::Cow;
 
 use sha2::{Digest, Sha256};

@@ -1,3 +1,7 @@
+//! A key read from a header field: an RFC 8941 string unwrapped (its
+//! parameters checked, then ignored), anything else taken as is; then
+//! validated.
+
 use super::KeyError;
 
 const MALFORMED: &str = "malformed quoted string";

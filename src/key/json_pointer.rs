@@ -1,3 +1,7 @@
+//! A key read from a JSON body at an RFC 6901 pointer: a string as is, a
+//! number by a text that spells its exact value (the one earlier versions
+//! gave it, when that does).
+
 use serde_json::{Number, Value};
 
 use super::KeyError;

@@ -1,3 +1,6 @@
+//! The scope hash, which keeps one tenant's keys apart from another's, and
+//! the length-prefixed hashing it shares with the fingerprint.
+
 use std::sync::{Arc, LazyLock};
 
 use sha2::{Digest, Sha256};

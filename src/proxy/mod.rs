@@ -4,22 +4,19 @@
 
 mod connection_reuse;
 mod error;
-mod forwarded;
 mod hop_by_hop;
 pub(crate) mod http1;
-mod http2_connections;
-mod http2_dialer;
-mod http2_streams;
-mod http2_upstream;
+mod http2;
 mod progress;
 mod setup_error;
 mod upstream;
 mod upstream_body;
+mod upstream_request;
 
 pub use error::UpstreamError;
-pub use forwarded::prepare_request;
 pub use hop_by_hop::{strip_answer_hop_by_hop, strip_hop_by_hop};
 pub use progress::Wait;
 pub use setup_error::UpstreamSetupError;
 pub use upstream::{Upstream, Upstreams};
 pub use upstream_body::UpstreamBody;
+pub use upstream_request::prepare_request;

@@ -13,9 +13,7 @@ use http::{Method, Request, Response, StatusCode, Uri};
 
 use super::error::{Cause, UpstreamError};
 use super::http1::{Dialer, Http1Pool, PoolLimits};
-use super::http2_connections::Http2Connections;
-use super::http2_dialer;
-use super::http2_upstream::Http2Upstream;
+use super::http2::{self, Http2Connections, Http2Upstream};
 use super::progress::{Marking, Progress, Wait, within};
 use super::setup_error::UpstreamSetupError;
 use super::strip_answer_hop_by_hop;
@@ -63,7 +61,7 @@ struct ConnectionSettings {
 }
 
 /// HTTP/1 upstreams get the gateway's own client (http1/); an HTTP/2 one
-/// its one multiplexed connection (http2_upstream.rs).
+/// its one multiplexed connection (http2/mod.rs).
 #[derive(Debug, Clone)]
 enum Connections {
     Http1(Arc<Http1Pool>),
@@ -152,7 +150,7 @@ impl Upstream {
         };
         Ok(if config.http2 {
             let connections = Arc::new(Http2Connections::default());
-            let dialer = http2_dialer::dialer(tls, config.connect_timeout, connections.clone());
+            let dialer = http2::dialer(tls, config.connect_timeout, connections.clone());
             Connections::Http2(Http2Upstream::new(
                 dialer,
                 uri.clone(),
@@ -223,7 +221,7 @@ impl Upstream {
             }
             Connections::Http2(http2) => {
                 // Waiting for a stream counts as nothing sent: hyper never
-                // has the request until it gets a place (http2_streams.rs).
+                // has the request until it gets a place (http2/streams.rs).
                 let (place, waited) = http2.place(self.timeout).await?;
                 let left = match waited {
                     Some(since) => self.timeout.saturating_sub(since.elapsed()),

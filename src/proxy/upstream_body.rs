@@ -26,7 +26,7 @@ use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
 
 use super::http1::AnswerBody;
-use super::http2_streams::{AnswerPlace, StreamPlace};
+use super::http2::{AnswerPlace, StreamPlace};
 use crate::body::{BoxError, IdleLimit};
 
 pub struct UpstreamBody(IdleLimit<Source>);

@@ -1,3 +1,6 @@
+//! A route's idempotency policy as the request path reads it, taken from the
+//! parsed config, and the labels its scope parts are hashed under.
+
 use std::time::Duration;
 
 use http::{HeaderName, Method};

@@ -1,3 +1,6 @@
+//! The routes of a config in file order, and how a request finds its own:
+//! the first whose methods and path match.
+
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 

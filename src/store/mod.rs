@@ -11,7 +11,6 @@ pub mod embedded;
 pub mod guard;
 pub mod instrumented;
 mod lease_retry;
-use lease_retry::LeaseRetry;
 pub mod listing;
 mod migration;
 mod open;
@@ -34,6 +33,7 @@ pub use count::CountLimits;
 pub use embedded::{EmbeddedCause, EmbeddedStore};
 pub use guard::LeaseGuard;
 pub use instrumented::InstrumentedStore;
+use lease_retry::LeaseRetry;
 pub use listing::{Count, Cursor, ListQuery, Listed, Page};
 pub use migration::MigrationReport;
 pub use open::{

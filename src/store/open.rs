@@ -1,3 +1,8 @@
+//! Opening the configured store: the backend and the layers above it (the
+//! Redis fast path, sealing, the copies of answers kept in memory), for
+//! `serve` and for the one-shot commands; `idemgate migrate`; and the
+//! settings opening would refuse, found without connecting.
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,11 +14,11 @@ use super::{
     CachedStore, EmbeddedStore, Lookup, LookupHook, MigrationReport, PostgresStore, ReplayCache,
     Store, StoreError, Unavailable,
 };
+use crate::config::StoreConfig;
+use crate::metrics::Metrics;
 
 /// Memory for copies of replayed answers in front of every backend.
 const REPLAY_CACHE_BYTES: usize = 8 * 1024 * 1024;
-use crate::config::StoreConfig;
-use crate::metrics::Metrics;
 
 /// Opens the configured backend. Postgres applies pending migrations first
 /// unless `store.migrate = false` (then the schema must already match); with

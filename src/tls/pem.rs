@@ -1,3 +1,7 @@
+//! Certificates and private keys read from PEM files, with a cause an
+//! operator can act on when a file is DER, holds an encrypted key, or holds
+//! none.
+
 use std::path::Path;
 
 use pki_types::pem::PemObject;

@@ -1,7 +1,7 @@
 //! Every way a stream to an HTTP/2 upstream ends gives its place back.
 //!
 //! The gateway counts the streams in flight to an HTTP/2 upstream against
-//! the limit it announced (src/proxy/http2_streams.rs); a place is free once
+//! the limit it announced (src/proxy/http2/streams.rs); a place is free once
 //! the request's sender, the body hyper sends and the answer's body have
 //! all let go. One ending that never gives its place back would, after
 //! `limit` of them, leave every request to the upstream waiting and failing

@@ -303,7 +303,7 @@ pub fn reads_what_crosses_regions(
 }
 
 /// Fields a forward does not pass on as the client sent them: the
-/// `X-Forwarded-*` it sets (src/proxy/forwarded.rs), the `Via` entry and
+/// `X-Forwarded-*` it sets (src/proxy/upstream_request.rs), the `Via` entry and
 /// the region's name it adds, the framing it redoes (`Content-Length` for
 /// a body sent whole), and the hop-by-hop and `Proxy-*` fields it drops
 /// (src/proxy/hop_by_hop.rs).

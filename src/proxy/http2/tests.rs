@@ -1,3 +1,6 @@
+//! The connection holder (mod.rs) against a plain-text h2c server: where
+//! it dials, when it opens, replaces and closes a connection.
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -6,7 +9,6 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 
 use super::*;
-use crate::proxy::http2_dialer;
 
 /// An h2c server on `addr` that answers with the `:authority` it got;
 /// connections accepted and open now.
@@ -49,7 +51,7 @@ fn holder(addr: SocketAddr, idle_timeout: Duration) -> Http2Upstream {
 fn reusing(addr: SocketAddr, idle_timeout: Duration, reuse: Reuse) -> Http2Upstream {
     let connections = Arc::new(Http2Connections::default());
     let tls = crate::tls::client_config("api", None).unwrap();
-    let dialer = http2_dialer::dialer(tls, Duration::from_secs(1), connections.clone());
+    let dialer = dialer(tls, Duration::from_secs(1), connections.clone());
     let target = format!("http://{addr}").parse().unwrap();
     let connect_timeout = Duration::from_secs(1);
     Http2Upstream::reused(

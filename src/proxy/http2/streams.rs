@@ -10,12 +10,12 @@
 //!
 //! The limit is the one h2 itself goes by: what the newest connection's
 //! upstream announced, asked of the connection as each request is about to
-//! take a place (http2_upstream.rs), and [`INITIAL_LIMIT`] until it has.
+//! take a place (mod.rs), and [`INITIAL_LIMIT`] until it has.
 //! A connection that replaced another starts from the lower of that and
 //! what the upstream said on the one before, until its first answer (which
 //! comes after the upstream's SETTINGS): an upstream that allows fewer
 //! would otherwise refuse the streams past its limit each time the
-//! connection is replaced (connection_reuse.rs). A place is held from the moment it is
+//! connection is replaced (src/proxy/connection_reuse.rs). A place is held from the moment it is
 //! taken until hyper has let go of the request's body and the answer's body
 //! is done or dropped, so that it is never counted free while h2 still
 //! counts its stream.
@@ -37,11 +37,11 @@ use http_body::{Body as HttpBody, Frame, SizeHint};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use super::error::{Cause, UpstreamError};
 use crate::body::BoxError;
+use crate::proxy::error::{Cause, UpstreamError};
 
 /// Streams allowed at once before the upstream announces its limit: what
-/// hyper's h2 client assumes (and is set to assume, `http2_upstream::open`),
+/// hyper's h2 client assumes (and is set to assume, `open` in mod.rs),
 /// the least RFC 9113 §6.5.2 recommends a server allow.
 pub const INITIAL_LIMIT: usize = 100;
 

@@ -12,7 +12,7 @@ use http::uri::Scheme;
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::{Connection, HttpConnector};
 
-use super::http2_connections::{Http2Connections, Tracked};
+use super::connections::{Http2Connections, Tracked};
 use crate::body::BoxError;
 
 pub type H2Connector = HttpsConnector<HttpConnector>;

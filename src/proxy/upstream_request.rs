@@ -159,7 +159,7 @@ fn upstream_uri(
 /// The `:authority` of a request to an HTTP/2 upstream: the `Host` field,
 /// taken out of the headers. Only safe because that upstream's connection
 /// is dialed by configuration, never by this authority
-/// (http2_upstream.rs); a client that dials by URI would go wherever the
+/// (http2/mod.rs); a client that dials by URI would go wherever the
 /// client's `Host` said.
 ///
 /// No `Host` (an HTTP/1.0 client may send none), or one the URI grammar

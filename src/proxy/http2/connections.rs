@@ -1,6 +1,6 @@
 //! What an HTTP/2 upstream's connections are doing, as far as a request
 //! that timed out needs to know: they are opened apart from the requests
-//! that wait for them (http2_upstream.rs), and a request that waited the
+//! that wait for them (mod.rs), and a request that waited the
 //! whole `timeout` for one was never sent (502, key freed); it is not one
 //! that went out and got no answer (504 `outcome-unknown`).
 //!

@@ -9,9 +9,17 @@
 //! `preserve_host`, as an HTTP/1 upstream gets it in `Host`.
 //!
 //! A connection takes new requests until it has carried
-//! [`MAX_REQUESTS`] or been open [`MAX_AGE`] (connection_reuse.rs); the
+//! [`MAX_REQUESTS`] or been open [`MAX_AGE`] (src/proxy/connection_reuse.rs); the
 //! next request opens a new one, and the old one closes (GOAWAY) once the
 //! streams still on it are done.
+//!
+//! Its parts: the streams in flight counted against the upstream's limit
+//! (streams.rs), the connections counted for a request that timed out
+//! (connections.rs), and how a connection is dialed (dialer.rs).
+
+mod connections;
+mod dialer;
+mod streams;
 
 use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,10 +40,14 @@ use tower_service::Service;
 
 use super::connection_reuse::{MAX_AGE, MAX_REQUESTS};
 use super::error::{Cause, UpstreamError, error_chain};
-use super::http2_connections::{Http2Connections, Offered};
-use super::http2_dialer::{H2Connector, RequireH2};
-use super::http2_streams::{Holding, Http2Streams, INITIAL_LIMIT, StreamPlace};
 use crate::body::{Body, COALESCE_LIMIT};
+use connections::Offered;
+use dialer::{H2Connector, RequireH2};
+use streams::{Holding, Http2Streams, INITIAL_LIMIT};
+
+pub use connections::Http2Connections;
+pub use dialer::dialer;
+pub use streams::{AnswerPlace, StreamPlace};
 
 /// Holds the connection, opens it when there is none, and drops it when it
 /// closed, has gone unused for the idle timeout, or is worn out. A clone
@@ -75,7 +87,7 @@ type Connecting = Shared<BoxFuture<'static, Result<Opened, ConnectError>>>;
 /// hyper's side of a connection, driven by a task of its own, behind a lock
 /// so that a request about to take a stream can ask it the limit h2 goes
 /// by: h2 reads the upstream's SETTINGS in another task, and nothing tells
-/// when it has (http2_streams.rs).
+/// when it has (streams.rs).
 type Driven = Arc<Mutex<Pin<Box<H2Connection>>>>;
 
 type H2Connection =
@@ -88,7 +100,7 @@ fn lock(connection: &Driven) -> std::sync::MutexGuard<'_, Pin<Box<H2Connection>>
 }
 
 /// A connection just opened: what sends on it, what tells its limit, and
-/// what counts it as one a request may be handed (http2_connections.rs),
+/// what counts it as one a request may be handed (connections.rs),
 /// for as long as the slot or a request waiting for it holds a clone.
 #[derive(Clone)]
 struct Opened {
