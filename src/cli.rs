@@ -106,6 +106,9 @@ pub enum Command {
     Migrate(ConfigArg),
     /// Delete expired records once and print how many.
     Sweep(ConfigArg),
+    /// Rewrite the embedded store's file without the space swept and purged
+    /// records left (the gateway must be stopped); print its size before and after.
+    Compact(ConfigArg),
     /// Show or purge the records of one key (all scopes), or list a route's records.
     Keys {
         #[command(subcommand)]

@@ -1,4 +1,4 @@
-//! The one-shot commands (`check`, `migrate`, `sweep`, `keys`): each returns
+//! The one-shot commands (`check`, `migrate`, `sweep`, `compact`, `keys`): each returns
 //! the process exit code and prints for a person at a terminal.
 
 use std::path::Path;
@@ -170,6 +170,43 @@ pub async fn sweep(path: &Path) -> i32 {
         }
     }
     say(&deleted(total, "expired ")).map_or_else(|code| code, |()| EXIT_OK)
+}
+
+/// Rewrites the embedded store's file without the space swept and purged
+/// records left; Postgres has its own tools for that, which it names.
+pub fn compact(path: &Path) -> i32 {
+    let config = match load(path) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let config::StoreConfig::Embedded(embedded) = &config.store else {
+        eprintln!(
+            "idemgate compact: the store is Postgres, whose space VACUUM (autovacuum) \
+             reuses; to give it back to the file system run VACUUM FULL idemgate_records \
+             (it locks the table while it runs) or pg_repack"
+        );
+        return EXIT_FAILURE;
+    };
+    if let Some(file) = missing_store_file(&config) {
+        eprintln!(
+            "idemgate compact: the embedded store {} does not exist ({RELATIVE_PATH})",
+            file.display()
+        );
+        return EXIT_FAILURE;
+    }
+    match store::EmbeddedStore::compact(&embedded.path) {
+        Ok(done) => say(&format!(
+            "{}: {} bytes before, {} bytes after\n",
+            embedded.path.display(),
+            done.before,
+            done.after
+        ))
+        .map_or_else(|code| code, |()| EXIT_OK),
+        Err(err) => {
+            eprintln!("idemgate compact: {err}");
+            EXIT_FAILURE
+        }
+    }
 }
 
 /// `migrate`'s line: the version found, the version now, the migrations

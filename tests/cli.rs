@@ -1002,6 +1002,81 @@ async fn a_second_serve_on_the_same_embedded_file_fails_at_start() {
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
 }
 
+/// Swept and purged records leave free pages SQLite reuses but never gives
+/// back: `compact` returns them, with no gateway serving the file (one that
+/// does is named), and the records left replay as before. A Postgres store
+/// is pointed to its own tools.
+#[tokio::test]
+async fn compact_gives_back_the_space_of_deleted_records() {
+    let (dir, _upstream, mut gateway) =
+        GatewayProcess::start_fresh("cli-compact", &common::config::Config::charges_and_rest())
+            .await;
+    let client = gateway.client();
+    for i in 0..20 {
+        let key = format!("k{i}");
+        let reply = client
+            .post("/v1/charges?pad=100000", Some(&key), "{}")
+            .await;
+        assert_eq!(reply.status, 201, "{}", reply.text());
+    }
+    let config = gateway.config_path().to_str().unwrap().to_owned();
+
+    let out = idemgate(&["compact", "-c", &config]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("is served by a running idemgate") && stderr.contains("store.db-lock"),
+        "{stderr}"
+    );
+
+    gateway.kill();
+    for i in 1..20 {
+        let out = idemgate(&["keys", "purge", "-c", &config, "charges", &format!("k{i}")]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+    let out = idemgate(&["compact", "-c", &config]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let line = text(&out.stdout);
+    let sizes: Vec<u64> = line
+        .split_whitespace()
+        .filter_map(|word| word.parse().ok())
+        .collect();
+    assert!(line.ends_with(" bytes after\n"), "{line}");
+    let [before, after] = sizes[..] else {
+        panic!("{line}");
+    };
+    assert!(before > 2_000_000, "{line}");
+    assert!(after < 500_000, "{line}");
+    let on_disk = std::fs::metadata(dir.path("store.db")).unwrap().len();
+    assert_eq!(on_disk, after, "the WAL is emptied into the file");
+
+    gateway.restart();
+    let replay = gateway
+        .client()
+        .post("/v1/charges?pad=100000", Some("k0"), "{}")
+        .await;
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert!(replay.text().contains(&"p".repeat(100_000)));
+    let fresh = gateway.client().post("/v1/charges", Some("k1"), "{}").await;
+    assert_eq!(fresh.header("idempotent-replayed"), Some("false"));
+}
+
+#[test]
+fn compact_names_postgres_tools_on_a_postgres_store() {
+    let dir = TestDir::new("cli-compact-pg");
+    let path = dir.path("idemgate.toml");
+    std::fs::write(
+        &path,
+        format!("[store]\nbackend = \"postgres\"\nurl = \"postgres://127.0.0.1:1/none\"\n{VALID}"),
+    )
+    .unwrap();
+    let out = idemgate(&["compact", "-c", path.to_str().unwrap()]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("VACUUM FULL idemgate_records"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
 /// `check` refuses a Redis URL that `serve` could not open (another scheme);
 /// `redis://` and `rediss://` (TLS) both open.
 #[test]

@@ -47,6 +47,13 @@ pub enum EmbeddedCause {
         lock.display()
     )]
     Served { path: PathBuf, lock: PathBuf },
+    /// `compact` found the file served by a running gateway.
+    #[error(
+        "{} is served by a running idemgate (it holds {}); stop it, then compact the file",
+        path.display(),
+        lock.display()
+    )]
+    ServedWhileCompacting { path: PathBuf, lock: PathBuf },
     /// `keys`, `sweep` or `migrate` found a file of an older schema that a
     /// running gateway serves: an older idemgate, which could no longer
     /// start on the file once this one had migrated it.

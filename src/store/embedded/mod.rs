@@ -40,6 +40,7 @@ mod background_sync;
 mod cause;
 mod clock;
 pub(crate) mod codec;
+mod compact;
 mod count;
 mod db_error;
 mod file_watch;
@@ -67,6 +68,7 @@ use tokio::sync::oneshot;
 
 pub use cause::{EmbeddedCause, FileChange, FileUse};
 pub use clock::{Clock, WallClock};
+pub use compact::Compacted;
 pub use schema::{SCHEMA_VERSION, holds_a_database};
 
 use super::{
@@ -145,6 +147,12 @@ impl EmbeddedStore {
     pub fn migrate(path: &Path) -> Result<MigrationReport, StoreError> {
         refuse_migrating_under_a_gateway(path)?;
         schema::open_and_migrate(path).map(|(_, report)| report)
+    }
+
+    /// Rewrites the file without the space swept and purged records left
+    /// (`idemgate compact`); refused while a gateway serves it.
+    pub fn compact(path: &Path) -> Result<Compacted, StoreError> {
+        compact::compact(path)
     }
 
     /// `Store::count` within other limits than the default ones (a test of
