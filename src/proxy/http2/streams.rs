@@ -49,9 +49,10 @@ pub const INITIAL_LIMIT: usize = 100;
 pub struct Http2Streams {
     permits: Arc<Semaphore>,
     limit: Mutex<Limit>,
-    /// The newest connection that has answered: its upstream's SETTINGS
-    /// came before the answer, so h2's limit for it is the upstream's own.
-    answered_on: AtomicU64,
+    /// One past the newest connection that has answered (0: none has; ids
+    /// start at 0): its upstream's SETTINGS came before the answer, so h2's
+    /// limit for it is the upstream's own.
+    answered_past: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -79,7 +80,7 @@ impl Default for Http2Streams {
                 owed: 0,
                 said: None,
             }),
-            answered_on: AtomicU64::new(0),
+            answered_past: AtomicU64::new(0),
         }
     }
 }
@@ -94,7 +95,7 @@ impl Http2Streams {
     /// (h2's `usize::MAX` when it announced none).
     pub fn announced(&self, connection: u64, streams: usize) {
         let streams = streams.min(Semaphore::MAX_PERMITS);
-        let settled = self.answered_on.load(Ordering::Acquire) >= connection;
+        let settled = self.answered_past.load(Ordering::Acquire) > connection;
         let mut limit = self.lock();
         if connection < limit.connection {
             return;
@@ -125,8 +126,9 @@ impl Http2Streams {
     /// limit h2 tells for it is its upstream's.
     pub fn answered(&self, connection: u64) {
         // Once per connection: the load is all an answer costs after that.
-        if self.answered_on.load(Ordering::Relaxed) < connection {
-            self.answered_on.fetch_max(connection, Ordering::Release);
+        let past = connection.saturating_add(1);
+        if self.answered_past.load(Ordering::Relaxed) < past {
+            self.answered_past.fetch_max(past, Ordering::Release);
         }
     }
 
@@ -331,7 +333,17 @@ mod tests {
     #[tokio::test]
     async fn a_new_connection_keeps_the_limit_said_until_it_answers() {
         let streams = Arc::new(Http2Streams::default());
+        // Connection 0 (the first id) has not answered: what it tells is
+        // not kept for the next.
+        streams.announced(0, 2);
         streams.announced(1, INITIAL_LIMIT);
+        let first = (
+            take(&streams).await,
+            take(&streams).await,
+            take(&streams).await,
+        );
+        assert!(first.2.is_some(), "h2's 100, nothing said before");
+        drop(first);
         streams.answered(1);
         streams.announced(1, 2);
         // Connection 2, before its upstream's SETTINGS: h2 assumes 100.
