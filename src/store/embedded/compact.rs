@@ -43,9 +43,7 @@ pub(super) fn compact(path: &Path) -> Result<Compacted, StoreError> {
 }
 
 fn size_with_wal(path: &Path) -> u64 {
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
-    [path, Path::new(&wal)]
+    [path, schema::wal_path(path).as_path()]
         .iter()
         .filter_map(|file| std::fs::metadata(file).ok())
         .map(|meta| meta.len())

@@ -33,9 +33,7 @@ impl FileWatch {
     /// once the connection has opened both. `None` where a file's identity
     /// cannot be read (not a Unix system).
     pub(super) fn new(path: &Path) -> Option<FileWatch> {
-        let mut wal = path.as_os_str().to_owned();
-        wal.push("-wal");
-        let files = [path.to_owned(), PathBuf::from(wal)]
+        let files = [path.to_owned(), super::schema::wal_path(path)]
             .into_iter()
             .map(|file| identity(&file).ok().flatten().map(|opened| (file, opened)))
             .collect::<Option<Vec<_>>>()?;

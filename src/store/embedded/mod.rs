@@ -550,9 +550,7 @@ mod tests {
     async fn a_wal_deleted_under_the_store_stops_it() {
         let dir = TempDir::new("wal-deleted");
         let store = EmbeddedStore::open(&dir.file()).unwrap();
-        let mut wal = dir.file().into_os_string();
-        wal.push("-wal");
-        std::fs::remove_file(wal).unwrap();
+        std::fs::remove_file(schema::wal_path(&dir.file())).unwrap();
         tokio::time::sleep(file_watch::INTERVAL + Duration::from_millis(100)).await;
         let later = store
             .reserve(

@@ -1,6 +1,6 @@
 //! Opening the SQLite file: pragmas, schema creation and the version check.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -122,6 +122,13 @@ WITH RECURSIVE routes(route) AS (
     };
 }
 pub(super) use with_routes;
+
+/// The WAL SQLite keeps beside the store file `path`: `<file>-wal`.
+pub(super) fn wal_path(path: &Path) -> PathBuf {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    PathBuf::from(wal)
+}
 
 /// Creates the directories the store file goes in.
 pub(super) fn create_parent(path: &Path) -> Result<(), StoreError> {

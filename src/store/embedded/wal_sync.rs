@@ -21,8 +21,7 @@ pub(super) fn sync_failed(e: std::io::Error) -> EmbeddedCause {
 /// SQLite made the WAL when the connection first read the file; it does not
 /// delete it while this connection is open.
 pub(super) fn sync_wal(path: &Path) -> Result<SyncWal, StoreError> {
-    let mut wal_path = path.as_os_str().to_owned();
-    wal_path.push("-wal");
+    let wal_path = super::schema::wal_path(path);
     let wal = std::fs::OpenOptions::new()
         .write(true)
         .open(&wal_path)
