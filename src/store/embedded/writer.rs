@@ -27,7 +27,7 @@
 
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, TryRecvError};
-use std::time::Instant;
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use rusqlite::Connection;
 
@@ -153,7 +153,7 @@ fn execute<'c>(
     let mut tokens = Tokens::default();
     for job in batch.iter_mut() {
         let written_before = conn.total_changes();
-        let now = (to_ms(clock.now()), clock.steady_now());
+        let now = moment(clock);
         let mut txn = Txn::new(now, live, &mut tokens, tx.statements());
         if job.run(&mut txn) {
             continue;
@@ -172,6 +172,22 @@ fn execute<'c>(
     tx.commit()?;
     live.commit(Instant::now());
     Ok(())
+}
+
+/// Now, in the whole milliseconds the file keeps, and the monotonic
+/// instant of that same millisecond: a lease held here (`live_leases`) then
+/// ends when its end on file says, not up to a millisecond after it.
+fn moment(clock: &Clock) -> (i64, Option<Instant>) {
+    let wall = clock.now();
+    let past_ms = wall
+        .duration_since(UNIX_EPOCH)
+        .map_or(Duration::ZERO, |since| {
+            Duration::from_nanos(u64::from(since.subsec_nanos() % 1_000_000))
+        });
+    let steady = clock
+        .steady_now()
+        .map(|steady| steady.checked_sub(past_ms).unwrap_or(steady));
+    (to_ms(wall), steady)
 }
 
 /// The batch's write transaction. `BEGIN IMMEDIATE` and `COMMIT` run as
