@@ -208,7 +208,7 @@ impl Gateway {
         };
         // Kept for the log line only when it will be written: a copy of the
         // value costs an allocation and reference counting per request.
-        let request_id = request_id(
+        let request_id = request_ids::ensure(
             request.headers_mut(),
             tracing::enabled!(tracing::Level::INFO),
         );
@@ -348,21 +348,4 @@ fn refuse_unreadable<B>(
     } else {
         CONTROL_CHARACTERS
     })
-}
-
-const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
-
-/// The client's `X-Request-Id` when it sent a usable one, else a new one set on
-/// the request so the upstream's logs and ours can be joined.
-fn request_id(headers: &mut http::HeaderMap, keep: bool) -> Option<http::HeaderValue> {
-    if let Some(id) = headers
-        .get(&X_REQUEST_ID)
-        .filter(|v| v.to_str().is_ok_and(|v| !v.is_empty() && v.len() <= 128))
-    {
-        return keep.then(|| id.clone());
-    }
-    let id = request_ids::next();
-    let kept = keep.then(|| id.clone());
-    headers.insert(X_REQUEST_ID, id);
-    kept
 }

@@ -1,6 +1,7 @@
 //! Request ids for requests that came without one: 32 hex characters, unique
 //! across processes (a random 64-bit prefix drawn once) and within one (a
-//! counter), without a system call per request.
+//! counter), without a system call per request; and the choice between
+//! the client's own id and a new one.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,7 +12,7 @@ static PREFIX: OnceLock<u64> = OnceLock::new();
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// The next id, ready to be sent as a header value (one allocation).
-pub fn next() -> HeaderValue {
+fn next() -> HeaderValue {
     let prefix = *PREFIX.get_or_init(|| uuid::Uuid::new_v4().as_u64_pair().0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let mut hex = [0u8; 32];
@@ -26,6 +27,23 @@ pub fn next() -> HeaderValue {
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
+
+const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
+
+/// The client's `X-Request-Id` when it sent a usable one, else a new one set on
+/// the request so the upstream's logs and ours can be joined.
+pub fn ensure(headers: &mut http::HeaderMap, keep: bool) -> Option<http::HeaderValue> {
+    if let Some(id) = headers
+        .get(&X_REQUEST_ID)
+        .filter(|v| v.to_str().is_ok_and(|v| !v.is_empty() && v.len() <= 128))
+    {
+        return keep.then(|| id.clone());
+    }
+    let id = next();
+    let kept = keep.then(|| id.clone());
+    headers.insert(X_REQUEST_ID, id);
+    kept
+}
 
 #[cfg(test)]
 mod tests {
