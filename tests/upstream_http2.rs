@@ -454,7 +454,8 @@ async fn refusing_upstream(refuse: u64) -> (SocketAddr, Arc<AtomicU64>) {
 #[tokio::test]
 async fn a_refused_stream_frees_the_key_for_the_retry() {
     let dir = TestDir::new("h2-refused-stream");
-    let (addr, answered) = refusing_upstream(2).await;
+    // Each request is refused twice: the first time and its one retry.
+    let (addr, answered) = refusing_upstream(4).await;
     let gateway = GatewayProcess::start(&dir, &format!("http://{addr}"), &config(true));
     let client = gateway.client();
 
@@ -480,6 +481,103 @@ async fn a_refused_stream_frees_the_key_for_the_retry() {
     let replay = client.post("/v1/charges", Some("refused"), "{}").await;
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
     assert_eq!(answered.load(Ordering::SeqCst), 1);
+}
+
+/// A stream refused with `REFUSED_STREAM` goes once more on the same
+/// connection: an upstream allowing fewer streams than the 100 h2 assumes
+/// refuses those past its limit in a burst that meets a new connection
+/// before its SETTINGS, and once they are read h2 holds the retry until the
+/// limit lets it open. It got 502 though the upstream would have run it.
+#[tokio::test]
+async fn a_refused_stream_goes_once_more() {
+    let dir = TestDir::new("h2-refused-once");
+    let (addr, answered) = refusing_upstream(1).await;
+    let gateway = GatewayProcess::start(&dir, &format!("http://{addr}"), &config(true));
+    let client = gateway.client();
+
+    let created = client
+        .post("/v1/charges", Some("refused-once"), "{\"a\":1}")
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    assert_eq!(created.header("idempotent-replayed"), Some("false"));
+    let replay = client
+        .post("/v1/charges", Some("refused-once"), "{\"a\":1}")
+        .await;
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(answered.load(Ordering::SeqCst), 1);
+}
+
+/// An h2c upstream that allows `limit` streams at once from the first, as
+/// a server counting its own streams does: it says so in its SETTINGS, and
+/// resets a stream past it with `REFUSED_STREAM` even before the client has
+/// read them. It starts each connection 100 ms late and takes 50 ms over
+/// each answer. Counts the streams it answered.
+async fn strict_upstream(limit: u32) -> (SocketAddr, Arc<AtomicU64>) {
+    let listener = free_listener();
+    let addr = listener.local_addr().unwrap();
+    let answered = Arc::new(AtomicU64::new(0));
+    let counted = answered.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let answered = counted.clone();
+            tokio::spawn(async move {
+                // Slow to start: the streams of a burst arrive before the
+                // client has read its SETTINGS.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let Ok(mut connection) = h2::server::Builder::new()
+                    .max_concurrent_streams(limit)
+                    .handshake::<_, Bytes>(stream)
+                    .await
+                else {
+                    return;
+                };
+                let open = Arc::new(AtomicU64::new(0));
+                while let Some(Ok((_request, mut respond))) = connection.accept().await {
+                    if open.fetch_add(1, Ordering::SeqCst) >= u64::from(limit) {
+                        open.fetch_sub(1, Ordering::SeqCst);
+                        respond.send_reset(h2::Reason::REFUSED_STREAM);
+                        continue;
+                    }
+                    let (open, answered) = (open.clone(), answered.clone());
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        answered.fetch_add(1, Ordering::SeqCst);
+                        open.fetch_sub(1, Ordering::SeqCst);
+                        let head = Response::builder().status(201).body(()).unwrap();
+                        if let Ok(mut body) = respond.send_response(head, false) {
+                            let _ = body.send_data(Bytes::from_static(b"{\"ok\":true}"), true);
+                        }
+                    });
+                }
+            });
+        }
+    });
+    (addr, answered)
+}
+
+/// A burst that meets the gateway's first connection to an upstream
+/// allowing fewer streams than the 100 h2 assumes until the upstream's
+/// SETTINGS are read: every request of it runs once. The streams past the
+/// limit were refused, and got 502 though the upstream would have run them.
+#[tokio::test]
+async fn a_burst_on_a_first_connection_to_a_strict_upstream_all_runs() {
+    let dir = TestDir::new("h2-strict-burst");
+    let (addr, answered) = strict_upstream(2).await;
+    let gateway = GatewayProcess::start(&dir, &format!("http://{addr}"), &config(true));
+    let client = gateway.client();
+
+    let burst = (0..8).map(|i| {
+        let client = client.clone();
+        async move {
+            client
+                .post("/v1/charges", Some(&format!("burst-{i}")), "{}")
+                .await
+        }
+    });
+    for reply in futures_util::future::join_all(burst).await {
+        assert_eq!(reply.status, 201, "{}", reply.text());
+    }
+    assert_eq!(answered.load(Ordering::SeqCst), 8);
 }
 
 /// An h2c upstream whose first `go_away` connections each answer their

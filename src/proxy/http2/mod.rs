@@ -223,6 +223,7 @@ impl Http2Upstream {
         // A request the connection gives back was never sent: one that was
         // closing when it was taken (the upstream's GOAWAY not yet read) is
         // retried on a fresh one; a fresh one that gives it back is the end.
+        // One the upstream left unprocessed goes once more (`again`).
         for _ in 0..3 {
             let (mut sender, fresh, id) = (self.sender().await)
                 .map_err(|error| UpstreamError::NotSent(Cause::Http2Connect(error)))?;
@@ -242,6 +243,16 @@ impl Http2Upstream {
                         // whose head never left a closed connection.
                         Some(Unprocessed::GoAway) if let Some(kept) = again.take() => {
                             self.holder.closed(id);
+                            request = holding(kept.request(), place);
+                        }
+                        // Refused at the upstream's limit: the limit was read
+                        // before the reset (an upstream's SETTINGS come first
+                        // on a connection), so h2 now holds this one more try
+                        // on the same connection until the limit lets it open.
+                        // A burst meeting a new connection finds only that.
+                        Some(Unprocessed::Refused) if let Some(kept) = again.take() => {
+                            self.holder.streams.answered(id);
+                            self.holder.look_at_limit();
                             request = holding(kept.request(), place);
                         }
                         Some(_) => {
@@ -318,7 +329,8 @@ fn holding(request: Request<Body>, place: &StreamPlace) -> Request<Body> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Unprocessed {
     /// Reset with `REFUSED_STREAM` (§8.7): a server at its limit, which a
-    /// new connection would not change.
+    /// new connection would not change; the same one, once its limit is
+    /// known, may take it.
     Refused,
     /// Above the last stream its GOAWAY names (§6.8), or opened after the
     /// GOAWAY was read: the connection is closing, and another may take it.
