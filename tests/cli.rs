@@ -1002,6 +1002,40 @@ async fn a_second_serve_on_the_same_embedded_file_fails_at_start() {
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
 }
 
+/// `keys purge` beside a running embedded gateway frees the key by the time
+/// it returns: the retry right after it runs again, though the gateway had
+/// just replayed the answer from its memory (which kept it for 5 s).
+#[tokio::test]
+async fn keys_purge_beside_a_running_embedded_gateway_frees_the_key_at_once() {
+    let (_dir, upstream, gateway) = GatewayProcess::start_fresh(
+        "cli-purge-running",
+        &common::config::Config::charges_and_rest(),
+    )
+    .await;
+    let client = gateway.client();
+    let config = gateway.config_path().to_str().unwrap().to_owned();
+    for round in 1..=3 {
+        let replay = client.post("/v1/charges", Some("k1"), "{}").await;
+        assert_eq!(replay.status, 201, "{}", replay.text());
+        if round == 1 {
+            assert_eq!(replay.header("idempotent-replayed"), Some("false"));
+        }
+        let replay = client.post("/v1/charges", Some("k1"), "{}").await;
+        assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+        let out = idemgate(&["keys", "purge", "-c", &config, "charges", "k1"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let again = client.post("/v1/charges", Some("k1"), "{}").await;
+        assert_eq!(
+            again.header("idempotent-replayed"),
+            Some("false"),
+            "round {round}"
+        );
+        assert_eq!(upstream.executions("k1"), 2 * round);
+        let out = idemgate(&["keys", "purge", "-c", &config, "charges", "k1"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+}
+
 /// Swept and purged records leave free pages SQLite reuses but never gives
 /// back: `compact` returns them, with no gateway serving the file (one that
 /// does is named), and the records left replay as before. A Postgres store

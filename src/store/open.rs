@@ -79,8 +79,20 @@ async fn open_with_hook(
     match config {
         StoreConfig::Embedded(embedded) => {
             let (file, report) = open_embedded(config, serving).await?;
+            // A purge made by another process (`idemgate keys purge` beside
+            // this gateway) may have left any copy stale.
+            let copies = Arc::new(Copies::new(REPLAY_CACHE_BYTES));
+            let held = Arc::downgrade(&copies);
+            file.on_written_elsewhere(Box::new(move || {
+                if let Some(copies) = held.upgrade() {
+                    copies.forget_all();
+                }
+            }));
             let file = SealedStore::new(file, Keys::new(&embedded.encryption));
-            Ok((Arc::new(ReplayCache::new(file, REPLAY_CACHE_BYTES)), report))
+            Ok((
+                Arc::new(ReplayCache::with_copies(file, copies, None)),
+                report,
+            ))
         }
         StoreConfig::Postgres(pg) => {
             let (authority, report) = PostgresStore::connect_reporting(pg).await?;

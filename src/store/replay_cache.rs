@@ -4,12 +4,13 @@
 //! Completed records never change until they expire or are purged. A copy
 //! never outlives its record's expiry, and every purge made through this
 //! process drops its copies at once; on Postgres, so does every other
-//! replica's purge, as soon as its notification arrives (`postgres::purges`).
-//! A purge this process does not hear of — `idemgate keys purge` on the file
-//! of a running embedded gateway, or a notification lost with its connection
-//! — is seen within [`MAX_AGE`], the longest any copy is served without
-//! asking the store again. Such a late copy can only replay an answer that
-//! was final: it never lets a request run twice.
+//! replica's purge, as soon as its notification arrives (`postgres::purges`);
+//! on the embedded store, another process's commit to the file
+//! (`embedded::writes_elsewhere`). A purge this process does not hear of (a
+//! notification lost with its connection) is seen within [`MAX_AGE`], the
+//! longest any copy is served without asking the store again. Such a late
+//! copy can only replay an answer that was final: it never lets a request
+//! run twice.
 //!
 //! What the copies cannot answer is read from the store once for all the
 //! lookups of a record that arrive while the read runs (`replay_flight`).
@@ -188,7 +189,8 @@ impl Copies {
     }
 
     /// Drops every copy: purges may have been missed (the listener that
-    /// hears of them was disconnected).
+    /// hears of them was disconnected), or made by another process that
+    /// does not say which (on the embedded store's file).
     pub fn forget_all(&self) {
         if let Ok(mut entries) = self.entries.lock() {
             self.generation.fetch_add(1, Ordering::SeqCst);

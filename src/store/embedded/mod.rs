@@ -56,10 +56,11 @@ mod tokens;
 mod txn;
 mod wal_sync;
 mod writer;
+mod writes_elsewhere;
 
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
@@ -70,6 +71,7 @@ pub use cause::{EmbeddedCause, FileChange, FileUse};
 pub use clock::{Clock, WallClock};
 pub use compact::Compacted;
 pub use schema::{SCHEMA_VERSION, holds_a_database};
+pub use writes_elsewhere::WrittenElsewhere;
 
 use super::{
     Kept, Lease, MigrationReport, RecordId, RecordInfo, Reservation, Store, StoreError,
@@ -100,11 +102,14 @@ struct Inner {
     /// Held by `serve` (`open_for_serving`); released after the thread has
     /// closed the file.
     _serve_lock: Option<serve_lock::ServeLock>,
-    /// Whether this process may judge an in-flight record's lease dead by
-    /// its time on file: not when another process serves the file
-    /// (`idemgate sweep` beside a gateway), whose running requests may hold
-    /// leases its wall clock has passed (`live_leases`).
-    judges_leases: bool,
+    /// Whether another process serves the file (opened by `keys` or
+    /// `sweep` beside a gateway). This one then judges no in-flight
+    /// record's lease dead by its time on file: the gateway's running
+    /// requests may hold leases its wall clock has passed (`live_leases`).
+    /// And its purges wait for the gateway to drop its copies (`purge`).
+    served_elsewhere: bool,
+    /// Told of commits another process made (`writes_elsewhere`).
+    written_elsewhere: Arc<OnceLock<WrittenElsewhere>>,
 }
 
 /// For what opens the file without the serve lock (`keys`, `sweep`,
@@ -237,19 +242,29 @@ impl EmbeddedStore {
         let reader = Arc::new(reader::Reader::open(&path, clock.clone())?);
         let (tx, rx) = mpsc::channel::<Box<dyn Job>>();
         let replies = Replies::start();
+        let written_elsewhere = Arc::new(OnceLock::new());
+        let watch = writes_elsewhere::Watch::new(written_elsewhere.clone());
         let thread = std::thread::Builder::new()
             .name("idemgate-store".into())
-            .spawn(move || writer::run(conn, rx, clock, replies, syncing, file))
+            .spawn(move || writer::run(conn, rx, clock, replies, syncing, file, watch))
             .map_err(|e| EmbeddedCause::thread("store", e))?;
         Ok(EmbeddedStore {
             inner: Arc::new(Inner {
                 jobs: Some(tx),
                 thread: Some(thread),
                 reader,
-                judges_leases: lock.is_some() || !serve_lock::held_elsewhere(&path),
+                served_elsewhere: lock.is_none() && serve_lock::held_elsewhere(&path),
+                written_elsewhere,
                 _serve_lock: lock,
             }),
         })
+    }
+
+    /// Calls `hook` whenever another process has committed to the file
+    /// (`idemgate keys purge` beside this gateway), within
+    /// `writes_elsewhere::IDLE_CHECK`; the first hook set is the one called.
+    pub fn on_written_elsewhere(&self, hook: WrittenElsewhere) {
+        let _ = self.inner.written_elsewhere.set(hook);
     }
 
     /// Runs `work` on the writer thread; answered once its batch is synced.
@@ -351,11 +366,17 @@ impl Store for EmbeddedStore {
 
     async fn purge(&self, route: &str, key: &str) -> Result<u64, StoreError> {
         let (route, key) = (route.to_owned(), key.to_owned());
-        self.call(move |txn| ops::purge(txn, &route, &key)).await
+        let purged = self.call(move |txn| ops::purge(txn, &route, &key)).await?;
+        // The gateway serving the file drops its copies of replayed answers
+        // once it sees the commit: the retry that follows must not find one.
+        if purged > 0 && self.inner.served_elsewhere {
+            tokio::time::sleep(writes_elsewhere::SETTLE).await;
+        }
+        Ok(purged)
     }
 
     async fn sweep(&self, batch: u32) -> Result<u64, StoreError> {
-        let dead_leases = self.inner.judges_leases;
+        let dead_leases = !self.inner.served_elsewhere;
         self.call(move |txn| ops::sweep(txn, batch, dead_leases))
             .await
     }
@@ -447,6 +468,55 @@ mod tests {
             store.ping().await.is_err(),
             "/readyz reports the store unready"
         );
+    }
+
+    /// The serving store is told of a commit another process made to its
+    /// file (`idemgate keys purge` beside it) within a few idle checks, and
+    /// of none of its own: its writes, its reader's counts, its checkpoints
+    /// (each drop of every copy would cost reads of the store). The purging
+    /// side waits for the gateway to have looked before it returns.
+    #[tokio::test]
+    async fn a_commit_made_elsewhere_is_told_and_none_of_its_own() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let dir = TempDir::new("elsewhere");
+        for durability in [Durability::PowerLoss, Durability::ProcessCrash] {
+            let _ = std::fs::remove_dir_all(&dir.0);
+            let (store, _) =
+                EmbeddedStore::open_for_serving(&dir.file(), durability, Clock::system()).unwrap();
+            let told = Arc::new(AtomicU64::new(0));
+            let counted = told.clone();
+            store.on_written_elsewhere(Box::new(move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+            }));
+            let lease_for = Duration::from_secs(60);
+            // Enough writes for SQLite's own checkpoints (every 1,000 pages).
+            for i in 0..3_000 {
+                let id = RecordId::new("charges", "", format!("k{i}").as_str());
+                let Reservation::Reserved(lease) =
+                    store.reserve(&id, "fp", lease_for).await.unwrap()
+                else {
+                    panic!("a new key is reserved");
+                };
+                store.complete(&lease, &answer(), lease_for).await.unwrap();
+                if i % 500 == 0 {
+                    store.count().await.unwrap();
+                    tokio::time::sleep(writes_elsewhere::IDLE_CHECK * 3).await;
+                }
+            }
+            tokio::time::sleep(writes_elsewhere::IDLE_CHECK * 5).await;
+            assert_eq!(told.load(Ordering::SeqCst), 0, "{durability:?}");
+
+            let beside = EmbeddedStore::open(&dir.file()).unwrap();
+            assert!(beside.inner.served_elsewhere);
+            let started = std::time::Instant::now();
+            assert_eq!(beside.purge("charges", "k1").await.unwrap(), 1);
+            assert!(started.elapsed() >= writes_elsewhere::SETTLE);
+            assert_eq!(told.load(Ordering::SeqCst), 1, "{durability:?}");
+            // Nothing purged, nothing to wait for.
+            let started = std::time::Instant::now();
+            assert_eq!(beside.purge("charges", "k1").await.unwrap(), 0);
+            assert!(started.elapsed() < writes_elsewhere::SETTLE);
+        }
     }
 
     /// A wall clock stepped forward past a running request's lease (an NTP

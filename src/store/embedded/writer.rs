@@ -26,7 +26,7 @@
 //! then fails as a whole rather than commit its partial writes.
 
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use rusqlite::Connection;
@@ -42,6 +42,7 @@ use super::statements::Statements;
 use super::tokens::Tokens;
 use super::txn::{Job, Txn};
 use super::wal_sync::{SyncWal, sync_failed};
+use super::writes_elsewhere::Watch;
 
 /// Bounds one transaction so a flood cannot hold the write lock (and delay the
 /// first replies) indefinitely.
@@ -57,7 +58,8 @@ pub(super) enum Syncing {
 
 /// The writer thread's body; returns (closing the connection) once every
 /// sender is dropped. `file`, when given, is checked to still be the file
-/// at its path (`file_watch`).
+/// at its path (`file_watch`); `elsewhere` is told of commits another
+/// process made (`writes_elsewhere`).
 pub(super) fn run(
     conn: Connection,
     jobs: Receiver<Box<dyn Job>>,
@@ -65,6 +67,7 @@ pub(super) fn run(
     replies: Replies,
     mut syncing: Syncing,
     mut file: Option<FileWatch>,
+    mut elsewhere: Watch,
 ) {
     // Set by a failed sync, or the file gone, for good (module doc).
     let mut broken: Option<EmbeddedCause> = None;
@@ -73,7 +76,24 @@ pub(super) fn run(
     let mut failing: Option<String> = None;
     let mut statements = Statements::new(&conn);
     let mut live = LiveLeases::default();
-    while let Ok(first) = jobs.recv() {
+    loop {
+        let first = match elsewhere.idle_wait() {
+            None => match jobs.recv() {
+                Ok(job) => job,
+                Err(_) => break,
+            },
+            Some(wait) => match jobs.recv_timeout(wait) {
+                Ok(job) => job,
+                Err(RecvTimeoutError::Timeout) => {
+                    // A failure here is the next batch's to meet and say.
+                    if broken.is_none() {
+                        let _ = elsewhere.look(&mut statements);
+                    }
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            },
+        };
         if let Syncing::Behind(background) = &syncing {
             // Nothing makes this thread wait between batches here, so on a
             // busy core it would commit each job alone. Yielding lets the
@@ -96,7 +116,15 @@ pub(super) fn run(
             continue;
         }
         let changes_before = conn.total_changes();
-        if let Err(e) = execute(&conn, &mut statements, &mut live, &mut batch, &clock) {
+        let run = execute(
+            &conn,
+            &mut statements,
+            &mut live,
+            &mut elsewhere,
+            &mut batch,
+            &clock,
+        );
+        if let Err(e) = run {
             live.discard();
             let err = EmbeddedCause::Sqlite(Arc::new(e));
             let text = err.to_string();
@@ -146,10 +174,12 @@ fn execute<'c>(
     conn: &'c Connection,
     statements: &mut Statements<'c>,
     live: &mut LiveLeases,
+    elsewhere: &mut Watch,
     batch: &mut [Box<dyn Job>],
     clock: &Clock,
 ) -> Result<(), rusqlite::Error> {
     let mut tx = Batch::begin(conn, statements)?;
+    elsewhere.look(tx.statements())?;
     let mut tokens = Tokens::default();
     for job in batch.iter_mut() {
         let written_before = conn.total_changes();
@@ -345,6 +375,7 @@ mod tests {
             Replies::start(),
             Syncing::BeforeAnswers(sync),
             None,
+            Watch::new(Default::default()),
         );
     }
 
