@@ -137,6 +137,14 @@ fn parse() -> anyhow::Result<Args> {
     for name in &args.engines {
         anyhow::ensure!(CANDIDATES.contains(&name.as_str()), "unknown engine {name}");
     }
+    // Stores a `--keep` run left hold the keys of its seeds (1, 1001, ...):
+    // the same seeds again would find every key taken. A seed drawn from the
+    // clock, shared by every candidate of this run, stays below 2^24 so
+    // that counter keys (`seed << 40`) stay apart.
+    if args.reuse {
+        let drawn = (workload::now_ms() / 1000).rem_euclid(15_000) as u64;
+        args.pass.seed = 1 + 1_000 * (1_000 + drawn);
+    }
     Ok(args)
 }
 
