@@ -411,9 +411,13 @@ impl PostgresStore {
         }
     }
 
-    /// `purge`, telling which scopes were deleted.
+    /// `purge`, telling which scopes were deleted; once it has deleted any,
+    /// it returns when every replica has had the time to hear of it.
     pub async fn purge_scopes(&self, route: &str, key: &str) -> Result<Vec<String>, StoreError> {
         let deleted = self.query(sql::PURGE, &[&route, &key]).await?;
+        if !deleted.is_empty() {
+            tokio::time::sleep(purges::HEARD_WITHIN).await;
+        }
         deleted
             .iter()
             .map(|row| row.try_get(0).map_err(db_error))

@@ -26,6 +26,11 @@ use crate::store::StoreError;
 
 pub const CHANNEL: &str = "idemgate_purge";
 
+/// How long a purge that deleted records waits before it returns, so that
+/// every replica listening has heard of it (a notification takes a network
+/// round trip or less) and the retry that follows finds no copy anywhere.
+pub const HEARD_WITHIN: Duration = Duration::from_millis(50);
+
 /// Pause before reconnecting after the listening connection failed.
 const RECONNECT_AFTER: Duration = Duration::from_secs(1);
 
