@@ -250,28 +250,13 @@ fn deleted(count: u64, kind: &str) -> String {
     format!("{count} {kind}{records} deleted\n")
 }
 
-/// A bare key with a space inside is refused, as by the data plane; a key
-/// with spaces exists only in the RFC 8941 quoted form the header takes it
-/// in, which the refusal shows (on an example: the key is never printed).
-fn quoting_hint(written: &str) -> &'static str {
-    let bare = !written.trim_start().starts_with('"');
-    let printable = written.bytes().all(|b| (0x20..=0x7E).contains(&b));
-    match bare && printable && written.trim().contains(' ') {
-        true => {
-            "; a key with spaces is written quoted, as the Idempotency-Key header \
-             carries it (RFC 8941): '\"a b\"'"
-        }
-        false => "",
-    }
-}
-
 pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
-    // The key as the data plane reads its header: `"k1"` (RFC 8941) is `k1`.
+    // As the listing shows it, or as a header carries it (`"k1"` is `k1`).
     // The message says what is wrong, never the key.
-    let key = match crate::key::from_header_value(key.as_bytes()) {
+    let key = match crate::key::from_operator(key.as_bytes()) {
         Ok(key) => key,
         Err(error) => {
-            eprintln!("idemgate keys: {error}{}", quoting_hint(key));
+            eprintln!("idemgate keys: {error}");
             return EXIT_FAILURE;
         }
     };

@@ -198,8 +198,8 @@ impl AdminPlane {
         if query.is_some() {
             return GatewayError::InvalidQuery(KEY_QUERY).to_response();
         }
-        // The key as the data plane reads it: `"k1"` (RFC 8941) is `k1`.
-        let key = match crate::key::from_header_value(&key) {
+        // As the listing shows it, or as a header carries it (`"k1"` is `k1`).
+        let key = match crate::key::from_operator(&key) {
             Ok(key) => key,
             Err(KeyError::Invalid(why)) => return GatewayError::InvalidKey(why).to_response(),
             Err(KeyError::Missing) => return GatewayError::InvalidKey("empty").to_response(),

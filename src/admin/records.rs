@@ -14,8 +14,9 @@ use crate::store::{RecordInfo, RecordState, Store};
 
 /// `/admin/keys/{route}/{key}` → (route, key bytes), percent-decoded. The key
 /// is the rest of the path, so a key containing `/` can be sent as is or as
-/// `%2F`. Its bytes are read as the data plane reads a key header
-/// ([`crate::key::from_header_value`]): `%22k1%22` is the key `k1`.
+/// `%2F`. Its bytes are read as an operator names a key
+/// ([`crate::key::from_operator`]): `a%20b` is the key `a b`, and so is
+/// `%22a%20b%22`.
 pub fn parse_key_path(path: &str) -> Option<(String, Vec<u8>)> {
     let rest = path.strip_prefix("/admin/keys/")?;
     let (route, key) = rest.split_once('/')?;

@@ -30,6 +30,21 @@ pub fn from_header_value(value: &[u8]) -> Result<String, KeyError> {
     }
 }
 
+/// A key as an operator names it (the admin API's key path, `idemgate
+/// keys`): as a header carries it ([`from_header_value`]) when it reads so,
+/// else as it is. A query, form or JSON source can give a key with spaces
+/// (`?idem=a+b`) or one that starts with a quote (`"q`), and the listing
+/// shows every key as it is: each finds its records written that way.
+pub fn from_operator(value: &[u8]) -> Result<String, KeyError> {
+    from_header_value(value).or_else(|refused| {
+        std::str::from_utf8(value)
+            .ok()
+            .filter(|key| super::validate_printable(key).is_ok())
+            .map(str::to_owned)
+            .ok_or(refused)
+    })
+}
+
 /// Strips optional whitespace (SP / HTAB, RFC 9110 OWS) at both ends.
 fn trim_ows(mut v: &[u8]) -> &[u8] {
     while let Some((b' ' | b'\t', rest)) = v.split_first() {
@@ -149,6 +164,24 @@ fn bare_item(v: &[u8]) -> Result<&[u8], KeyError> {
 mod tests {
     use super::*;
     use crate::key::xorshift;
+
+    #[test]
+    fn an_operator_names_a_key_as_listed_or_as_a_header_carries_it() {
+        for (named, key) in [
+            ("k1", "k1"),
+            ("\"k1\"", "k1"),
+            ("a b", "a b"),
+            ("\"a b\"", "a b"),
+            ("\"q", "\"q"),
+            ("\"\"", "\"\""),
+            (r#""\"q""#, "\"q"),
+        ] {
+            assert_eq!(from_operator(named.as_bytes()).unwrap(), key, "{named}");
+        }
+        for refused in [&b""[..], b"a\tb", b"\xff", b"\x01", &[b'k'; 256]] {
+            assert!(from_operator(refused).is_err(), "{refused:?}");
+        }
+    }
 
     fn ok(v: &[u8]) -> String {
         match from_header_value(v) {

@@ -22,7 +22,7 @@ pub mod source;
 
 pub use body::{BodyRules, FingerprintBody, Pointers};
 pub use fingerprint::{FingerprintInput, FingerprintPart, fingerprint, fingerprint_with};
-pub use header::from_header_value;
+pub use header::{from_header_value, from_operator};
 pub use json_pointer::from_json_body;
 pub use pattern::{KeyPattern, PatternError};
 pub use scope::scope_hash;
