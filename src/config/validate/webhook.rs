@@ -77,26 +77,27 @@ pub fn webhook(
             None
         }
     };
-    let tolerance = match (&file.tolerance, scheme) {
-        (Some(tolerance), Some(scheme)) if !scheme.has_timestamp() => {
-            ctx.error(
-                Some(tolerance.span()),
-                format!("{prefix}.tolerance"),
-                format!(
-                    "the {} scheme signs no timestamp, so there is nothing for a tolerance \
-                     to bound: remove it",
-                    scheme.as_str()
-                ),
-            );
-            DEFAULT_TOLERANCE
-        }
-        (tolerance, _) => ctx.value(
-            tolerance.as_ref(),
-            &format!("{prefix}.tolerance"),
-            DEFAULT_TOLERANCE,
-            whole_seconds,
-        ),
-    };
+    let tolerance = ctx.value(
+        file.tolerance.as_ref(),
+        &format!("{prefix}.tolerance"),
+        DEFAULT_TOLERANCE,
+        whole_seconds,
+    );
+    // Bounds nothing: said, not refused, so that one webhook block written
+    // for every sender still starts.
+    if let (Some(written), Some(scheme)) = (&file.tolerance, scheme)
+        && !scheme.has_timestamp()
+    {
+        ctx.warn(
+            Some(written.span()),
+            format!("{prefix}.tolerance"),
+            format!(
+                "the {} scheme signs no timestamp, so this tolerance bounds nothing \
+                 (deliveries are not checked for age): it can be removed",
+                scheme.as_str()
+            ),
+        );
+    }
     let secrets = match &file.secrets_env {
         Some(names) => secrets(ctx, names, scheme, &format!("{prefix}.secrets_env")),
         None => {
