@@ -7,8 +7,7 @@ use http::{HeaderName, Method};
 use serde_json::{Value, json};
 
 use crate::config::{
-    Config, FingerprintPart, InFlightMode, KeySource, Policy, RouteConfig, RouteMatch, ScopePart,
-    StoreErrorMode, WebhookConfig,
+    Config, InFlightMode, KeySource, Policy, RouteConfig, RouteMatch, StoreErrorMode, WebhookConfig,
 };
 use crate::key::FingerprintBody;
 use crate::metrics::ReplayAges;
@@ -105,17 +104,8 @@ fn policy_json(policy: &Policy) -> Value {
             InFlightMode::Wait => "wait",
         },
         "wait_timeout": wait_timeout.as_secs_f64(),
-        "scope": scope.iter().map(|part| match part {
-            ScopePart::Header(name) => format!("header:{name}"),
-            ScopePart::ClientCert => "client_cert".to_owned(),
-        }).collect::<Vec<_>>(),
-        "fingerprint": fingerprint.iter().map(|part| match part {
-            FingerprintPart::Method => "method".to_owned(),
-            FingerprintPart::Path => "path".to_owned(),
-            FingerprintPart::Query => "query".to_owned(),
-            FingerprintPart::Body => "body".to_owned(),
-            FingerprintPart::Header(name) => format!("header:{name}"),
-        }).collect::<Vec<_>>(),
+        "scope": scope.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "fingerprint": fingerprint.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "canonical_json": canonical_json,
         "fingerprint_body": match fingerprint_body {
             FingerprintBody::Whole => Value::Null,

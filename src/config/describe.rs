@@ -6,10 +6,7 @@ use std::fmt::Write;
 use http::Method;
 
 use super::units::format_duration;
-use super::{
-    Config, FingerprintPart, InFlightMode, KeySource, Policy, RouteConfig, RouteMatch, ScopePart,
-    StoreErrorMode,
-};
+use super::{Config, InFlightMode, KeySource, Policy, RouteConfig, RouteMatch, StoreErrorMode};
 
 pub fn describe(config: &Config) -> String {
     let mut out = String::new();
@@ -156,10 +153,10 @@ fn policy(out: &mut String, policy: &Policy) {
             ),
         ),
         ("in-flight", in_flight),
-        ("scope", list(policy.scope.iter().map(scope_part))),
+        ("scope", list(policy.scope.iter().map(ToString::to_string))),
         (
             "fingerprint",
-            list(policy.fingerprint.iter().map(fingerprint_part)),
+            list(policy.fingerprint.iter().map(ToString::to_string)),
         ),
         ("canonical_json", policy.canonical_json.to_string()),
         ("release", list(statuses.into_iter())),
@@ -244,23 +241,6 @@ fn list(items: impl Iterator<Item = String>) -> String {
         "(none)".to_owned()
     } else {
         items.join(",")
-    }
-}
-
-fn scope_part(part: &ScopePart) -> String {
-    match part {
-        ScopePart::Header(name) => format!("header:{name}"),
-        ScopePart::ClientCert => "client_cert".to_owned(),
-    }
-}
-
-pub fn fingerprint_part(part: &FingerprintPart) -> String {
-    match part {
-        FingerprintPart::Method => "method".to_owned(),
-        FingerprintPart::Path => "path".to_owned(),
-        FingerprintPart::Query => "query".to_owned(),
-        FingerprintPart::Body => "body".to_owned(),
-        FingerprintPart::Header(name) => format!("header:{name}"),
     }
 }
 

@@ -229,6 +229,23 @@ pub struct Policy {
     pub replay_values: ReplayValues,
 }
 
+impl Policy {
+    /// Whether an upstream answer of this status frees the key
+    /// (`release_statuses`: codes, and the classes "4xx" / "5xx").
+    pub fn releases(&self, status: u16) -> bool {
+        self.release_statuses.contains(&status)
+            || self
+                .release_classes
+                .iter()
+                .any(|class| class.contains(status))
+    }
+
+    /// Whether the idempotency rules apply to a request of this method.
+    pub fn applies_to(&self, method: &Method) -> bool {
+        self.methods.contains(method)
+    }
+}
+
 pub use crate::key::{FingerprintBody, FingerprintPart, KeyPattern, KeySource};
 use http::{HeaderName, HeaderValue, Method};
 
@@ -320,6 +337,18 @@ pub enum ScopePart {
     Header(HeaderName),
     /// The subject of the verified TLS client certificate (`client_cert`).
     ClientCert,
+}
+
+/// As the file writes it, the name in lower case (`header:authorization`):
+/// also the part's label in every record's scope hash, so a change would
+/// part every stored key from its retries.
+impl std::fmt::Display for ScopePart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScopePart::Header(name) => write!(f, "header:{name}"),
+            ScopePart::ClientCert => f.write_str("client_cert"),
+        }
+    }
 }
 
 /// Several regions, each with its own gateways and store: every key has a

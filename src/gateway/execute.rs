@@ -124,7 +124,7 @@ impl Execution {
                 super::answer_headers::expiry(response.headers_mut(), policy, None);
                 replay::mark(
                     response.headers_mut(),
-                    &policy.replay_header,
+                    policy.replay_header.name(),
                     &policy.replay_values.fresh,
                 );
                 Answer::new(response, Outcome::Released)
@@ -278,7 +278,7 @@ impl Recorder<'_> {
         let mut response = http::Response::from_parts(parts, body);
         replay::mark(
             response.headers_mut(),
-            &self.policy.replay_header,
+            self.policy.replay_header.name(),
             &self.policy.replay_values.fresh,
         );
         super::answer_headers::expiry(response.headers_mut(), self.policy, expires_at);

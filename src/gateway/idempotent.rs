@@ -47,7 +47,7 @@ pub async fn run(
                 .await
                 {
                     Ok(mut response) => {
-                        replay::unmark(response.headers_mut(), &policy.replay_header);
+                        replay::unmark(response.headers_mut(), policy.replay_header.name());
                         answer_headers::expiry(response.headers_mut(), policy, None);
                         Answer::new(response, Outcome::Passthrough)
                     }
@@ -222,7 +222,7 @@ async fn degraded(
 ) -> Answer {
     match passthrough::forward(gateway, exchange, request).await {
         Ok(mut response) => {
-            replay::unmark(response.headers_mut(), &policy.replay_header);
+            replay::unmark(response.headers_mut(), policy.replay_header.name());
             answer_headers::expiry(response.headers_mut(), policy, None);
             mark_degraded(&mut response);
             Answer::new(response, Outcome::Degraded)

@@ -15,8 +15,7 @@ use crate::route::RoutePolicy;
 
 pub fn scope(policy: &RoutePolicy, parts: &Parts, client: &ClientInfo) -> Arc<str> {
     let values: Vec<(&str, Option<Cow<'_, [u8]>>)> = policy
-        .scope
-        .iter()
+        .scope_parts()
         .map(|(label, source)| {
             let value = match source {
                 ScopePart::Header(name) => header_part(parts, name.as_str()),
@@ -25,7 +24,7 @@ pub fn scope(policy: &RoutePolicy, parts: &Parts, client: &ClientInfo) -> Arc<st
                     .as_deref()
                     .map(|subject| Cow::Borrowed(subject.as_bytes())),
             };
-            (label.as_str(), value)
+            (label, value)
         })
         .collect();
     key::scope_hash(&values)

@@ -303,7 +303,7 @@ impl Gateway {
                 let mut answer = passthrough::run(self, &exchange, request).await;
                 // A method the policy does not cover: no key, so no marker.
                 if let Some(policy) = &bound.route.policy {
-                    replay::unmark(answer.response.headers_mut(), &policy.replay_header);
+                    replay::unmark(answer.response.headers_mut(), policy.replay_header.name());
                 }
                 answer
             }

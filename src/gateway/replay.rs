@@ -34,7 +34,7 @@ pub fn replayed(stored: &StoredResponse, policy: &RoutePolicy) -> Response<Body>
     };
     from_stored(
         stored,
-        &policy.replay_header,
+        policy.replay_header.name(),
         kept,
         &policy.replay_values.replayed,
     )
@@ -45,7 +45,7 @@ pub fn replayed(stored: &StoredResponse, policy: &RoutePolicy) -> Response<Body>
 pub fn fresh_from_stored(stored: &StoredResponse, policy: &RoutePolicy) -> Response<Body> {
     from_stored(
         stored,
-        &policy.replay_header,
+        policy.replay_header.name(),
         Kept::ALL,
         &policy.replay_values.fresh,
     )

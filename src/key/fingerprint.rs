@@ -20,6 +20,19 @@ pub enum FingerprintPart {
     Header(http::HeaderName),
 }
 
+/// As the file writes it, the name in lower case (`header:x-region`).
+impl std::fmt::Display for FingerprintPart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FingerprintPart::Method => f.write_str("method"),
+            FingerprintPart::Path => f.write_str("path"),
+            FingerprintPart::Query => f.write_str("query"),
+            FingerprintPart::Body => f.write_str("body"),
+            FingerprintPart::Header(name) => write!(f, "header:{name}"),
+        }
+    }
+}
+
 /// What a request offers to the fingerprint.
 pub struct FingerprintInput<'a> {
     pub method: &'a str,

@@ -9,7 +9,6 @@ use std::ops::Range;
 use toml::Spanned;
 
 use super::context::Ctx;
-use crate::config::describe::fingerprint_part;
 use crate::config::file::{FileConfig, PolicyFile};
 use crate::config::{FingerprintPart, RouteConfig};
 
@@ -70,7 +69,7 @@ pub fn warn_without_body(
             .policy
             .fingerprint
             .iter()
-            .map(fingerprint_part)
+            .map(ToString::to_string)
             .collect();
         for (name, span) in written(own) {
             let Some(span) = span else { continue };

@@ -255,11 +255,11 @@ pub fn reads_what_crosses_regions(
             );
         }
         let scope = policy.scope.iter().filter_map(|part| match part {
-            ScopePart::Header(name) => Some(("scope", format!("header:{name}"), name)),
+            ScopePart::Header(name) => Some(("scope", part.to_string(), name)),
             ScopePart::ClientCert => None,
         });
         let fingerprint = policy.fingerprint.iter().filter_map(|part| match part {
-            FingerprintPart::Header(name) => Some(("fingerprint", format!("header:{name}"), name)),
+            FingerprintPart::Header(name) => Some(("fingerprint", part.to_string(), name)),
             _ => None,
         });
         let key = policy.key.iter().flat_map(|source| match source {
