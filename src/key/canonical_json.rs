@@ -17,17 +17,9 @@
 //!      that text;
 //!   3. else `d.ddde±x` with every significant digit (`1.000000000000000001e-1`).
 //!
-//!   Rules 1 and 2 are what earlier versions, which read numbers as doubles,
-//!   wrote for every number whose text there (its "old form") spelled its
-//!   value exactly (`12.34`, `1e0`, `2e-3`, `1e+21`): the fingerprints they
-//!   stored still match. Only numbers the old form rounds (more digits than a
-//!   double holds) go by rule 3 or, for integers below 1e21, by their own
-//!   digits. "Exactly" is about the old text, not about the number being a
-//!   double: `0.1` is no double, yet its old form `0.1` spells it and stays;
-//!   the 55 digits of the double nearest 0.1, which the old form also writes
-//!   `0.1`, go by rule 3. (Keeping only numbers that are doubles would change
-//!   the fingerprint of nearly every body with a decimal fraction, `12.34`
-//!   included.)
+//!   Rules 1 and 2 keep the fingerprints earlier versions stored, which read
+//!   numbers as doubles; why rule 3 cannot collide with any of them is in
+//!   docs/adr/0009-canonical-json-numbers.md.
 //!
 //! A body this module will not vouch for gets no canonical form, and the
 //! fingerprint hashes its bytes, as for a body that is not JSON at all (a false
@@ -40,20 +32,6 @@
 //!   likewise a non-zero number with an exponent of 10^18 or more;
 //! - an object whose member name is serde_json's private number marker (see
 //!   `NUMBER_TOKEN` below).
-//!
-//! Why a rule-3 text can never be an old canonical text of another number, so a
-//! fingerprint an earlier version stored cannot match a different number:
-//! every old text is either integer digits (no `e`; rule 3 always has one) or
-//! the shortest text `s` of some double `x`. Rule 3 is only used when the
-//! shortest text of the double nearest the number does not spell the number.
-//! If a rule-3 text, which spells its number exactly, equalled such an `s`,
-//! the number would be the value `s` spells; the double nearest that value is
-//! `x` (a shortest text reads back as its double), whose shortest text is `s`,
-//! which spells the number: rule 2 would have applied, not rule 3. (Rules 1 and 2 always spell the number's exact value, so
-//! no two new texts of different numbers are equal either.) What stays possible
-//! is the old collision itself: a fingerprint an earlier version stored from
-//! `0.1000000000000000001` (its old form `0.1`) matches `0.1`, for the rest
-//! of that record's retention.
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::fmt;
