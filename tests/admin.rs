@@ -1092,6 +1092,39 @@ async fn a_reload_reads_the_admin_token_variable_again() {
     assert_eq!(lines, 2, "once at start, once at the reload:\n{log}");
 }
 
+/// docs/operating.md, "Rotating the admin token": a gateway started with the
+/// next token in a second variable switches to it when the file names that
+/// variable and is reloaded; the old token is refused from then on.
+#[tokio::test]
+async fn the_admin_token_rotates_by_a_reload_to_a_second_variable() {
+    const NEXT_ENV: &str = "IDEMGATE_TEST_ADMIN_TOKEN_NEXT";
+    const NEXT: &str = "n3xt-token-0123456789";
+    let dir = TestDir::new("admin-token-rotate");
+    let upstream = MockUpstream::start().await;
+    let gateway = GatewayProcess::start_with_env(
+        &dir,
+        &upstream.url(),
+        &config(),
+        &[(TOKEN_ENV, TOKEN), (NEXT_ENV, NEXT)],
+    );
+    let admin = gateway.admin_client();
+    let old = common::admin::bearer(TOKEN);
+    let new = common::admin::bearer(NEXT);
+    let old_auth = [("authorization", old.as_str())];
+    let new_auth = [("authorization", new.as_str())];
+    let path = "/admin/routes";
+    assert_eq!(admin.send("GET", path, &old_auth, "").await.status, 200);
+    assert_eq!(admin.send("GET", path, &new_auth, "").await.status, 403);
+
+    gateway.write_config(&base().admin_token_env(NEXT_ENV));
+    let reply = admin.send("POST", "/admin/reload", &old_auth, "").await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+
+    assert_eq!(admin.send("GET", path, &old_auth, "").await.status, 403);
+    let reply = admin.send("GET", path, &new_auth, "").await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+}
+
 /// A request reserved before a reload completes under the config it started
 /// with: its record keeps the old retention and its answer the old marker and
 /// no expiry header, while a request started after the reload gets the new
