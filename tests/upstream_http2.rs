@@ -413,6 +413,14 @@ async fn after_the_upstream_restarts_a_keyed_request_succeeds() {
     assert_eq!(upstream.accepted(), 1);
 }
 
+/// Answers a stream 201 `{"ok":true}`, as the upstreams here do.
+fn created(respond: &mut h2::server::SendResponse<Bytes>) {
+    let head = Response::builder().status(201).body(()).unwrap();
+    if let Ok(mut body) = respond.send_response(head, false) {
+        let _ = body.send_data(Bytes::from_static(b"{\"ok\":true}"), true);
+    }
+}
+
 /// An h2c upstream that resets its first `refuse` streams with
 /// `REFUSED_STREAM` (a server at its limit does) and answers the rest 201;
 /// counts the streams it answered.
@@ -435,10 +443,7 @@ async fn refusing_upstream(refuse: u64) -> (SocketAddr, Arc<AtomicU64>) {
                         continue;
                     }
                     answered.fetch_add(1, Ordering::SeqCst);
-                    let head = Response::builder().status(201).body(()).unwrap();
-                    if let Ok(mut body) = respond.send_response(head, false) {
-                        let _ = body.send_data(Bytes::from_static(b"{\"ok\":true}"), true);
-                    }
+                    created(&mut respond);
                 }
             });
         }
@@ -543,10 +548,7 @@ async fn strict_upstream(limit: u32) -> (SocketAddr, Arc<AtomicU64>) {
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         answered.fetch_add(1, Ordering::SeqCst);
                         open.fetch_sub(1, Ordering::SeqCst);
-                        let head = Response::builder().status(201).body(()).unwrap();
-                        if let Ok(mut body) = respond.send_response(head, false) {
-                            let _ = body.send_data(Bytes::from_static(b"{\"ok\":true}"), true);
-                        }
+                        created(&mut respond);
                     });
                 }
             });
@@ -639,10 +641,7 @@ async fn going_away_upstream(go_away: u64) -> (SocketAddr, Arc<AtomicU64>) {
                 };
                 while let Some(Ok((_request, mut respond))) = connection.accept().await {
                     answered.fetch_add(1, Ordering::SeqCst);
-                    let head = Response::builder().status(201).body(()).unwrap();
-                    if let Ok(mut body) = respond.send_response(head, false) {
-                        let _ = body.send_data(Bytes::from_static(b"{\"ok\":true}"), true);
-                    }
+                    created(&mut respond);
                 }
             });
         }
@@ -867,10 +866,7 @@ async fn one_stream_upstream() -> (SocketAddr, Seen) {
                             let _ = body.send_data(Bytes::new(), true);
                         } else {
                             answered.fetch_add(1, Ordering::SeqCst);
-                            let head = Response::builder().status(201).body(()).unwrap();
-                            if let Ok(mut body) = respond.send_response(head, false) {
-                                let _ = body.send_data(Bytes::from_static(b"{\"ok\":true}"), true);
-                            }
+                            created(&mut respond);
                         }
                     });
                 }
