@@ -792,6 +792,32 @@ async fn a_reload_waiting_on_a_slow_file_holds_up_no_request() {
     gateway.terminate_within(Duration::from_secs(5)).await;
 }
 
+/// Nor does one asked for by `POST /admin/reload`: the call waiting on it
+/// is answered 503 `shutting-down` at SIGTERM, rather than holding the
+/// admin plane, and so the process, open for the whole `shutdown_grace`.
+#[tokio::test]
+async fn a_reload_stuck_under_post_admin_reload_does_not_hold_up_a_shutdown() {
+    let dir = TestDir::new("reload-stuck-shutdown");
+    let upstream = MockUpstream::start().await;
+    let config = config().server("shutdown_grace", "30s");
+    let envs = [(TOKEN_ENV, TOKEN)];
+    let gateway = GatewayProcess::start_with_env(&dir, &upstream.url(), &config, &envs);
+    let text = std::fs::read_to_string(gateway.config_path()).unwrap();
+    let slow = SlowFile::open(gateway.config_path(), text);
+    let admin = gateway.admin_client();
+    let (name, value) = bearer();
+    let reload = tokio::spawn(async move {
+        admin
+            .send("POST", "/admin/reload", &[(name, value.as_str())], "")
+            .await
+    });
+    slow.wait_opened().await;
+    gateway.terminate_within(Duration::from_secs(5)).await;
+    let reply = reload.await.unwrap();
+    assert_eq!(reply.status, 503, "{}", reply.text());
+    assert_eq!(reply.json()["code"], "shutting-down", "{}", reply.text());
+}
+
 /// A reload refuses what `check`, and so the next start, refuses, located
 /// as `check` locates it: a store setting that only a restart applies, and
 /// an upstream's CA file. Counted as rejected; the running config stays.

@@ -226,7 +226,14 @@ impl AdminPlane {
     }
 
     async fn reload(&self) -> Response<Body> {
-        let (status, document) = match self.reloader.reload().await {
+        let outcome = tokio::select! {
+            outcome = self.reloader.reload() => outcome,
+            // A reload stuck in its read (a hung mount), or queued behind
+            // one, would hold this connection, and so the process, open for
+            // the whole grace; the process reads the file anew at its start.
+            () = self.draining.cancelled() => return shutting_down(),
+        };
+        let (status, document) = match outcome {
             ReloadOutcome::Applied { notes } => (
                 StatusCode::OK,
                 serde_json::json!({ "status": "reloaded", "notes": notes }),
@@ -269,6 +276,24 @@ impl AdminPlane {
         }
         response
     }
+}
+
+/// A reload asked for, or still running, once SIGTERM came: not awaited.
+fn shutting_down() -> Response<Body> {
+    let (kind, link) = crate::error::problem_base::problem_type("shutting-down");
+    let document = serde_json::json!({
+        "type": kind,
+        "title": "The gateway is shutting down",
+        "status": 503,
+        "detail": "a reload is not awaited while the gateway stops; its next start reads \
+                   the file anew",
+        "code": "shutting-down",
+    });
+    let mut response = json(StatusCode::SERVICE_UNAVAILABLE, PROBLEM_JSON, &document);
+    if let Some(link) = link {
+        response.headers_mut().insert(header::LINK, link);
+    }
+    response
 }
 
 fn text(status: StatusCode, text: &str) -> Response<Body> {
