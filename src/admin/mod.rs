@@ -231,65 +231,64 @@ impl AdminPlane {
             // A reload stuck in its read (a hung mount), or queued behind
             // one, would hold this connection, and so the process, open for
             // the whole grace; the process reads the file anew at its start.
-            () = self.draining.cancelled() => return shutting_down(),
+            () = self.draining.cancelled() => {
+                return reload_problem(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "shutting-down",
+                    "The gateway is shutting down",
+                    "a reload is not awaited while the gateway stops; its next start reads \
+                     the file anew",
+                    None,
+                );
+            }
         };
-        let (status, document) = match outcome {
-            ReloadOutcome::Applied { notes } => (
+        match outcome {
+            ReloadOutcome::Applied { notes } => json(
                 StatusCode::OK,
-                serde_json::json!({ "status": "reloaded", "notes": notes }),
+                "application/json",
+                &serde_json::json!({ "status": "reloaded", "notes": notes }),
             ),
-            ReloadOutcome::Rejected { errors } => (
+            ReloadOutcome::Rejected { errors } => reload_problem(
                 StatusCode::BAD_REQUEST,
-                serde_json::json!({
-                    "type": crate::error::problem_base::problem_type("invalid-config").0,
-                    "title": "The configuration file is invalid; the running configuration stays",
-                    "status": 400,
-                    "detail": errors.join("\n"),
-                    "code": "invalid-config",
-                    "errors": errors,
-                }),
+                "invalid-config",
+                "The configuration file is invalid; the running configuration stays",
+                &errors.join("\n"),
+                Some(&errors),
             ),
             // The fault itself is in the log (the reloader logs it).
-            ReloadOutcome::Failed { .. } => (
+            ReloadOutcome::Failed { .. } => reload_problem(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                serde_json::json!({
-                    "type": crate::error::problem_base::problem_type("reload-failed").0,
-                    "title": "The reload stopped on a fault of the gateway",
-                    "status": 500,
-                    "detail": "the gateway's log says what failed; a later reload may be \
-                               tried, and a restart reads the file anew",
-                    "code": "reload-failed",
-                }),
+                "reload-failed",
+                "The reload stopped on a fault of the gateway",
+                "the gateway's log says what failed; a later reload may be tried, and a \
+                 restart reads the file anew",
+                None,
             ),
-        };
-        if status == StatusCode::OK {
-            return json(status, "application/json", &document);
         }
-        let code = if status == StatusCode::BAD_REQUEST {
-            "invalid-config"
-        } else {
-            "reload-failed"
-        };
-        let mut response = json(status, PROBLEM_JSON, &document);
-        if let (_, Some(link)) = crate::error::problem_base::problem_type(code) {
-            response.headers_mut().insert(header::LINK, link);
-        }
-        response
     }
 }
 
-/// A reload asked for, or still running, once SIGTERM came: not awaited.
-fn shutting_down() -> Response<Body> {
-    let (kind, link) = crate::error::problem_base::problem_type("shutting-down");
-    let document = serde_json::json!({
+/// A reload's problem (RFC 9457), its `type` and `Link` as `problem_base`
+/// makes every problem's; a refused file's errors also as a list.
+fn reload_problem(
+    status: StatusCode,
+    code: &'static str,
+    title: &str,
+    detail: &str,
+    errors: Option<&[String]>,
+) -> Response<Body> {
+    let (kind, link) = crate::error::problem_base::problem_type(code);
+    let mut document = serde_json::json!({
         "type": kind,
-        "title": "The gateway is shutting down",
-        "status": 503,
-        "detail": "a reload is not awaited while the gateway stops; its next start reads \
-                   the file anew",
-        "code": "shutting-down",
+        "title": title,
+        "status": status.as_u16(),
+        "detail": detail,
+        "code": code,
     });
-    let mut response = json(StatusCode::SERVICE_UNAVAILABLE, PROBLEM_JSON, &document);
+    if let Some(errors) = errors {
+        document["errors"] = serde_json::json!(errors);
+    }
+    let mut response = json(status, PROBLEM_JSON, &document);
     if let Some(link) = link {
         response.headers_mut().insert(header::LINK, link);
     }
