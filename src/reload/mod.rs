@@ -2,12 +2,13 @@
 //! A file that fails validation is refused whole and the running config stays.
 
 mod admin_disabled;
-mod key_notes;
+mod record_notes;
+mod restart_only;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::config::{self, Config, ScopePart, StoreConfig, StoreKey, TlsConfig};
+use crate::config::{self, Config, ScopePart, TlsConfig};
 use crate::gateway::{Gateway, Runtime};
 use crate::tls::{TlsError, TlsSettings};
 
@@ -187,11 +188,9 @@ impl Reloader {
                 )],
             };
         }
-        let mut notes = restart_only_changes(&self.started, &new);
+        let mut notes = restart_only::changes(&self.started, &new);
         let running = self.gateway.runtime().config.clone();
-        notes.extend(dropped_routes(&running, &new));
-        notes.extend(changed_identities(&running, &new));
-        notes.extend(moved_homes(&running, &new));
+        notes.extend(record_notes::notes(&running, &new));
         // Said to the caller, who may be about to lose the API; the reason
         // (the variable's name) goes to the log only, as at start.
         if admin_disabled::why(&running.admin).is_none()
@@ -269,157 +268,9 @@ fn renewed(
     }
 }
 
-/// Records are kept per route name: an idempotent route that is renamed,
-/// removed or made a pass-through leaves its answers and leases behind, and a
-/// retry of one of its keys runs again. Applied, but said.
-fn dropped_routes(current: &Config, new: &Config) -> Vec<String> {
-    current
-        .routes
-        .iter()
-        .filter(|route| route.idempotency)
-        .filter(|route| {
-            !new.routes
-                .iter()
-                .any(|kept| kept.idempotency && kept.name == route.name)
-        })
-        .map(|route| {
-            format!(
-                "route {:?} is no longer an idempotent route: the answers and leases stored \
-                 under it no longer apply, so a retry of one of its keys runs again",
-                route.name
-            )
-        })
-        .collect()
-}
-
-/// A record is found by its scope and matched by its fingerprint, both
-/// computed under the policy of the moment: changing how they are made
-/// orphans or refuses what was stored before. Applied, but said.
-fn changed_identities(current: &Config, new: &Config) -> Vec<String> {
-    let mut notes = Vec::new();
-    for route in current.routes.iter().filter(|route| route.idempotency) {
-        let Some(kept) = new
-            .routes
-            .iter()
-            .find(|kept| kept.idempotency && kept.name == route.name)
-        else {
-            continue;
-        };
-        let (old, now) = (&route.policy, &kept.policy);
-        if old.scope != now.scope {
-            notes.push(format!(
-                "route {:?}: scope changed: answers stored under the old scope are not found, \
-                 so a retry of one of their keys runs again",
-                route.name
-            ));
-        }
-        if old.fingerprint != now.fingerprint || old.canonical_json != now.canonical_json {
-            notes.push(format!(
-                "route {:?}: fingerprint changed: a retry of a key stored before gets 422 \
-                 fingerprint-mismatch",
-                route.name
-            ));
-        }
-        notes.extend(key_notes::notes(&route.name, old, now));
-    }
-    notes
-}
-
-/// A key's home is drawn over the region names: adding, removing or
-/// renaming one moves some keys to another home, where their records are not
-/// (docs/multi-region.md). Applied, but said.
-fn moved_homes(current: &Config, new: &Config) -> Option<String> {
-    // No `[region]`, or one region alone: every key is at home.
-    let names = |config: &Config| {
-        config
-            .region
-            .as_ref()
-            .map(|regions| regions.peers.keys().cloned().collect::<Vec<_>>())
-            .filter(|names| names.len() > 1)
-    };
-    let (before, after) = (names(current), names(new));
-    (before != after).then(|| {
-        "the regions changed: keys whose home region moves are handled in their new home, \
-         where their records are not, so a retry of one of them runs again"
-            .to_owned()
-    })
-}
-
-/// Settings a running process cannot change; reported, not silently ignored.
-fn restart_only_changes(current: &Config, new: &Config) -> Vec<String> {
-    let mut notes = Vec::new();
-    let mut note = |changed: bool, field: &str| {
-        if changed {
-            notes.push(format!(
-                "{field} changed in the file; it takes effect only after a restart"
-            ));
-        }
-    };
-    note(current.server.listen != new.server.listen, "server.listen");
-    note(
-        current.server.admin_listen != new.server.admin_listen,
-        "server.admin_listen",
-    );
-    note(
-        current.server.tls.is_some() != new.server.tls.is_some(),
-        "server.tls (turning TLS on or off)",
-    );
-    // The head limits too: the HTTP/1 parser of every connection is sized by
-    // the values the listener started with (a lower value still applies, as
-    // the gateway checks each head again; a higher one does not).
-    note(
-        current.server.max_connections != new.server.max_connections
-            || current.server.header_read_timeout != new.server.header_read_timeout
-            || current.server.body_read_timeout != new.server.body_read_timeout
-            || current.server.shutdown_grace != new.server.shutdown_grace
-            || current.server.max_header_bytes != new.server.max_header_bytes
-            || current.server.max_headers != new.server.max_headers,
-        "server connection limits",
-    );
-    note(
-        current.server.max_buffered_bodies != new.server.max_buffered_bodies,
-        "server.max_buffered_bodies",
-    );
-    let (keys_now, keys_new) = (store_keys(&current.store), store_keys(&new.store));
-    // Said apart: an operator rotating keys must know that answers are still
-    // sealed with the key the process started with (docs/data-protection.md).
-    note(
-        keys_now != keys_new,
-        "store.encryption (the keys answers are sealed and opened with)",
-    );
-    note(
-        without_keys(&current.store) != without_keys(&new.store),
-        "store",
-    );
-    note(
-        current.admin.tls.is_some() != new.admin.tls.is_some(),
-        "admin.tls (turning TLS on or off)",
-    );
-    notes
-}
-
-fn store_keys(store: &StoreConfig) -> &[StoreKey] {
-    match store {
-        StoreConfig::Embedded(embedded) => &embedded.encryption,
-        StoreConfig::Postgres(pg) => &pg.encryption,
-    }
-}
-
-/// The store's settings but its keys, which are noted on their own.
-fn without_keys(store: &StoreConfig) -> StoreConfig {
-    let mut store = store.clone();
-    match &mut store {
-        StoreConfig::Embedded(embedded) => embedded.encryption.clear(),
-        StoreConfig::Postgres(pg) => pg.encryption.clear(),
-    }
-    store
-}
-
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
-    use super::{ReloadOutcome, finished, moved_homes, restart_only_changes};
+    use super::{ReloadOutcome, finished};
 
     /// A reload that panics is an outcome like any other, with the panic's
     /// message, so the task that asked for it goes on to the next.
@@ -444,62 +295,5 @@ mod tests {
         let applied =
             tokio::task::spawn_blocking(|| ReloadOutcome::Applied { notes: vec![] }).await;
         assert!(matches!(finished(applied), ReloadOutcome::Applied { .. }));
-    }
-
-    const BASE: &str = crate::config::ONE_ROUTE;
-
-    fn config(extra: &str) -> crate::config::Config {
-        let env = |name: &str| match name {
-            "K1" => Some("QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE=".to_owned()),
-            "K2" => Some("QkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkI=".to_owned()),
-            "TOKEN" => Some("0123456789abcdef0123".to_owned()),
-            _ => None,
-        };
-        let text = format!("{extra}{BASE}");
-        crate::config::parse(&text, Path::new("t.toml"), &env).expect("valid")
-    }
-
-    #[test]
-    fn new_encryption_keys_are_said_to_need_a_restart_by_name() {
-        let one = config("[store.encryption]\nkeys_env = [\"K1\"]\n");
-        let two = config("[store.encryption]\nkeys_env = [\"K2\", \"K1\"]\n");
-        let notes = restart_only_changes(&one, &two);
-        assert_eq!(notes.len(), 1, "{notes:#?}");
-        assert!(notes[0].starts_with("store.encryption"), "{}", notes[0]);
-        assert!(notes[0].contains("only after a restart"), "{}", notes[0]);
-
-        let moved =
-            config("[store]\npath = \"elsewhere.db\"\n[store.encryption]\nkeys_env = [\"K1\"]\n");
-        let notes = restart_only_changes(&one, &moved);
-        assert_eq!(notes.len(), 1, "{notes:#?}");
-        assert!(notes[0].starts_with("store changed"), "{}", notes[0]);
-        assert!(restart_only_changes(&one, &one).is_empty());
-    }
-
-    fn regions(names: &[&str]) -> crate::config::Config {
-        let mut text = format!("[region]\nname = \"{}\"\ntoken_env = \"TOKEN\"\n", names[0]);
-        for (i, name) in names.iter().enumerate() {
-            text += &format!("[regions.{name}]\ngateway = \"http://10.0.0.{i}:8080\"\n");
-        }
-        config(&text)
-    }
-
-    #[test]
-    fn a_change_of_regions_is_said_to_move_keys() {
-        let none = config("");
-        let alone = regions(&["eu"]);
-        let two = regions(&["eu", "us"]);
-        let three = regions(&["eu", "us", "ap"]);
-        for (before, after) in [(&none, &two), (&two, &three), (&three, &two), (&two, &none)] {
-            let note = moved_homes(before, after).expect("a note");
-            assert!(note.contains("runs again"), "{note}");
-            assert!(!note.contains("  "), "{note}");
-        }
-        assert_eq!(moved_homes(&two, &regions(&["eu", "us"])), None);
-        assert_eq!(
-            moved_homes(&none, &alone),
-            None,
-            "one region: every key at home"
-        );
     }
 }
