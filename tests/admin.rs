@@ -1118,9 +1118,53 @@ async fn a_reload_reads_the_admin_token_variable_again() {
     assert_eq!(lines, 2, "once at start, once at the reload:\n{log}");
 }
 
-/// docs/operating.md, "Rotating the admin token": a gateway started with the
-/// next token in a second variable switches to it when the file names that
-/// variable and is reloaded; the old token is refused from then on.
+/// `token_env` as a list: a token from any listed variable is accepted; a
+/// wrong one is 403 and none 401, as with one variable. A listed variable
+/// the process lacks is warned about at start, by name.
+#[tokio::test]
+async fn every_token_of_a_listed_variable_is_accepted() {
+    const OLD_ENV: &str = "IDEMGATE_TEST_ADMIN_TOKEN_OLD";
+    const OLD: &str = "0ld-token-0123456789";
+    const GONE_ENV: &str = "IDEMGATE_TEST_ADMIN_TOKEN_GONE";
+    let dir = TestDir::new("admin-token-list");
+    let upstream = MockUpstream::start().await;
+    let listed = base().admin("token_env", [TOKEN_ENV, OLD_ENV, GONE_ENV]);
+    let gateway = GatewayProcess::start_with_env(
+        &dir,
+        &upstream.url(),
+        &listed,
+        &[(TOKEN_ENV, TOKEN), (OLD_ENV, OLD)],
+    );
+    let admin = gateway.admin_client();
+    let path = "/admin/routes";
+    for token in [TOKEN, OLD] {
+        let auth = common::admin::bearer(token);
+        let reply = admin
+            .send("GET", path, &[("authorization", &auth)], "")
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.text());
+    }
+    let wrong = common::admin::bearer("s3cret-token-0ld");
+    let reply = admin
+        .send("GET", path, &[("authorization", &wrong)], "")
+        .await;
+    assert_eq!(reply.status, 403, "{}", reply.text());
+    assert_eq!(admin.send("GET", path, &[], "").await.status, 401);
+    let log = gateway.log_text();
+    assert!(!log.contains("/admin/* is disabled"), "{log}");
+    assert!(
+        log.contains(&format!(
+            "admin.token_env[2]: {GONE_ENV} is not set or empty"
+        )),
+        "{log}"
+    );
+    assert!(!log.contains(TOKEN) && !log.contains(OLD), "{log}");
+}
+
+/// docs/operating.md, "Rotating the admin token", by reload: a gateway
+/// started with the next token in a second variable lists both, so that
+/// both are accepted while the callers move, then lists the new one alone;
+/// the old token is refused from then on.
 #[tokio::test]
 async fn the_admin_token_rotates_by_a_reload_to_a_second_variable() {
     const NEXT_ENV: &str = "IDEMGATE_TEST_ADMIN_TOKEN_NEXT";
@@ -1142,10 +1186,17 @@ async fn the_admin_token_rotates_by_a_reload_to_a_second_variable() {
     assert_eq!(admin.send("GET", path, &old_auth, "").await.status, 200);
     assert_eq!(admin.send("GET", path, &new_auth, "").await.status, 403);
 
-    gateway.write_config(&base().admin_token_env(NEXT_ENV));
+    // Both listed: either is accepted while the callers move.
+    gateway.write_config(&base().admin("token_env", [NEXT_ENV, TOKEN_ENV]));
     let reply = admin.send("POST", "/admin/reload", &old_auth, "").await;
     assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(admin.send("GET", path, &old_auth, "").await.status, 200);
+    assert_eq!(admin.send("GET", path, &new_auth, "").await.status, 200);
 
+    // The old one dropped, by a reload the new token authorizes.
+    gateway.write_config(&base().admin_token_env(NEXT_ENV));
+    let reply = admin.send("POST", "/admin/reload", &new_auth, "").await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
     assert_eq!(admin.send("GET", path, &old_auth, "").await.status, 403);
     let reply = admin.send("GET", path, &new_auth, "").await;
     assert_eq!(reply.status, 200, "{}", reply.text());

@@ -1,20 +1,21 @@
-//! Who may use the operator API (`/admin/*`): whoever sends the bearer
-//! token `[admin]` configures, compared in constant time. The probes and
-//! `/metrics` ask for none.
+//! Who may use the operator API (`/admin/*`): whoever sends one of the
+//! bearer tokens `[admin]` configures (several while one is rotated),
+//! compared in constant time. The probes and `/metrics` ask for none.
 
 use http::HeaderMap;
 use http::header;
 use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
+use subtle::{Choice, ConstantTimeEq};
 
+use crate::config::AdminToken;
 use crate::error::GatewayError;
 
 /// `/admin/*` without a configured token is disabled (404 `not-found`);
-/// with one, a missing bearer token is 401 and a wrong one 403.
-pub fn check(expected: Option<&str>, headers: &HeaderMap) -> Result<(), GatewayError> {
-    let Some(expected) = expected.filter(|t| !t.is_empty()) else {
+/// with some, a missing bearer token is 401 and one matching none 403.
+pub fn check(tokens: &[AdminToken], headers: &HeaderMap) -> Result<(), GatewayError> {
+    if tokens.is_empty() {
         return Err(GatewayError::AdminDisabled);
-    };
+    }
     let mut fields = headers.get_all(header::AUTHORIZATION).iter();
     let presented = match (fields.next(), fields.next()) {
         (Some(value), None) => value.to_str().ok().and_then(|v| {
@@ -27,18 +28,22 @@ pub fn check(expected: Option<&str>, headers: &HeaderMap) -> Result<(), GatewayE
     };
     match presented {
         None => Err(GatewayError::Unauthorized),
-        Some(token) if same_token(token, expected) => Ok(()),
+        Some(token) if any_token(token, tokens) => Ok(()),
         Some(_) => Err(GatewayError::Forbidden),
     }
 }
 
-/// Compares digests, without an early exit: the time taken tells neither
-/// how much of a guess was right nor the token's length (`ct_eq` on the
-/// tokens themselves returns at once when the lengths differ).
-fn same_token(presented: &str, expected: &str) -> bool {
+/// Compares digests, each of them, without an early exit: the time taken
+/// tells neither how much of a guess was right, nor the tokens' lengths
+/// (`ct_eq` on the tokens themselves returns at once when the lengths
+/// differ), nor which token matched.
+fn any_token(presented: &str, tokens: &[AdminToken]) -> bool {
     let presented = Sha256::digest(presented.as_bytes());
-    let expected = Sha256::digest(expected.as_bytes());
-    bool::from(presented.as_slice().ct_eq(expected.as_slice()))
+    let matched = tokens.iter().fold(Choice::from(0), |matched, token| {
+        let expected = Sha256::digest(token.secret.as_bytes());
+        matched | presented.as_slice().ct_eq(expected.as_slice())
+    });
+    bool::from(matched)
 }
 
 #[cfg(test)]
@@ -53,40 +58,65 @@ mod tests {
         headers
     }
 
+    fn tokens(secrets: &[&str]) -> Vec<AdminToken> {
+        (secrets.iter().enumerate())
+            .map(|(i, secret)| AdminToken {
+                source: crate::config::TokenSource::Env(format!("TOKEN_{i}")),
+                secret: (*secret).to_owned(),
+            })
+            .collect()
+    }
+
     #[test]
     fn token_matrix() {
+        let one = tokens(&["s3cret"]);
         assert_eq!(
-            check(None, &headers(Some("Bearer x"))),
+            check(&[], &headers(Some("Bearer x"))),
             Err(GatewayError::AdminDisabled)
         );
+        assert_eq!(check(&[], &headers(None)), Err(GatewayError::AdminDisabled));
+        assert_eq!(check(&one, &headers(None)), Err(GatewayError::Unauthorized));
         assert_eq!(
-            check(Some(""), &headers(None)),
-            Err(GatewayError::AdminDisabled)
-        );
-        assert_eq!(
-            check(Some("s3cret"), &headers(None)),
+            check(&one, &headers(Some("Basic abc"))),
             Err(GatewayError::Unauthorized)
         );
         assert_eq!(
-            check(Some("s3cret"), &headers(Some("Basic abc"))),
-            Err(GatewayError::Unauthorized)
-        );
-        assert_eq!(
-            check(Some("s3cret"), &headers(Some("Bearer s3cre"))),
+            check(&one, &headers(Some("Bearer s3cre"))),
             Err(GatewayError::Forbidden)
         );
         assert_eq!(
-            check(Some("s3cret"), &headers(Some("Bearer s3cret0"))),
+            check(&one, &headers(Some("Bearer s3cret0"))),
             Err(GatewayError::Forbidden)
         );
-        assert_eq!(
-            check(Some("s3cret"), &headers(Some("bearer s3cret"))),
-            Ok(())
-        );
+        assert_eq!(check(&one, &headers(Some("bearer s3cret"))), Ok(()));
         let mut twice = headers(Some("Bearer s3cret"));
         twice.append(header::AUTHORIZATION, "Bearer s3cret".parse().unwrap());
+        assert_eq!(check(&one, &twice), Err(GatewayError::Unauthorized));
+    }
+
+    /// While a token is rotated each listed one is accepted, whichever its
+    /// place; a token matching none is refused, and so is one that two
+    /// lines would make from both.
+    #[test]
+    fn any_of_several_tokens_is_accepted() {
+        let several = tokens(&["n3w-token", "0ld-token", "third-token"]);
+        for token in ["n3w-token", "0ld-token", "third-token"] {
+            let presented = headers(Some(&format!("Bearer {token}")));
+            assert_eq!(check(&several, &presented), Ok(()), "{token}");
+        }
+        for wrong in ["n3w-token0ld-token", "0ld-toke", "n3w-token 0ld-token", "x"] {
+            let presented = headers(Some(&format!("Bearer {wrong}")));
+            assert_eq!(
+                check(&several, &presented),
+                Err(GatewayError::Forbidden),
+                "{wrong}"
+            );
+        }
+        let mut both = headers(Some("Bearer n3w-token"));
+        both.append(header::AUTHORIZATION, "Bearer 0ld-token".parse().unwrap());
+        assert_eq!(check(&several, &both), Err(GatewayError::Unauthorized));
         assert_eq!(
-            check(Some("s3cret"), &twice),
+            check(&several, &headers(None)),
             Err(GatewayError::Unauthorized)
         );
     }

@@ -130,8 +130,11 @@ impl AdminPlane {
                 response
             }
             p if p.starts_with("/admin/") => {
-                let token = self.gateway.runtime().config.admin.token.clone();
-                if let Err(error) = auth::check(token.as_deref(), request.headers()) {
+                let allowed = auth::check(
+                    &self.gateway.runtime().config.admin.tokens,
+                    request.headers(),
+                );
+                if let Err(error) = allowed {
                     return error.to_response();
                 }
                 self.operator(request.method(), &path, request.uri().query(), client)

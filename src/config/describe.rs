@@ -1,5 +1,6 @@
 //! The summary `idemgate check` prints: each route's match, upstream and
-//! effective policy, then the warnings. Secrets never appear in it.
+//! effective policy, the regions, which tokens `/admin/*` accepts, then the
+//! warnings. Secrets never appear in it.
 
 use std::fmt::Write;
 
@@ -16,6 +17,7 @@ pub fn describe(config: &Config) -> String {
     if let Some(region) = &config.region {
         regions_block(&mut out, region);
     }
+    admin_line(&mut out, &config.admin);
     for warning in &config.warnings {
         let _ = writeln!(out, "warning: {warning}");
     }
@@ -46,6 +48,34 @@ fn regions_block(out: &mut String, region: &super::RegionsConfig) {
             if peer.http2 { ", http2" } else { "" },
         );
     }
+}
+
+/// Where the tokens `/admin/*` accepts come from (never a token), and the
+/// listed variables holding none: `/admin/*` is disabled when none does.
+fn admin_line(out: &mut String, admin: &super::AdminConfig) {
+    let without = admin.variables_without_token();
+    let line = match (admin.tokens.is_empty(), admin.token_env.is_empty()) {
+        (true, true) => "disabled (404): neither admin.token_env nor admin.token is set".to_owned(),
+        (true, false) => format!("disabled (404): no token in {}", without.join(", ")),
+        (false, true) => "token inline (admin.token)".to_owned(),
+        (false, false) => {
+            let from: Vec<&str> = (admin.tokens.iter())
+                .filter_map(|token| match &token.source {
+                    super::TokenSource::Env(name) => Some(name.as_str()),
+                    super::TokenSource::Inline => None,
+                })
+                .collect();
+            let from = match from.as_slice() {
+                [one] => format!("token from {one}"),
+                several => format!("tokens from {} (any one is accepted)", several.join(", ")),
+            };
+            match without.as_slice() {
+                [] => from,
+                names => format!("{from}; no token in {}", names.join(", ")),
+            }
+        }
+    };
+    let _ = writeln!(out, "admin     {line}");
 }
 
 fn route_block(out: &mut String, config: &Config, route: &RouteConfig) {
@@ -281,6 +311,7 @@ route health
   match     path /health any method
   upstream  api (http://127.0.0.1:3000)
   policy    pass-through
+admin     disabled (404): neither admin.token_env nor admin.token is set
 "#;
         assert_eq!(shown, expected, "\n{shown}");
     }

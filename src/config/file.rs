@@ -64,7 +64,7 @@ pub struct TlsFile {
 #[serde(deny_unknown_fields)]
 pub struct AdminFile {
     pub token: Option<Text>,
-    pub token_env: Option<Text>,
+    pub token_env: Option<Spanned<SecretsEnvFile>>,
     pub tls: Option<Spanned<TlsFile>>,
 }
 
@@ -231,7 +231,8 @@ pub struct WebhookFile {
     pub tolerance: Option<Dur>,
 }
 
-/// `secrets_env`: one variable name, or a list of them (rotation).
+/// `secrets_env`, `admin.token_env`: one variable name, or a list of them
+/// (a secret being rotated: any listed one is accepted).
 #[derive(Debug, Clone)]
 pub enum SecretsEnvFile {
     One(String),

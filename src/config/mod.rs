@@ -4,6 +4,7 @@
 //!
 //! Nothing in here knows of hyper or of the store.
 
+mod admin_token;
 mod describe;
 mod error;
 #[cfg(test)]
@@ -17,6 +18,7 @@ mod units;
 mod validate;
 mod webhook;
 
+pub use admin_token::{AdminToken, TokenSource};
 pub use error::{ConfigError, ConfigErrors};
 pub use model::*;
 pub use places::Places;

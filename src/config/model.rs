@@ -10,6 +10,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::admin_token::{AdminToken, TokenSource};
+
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The file this configuration was read from (for messages and reload).
@@ -64,15 +66,30 @@ pub struct TlsConfig {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct AdminConfig {
-    /// Name of the environment variable holding the bearer token, as configured.
-    pub token_env: Option<String>,
-    /// The token itself: given inline (`token`) or read from `token_env` at
-    /// load time. `None` (neither given, or the variable unset or empty)
-    /// disables `/admin/*`.
-    pub token: Option<String>,
+    /// The variables `admin.token_env` lists, in order (one when a single
+    /// name is written); empty when the token is inline or not configured.
+    pub token_env: Vec<String>,
+    /// The tokens `/admin/*` accepts, any one of them: the inline `token`,
+    /// or the value (read at load time) of each listed variable that holds
+    /// one. Empty: `/admin/*` is disabled.
+    pub tokens: Vec<AdminToken>,
     /// `[admin.tls]`: the admin plane over TLS (bearer token included),
     /// optionally with client certificates; `None`: plain HTTP.
     pub tls: Option<TlsConfig>,
+}
+
+impl AdminConfig {
+    /// The listed variables that hold no token (unset, empty or blank):
+    /// during a rotation, the one not exported yet or already removed.
+    pub fn variables_without_token(&self) -> Vec<&str> {
+        (self.token_env.iter())
+            .filter(|name| {
+                !(self.tokens.iter())
+                    .any(|token| matches!(&token.source, TokenSource::Env(env) if env == *name))
+            })
+            .map(String::as_str)
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -2,9 +2,11 @@
 //! rule. toml stops at its first syntax or type error; past that point every
 //! semantic error is collected, located and reported together.
 
+mod admin;
 mod body_options;
 mod context;
 mod encryption;
+mod env_list;
 mod keys;
 mod listeners;
 mod names;
@@ -40,7 +42,7 @@ pub fn parse(
         .map_err(|err| ConfigErrors::single(syntax::toml_error(&ctx, text, &err)))?;
 
     let server = server::server(&mut ctx, &file.server);
-    let admin = server::admin(&mut ctx, &file.admin);
+    let admin = admin::admin(&mut ctx, &file.admin);
     let store = store::store(&mut ctx, &file.store);
     let upstreams = upstreams::upstreams(&mut ctx, &file.upstreams);
     let defaults = policy::resolve(&mut ctx, &policy::builtin(), &file.defaults, "defaults");

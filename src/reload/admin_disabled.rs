@@ -10,28 +10,42 @@ use crate::config::AdminConfig;
 pub enum Disabled {
     /// Neither `admin.token` nor `admin.token_env` is in the file.
     NotConfigured,
-    /// `admin.token_env` names a variable the process was started without.
-    VariableUnset(String),
-    /// The variable is set, but empty or only whitespace.
-    VariableEmpty(String),
-    /// The variable holds bytes that are not UTF-8: no client could send them.
-    VariableNotUnicode(String),
+    /// No variable `admin.token_env` lists holds a token: each with why, in
+    /// the file's order.
+    NoToken(Vec<(String, Blank)>),
 }
 
-/// `None` while `/admin/*` is served. The variable is read again here, as
-/// the config was when it was loaded, only to tell which case it is.
+/// Why a listed variable holds no token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blank {
+    /// The process was started without it.
+    Unset,
+    /// It is set, but empty or only whitespace.
+    Empty,
+    /// It holds bytes that are not UTF-8: no client could send them.
+    NotUnicode,
+}
+
+/// `None` while `/admin/*` is served. The variables are read again here,
+/// as the config was when it was loaded, only to tell which case it is.
 pub fn why(config: &AdminConfig) -> Option<Disabled> {
-    if config.token.is_some() {
+    if !config.tokens.is_empty() {
         return None;
     }
-    let Some(name) = config.token_env.clone() else {
+    if config.token_env.is_empty() {
         return Some(Disabled::NotConfigured);
+    }
+    let blank = |name: &String| {
+        let why = match std::env::var(name) {
+            Err(std::env::VarError::NotPresent) => Blank::Unset,
+            Err(std::env::VarError::NotUnicode(_)) => Blank::NotUnicode,
+            Ok(_) => Blank::Empty,
+        };
+        (name.clone(), why)
     };
-    Some(match std::env::var(&name) {
-        Err(std::env::VarError::NotPresent) => Disabled::VariableUnset(name),
-        Err(std::env::VarError::NotUnicode(_)) => Disabled::VariableNotUnicode(name),
-        Ok(_) => Disabled::VariableEmpty(name),
-    })
+    Some(Disabled::NoToken(
+        config.token_env.iter().map(blank).collect(),
+    ))
 }
 
 /// One log line when `/admin/*` is disabled; nothing when it is served.
@@ -49,19 +63,42 @@ impl fmt::Display for Disabled {
             Disabled::NotConfigured => {
                 write!(f, "the file sets neither admin.token_env nor admin.token")
             }
-            Disabled::VariableUnset(name) => write!(
-                f,
-                "admin.token_env names {name}, which is not set; export it before \
-                 starting idemgate"
-            ),
-            Disabled::VariableEmpty(name) => write!(
-                f,
-                "admin.token_env names {name}, which is empty; export a token in it \
-                 before starting idemgate"
-            ),
-            Disabled::VariableNotUnicode(name) => {
-                write!(f, "admin.token_env names {name}, which is not valid UTF-8")
-            }
+            Disabled::NoToken(variables) => match variables.as_slice() {
+                [(name, Blank::Unset)] => write!(
+                    f,
+                    "admin.token_env names {name}, which is not set; export it before \
+                     starting idemgate"
+                ),
+                [(name, Blank::Empty)] => write!(
+                    f,
+                    "admin.token_env names {name}, which is empty; export a token in it \
+                     before starting idemgate"
+                ),
+                [(name, Blank::NotUnicode)] => {
+                    write!(f, "admin.token_env names {name}, which is not valid UTF-8")
+                }
+                several => {
+                    let each: Vec<String> = (several.iter())
+                        .map(|(name, why)| format!("{name} ({})", why.said()))
+                        .collect();
+                    write!(
+                        f,
+                        "admin.token_env lists {}, and none holds a token; export one of \
+                         them before starting idemgate",
+                        each.join(", ")
+                    )
+                }
+            },
+        }
+    }
+}
+
+impl Blank {
+    fn said(self) -> &'static str {
+        match self {
+            Blank::Unset => "not set",
+            Blank::Empty => "empty",
+            Blank::NotUnicode => "not valid UTF-8",
         }
     }
 }
@@ -69,21 +106,33 @@ impl fmt::Display for Disabled {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{AdminToken, TokenSource};
 
-    fn config(token_env: Option<&str>, token: Option<&str>) -> AdminConfig {
+    fn config(token_env: &[&str], token: Option<&str>) -> AdminConfig {
+        let source = match token_env.first() {
+            Some(name) => TokenSource::Env((*name).to_owned()),
+            None => TokenSource::Inline,
+        };
         AdminConfig {
-            token_env: token_env.map(str::to_owned),
-            token: token.map(str::to_owned),
+            token_env: token_env.iter().map(|name| (*name).to_owned()).collect(),
+            tokens: (token.iter())
+                .map(|secret| AdminToken {
+                    source: source.clone(),
+                    secret: (*secret).to_owned(),
+                })
+                .collect(),
             tls: None,
         }
     }
 
+    const UNSET: &str = "IDEMGATE_UNIT_SURELY_UNSET_VARIABLE";
+
     #[test]
     fn each_reason_names_its_cause() {
-        assert_eq!(why(&config(Some("X"), Some("t0ken"))), None);
-        assert_eq!(why(&config(None, Some("t0ken"))), None);
-        assert_eq!(why(&config(None, None)), Some(Disabled::NotConfigured));
-        let unset = why(&config(Some("IDEMGATE_UNIT_SURELY_UNSET_VARIABLE"), None)).unwrap();
+        assert_eq!(why(&config(&["X"], Some("t0ken"))), None);
+        assert_eq!(why(&config(&[], Some("t0ken"))), None);
+        assert_eq!(why(&config(&[], None)), Some(Disabled::NotConfigured));
+        let unset = why(&config(&[UNSET], None)).unwrap();
         assert!(
             unset
                 .to_string()
@@ -92,8 +141,21 @@ mod tests {
         // PATH is set in any environment the tests run in: the config
         // holding no token for it means it read as blank.
         assert_eq!(
-            why(&config(Some("PATH"), None)),
-            Some(Disabled::VariableEmpty("PATH".into()))
+            why(&config(&["PATH"], None)),
+            Some(Disabled::NoToken(vec![("PATH".into(), Blank::Empty)]))
+        );
+    }
+
+    /// A list is served while any of its variables holds a token; with
+    /// none, the line names each and why.
+    #[test]
+    fn a_list_is_disabled_only_when_no_variable_holds_a_token() {
+        assert_eq!(why(&config(&["X", UNSET], Some("t0ken"))), None);
+        let none = why(&config(&[UNSET, "PATH"], None)).unwrap();
+        assert_eq!(
+            none.to_string(),
+            "admin.token_env lists IDEMGATE_UNIT_SURELY_UNSET_VARIABLE (not set), PATH \
+             (empty), and none holds a token; export one of them before starting idemgate"
         );
     }
 }

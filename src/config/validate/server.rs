@@ -1,4 +1,5 @@
-//! `[server]` and `[admin]`.
+//! `[server]`: the listeners, their limits and TLS; and what other tables
+//! use too (`env_name`, durations, counts, a listener's TLS).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -6,9 +7,9 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::context::Ctx;
-use crate::config::file::{AdminFile, ServerFile, TlsFile};
+use crate::config::file::{ServerFile, TlsFile};
 use crate::config::units::{parse_duration_input, parse_size_input};
-use crate::config::{AdminConfig, ServerConfig, TlsConfig};
+use crate::config::{ServerConfig, TlsConfig};
 
 pub fn server(ctx: &mut Ctx<'_>, file: &ServerFile) -> ServerConfig {
     let default_listen = SocketAddr::from(([127, 0, 0, 1], 8080));
@@ -231,7 +232,7 @@ pub fn count_up_to<T: TryFrom<i64>>(n: i64, max: i64) -> Result<T, String> {
 }
 
 /// A listener's `[TABLE]` (`server.tls`, `admin.tls`): cert and key, optional client_ca.
-fn server_tls(ctx: &mut Ctx<'_>, tls: &Spanned<TlsFile>, table: &str) -> Option<TlsConfig> {
+pub fn server_tls(ctx: &mut Ctx<'_>, tls: &Spanned<TlsFile>, table: &str) -> Option<TlsConfig> {
     let file = tls.get_ref();
     let path = |ctx: &mut Ctx<'_>, value: &Option<Spanned<String>>, name: &str| {
         ctx.file_path(value.as_ref(), &format!("{table}.{name}"))
@@ -253,102 +254,6 @@ fn server_tls(ctx: &mut Ctx<'_>, tls: &Spanned<TlsFile>, table: &str) -> Option<
         key: key?,
         client_ca,
     })
-}
-
-pub fn admin(ctx: &mut Ctx<'_>, file: &AdminFile) -> AdminConfig {
-    let token_env = ctx.value(file.token_env.as_ref(), "admin.token_env", None, |name| {
-        env_name(name).map(Some)
-    });
-    // An unset or empty variable disables /admin/* by design: not an error.
-    // Surrounding whitespace is not part of the token: a secret written from
-    // a file often ends in a newline, which no client can send in a header
-    // (clients' tokens are read trimmed too), so it would refuse every call.
-    let from_env = token_env
-        .as_deref()
-        .and_then(|name| (ctx.env)(name))
-        .map(|token| token.trim().to_owned())
-        .filter(|token| !token.is_empty());
-    // Inline, as docs/configuration.md allows any secret (`*_env` or inline).
-    // An empty one is a mistake, not a way to disable /admin/* (leaving the
-    // field out is); the value, a secret, is never quoted back.
-    let (token, field, span) = match (&file.token, &file.token_env) {
-        (Some(inline), Some(_)) => {
-            ctx.error(
-                Some(inline.span()),
-                "admin.token",
-                "give token or token_env, not both",
-            );
-            (None, "admin.token", Some(inline.span()))
-        }
-        (Some(inline), None) => {
-            let token = inline.get_ref().trim();
-            if token.is_empty() {
-                ctx.error(
-                    Some(inline.span()),
-                    "admin.token",
-                    "the token is empty; leave admin.token out to disable /admin/*",
-                );
-            }
-            let token = Some(token.to_owned()).filter(|token| !token.is_empty());
-            (token, "admin.token", Some(inline.span()))
-        }
-        (None, env) => (from_env, "admin.token_env", env.as_ref().map(|t| t.span())),
-    };
-    // A client presents the token in `Authorization`, which carries visible
-    // ASCII, spaces and tabs only: with any other character in it every call
-    // would be refused, and nothing would say why.
-    let token = match token {
-        Some(token) if !sendable(&token) => {
-            let source = match (field, token_env.as_deref()) {
-                ("admin.token_env", Some(variable)) => format!("the value of {variable}"),
-                _ => "the token".to_owned(),
-            };
-            ctx.error(
-                span.clone(),
-                field,
-                format!(
-                    "{source} holds a character a client cannot send in an Authorization \
-                     header (a control character, or one beyond ASCII): every call to /admin/* \
-                     would be refused; use visible ASCII (e.g. `openssl rand -hex 32`)"
-                ),
-            );
-            None
-        }
-        token => token,
-    };
-    if let Some(length) = token.as_ref().map(|token| token.chars().count())
-        && length < MIN_TOKEN_CHARS
-    {
-        // Not refused: a short token still works, and a test bed may want
-        // one. But a placeholder left in place ("CHANGE-ME") guards the purge
-        // of any key on any route; the length, never the token, is quoted.
-        ctx.warn(
-            span,
-            field,
-            format!(
-                "the admin token is {length} characters long; anyone who guesses it can \
-                 purge keys and reload: use at least {MIN_TOKEN_CHARS} random \
-                 characters (e.g. `openssl rand -hex 32`)"
-            ),
-        );
-    }
-    let tls = file
-        .tls
-        .as_ref()
-        .and_then(|tls| server_tls(ctx, tls, "admin.tls"));
-    AdminConfig {
-        token_env,
-        token,
-        tls,
-    }
-}
-
-/// What an `Authorization` header value can carry and the admin plane
-/// reads back: visible ASCII, spaces and tabs.
-fn sendable(token: &str) -> bool {
-    token
-        .bytes()
-        .all(|byte| byte == b'\t' || (b' '..=b'~').contains(&byte))
 }
 
 /// Shorter admin and region tokens are warned about: a guessable one guards

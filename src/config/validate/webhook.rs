@@ -9,6 +9,7 @@ use base64::Engine as _;
 use toml::Spanned;
 
 use super::context::{Ctx, Secrets};
+use super::env_list::Listed;
 use super::server::{env_name, positive_duration};
 use crate::config::file::{SecretsEnvFile, WebhookFile};
 use crate::config::{
@@ -140,14 +141,7 @@ fn secrets(
     scheme: Option<WebhookScheme>,
     field: &str,
 ) -> Option<Vec<WebhookSecret>> {
-    let listed: Vec<(String, std::ops::Range<usize>, String)> = match names.get_ref() {
-        SecretsEnvFile::One(name) => vec![(name.clone(), names.span(), field.to_owned())],
-        SecretsEnvFile::Many(list) => list
-            .iter()
-            .enumerate()
-            .map(|(i, name)| (name.get_ref().clone(), name.span(), format!("{field}[{i}]")))
-            .collect(),
-    };
+    let listed = super::env_list::listed(names, field);
     if listed.is_empty() {
         ctx.error(
             Some(names.span()),
@@ -158,7 +152,7 @@ fn secrets(
     }
     let mut ok = true;
     let mut secrets: Vec<WebhookSecret> = Vec::new();
-    for (name, span, field) in listed {
+    for Listed { name, span, field } in listed {
         let resolved = env_name(&name).and_then(|name| {
             if secrets.iter().any(|s| s.env == name) {
                 return Err(format!("{name} is listed twice"));
