@@ -22,6 +22,8 @@ mod upstreams;
 mod webhook;
 
 #[cfg(test)]
+mod test_support;
+#[cfg(test)]
 mod tests;
 
 use std::path::Path;

@@ -5,38 +5,13 @@ use std::time::Duration;
 
 use http::{HeaderName, Method, header};
 
+use super::test_support::{errors, errors_with, ok, single};
 use crate::config::{
-    ConfigErrors, Durability, FingerprintPart, InFlightMode, KeySource, ScopePart, StoreConfig,
-    StoreErrorMode, describe, parse,
+    Durability, FingerprintPart, InFlightMode, KeySource, ScopePart, StoreConfig, StoreErrorMode,
+    describe, parse,
 };
 
 const MINIMAL: &str = crate::config::ONE_ROUTE;
-
-fn ok(text: &str) -> crate::config::Config {
-    match parse(text, Path::new("t.toml"), &|_| None) {
-        Ok(config) => config,
-        Err(errors) => panic!("unexpected errors:\n{errors}"),
-    }
-}
-
-fn errors_with(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
-    match parse(text, Path::new("t.toml"), env) {
-        Ok(_) => panic!("accepted:\n{text}"),
-        Err(ConfigErrors(errors)) => errors.iter().map(ToString::to_string).collect(),
-    }
-}
-
-fn errors(text: &str) -> Vec<String> {
-    errors_with(text, &|_| None)
-}
-
-/// Asserts exactly one error, starting with `prefix` and containing `part`.
-fn single(text: &str, prefix: &str, part: &str) {
-    let errors = errors(text);
-    assert_eq!(errors.len(), 1, "{errors:#?}");
-    assert!(errors[0].starts_with(prefix), "{}", errors[0]);
-    assert!(errors[0].contains(part), "{}", errors[0]);
-}
 
 #[test]
 fn server_defaults() {

@@ -4,39 +4,10 @@
 
 use std::path::Path;
 
-use crate::config::{Config, ConfigErrors, TokenSource, parse};
+use super::super::test_support::{errors, errors_with, ok, ok_with, single};
+use crate::config::{Config, TokenSource, parse};
 
 const MINIMAL: &str = crate::config::ONE_ROUTE;
-
-fn ok(text: &str) -> Config {
-    ok_with(text, &|_| None)
-}
-
-fn ok_with(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Config {
-    match parse(text, Path::new("t.toml"), env) {
-        Ok(config) => config,
-        Err(errors) => panic!("unexpected errors:\n{errors}"),
-    }
-}
-
-fn errors_with(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
-    match parse(text, Path::new("t.toml"), env) {
-        Ok(_) => panic!("accepted:\n{text}"),
-        Err(ConfigErrors(errors)) => errors.iter().map(ToString::to_string).collect(),
-    }
-}
-
-fn errors(text: &str) -> Vec<String> {
-    errors_with(text, &|_| None)
-}
-
-/// Asserts exactly one error, starting with `prefix` and containing `part`.
-fn single(text: &str, prefix: &str, part: &str) {
-    let errors = errors(text);
-    assert_eq!(errors.len(), 1, "{errors:#?}");
-    assert!(errors[0].starts_with(prefix), "{}", errors[0]);
-    assert!(errors[0].contains(part), "{}", errors[0]);
-}
 
 /// The admin tokens, in order: the secrets themselves, for tests only.
 fn admin_secrets(config: &Config) -> Vec<&str> {
