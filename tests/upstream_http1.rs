@@ -374,6 +374,29 @@ async fn an_upstream_that_refuses_a_large_body_before_reading_it_is_relayed() {
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
+/// An upstream's early answer was only looked for while a write of the body
+/// waited for room: one that came while the gateway waited for the client's
+/// next piece (a slow upload, whose pieces all fit in the socket's buffers)
+/// was held until the client finished, and a client that paused got the
+/// upstream's `timeout` as a 504 for an upstream that had answered at once.
+#[tokio::test]
+async fn an_early_answer_is_relayed_while_the_client_is_still_sending() {
+    let (_dir, _seen, gateway) = setup("h1-early-answer-slow-client").await;
+    let mut raw = TcpStream::connect(gateway.addr).await.unwrap();
+    raw.write_all(
+        b"PUT /things?script=refuse HTTP/1.1\r\nHost: gw\r\nContent-Length: 1000000\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    raw.write_all(&[b'x'; 20_000]).await.unwrap();
+    // The rest of the body does not come (yet): the answer must not wait.
+    let reply = common::raw::read_reply(&mut raw, Duration::from_secs(3)).await;
+    assert_eq!(reply.status, Some(413), "{}", reply.text);
+    assert!(reply.text.ends_with("big!"), "{}", reply.text);
+    // The body was left unread, so the connection is not kept.
+    assert_eq!(reply.header("connection").as_deref(), Some("close"));
+}
+
 /// An upstream's `100 Continue` that came while
 /// the gateway was still writing a large body was taken for the start of
 /// the answer, so the gateway stopped sending the body and both sides

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, BytesMut};
 use http::Method;
 use http::request::Parts;
+use http_body::Body as _;
 use http_body_util::BodyExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
 
@@ -120,6 +121,14 @@ impl WriteError {
     }
 }
 
+/// What came first while a streamed body was forwarded.
+enum Piece {
+    Frame(Result<http_body::Frame<bytes::Bytes>, crate::body::BoxError>),
+    End,
+    /// The upstream's final answer began.
+    Answered,
+}
+
 /// A request's bytes as they go on the wire: its head, then its body.
 #[derive(Debug)]
 pub struct Encoded {
@@ -218,7 +227,16 @@ impl Connection {
                     return Ok(streamed(false));
                 }
                 let mut written: u64 = 0;
-                while let Some(frame) = body.frame().await {
+                loop {
+                    // All of a declared length sent, the upstream has the
+                    // request whole: an answer now is no early one.
+                    let watch = !matches!(framing, BodyKind::Length(length) if written >= length);
+                    let piece = self.next_piece(&mut body, watch).await.map_err(sent)?;
+                    let frame = match piece {
+                        Piece::Answered => return Ok(streamed(false)),
+                        Piece::End => break,
+                        Piece::Frame(frame) => frame,
+                    };
                     let frame = frame.map_err(|err| body_failed(true, Cause::Body(err)))?;
                     let Ok(data) = frame.into_data() else {
                         continue;
@@ -327,6 +345,39 @@ impl Connection {
                     }
                     Poll::Ready(Ok(_)) => Poll::Ready(Ok(true)),
                     Poll::Ready(Err(err)) => Poll::Ready(Err(Cause::Write(err))),
+                    Poll::Pending => Poll::Pending,
+                };
+            }
+        })
+        .await
+    }
+
+    /// The client's next piece of body, unless the upstream starts answering
+    /// first: an answer that comes while a slow client is still sending
+    /// (a 413, a 401) is relayed then, not when the client has finished, nor
+    /// as a timeout if it pauses. Only a write that waits for room looked
+    /// for it before, and a slow upload's pieces all fit in the buffers.
+    async fn next_piece(&mut self, body: &mut Body, watch: bool) -> Result<Piece, Cause> {
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(frame) = Pin::new(&mut *body).poll_frame(cx) {
+                return Poll::Ready(Ok(frame.map_or(Piece::End, Piece::Frame)));
+            }
+            if !watch {
+                return Poll::Pending;
+            }
+            loop {
+                return match self.poll_fill(cx) {
+                    Poll::Ready(Ok(0)) => Poll::Ready(Err(Cause::ClosedWhileSending)),
+                    Poll::Ready(Ok(_))
+                        if !response_head::final_answer_started(
+                            &mut self.buf,
+                            &mut self.interim,
+                        ) =>
+                    {
+                        continue;
+                    }
+                    Poll::Ready(Ok(_)) => Poll::Ready(Ok(Piece::Answered)),
+                    Poll::Ready(Err(err)) => Poll::Ready(Err(Cause::Read(err))),
                     Poll::Pending => Poll::Pending,
                 };
             }
