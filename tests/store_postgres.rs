@@ -421,6 +421,45 @@ async fn a_completion_gives_up_when_its_lease_runs_out() {
     );
 }
 
+/// ... and it tries once more at the lease's end. Found by running replicas
+/// with one's database cut: the completion gave up while its lease still
+/// had a pause (up to 500 ms) left, the database came back within it, and
+/// once the lease ran out a retry on another replica ran the acknowledged
+/// request a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_tries_once_more_at_the_end_of_its_lease() {
+    let schema = TestSchema::create().await;
+    let switch = pg_support::switch::Switch::start(pg_support::server_addr()).await;
+    let mut config = schema.config();
+    config.url = pg_support::via(&schema.url(), switch.addr);
+    config.connect_timeout = Duration::from_millis(500);
+    config.statement_timeout = Duration::from_millis(500);
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&config).await.unwrap());
+    let lease = reserved(&store, &id("k"), "fp", Duration::from_millis(2100)).await;
+    let reserved_at = tokio::time::Instant::now();
+    switch.cut();
+    let completing = {
+        let (store, lease) = (store.clone(), lease.clone());
+        tokio::spawn(async move {
+            store
+                .complete(&lease, &response(), Duration::from_secs(60))
+                .await
+        })
+    };
+    // Tries fail at once (refused) and pause 50 ms doubling to 500 ms:
+    // the last whole pause ends ~1,750 ms in, with ~350 ms of lease left.
+    tokio::time::sleep_until(reserved_at + Duration::from_millis(1900)).await;
+    switch.restore();
+    completing
+        .await
+        .unwrap()
+        .expect("recorded: the database was back before the lease ran out");
+    assert_eq!(
+        store.reserve(&id("k"), "fp", LONG).await.unwrap(),
+        Reservation::Completed(response())
+    );
+}
+
 /// A table locked by someone else (a migration, an operator's `LOCK
 /// TABLE`) fails a reservation after one `statement_timeout`, not two: the
 /// shared statement the database cancelled is not run again alone. The

@@ -407,7 +407,7 @@ impl PostgresStore {
                 return Err(err);
             };
             tracing::warn!(error = %err, retry_in_ms = pause.as_millis() as u64, "completing failed; retrying while the lease holds");
-            retry.sleep().await;
+            retry.sleep(pause).await;
         }
     }
 
