@@ -19,7 +19,7 @@ impl LeaseRetry {
 
     /// The pause before the next try, or `None` once `lease` has run out.
     pub fn pause_within(&self, lease: &Lease) -> Option<Duration> {
-        self.pause_before(lease.expires_at)
+        self.pause_before(lease.expires_here)
     }
 
     /// `pause_within` for a lease known only by its end. A pause that would
