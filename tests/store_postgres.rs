@@ -421,6 +421,97 @@ async fn a_completion_gives_up_when_its_lease_runs_out() {
     );
 }
 
+/// ... and it tries once more at the lease's end. Found by running replicas
+/// with one's database cut: the completion gave up while its lease still
+/// had a pause (up to 500 ms) left, the database came back within it, and
+/// once the lease ran out a retry on another replica ran the acknowledged
+/// request a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_tries_once_more_at_the_end_of_its_lease() {
+    let schema = TestSchema::create().await;
+    let switch = pg_support::switch::Switch::start(pg_support::server_addr()).await;
+    let mut config = schema.config();
+    config.url = pg_support::via(&schema.url(), switch.addr);
+    config.connect_timeout = Duration::from_millis(500);
+    config.statement_timeout = Duration::from_millis(500);
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&config).await.unwrap());
+    let lease = reserved(&store, &id("k"), "fp", Duration::from_millis(2100)).await;
+    let reserved_at = tokio::time::Instant::now();
+    switch.cut();
+    let completing = {
+        let (store, lease) = (store.clone(), lease.clone());
+        tokio::spawn(async move {
+            store
+                .complete(&lease, &response(), Duration::from_secs(60))
+                .await
+        })
+    };
+    // Tries fail at once (refused) and pause 50 ms doubling to 500 ms:
+    // the last whole pause ends ~1,750 ms in, with ~350 ms of lease left.
+    tokio::time::sleep_until(reserved_at + Duration::from_millis(1900)).await;
+    switch.restore();
+    completing
+        .await
+        .unwrap()
+        .expect("recorded: the database was back before the lease ran out");
+    assert_eq!(
+        store.reserve(&id("k"), "fp", LONG).await.unwrap(),
+        Reservation::Completed(response())
+    );
+}
+
+/// A replica's clock ahead of the database's does not shorten the time its
+/// completion is retried: the lease is timed by the gateway's own clock from
+/// when the reservation was sent. Found by running a replica 2 s ahead: the
+/// database's lease end, read as if by the replica's clock, let its
+/// completions give up 2 s early in a 1.5 s outage, and acknowledged
+/// requests ran again after their leases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_waits_out_its_lease_with_the_database_clock_behind() {
+    let schema = TestSchema::create().await;
+    // The database's clock 2 s behind this process's: its `now()` shadowed
+    // in the test's schema, which is searched before pg_catalog.
+    pg_support::admin_sql(&format!(
+        "CREATE FUNCTION {}.now() RETURNS timestamptz LANGUAGE sql STABLE \
+         AS $$ SELECT pg_catalog.now() - interval '2 seconds' $$",
+        schema.name
+    ))
+    .await;
+    let switch = pg_support::switch::Switch::start(pg_support::server_addr()).await;
+    let mut config = schema.config();
+    let behind = schema.url().replacen(
+        &format!("search_path%3D{}", schema.name),
+        &format!("search_path%3D{}%2Cpg_catalog", schema.name),
+        1,
+    );
+    config.url = pg_support::via(&behind, switch.addr);
+    config.connect_timeout = Duration::from_millis(500);
+    config.statement_timeout = Duration::from_millis(500);
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&config).await.unwrap());
+    let lease = reserved(&store, &id("k"), "fp", Duration::from_secs(3)).await;
+    let reserved_at = tokio::time::Instant::now();
+    switch.cut();
+    let completing = {
+        let (store, lease) = (store.clone(), lease.clone());
+        tokio::spawn(async move {
+            store
+                .complete(&lease, &response(), Duration::from_secs(60))
+                .await
+        })
+    };
+    tokio::time::sleep_until(reserved_at + Duration::from_millis(1800)).await;
+    assert!(!completing.is_finished(), "gave up within the lease");
+    switch.restore();
+    completing
+        .await
+        .unwrap()
+        .expect("recorded: the database was back within the lease");
+    assert_eq!(
+        store.reserve(&id("k"), "fp", LONG).await.unwrap(),
+        Reservation::Completed(response())
+    );
+}
+
 /// A table locked by someone else (a migration, an operator's `LOCK
 /// TABLE`) fails a reservation after one `statement_timeout`, not two: the
 /// shared statement the database cancelled is not run again alone. The

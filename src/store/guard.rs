@@ -74,15 +74,15 @@ fn keep_releasing(store: Arc<dyn Store>, lease: Lease) {
     handle.spawn(async move {
         let mut retry = LeaseRetry::new(RETRY_FIRST, RETRY_MAX);
         loop {
-            if retry.pause_within(&lease).is_none() {
+            let Some(pause) = retry.pause_within(&lease) else {
                 tracing::warn!(
                     route = %lease.id.route,
                     key = %crate::key::short_hash(&lease.id.key),
                     "releasing the key failed until its lease ran out"
                 );
                 return;
-            }
-            retry.sleep().await;
+            };
+            retry.sleep(pause).await;
             match store.release(&lease).await {
                 Ok(()) => {
                     tracing::info!(

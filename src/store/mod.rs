@@ -115,7 +115,13 @@ impl StoredResponse {
 pub struct Lease {
     pub id: RecordId,
     pub token: i64,
+    /// When the lease ends, as the store wrote it.
     pub expires_at: SystemTime,
+    /// The same end by this process's clock, which times what the holder
+    /// may still do (retrying a completion): on Postgres the database's
+    /// clock times the lease, and ours may be skewed from it. No later than
+    /// the lease's end; elsewhere equal to `expires_at`.
+    pub expires_here: SystemTime,
     /// Where the backend wrote the record, when it can say (the embedded
     /// store: the row's SQLite rowid), so that the completion or release
     /// goes straight to it instead of looking the key up again. Only a

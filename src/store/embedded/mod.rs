@@ -347,10 +347,10 @@ impl Store for EmbeddedStore {
                 .await;
             let passing = matches!(&written,
                 Err(StoreError::Unavailable(super::Unavailable::Embedded(cause))) if cause.may_pass());
-            if !passing || retry.pause_within(lease).is_none() {
-                return written;
+            match retry.pause_within(lease) {
+                Some(pause) if passing => retry.sleep(pause).await,
+                _ => return written,
             }
-            retry.sleep().await;
         }
     }
 

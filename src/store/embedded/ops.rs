@@ -124,6 +124,7 @@ fn lease(id: &RecordId, token: i64, lease_expires_at: i64, row: i64) -> Reservat
         id: id.clone(),
         token,
         expires_at: from_ms(lease_expires_at),
+        expires_here: from_ms(lease_expires_at),
         row: Some(row),
     })
 }

@@ -210,7 +210,23 @@ impl PostgresStore {
         fingerprint: &str,
         lease_for: Duration,
     ) -> Result<(Reservation, Option<KeptFor>), StoreError> {
-        let decided = self.reserve_deciding(id, fingerprint, lease_for).await;
+        // The database times the lease by its clock, which ours may be
+        // skewed from: by ours, the lease holds at least `lease_for` from
+        // when the request was sent, as the database started it after that.
+        let sent = SystemTime::now();
+        let decided =
+            self.reserve_deciding(id, fingerprint, lease_for)
+                .await
+                .map(|(reservation, kept)| match reservation {
+                    Reservation::Reserved(lease) => (
+                        Reservation::Reserved(Lease {
+                            expires_here: sent + lease_for,
+                            ..lease
+                        }),
+                        kept,
+                    ),
+                    other => (other, kept),
+                });
         self.noting(decided)
     }
 
@@ -375,7 +391,7 @@ impl PostgresStore {
         }
         loop {
             let patience = lease
-                .expires_at
+                .expires_here
                 .duration_since(SystemTime::now())
                 .unwrap_or_default()
                 .max(self.deadline);
@@ -407,7 +423,7 @@ impl PostgresStore {
                 return Err(err);
             };
             tracing::warn!(error = %err, retry_in_ms = pause.as_millis() as u64, "completing failed; retrying while the lease holds");
-            retry.sleep().await;
+            retry.sleep(pause).await;
         }
     }
 

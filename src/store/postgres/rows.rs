@@ -75,10 +75,13 @@ pub fn decide(id: &RecordId, rows: &[Row]) -> Result<Decided, StoreError> {
     };
     let reserved: bool = row.try_get("reserved").map_err(db_error)?;
     if reserved {
+        let expires_at = row.try_get("lease_expires_at").map_err(db_error)?;
         let lease = Lease {
             id: id.clone(),
             token: row.try_get("token").map_err(db_error)?,
-            expires_at: row.try_get("lease_expires_at").map_err(db_error)?,
+            expires_at,
+            // The store puts its own clock's in (`reserve_with_ttl`).
+            expires_here: expires_at,
             row: None,
         };
         return Ok(Decided::Done {
@@ -111,6 +114,7 @@ pub fn decide(id: &RecordId, rows: &[Row]) -> Result<Decided, StoreError> {
                 id: id.clone(),
                 token: row.try_get("token").map_err(db_error)?,
                 expires_at: lease_expires_at,
+                expires_here: lease_expires_at,
                 row: None,
             };
             return done(Reservation::Reserved(lease), None);

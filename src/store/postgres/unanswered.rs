@@ -134,32 +134,31 @@ pub fn free(pool: Pool, deadline: Duration, counting: Counting, claimed: Claimed
         let mut retry = LeaseRetry::new(RETRY_FIRST, RETRY_MAX);
         let (route, key) = (&claimed.id.route, crate::key::short_hash(&claimed.id.key));
         loop {
-            match release(&pool, deadline, &claimed).await {
-                Ok(0) if Instant::now() < claimed.settled
-                    && retry.pause_before(claimed.until).is_some() =>
-                {
-                    retry.sleep().await;
+            let released = release(&pool, deadline, &claimed).await;
+            match (released, retry.pause_before(claimed.until)) {
+                (Ok(0), Some(pause)) if Instant::now() < claimed.settled => {
+                    retry.sleep(pause).await;
                 }
-                Ok(0) => {
+                (Ok(0), _) => {
                     // It did not commit, or was taken over since.
                     tracing::debug!(%route, %key, why = why.as_str(), "no record to free for a reservation given up");
                     counting.tell(Freed::Nothing);
                     return;
                 }
-                Ok(_) => {
+                (Ok(_), _) => {
                     tracing::info!(%route, %key, why = why.as_str(), "freed a key whose reservation was made without its answer reaching the gateway");
                     counting.tell(Freed::Freed);
                     return;
                 }
-                Err(err) => {
-                    if retry.pause_before(claimed.until).is_none() {
-                        tracing::warn!(%route, %key, why = why.as_str(), error = %err,
-                            "a key whose reservation may have been made without its answer reaching the gateway could not be freed; it is held until its lease runs out");
-                        counting.tell(Freed::Held);
-                        return;
-                    }
+                (Err(err), None) => {
+                    tracing::warn!(%route, %key, why = why.as_str(), error = %err,
+                        "a key whose reservation may have been made without its answer reaching the gateway could not be freed; it is held until its lease runs out");
+                    counting.tell(Freed::Held);
+                    return;
+                }
+                (Err(err), Some(pause)) => {
                     tracing::debug!(%route, %key, error = %err, "freeing a reservation given up failed; retrying while its lease would hold");
-                    retry.sleep().await;
+                    retry.sleep(pause).await;
                 }
             }
         }
