@@ -511,7 +511,13 @@ mod tests {
             let started = std::time::Instant::now();
             assert_eq!(beside.purge("charges", "k1").await.unwrap(), 1);
             assert!(started.elapsed() >= writes_elsewhere::SETTLE);
-            assert_eq!(told.load(Ordering::SeqCst), 1, "{durability:?}");
+            // Opening the file beside commits too (its schema check), seen
+            // with the purge's commit or on its own: once or twice.
+            let after_purge = told.load(Ordering::SeqCst);
+            assert!(
+                (1..=2).contains(&after_purge),
+                "{durability:?}: {after_purge}"
+            );
             // Nothing purged, nothing to wait for.
             let started = std::time::Instant::now();
             assert_eq!(beside.purge("charges", "k1").await.unwrap(), 0);
