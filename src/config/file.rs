@@ -64,7 +64,7 @@ pub struct TlsFile {
 #[serde(deny_unknown_fields)]
 pub struct AdminFile {
     pub token: Option<Text>,
-    pub token_env: Option<Spanned<SecretsEnvFile>>,
+    pub token_env: Option<Spanned<EnvNamesFile>>,
     pub tls: Option<Spanned<TlsFile>>,
 }
 
@@ -227,31 +227,31 @@ with_policy_fields! {
 #[serde(deny_unknown_fields)]
 pub struct WebhookFile {
     pub scheme: Option<Text>,
-    pub secrets_env: Option<Spanned<SecretsEnvFile>>,
+    pub secrets_env: Option<Spanned<EnvNamesFile>>,
     pub tolerance: Option<Dur>,
 }
 
 /// `secrets_env`, `admin.token_env`: one variable name, or a list of them
 /// (a secret being rotated: any listed one is accepted).
 #[derive(Debug, Clone)]
-pub enum SecretsEnvFile {
+pub enum EnvNamesFile {
     One(String),
     Many(Vec<Spanned<String>>),
 }
 
 // By hand: serde's untagged enums buffer the value and lose toml's spans.
-impl<'de> Deserialize<'de> for SecretsEnvFile {
+impl<'de> Deserialize<'de> for EnvNamesFile {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct Visitor;
         impl<'de> serde::de::Visitor<'de> for Visitor {
-            type Value = SecretsEnvFile;
+            type Value = EnvNamesFile;
 
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("an environment variable name or a list of them")
             }
 
             fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Self::Value, E> {
-                Ok(SecretsEnvFile::One(name.to_owned()))
+                Ok(EnvNamesFile::One(name.to_owned()))
             }
 
             fn visit_seq<A: serde::de::SeqAccess<'de>>(
@@ -262,7 +262,7 @@ impl<'de> Deserialize<'de> for SecretsEnvFile {
                 while let Some(name) = seq.next_element()? {
                     names.push(name);
                 }
-                Ok(SecretsEnvFile::Many(names))
+                Ok(EnvNamesFile::Many(names))
             }
         }
         deserializer.deserialize_any(Visitor)

@@ -8,7 +8,7 @@ use toml::Spanned;
 use super::context::Ctx;
 use super::env_list::{Listed, listed};
 use super::server::{MIN_TOKEN_CHARS, env_name, server_tls};
-use crate::config::file::{AdminFile, SecretsEnvFile};
+use crate::config::file::{AdminFile, EnvNamesFile};
 use crate::config::{AdminConfig, AdminToken, TokenSource};
 
 pub fn admin(ctx: &mut Ctx<'_>, file: &AdminFile) -> AdminConfig {
@@ -64,7 +64,7 @@ fn inline_token(ctx: &mut Ctx<'_>, inline: &Spanned<String>) -> Option<AdminToke
 /// holding one `/admin/*` is disabled (and the log says why). While another
 /// holds one, it is a warning: a rotation under way, or a token that was
 /// meant to be there and is refused.
-fn from_env(ctx: &mut Ctx<'_>, names: &Spanned<SecretsEnvFile>) -> (Vec<String>, Vec<AdminToken>) {
+fn from_env(ctx: &mut Ctx<'_>, names: &Spanned<EnvNamesFile>) -> (Vec<String>, Vec<AdminToken>) {
     let listed = listed(names, "admin.token_env");
     if listed.is_empty() {
         ctx.error(

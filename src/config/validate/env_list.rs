@@ -7,7 +7,7 @@ use std::ops::Range;
 
 use toml::Spanned;
 
-use crate::config::file::SecretsEnvFile;
+use crate::config::file::EnvNamesFile;
 
 pub struct Listed {
     /// As written: `env_name` is still to check it.
@@ -16,14 +16,14 @@ pub struct Listed {
     pub field: String,
 }
 
-pub fn listed(names: &Spanned<SecretsEnvFile>, field: &str) -> Vec<Listed> {
+pub fn listed(names: &Spanned<EnvNamesFile>, field: &str) -> Vec<Listed> {
     match names.get_ref() {
-        SecretsEnvFile::One(name) => vec![Listed {
+        EnvNamesFile::One(name) => vec![Listed {
             name: name.clone(),
             span: names.span(),
             field: field.to_owned(),
         }],
-        SecretsEnvFile::Many(list) => (list.iter().enumerate())
+        EnvNamesFile::Many(list) => (list.iter().enumerate())
             .map(|(i, name)| Listed {
                 name: name.get_ref().clone(),
                 span: name.span(),

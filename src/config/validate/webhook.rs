@@ -11,7 +11,7 @@ use toml::Spanned;
 use super::context::{Ctx, Secrets};
 use super::env_list::Listed;
 use super::server::{env_name, positive_duration};
-use crate::config::file::{SecretsEnvFile, WebhookFile};
+use crate::config::file::{EnvNamesFile, WebhookFile};
 use crate::config::{
     DEFAULT_TOLERANCE, KeySource, Policy, StatusClass, WebhookConfig, WebhookScheme, WebhookSecret,
 };
@@ -137,7 +137,7 @@ fn whole_seconds(input: &crate::config::units::DurationInput) -> Result<Duration
 /// missing would refuse every genuine delivery.
 fn secrets(
     ctx: &mut Ctx<'_>,
-    names: &Spanned<SecretsEnvFile>,
+    names: &Spanned<EnvNamesFile>,
     scheme: Option<WebhookScheme>,
     field: &str,
 ) -> Option<Vec<WebhookSecret>> {
