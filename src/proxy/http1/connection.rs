@@ -331,19 +331,9 @@ impl Connection {
                     Poll::Ready(Err(err)) => return Poll::Ready(Err(Cause::Write(err))),
                     Poll::Pending => {}
                 }
-                return match self.poll_fill(cx) {
-                    Poll::Ready(Ok(0)) => Poll::Ready(Err(Cause::ClosedWhileSending)),
-                    // A `100 Continue` (some upstreams send one unasked) is no
-                    // answer: the upstream waits for the rest of the body.
-                    Poll::Ready(Ok(_))
-                        if !response_head::final_answer_started(
-                            &mut self.buf,
-                            &mut self.interim,
-                        ) =>
-                    {
-                        continue;
-                    }
-                    Poll::Ready(Ok(_)) => Poll::Ready(Ok(true)),
+                return match self.poll_answer_began(cx) {
+                    Poll::Ready(Ok(true)) => Poll::Ready(Ok(true)),
+                    Poll::Ready(Ok(false)) => Poll::Ready(Err(Cause::ClosedWhileSending)),
                     Poll::Ready(Err(err)) => Poll::Ready(Err(Cause::Write(err))),
                     Poll::Pending => Poll::Pending,
                 };
@@ -365,24 +355,34 @@ impl Connection {
             if !watch {
                 return Poll::Pending;
             }
-            loop {
-                return match self.poll_fill(cx) {
-                    Poll::Ready(Ok(0)) => Poll::Ready(Err(Cause::ClosedWhileSending)),
-                    Poll::Ready(Ok(_))
-                        if !response_head::final_answer_started(
-                            &mut self.buf,
-                            &mut self.interim,
-                        ) =>
-                    {
-                        continue;
-                    }
-                    Poll::Ready(Ok(_)) => Poll::Ready(Ok(Piece::Answered)),
-                    Poll::Ready(Err(err)) => Poll::Ready(Err(Cause::Read(err))),
-                    Poll::Pending => Poll::Pending,
-                };
+            match self.poll_answer_began(cx) {
+                Poll::Ready(Ok(true)) => Poll::Ready(Ok(Piece::Answered)),
+                Poll::Ready(Ok(false)) => Poll::Ready(Err(Cause::ClosedWhileSending)),
+                Poll::Ready(Err(err)) => Poll::Ready(Err(Cause::Read(err))),
+                Poll::Pending => Poll::Pending,
             }
         })
         .await
+    }
+
+    /// Reads what the upstream sends while the request is still going out:
+    /// `true` once its final answer has begun, `false` when it closed. A
+    /// `100 Continue` (some upstreams send one unasked) is no answer: the
+    /// upstream waits for the rest of the body.
+    fn poll_answer_began(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
+        loop {
+            return match self.poll_fill(cx) {
+                Poll::Ready(Ok(0)) => Poll::Ready(Ok(false)),
+                Poll::Ready(Ok(_))
+                    if !response_head::final_answer_started(&mut self.buf, &mut self.interim) =>
+                {
+                    continue;
+                }
+                Poll::Ready(Ok(_)) => Poll::Ready(Ok(true)),
+                Poll::Ready(Err(err)) => Poll::Ready(Err(err)),
+                Poll::Pending => Poll::Pending,
+            };
+        }
     }
 
     async fn flush(&mut self) -> Result<(), Cause> {
