@@ -705,8 +705,16 @@ async fn query_and_form_keys() {
             .await;
         assert_eq!(shown.status, 200, "{named}: {}", shown.text());
     }
-    // Other characters outside printable ASCII are not a key.
-    for tab_line_feed_or_utf8 in ["a%09b", "a%0Ab", "cl%C3%A9"] {
+    // A value that starts with a quote is an sf-string, as in a header:
+    // `"a b"` is the key above (another query string: another request),
+    // `"a b` no key at all.
+    assert_code(
+        &post(&gateway, "/v1/query?idem=%22a+b%22&x=2", &json, "{}").await,
+        422,
+        "fingerprint-mismatch",
+    );
+    // Other characters outside printable ASCII, or a quote left open, are not a key.
+    for tab_line_feed_or_utf8 in ["a%09b", "a%0Ab", "cl%C3%A9", "%22a+b"] {
         assert_code(
             &post(
                 &gateway,

@@ -32,9 +32,10 @@ pub fn from_header_value(value: &[u8]) -> Result<String, KeyError> {
 
 /// A key as an operator names it (the admin API's key path, `idemgate
 /// keys`): as a header carries it ([`from_header_value`]) when it reads so,
-/// else as it is. A query, form or JSON source can give a key with spaces
-/// (`?idem=a+b`) or one that starts with a quote (`"q`), and the listing
-/// shows every key as it is: each finds its records written that way.
+/// else as it is. A query or form source can give a key with spaces
+/// (`?idem=a+b`), a quoted header or a JSON body one that starts with a
+/// quote (`"q`), and the listing shows every key as it is: each finds its
+/// records written that way.
 pub fn from_operator(value: &[u8]) -> Result<String, KeyError> {
     from_header_value(value).or_else(|refused| {
         std::str::from_utf8(value)

@@ -294,9 +294,15 @@ impl<'a> RequestView<'a> {
 
 /// A query or form value as a key, decoded: present but empty or not
 /// printable ASCII is `Invalid`. Spaces are kept (`+` decodes to one), as in
-/// a quoted header key: `?k=a+b` is the key of `Idempotency-Key: "a b"`.
+/// a quoted header key: `?k=a+b` is the key of `Idempotency-Key: "a b"`. A
+/// value that starts with `"` is an sf-string, as in a header, so
+/// `?k=%22abc%22` is the key `abc` and `?k=%22abc` is `Invalid`: a client
+/// sending one key by header or by query has one record.
 fn text_key(value: Option<Cow<'_, [u8]>>) -> Result<String, KeyError> {
     let value = value.ok_or(KeyError::Missing)?;
+    if value.first() == Some(&b'"') {
+        return super::from_header_value(&value);
+    }
     let text = std::str::from_utf8(&value)
         .map_err(|_| KeyError::Invalid("contains a character that is not printable ASCII"))?;
     super::validate_printable(text)?;
@@ -348,6 +354,34 @@ mod tests {
         assert!(matches!(view.key(&sources), Err(KeyError::Invalid(_))));
         let view = RequestView::new(&none, None, None);
         assert_eq!(view.key(&sources), Err(KeyError::Missing));
+    }
+
+    #[test]
+    fn a_query_or_form_value_starting_with_a_quote_is_an_sf_string() {
+        let query = [KeySource::Query("k".into())];
+        let form = [KeySource::FormField("k".into())];
+        let form_type = headers(&[("content-type", "application/x-www-form-urlencoded")]);
+        let none = HeaderMap::new();
+        for (sent, key) in [
+            ("%22abc%22", "abc"),
+            ("%22a+b%22", "a b"),
+            ("%22say+%5C%22hi%5C%22%22", "say \"hi\""),
+            ("%22k1%22%3Bv%3D2", "k1"),
+            ("a%22b", "a\"b"),
+        ] {
+            let text = format!("k={sent}");
+            let by_query = RequestView::new(&none, Some(&text), None).key(&query);
+            assert_eq!(by_query.unwrap().key, key, "{sent}");
+            let by_form = RequestView::new(&form_type, None, Some(text.as_bytes())).key(&form);
+            assert_eq!(by_form.unwrap().key, key, "{sent}");
+        }
+        for sent in ["%22abc", "%22%22", "%22abc%22x", "%22k1%22%3BV%3D2"] {
+            let text = format!("k={sent}");
+            let by_query = RequestView::new(&none, Some(&text), None).key(&query);
+            assert!(matches!(by_query, Err(KeyError::Invalid(_))), "{sent}");
+            let by_form = RequestView::new(&form_type, None, Some(text.as_bytes())).key(&form);
+            assert!(matches!(by_form, Err(KeyError::Invalid(_))), "{sent}");
+        }
     }
 
     #[test]
