@@ -300,9 +300,10 @@ impl GatewayError {
                  have been executed. This answer could not be recorded: a retry may get the answer \
                  of another attempt, or run the request again."
                 .into(),
-            StoreUnavailable { .. } => {
-                "The idempotency store cannot be reached; nothing was forwarded.".into()
-            }
+            // Said on the data plane and the admin plane alike.
+            StoreUnavailable { .. } => "The idempotency store cannot be reached; nothing was \
+                 forwarded or changed. Retry later."
+                .into(),
             StoredAnswerSealed => "This key's stored answer cannot be opened with the configured \
                  encryption keys; the request may have run, so nothing was forwarded. An operator \
                  can restore the key that sealed it, or purge the key."
