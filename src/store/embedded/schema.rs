@@ -204,8 +204,14 @@ pub(super) fn open_and_migrate(path: &Path) -> Result<(Connection, MigrationRepo
     }
     tx.execute_batch(INDEXES_AND_META).map_err(fail)?;
     tx.execute_batch(LISTING_INDEX).map_err(fail)?;
-    tx.pragma_update(None, "user_version", SCHEMA_VERSION)
-        .map_err(fail)?;
+    // A file already at this version is left unwritten: a command opening
+    // it beside a serving gateway (`keys list`, `keys show`) would otherwise
+    // commit, and the gateway drops its replay copies on any commit made
+    // elsewhere (`writes_elsewhere`).
+    if version != SCHEMA_VERSION {
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+            .map_err(fail)?;
+    }
     tx.commit().map_err(fail)?;
     Ok((conn, MigrationReport::stepped(version, SCHEMA_VERSION)))
 }
