@@ -287,6 +287,103 @@ async fn an_unopenable_record_is_refused_even_when_store_errors_pass() {
     assert!(lines[0].contains(&key_id(KEY_A)), "{}", lines[0]);
 }
 
+/// Each sealed answer's row in the embedded file, changed behind the
+/// gateway's back by `edit(headers, body)`: a damaged disk, a restore gone
+/// wrong, a hand edit.
+fn edit_sealed_row(dir: &TestDir, key: &str, edit: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>)) {
+    let conn = rusqlite::Connection::open(dir.path("store.db")).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .unwrap();
+    let (mut headers, mut body): (Vec<u8>, Vec<u8>) = conn
+        .query_row(
+            "SELECT headers, body FROM records WHERE key = ?1",
+            [key],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap();
+    edit(&mut headers, &mut body);
+    conn.execute(
+        "UPDATE records SET headers = ?1, body = ?2 WHERE key = ?3",
+        rusqlite::params![headers, body, key],
+    )
+    .unwrap();
+}
+
+/// One header pair as the embedded file encodes it (u32 lengths).
+fn header_pair(name: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut pair = Vec::new();
+    for part in [name, value] {
+        pair.extend_from_slice(&(part.len() as u32).to_be_bytes());
+        pair.extend_from_slice(part);
+    }
+    pair
+}
+
+/// A sealed answer damaged in the store is refused like one whose key is
+/// gone, whatever was damaged: the ciphertext, or the mark that says it is
+/// sealed (never replayed as if it were a clear answer, its ciphertext
+/// handed to the client as the body). Logged once; a purge frees it.
+#[tokio::test]
+async fn a_damaged_sealed_record_is_refused_logged_once_and_purged() {
+    let upstream = MockUpstream::start().await;
+    let dir = TestDir::new("sealed-damaged");
+    let gateway = start(&dir, &upstream, &embedded(), &["IDEMGATE_TEST_KEY_A"]);
+    let client = gateway.client();
+    for key in ["body", "extra-header", "binary-id"] {
+        assert_eq!(charge(&client, key, "M-dmg").await.status, 201);
+    }
+    edit_sealed_row(&dir, "body", |_, body| {
+        let last = body.len() - 1;
+        body[last] ^= 1;
+    });
+    // The sealed pair kept, one more header after it.
+    edit_sealed_row(&dir, "extra-header", |headers, _| {
+        headers[..4].copy_from_slice(&2u32.to_be_bytes());
+        headers.extend(header_pair(b"x-extra", b"1"));
+    });
+    // The key id no longer text.
+    edit_sealed_row(&dir, "binary-id", |headers, _| {
+        let mut damaged = 1u32.to_be_bytes().to_vec();
+        damaged.extend(header_pair(b":idemgate-sealed", &[0xff; 16]));
+        *headers = damaged;
+    });
+    for key in ["body", "extra-header", "binary-id"] {
+        for _ in 0..3 {
+            let refused = charge(&client, key, "M-dmg").await;
+            assert_eq!(refused.status, 503, "{key}: {}", refused.text());
+            assert_eq!(refused.json()["code"], "store-unavailable", "{key}");
+            assert!(
+                refused.text().contains("cannot be opened"),
+                "{key}: {}",
+                refused.text()
+            );
+        }
+        assert_eq!(upstream.executions(key), 1, "{key} ran again");
+    }
+    let log = gateway.log_text();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("stored answer cannot be opened"))
+        .collect();
+    // Nine refusals on one route within the interval: one line.
+    assert_eq!(lines.len(), 1, "{}", lines.join("\n"));
+    assert!(lines[0].contains("does not authenticate"), "{}", lines[0]);
+
+    let admin = gateway.admin_client();
+    let auth = common::admin::bearer(TOKEN);
+    for key in ["body", "extra-header", "binary-id"] {
+        let path = format!("/admin/keys/charges/{key}");
+        let purged = admin
+            .send("DELETE", &path, &[("authorization", &auth)], "")
+            .await;
+        assert_eq!(purged.status, 204, "{key}");
+        let rerun = charge(&client, key, "M-dmg").await;
+        assert_eq!(rerun.status, 201, "{key}");
+        assert_eq!(rerun.header("idempotent-replayed"), Some("false"));
+        assert_eq!(upstream.executions(key), 2, "{key}");
+    }
+}
+
 /// Postgres at `pg_url`, Redis at `redis_url` under `prefix`.
 fn postgres(pg_url: &str, redis_url: &str, prefix: &str) -> Config {
     Config::new()

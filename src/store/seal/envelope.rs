@@ -51,6 +51,10 @@ pub enum OpenError {
     /// altered, truncated, or moved from another record.
     #[error("the stored answer sealed under key id {key_id} does not authenticate")]
     Forged { key_id: String },
+    /// The sealed mark is there, but not as the one pair a seal writes
+    /// (other pairs beside it, a key id that is not text): altered.
+    #[error("the stored answer is marked sealed, but its mark was altered")]
+    AlteredMark,
 }
 
 struct Key {
@@ -147,6 +151,13 @@ impl Keys {
     /// one opened by the key its id names.
     pub fn open(&self, id: &RecordId, stored: StoredResponse) -> Result<StoredResponse, OpenError> {
         let Some(key_id) = sealed_by(&stored) else {
+            // No upstream field is named like the mark: an answer carrying
+            // it otherwise than as a seal writes it was sealed, then
+            // altered. Taken for clear, its ciphertext would be replayed
+            // as the body.
+            if stored.headers.iter().any(|(name, _)| name == SEALED) {
+                return Err(OpenError::AlteredMark);
+            }
             return Ok(stored);
         };
         let key_id = key_id.to_owned();
@@ -349,6 +360,25 @@ mod tests {
                 ..sealed.clone()
             };
             assert!(keys.open(&id(), short).is_err(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn an_altered_sealed_mark_is_refused_not_taken_for_clear() {
+        let keys = Keys::new(&[key(1)]);
+        let sealed = keys.seal(&id(), &answer()).unwrap();
+        let mut extra = sealed.clone();
+        extra.headers = StoredResponse::header_list(vec![
+            (SEALED, key_id(&[1; 32]).into_bytes()),
+            ("x-extra", b"1".to_vec()),
+        ]);
+        let mut binary = sealed;
+        binary.headers = StoredResponse::header_list(vec![(SEALED, vec![0xff; 16])]);
+        for altered in [extra, binary] {
+            assert_eq!(
+                keys.open(&id(), altered).unwrap_err(),
+                OpenError::AlteredMark
+            );
         }
     }
 
