@@ -520,6 +520,11 @@ async fn forged_region_headers_from_a_client_do_nothing() {
         us.last_header("idempotency-key").as_deref(),
         Some(key.as_str())
     );
+    // A refused token naming a region as its sender is what another token
+    // in that region looks like: warned of, naming the region.
+    const REFUSED: &str = "a request forwarded from region us carried a region token";
+    let warned = world.regions[0].gateway().log_text();
+    assert_eq!(warned.matches(REFUSED).count(), 1, "{warned}");
 
     // A token that is almost right does not make ap handle a key homed at us.
     let key = key_at("us", "almost");
@@ -532,6 +537,9 @@ async fn forged_region_headers_from_a_client_do_nothing() {
     .await;
     assert_eq!(reply.status, 201, "{}", reply.text());
     assert_eq!(world.executions(&key), vec![("us", 1)]);
+    // Naming no region, it is a client's: nothing to warn of.
+    let quiet = world.regions[2].gateway().log_text();
+    assert!(!quiet.contains("carried a region token"), "{quiet}");
 
     // Homed where it lands: handled there, the forged headers removed.
     let key = key_at("eu", "home");

@@ -5,6 +5,7 @@ use http::{HeaderMap, HeaderName};
 use subtle::ConstantTimeEq;
 
 use super::Regions;
+use crate::log_limit::LogLimit;
 
 pub const FORWARDED_FROM: HeaderName = HeaderName::from_static("idempotency-forwarded-from");
 pub const REGION_TOKEN: HeaderName = HeaderName::from_static("idempotency-region-token");
@@ -26,10 +27,37 @@ pub fn admit(regions: &Regions, headers: &mut HeaderMap) -> bool {
     };
     headers.remove(&REGION_TOKEN);
     if !valid {
+        warn_if_a_region_sent_it(regions, headers);
         headers.remove(&FORWARDED_FROM);
-        tracing::debug!("region headers without the valid region token removed");
     }
     valid
+}
+
+/// A refused token that names another region of the list as its sender is
+/// most likely that region's gateway holding another token (a rotation done
+/// in one region only): harmless while the regions agree on their list (the
+/// request is handled here, as a client's), but worth an operator's look.
+/// Anything else is a client's and stays at debug.
+fn warn_if_a_region_sent_it(regions: &Regions, headers: &HeaderMap) {
+    let from = headers
+        .get(&FORWARDED_FROM)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|name| regions.names.iter().find(|known| ***known == *name))
+        .filter(|name| **name != regions.this);
+    let Some(from) = from else {
+        tracing::debug!("region headers without the valid region token removed");
+        return;
+    };
+    static LIMIT: LogLimit = LogLimit::uncounted();
+    if let Some(left_out) = LIMIT.admit(from) {
+        tracing::warn!(
+            from = %from,
+            not_logged = left_out.count(),
+            "a request forwarded from region {from} carried a region token this gateway does \
+             not hold (that region's gateway has another region.token_env value, or a client \
+             forged the headers); handled here as a client's request{left_out}"
+        );
+    }
 }
 
 #[cfg(test)]
