@@ -40,6 +40,11 @@ pub const INVALID_HOST: GatewayError = GatewayError::BadRequest(
 pub const HOST_NOT_AUTHORITY: GatewayError =
     GatewayError::BadRequest("the host field names another host than :authority");
 
+/// HTTP/2 `host` fields, without `:authority`, naming two hosts: 400
+/// (RFC 9113 §8.3.1, as HTTP/1.1 refuses a second `Host`), nothing forwarded.
+pub const HOSTS_DISAGREE: GatewayError =
+    GatewayError::BadRequest("the host fields name different hosts");
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GatewayError {
     MissingKey,

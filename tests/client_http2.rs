@@ -198,21 +198,50 @@ async fn a_request_that_names_no_host_is_refused() {
     ]);
     bytes.extend(frame(0x1, 0x4 | 0x1, 1, &block));
     stream.write_all(&bytes).await.expect("write");
-    // The answer's HEADERS frame: `:status` 400 is static entry 12 (0x8c).
+    assert_eq!(read_status(&mut stream).await, Some(0x8c), "not a 400");
+    assert_eq!(upstream.total(), 0, "forwarded");
+}
+
+/// Two `host` fields and no `:authority` that name two hosts are no one
+/// host (RFC 9113 §8.3.1; over HTTP/1.1 a second `Host` is refused 400):
+/// the request went on under the first, while a proxy in front that read
+/// the last one had routed or authorized it as the other's.
+#[tokio::test]
+async fn two_host_fields_that_disagree_are_refused() {
+    let upstream = MockUpstream::start().await;
+    let dir = TestDir::new("h2-two-hosts");
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config());
+    let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
+    let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    bytes.extend(frame(0x4, 0, 0, &[]));
+    let block = header_block(&[
+        (":method", "GET"),
+        (":scheme", "http"),
+        (":path", "/anything"),
+        ("host", "a.example"),
+        ("host", "b.example"),
+    ]);
+    bytes.extend(frame(0x1, 0x4 | 0x1, 1, &block));
+    stream.write_all(&bytes).await.expect("write");
+    assert_eq!(read_status(&mut stream).await, Some(0x8c), "not a 400");
+    assert_eq!(upstream.total(), 0, "forwarded");
+}
+
+/// The first byte of the first answer's HEADERS block that `stream` reads
+/// within [`WITHIN`]: 0x8c for `:status` 400 (static entry 12).
+async fn read_status(stream: &mut TcpStream) -> Option<u8> {
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     let deadline = tokio::time::Instant::now() + WITHIN;
-    let status = loop {
+    loop {
         match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
             Ok(Ok(n)) if n > 0 => got.extend_from_slice(&buf[..n]),
-            _ => break None,
+            _ => return None,
         }
         if let Some(status) = first_status(&got) {
-            break Some(status);
+            return Some(status);
         }
-    };
-    assert_eq!(status, Some(0x8c), "not a 400: {got:?}");
-    assert_eq!(upstream.total(), 0, "forwarded");
+    }
 }
 
 /// The first byte of the first HEADERS frame's block, when it has come.
@@ -447,4 +476,55 @@ async fn connections_closed_for_rapid_reset_are_logged_once_not_each() {
     );
     let h2: Vec<&str> = log.lines().filter(|l| l.contains("h2::")).collect();
     assert!(h2.len() <= 1, "{log}");
+}
+
+/// hyper's HTTP/2 layer closes a connection with `ENHANCE_YOUR_CALM` for
+/// more than rapid reset: a header block in more CONTINUATION frames than
+/// its bound allows (a client's 200 KiB of cookies does that, as does the
+/// CONTINUATION flood of CVE-2024-27316), a header list far over its
+/// bound, a flood of empty DATA frames, too many streams it had to refuse.
+/// Every one was logged as "the client reset too many streams (rapid
+/// reset)", sending an operator after an attack that was not there; the
+/// closed connection does not tell which it was, so the line names them all.
+#[tokio::test]
+async fn a_header_block_too_long_is_not_logged_as_a_rapid_reset() {
+    let (_dir, _upstream, gateway) =
+        GatewayProcess::start_fresh("continuation-flood-log", &config()).await;
+    let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    bytes.extend(frame(0x4, 0, 0, &[]));
+    // HEADERS without END_HEADERS, then CONTINUATION frames past the bound
+    // (about ten for the default 32 KiB `max_header_bytes`).
+    let authority = gateway.addr.to_string();
+    let block = header_block(&[
+        (":method", "GET"),
+        (":scheme", "http"),
+        (":authority", &authority),
+        (":path", "/cookies"),
+    ]);
+    bytes.extend(frame(0x1, 0x1, 1, &block));
+    for n in 0..40 {
+        // Values under 128 bytes: `header_block` writes one-byte lengths.
+        let cookie = format!("c{n}={}", "v".repeat(100));
+        bytes.extend(frame(0x9, 0, 1, &header_block(&[("cookie", &cookie)])));
+    }
+    let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
+    stream.write_all(&bytes).await.expect("write");
+    // Until the gateway closes it (its GOAWAY, then EOF).
+    let mut buf = [0u8; 4096];
+    while let Ok(Ok(n)) = tokio::time::timeout(WITHIN, stream.read(&mut buf)).await {
+        if n == 0 {
+            break;
+        }
+    }
+    assert!(gateway.client().get("/after").await.status.is_success());
+    let log = gateway.log_text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("excessive load"))
+        .unwrap_or_else(|| panic!("not logged: {log}"));
+    assert!(
+        !line.contains("the client reset too many streams (rapid reset)"),
+        "{line}"
+    );
+    assert!(line.contains("CONTINUATION"), "{line}");
 }

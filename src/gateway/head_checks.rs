@@ -5,7 +5,7 @@
 use http::uri::Scheme;
 use http::{Method, Request, Version, header};
 
-use crate::error::{GatewayError, HOST_NOT_AUTHORITY, INVALID_HOST};
+use crate::error::{GatewayError, HOST_NOT_AUTHORITY, HOSTS_DISAGREE, INVALID_HOST};
 use crate::wire::host;
 
 /// A head over `max_header_bytes` or `max_headers`. Counted here for
@@ -133,20 +133,29 @@ fn check_host<B>(request: &Request<B>) -> Result<(), GatewayError> {
     if !(authority_ok && fields_ok && named) {
         return Err(INVALID_HOST);
     }
+    if request.version() != Version::HTTP_2 {
+        return Ok(());
+    }
     // Over HTTP/2 a `host` field beside `:authority` must name the same
     // host (RFC 9113 §8.3.1): the gateway takes the host it sends on, and a
     // scope's `header:host`, from `:authority`, and a `host` that says
-    // otherwise could steer a peer behind it that reads it.
-    if request.version() == Version::HTTP_2
-        && let Some(authority) = request.uri().authority()
-        && request.headers().get_all(header::HOST).iter().any(|value| {
-            !value
-                .as_bytes()
-                .trim_ascii()
-                .eq_ignore_ascii_case(authority.as_str().as_bytes())
-        })
+    // otherwise could steer a peer behind it that reads it. Without
+    // `:authority`, `host` fields that name two hosts are no one host (as
+    // HTTP/1.1 refuses a second `Host`): the gateway would go on under the
+    // first while a proxy in front may have read the last.
+    let mut hosts = request.headers().get_all(header::HOST).iter();
+    let named = match request.uri().authority() {
+        Some(authority) => Some(authority.as_str().as_bytes()),
+        None => hosts.next().map(|first| first.as_bytes().trim_ascii()),
+    };
+    if let Some(named) = named
+        && hosts.any(|value| !value.as_bytes().trim_ascii().eq_ignore_ascii_case(named))
     {
-        return Err(HOST_NOT_AUTHORITY);
+        return Err(if request.uri().authority().is_some() {
+            HOST_NOT_AUTHORITY
+        } else {
+            HOSTS_DISAGREE
+        });
     }
     Ok(())
 }
