@@ -143,7 +143,7 @@ impl fmt::Display for LeftOut {
 /// code: each is about a peer (a client that resets too many streams, a
 /// PING answered that was never sent) and comes once per connection, which a
 /// client opens as fast as it likes. The gateway's own line for a closed
-/// connection carries the count (`server/reset_flood.rs`).
+/// connection carries the count (`server/h2_flood.rs`).
 pub struct DependencyWarnings;
 
 static DEPENDENCY_WARNINGS: LogLimit = LogLimit::uncounted();

@@ -435,7 +435,7 @@ where
             tokio::select! {
                 result = connection.as_mut() => {
                     if let Err(err) = result
-                        && !super::reset_flood::log_if_reset_flood(self.name, &err)
+                        && !super::h2_flood::log_if_h2_flood(self.name, &err)
                     {
                         tracing::debug!(listener = self.name, error = %err, "connection ended with an error");
                     }

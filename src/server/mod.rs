@@ -4,11 +4,11 @@
 //! handler's (the gateway's, the admin plane's); `app` wires them.
 
 mod asterisk;
+mod h2_flood;
 pub(crate) mod http1;
 mod http2_activity;
 mod listener;
 mod prefixed;
-mod reset_flood;
 mod stall;
 
 pub use listener::{Limits, serve};

@@ -12,7 +12,7 @@ use crate::log_limit::LogLimit;
 
 /// Logs `err` when it closed the connection for a flood; `false` for any
 /// other connection error, left to the caller.
-pub fn log_if_reset_flood(listener: &'static str, err: &hyper::Error) -> bool {
+pub fn log_if_h2_flood(listener: &'static str, err: &hyper::Error) -> bool {
     let Some(h2) = h2_error(err) else {
         return false;
     };
