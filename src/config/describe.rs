@@ -1,6 +1,6 @@
 //! The summary `idemgate check` prints: each route's match, upstream and
-//! effective policy, the regions, which tokens `/admin/*` accepts, then the
-//! warnings. Secrets never appear in it.
+//! effective policy, the regions, which tokens `/admin/*` accepts, the
+//! store, then the warnings. Secrets never appear in it.
 
 use std::fmt::Write;
 
@@ -18,6 +18,7 @@ pub fn describe(config: &Config) -> String {
         regions_block(&mut out, region);
     }
     admin_line(&mut out, &config.admin);
+    store_line(&mut out, &config.store);
     for warning in &config.warnings {
         let _ = writeln!(out, "warning: {warning}");
     }
@@ -76,6 +77,44 @@ fn admin_line(out: &mut String, admin: &super::AdminConfig) {
         }
     };
     let _ = writeln!(out, "admin     {line}");
+}
+
+/// Which store, and whether answers are sealed and with the key of which
+/// variable (never a key, nor a URL: it may hold a password).
+fn store_line(out: &mut String, store: &super::StoreConfig) {
+    let (what, keys) = match store {
+        super::StoreConfig::Embedded(embedded) => {
+            let durability = match embedded.durability {
+                super::Durability::PowerLoss => "power_loss",
+                super::Durability::ProcessCrash => "process_crash",
+            };
+            let what = format!(
+                "embedded {}, durability {durability}",
+                embedded.path.display()
+            );
+            (what, &embedded.encryption)
+        }
+        super::StoreConfig::Postgres(postgres) => {
+            let mut what = format!("postgres, pool_size {}", postgres.pool_size);
+            if let Some(redis) = &postgres.redis {
+                let _ = write!(what, ", redis cache (key_prefix {:?})", redis.key_prefix);
+            }
+            (what, &postgres.encryption)
+        }
+    };
+    let sealed = match keys.split_first() {
+        None => "answers stored clear".to_owned(),
+        Some((first, [])) => format!("answers sealed with the key in {}", first.env),
+        Some((first, others)) => {
+            let others: Vec<&str> = others.iter().map(|key| key.env.as_str()).collect();
+            format!(
+                "answers sealed with the key in {}, opened with {} too",
+                first.env,
+                others.join(", ")
+            )
+        }
+    };
+    let _ = writeln!(out, "store     {what}; {sealed}");
 }
 
 fn route_block(out: &mut String, config: &Config, route: &RouteConfig) {
@@ -312,7 +351,72 @@ route health
   upstream  api (http://127.0.0.1:3000)
   policy    pass-through
 admin     disabled (404): neither admin.token_env nor admin.token is set
+store     embedded data/idemgate.db, durability power_loss; answers stored clear
 "#;
         assert_eq!(shown, expected, "\n{shown}");
+    }
+
+    #[test]
+    fn the_store_line_names_variables_never_keys_or_urls() {
+        let key = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+        let old = "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA=";
+        let env = |name: &str| match name {
+            "PG_URL" => Some("postgres://idem:hunter2@db/idem".to_owned()),
+            "KEY_NEW" => Some(key.to_owned()),
+            "KEY_OLD" => Some(old.to_owned()),
+            _ => None,
+        };
+        let postgres = r#"
+[store]
+backend = "postgres"
+url_env = "PG_URL"
+pool_size = 8
+[store.redis]
+url = "redis://:sesame@cache:6379"
+key_prefix = "eu:"
+[store.encryption]
+keys_env = ["KEY_NEW", "KEY_OLD"]
+[upstreams.api]
+url = "http://127.0.0.1:3000"
+[[routes]]
+name = "r"
+upstream = "api"
+match = { path_prefix = "/" }
+"#;
+        let config = crate::config::parse(postgres, Path::new("t.toml"), &env).unwrap();
+        let shown = super::describe(&config);
+        assert!(
+            shown.contains(
+                "store     postgres, pool_size 8, redis cache (key_prefix \"eu:\"); answers \
+                 sealed with the key in KEY_NEW, opened with KEY_OLD too\n"
+            ),
+            "{shown}"
+        );
+        for secret in ["hunter2", "sesame", key, old] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        let embedded = postgres
+            .replace(
+                "backend = \"postgres\"\nurl_env = \"PG_URL\"\npool_size = 8\n",
+                "",
+            )
+            .replace(
+                "[store.redis]\nurl = \"redis://:sesame@cache:6379\"\nkey_prefix = \"eu:\"\n",
+                "",
+            )
+            .replace("[\"KEY_NEW\", \"KEY_OLD\"]", "[\"KEY_NEW\"]")
+            .replace(
+                "[store]\n",
+                "[store]\npath = \"s.db\"\ndurability = \"process_crash\"\n",
+            );
+        let config = crate::config::parse(&embedded, Path::new("t.toml"), &env).unwrap();
+        let shown = super::describe(&config);
+        assert!(
+            shown.contains(
+                "store     embedded s.db, durability process_crash; answers sealed with the key \
+                 in KEY_NEW\n"
+            ),
+            "{shown}"
+        );
     }
 }
