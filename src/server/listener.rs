@@ -23,6 +23,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::accept_failure;
 use super::asterisk;
 use super::http1;
 use super::http2_activity::{Activity, Busy, Tracked};
@@ -116,8 +117,8 @@ pub async fn serve<H, F>(
                 Ok(accepted) => accepted,
                 Err(err) => {
                     // Out of file descriptors and the like: back off, keep serving.
-                    tracing::warn!(listener = name, error = %err, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    accept_failure::log_accept_failure(name, &err);
+                    tokio::time::sleep(accept_failure::RETRY).await;
                     continue;
                 }
             },
