@@ -1710,6 +1710,80 @@ fn serve_raises_the_open_files_limit_to_the_hard_one() {
     );
 }
 
+/// The descriptors `serve` holds now.
+fn open_descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+/// docs/operating.md, "Open files": with every descriptor taken, the
+/// accept loop backs off and says so once per interval (not 20 lines a
+/// second for as long as it lasts); a keyed request whose upstream
+/// connection cannot be opened then gets 502 `upstream-unreachable` with
+/// its key free, and once the connections holding the descriptors close,
+/// the gateway serves again and the key runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn out_of_open_files_the_gateway_backs_off_quietly_and_frees_the_key() {
+    use tokio::io::AsyncWriteExt;
+    const LIMIT: usize = 64;
+    let (_dir, upstream, gateway) = GatewayProcess::start_fresh(
+        "cli-nofile-out",
+        &common::config::Config::charges_and_rest(),
+    )
+    .await;
+    let pid = gateway.pid();
+    let status = Command::new("prlimit")
+        .arg(format!("--pid={pid}"))
+        .arg(format!("--nofile={LIMIT}:{LIMIT}"))
+        .status()
+        .expect("prlimit (util-linux) runs");
+    assert!(status.success(), "prlimit: {status}");
+    // Accepted before the descriptors run out; its request comes after.
+    let mut client = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    let before = open_descriptors(pid);
+    let mut held = Vec::new();
+    while held.len() < LIMIT + 20 - before {
+        held.push(std::net::TcpStream::connect(gateway.addr).unwrap());
+    }
+    let started = std::time::Instant::now();
+    while open_descriptors(pid) < LIMIT {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "descriptors never ran out"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    client
+        .write_all(
+            b"POST /v1/charges HTTP/1.1\r\nHost: a\r\nIdempotency-Key: k-out\r\n\
+              Content-Length: 2\r\n\r\n{}",
+        )
+        .await
+        .unwrap();
+    let reply = common::raw::read_reply(&mut client, std::time::Duration::from_secs(10)).await;
+    assert_eq!(reply.status, Some(502), "{}", reply.text);
+    assert!(
+        reply.text.contains("upstream-unreachable"),
+        "{}",
+        reply.text
+    );
+    // Long enough for the old loop to have logged a line every 50 ms.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    drop(held);
+    let retry = gateway
+        .client()
+        .post("/v1/charges", Some("k-out"), "{}")
+        .await;
+    assert_eq!(retry.status, 201, "{}", retry.text());
+    assert_eq!(retry.header("idempotent-replayed"), Some("false"));
+    assert_eq!(upstream.executions("k-out"), 1);
+    let log = gateway.log_text();
+    let failed = log.matches("accept failed").count();
+    assert!(failed >= 1, "out of descriptors, not said:\n{log}");
+    assert!(failed <= 2, "{failed} lines for one shortage:\n{log}");
+}
+
 /// A "config" that never ends (`/dev/zero`, a device given by mistake) is
 /// refused after a bounded read, naming the file, instead of filling memory
 /// until the process is killed. A pipe (`-c <(envsubst < tmpl)`) still reads.

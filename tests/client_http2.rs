@@ -282,6 +282,48 @@ async fn a_client_is_told_two_hundred_streams_per_connection() {
     }
 }
 
+/// docs/behaviour.md, "Memory": a client may send 1 MiB of request bodies
+/// ahead of the gateway's reads, on one stream and on its whole connection
+/// alike: a second stream finds no room while the first holds it all.
+#[tokio::test]
+async fn a_client_may_send_one_mib_of_bodies_ahead_per_connection() {
+    const MIB: usize = 1024 * 1024;
+    let upstream = MockUpstream::start().await;
+    let dir = TestDir::new("h2-window");
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config());
+    let tcp = TcpStream::connect(gateway.addr).await.expect("connect");
+    // The client's own bound on bytes it buffers (400 KiB) is not measured.
+    let (client, connection) = h2::client::Builder::new()
+        .max_send_buffer_size(4 * MIB)
+        .handshake::<_, Bytes>(tcp)
+        .await
+        .expect("handshake");
+    tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    let mut open = |key: &str| {
+        // Keyed: the gateway waits for the body, and answers nothing first.
+        let request = http::Request::post(format!("http://{}/v1/charges", gateway.addr))
+            .header("idempotency-key", key)
+            .body(())
+            .expect("request");
+        let (_answer, send) = client.send_request(request, false).expect("sent");
+        send
+    };
+    let mut first = open("w1");
+    first.reserve_capacity(4 * MIB);
+    let deadline = tokio::time::Instant::now() + WITHIN;
+    // Granted as the gateway's SETTINGS and WINDOW_UPDATE arrive.
+    while first.capacity() < MIB && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(first.capacity(), MIB, "room on one stream");
+    let mut second = open("w2");
+    second.reserve_capacity(MIB);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(second.capacity(), 0, "room left on the connection");
+}
+
 /// A HEAD answer carries no body over HTTP/2 as over HTTP/1 (RFC 9110
 /// §9.3.2; RFC 9113 §8.1.1 has content in one malformed, and curl resets
 /// the stream with PROTOCOL_ERROR): the gateway's own answers, built as for

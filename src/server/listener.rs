@@ -23,6 +23,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::accept_failure;
 use super::asterisk;
 use super::http1;
 use super::http2_activity::{Activity, Busy, Tracked};
@@ -67,6 +68,12 @@ const CUT_OFF_ANSWERS: Duration = Duration::from_millis(200);
 
 /// Streams an HTTP/2 client may have open at once on one connection.
 const HTTP2_MAX_STREAMS: u32 = 200;
+/// The bytes of request bodies an HTTP/2 client may send ahead of the
+/// gateway's reads, on one stream and on the whole connection (hyper's own
+/// defaults, written out): what a connection's unread bodies can hold in
+/// memory, and what one stalled upload can take from the connection's
+/// other bodies (docs/behaviour.md, "Memory").
+const HTTP2_WINDOW: u32 = 1024 * 1024;
 /// Streams a client reset before they were accepted, pending at once, past
 /// which the connection is closed (h2's own default).
 const HTTP2_MAX_PENDING_RESETS: usize = 20;
@@ -116,8 +123,8 @@ pub async fn serve<H, F>(
                 Ok(accepted) => accepted,
                 Err(err) => {
                     // Out of file descriptors and the like: back off, keep serving.
-                    tracing::warn!(listener = name, error = %err, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    accept_failure::log_accept_failure(name, &err);
+                    tokio::time::sleep(accept_failure::RETRY).await;
                     continue;
                 }
             },
@@ -412,10 +419,12 @@ where
             .timer(TokioTimer::new())
             .max_header_list_size(http2_header_list(self.settings.max_header_bytes))
             // Written out, not left to hyper's and h2's defaults (which they
-            // may change): the stream limit a client sees (docs/behaviour.md),
-            // and the bounds on resets that close a connection flooding
+            // may change): the stream limit and windows a client sees
+            // (docs/behaviour.md), and the bounds on resets that close a connection flooding
             // them (rapid reset, CVE-2023-44487).
             .max_concurrent_streams(HTTP2_MAX_STREAMS)
+            .initial_stream_window_size(HTTP2_WINDOW)
+            .initial_connection_window_size(HTTP2_WINDOW)
             .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_RESETS)
             .max_local_error_reset_streams(HTTP2_MAX_ERROR_RESETS);
         let connection = builder.serve_connection(io, service);

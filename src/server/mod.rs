@@ -3,6 +3,7 @@
 //! hyper, behind TLS when configured. What the requests mean is the
 //! handler's (the gateway's, the admin plane's); `app` wires them.
 
+mod accept_failure;
 mod asterisk;
 mod h2_flood;
 pub(crate) mod http1;
