@@ -81,6 +81,11 @@ pub enum EmbeddedCause {
     /// The writer thread has ended (it panicked, or the store is closing).
     #[error("the store thread has stopped")]
     Stopped,
+    /// The writer thread did not answer a reservation in time: it is held
+    /// up in the kernel (a disk that does not answer, a frozen file system)
+    /// or behind work that is (`late_lease`).
+    #[error("the store gave no answer within {0:?} (is its disk answering?)")]
+    NoAnswer(std::time::Duration),
     /// Syncing the WAL failed: refused until a restart (`wal_sync`).
     #[error(
         "syncing the store's WAL failed ({0}); what it holds on disk is unknown, \

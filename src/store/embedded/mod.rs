@@ -44,6 +44,7 @@ mod compact;
 mod count;
 mod db_error;
 mod file_watch;
+mod late_lease;
 mod listing;
 mod live_leases;
 mod ops;
@@ -110,6 +111,8 @@ struct Inner {
     served_elsewhere: bool,
     /// Told of commits another process made (`writes_elsewhere`).
     written_elsewhere: Arc<OnceLock<WrittenElsewhere>>,
+    /// How long a reservation waits for the writer (`late_lease`).
+    reserve_deadline: Duration,
 }
 
 /// For what opens the file without the serve lock (`keys`, `sweep`,
@@ -255,6 +258,7 @@ impl EmbeddedStore {
                 reader,
                 served_elsewhere: lock.is_none() && serve_lock::held_elsewhere(&path),
                 written_elsewhere,
+                reserve_deadline: late_lease::DEADLINE,
                 _serve_lock: lock,
             }),
         })
@@ -280,11 +284,14 @@ impl EmbeddedStore {
         &self,
         (job, reply): (Box<dyn Job>, oneshot::Receiver<Result<T, StoreError>>),
     ) -> Result<T, StoreError> {
-        let sent = (self.inner.jobs.as_ref()).is_some_and(|tx| tx.send(job).is_ok());
-        if !sent {
-            return Err(stopped());
-        }
+        self.queue(job)?;
         reply.await.map_err(|_| stopped())?
+    }
+
+    /// Hands `job` to the writer thread.
+    fn queue(&self, job: Box<dyn Job>) -> Result<(), StoreError> {
+        let sent = (self.inner.jobs.as_ref()).is_some_and(|tx| tx.send(job).is_ok());
+        if sent { Ok(()) } else { Err(stopped()) }
     }
 }
 
@@ -321,11 +328,12 @@ impl Store for EmbeddedStore {
     ) -> Result<(Reservation, Option<Kept>), StoreError> {
         let (id, fingerprint) = (id.clone(), fingerprint.to_owned());
         // A new lease is answered before its batch's sync (`writer`).
-        self.send(Task::job_answered_before_sync(
+        let (job, reply) = Task::job_answered_before_sync(
             move |txn| ops::reserve(txn, &id, &fingerprint, lease_for),
             |(reservation, _)| matches!(reservation, Reservation::Reserved(_)),
-        ))
-        .await
+        );
+        self.queue(job)?;
+        late_lease::within(self, self.inner.reserve_deadline, reply).await
     }
 
     async fn complete(
@@ -587,6 +595,55 @@ mod tests {
         assert_eq!(store.sweep(100).await.unwrap(), 1);
         let taken = store.reserve(&abandoned, "fp", short).await.unwrap();
         assert!(matches!(taken, Reservation::Reserved(_)), "{taken:?}");
+    }
+
+    /// A writer thread that does not answer (its disk hung or frozen: a
+    /// write or a sync blocked in the kernel) no longer holds a reservation
+    /// without end: past its deadline it is refused (503), and the lease it
+    /// commits once the disk answers is released, so a retry runs at once
+    /// rather than getting 409 for the lease's length.
+    #[tokio::test]
+    async fn a_reservation_the_writer_does_not_answer_in_time_is_refused_and_freed() {
+        let dir = TempDir::new("writer-stalled");
+        let mut store = EmbeddedStore::open(&dir.file()).unwrap();
+        let deadline = Duration::from_millis(300);
+        Arc::get_mut(&mut store.inner).unwrap().reserve_deadline = deadline;
+        let stall = Duration::from_millis(1500);
+        let stalled = tokio::spawn({
+            let store = store.clone();
+            async move {
+                store
+                    .call(move |_| {
+                        std::thread::sleep(stall);
+                        Ok(())
+                    })
+                    .await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let id = RecordId::new("charges", "", "k");
+        let lease_for = Duration::from_secs(60);
+        let started = std::time::Instant::now();
+        let refused = store.reserve(&id, "fp", lease_for).await;
+        assert!(
+            matches!(refused.as_ref().err().and_then(cause), Some(EmbeddedCause::NoAnswer(d)) if *d == deadline),
+            "{refused:?}"
+        );
+        assert!(started.elapsed() < stall, "waited for the writer");
+        stalled.await.unwrap().unwrap();
+        // The lease committed after the deadline is released behind it.
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let again = store.reserve(&id, "fp", lease_for).await;
+            if matches!(again, Ok(Reservation::Reserved(_))) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "the key stayed held: {again:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// `rm` of the file under a running gateway: SQLite would go on writing
