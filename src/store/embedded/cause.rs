@@ -172,6 +172,16 @@ impl EmbeddedCause {
         }
     }
 
+    /// A refusal of every operation that only a restart ends: a failed
+    /// sync, the file deleted or replaced (module docs of `wal_sync`,
+    /// `file_watch`).
+    pub fn lasts_until_restart(&self) -> bool {
+        matches!(
+            self,
+            EmbeddedCause::SyncFailed(_) | EmbeddedCause::FileGone { .. }
+        )
+    }
+
     /// A failure to do `doing` with the file at `path`.
     pub(super) fn file(doing: FileUse, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         EmbeddedCause::File {

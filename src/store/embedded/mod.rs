@@ -113,6 +113,8 @@ struct Inner {
     written_elsewhere: Arc<OnceLock<WrittenElsewhere>>,
     /// How long a reservation waits for the writer (`late_lease`).
     reserve_deadline: Duration,
+    /// Set once the writer refuses everything until a restart (`replies`).
+    stopped: Arc<OnceLock<EmbeddedCause>>,
 }
 
 /// For what opens the file without the serve lock (`keys`, `sweep`,
@@ -245,6 +247,7 @@ impl EmbeddedStore {
         let reader = Arc::new(reader::Reader::open(&path, clock.clone())?);
         let (tx, rx) = mpsc::channel::<Box<dyn Job>>();
         let replies = Replies::start();
+        let stopped = replies.stopped();
         let written_elsewhere = Arc::new(OnceLock::new());
         let watch = writes_elsewhere::Watch::new(written_elsewhere.clone());
         let thread = std::thread::Builder::new()
@@ -259,6 +262,7 @@ impl EmbeddedStore {
                 served_elsewhere: lock.is_none() && serve_lock::held_elsewhere(&path),
                 written_elsewhere,
                 reserve_deadline: late_lease::DEADLINE,
+                stopped,
                 _serve_lock: lock,
             }),
         })
@@ -393,6 +397,10 @@ impl Store for EmbeddedStore {
         self.call(ops::ping).await
     }
 
+    fn stopped_for_good(&self) -> Option<StoreError> {
+        self.inner.stopped.get().map(|cause| cause.clone().into())
+    }
+
     async fn list(&self, query: &super::ListQuery) -> Result<super::Page, StoreError> {
         let query = query.clone();
         self.call(move |txn| listing::list(txn, &query)).await
@@ -453,6 +461,7 @@ mod tests {
         .unwrap();
         let id = RecordId::new("charges", "", "k1");
         let lease_for = Duration::from_secs(60);
+        assert!(store.stopped_for_good().is_none());
 
         // Answered between the commit and the (failing) sync.
         let Reservation::Reserved(lease) = store.reserve(&id, "fp", lease_for).await.unwrap()
@@ -475,6 +484,13 @@ mod tests {
         assert!(
             store.ping().await.is_err(),
             "/readyz reports the store unready"
+        );
+        assert!(
+            matches!(
+                store.stopped_for_good().as_ref().and_then(cause),
+                Some(EmbeddedCause::SyncFailed(_))
+            ),
+            "/healthz reports that only a restart mends it"
         );
     }
 
@@ -816,6 +832,7 @@ mod tests {
             store.ping().await.is_err(),
             "/readyz reports the store unready"
         );
+        assert!(store.stopped_for_good().is_some(), "/healthz says so too");
         drop(store);
     }
 }
