@@ -799,3 +799,47 @@ async fn a_reload_keeps_the_gateway_s_locks_on_its_store_file() {
     let after = client.post("/v1/charges", Some("b"), "{}").await;
     assert_eq!(after.status, 201, "{}", after.text());
 }
+
+/// A store that refuses every request until idemgate restarts (its file
+/// deleted while serving, here; a failed sync alike) makes `/healthz` fail
+/// too, saying why: a liveness probe (or the image's `HEALTHCHECK`) then
+/// restarts the process, which no readiness probe does. It answered 200 for
+/// as long as the process ran, and the gateway stayed out of service until
+/// someone restarted it by hand.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_store_stopped_until_a_restart_fails_the_liveness_probe() {
+    use common::config::{Config, Route, Upstream};
+    let config = Config::new()
+        .upstream(Upstream::api())
+        .route(Route::api("charges", "/v1/charges"));
+    let (dir, _upstream, gateway) =
+        common::GatewayProcess::start_fresh("store-gone-liveness", &config).await;
+    let client = gateway.client();
+    let admin = gateway.admin_client();
+    assert_eq!(
+        client.post("/v1/charges", Some("a"), "{}").await.status,
+        201
+    );
+    assert_eq!(admin.get("/healthz").await.status, 200);
+    std::fs::remove_file(dir.path("store.db")).unwrap();
+    // The store looks at its file at most once a second, before a batch.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut n = 0;
+    loop {
+        n += 1;
+        let reply = client
+            .post("/v1/charges", Some(&format!("b{n}")), "{}")
+            .await;
+        if reply.status == 503 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the deletion went unseen"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let health = admin.get("/healthz").await;
+    assert_eq!(health.status, 503, "{}", health.text());
+    assert!(health.text().contains("deleted"), "{}", health.text());
+}

@@ -165,6 +165,34 @@ async fn a_schema_that_does_not_exist_is_named() {
     }
 }
 
+/// A role that may use the schema but not create in it (the default for
+/// `public` since PostgreSQL 15) is told what it lacks and the two ways
+/// out, naming the schema: PostgreSQL's own "permission denied for schema"
+/// says neither that CREATE is what is missing nor that `serve` need not
+/// migrate.
+#[tokio::test]
+async fn a_role_that_may_not_create_in_the_schema_is_told_what_to_grant() {
+    let schema = TestSchema::create().await;
+    let role = pg_support::unique("idemgate_nocreate");
+    pg_support::admin_sql(&format!(
+        "CREATE ROLE {role} LOGIN; GRANT USAGE ON SCHEMA {} TO {role}",
+        schema.name
+    ))
+    .await;
+    let mut config = schema.config();
+    let (scheme, rest) = config.url.split_once("://").unwrap();
+    let host = rest.split_once('@').map_or(rest, |(_, host)| host);
+    config.url = format!("{scheme}://{role}@{host}");
+    let refused = PostgresStore::connect(&config).await.err();
+    pg_support::admin_sql(&format!("DROP OWNED BY {role}; DROP ROLE {role}")).await;
+    let msg = refused.expect("refused").to_string();
+    assert!(
+        msg.contains(&format!("GRANT CREATE ON SCHEMA {}", schema.name))
+            && msg.contains("store.migrate = false"),
+        "{msg}"
+    );
+}
+
 /// Readiness needs the records table, not only a database that answers:
 /// a schema dropped (or restored without the tables) under a running gateway
 /// fails every keyed request, and `ping` said ready all the same.

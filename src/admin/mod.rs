@@ -116,7 +116,11 @@ impl AdminPlane {
         let read = matches!(*request.method(), Method::GET | Method::HEAD);
         match path.as_str() {
             "/healthz" | "/readyz" | "/metrics" if !read => method_not_allowed(PROBE_METHODS),
-            "/healthz" => text(StatusCode::OK, "ok\n"),
+            "/healthz" => match self.gateway.store().stopped_for_good() {
+                // Only a restart mends it: a liveness probe makes one.
+                Some(err) => text(StatusCode::SERVICE_UNAVAILABLE, &format!("store: {err}\n")),
+                None => text(StatusCode::OK, "ok\n"),
+            },
             "/readyz" => self.ready().await,
             "/metrics" => {
                 let metrics = self.gateway.metrics();

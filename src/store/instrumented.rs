@@ -188,6 +188,10 @@ impl Store for InstrumentedStore {
         timed!(self, Op::Ping, self.inner.ping())
     }
 
+    fn stopped_for_good(&self) -> Option<StoreError> {
+        self.inner.stopped_for_good()
+    }
+
     async fn list(&self, query: &ListQuery) -> Result<Page, StoreError> {
         timed!(self, Op::List, self.inner.list(query))
     }

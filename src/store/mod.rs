@@ -295,6 +295,14 @@ pub trait Store: Send + Sync + 'static {
     /// Cheap liveness probe for `/readyz`.
     async fn ping(&self) -> Result<(), StoreError>;
 
+    /// Why the store refuses every operation until the process restarts
+    /// (the embedded store after a failed sync, or its file deleted), for
+    /// `/healthz`: only a restart mends it, which a supervisor makes on a
+    /// failed liveness probe. `None` while a restart would change nothing.
+    fn stopped_for_good(&self) -> Option<StoreError> {
+        None
+    }
+
     /// One page of a route's unexpired records, oldest first (`GET
     /// /admin/keys/{route}`, `idemgate keys list`), read through an index.
     async fn list(&self, query: &listing::ListQuery) -> Result<listing::Page, StoreError>;

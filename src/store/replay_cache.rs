@@ -316,6 +316,10 @@ impl<S: Store> Store for ReplayCache<S> {
         self.inner.ping().await
     }
 
+    fn stopped_for_good(&self) -> Option<StoreError> {
+        self.inner.stopped_for_good()
+    }
+
     async fn list(&self, query: &super::ListQuery) -> Result<super::Page, StoreError> {
         self.inner.list(query).await
     }

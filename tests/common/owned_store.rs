@@ -50,6 +50,9 @@ impl<G: Send + Sync + 'static> Store for OwnedStore<G> {
     async fn ping(&self) -> Result<(), StoreError> {
         self.store.ping().await
     }
+    fn stopped_for_good(&self) -> Option<StoreError> {
+        self.store.stopped_for_good()
+    }
     async fn list(&self, query: &ListQuery) -> Result<Page, StoreError> {
         self.store.list(query).await
     }

@@ -14,6 +14,7 @@ use redis::AsyncCommands;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use super::cause::{CacheError, RedisCause};
+use crate::log_limit::LogLimit;
 use crate::store::StoreError;
 
 const TIMEOUT: Duration = Duration::from_millis(200);
@@ -167,7 +168,10 @@ impl Redis {
             // Redis answered, with an error about this one command (a value
             // of another type under the key, OOM on a write): it is up, and
             // pausing would skip every other key's lookup for nothing.
-            Ok(Err(e)) if answered(&e) => return Err(CacheError::Failed(e)),
+            Ok(Err(e)) if answered(&e) => {
+                warn_refused(&e);
+                return Err(CacheError::Failed(e));
+            }
             Ok(Err(e)) => CacheError::Failed(e),
             Err(_) => CacheError::NoAnswer(TIMEOUT),
         };
@@ -181,6 +185,19 @@ impl Redis {
 
     fn elapsed_ms(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+/// Logs an error reply at once and then once per interval for each kind
+/// (`NOAUTH`, `OOM`, `READONLY`, ...; crate::log_limit): such a reply comes
+/// back on every call while its cause lasts and pauses nothing, so without a
+/// line a Redis the gateway may not use (a password it lacks, memory full
+/// under `noeviction`) would only show as a fast path that never hits.
+fn warn_refused(e: &redis::RedisError) {
+    static LIMIT: LogLimit = LogLimit::uncounted();
+    if let Some(left_out) = LIMIT.admit(e.code().unwrap_or("error")) {
+        tracing::warn!(error = %e, not_logged = left_out.count(),
+            "redis refused a command; serving from postgres{left_out}");
     }
 }
 

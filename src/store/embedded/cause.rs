@@ -81,6 +81,11 @@ pub enum EmbeddedCause {
     /// The writer thread has ended (it panicked, or the store is closing).
     #[error("the store thread has stopped")]
     Stopped,
+    /// The writer thread did not answer a reservation in time: it is held
+    /// up in the kernel (a disk that does not answer, a frozen file system)
+    /// or behind work that is (`late_lease`).
+    #[error("the store gave no answer within {0:?} (is its disk answering?)")]
+    NoAnswer(std::time::Duration),
     /// Syncing the WAL failed: refused until a restart (`wal_sync`).
     #[error(
         "syncing the store's WAL failed ({0}); what it holds on disk is unknown, \
@@ -165,6 +170,16 @@ impl EmbeddedCause {
             ),
             _ => false,
         }
+    }
+
+    /// A refusal of every operation that only a restart ends: a failed
+    /// sync, the file deleted or replaced (module docs of `wal_sync`,
+    /// `file_watch`).
+    pub fn lasts_until_restart(&self) -> bool {
+        matches!(
+            self,
+            EmbeddedCause::SyncFailed(_) | EmbeddedCause::FileGone { .. }
+        )
     }
 
     /// A failure to do `doing` with the file at `path`.

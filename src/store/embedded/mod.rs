@@ -44,6 +44,7 @@ mod compact;
 mod count;
 mod db_error;
 mod file_watch;
+mod late_lease;
 mod listing;
 mod live_leases;
 mod ops;
@@ -110,6 +111,10 @@ struct Inner {
     served_elsewhere: bool,
     /// Told of commits another process made (`writes_elsewhere`).
     written_elsewhere: Arc<OnceLock<WrittenElsewhere>>,
+    /// How long a reservation waits for the writer (`late_lease`).
+    reserve_deadline: Duration,
+    /// Set once the writer refuses everything until a restart (`replies`).
+    stopped: Arc<OnceLock<EmbeddedCause>>,
 }
 
 /// For what opens the file without the serve lock (`keys`, `sweep`,
@@ -242,6 +247,7 @@ impl EmbeddedStore {
         let reader = Arc::new(reader::Reader::open(&path, clock.clone())?);
         let (tx, rx) = mpsc::channel::<Box<dyn Job>>();
         let replies = Replies::start();
+        let stopped = replies.stopped();
         let written_elsewhere = Arc::new(OnceLock::new());
         let watch = writes_elsewhere::Watch::new(written_elsewhere.clone());
         let thread = std::thread::Builder::new()
@@ -255,6 +261,8 @@ impl EmbeddedStore {
                 reader,
                 served_elsewhere: lock.is_none() && serve_lock::held_elsewhere(&path),
                 written_elsewhere,
+                reserve_deadline: late_lease::DEADLINE,
+                stopped,
                 _serve_lock: lock,
             }),
         })
@@ -280,11 +288,14 @@ impl EmbeddedStore {
         &self,
         (job, reply): (Box<dyn Job>, oneshot::Receiver<Result<T, StoreError>>),
     ) -> Result<T, StoreError> {
-        let sent = (self.inner.jobs.as_ref()).is_some_and(|tx| tx.send(job).is_ok());
-        if !sent {
-            return Err(stopped());
-        }
+        self.queue(job)?;
         reply.await.map_err(|_| stopped())?
+    }
+
+    /// Hands `job` to the writer thread.
+    fn queue(&self, job: Box<dyn Job>) -> Result<(), StoreError> {
+        let sent = (self.inner.jobs.as_ref()).is_some_and(|tx| tx.send(job).is_ok());
+        if sent { Ok(()) } else { Err(stopped()) }
     }
 }
 
@@ -321,11 +332,12 @@ impl Store for EmbeddedStore {
     ) -> Result<(Reservation, Option<Kept>), StoreError> {
         let (id, fingerprint) = (id.clone(), fingerprint.to_owned());
         // A new lease is answered before its batch's sync (`writer`).
-        self.send(Task::job_answered_before_sync(
+        let (job, reply) = Task::job_answered_before_sync(
             move |txn| ops::reserve(txn, &id, &fingerprint, lease_for),
             |(reservation, _)| matches!(reservation, Reservation::Reserved(_)),
-        ))
-        .await
+        );
+        self.queue(job)?;
+        late_lease::within(self, self.inner.reserve_deadline, reply).await
     }
 
     async fn complete(
@@ -383,6 +395,10 @@ impl Store for EmbeddedStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         self.call(ops::ping).await
+    }
+
+    fn stopped_for_good(&self) -> Option<StoreError> {
+        self.inner.stopped.get().map(|cause| cause.clone().into())
     }
 
     async fn list(&self, query: &super::ListQuery) -> Result<super::Page, StoreError> {
@@ -445,6 +461,7 @@ mod tests {
         .unwrap();
         let id = RecordId::new("charges", "", "k1");
         let lease_for = Duration::from_secs(60);
+        assert!(store.stopped_for_good().is_none());
 
         // Answered between the commit and the (failing) sync.
         let Reservation::Reserved(lease) = store.reserve(&id, "fp", lease_for).await.unwrap()
@@ -467,6 +484,13 @@ mod tests {
         assert!(
             store.ping().await.is_err(),
             "/readyz reports the store unready"
+        );
+        assert!(
+            matches!(
+                store.stopped_for_good().as_ref().and_then(cause),
+                Some(EmbeddedCause::SyncFailed(_))
+            ),
+            "/healthz reports that only a restart mends it"
         );
     }
 
@@ -586,6 +610,55 @@ mod tests {
         assert_eq!(store.sweep(100).await.unwrap(), 1);
         let taken = store.reserve(&abandoned, "fp", short).await.unwrap();
         assert!(matches!(taken, Reservation::Reserved(_)), "{taken:?}");
+    }
+
+    /// A writer thread that does not answer (its disk hung or frozen: a
+    /// write or a sync blocked in the kernel) no longer holds a reservation
+    /// without end: past its deadline it is refused (503), and the lease it
+    /// commits once the disk answers is released, so a retry runs at once
+    /// rather than getting 409 for the lease's length.
+    #[tokio::test]
+    async fn a_reservation_the_writer_does_not_answer_in_time_is_refused_and_freed() {
+        let dir = TempDir::new("writer-stalled");
+        let mut store = EmbeddedStore::open(&dir.file()).unwrap();
+        let deadline = Duration::from_millis(300);
+        Arc::get_mut(&mut store.inner).unwrap().reserve_deadline = deadline;
+        let stall = Duration::from_millis(1500);
+        let stalled = tokio::spawn({
+            let store = store.clone();
+            async move {
+                store
+                    .call(move |_| {
+                        std::thread::sleep(stall);
+                        Ok(())
+                    })
+                    .await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let id = RecordId::new("charges", "", "k");
+        let lease_for = Duration::from_secs(60);
+        let started = std::time::Instant::now();
+        let refused = store.reserve(&id, "fp", lease_for).await;
+        assert!(
+            matches!(refused.as_ref().err().and_then(cause), Some(EmbeddedCause::NoAnswer(d)) if *d == deadline),
+            "{refused:?}"
+        );
+        assert!(started.elapsed() < stall, "waited for the writer");
+        stalled.await.unwrap().unwrap();
+        // The lease committed after the deadline is released behind it.
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let again = store.reserve(&id, "fp", lease_for).await;
+            if matches!(again, Ok(Reservation::Reserved(_))) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "the key stayed held: {again:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// `rm` of the file under a running gateway: SQLite would go on writing
@@ -758,6 +831,7 @@ mod tests {
             store.ping().await.is_err(),
             "/readyz reports the store unready"
         );
+        assert!(store.stopped_for_good().is_some(), "/healthz says so too");
         drop(store);
     }
 }

@@ -6,6 +6,8 @@
 //! writer hands each finished batch to one task on the runtime, which sends
 //! the replies from there, where waking a task is a push onto its queue.
 
+use std::sync::{Arc, OnceLock};
+
 use tokio::sync::mpsc;
 
 use super::cause::EmbeddedCause;
@@ -28,6 +30,9 @@ impl Finished {
 /// The writer thread's way back to the callers.
 pub(super) struct Replies {
     batches: Option<mpsc::UnboundedSender<Finished>>,
+    /// The first refusal that lasts until a restart, kept for
+    /// `Store::stopped_for_good` (`/healthz`).
+    stopped: Arc<OnceLock<EmbeddedCause>>,
 }
 
 impl Replies {
@@ -35,7 +40,10 @@ impl Replies {
     /// opened by synchronous code), from the writer thread itself.
     pub(super) fn start() -> Replies {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return Replies { batches: None };
+            return Replies {
+                batches: None,
+                stopped: Arc::default(),
+            };
         };
         let (batches, mut finished) = mpsc::unbounded_channel::<Finished>();
         // Ends when the writer thread (the only sender) ends.
@@ -46,10 +54,19 @@ impl Replies {
         });
         Replies {
             batches: Some(batches),
+            stopped: Arc::default(),
         }
     }
 
+    /// What `send` keeps of a refusal that lasts until a restart.
+    pub(super) fn stopped(&self) -> Arc<OnceLock<EmbeddedCause>> {
+        self.stopped.clone()
+    }
+
     pub(super) fn send(&self, jobs: Vec<Box<dyn Job>>, error: Option<EmbeddedCause>) {
+        if let Some(error) = error.as_ref().filter(|e| e.lasts_until_restart()) {
+            let _ = self.stopped.set(error.clone());
+        }
         let finished = Finished { jobs, error };
         match &self.batches {
             // The runtime that ran the task has shut down: answer from here.

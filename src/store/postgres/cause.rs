@@ -72,6 +72,18 @@ pub enum PostgresCause {
          in the store's URL (store.url, or the variable store.url_env names)"
     )]
     NoSchema { search_path: String },
+    /// The role may not create the tables (no CREATE on the schema).
+    #[error(
+        "postgres: this role may not create the store's tables in schema {schema} ({}): \
+         GRANT CREATE ON SCHEMA {schema} TO the role, or apply the schema with a role that \
+         may (`idemgate migrate`) and set store.migrate = false",
+        driver_text(.source.as_ref())
+    )]
+    MayNotCreate {
+        schema: String,
+        #[source]
+        source: Arc<tokio_postgres::Error>,
+    },
     /// The connection listening for other replicas' purges closed.
     #[error("postgres: the purge listener's connection closed")]
     ListenerClosed,

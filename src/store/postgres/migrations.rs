@@ -83,10 +83,12 @@ pub async fn migrate(client: &mut Client) -> Result<MigrationReport, StoreError>
     tx.batch_execute(BOUND_LOCK_WAITS_ONLY)
         .await
         .map_err(db_error)?;
-    require_schema(&tx).await?;
+    let schema = require_schema(&tx).await?;
     tx.execute(LOCK, &[&LOCK_CLASS]).await.map_err(db_error)?;
     tx.batch_execute(AFTER_THE_LOCK).await.map_err(db_error)?;
-    tx.batch_execute(CREATE_LEDGER).await.map_err(db_error)?;
+    tx.batch_execute(CREATE_LEDGER)
+        .await
+        .map_err(|e| may_not_create(e, &schema))?;
     let current: i64 = tx
         .query_one(CURRENT, &[])
         .await
@@ -96,12 +98,16 @@ pub async fn migrate(client: &mut Client) -> Result<MigrationReport, StoreError>
     refuse_newer(current)?;
     let mut applied = Vec::new();
     for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
-        tx.batch_execute(sql)
-            .await
-            .map_err(|e| PostgresCause::Migration {
+        tx.batch_execute(sql).await.map_err(|e| {
+            if lacks_privilege(&e) {
+                return may_not_create(e, &schema);
+            }
+            PostgresCause::Migration {
                 version: *version,
                 source: Arc::new(e),
-            })?;
+            }
+            .into()
+        })?;
         tx.execute(
             "INSERT INTO idemgate_schema_migrations (version) VALUES ($1)",
             &[version],
@@ -190,14 +196,34 @@ async fn read_version(client: &impl GenericClient) -> Result<MigrationReport, St
 /// typo in the URL) is said in those words: PostgreSQL's own "no schema has
 /// been selected to create in" does not tell an operator what to fix, and
 /// `store.migrate = false` would say to run a migrate that fails with it.
-async fn require_schema(client: &impl GenericClient) -> Result<(), StoreError> {
+/// Returns the schema the tables go to.
+async fn require_schema(client: &impl GenericClient) -> Result<String, StoreError> {
     let row = client.query_one(TARGET, &[]).await.map_err(db_error)?;
     let schema: Option<String> = row.try_get(0).map_err(db_error)?;
-    if schema.is_some() {
-        return Ok(());
+    if let Some(schema) = schema {
+        return Ok(schema);
     }
     let path: String = row.try_get(1).map_err(db_error)?;
     Err(PostgresCause::NoSchema { search_path: path }.into())
+}
+
+/// DDL refused for want of privilege (a role without CREATE on the schema:
+/// `public` since PostgreSQL 15) is said with what to grant, or that
+/// another role may migrate: PostgreSQL's "permission denied for schema"
+/// tells neither.
+fn may_not_create(e: tokio_postgres::Error, schema: &str) -> StoreError {
+    if !lacks_privilege(&e) {
+        return db_error(e);
+    }
+    PostgresCause::MayNotCreate {
+        schema: schema.to_owned(),
+        source: Arc::new(e),
+    }
+    .into()
+}
+
+fn lacks_privilege(e: &tokio_postgres::Error) -> bool {
+    e.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE)
 }
 
 fn refuse_newer(current: i64) -> Result<(), StoreError> {

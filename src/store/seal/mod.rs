@@ -170,6 +170,10 @@ impl<S: Store> Store for SealedStore<S> {
         self.inner.ping().await
     }
 
+    fn stopped_for_good(&self) -> Option<StoreError> {
+        self.inner.stopped_for_good()
+    }
+
     // Listings and counts carry states and statuses only, never answers:
     // nothing to open.
     async fn list(&self, query: &listing::ListQuery) -> Result<listing::Page, StoreError> {

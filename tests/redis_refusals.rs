@@ -1,0 +1,138 @@
+//! A Redis that is up but refuses the gateway's commands: a password the
+//! gateway lacks (`NOAUTH` on every call), or `maxmemory` reached under
+//! `noeviction` (`OOM` on every write). Redis is only the fast path, so
+//! answers stay correct from Postgres; the operator must still be told why
+//! the fast path is gone, in a few lines rather than one per request.
+//! Each test starts a `redis-server` of its own (the machine's shared one is
+//! left as it is); a missing binary fails the test and says what to install.
+
+mod common;
+mod pg_support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::config::{Config, Route, Store, Upstream};
+use common::gateway::free_port;
+use common::{GatewayProcess, MockUpstream, TestDir};
+use pg_support::{RedisPrefix, TestSchema};
+
+/// A `redis-server` started with `args`, killed on drop.
+struct OwnRedis {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_redis(dir: &TestDir, args: &[&str]) -> OwnRedis {
+    let port = free_port().port();
+    let child = Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .args(args)
+        .arg("--dir")
+        .arg(&dir.0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("redis-server is needed (apt-get install redis-server): {e}"));
+    let mut redis = OwnRedis { child, port };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = redis.child.try_wait() {
+            panic!("redis-server exited at start: {status}");
+        }
+        assert!(Instant::now() < deadline, "redis-server did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    redis
+}
+
+fn cache_lookups(metrics: &str, result: &str) -> u64 {
+    let series = format!("idemgate_cache_lookups_total{{result=\"{result}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Sends `keys` fresh keys and a replay of each through a gateway on
+/// Postgres and the Redis `redis` starts: every answer is right and runs
+/// once. Returns the gateway's log and metrics.
+async fn serve_through(name: &str, redis: &OwnRedis, keys: usize) -> (String, String) {
+    let schema = TestSchema::create().await;
+    let prefix = RedisPrefix::new(name);
+    let store = Store::postgres(&schema.url())
+        .set("pool_size", 4)
+        .redis(&format!("redis://127.0.0.1:{}", redis.port), &prefix.0);
+    let config = Config::new()
+        .server("shutdown_grace", "1s")
+        .store(store)
+        .upstream(Upstream::api())
+        .route(Route::api("charges", "/v1/charges"));
+    let dir = TestDir::new(name);
+    let upstream = MockUpstream::start().await;
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
+    let client = gateway.client();
+    for n in 0..keys {
+        let key = format!("{name}-{n}");
+        let first = client.post("/v1/charges", Some(&key), "{}").await;
+        assert_eq!(first.status, 201, "{}", first.text());
+        let replay = client.post("/v1/charges", Some(&key), "{}").await;
+        assert_eq!(replay.status, 201, "{}", replay.text());
+        assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+        assert_eq!(replay.text(), first.text());
+        assert_eq!(upstream.executions(&key), 1);
+    }
+    let metrics = gateway.admin_client().get("/metrics").await.text();
+    (gateway.log_text(), metrics)
+}
+
+fn lines_with(log: &str, needle: &str) -> usize {
+    log.lines()
+        .filter(|l| l.contains("WARN") && l.contains(needle))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_that_wants_a_password_is_said_once_and_postgres_answers() {
+    let dir = TestDir::new("redis-noauth");
+    let redis = start_redis(&dir, &["--requirepass", "not-the-gateway-s"]);
+    let (log, metrics) = serve_through("redis-noauth", &redis, 12).await;
+    assert_eq!(cache_lookups(&metrics, "hit"), 0, "{metrics}");
+    assert!(cache_lookups(&metrics, "error") >= 12, "{metrics}");
+    let said = lines_with(&log, "NOAUTH");
+    assert!(
+        (1..=3).contains(&said),
+        "{said} warnings name NOAUTH (one, then one per 10 s):\n{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_out_of_memory_is_said_once_and_postgres_answers() {
+    let dir = TestDir::new("redis-oom");
+    let redis = start_redis(
+        &dir,
+        &["--maxmemory", "1", "--maxmemory-policy", "noeviction"],
+    );
+    let (log, metrics) = serve_through("redis-oom", &redis, 12).await;
+    assert_eq!(cache_lookups(&metrics, "hit"), 0, "{metrics}");
+    let said = lines_with(&log, "OOM");
+    assert!(
+        (1..=3).contains(&said),
+        "{said} warnings name OOM (one, then one per 10 s):\n{log}"
+    );
+}
