@@ -169,11 +169,11 @@ impl Gateway {
     }
 
     /// Counts a head the connection refused before it became a request
-    /// (the HTTP/1 parser's 431), as `handle` counts a refusal of its own
-    /// made before any route was chosen: the client gets the same answer.
-    /// It took no time the gateway measured. It gets its request line too
-    /// (no method: the head was not read whole), so the log and the
-    /// metric count the same requests.
+    /// (the HTTP/1 parser's 431; its 400s are no outcome), as `handle`
+    /// counts a refusal of its own made before any route was chosen: the
+    /// client gets the same answer. It took no time the gateway measured.
+    /// Each gets its request line too (no method: the head was not read
+    /// whole), so the log and the metric count the same requests.
     pub fn refused(&self, error: &GatewayError) {
         let outcome = error.outcome();
         if let Some(outcome) = outcome {
