@@ -273,6 +273,57 @@ async fn every_refused_head_counts_as_too_large() {
     s.assert_clean();
 }
 
+/// A head the HTTP/1 parser refuses gets its request line in the log, as
+/// every request does (docs/operating.md, Logs): with its status, its
+/// outcome (`too_large` for a 431, `-` for a 400) and a request id, so the
+/// log and `idemgate_requests_total` count the same requests.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_refused_head_has_its_request_line() {
+    let s = setup("head-lines").await;
+    let over_buffer = format!("X-Pad: {}\r\n", "p".repeat(64 * 1024));
+    let many: String = (0..120).map(|i| format!("X-H{i}: v\r\n")).collect();
+    for extra in [over_buffer, many] {
+        let request = format!("GET /rest HTTP/1.1\r\nHost: gw\r\n{extra}\r\n");
+        assert_eq!(s.raw(request.as_bytes()).await.status, Some(431));
+    }
+    assert_eq!(s.raw(b"NOT HTTP AT ALL\r\n\r\n").await.status, Some(400));
+    let lines = |log: &str, status: &str| -> Vec<String> {
+        log.lines()
+            .filter(|line| line.contains("idemgate::gateway: request "))
+            .filter(|line| line.contains(status))
+            .map(str::to_owned)
+            .collect()
+    };
+    let deadline = Instant::now() + WITHIN;
+    let log = loop {
+        let log = s.gateway.log_text();
+        let written = lines(&log, "status=431").len() + lines(&log, "status=400").len();
+        if written >= 3 || Instant::now() > deadline {
+            break log;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let too_large = lines(&log, "status=431");
+    let malformed = lines(&log, "status=400");
+    assert_eq!((too_large.len(), malformed.len()), (2, 1), "{log}");
+    for line in &too_large {
+        assert!(line.contains("outcome=\"too_large\""), "{line}");
+    }
+    assert!(malformed[0].contains("outcome=\"-\""), "{}", malformed[0]);
+    for line in too_large.iter().chain(&malformed) {
+        let id = line
+            .split("request_id=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap_or_default();
+        assert!(
+            id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{line}"
+        );
+    }
+    s.assert_clean();
+}
+
 /// What the HTTP/1 parser refuses is answered like every other error: a
 /// problem document with a stable code, and the connection closed.
 #[tokio::test(flavor = "multi_thread")]

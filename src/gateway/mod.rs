@@ -169,14 +169,30 @@ impl Gateway {
     }
 
     /// Counts a head the connection refused before it became a request
-    /// (the HTTP/1 parser's 431), as `handle` counts a refusal of its own
-    /// made before any route was chosen: the client gets the same answer.
-    /// It took no time the gateway measured.
+    /// (the HTTP/1 parser's 431; its 400s are no outcome), as `handle`
+    /// counts a refusal of its own made before any route was chosen: the
+    /// client gets the same answer. It took no time the gateway measured.
+    /// Each gets its request line too (no method: the head was not read
+    /// whole), so the log and the metric count the same requests.
     pub fn refused(&self, error: &GatewayError) {
-        if let Some(outcome) = error.outcome() {
+        let outcome = error.outcome();
+        if let Some(outcome) = outcome {
             self.unrouted
                 .finished(&self.metrics, outcome, Duration::ZERO);
         }
+        // Never sent anywhere, but it tells this line from its neighbours.
+        let request_id = request_ids::ensure(&mut http::HeaderMap::new(), true);
+        tracing::info!(
+            route = "-",
+            upstream = "-",
+            method = %"-",
+            status = error.status().as_u16(),
+            outcome = outcome.map_or("-", |o| o.as_str()),
+            key = "-",
+            latency_ms = 0.0,
+            request_id = request_id.as_ref().and_then(|id| id.to_str().ok()).unwrap_or("-"),
+            "request"
+        );
     }
 
     pub async fn handle(

@@ -42,8 +42,8 @@ use crate::wire::framing::BodyKind;
 use crate::wire::names::FieldNames;
 
 /// Told of every request head a connection refuses before the handler
-/// sees it (the parser's 400s and 431s), so the data plane counts it as it
-/// counts its own refusals.
+/// sees it (the parser's 400s and 431s), so the data plane counts and logs
+/// it as it does its own refusals.
 pub type OnRefusal = Arc<dyn Fn(&GatewayError) + Send + Sync>;
 
 /// The limits of one connection.
