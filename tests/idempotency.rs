@@ -872,6 +872,22 @@ async fn a_client_that_leaves_is_counted_once_or_not_at_all() {
         .post("/v1/charges?delay_ms=600", Some("reset-1"), "{}")
         .await;
     assert_eq!(retry.header("idempotent-replayed"), Some("true"));
+    // Not counted, but the request that ran has its log line, said to
+    // have lost its client; the others' lines say nothing of it.
+    let log = s.gateway.log_text();
+    let left: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("client_left"))
+        .collect();
+    assert_eq!(left.len(), 1, "{log}");
+    for field in [
+        "client_left=true",
+        "status=201",
+        "outcome=\"new\"",
+        "route=\"charges\"",
+    ] {
+        assert!(left[0].contains(field), "{field}: {}", left[0]);
+    }
 
     // Half-closed: answered (the write may fail) and counted once.
     let mut half = tokio::net::TcpStream::connect(s.gateway.addr)

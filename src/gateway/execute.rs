@@ -15,11 +15,13 @@ use bytes::Bytes;
 use http::Request;
 use http::request::Parts;
 use prometheus::IntGauge;
+use tokio::sync::oneshot;
 
 use super::capture::{self, Captured};
 use super::passthrough::{observe_upstream, stream_response};
 use super::replay;
-use super::{Exchange, Gateway};
+use super::request_line::RequestLine;
+use super::{Exchange, Gateway, request_ids};
 use crate::answer::Answer;
 use crate::body;
 use crate::error::{GatewayError, INCOMPLETE_BODY, PROBLEM_JSON};
@@ -62,19 +64,73 @@ pub struct Execution {
     pub body: Bytes,
 }
 
+/// What the log line of an execution whose client left names, taken
+/// before it runs (`RequestLine`; nothing is counted: docs/operating.md,
+/// "How the metrics add up").
+struct Unanswered {
+    route: Arc<Route>,
+    method: http::Method,
+    key: Arc<str>,
+    request_id: Option<http::HeaderValue>,
+    home_region: Option<Arc<str>>,
+    started: Instant,
+}
+
+impl Unanswered {
+    fn of(execution: &Execution) -> Self {
+        let exchange = &execution.exchange;
+        Self {
+            route: exchange.route().clone(),
+            method: execution.head.method.clone(),
+            key: execution.id.key.clone(),
+            request_id: execution
+                .head
+                .headers
+                .get(request_ids::X_REQUEST_ID)
+                .cloned(),
+            home_region: (exchange.region.as_ref()).map(|hop| hop.regions.this().clone()),
+            started: exchange.started,
+        }
+    }
+
+    fn write(&self, answer: &Answer) {
+        RequestLine {
+            route: &self.route.name,
+            upstream: &self.route.upstream,
+            method: self.method.as_str(),
+            status: answer.response.status().as_u16(),
+            outcome: answer.outcome,
+            key: Some(&self.key),
+            latency: self.started.elapsed(),
+            home_region: self.home_region.as_deref(),
+            request_id: self.request_id.as_ref(),
+            client_left: true,
+        }
+        .write();
+    }
+}
+
 impl Execution {
     /// Starts the execution detached from the caller and waits for its answer.
     pub async fn spawn(self) -> Answer {
+        let (answered, answer) = oneshot::channel();
         // Boxed first: tokio moves a spawned future by value through several
         // calls before it rests in its task, and this one is ~3 KB; a box is
         // one copy, then a pointer moves (docs/adr/0007-hot-path-costs.md).
         // Tracked: a shutdown waits for it even once its client is gone.
         let executions = self.gateway.executions();
-        match executions.spawn(Box::pin(self.run())).await {
-            Ok(answer) => answer,
-            // A panic inside: the guard released the key; nothing more is known.
-            Err(_) => Answer::error(GatewayError::UpstreamError),
-        }
+        executions.spawn(Box::pin(async move {
+            let unanswered = Unanswered::of(&self);
+            let answer = self.run().await;
+            // The caller is gone (its client left): the request that ran
+            // still gets its log line here.
+            if let Err(answer) = answered.send(answer) {
+                unanswered.write(&answer);
+            }
+        }));
+        // Closed unanswered: a panic inside; the guard released the key,
+        // nothing more is known.
+        (answer.await).unwrap_or_else(|_| Answer::error(GatewayError::UpstreamError))
     }
 
     async fn run(self) -> Answer {

@@ -18,6 +18,7 @@ mod passthrough;
 mod replay;
 mod request_ids;
 mod request_key;
+mod request_line;
 mod reserve;
 mod runtime;
 mod runtime_error;
@@ -35,6 +36,7 @@ use tokio_util::task::TaskTracker;
 
 use head_checks::check_framing;
 pub(crate) use head_checks::head_over_limits;
+use request_line::RequestLine;
 use runtime::BoundRoute;
 pub use runtime::Runtime;
 pub use runtime_error::RuntimeError;
@@ -86,6 +88,8 @@ pub(crate) struct Exchange {
     pub max_stored_response: u64,
     /// Set when the config has regions (crate::region).
     pub region: Option<crate::region::Hop>,
+    /// When the request's head was taken (its latency's start).
+    pub started: Instant,
 }
 
 impl Exchange {
@@ -182,17 +186,19 @@ impl Gateway {
         }
         // Never sent anywhere, but it tells this line from its neighbours.
         let request_id = request_ids::ensure(&mut http::HeaderMap::new(), true);
-        tracing::info!(
-            route = "-",
-            upstream = "-",
-            method = %"-",
-            status = error.status().as_u16(),
-            outcome = outcome.map_or("-", |o| o.as_str()),
-            key = "-",
-            latency_ms = 0.0,
-            request_id = request_id.as_ref().and_then(|id| id.to_str().ok()).unwrap_or("-"),
-            "request"
-        );
+        RequestLine {
+            route: "-",
+            upstream: "-",
+            method: "-",
+            status: error.status().as_u16(),
+            outcome,
+            key: None,
+            latency: Duration::ZERO,
+            home_region: None,
+            request_id: request_id.as_ref(),
+            client_left: false,
+        }
+        .write();
     }
 
     pub async fn handle(
@@ -230,7 +236,7 @@ impl Gateway {
         );
         let (bound, mut answer) = match refused {
             Some(error) => (None, Answer::error(error)),
-            None => self.dispatch(&runtime, request, client, region).await,
+            None => (self.dispatch(&runtime, request, client, region, started)).await,
         };
         if version != Version::HTTP_11 && carries_codings(&answer) {
             static LIMIT: LogLimit = LogLimit::new(REQUESTS_TOTAL);
@@ -251,24 +257,21 @@ impl Gateway {
             meters.finished(&self.metrics, outcome, started.elapsed());
         }
         let route = bound.as_ref().map(|bound| &bound.route);
-        tracing::info!(
-            route = route.map_or("-", |r| &*r.name),
-            upstream = route.map_or("-", |r| r.upstream.as_str()),
-            method = %method,
+        RequestLine {
+            route: route.map_or("-", |r| &*r.name),
+            upstream: route.map_or("-", |r| r.upstream.as_str()),
+            method: method.as_str(),
             status,
-            outcome = answer.outcome.map(|o| o.as_str()).unwrap_or("-"),
-            // Evaluated only when the line is written.
-            key = answer.key.as_deref().map(crate::key::short_hash).as_deref().unwrap_or("-"),
-            // Whole microseconds: `1.809`, not `1.8094700000000001`.
-            latency_ms = started.elapsed().as_micros() as f64 / 1000.0,
-            // With regions, a keyed request's home: where it was sent, or here.
-            home_region = answer.home.as_deref().or_else(|| answer
-                .key
-                .as_ref()
-                .and(runtime.regions.as_ref().map(|r| &**r.this()))),
-            request_id = request_id.as_ref().and_then(|id| id.to_str().ok()).unwrap_or("-"),
-            "request"
-        );
+            outcome: answer.outcome,
+            key: answer.key.as_deref(),
+            latency: started.elapsed(),
+            home_region: answer.home.as_deref().or_else(|| {
+                (answer.key.as_ref()).and(runtime.regions.as_ref().map(|r| &**r.this()))
+            }),
+            request_id: request_id.as_ref(),
+            client_left: false,
+        }
+        .write();
         answer.response
     }
 
@@ -278,6 +281,7 @@ impl Gateway {
         mut request: Request<ClientBody>,
         client: Arc<ClientInfo>,
         region: Option<crate::region::Hop>,
+        started: Instant,
     ) -> (Option<Arc<BoundRoute>>, Answer) {
         // Matched and forwarded as one path: an upstream never resolves
         // `..` into a route the gateway did not choose.
@@ -310,6 +314,7 @@ impl Gateway {
             client,
             max_stored_response: runtime.max_stored_response,
             region,
+            started,
         };
         let answer = match &bound.route.policy {
             Some(policy) if policy.applies_to(request.method()) => {

@@ -28,7 +28,7 @@ fn next() -> HeaderValue {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
-const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
+pub const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
 
 /// The client's `X-Request-Id` when it sent a usable one, else a new one set on
 /// the request so the upstream's logs and ours can be joined.
