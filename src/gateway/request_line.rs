@@ -29,6 +29,8 @@ pub(crate) struct RequestLine<'a> {
 impl RequestLine<'_> {
     pub fn write(&self) {
         tracing::info!(
+            // The target the line has always had, which log filters name.
+            target: "idemgate::gateway",
             route = self.route,
             upstream = self.upstream,
             method = self.method,
