@@ -656,6 +656,56 @@ fn a_sighup_while_starting_does_not_kill_serve() {
     drop(silent);
 }
 
+/// A SIGTERM or SIGINT while `serve` is still opening its store (a "Postgres"
+/// that accepts the connection and never answers) stops the start at once,
+/// exit 0, rather than by the signal's default action: as a container's
+/// first process (PID 1, the image's ENTRYPOINT) the default action is none
+/// at all, and the gateway went on to serve, ready, until it was killed.
+#[test]
+fn a_stop_signal_while_starting_stops_serve() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    for signal in ["TERM", "INT"] {
+        let dir = TestDir::new("cli-early-stop");
+        let config = format!(
+            "[server]\nlisten = \"{}\"\nadmin_listen = \"{}\"\n\
+             [store]\nbackend = \"postgres\"\nurl = \"postgres://postgres@{}/test\"\nconnect_timeout = \"20s\"\n{VALID}",
+            common::gateway::free_port(),
+            common::gateway::free_port(),
+            silent.local_addr().unwrap(),
+        );
+        let path = dir.path("idemgate.toml");
+        std::fs::write(&path, config).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_idemgate"))
+            .args(["serve", "-c", path.to_str().unwrap()])
+            .env_remove("IDEMGATE_CONFIG")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let asked = std::time::Instant::now();
+        let out = child.wait_with_output().unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{signal}: {:?} {stderr}",
+            out.status
+        );
+        assert!(
+            asked.elapsed() < std::time::Duration::from_secs(10),
+            "{signal}: the start went on"
+        );
+        assert!(stderr.contains("stopped while starting"), "{stderr}");
+    }
+    drop(silent);
+}
+
 /// docs/configuration.md: `check` warns about a route an earlier one shadows; the
 /// warning is in the report on stdout and, for whoever reads the streams
 /// apart, on stderr too. The file is still valid: exit 0.

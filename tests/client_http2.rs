@@ -570,3 +570,62 @@ async fn a_header_block_too_long_is_not_logged_as_a_rapid_reset() {
     );
     assert!(line.contains("CONTINUATION"), "{line}");
 }
+
+/// An idle HTTP/2 connection whose client answers nothing after the
+/// shutdown's GOAWAY (a peer gone without a FIN, or a client that reads its
+/// socket only while it waits for an answer) does not hold the process for
+/// the whole `shutdown_grace`: with nothing in progress on it, it is closed
+/// a moment after the GOAWAY, as an idle HTTP/1 connection is closed at
+/// once. It held the drain 30 s here, and logged the grace as elapsed.
+#[tokio::test]
+async fn an_idle_http2_client_deaf_to_the_goaway_does_not_hold_the_shutdown() {
+    let upstream = MockUpstream::start().await;
+    let dir = TestDir::new("h2-deaf-goaway");
+    let gateway = GatewayProcess::start(
+        &dir,
+        &upstream.url(),
+        &config().server("shutdown_grace", "30s"),
+    );
+    let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
+    let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    bytes.extend(frame(0x4, 0, 0, &[]));
+    let authority = gateway.addr.to_string();
+    let block = header_block(&[
+        (":method", "GET"),
+        (":scheme", "http"),
+        (":authority", &authority),
+        (":path", "/anything"),
+    ]);
+    bytes.extend(frame(0x1, 0x4 | 0x1, 1, &block));
+    stream.write_all(&bytes).await.expect("write");
+    // The answer, to its end: the last frame of stream 1 (END_STREAM).
+    let mut read = Vec::new();
+    let mut buf = [0u8; 4096];
+    let answered = |read: &[u8]| {
+        let mut at = 0;
+        while read.len() >= at + 9 {
+            let length = usize::from(read[at]) << 16
+                | usize::from(read[at + 1]) << 8
+                | usize::from(read[at + 2]);
+            let (kind, flags) = (read[at + 3], read[at + 4]);
+            let stream =
+                u32::from_be_bytes([read[at + 5], read[at + 6], read[at + 7], read[at + 8]]);
+            if stream == 1 && kind <= 1 && flags & 0x1 != 0 {
+                return true;
+            }
+            at += 9 + length;
+        }
+        false
+    };
+    while !answered(&read) {
+        let n = tokio::time::timeout(WITHIN, stream.read(&mut buf))
+            .await
+            .expect("an answer")
+            .expect("read");
+        assert!(n > 0, "closed before its answer");
+        read.extend_from_slice(&buf[..n]);
+    }
+    // From here on the client reads nothing: the GOAWAY's PING goes unanswered.
+    gateway.terminate_within(Duration::from_secs(8)).await;
+    drop(stream);
+}

@@ -367,6 +367,36 @@ async fn graceful_shutdown_lets_a_slow_request_finish() {
     assert!(status.success(), "{status}");
 }
 
+/// During the drain an HTTP/1 answer tells its kept-alive connection to
+/// close (`Connection: close`), and the connection closes after it; an idle
+/// kept-alive connection is closed at once (docs/operating.md, Shutdown).
+#[tokio::test]
+async fn the_drain_closes_kept_alive_http1_connections() {
+    let (_dir, _upstream, mut gateway) = setup("drain-keep-alive").await;
+    let head = |path: &str| format!("GET {path} HTTP/1.1\r\nHost: gw\r\n\r\n");
+    let mut idle = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    idle.write_all(head("/echo").as_bytes()).await.unwrap();
+    let first = common::raw::read_reply(&mut idle, Duration::from_secs(10)).await;
+    assert_eq!(first.status, Some(200), "{}", first.text);
+    assert_eq!(first.header("connection"), None, "{}", first.text);
+    let mut busy = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    busy.write_all(head("/v1/charges?delay_ms=600").as_bytes())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    gateway.signal("TERM");
+    assert!(
+        common::raw::wait_closed(&mut idle, Duration::from_millis(500)).await,
+        "the idle connection stayed open"
+    );
+    let answer = common::raw::read_reply(&mut busy, Duration::from_secs(10)).await;
+    assert_eq!(answer.status, Some(201), "{}", answer.text);
+    assert_eq!(answer.header("connection").as_deref(), Some("close"));
+    assert!(common::raw::wait_closed(&mut busy, Duration::from_secs(2)).await);
+    let status = gateway.wait_exit(Duration::from_secs(5));
+    assert!(status.success(), "{status}");
+}
+
 /// An HTTP/2 client that resets its stream during a shutdown leaves no
 /// connection open, yet its keyed request runs at the upstream: the process
 /// waits for that execution and records it, so a retry replays it instead

@@ -22,6 +22,7 @@ use crate::metrics::Metrics;
 use crate::reload::{self, Reloader};
 use crate::server::{self, Limits};
 use crate::tls::TlsSettings;
+use signals::Signals;
 use store_stack::Upkeep;
 
 pub use signals::ignore_file_size_limit_signal;
@@ -29,7 +30,7 @@ pub use start_error::StartError;
 
 /// Runs the gateway until a termination signal, then drains and returns.
 pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError> {
-    let hangup = signals::hangup();
+    let mut signals = Signals::take_over();
     let config = Arc::new(config);
     let registry = prometheus::Registry::new();
     let metrics = Metrics::new(registry).map_err(StartError::Metrics)?;
@@ -39,9 +40,14 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
     if !unusable.is_empty() {
         return Err(StartError::Unusable(ConfigErrors(unusable)));
     }
-    let (store, schema) = store_stack::open(&config.store, &metrics)
-        .await
-        .map_err(StartError::Store)?;
+    // The slow part of a start (a database to reach, a file to migrate):
+    // a stop asked for meanwhile ends it. One after it is kept for `watch`.
+    let opening = store_stack::open(&config.store, &metrics);
+    let Some(opened) = Signals::unless_stopped(signals.as_mut(), opening).await else {
+        tracing::info!("stopped while starting (SIGTERM or SIGINT): nothing was served");
+        return Ok(());
+    };
+    let (store, schema) = opened.map_err(StartError::Store)?;
     let runtime = Runtime::new(config.clone()).map_err(StartError::Runtime)?;
     let tls: Option<TlsSettings> = match &config.server.tls {
         Some(tls) => Some(Arc::new(ArcSwap::new(
@@ -119,7 +125,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
         shutdown.clone(),
         abandon.clone(),
         reloader.clone(),
-        hangup,
+        signals,
     ));
 
     let limits = Limits {

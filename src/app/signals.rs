@@ -1,7 +1,9 @@
 //! The process's signals: SIGTERM and SIGINT stop it gracefully (a second
-//! one at once), SIGHUP reloads the config, and SIGXFSZ is taken over so
-//! that a file-size limit fails a write instead of ending the process.
+//! one at once; during the start, the start), SIGHUP reloads the config,
+//! and SIGXFSZ is taken over so that a file-size limit fails a write
+//! instead of ending the process.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -10,12 +12,52 @@ use tokio_util::sync::CancellationToken;
 
 use crate::reload::Reloader;
 
-/// Takes SIGHUP over from its default action, which ends the process: called
-/// first thing, so a reload asked for while the store opens (a slow Postgres)
-/// is applied once serving rather than killing the gateway. SIGTERM keeps its
-/// default until [`watch`], so it still stops a start that hangs.
-pub fn hangup() -> Option<Signal> {
-    signal(SignalKind::hangup()).ok()
+/// SIGTERM, SIGINT and SIGHUP, taken over from their default actions first
+/// thing, before the store is opened. SIGHUP's default would end the
+/// process: a reload asked for while the store opens (a slow Postgres) is
+/// applied once serving. SIGTERM's and SIGINT's would end it too, but not as
+/// a container's first process (PID 1), which gets no signal it has not
+/// taken over: a stop asked for during the start would be lost, and the
+/// gateway would go on to serve until killed. Taken over, it ends the start
+/// ([`Signals::unless_stopped`]), or the serving that follows ([`watch`]).
+pub struct Signals {
+    term: Signal,
+    int: Signal,
+    hup: Signal,
+}
+
+impl Signals {
+    /// `None` when a handler cannot be installed: [`watch`] then says so.
+    pub fn take_over() -> Option<Signals> {
+        Some(Signals {
+            term: signal(SignalKind::terminate()).ok()?,
+            int: signal(SignalKind::interrupt()).ok()?,
+            hup: signal(SignalKind::hangup()).ok()?,
+        })
+    }
+
+    /// The next SIGTERM or SIGINT.
+    async fn stop(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
+
+    /// `work`, or `None` when SIGTERM or SIGINT comes first: a start asked
+    /// to stop stops there, having served nothing.
+    pub async fn unless_stopped<T>(
+        signals: Option<&mut Signals>,
+        work: impl Future<Output = T>,
+    ) -> Option<T> {
+        let Some(signals) = signals else {
+            return Some(work.await);
+        };
+        tokio::select! {
+            done = work => Some(done),
+            () = signals.stop() => None,
+        }
+    }
 }
 
 /// Takes SIGXFSZ over from its default action, which ends the process (with
@@ -34,20 +76,14 @@ pub fn ignore_file_size_limit_signal() {
 
 /// SIGTERM and SIGINT start the graceful shutdown; a second one during it
 /// ends the grace at once (`abandon`), as an operator pressing Ctrl-C twice
-/// or an orchestrator that will not wait expects; SIGHUP (`hangup`, from
-/// [`hangup`]) reloads the config.
+/// or an orchestrator that will not wait expects; SIGHUP reloads the config.
 pub async fn watch(
     shutdown: CancellationToken,
     abandon: CancellationToken,
     reloader: Arc<Reloader>,
-    hangup: Option<Signal>,
+    signals: Option<Signals>,
 ) {
-    let hup = hangup.map_or_else(|| signal(SignalKind::hangup()), Ok);
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        hup,
-    ) else {
+    let Some(mut signals) = signals else {
         tracing::error!("cannot install signal handlers; stop the process with SIGKILL");
         return;
     };
@@ -67,18 +103,15 @@ pub async fn watch(
     });
     loop {
         tokio::select! {
-            _ = term.recv() => break,
-            _ = int.recv() => break,
-            _ = hup.recv() => asked.notify_one(),
+            _ = signals.term.recv() => break,
+            _ = signals.int.recv() => break,
+            _ = signals.hup.recv() => asked.notify_one(),
         }
     }
     reloads.abort();
     tracing::info!("shutting down: no new connections, finishing requests in flight");
     shutdown.cancel();
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
+    signals.stop().await;
     // Keyed requests cut off now are recorded as outcome-unknown, as after
     // a grace that ran out (server::listener).
     tracing::warn!("second signal: closing the connections still open without waiting");

@@ -63,6 +63,10 @@ pub struct Limits {
 /// store is away) before the process ends anyway.
 pub const CUT_OFF_WAIT: Duration = Duration::from_secs(2);
 
+/// How often a draining HTTP/2 connection is looked at: one idle from one
+/// look to the next is closed. Ample for a live client's PING answer.
+const DRAIN_LOOK: Duration = Duration::from_secs(1);
+
 /// How long answers made at the cut-off get to reach their clients.
 const CUT_OFF_ANSWERS: Duration = Duration::from_millis(200);
 
@@ -440,6 +444,11 @@ where
         tokio::pin!(idle);
         let mut started_before = 0;
         let mut idle_closing = false;
+        // Once the listener closes: what had started by the last look
+        // (`DRAIN_LOOK`), and when to look again.
+        let mut draining: Option<usize> = None;
+        let drain_look = tokio::time::sleep(DRAIN_LOOK);
+        tokio::pin!(drain_look);
         loop {
             tokio::select! {
                 result = connection.as_mut() => {
@@ -478,6 +487,22 @@ where
                     started_before = started;
                     idle.as_mut().reset(tokio::time::Instant::now() + idle_limit);
                 }
+                // A client that answers the GOAWAY's PING is let go by
+                // hyper once its streams end; one that answers nothing (a
+                // peer gone, a client that reads only while it waits for
+                // an answer) would hold the drain for the whole grace.
+                // With nothing in progress and nothing new started since
+                // the last look, it is closed, as an idle HTTP/1
+                // connection is at once.
+                () = drain_look.as_mut(), if draining.is_some() => {
+                    let started = activity.started();
+                    if draining == Some(started) && activity.busy() == 0 {
+                        tracing::debug!(listener = self.name, "HTTP/2 client did not close after the shutdown's GOAWAY; dropping it");
+                        return;
+                    }
+                    draining = Some(started);
+                    drain_look.as_mut().reset(tokio::time::Instant::now() + DRAIN_LOOK);
+                }
                 changed = closing.changed() => {
                     connection.as_mut().graceful_shutdown();
                     if changed.is_err() {
@@ -485,6 +510,8 @@ where
                         let _ = connection.as_mut().await;
                         return;
                     }
+                    draining = Some(activity.started());
+                    drain_look.as_mut().reset(tokio::time::Instant::now() + DRAIN_LOOK);
                 }
             }
         }
