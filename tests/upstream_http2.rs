@@ -1089,3 +1089,60 @@ async fn a_head_answered_with_a_body_anyway_by_an_http2_upstream_is_its_head() {
         Some(get.body.len().to_string().as_str())
     );
 }
+
+/// An h2c upstream whose connection goes silent on a path ending `/silent`:
+/// it stops reading and answering on it, the connection left open (a peer
+/// gone without a FIN or a reset, a hung process), while new connections
+/// are answered 201. Counts connections.
+async fn silencing_upstream() -> (SocketAddr, Arc<AtomicU64>) {
+    let listener = free_listener();
+    let addr = listener.local_addr().unwrap();
+    let connections = Arc::new(AtomicU64::new(0));
+    let counted = connections.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let Ok(mut connection) = h2::server::handshake(stream).await else {
+                    return;
+                };
+                while let Some(Ok((request, mut respond))) = connection.accept().await {
+                    if request.uri().path().ends_with("/silent") {
+                        // Held, never polled again.
+                        let _held = (connection, respond);
+                        std::future::pending::<()>().await;
+                        return;
+                    }
+                    created(&mut respond);
+                }
+            });
+        }
+    });
+    (addr, connections)
+}
+
+/// An upstream connection that went silent
+/// (no frame read on it for a request's whole `timeout`) was kept: every
+/// request after was sent on it, never answered, and stored as a 504
+/// `outcome-unknown`, while a new connection would have been answered. An
+/// HTTP/1 connection whose request timed out is not used again; neither is
+/// this one: the next request opens a new connection.
+#[tokio::test]
+async fn after_a_connection_goes_silent_the_next_request_opens_a_new_one() {
+    let dir = TestDir::new("h2-silent");
+    let (addr, connections) = silencing_upstream().await;
+    let gateway = GatewayProcess::start(&dir, &format!("http://{addr}"), &config(true));
+    let client = gateway.client();
+    let first = client.post("/v1/charges", Some("before"), "{}").await;
+    assert_eq!(first.status, 201, "{}", first.text());
+    let silent = client
+        .post("/v1/charges/silent", Some("silent"), "{}")
+        .await;
+    assert_problem(&silent, 504, "outcome-unknown");
+    for key in ["after-1", "after-2"] {
+        let reply = client.post("/v1/charges", Some(key), "{}").await;
+        assert_eq!(reply.status, 201, "{key}: {}", reply.text());
+        assert_eq!(reply.header("idempotent-replayed"), Some("false"));
+    }
+    assert_eq!(connections.load(Ordering::SeqCst), 2);
+}

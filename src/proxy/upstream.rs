@@ -246,7 +246,8 @@ impl Upstream {
                 let head = request.method() == Method::HEAD;
                 let connections = http2.connections();
                 let before = connections.before();
-                let sent = http2.send(request, &place);
+                let handed = http2::Handed::default();
+                let sent = http2.send(request, &place, &handed);
                 match within(timeout, progress.as_deref(), sent).await {
                     // Still waiting for the first connection (one slower to
                     // open than `timeout`): nothing went out, as when an
@@ -254,7 +255,10 @@ impl Upstream {
                     Err(_) if connections.never_connected_since(&before) => {
                         Err(UpstreamError::NotSent(Cause::NoConnectionInTime))
                     }
-                    Err(_) => Err(UpstreamError::Timeout),
+                    Err(_) => {
+                        http2.timed_out(&handed);
+                        Err(UpstreamError::Timeout)
+                    }
                     Ok(Ok(mut response)) => {
                         strip_answer_hop_by_hop(response.headers_mut());
                         // A 204 has no length to give (RFC 9110 §8.6): h2

@@ -60,15 +60,19 @@ impl Http2Connections {
             counted: Arc::new(Counted {
                 connections: self.clone(),
                 open: AtomicBool::new(true),
+                heard: AtomicU64::new(0),
             }),
         }
     }
 }
 
-/// One connection's place in `open`, given up once.
+/// One connection's place in `open`, given up once, and what it has read.
 struct Counted {
     connections: Arc<Http2Connections>,
     open: AtomicBool,
+    /// Reads that brought something (bytes, or the end): whether the
+    /// upstream has said anything at all since a moment (silence.rs).
+    heard: AtomicU64,
 }
 
 impl Counted {
@@ -104,6 +108,14 @@ impl<S> Drop for Tracked<S> {
 /// See [`Tracked::offered`].
 pub struct Offered(Arc<Counted>);
 
+impl Offered {
+    /// The reads so far that brought something: unchanged between two
+    /// looks, the upstream sent nothing on the connection in between.
+    pub fn heard(&self) -> u64 {
+        self.0.heard.load(Ordering::Relaxed)
+    }
+}
+
 impl Drop for Offered {
     fn drop(&mut self) {
         self.0.close();
@@ -122,7 +134,12 @@ impl<S: Read + Unpin> Read for Tracked<S> {
         cx: &mut Context<'_>,
         buf: ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+        let this = self.get_mut();
+        let read = Pin::new(&mut this.stream).poll_read(cx, buf);
+        if matches!(read, Poll::Ready(Ok(()))) {
+            this.counted.heard.fetch_add(1, Ordering::Relaxed);
+        }
+        read
     }
 }
 

@@ -15,10 +15,12 @@
 //!
 //! Its parts: the streams in flight counted against the upstream's limit
 //! (streams.rs), the connections counted for a request that timed out
-//! (connections.rs), and how a connection is dialed (dialer.rs).
+//! (connections.rs), a connection let go of once it went silent
+//! (silence.rs), and how a connection is dialed (dialer.rs).
 
 mod connections;
 mod dialer;
+mod silence;
 mod streams;
 
 use std::pin::{Pin, pin};
@@ -41,12 +43,14 @@ use tower_service::Service;
 use super::connection_reuse::{MAX_AGE, MAX_REQUESTS};
 use super::error::{Cause, UpstreamError, error_chain};
 use crate::body::{Body, COALESCE_LIMIT};
+use crate::log_limit::LogLimit;
 use connections::Offered;
 use dialer::{H2Connector, RequireH2};
 use streams::{Holding, Http2Streams, INITIAL_LIMIT};
 
 pub use connections::Http2Connections;
 pub use dialer::dialer;
+pub use silence::Handed;
 pub use streams::{AnswerPlace, StreamPlace};
 
 /// Holds the connection, opens it when there is none, and drops it when it
@@ -134,8 +138,9 @@ enum Slot {
         opened_at: Instant,
         /// Requests handed it so far.
         handed: u32,
-        /// Held, not read: counts it as a connection a request may be handed.
-        _offered: Arc<Offered>,
+        /// Counts it as a connection a request may be handed, and tells
+        /// what was read on it (silence.rs).
+        offered: Arc<Offered>,
     },
 }
 
@@ -212,11 +217,13 @@ impl Http2Upstream {
     }
 
     /// Sends `request` as it is (its URI's authority is the `:authority`,
-    /// never where to connect) in `place`, and waits for the answer head.
+    /// never where to connect) in `place`, and waits for the answer head;
+    /// `handed` tells [`Self::timed_out`] which connection it went on.
     pub async fn send(
         &self,
         request: Request<Body>,
         place: &StreamPlace,
+        handed: &Handed,
     ) -> Result<Response<Incoming>, UpstreamError> {
         let (request, mut again) = Resend::keep(request).await?;
         let mut request = holding(request, place);
@@ -225,8 +232,9 @@ impl Http2Upstream {
         // retried on a fresh one; a fresh one that gives it back is the end.
         // One the upstream left unprocessed goes once more (`again`).
         for _ in 0..3 {
-            let (mut sender, fresh, id) = (self.sender().await)
+            let (mut sender, fresh, id, offered) = (self.sender().await)
                 .map_err(|error| UpstreamError::NotSent(Cause::Http2Connect(error)))?;
+            handed.to(id, offered);
             match sender.try_send_request(request).await {
                 Ok(response) => {
                     self.holder.streams.answered(id);
@@ -268,9 +276,33 @@ impl Http2Upstream {
         Err(UpstreamError::NotSent(Cause::ConnectionsClosed))
     }
 
+    /// A request [`Self::send`] handed over got no answer head within its
+    /// `timeout`: when the upstream sent nothing at all on its connection
+    /// meanwhile, the next request goes on a new one (silence.rs).
+    pub fn timed_out(&self, handed: &Handed) {
+        let Some(id) = handed.silent() else {
+            return;
+        };
+        if !self.holder.closed(id) {
+            return;
+        }
+        // Once per connection, but an upstream that keeps going silent
+        // does so on each new one.
+        static LIMIT: LogLimit = LogLimit::uncounted();
+        let upstream = self.holder.target.to_string();
+        if let Some(left_out) = LIMIT.admit(&upstream) {
+            tracing::warn!(
+                upstream,
+                not_logged = left_out.count(),
+                "the upstream sent nothing on its HTTP/2 connection for a request's whole timeout; the next request opens a new connection{left_out}"
+            );
+        }
+    }
+
     /// The open connection, or the one being opened (`true`: opened for
-    /// this request, or while it waited), and its id.
-    async fn sender(&self) -> Result<(SendRequest<Body>, bool, u64), ConnectError> {
+    /// this request, or while it waited), its id, and what tells what was
+    /// read on it.
+    async fn sender(&self) -> Result<(SendRequest<Body>, bool, u64, Arc<Offered>), ConnectError> {
         let (id, connecting) = {
             let mut slot = self.holder.lock();
             match &mut *slot {
@@ -279,11 +311,12 @@ impl Http2Upstream {
                     sender,
                     last_used,
                     handed,
+                    offered,
                     ..
                 } if !sender.is_closed() => {
                     *last_used = Instant::now();
                     *handed += 1;
-                    let taken = (sender.clone(), false, *id);
+                    let taken = (sender.clone(), false, *id, offered.clone());
                     if *handed >= self.holder.reuse.requests {
                         // Its last: let go of here, it closes once the
                         // streams on it are done (`drive`).
@@ -310,7 +343,9 @@ impl Http2Upstream {
                 }
             }
         };
-        connecting.await.map(|opened| (opened.sender, true, id))
+        connecting
+            .await
+            .map(|opened| (opened.sender, true, id, opened.offered))
     }
 }
 
@@ -457,7 +492,7 @@ impl Holder {
                                 last_used: now,
                                 opened_at: now,
                                 handed: *handed,
-                                _offered: opened.offered.clone(),
+                                offered: opened.offered.clone(),
                             }
                         }
                         // Not kept: the next request tries again.
@@ -511,13 +546,15 @@ impl Holder {
         None
     }
 
-    /// Forgets connection `id`, closed or going away, if it is still the
-    /// one held.
-    fn closed(&self, id: u64) {
+    /// Forgets connection `id`, closed, going away or silent, if it is
+    /// still the one held; whether it was.
+    fn closed(&self, id: u64) -> bool {
         let mut slot = self.lock();
-        if matches!(&*slot, Slot::Open { id: current, .. } if *current == id) {
+        let held = matches!(&*slot, Slot::Open { id: current, .. } if *current == id);
+        if held {
             *slot = Slot::Closed;
         }
+        held
     }
 }
 
