@@ -817,6 +817,37 @@ async fn framing_look_alikes_from_an_http2_upstream_are_dropped() {
     }
 }
 
+/// An HTTP/2 upstream's answer with a head past 16 KiB (a long policy, many
+/// cookies) was taken for a broken exchange and stored as 502
+/// outcome-unknown, while the same answer from an HTTP/1 upstream is read
+/// whole (up to 417,792 bytes): the HTTP/2 client reads as large a head.
+#[tokio::test]
+async fn a_large_answer_head_from_an_http2_upstream_is_read_and_replayed() {
+    let dir = TestDir::new("h2-large-head");
+    let (addr, answered) = fixed_upstream(|| {
+        Response::builder()
+            .status(201)
+            .header("content-security-policy", "a".repeat(100_000))
+            .header("content-length", "2")
+            .body(())
+            .unwrap()
+    })
+    .await;
+    let gateway = GatewayProcess::start(&dir, &format!("http://{addr}"), &config(true));
+    for replayed in ["false", "true"] {
+        let reply = gateway
+            .client()
+            .post("/v1/charges", Some("large-head"), "{}")
+            .await;
+        assert_eq!(reply.status, 201, "{}", reply.text());
+        assert_eq!(reply.header("idempotent-replayed"), Some(replayed));
+        let policy = reply.header("content-security-policy").unwrap_or_default();
+        assert_eq!(policy.len(), 100_000, "{replayed}");
+        assert_eq!(&reply.body[..], b"ok", "{replayed}");
+    }
+    assert_eq!(answered.load(Ordering::SeqCst), 1);
+}
+
 /// What [`one_stream_upstream`] has seen: streams that reached it, and
 /// those it answered 201.
 struct Seen {

@@ -53,6 +53,10 @@ pub use dialer::dialer;
 pub use silence::Handed;
 pub use streams::{AnswerPlace, StreamPlace};
 
+/// The largest answer head read, as HTTP/2 counts it (each field's name
+/// and value plus 32 bytes): the HTTP/1 client's limit.
+const ANSWER_HEAD_LIST: u32 = super::http1::response_head::MAX_HEAD_BYTES as u32;
+
 /// Holds the connection, opens it when there is none, and drops it when it
 /// closed, has gone unused for the idle timeout, or is worn out. A clone
 /// shares it.
@@ -579,6 +583,11 @@ async fn open(
         .timer(TokioTimer::new())
         // Stated, not left to hyper's default: `streams` starts from it.
         .initial_max_send_streams(INITIAL_LIMIT)
+        // The answer heads an HTTP/1 upstream may send (hyper's HTTP/1
+        // client limit), not hyper's HTTP/2 default of 16 KiB: an answer
+        // with a large head (cookies, a long policy) is read, not taken for
+        // a broken exchange and stored as outcome-unknown.
+        .max_header_list_size(ANSWER_HEAD_LIST)
         .handshake(io)
         .await
         .map_err(|err| Arc::new(err) as ConnectError)?;
