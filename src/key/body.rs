@@ -287,6 +287,30 @@ mod tests {
         assert_ne!(hash(b"a=1&b=2", &json), hash(b"b=2&a=1", &json));
     }
 
+    // The bytes real clients send for one request (docs/keys-and-fingerprints.md,
+    // "Client libraries"): they differ, and the canonical readings make them one.
+    #[test]
+    fn the_serialisations_of_common_clients() {
+        let requests = br#"{"amount": 1000, "s": "caf\u00e9 \ud83d\ude00", "rate": 1.0, "small": 1e-07, "f": 1e+16, "z": -0.0}"#;
+        let httpx = r#"{"amount":1000,"s":"café 😀","rate":1.0,"small":1e-07,"f":1e+16,"z":-0.0}"#;
+        let javascript =
+            r#"{"amount":1000,"s":"café 😀","rate":1,"small":1e-7,"f":10000000000000000,"z":0}"#;
+        for canonical in [false, true] {
+            let r = BodyRules::plain(canonical);
+            let a = hash(requests, &r);
+            assert_eq!(a == hash(httpx.as_bytes(), &r), canonical);
+            assert_eq!(a == hash(javascript.as_bytes(), &r), canonical);
+        }
+        // fetch's URLSearchParams (with its charset) and a hand-built body.
+        let plain = FingerprintBody::Whole;
+        let fetch = rules(&plain, "application/x-www-form-urlencoded;charset=UTF-8");
+        let by_hand = rules(&plain, FORM);
+        assert_eq!(
+            hash(b"name=Jane+Doe&city=S%C3%A3o+Paulo&tag=x%7Ey", &fetch),
+            hash(b"city=S%C3%A3o%20Paulo&tag=x~y&name=Jane%20Doe", &by_hand)
+        );
+    }
+
     fn multipart(boundary: &str, amount: &str) -> Vec<u8> {
         format!(
             "--{boundary}\r\nContent-Disposition: form-data; name=\"amount\"\r\n\r\n{amount}\r\n\
