@@ -488,6 +488,72 @@ async fn a_keyed_request_the_grace_cuts_off_is_recorded_as_outcome_unknown() {
     assert_eq!(upstream.executions("cut-1"), 1);
 }
 
+/// A keyed request still waiting for a connection when the grace ends
+/// (`max_connections = 1`, held by a slow one) was never sent: its key is
+/// freed (502 `upstream-unreachable`, as when that wait outlasts
+/// `connect_timeout`), and its retry after the restart runs it, once. It
+/// was recorded as outcome-unknown, left for an operator to reconcile and
+/// purge. The request holding the connection was sent: still
+/// outcome-unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_request_the_grace_cuts_off_before_it_was_sent_frees_its_key() {
+    let config = Config::new()
+        .server("shutdown_grace", "500ms")
+        .upstream(
+            Upstream::api()
+                .timeout("20s")
+                .set("connect_timeout", "10s")
+                .set("max_connections", 1),
+        )
+        .defaults("lock_timeout", "25s")
+        .route(common::config::Route::api("charges", "/v1/charges"));
+    let (_dir, upstream, mut gateway) =
+        GatewayProcess::start_fresh("grace-cut-off-unsent", &config).await;
+    let client = gateway.client();
+    let sent = tokio::spawn({
+        let client = client.clone();
+        async move {
+            client
+                .post("/v1/charges?delay_ms=10000", Some("cut-sent"), "{}")
+                .await
+        }
+    });
+    let arrived = std::time::Instant::now();
+    while upstream.executions("cut-sent") == 0 {
+        assert!(
+            arrived.elapsed() < Duration::from_secs(20),
+            "never reached the upstream"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let waiting =
+        tokio::spawn(async move { client.post("/v1/charges", Some("cut-unsent"), "{}").await });
+    gateway.until_inflight(2).await;
+    gateway.signal("TERM");
+    let unsent = waiting.await.unwrap();
+    assert_eq!(unsent.status, 502, "{}", unsent.text());
+    assert_eq!(unsent.json()["code"], "upstream-unreachable");
+    let sent = sent.await.unwrap();
+    assert_eq!(sent.status, 504, "{}", sent.text());
+    assert_eq!(sent.json()["code"], "outcome-unknown");
+    let status = tokio::task::block_in_place(|| gateway.wait_exit(Duration::from_secs(5)));
+    assert!(status.success(), "{status}");
+    assert_eq!(upstream.executions("cut-unsent"), 0, "never sent");
+
+    gateway.restart();
+    let client = gateway.client();
+    let retry = client.post("/v1/charges", Some("cut-unsent"), "{}").await;
+    assert_eq!(retry.status, 201, "{}", retry.text());
+    assert_eq!(retry.headers["idempotent-replayed"], "false");
+    assert_eq!(upstream.executions("cut-unsent"), 1);
+    let retry = client
+        .post("/v1/charges?delay_ms=10000", Some("cut-sent"), "{}")
+        .await;
+    assert_eq!(retry.status, 504, "{}", retry.text());
+    assert_eq!(retry.headers["idempotent-replayed"], "true");
+    assert_eq!(upstream.executions("cut-sent"), 1);
+}
+
 /// During the drain the admin plane still answers: `/readyz` says 503 so
 /// that a load balancer stops sending, `/metrics` and `/healthz` answer; it
 /// closes once the data plane has drained.

@@ -982,6 +982,50 @@ async fn a_request_behind_a_long_stream_is_not_stored_as_outcome_unknown() {
     assert_eq!(seen.answered.load(Ordering::SeqCst), 1);
 }
 
+/// A keyed request still waiting for a stream (the upstream allows one,
+/// held) when the shutdown's grace ends was never handed to the
+/// connection: its key is freed (502 `upstream-unreachable`), and its
+/// retry after the restart runs it, once. The held one was sent: still
+/// outcome-unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_waiting_for_a_stream_when_the_grace_ends_frees_its_key() {
+    let dir = TestDir::new("h2-stream-limit-cut-off");
+    let (addr, seen) = one_stream_upstream().await;
+    let config = config(true)
+        .server("shutdown_grace", "500ms")
+        .defaults("lock_timeout", "25s")
+        .with_upstream("api", |u| {
+            u.set("connect_timeout", "10s").set("timeout", "20s")
+        });
+    let mut gateway = GatewayProcess::start(&dir, &format!("http://{addr}"), &config);
+    let client = gateway.client();
+
+    let held = tokio::spawn({
+        let client = client.clone();
+        async move { client.post("/v1/charges?hold", Some("held"), "{}").await }
+    });
+    wait_until(|| seen.arrived.load(Ordering::SeqCst) == 1).await;
+    let waiting =
+        tokio::spawn(async move { client.post("/v1/charges", Some("waited"), "{}").await });
+    gateway.until_inflight(2).await;
+    gateway.signal("TERM");
+    assert_problem(&waiting.await.unwrap(), 502, "upstream-unreachable");
+    assert_problem(&held.await.unwrap(), 504, "outcome-unknown");
+    let status = tokio::task::block_in_place(|| gateway.wait_exit(Duration::from_secs(5)));
+    assert!(status.success(), "{status}");
+    assert_eq!(seen.arrived.load(Ordering::SeqCst), 1, "never sent");
+
+    gateway.restart();
+    let client = gateway.client();
+    let retry = client.post("/v1/charges", Some("waited"), "{}").await;
+    assert_eq!(retry.status, 201, "{}", retry.text());
+    assert_eq!(retry.header("idempotent-replayed"), Some("false"));
+    assert_eq!(seen.answered.load(Ordering::SeqCst), 1);
+    let again = client.post("/v1/charges?hold", Some("held"), "{}").await;
+    assert_problem(&again, 504, "outcome-unknown");
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+}
+
 /// An h2c upstream that answers every request 200 with `part` of its body
 /// and then resets the stream with `NO_ERROR`, never ending it; with a
 /// `content-length` of 20 when `declared`. Counts the requests.

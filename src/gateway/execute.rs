@@ -5,7 +5,9 @@
 //! drops the handler's future) cancels neither the upstream call nor the recording: the
 //! client's retry then finds the answer instead of running the request again.
 //! Only the end of a shutdown's grace cuts it off, and what it knows then is
-//! recorded: 504 outcome-unknown (`GatewayError::OutcomeUnknownShutdown`).
+//! recorded: 504 outcome-unknown (`GatewayError::OutcomeUnknownShutdown`)
+//! once the request went out, its key freed while it still waited for a
+//! connection or a stream (`cut_off_fate`).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -27,7 +29,7 @@ use crate::body;
 use crate::error::{GatewayError, INCOMPLETE_BODY, PROBLEM_JSON};
 use crate::log_limit::LogLimit;
 use crate::metrics::{Outcome, REQUESTS_TOTAL};
-use crate::proxy::{UpstreamError, Wait};
+use crate::proxy::{Handover, UpstreamError, Wait};
 use crate::route::{Route, RoutePolicy};
 use crate::store::{LeaseGuard, RecordId, StoreError, StoredResponse};
 use crate::wire::fields::TransferCodings;
@@ -154,18 +156,14 @@ impl Execution {
         };
 
         let cut_off = gateway.cut_off();
+        // Once cut off, nothing more goes out, even when the connection or
+        // stream this one waits for comes free on the poll below.
+        let handover = Handover::unless(cut_off.clone());
         // Polled first: a fate already settled is recorded as it is.
         let fate = tokio::select! {
             biased;
-            fate = fetch(&gateway, &exchange, &id, policy, head, body) => fate,
-            // The shutdown's grace ended with the request at the upstream:
-            // recorded as unknown, so that its retry does not run it again.
-            () = cut_off.cancelled() => {
-                tracing::warn!(route = %id.route, key = %crate::key::short_hash(&id.key), "shutdown: the grace ended before the upstream answered; recording it as outcome-unknown");
-                return record
-                    .outcome_unknown(guard, GatewayError::OutcomeUnknownShutdown)
-                    .await;
-            }
+            fate = fetch(&gateway, &exchange, &id, policy, head, body, &handover) => fate,
+            () = cut_off.cancelled() => cut_off_fate(&id, handover.happened()),
         };
         match fate {
             Fate::Freed(error) => {
@@ -203,8 +201,25 @@ enum Fate {
     Answered(Captured),
 }
 
+/// The shutdown's grace ended before the request's fate was settled. Sent,
+/// it is unknown: recorded so, its retry does not run it again. Still
+/// waiting for a connection or a stream, the upstream never had it, and
+/// the fetch stops here: the key is freed, so its retry runs it once, on
+/// the next process, rather than leaving it to an operator to reconcile.
+fn cut_off_fate(id: &RecordId, sent: bool) -> Fate {
+    let key = crate::key::short_hash(&id.key);
+    if sent {
+        tracing::warn!(route = %id.route, %key, "shutdown: the grace ended before the upstream answered; recording it as outcome-unknown");
+        Fate::Unknown(GatewayError::OutcomeUnknownShutdown)
+    } else {
+        tracing::warn!(route = %id.route, %key, "shutdown: the grace ended before the request was sent to the upstream; key freed");
+        Fate::Freed(GatewayError::UpstreamUnreachable)
+    }
+}
+
 /// Sends the request and reads the answer to be stored, within the
-/// upstream's timeout.
+/// upstream's timeout; `handover` tells whether it went out, and stops it
+/// once the shutdown cut it off.
 async fn fetch(
     gateway: &Gateway,
     exchange: &Exchange,
@@ -212,12 +227,17 @@ async fn fetch(
     policy: &RoutePolicy,
     head: Parts,
     body: Bytes,
+    handover: &Handover,
 ) -> Fate {
     let started = Instant::now();
     let sent = exchange
         .upstream()
         // One deadline for the whole exchange: the lease outlasts it.
-        .send(Request::from_parts(head, body::full(body)), Wait::Whole)
+        .send(
+            Request::from_parts(head, body::full(body)),
+            Wait::Whole,
+            handover,
+        )
         .await;
     observe_upstream(gateway, exchange, started);
     match sent {
@@ -229,6 +249,7 @@ async fn fetch(
             }
             Fate::Freed(GatewayError::UpstreamUnreachable)
         }
+        Err(UpstreamError::GivenUp) => cut_off_fate(id, false),
         // Not expected: a keyed body is read whole before its key is
         // reserved. The upstream had at most part of a request.
         Err(UpstreamError::RequestBody(detail)) => {

@@ -11,7 +11,7 @@ use crate::body::{self, Body};
 use crate::error::{GatewayError, INCOMPLETE_BODY};
 use crate::log_limit::LogLimit;
 use crate::metrics::{Outcome, REQUESTS_TOTAL};
-use crate::proxy::{UpstreamBody, UpstreamError, Wait, prepare_request};
+use crate::proxy::{Handover, UpstreamBody, UpstreamError, Wait, prepare_request};
 
 pub async fn run(gateway: &Gateway, exchange: &Exchange, request: Request<ClientBody>) -> Answer {
     let (parts, incoming) = request.into_parts();
@@ -48,7 +48,13 @@ pub async fn forward(
     let started = Instant::now();
     let result = exchange
         .upstream()
-        .send(Request::from_parts(parts, body), Wait::Restarting)
+        // Never given up on: only a keyed execution is cut off by a
+        // shutdown.
+        .send(
+            Request::from_parts(parts, body),
+            Wait::Restarting,
+            &Handover::default(),
+        )
         .await;
     observe_upstream(gateway, exchange, started);
     match result {
@@ -61,6 +67,8 @@ pub async fn forward(
             }
             Err(GatewayError::UpstreamUnreachable)
         }
+        // Not here (see the `Handover` above): nothing was sent.
+        Err(UpstreamError::GivenUp) => Err(GatewayError::UpstreamUnreachable),
         Err(UpstreamError::Timeout) => Err(GatewayError::UpstreamTimeout),
         Err(UpstreamError::RequestBody(detail)) => {
             tracing::debug!(route = %route.name, %detail, "request body cut short by the client");

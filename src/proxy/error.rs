@@ -27,6 +27,12 @@ pub enum UpstreamError {
     /// connection is dropped. The client's fault, not the upstream's.
     #[error("the request body failed: {0}")]
     RequestBody(Cause),
+    /// The caller gave up (its `Handover`'s signal) before the request was
+    /// handed over, or before it went again after the upstream left it
+    /// unprocessed (an HTTP/2 stream refused, or above a GOAWAY's last):
+    /// the upstream has nothing of it to run.
+    #[error("given up before the request was sent")]
+    GivenUp,
 }
 
 /// Why a request did not get its answer head.

@@ -4,6 +4,7 @@
 
 mod connection_reuse;
 mod error;
+mod handover;
 mod hop_by_hop;
 pub(crate) mod http1;
 mod http2;
@@ -14,6 +15,7 @@ mod upstream_body;
 mod upstream_request;
 
 pub use error::UpstreamError;
+pub use handover::Handover;
 pub use hop_by_hop::{strip_answer_hop_by_hop, strip_hop_by_hop};
 pub use progress::Wait;
 pub use setup_error::UpstreamSetupError;

@@ -12,6 +12,7 @@ use http::uri::{Authority, Scheme};
 use http::{Method, Request, Response, StatusCode, Uri};
 
 use super::error::{Cause, UpstreamError};
+use super::handover::Handover;
 use super::http1::{Dialer, Http1Pool, PoolLimits};
 use super::http2::{self, Http2Connections, Http2Upstream};
 use super::progress::{Marking, Progress, Wait, within};
@@ -208,15 +209,17 @@ impl Upstream {
     /// sends nothing for `timeout`.
     /// The answer carries end-to-end headers only: the HTTP/1 client never
     /// puts connection-scoped ones in the map, and they are stripped here
-    /// from an HTTP/2 answer.
+    /// from an HTTP/2 answer. `handover` tells whether the request went out,
+    /// and may stop it before (see [`Handover`]).
     pub async fn send(
         &self,
         request: Request<Body>,
         wait: Wait,
+        handover: &Handover,
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
         match &self.connections {
             Connections::Http1(pool) => {
-                let response = pool.send(request, self.timeout, wait).await?;
+                let response = pool.send(request, self.timeout, wait, handover).await?;
                 Ok(response.map(|body| UpstreamBody::http1(body, self.timeout)))
             }
             Connections::Http2(http2) => {
@@ -247,7 +250,7 @@ impl Upstream {
                 let connections = http2.connections();
                 let before = connections.before();
                 let handed = http2::Handed::default();
-                let sent = http2.send(request, &place, &handed);
+                let sent = http2.send(request, &place, &handed, handover);
                 match within(timeout, progress.as_deref(), sent).await {
                     // Still waiting for the first connection (one slower to
                     // open than `timeout`): nothing went out, as when an

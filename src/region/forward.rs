@@ -17,7 +17,7 @@ use crate::client_info::ClientInfo;
 use crate::error::{GatewayError, INCOMPLETE_BODY};
 use crate::log_limit::LogLimit;
 use crate::metrics::{Metrics, Outcome, REGION_FORWARDS};
-use crate::proxy::{UpstreamError, Wait, prepare_request};
+use crate::proxy::{Handover, UpstreamError, Wait, prepare_request};
 
 /// `idemgate_region_forwards_total{result}`: answered by the home region;
 /// the home region not reached, or its answer not received (no answer head
@@ -89,7 +89,11 @@ pub async fn forward(
     via::append(&mut head.headers, received, &regions.via);
     let sent = home
         .gateway
-        .send(Request::from_parts(head, body::full(body)), Wait::Whole)
+        .send(
+            Request::from_parts(head, body::full(body)),
+            Wait::Whole,
+            &Handover::default(),
+        )
         .await;
     // Every failure of this hop is 503 `home-region-unavailable`, sent or
     // not: nothing is recorded here, and the home region holds the key's
@@ -110,6 +114,8 @@ pub async fn forward(
     };
     let answer = match sent {
         Err(UpstreamError::NotSent(detail)) => unavailable("home region unreachable", &detail),
+        // Not here: this hop is never given up on.
+        Err(error @ UpstreamError::GivenUp) => unavailable("home region unreachable", &error),
         // Not expected: the body is whole before it is forwarded. The home
         // region had at most part of a request, which it does not run.
         Err(UpstreamError::RequestBody(detail)) => {

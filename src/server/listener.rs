@@ -91,7 +91,8 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// Serves `handler` on `listener` until `shutdown` is cancelled, then waits up
 /// to the grace period for open connections and detached keyed executions
 /// to finish; past it, cuts those executions off (`cut_off`) and waits
-/// [`CUT_OFF_WAIT`] at most for them to record an outcome-unknown answer.
+/// [`CUT_OFF_WAIT`] at most for them to record an outcome-unknown answer
+/// (or, one not yet sent, to free its key).
 pub async fn serve<H, F>(
     name: &'static str,
     listener: TcpListener,
@@ -182,7 +183,7 @@ pub async fn serve<H, F>(
         tracing::warn!(
             listener = name,
             executions = cut,
-            "keyed requests still at their upstream are recorded as outcome-unknown"
+            "keyed requests still running are cut off: those sent are recorded as outcome-unknown, those not yet sent free their keys"
         );
         limits.cut_off.cancel();
         if tokio::time::timeout(CUT_OFF_WAIT, limits.detached.wait())

@@ -385,6 +385,29 @@ impl GatewayProcess {
         }
     }
 
+    /// Waits (at most 10 s) until `idemgate_inflight`, over every route,
+    /// reads `executions`: keyed requests running, sent or still waiting
+    /// for a connection.
+    pub async fn until_inflight(&self, executions: u64) {
+        let started = Instant::now();
+        loop {
+            let metrics = self.admin_client().get("/metrics").await.text();
+            let now: u64 = metrics
+                .lines()
+                .filter(|line| line.starts_with("idemgate_inflight"))
+                .filter_map(|line| line.rsplit_once(' ')?.1.parse::<u64>().ok())
+                .sum();
+            if now == executions {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "idemgate_inflight stayed at {now}, not {executions}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     pub fn config_path(&self) -> &Path {
         &self.config
     }

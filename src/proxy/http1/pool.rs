@@ -39,6 +39,7 @@ use super::stream::Dialer;
 use crate::body::Body;
 use crate::deadline::TimedOut;
 use crate::proxy::error::{Cause, UpstreamError};
+use crate::proxy::handover::Handover;
 use crate::proxy::progress::{Progress, Wait, within};
 use tokio::time::Instant as TokioInstant;
 
@@ -102,11 +103,14 @@ impl Http1Pool {
     /// request a second time. A pass-through's streamed body (`Wait::Restarting`)
     /// gets `timeout` again after each piece written: an upload that keeps
     /// flowing is not cut off. The body brings the connection back when read.
+    /// `handover` says when the request is about to be written, and may
+    /// stop it before.
     pub async fn send(
         self: &Arc<Self>,
         request: Request<Body>,
         timeout: Duration,
         wait: Wait,
+        handover: &Handover,
     ) -> Result<Response<AnswerBody>, UpstreamError> {
         // When this request started to wait: only measured when it does
         // wait (a free slot and an idle connection cost no clock read).
@@ -165,6 +169,9 @@ impl Http1Pool {
             Progress::since(waiting.map_or_else(TokioInstant::now, TokioInstant::from_std))
         });
         let due = TokioInstant::now() + left;
+        // Waiting for a connection, or connecting, sent nothing; writing
+        // may send part of the request even when cut short.
+        handover.hand_over()?;
         let answered = match progress.as_ref() {
             Some(progress) => within(
                 timeout,
@@ -409,7 +416,12 @@ mod tests {
             .body(crate::body::full("{}"))
             .unwrap();
         let answer = pool
-            .send(request, Duration::from_secs(2), Wait::Whole)
+            .send(
+                request,
+                Duration::from_secs(2),
+                Wait::Whole,
+                &Handover::default(),
+            )
             .await
             .unwrap();
         assert_eq!(answer.status(), 201);
@@ -440,7 +452,12 @@ mod tests {
         let body = crate::body::stream(http_body_util::StreamBody::new(frames));
         let request = Request::post("/v1/charges").body(body).unwrap();
         let sent = pool
-            .send(request, Duration::from_secs(2), Wait::Whole)
+            .send(
+                request,
+                Duration::from_secs(2),
+                Wait::Whole,
+                &Handover::default(),
+            )
             .await;
         assert!(
             matches!(sent, Err(UpstreamError::NotSent(_))),

@@ -42,6 +42,7 @@ use tower_service::Service;
 
 use super::connection_reuse::{MAX_AGE, MAX_REQUESTS};
 use super::error::{Cause, UpstreamError, error_chain};
+use super::handover::Handover;
 use crate::body::{Body, COALESCE_LIMIT};
 use crate::log_limit::LogLimit;
 use connections::Offered;
@@ -222,12 +223,15 @@ impl Http2Upstream {
 
     /// Sends `request` as it is (its URI's authority is the `:authority`,
     /// never where to connect) in `place`, and waits for the answer head;
-    /// `handed` tells [`Self::timed_out`] which connection it went on.
+    /// `handed` tells [`Self::timed_out`] which connection it went on;
+    /// `handover` says when hyper is given the request, and may stop it
+    /// before.
     pub async fn send(
         &self,
         request: Request<Body>,
         place: &StreamPlace,
         handed: &Handed,
+        handover: &Handover,
     ) -> Result<Response<Incoming>, UpstreamError> {
         let (request, mut again) = Resend::keep(request).await?;
         let mut request = holding(request, place);
@@ -239,6 +243,9 @@ impl Http2Upstream {
             let (mut sender, fresh, id, offered) = (self.sender().await)
                 .map_err(|error| UpstreamError::NotSent(Cause::Http2Connect(error)))?;
             handed.to(id, offered);
+            // hyper queues it for its connection's task at once: from
+            // here it may go out even if this call is given up.
+            handover.hand_over()?;
             match sender.try_send_request(request).await {
                 Ok(response) => {
                     self.holder.streams.answered(id);

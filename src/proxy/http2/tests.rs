@@ -68,7 +68,9 @@ fn reusing(addr: SocketAddr, idle_timeout: Duration, reuse: Reuse) -> Http2Upstr
 async fn authority(upstream: &Http2Upstream, uri: &str) -> Result<String, UpstreamError> {
     let request = Request::get(uri).body(crate::body::empty()).unwrap();
     let (place, _) = upstream.place(Duration::from_secs(1)).await?;
-    let response = upstream.send(request, &place, &Handed::default()).await?;
+    let response = upstream
+        .send(request, &place, &Handed::default(), &Handover::default())
+        .await?;
     let body = response.into_body().collect().await.unwrap().to_bytes();
     Ok(String::from_utf8(body.to_vec()).unwrap())
 }
@@ -183,7 +185,7 @@ async fn a_worn_out_connection_finishes_its_streams_and_closes() {
         .unwrap();
     let (place, _) = upstream.place(Duration::from_secs(1)).await.unwrap();
     let last = upstream
-        .send(request, &place, &Handed::default())
+        .send(request, &place, &Handed::default(), &Handover::default())
         .await
         .unwrap();
     let after_last = connections.before();
