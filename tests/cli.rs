@@ -627,22 +627,7 @@ fn a_busy_port_is_one_line_even_with_warnings() {
 fn a_sighup_while_starting_does_not_kill_serve() {
     let dir = TestDir::new("cli-early-hup");
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let config = format!(
-        "[server]\nlisten = \"{}\"\nadmin_listen = \"{}\"\n\
-         [store]\nbackend = \"postgres\"\nurl = \"postgres://postgres@{}/test\"\nconnect_timeout = \"2s\"\n{VALID}",
-        common::gateway::free_port(),
-        common::gateway::free_port(),
-        silent.local_addr().unwrap(),
-    );
-    let path = dir.path("idemgate.toml");
-    std::fs::write(&path, config).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_idemgate"))
-        .args(["serve", "-c", path.to_str().unwrap()])
-        .env_remove("IDEMGATE_CONFIG")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = serve_against_a_silent_postgres(&dir, &silent, "2s");
     std::thread::sleep(std::time::Duration::from_millis(500));
     let sent = Command::new("kill")
         .args(["-HUP", &child.id().to_string()])
@@ -656,6 +641,32 @@ fn a_sighup_while_starting_does_not_kill_serve() {
     drop(silent);
 }
 
+/// `serve` on a "Postgres" that accepts connections and never answers
+/// (`silent`), so it stays in its start for up to `connect_timeout`.
+fn serve_against_a_silent_postgres(
+    dir: &TestDir,
+    silent: &std::net::TcpListener,
+    connect_timeout: &str,
+) -> std::process::Child {
+    let config = format!(
+        "[server]\nlisten = \"{}\"\nadmin_listen = \"{}\"\n\
+         [store]\nbackend = \"postgres\"\nurl = \"postgres://postgres@{}/test\"\n\
+         connect_timeout = \"{connect_timeout}\"\n{VALID}",
+        common::gateway::free_port(),
+        common::gateway::free_port(),
+        silent.local_addr().unwrap(),
+    );
+    let path = dir.path("idemgate.toml");
+    std::fs::write(&path, config).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_idemgate"))
+        .args(["serve", "-c", path.to_str().unwrap()])
+        .env_remove("IDEMGATE_CONFIG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// A SIGTERM or SIGINT while `serve` is still opening its store (a "Postgres"
 /// that accepts the connection and never answers) stops the start at once,
 /// exit 0, rather than by the signal's default action: as a container's
@@ -666,22 +677,7 @@ fn a_stop_signal_while_starting_stops_serve() {
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     for signal in ["TERM", "INT"] {
         let dir = TestDir::new("cli-early-stop");
-        let config = format!(
-            "[server]\nlisten = \"{}\"\nadmin_listen = \"{}\"\n\
-             [store]\nbackend = \"postgres\"\nurl = \"postgres://postgres@{}/test\"\nconnect_timeout = \"20s\"\n{VALID}",
-            common::gateway::free_port(),
-            common::gateway::free_port(),
-            silent.local_addr().unwrap(),
-        );
-        let path = dir.path("idemgate.toml");
-        std::fs::write(&path, config).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_idemgate"))
-            .args(["serve", "-c", path.to_str().unwrap()])
-            .env_remove("IDEMGATE_CONFIG")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let child = serve_against_a_silent_postgres(&dir, &silent, "20s");
         std::thread::sleep(std::time::Duration::from_millis(500));
         let sent = Command::new("kill")
             .args([&format!("-{signal}"), &child.id().to_string()])

@@ -185,18 +185,27 @@ async fn a_stream_reset_while_its_key_is_reserved_leaves_the_key_free() {
 /// upstream's host instead of being refused.
 #[tokio::test]
 async fn a_request_that_names_no_host_is_refused() {
+    assert_refused_with_400(
+        "h2-no-host",
+        &[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/anything"),
+        ],
+    )
+    .await;
+}
+
+/// Sends one request of `fields` (a GET, no body) on a fresh connection and
+/// asserts the answer is 400 and nothing was forwarded.
+async fn assert_refused_with_400(name: &str, fields: &[(&str, &str)]) {
     let upstream = MockUpstream::start().await;
-    let dir = TestDir::new("h2-no-host");
+    let dir = TestDir::new(name);
     let gateway = GatewayProcess::start(&dir, &upstream.url(), &config());
     let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
     let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
     bytes.extend(frame(0x4, 0, 0, &[]));
-    let block = header_block(&[
-        (":method", "GET"),
-        (":scheme", "http"),
-        (":path", "/anything"),
-    ]);
-    bytes.extend(frame(0x1, 0x4 | 0x1, 1, &block));
+    bytes.extend(frame(0x1, 0x4 | 0x1, 1, &header_block(fields)));
     stream.write_all(&bytes).await.expect("write");
     assert_eq!(read_status(&mut stream).await, Some(0x8c), "not a 400");
     assert_eq!(upstream.total(), 0, "forwarded");
@@ -208,23 +217,17 @@ async fn a_request_that_names_no_host_is_refused() {
 /// the last one had routed or authorized it as the other's.
 #[tokio::test]
 async fn two_host_fields_that_disagree_are_refused() {
-    let upstream = MockUpstream::start().await;
-    let dir = TestDir::new("h2-two-hosts");
-    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config());
-    let mut stream = TcpStream::connect(gateway.addr).await.expect("connect");
-    let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-    bytes.extend(frame(0x4, 0, 0, &[]));
-    let block = header_block(&[
-        (":method", "GET"),
-        (":scheme", "http"),
-        (":path", "/anything"),
-        ("host", "a.example"),
-        ("host", "b.example"),
-    ]);
-    bytes.extend(frame(0x1, 0x4 | 0x1, 1, &block));
-    stream.write_all(&bytes).await.expect("write");
-    assert_eq!(read_status(&mut stream).await, Some(0x8c), "not a 400");
-    assert_eq!(upstream.total(), 0, "forwarded");
+    assert_refused_with_400(
+        "h2-two-hosts",
+        &[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/anything"),
+            ("host", "a.example"),
+            ("host", "b.example"),
+        ],
+    )
+    .await;
 }
 
 /// The first byte of the first answer's HEADERS block that `stream` reads
