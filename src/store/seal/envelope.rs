@@ -55,6 +55,12 @@ pub enum OpenError {
     /// (other pairs beside it, a key id that is not text): altered.
     #[error("the stored answer is marked sealed, but its mark was altered")]
     AlteredMark,
+    /// An envelope this release does not know: sealed by a newer one (a
+    /// rollback), which opens it. Purging would run the request again.
+    #[error(
+        "the stored answer is sealed (key id {key_id}) in envelope version {version}, which only a newer idemgate opens"
+    )]
+    SealedByNewer { key_id: String, version: u8 },
 }
 
 struct Key {
@@ -171,9 +177,14 @@ impl Keys {
         let forged = || OpenError::Forged {
             key_id: key_id.clone(),
         };
-        let Some((&version @ (VERSION | VERSION_1), rest)) = stored.body.split_first() else {
-            return Err(forged());
+        let version = match stored.body.first() {
+            Some(&version @ (VERSION | VERSION_1)) => version,
+            Some(&version) if version > VERSION => {
+                return Err(OpenError::SealedByNewer { key_id, version });
+            }
+            _ => return Err(forged()),
         };
+        let rest = &stored.body[1..];
         let Some((nonce, _)) = rest.split_first_chunk::<NONCE_LEN>() else {
             return Err(forged());
         };
@@ -429,6 +440,30 @@ mod tests {
             ..old
         };
         assert!(keys.open(&id(), unknown_version).is_err());
+    }
+
+    /// A release that seals a later envelope, rolled back from: its
+    /// answers are refused as the newer release's, never as forged, whose
+    /// advice (purge the key) would run the request again.
+    #[test]
+    fn an_answer_sealed_in_a_later_envelope_is_refused_as_newer_not_forged() {
+        let keys = Keys::new(&[key(1)]);
+        let sealed = keys.seal(&id(), &answer()).unwrap();
+        let mut body = sealed.body.to_vec();
+        body[0] = VERSION + 1;
+        let later = StoredResponse {
+            body: Bytes::from(body),
+            ..sealed
+        };
+        let error = keys.open(&id(), later).unwrap_err();
+        assert!(error.to_string().contains("a newer idemgate"), "{error}");
+        assert_eq!(
+            error,
+            OpenError::SealedByNewer {
+                key_id: key_id(&[1; 32]),
+                version: VERSION + 1
+            }
+        );
     }
 
     #[test]

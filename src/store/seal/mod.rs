@@ -52,9 +52,16 @@ pub fn announce(configured: &[crate::config::StoreKey]) {
 fn refused(id: &RecordId, error: OpenError) -> StoreError {
     static LIMIT: LogLimit = LogLimit::new(STORE_ERRORS);
     if let Some(left_out) = LIMIT.admit(&id.route) {
-        tracing::error!(route = %id.route, key = %key::short_hash(&id.key), %error,
-            not_logged = left_out.count(),
-            "stored answer cannot be opened; purge the key once reconciled{left_out}");
+        let key = key::short_hash(&id.key);
+        // After a rollback the answer is sound: purging it, the advice for
+        // a lost key, would run the request again.
+        if matches!(error, OpenError::SealedByNewer { .. }) {
+            tracing::error!(route = %id.route, %key, %error, not_logged = left_out.count(),
+                "stored answer cannot be opened by this release; serve it with the newer one, do not purge the key (its request would run again){left_out}");
+        } else {
+            tracing::error!(route = %id.route, %key, %error, not_logged = left_out.count(),
+                "stored answer cannot be opened; purge the key once reconciled{left_out}");
+        }
     }
     StoreError::Sealed(error)
 }
