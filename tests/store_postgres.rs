@@ -1013,3 +1013,75 @@ async fn a_connection_the_server_ends_is_logged_with_its_reason() {
     assert!(line.contains("57P01"), "{line}");
     assert!(!gateway.log_text().contains("Connection error: db error"));
 }
+
+/// `url` with `role` as its user.
+fn as_role(url: &str, role: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let host = rest.split_once('@').map_or(rest, |(_, host)| host);
+    format!("{scheme}://{role}@{host}")
+}
+
+/// A connection pooler that drops the startup options (PgBouncer under
+/// `ignore_startup_parameters = options`) would have the tables made and
+/// read in the role's default schema, not the one the URL names: refused,
+/// naming the setting and where to put it instead.
+#[tokio::test]
+async fn a_search_path_a_pooler_drops_is_refused() {
+    let schema = TestSchema::create().await;
+    let role = pg_support::unique("idemgate_pooled");
+    pg_support::admin_sql(&format!(
+        "CREATE ROLE {role} LOGIN; GRANT USAGE, CREATE ON SCHEMA {0} TO {role};
+         ALTER ROLE {role} SET statement_timeout = '5s'",
+        schema.name
+    ))
+    .await;
+    let relay = pg_support::no_options::NoOptions::start(pg_support::server_addr()).await;
+    let mut config = schema.config();
+    config.url = pg_support::via(&as_role(&schema.url(), &role), relay.addr);
+    let refused = PostgresStore::connect(&config).await.err();
+    pg_support::admin_sql(&format!("DROP OWNED BY {role}; DROP ROLE {role}")).await;
+    let msg = refused.expect("refused").to_string();
+    assert!(
+        msg.contains("lack what the URL's options set (search_path)")
+            && msg.contains("ignore_startup_parameters = options")
+            && msg.contains("ALTER ROLE"),
+        "{msg}"
+    );
+}
+
+/// The same pooler drops the store's own `statement_timeout`: sessions
+/// without one are refused, and the role's own setting, the way through
+/// such a pooler, is taken.
+#[tokio::test]
+async fn a_statement_timeout_a_pooler_drops_is_refused_until_the_role_sets_it() {
+    let schema = TestSchema::create().await;
+    let role = pg_support::unique("idemgate_pooled");
+    pg_support::admin_sql(&format!(
+        "CREATE ROLE {role} LOGIN; GRANT USAGE, CREATE ON SCHEMA {0} TO {role};
+         ALTER ROLE {role} SET search_path = {0}",
+        schema.name
+    ))
+    .await;
+    let relay = pg_support::no_options::NoOptions::start(pg_support::server_addr()).await;
+    let mut config = schema.config();
+    config.url = pg_support::via(&as_role(&pg_support::base_url(), &role), relay.addr);
+    let refused = PostgresStore::connect(&config).await.err();
+    pg_support::admin_sql(&format!("ALTER ROLE {role} SET statement_timeout = '5s'")).await;
+    let opened = PostgresStore::connect(&config).await;
+    let reserved = match &opened {
+        Ok(store) => Some(store.reserve(&id("k1"), "f", Duration::from_secs(10)).await),
+        Err(_) => None,
+    };
+    drop(opened);
+    pg_support::admin_sql(&format!("DROP OWNED BY {role}; DROP ROLE {role}")).await;
+    let msg = refused.expect("refused").to_string();
+    assert!(
+        msg.contains("statement_timeout = 0 ms")
+            && msg.contains("ALTER ROLE ... SET statement_timeout = '5000ms'"),
+        "{msg}"
+    );
+    assert!(
+        matches!(reserved, Some(Ok(Reservation::Reserved(_)))),
+        "{reserved:?}"
+    );
+}

@@ -9,6 +9,7 @@
 //! server of each for its run, scripts/lib/services.sh).
 #![allow(dead_code)]
 
+pub mod no_options;
 pub mod switch;
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -84,6 +84,38 @@ pub enum PostgresCause {
         #[source]
         source: Arc<tokio_postgres::Error>,
     },
+    /// The session lacks settings of the startup options (the URL's
+    /// `options`): a connection pooler dropped them (`pooler`).
+    #[error(
+        "postgres: the sessions lack what the URL's options set ({names}): a connection \
+         pooler in between dropped them (PgBouncer: ignore_startup_parameters = options); \
+         set them for the role instead (ALTER ROLE ... SET name = value) and remove them \
+         from the URL (store.url, or the variable store.url_env names)"
+    )]
+    OptionsNotApplied { names: String },
+    /// The session's `statement_timeout` is not the one configured (none, or
+    /// longer): the startup options that set it were dropped (`pooler`).
+    #[error(
+        "postgres: the sessions run with statement_timeout = {found_ms} ms (0: none), not \
+         store.statement_timeout ({configured:?}): a connection pooler in between dropped \
+         the startup option that sets it (PgBouncer: ignore_startup_parameters = options); \
+         set it for the role: ALTER ROLE ... SET statement_timeout = '{}ms'",
+        configured.as_millis()
+    )]
+    StatementTimeoutNotApplied {
+        found_ms: u128,
+        configured: Duration,
+    },
+    /// Connections share server sessions: transaction or statement pooling
+    /// (`pooler`).
+    #[error(
+        "postgres: the connections share server sessions (one connection was handed two, \
+         or two connections one): a connection pooler in transaction or statement mode is \
+         in between (PgBouncer: pool_mode = transaction). idemgate needs a server session \
+         for each of its connections (prepared statements, LISTEN for purges): use \
+         pool_mode = session, or connect to PostgreSQL directly"
+    )]
+    SessionsShared,
     /// The connection listening for other replicas' purges closed.
     #[error("postgres: the purge listener's connection closed")]
     ListenerClosed,
@@ -142,6 +174,26 @@ pub fn describe(err: &(dyn std::error::Error + 'static)) -> String {
 /// [`describe`], and for a write refused as read-only (SQLSTATE 25006)
 /// first what that means: the server's own words name only the statement.
 fn driver_text(err: &tokio_postgres::Error) -> String {
+    // PgBouncer's own refusals, which say nothing of the way out.
+    match err.as_db_error().map(|db| db.message()) {
+        Some("unsupported startup parameter: options") => {
+            return format!(
+                "a connection pooler in between refuses the startup parameter that carries \
+                 statement_timeout (PgBouncer: add ignore_startup_parameters = options, and set \
+                 statement_timeout for the role: ALTER ROLE ... SET statement_timeout): {}",
+                describe(err)
+            );
+        }
+        Some("query_wait_timeout") => {
+            return format!(
+                "the connection pooler in between had no server connection free for this one \
+                 (PgBouncer's pool for this database and role is smaller than the connections \
+                 the replicas hold: replicas x (pool_size + 1)): {}",
+                describe(err)
+            );
+        }
+        _ => {}
+    }
     if err.code() == Some(&tokio_postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION) {
         return format!(
             "the server takes no writes (a standby, such as a failover's former primary, \

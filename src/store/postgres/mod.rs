@@ -23,6 +23,7 @@ mod migrations;
 #[cfg(test)]
 mod plans;
 mod pool;
+mod pooler;
 mod purges;
 mod read_only;
 mod rows;
@@ -81,6 +82,8 @@ pub struct PostgresStore {
     settings: tokio_postgres::Config,
     /// Their TLS, when the URL asks for it (`tls`).
     tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
+    /// `store.statement_timeout`, which every session must have (`pooler`).
+    statement_timeout: Duration,
     /// Which store this is (`migrations::identity`), read by `connect`;
     /// empty for a store that has not connected.
     identity: Arc<str>,
@@ -145,6 +148,7 @@ impl PostgresStore {
         let report = if config.migrate {
             store.migrate().await?
         } else {
+            store.vet().await?;
             let mut client = store.pool.get().await.map_err(pool_error)?;
             migrations::check(&mut client).await?
         };
@@ -174,6 +178,7 @@ impl PostgresStore {
             batches,
             settings,
             tls,
+            statement_timeout: config.statement_timeout,
             identity: Arc::from(""),
             counting,
             read_only,
@@ -198,8 +203,24 @@ impl PostgresStore {
     /// from many replicas at once); says which it applied now, and the
     /// version found.
     pub async fn migrate(&self) -> Result<MigrationReport, StoreError> {
+        self.vet().await?;
         let mut client = self.pool.get().await.map_err(pool_error)?;
         migrations::migrate(&mut client).await
+    }
+
+    /// Refuses what a connection pooler in between would break without a
+    /// word (`pooler`): before anything is prepared, or written to a schema
+    /// the URL did not name. Bounded as an operation is: a server that
+    /// accepts connections and never answers would hold the start for good.
+    async fn vet(&self) -> Result<(), StoreError> {
+        self.bounded(pooler::sessions_own(&self.settings, self.tls.as_ref()))
+            .await?;
+        self.bounded(async {
+            let client = self.pool.get().await.map_err(pool_error)?;
+            pooler::options_applied(&client, self.settings.get_options(), self.statement_timeout)
+                .await
+        })
+        .await
     }
 
     /// `reserve`, also telling how long a replayed answer stays replayable
