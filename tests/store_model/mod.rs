@@ -253,6 +253,13 @@ enum Live {
     Either,
 }
 
+/// How long past a lease's end on file the store that granted it may still
+/// hold it: the embedded store also times a lease it holds by the monotonic
+/// clock (a forward step of the wall clock must not end it), from the same
+/// moment as the wall-clock end it writes, which is cut to whole
+/// milliseconds; so its own end falls up to a millisecond later.
+const HELD_PAST_ITS_END: Duration = Duration::from_millis(2);
+
 /// Live iff its end is after the store's now.
 fn live(lo: SystemTime, hi: SystemTime, before: SystemTime, after: SystemTime) -> Live {
     if lo > after {
@@ -268,7 +275,11 @@ impl Slot {
     fn live(&self, before: SystemTime, after: SystemTime) -> Live {
         match self {
             Slot::Free => Live::No,
-            Slot::InFlight { expires, .. } => live(*expires, *expires, before, after),
+            // Up to `HELD_PAST_ITS_END` past its end on file, a lease may
+            // still be held by the store that granted it (below).
+            Slot::InFlight { expires, .. } => {
+                live(*expires, *expires + HELD_PAST_ITS_END, before, after)
+            }
             Slot::Completed { lo, hi, .. } => live(*lo, *hi, before, after),
         }
     }
