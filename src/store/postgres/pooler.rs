@@ -180,7 +180,7 @@ mod tests {
             shared(&[7, 8, 7], &[9, 9, 9]),
             "one connection, two sessions"
         );
-        assert!(shared(&[7, 7], &[9, 7]), "both met session 7");
-        assert!(shared(&[7, 7], &[7, 7]), "one session for both");
+        assert!(shared(&[7, 7], &[9, 7]), "both met server process 7");
+        assert!(shared(&[7, 7], &[7, 7]), "one server process for both");
     }
 }
