@@ -71,6 +71,9 @@ pub enum GatewayError {
     NoRoute,
     /// Nothing was sent: connection refused or connect timeout.
     UpstreamUnreachable,
+    /// Nothing was sent: the shutdown's grace ended while the request still
+    /// waited for a connection (502 `upstream-unreachable` too).
+    NotSentShutdown,
     /// Pass-through: the upstream did not answer in time.
     UpstreamTimeout,
     /// Pass-through: the connection broke after the request was sent.
@@ -167,7 +170,9 @@ impl GatewayError {
                 StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
             }
             NoRoute | NotFound => StatusCode::NOT_FOUND,
-            UpstreamUnreachable | UpstreamError | OutcomeUnknownBroken => StatusCode::BAD_GATEWAY,
+            UpstreamUnreachable | NotSentShutdown | UpstreamError | OutcomeUnknownBroken => {
+                StatusCode::BAD_GATEWAY
+            }
             UpstreamTimeout | OutcomeUnknownTimeout | OutcomeUnknownShutdown => {
                 StatusCode::GATEWAY_TIMEOUT
             }
@@ -200,7 +205,7 @@ impl GatewayError {
             BadRequest(_) => "bad-request",
             RequestTimeout(_) => "request-timeout",
             NoRoute => "no-route",
-            UpstreamUnreachable => "upstream-unreachable",
+            UpstreamUnreachable | NotSentShutdown => "upstream-unreachable",
             UpstreamTimeout => "upstream-timeout",
             UpstreamError => "upstream-error",
             OutcomeUnknownTimeout
@@ -233,7 +238,7 @@ impl GatewayError {
             BadRequest(_) => "Bad request",
             RequestTimeout(_) => "Request body too slow",
             NoRoute => "No route",
-            UpstreamUnreachable => "Upstream unreachable",
+            UpstreamUnreachable | NotSentShutdown => "Upstream unreachable",
             UpstreamTimeout => "Upstream timed out",
             UpstreamError => "Upstream connection failed",
             OutcomeUnknownTimeout
@@ -289,6 +294,9 @@ impl GatewayError {
             ),
             NoRoute => "No route matches this request.".into(),
             UpstreamUnreachable => "The upstream could not be reached; nothing was sent.".into(),
+            NotSentShutdown => "The gateway shut down before this request was sent to the \
+                 upstream; nothing was sent and the key is free. Retry."
+                .into(),
             UpstreamTimeout => "The upstream did not answer in time.".into(),
             UpstreamError => "The connection to the upstream failed after the request was sent.".into(),
             OutcomeUnknownTimeout => "The request was sent but the upstream did not answer in time; \
@@ -391,7 +399,9 @@ impl GatewayError {
             | OutcomeUnknownBroken
             | OutcomeUnknownShutdown
             | OutcomeUnrecorded { .. } => Outcome::OutcomeUnknown,
-            UpstreamUnreachable | UpstreamTimeout | UpstreamError => Outcome::UpstreamError,
+            UpstreamUnreachable | NotSentShutdown | UpstreamTimeout | UpstreamError => {
+                Outcome::UpstreamError
+            }
             InvalidSignature(_) => Outcome::InvalidSignature,
             HomeRegionUnavailable { .. } | RegionLoop { .. } => Outcome::RegionUnavailable,
             BadRequest(_)
@@ -554,6 +564,7 @@ mod tests {
                 502,
                 "upstream-unreachable",
             ),
+            (GatewayError::NotSentShutdown, 502, "upstream-unreachable"),
             (GatewayError::UpstreamTimeout, 504, "upstream-timeout"),
             (GatewayError::UpstreamError, 502, "upstream-error"),
             (GatewayError::OutcomeUnknownTimeout, 504, "outcome-unknown"),

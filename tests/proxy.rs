@@ -533,6 +533,8 @@ async fn a_keyed_request_the_grace_cuts_off_before_it_was_sent_frees_its_key() {
     let unsent = waiting.await.unwrap();
     assert_eq!(unsent.status, 502, "{}", unsent.text());
     assert_eq!(unsent.json()["code"], "upstream-unreachable");
+    let detail = unsent.json()["detail"].as_str().unwrap().to_owned();
+    assert!(detail.contains("shut down before"), "{detail}");
     let sent = sent.await.unwrap();
     assert_eq!(sent.status, 504, "{}", sent.text());
     assert_eq!(sent.json()["code"], "outcome-unknown");

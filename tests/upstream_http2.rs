@@ -1009,7 +1009,13 @@ async fn a_request_waiting_for_a_stream_when_the_grace_ends_frees_its_key() {
         tokio::spawn(async move { client.post("/v1/charges", Some("waited"), "{}").await });
     gateway.until_inflight(2).await;
     gateway.signal("TERM");
-    assert_problem(&waiting.await.unwrap(), 502, "upstream-unreachable");
+    let waiting = waiting.await.unwrap();
+    assert_problem(&waiting, 502, "upstream-unreachable");
+    assert!(
+        waiting.text().contains("shut down before"),
+        "{}",
+        waiting.text()
+    );
     assert_problem(&held.await.unwrap(), 504, "outcome-unknown");
     let status = tokio::task::block_in_place(|| gateway.wait_exit(Duration::from_secs(5)));
     assert!(status.success(), "{status}");

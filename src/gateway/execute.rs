@@ -213,7 +213,7 @@ fn cut_off_fate(id: &RecordId, sent: bool) -> Fate {
         Fate::Unknown(GatewayError::OutcomeUnknownShutdown)
     } else {
         tracing::warn!(route = %id.route, %key, "shutdown: the grace ended before the request was sent to the upstream; key freed");
-        Fate::Freed(GatewayError::UpstreamUnreachable)
+        Fate::Freed(GatewayError::NotSentShutdown)
     }
 }
 

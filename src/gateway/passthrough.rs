@@ -68,7 +68,7 @@ pub async fn forward(
             Err(GatewayError::UpstreamUnreachable)
         }
         // Not here (see the `Handover` above): nothing was sent.
-        Err(UpstreamError::GivenUp) => Err(GatewayError::UpstreamUnreachable),
+        Err(UpstreamError::GivenUp) => Err(GatewayError::NotSentShutdown),
         Err(UpstreamError::Timeout) => Err(GatewayError::UpstreamTimeout),
         Err(UpstreamError::RequestBody(detail)) => {
             tracing::debug!(route = %route.name, %detail, "request body cut short by the client");
