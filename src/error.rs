@@ -97,6 +97,10 @@ pub enum GatewayError {
     /// The key's stored answer opens under none of the configured encryption
     /// keys: the request may have run, so nothing is forwarded either.
     StoredAnswerSealed,
+    /// The key's stored record holds what the store never writes (a damaged
+    /// disk, a restore gone wrong): the request may have run, so nothing is
+    /// forwarded either.
+    StoredAnswerDamaged,
     /// The route's `max_in_flight` executions are running; the key was freed.
     RouteOverloaded {
         retry_after: Duration,
@@ -179,6 +183,7 @@ impl GatewayError {
             OutcomeUnrecorded { status } => *status,
             StoreUnavailable { .. }
             | StoredAnswerSealed
+            | StoredAnswerDamaged
             | RouteOverloaded { .. }
             | BodiesOverBudget
             | HomeRegionUnavailable { .. }
@@ -212,7 +217,9 @@ impl GatewayError {
             | OutcomeUnknownBroken
             | OutcomeUnknownShutdown
             | OutcomeUnrecorded { .. } => "outcome-unknown",
-            StoreUnavailable { .. } | StoredAnswerSealed => "store-unavailable",
+            StoreUnavailable { .. } | StoredAnswerSealed | StoredAnswerDamaged => {
+                "store-unavailable"
+            }
             RouteOverloaded { .. } => "route-overloaded",
             BodiesOverBudget => "gateway-overloaded",
             Unauthorized => "unauthorized",
@@ -245,7 +252,9 @@ impl GatewayError {
             | OutcomeUnknownBroken
             | OutcomeUnknownShutdown
             | OutcomeUnrecorded { .. } => "Outcome unknown",
-            StoreUnavailable { .. } | StoredAnswerSealed => "Idempotency store unavailable",
+            StoreUnavailable { .. } | StoredAnswerSealed | StoredAnswerDamaged => {
+                "Idempotency store unavailable"
+            }
             RouteOverloaded { .. } => "Too many requests in progress on this route",
             BodiesOverBudget => "Too many bodies in progress",
             Unauthorized => "Unauthorized",
@@ -317,6 +326,10 @@ impl GatewayError {
             StoreUnavailable { .. } => "The idempotency store cannot be reached; nothing was \
                  forwarded or changed. Retry later."
                 .into(),
+            StoredAnswerDamaged => "This key's stored answer is damaged in the idempotency store \
+                 and cannot be replayed; the request may have run, so nothing was forwarded. An \
+                 operator can reconcile it with the upstream and purge the key."
+                .into(),
             StoredAnswerSealed => "This key's stored answer cannot be opened with the configured \
                  encryption keys; the request may have run, so nothing was forwarded. An operator \
                  can restore the key that sealed it, or purge the key."
@@ -374,9 +387,9 @@ impl GatewayError {
             | GatewayError::RouteOverloaded { retry_after }
             | GatewayError::HomeRegionUnavailable { retry_after }
             | GatewayError::RegionLoop { retry_after } => Some(*retry_after),
-            GatewayError::StoredAnswerSealed | GatewayError::BodiesOverBudget => {
-                Some(Duration::from_secs(1))
-            }
+            GatewayError::StoredAnswerSealed
+            | GatewayError::StoredAnswerDamaged
+            | GatewayError::BodiesOverBudget => Some(Duration::from_secs(1)),
             _ => None,
         }
     }
@@ -393,7 +406,9 @@ impl GatewayError {
             BodyTooLarge { .. } | HeaderTooLarge { .. } | TooManyHeaders { .. } => {
                 Outcome::TooLarge
             }
-            StoreUnavailable { .. } | StoredAnswerSealed => Outcome::StoreUnavailable,
+            StoreUnavailable { .. } | StoredAnswerSealed | StoredAnswerDamaged => {
+                Outcome::StoreUnavailable
+            }
             RouteOverloaded { .. } | BodiesOverBudget => Outcome::Overloaded,
             OutcomeUnknownTimeout
             | OutcomeUnknownBroken
@@ -586,6 +601,7 @@ mod tests {
                 "store-unavailable",
             ),
             (GatewayError::StoredAnswerSealed, 503, "store-unavailable"),
+            (GatewayError::StoredAnswerDamaged, 503, "store-unavailable"),
             (
                 GatewayError::RouteOverloaded {
                     retry_after: second,

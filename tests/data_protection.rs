@@ -287,10 +287,10 @@ async fn an_unopenable_record_is_refused_even_when_store_errors_pass() {
     assert!(lines[0].contains(&key_id(KEY_A)), "{}", lines[0]);
 }
 
-/// Each sealed answer's row in the embedded file, changed behind the
+/// A stored answer's row in the embedded file, changed behind the
 /// gateway's back by `edit(headers, body)`: a damaged disk, a restore gone
 /// wrong, a hand edit.
-fn edit_sealed_row(dir: &TestDir, key: &str, edit: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>)) {
+fn edit_stored_row(dir: &TestDir, key: &str, edit: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>)) {
     let conn = rusqlite::Connection::open(dir.path("store.db")).unwrap();
     conn.busy_timeout(std::time::Duration::from_secs(10))
         .unwrap();
@@ -307,6 +307,55 @@ fn edit_sealed_row(dir: &TestDir, key: &str, edit: impl FnOnce(&mut Vec<u8>, &mu
         rusqlite::params![headers, body, key],
     )
     .unwrap();
+}
+
+/// A clear answer whose header block was damaged in the file is refused
+/// 503 with a detail that says so, counted as an answer that did not open,
+/// never forwarded again (even with `on_store_error = "pass"`: the record
+/// exists, so the request ran), logged once; a purge frees the key.
+#[tokio::test]
+async fn a_damaged_clear_answer_is_refused_not_forwarded_and_purged() {
+    let upstream = MockUpstream::start().await;
+    let dir = TestDir::new("clear-damaged");
+    let base = embedded().defaults("on_store_error", "pass");
+    let gateway = start(&dir, &upstream, &base, &[]);
+    let client = gateway.client();
+    assert_eq!(charge(&client, "k", "M").await.status, 201);
+    // Two pairs announced, one there.
+    edit_stored_row(&dir, "k", |headers, _| {
+        let count = u32::from_be_bytes(headers[..4].try_into().unwrap());
+        headers[..4].copy_from_slice(&(count + 1).to_be_bytes());
+    });
+    for _ in 0..3 {
+        let refused = charge(&client, "k", "M").await;
+        assert_eq!(refused.status, 503, "{}", refused.text());
+        assert_eq!(refused.json()["code"], "store-unavailable");
+        assert_eq!(refused.header("idempotency-degraded"), None);
+        assert!(refused.text().contains("damaged"), "{}", refused.text());
+    }
+    assert_eq!(upstream.executions("k"), 1, "never run again");
+    assert_eq!(store_errors(&gateway, "embedded", "open").await, 3.0);
+    assert_eq!(store_errors(&gateway, "embedded", "reserve").await, 0.0);
+    let log = gateway.log_text();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("stored answer cannot be read"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{}", lines.join("\n"));
+    assert!(lines[0].contains("headers"), "{}", lines[0]);
+    let auth = common::admin::bearer(TOKEN);
+    let purged = gateway
+        .admin_client()
+        .send(
+            "DELETE",
+            "/admin/keys/charges/k",
+            &[("authorization", &auth)],
+            "",
+        )
+        .await;
+    assert_eq!(purged.status, 204);
+    assert_eq!(charge(&client, "k", "M").await.status, 201);
+    assert_eq!(upstream.executions("k"), 2);
 }
 
 /// One header pair as the embedded file encodes it (u32 lengths).
@@ -332,17 +381,17 @@ async fn a_damaged_sealed_record_is_refused_logged_once_and_purged() {
     for key in ["body", "extra-header", "binary-id"] {
         assert_eq!(charge(&client, key, "M-dmg").await.status, 201);
     }
-    edit_sealed_row(&dir, "body", |_, body| {
+    edit_stored_row(&dir, "body", |_, body| {
         let last = body.len() - 1;
         body[last] ^= 1;
     });
     // The sealed pair kept, one more header after it.
-    edit_sealed_row(&dir, "extra-header", |headers, _| {
+    edit_stored_row(&dir, "extra-header", |headers, _| {
         headers[..4].copy_from_slice(&2u32.to_be_bytes());
         headers.extend(header_pair(b"x-extra", b"1"));
     });
     // The key id no longer text.
-    edit_sealed_row(&dir, "binary-id", |headers, _| {
+    edit_stored_row(&dir, "binary-id", |headers, _| {
         let mut damaged = 1u32.to_be_bytes().to_vec();
         damaged.extend(header_pair(b":idemgate-sealed", &[0xff; 16]));
         *headers = damaged;

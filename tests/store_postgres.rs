@@ -769,6 +769,25 @@ async fn a_refused_key_fails_alone() {
     }
 }
 
+/// A stored answer whose row holds what the store never writes (a restore
+/// gone wrong, a hand edit) is `Damaged`, not a store that is down: the
+/// record exists, so its request may have run, and `on_store_error = "pass"`
+/// must not forward it again.
+#[tokio::test]
+async fn a_damaged_answer_is_told_apart_from_a_store_that_is_down() {
+    let schema = TestSchema::create().await;
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&schema.config()).await.unwrap());
+    let lease = reserved(&store, &id("k"), "fp", LONG).await;
+    store.complete(&lease, &response(), LONG).await.unwrap();
+    pg_support::admin_sql(&format!(
+        "UPDATE {}.idemgate_records SET header_values = header_values[1:0]",
+        schema.name
+    ))
+    .await;
+    let got = store.reserve(&id("k"), "fp", LONG).await;
+    assert!(matches!(got, Err(StoreError::Damaged(_))), "{got:?}");
+}
+
 /// Every replica keeps in-memory copies of answers it replayed. A purge
 /// through one replica reaches the others' copies (LISTEN/NOTIFY) before it
 /// returns, well within the 5 s a copy may otherwise live: the retry right

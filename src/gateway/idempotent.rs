@@ -21,7 +21,7 @@ use crate::log_limit::LogLimit;
 use crate::metrics::{Outcome, STORE_ERRORS};
 use crate::proxy::prepare_request;
 use crate::route::RoutePolicy;
-use crate::store::{LeaseGuard, RecordId, StoreError};
+use crate::store::{Damaged, LeaseGuard, RecordId, StoreError};
 
 pub async fn run(
     gateway: &Arc<Gateway>,
@@ -192,6 +192,10 @@ async fn under_key(
         // Never forwarded, whatever `on_store_error` says: the record
         // exists, so the request may have run (logged by the store).
         Err(StoreError::Sealed(_)) => Answer::error(GatewayError::StoredAnswerSealed),
+        Err(StoreError::Damaged(damaged)) => {
+            warn_damaged(&id, damaged);
+            Answer::error(GatewayError::StoredAnswerDamaged)
+        }
         Err(error) => {
             warn_store_unavailable(&id, &error);
             match policy.on_store_error {
@@ -239,6 +243,18 @@ fn mark_degraded<B>(response: &mut Response<B>) {
     response
         .headers_mut()
         .insert(replay::DEGRADED, HeaderValue::from_static("true"));
+}
+
+/// Logs a record the store cannot read, per route at once and then once per
+/// interval (crate::log_limit): every retry of its key meets it again until
+/// an operator purges it.
+fn warn_damaged(id: &RecordId, damaged: Damaged) {
+    static LIMIT: LogLimit = LogLimit::new(STORE_ERRORS);
+    if let Some(left_out) = LIMIT.admit(&id.route) {
+        tracing::error!(route = %id.route, key = %key::short_hash(&id.key), %damaged,
+            not_logged = left_out.count(),
+            "stored answer cannot be read; nothing forwarded; purge the key once reconciled{left_out}");
+    }
 }
 
 /// Logs a request refused (or degraded) for want of the store, per route at

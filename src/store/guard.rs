@@ -93,7 +93,9 @@ fn keep_releasing(store: Arc<dyn Store>, lease: Lease) {
                     return;
                 }
                 // Releasing opens no answer: not a failure to retry.
-                Err(StoreError::Fenced | StoreError::Sealed(_)) => return,
+                Err(StoreError::Fenced | StoreError::Sealed(_) | StoreError::Damaged(_)) => {
+                    return;
+                }
                 Err(StoreError::Unavailable(_)) => {}
             }
         }

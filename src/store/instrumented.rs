@@ -116,7 +116,7 @@ impl InstrumentedStore {
         // A fenced completion is the store doing its job, not failing.
         let failed = match result {
             Err(StoreError::Unavailable(_)) => op,
-            Err(StoreError::Sealed(_)) => Op::Open,
+            Err(StoreError::Sealed(_) | StoreError::Damaged(_)) => Op::Open,
             _ => return,
         };
         let labels = [self.label, failed.as_str()];

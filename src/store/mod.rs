@@ -7,6 +7,7 @@
 
 pub mod cache;
 pub mod count;
+mod damaged;
 pub mod embedded;
 pub mod guard;
 pub mod instrumented;
@@ -30,6 +31,7 @@ use bytes::Bytes;
 
 pub use cache::{CacheError, CachedStore, Lookup, LookupHook, RedisCause};
 pub use count::CountLimits;
+pub use damaged::Damaged;
 pub use embedded::{EmbeddedCause, EmbeddedStore};
 pub use guard::LeaseGuard;
 pub use instrumented::InstrumentedStore;
@@ -216,6 +218,10 @@ pub enum StoreError {
     /// the request may have run, so it is never forwarded again.
     #[error("{0}")]
     Sealed(#[from] seal::OpenError),
+    /// A record holds what the store never writes: it exists, so its
+    /// request may have run, and it is never forwarded again.
+    #[error("{0}")]
+    Damaged(#[from] Damaged),
 }
 
 #[async_trait]

@@ -105,9 +105,6 @@ pub enum EmbeddedCause {
     /// (it panicked, or the runtime is shutting down).
     #[error("the store's reader failed: {0}")]
     Reader(#[source] Arc<tokio::task::JoinError>),
-    /// A row holds what this store never writes.
-    #[error("{0}")]
-    Corrupt(&'static str),
     /// The store-wide fencing token sequence reached `i64::MAX`.
     #[error("fencing tokens exhausted")]
     TokensExhausted,
@@ -152,7 +149,7 @@ impl EmbeddedCause {
     /// another process holding the write lock past the busy timeout, a file
     /// made read-only. Failures that refuse the store until a restart
     /// (`SyncFailed`, `FileGone`, `Stopped`) and those that repeat
-    /// (`Corrupt`, a constraint) are not.
+    /// (a constraint) are not.
     pub fn may_pass(&self) -> bool {
         use rusqlite::ErrorCode::*;
         match self {

@@ -9,8 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
-use super::cause::EmbeddedCause;
-use crate::store::StoreError;
+use crate::store::{Damaged, StoreError};
 
 pub(crate) fn encode_headers(headers: &[(String, Bytes)]) -> Vec<u8> {
     let size = headers
@@ -67,7 +66,7 @@ fn take_bytes<'a>(buf: &mut &'a [u8]) -> Result<&'a [u8], StoreError> {
 }
 
 fn corrupt() -> StoreError {
-    EmbeddedCause::Corrupt("stored headers are corrupt").into()
+    Damaged { part: "headers" }.into()
 }
 
 /// Unix milliseconds; instants before the epoch clamp to 0.

@@ -9,11 +9,11 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use rusqlite::{OptionalExtension, Statement, params};
 
-use super::cause::EmbeddedCause;
 use super::codec::{decode_headers, duration_ms, encode_headers, from_ms};
 use super::db_error::db;
 use super::schema::{COMPLETED, IN_FLIGHT};
 use super::txn::Txn;
+use crate::store::Damaged;
 use crate::store::{
     Kept, Lease, RecordId, RecordInfo, RecordState, Reservation, StoreError, StoredResponse,
 };
@@ -203,7 +203,7 @@ fn load_response(
         .map_err(db)?;
     let status = status
         .and_then(|s| u16::try_from(s).ok())
-        .ok_or_else(|| EmbeddedCause::Corrupt("completed record has no valid status"))?;
+        .ok_or(Damaged { part: "status" })?;
     let response = StoredResponse {
         status,
         headers: decode_headers(headers.as_deref().unwrap_or(&[0, 0, 0, 0]))?.into(),

@@ -132,9 +132,6 @@ pub enum PostgresCause {
          or a read-only database); connections made before are dropped and made again"
     )]
     ReadOnly,
-    /// A column holds what this store never writes.
-    #[error("postgres: record has an invalid {0}")]
-    Corrupt(&'static str),
 }
 
 /// What is wrong with an `sslrootcert` file.

@@ -5,8 +5,8 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use tokio_postgres::Row;
 
-use super::cause::PostgresCause;
 use super::pool::db_error;
+use crate::store::Damaged;
 use crate::store::{
     Kept, Lease, RecordId, RecordInfo, RecordState, Reservation, StoreError, StoredResponse,
 };
@@ -194,5 +194,5 @@ pub fn record_state(state: i16, outcome_unknown: bool) -> RecordState {
 }
 
 fn corrupt(column: &'static str) -> StoreError {
-    PostgresCause::Corrupt(column).into()
+    Damaged { part: column }.into()
 }
