@@ -430,11 +430,36 @@ async fn a_delivery_with_svix_headers_is_verified_and_deduplicated() {
             .text()
             .contains("the webhook-id and svix-id headers differ")
     );
+    // Both sets for one event: a consumer verifying with Svix's library
+    // reads the `svix-` one, so it is checked as well as the `webhook-` one.
+    let both = |svix_signature: Option<&str>| {
+        let mut delivery = Delivery::new(Sender::Standard, STANDARD_SECRET, "msg_svix_4", now());
+        let svix: Vec<(String, String)> = (delivery.headers.iter())
+            .filter_map(|(name, value)| {
+                let rest = name.strip_prefix("webhook-")?;
+                let value = match (rest, svix_signature) {
+                    ("signature", Some(forged)) => forged.to_owned(),
+                    _ => value.clone(),
+                };
+                Some((format!("svix-{rest}"), value))
+            })
+            .collect();
+        delivery.headers.extend(svix);
+        delivery
+    };
+    let reply = both(Some("v1,Zm9yZ2Vk"))
+        .send(&gateway, "POST", "/hook/svix")
+        .await;
+    assert_refused(&reply, Sender::Standard, "both sets, the svix- one forged");
     assert_eq!(
         upstream.total(),
         1,
         "a refused delivery reached the consumer"
     );
+    let reply = both(None).send(&gateway, "POST", "/hook/svix").await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    assert_eq!(reply.header("idempotent-replayed"), Some("false"));
+    assert_eq!(upstream.total(), 2);
 }
 
 #[tokio::test]
