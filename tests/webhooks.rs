@@ -1,14 +1,16 @@
 //! Webhook routes through the real binary: a sender's signature is checked
 //! before anything is reserved, then its event id deduplicates redeliveries.
 //! Deliveries are signed here with each sender's published algorithm
-//! (HMAC-SHA256 over the documented content, via the `hmac` crate), and in
-//! `signatures_made_by_the_senders_own_libraries_verify` by the senders' own
-//! Python libraries (scripts/webhook-interop-env, scripts/webhook-interop/sign.py).
+//! (HMAC-SHA256 over the documented content, via the `hmac` crate), which
+//! `this_files_signer_agrees_with_the_senders_libraries` holds to what the
+//! senders' own libraries make; `deliveries_signed_by_the_senders_own_libraries_verify`
+//! sends those libraries' deliveries as they made them (tests/webhook_vectors).
 
 mod common;
+mod webhook_vectors;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
@@ -430,11 +432,36 @@ async fn a_delivery_with_svix_headers_is_verified_and_deduplicated() {
             .text()
             .contains("the webhook-id and svix-id headers differ")
     );
+    // Both sets for one event: a consumer verifying with Svix's library
+    // reads the `svix-` one, so it is checked as well as the `webhook-` one.
+    let both = |svix_signature: Option<&str>| {
+        let mut delivery = Delivery::new(Sender::Standard, STANDARD_SECRET, "msg_svix_4", now());
+        let svix: Vec<(String, String)> = (delivery.headers.iter())
+            .filter_map(|(name, value)| {
+                let rest = name.strip_prefix("webhook-")?;
+                let value = match (rest, svix_signature) {
+                    ("signature", Some(forged)) => forged.to_owned(),
+                    _ => value.clone(),
+                };
+                Some((format!("svix-{rest}"), value))
+            })
+            .collect();
+        delivery.headers.extend(svix);
+        delivery
+    };
+    let reply = both(Some("v1,Zm9yZ2Vk"))
+        .send(&gateway, "POST", "/hook/svix")
+        .await;
+    assert_refused(&reply, Sender::Standard, "both sets, the svix- one forged");
     assert_eq!(
         upstream.total(),
         1,
         "a refused delivery reached the consumer"
     );
+    let reply = both(None).send(&gateway, "POST", "/hook/svix").await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    assert_eq!(reply.header("idempotent-replayed"), Some("false"));
+    assert_eq!(upstream.total(), 2);
 }
 
 #[tokio::test]
@@ -766,110 +793,276 @@ async fn serve_refuses_an_empty_secret() {
     );
 }
 
-/// The Python of scripts/webhook-interop-env, with the senders' libraries.
-fn interop_python() -> PathBuf {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/webhook-interop-env");
-    let out = Command::new(&script)
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    assert!(
-        out.status.success(),
-        "the webhook interoperability test needs python3 with the venv module \
-         (Debian: apt-get install python3 python3-venv) and access to PyPI, to install \
-         the senders' libraries (standardwebhooks, stripe) into a cache; \
-         scripts/webhook-interop-env said:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-}
-
-/// Headers made by the sender's own library (scripts/webhook-interop/sign.py).
-fn library_signed(
-    python: &Path,
-    sender: Sender,
-    secret: &str,
-    id: &str,
-    timestamp: i64,
-    body: &str,
-) -> Vec<(String, String)> {
-    use std::io::Write;
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/webhook-interop/sign.py");
-    let mut child = Command::new(python)
-        .arg(&script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let request = serde_json::json!({
-        "scheme": sender.name(), "secret": secret, "id": id,
-        "timestamp": timestamp, "body": body,
-    });
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(request.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "sign.py failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let headers: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_slice(&out.stdout).unwrap();
+/// A delivery with `headers` (and a JSON content type) and `body`, as given.
+fn delivery(headers: &[(&str, &str)], body: &str) -> Delivery {
     let mut list = vec![("content-type".to_owned(), "application/json".to_owned())];
     list.extend(
         headers
-            .into_iter()
-            .map(|(name, value)| (name, value.as_str().unwrap().to_owned())),
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned())),
     );
-    list
+    Delivery {
+        headers: list,
+        body: body.to_owned(),
+    }
 }
 
+/// The value of `name` in the headers this file's signer makes.
+fn signed_value(sender: Sender, secret: &str, id: &str, at: i64, body: &str, name: &str) -> String {
+    let headers = Delivery::sign(sender, secret, id, at, body);
+    headers.into_iter().find(|(n, _)| n == name).unwrap().1
+}
+
+/// This file's signer, which the tests above send with at the current time,
+/// makes what the senders' own libraries make, byte for byte.
+#[test]
+fn this_files_signer_agrees_with_the_senders_libraries() {
+    use webhook_vectors::*;
+    let standard = |secret, at| {
+        let name = "webhook-signature";
+        signed_value(
+            Sender::Standard,
+            secret,
+            standard::ID,
+            at,
+            standard::BODY,
+            name,
+        )
+    };
+    assert_eq!(standard(STANDARD_SECRET, SIGNED_AT), standard::FIRST);
+    assert_eq!(standard(STANDARD_SECRET, RETRIED_AT), standard::RETRY);
+    assert_eq!(
+        standard(STANDARD_SECRET_OLD, SIGNED_AT),
+        standard::OLD_SECRET
+    );
+    let stripe = |secret, at| {
+        let name = "stripe-signature";
+        signed_value(Sender::Stripe, secret, "unused", at, stripe::BODY, name)
+    };
+    assert_eq!(stripe(STRIPE_WHSEC, SIGNED_AT), stripe::FIRST);
+    assert_eq!(stripe(STRIPE_WHSEC, RETRIED_AT), stripe::RETRY);
+    assert_eq!(stripe(STRIPE_WHSEC_OLD, SIGNED_AT), stripe::OLD_SECRET);
+    let (id, body) = (github::DELIVERY, github::BODY);
+    let github = signed_value(
+        Sender::Github,
+        GITHUB_SECRET,
+        id,
+        0,
+        body,
+        "x-hub-signature-256",
+    );
+    assert_eq!(github, github::SHA256);
+    let (id, body) = (shopify::WEBHOOK_ID, shopify::BODY);
+    let name = "x-shopify-hmac-sha256";
+    let shopify = signed_value(Sender::Shopify, SHOPIFY_SECRET, id, 0, body, name);
+    assert_eq!(shopify, shopify::HMAC);
+}
+
+/// Deliveries signed by the senders' own libraries (tests/webhook_vectors)
+/// go through the gateway: accepted under any listed secret, with several
+/// signatures in one header, with the secret given with or without its
+/// `whsec_` prefix; a sender's redelivery (re-signed, same id and body)
+/// replays; a changed body is refused.
 #[tokio::test]
-async fn signatures_made_by_the_senders_own_libraries_verify() {
-    let python = interop_python();
-    let (_dir, upstream, gateway) = start("webhook-interop").await;
-    for (n, sender) in [Sender::Standard, Sender::Stripe].into_iter().enumerate() {
-        let id = format!("evt_{}_lib", sender.name());
-        let body = Delivery::body_for(&id);
-        for secret in [sender.secret(), sender.old_secret().unwrap()] {
-            let signed_at = now();
-            let headers = library_signed(&python, sender, secret, &id, signed_at, &body);
-            // This file's own signer agrees with the library, byte for byte.
-            let ours = Delivery::sign(sender, secret, &id, signed_at, &body);
-            let signature = |list: &[(String, String)]| {
-                let name = sender.signature_header();
-                list.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone())
-            };
-            assert_eq!(signature(&headers), signature(&ours), "{sender:?}");
-            let delivery = Delivery {
-                headers,
-                body: body.clone(),
-            };
-            let reply = delivery.post(&gateway, sender).await;
-            assert_eq!(reply.status, 201, "{sender:?}: {}", reply.text());
-            assert_eq!(
-                upstream.total(),
-                n as u64 + 1,
-                "{sender:?}: once, then replays"
-            );
-            // The library's headers over another body: refused.
-            let tampered = delivery.with_body(Delivery::body_for("evt_tampered"));
-            assert_refused(&tampered.post(&gateway, sender).await, sender, "tampered");
-        }
-        let stale = library_signed(&python, sender, sender.secret(), &id, now() - 600, &body);
-        let reply = Delivery {
-            headers: stale,
-            body,
-        }
-        .post(&gateway, sender)
-        .await;
-        assert_refused(&reply, sender, "stale, signed by the library");
+async fn deliveries_signed_by_the_senders_own_libraries_verify() {
+    use webhook_vectors::*;
+    let dir = TestDir::new("webhook-vectors");
+    let upstream = MockUpstream::start().await;
+    let reaching_back = |scheme: &str, secrets: &str| {
+        let rest = format!(r#"secrets_env = {secrets}, tolerance = "{VECTOR_TOLERANCE}""#);
+        webhook(scheme, &rest)
+    };
+    let standard_secrets = r#"["STANDARD_SECRET", "STANDARD_SECRET_OLD"]"#;
+    let config = config()
+        .with_route("standard", |r| {
+            r.set("webhook", reaching_back("standard", standard_secrets))
+        })
+        .with_route("stripe", |r| {
+            let secrets = r#"["STRIPE_WHSEC", "STRIPE_WHSEC_OLD"]"#;
+            r.set("webhook", reaching_back("stripe", secrets))
+        })
+        .route(
+            Route::new("standard-bare", "consumer")
+                .path_prefix("/bare/standard")
+                .set(
+                    "webhook",
+                    reaching_back("standard", r#""STANDARD_SECRET_BARE""#),
+                ),
+        )
+        .route(
+            Route::new("svix", "consumer")
+                .path_prefix("/hook/svix")
+                .set("webhook", reaching_back("standard", standard_secrets))
+                .set("key", raw(r#"{ header = "svix-id" }"#)),
+        );
+    // STANDARD_SECRET as a sender may hand it out: no prefix, no padding.
+    let bare = STANDARD_SECRET
+        .trim_start_matches("whsec_")
+        .trim_end_matches('=');
+    let mut env = ENV.to_vec();
+    env.push(("STANDARD_SECRET_BARE", bare));
+    let gateway = GatewayProcess::start_with_env(&dir, &upstream.url(), &config, &env);
+    let expect = |reply: &Reply, replayed: &str, why: &str| {
+        assert_eq!(reply.status, 201, "{why}: {}", reply.text());
+        assert_eq!(reply.header("idempotent-replayed"), Some(replayed), "{why}");
+    };
+
+    let (signed_at, retried_at) = (SIGNED_AT.to_string(), RETRIED_AT.to_string());
+    let standard_at = |at: &str, signature: &str| {
+        let headers = [
+            ("webhook-id", standard::ID),
+            ("webhook-timestamp", at),
+            ("webhook-signature", signature),
+        ];
+        delivery(&headers, standard::BODY)
+    };
+    let post = |d: Delivery, path: &'static str| {
+        let gateway = &gateway;
+        async move { d.send(gateway, "POST", path).await }
+    };
+    let first = standard_at(&signed_at, standard::FIRST);
+    expect(&post(first, "/hook/standard").await, "false", "standard");
+    for (why, at, signature) in [
+        ("standard redelivery", &retried_at, standard::RETRY),
+        ("standard, old secret", &signed_at, standard::OLD_SECRET),
+        (
+            "standard, several signatures",
+            &signed_at,
+            standard::SEVERAL,
+        ),
+    ] {
+        expect(
+            &post(standard_at(at, signature), "/hook/standard").await,
+            "true",
+            why,
+        );
     }
+    let tampered =
+        standard_at(&signed_at, standard::FIRST).with_body(standard::BODY.replace("1200", "1201"));
+    assert_refused(
+        &post(tampered, "/hook/standard").await,
+        Sender::Standard,
+        "standard, tampered",
+    );
+    let bare_route = standard_at(&signed_at, standard::FIRST);
+    expect(
+        &post(bare_route, "/bare/standard").await,
+        "false",
+        "secret without whsec_",
+    );
+    let svix = delivery(
+        &[
+            ("svix-id", standard::ID),
+            ("svix-timestamp", &signed_at),
+            ("svix-signature", standard::SEVERAL),
+        ],
+        standard::BODY,
+    );
+    expect(&post(svix, "/hook/svix").await, "false", "svix headers");
+    assert_eq!(upstream.total(), 3);
+
+    let stripe_with = |signature: &str| delivery(&[("stripe-signature", signature)], stripe::BODY);
+    expect(
+        &post(stripe_with(stripe::FIRST), "/hook/stripe").await,
+        "false",
+        "stripe",
+    );
+    for (why, signature) in [
+        ("stripe redelivery", stripe::RETRY),
+        ("stripe, old secret", stripe::OLD_SECRET),
+        ("stripe, rolled secret", stripe::ROLLED),
+    ] {
+        expect(
+            &post(stripe_with(signature), "/hook/stripe").await,
+            "true",
+            why,
+        );
+    }
+    let tampered = stripe_with(stripe::FIRST).with_body(stripe::BODY.replace("1200", "1201"));
+    assert_refused(
+        &post(tampered, "/hook/stripe").await,
+        Sender::Stripe,
+        "stripe, tampered",
+    );
+    assert_eq!(upstream.total(), 4);
+
+    let github_with = |headers: &[(&str, &str)]| {
+        let mut all = vec![
+            ("x-github-event", "push"),
+            ("x-github-delivery", github::DELIVERY),
+        ];
+        all.extend_from_slice(headers);
+        delivery(&all, github::BODY)
+    };
+    // GitHub sends both; only the SHA-256 one is checked.
+    let both = github_with(&[
+        ("x-hub-signature", github::SHA1),
+        ("x-hub-signature-256", github::SHA256),
+    ]);
+    expect(&post(both, "/hook/github").await, "false", "github");
+    let sha256 = github_with(&[("x-hub-signature-256", github::SHA256)]);
+    expect(
+        &post(sha256, "/hook/github").await,
+        "true",
+        "github redelivery",
+    );
+    // The legacy SHA-1 signature alone is not enough.
+    let reply = post(
+        github_with(&[("x-hub-signature", github::SHA1)]),
+        "/hook/github",
+    )
+    .await;
+    assert_refused(&reply, Sender::Github, "github, SHA-1 only");
+    assert!(
+        reply
+            .text()
+            .contains("the x-hub-signature-256 header is missing"),
+        "{}",
+        reply.text()
+    );
+    assert_eq!(upstream.total(), 5);
+
+    let shopify = delivery(
+        &[
+            ("x-shopify-topic", "orders/create"),
+            ("x-shopify-webhook-id", shopify::WEBHOOK_ID),
+            ("x-shopify-hmac-sha256", shopify::HMAC),
+        ],
+        shopify::BODY,
+    );
+    expect(&post(shopify, "/hook/shopify").await, "false", "shopify");
+    assert_eq!(upstream.total(), 6);
+}
+
+/// `tolerance` bounds the signed timestamp both ways, up to and including
+/// its edge. The gateway reads its clock a little after this test does, so
+/// each side is checked exactly at the edge where that cannot matter, and
+/// 2 s inside or past it at the other.
+#[tokio::test]
+async fn the_tolerance_holds_to_its_edge_both_ways() {
+    let (_dir, upstream, gateway) = start("webhook-tolerance").await;
+    let tolerance = 300;
+    for sender in [Sender::Standard, Sender::Stripe] {
+        let at = now();
+        let cases = [
+            ("oldest accepted", at - tolerance + 2, true),
+            ("just too old", at - tolerance - 1, false),
+            ("furthest ahead accepted", at + tolerance, true),
+            ("just too far ahead", at + tolerance + 3, false),
+        ];
+        for (n, (why, signed_at, accepted)) in cases.into_iter().enumerate() {
+            let id = format!("evt_{}_edge_{n}", sender.name());
+            let reply = Delivery::new(sender, sender.secret(), &id, signed_at)
+                .post(&gateway, sender)
+                .await;
+            if accepted {
+                assert_eq!(reply.status, 201, "{sender:?} {why}: {}", reply.text());
+            } else {
+                assert_refused(&reply, sender, why);
+            }
+        }
+    }
+    assert_eq!(upstream.total(), 4);
 }
 
 /// The check reads an HTTP/2 body as it reads an HTTP/1 one.

@@ -27,7 +27,8 @@ pub fn verify(headers: &HeaderMap, body: &[u8], keys: &[Vec<u8>]) -> Result<(), 
 mod tests {
     use super::*;
 
-    /// GitHub's documented example ("Validating webhook deliveries").
+    /// GitHub's documented example ("Validating webhook deliveries"), also
+    /// what @octokit/webhooks-methods 6.0.0's `sign` makes.
     #[test]
     fn the_documented_example_verifies() {
         let mut headers = HeaderMap::new();

@@ -4,7 +4,8 @@
 //!
 //! Svix, where the scheme comes from, sends the same three headers as
 //! `svix-id`, `svix-timestamp` and `svix-signature` unless an account has
-//! them white-labelled, and its libraries read either; so do we.
+//! them white-labelled, and its libraries read either; so do we, and a
+//! request carrying both sets must verify under each.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -30,26 +31,27 @@ pub const SIGNED: &[&str] = &[
     SVIX_SIGNATURE,
 ];
 
-/// The id, timestamp and signature headers the request was signed with:
-/// `webhook-`, or `svix-` when it has no `webhook-id`.
-fn names(headers: &HeaderMap) -> Result<[&'static str; 3], Rejection> {
-    let standard = [ID, TIMESTAMP, SIGNATURE];
+const STANDARD_SET: [&str; 3] = [ID, TIMESTAMP, SIGNATURE];
+const SVIX_SET: [&str; 3] = [SVIX_ID, SVIX_TIMESTAMP, SVIX_SIGNATURE];
+
+/// The sets of id, timestamp and signature headers the request was signed
+/// with: `webhook-`, `svix-`, or both. Both are each checked, since the
+/// consumer may verify again with either reading: the Standard Webhooks
+/// libraries read the `webhook-` set, Svix's the `svix-` one when present.
+fn sets(headers: &HeaderMap) -> Result<&'static [[&'static str; 3]], Rejection> {
     if !headers.contains_key(SVIX_ID) {
-        return Ok(standard);
+        return Ok(&[STANDARD_SET]);
     }
     if !headers.contains_key(ID) {
-        return Ok([SVIX_ID, SVIX_TIMESTAMP, SVIX_SIGNATURE]);
+        return Ok(&[SVIX_SET]);
     }
-    // Both: the `webhook-` set is checked, so the other id, which a route
-    // may key by, must be the same event's.
-    let (Ok(id), Ok(svix_id)) = (single(headers, ID), single(headers, SVIX_ID)) else {
-        return Ok(standard);
-    };
-    if id == svix_id {
-        Ok(standard)
-    } else {
-        Err(Rejection::Conflicting(ID, SVIX_ID))
+    // Both: a route may key by either id, so they must name one event.
+    if let (Ok(id), Ok(svix_id)) = (single(headers, ID), single(headers, SVIX_ID))
+        && id != svix_id
+    {
+        return Err(Rejection::Conflicting(ID, SVIX_ID));
     }
+    Ok(&[STANDARD_SET, SVIX_SET])
 }
 
 pub fn verify(
@@ -58,7 +60,18 @@ pub fn verify(
     keys: &[Vec<u8>],
     window: Window,
 ) -> Result<(), Rejection> {
-    let [id_name, timestamp_name, signature_name] = names(headers)?;
+    sets(headers)?
+        .iter()
+        .try_for_each(|names| verify_set(headers, *names, body, keys, window))
+}
+
+fn verify_set(
+    headers: &HeaderMap,
+    [id_name, timestamp_name, signature_name]: [&'static str; 3],
+    body: &[u8],
+    keys: &[Vec<u8>],
+    window: Window,
+) -> Result<(), Rejection> {
     let id = single(headers, id_name)?;
     let signed_at = timestamp::parse(single(headers, timestamp_name)?)
         .ok_or(Rejection::Malformed(timestamp_name))?;
@@ -84,7 +97,8 @@ mod tests {
 
     use super::*;
 
-    /// The Standard Webhooks specification's example delivery.
+    /// The Standard Webhooks specification's example delivery; its
+    /// signature is also what standardwebhooks 1.3.0's `Webhook.sign` makes.
     fn example(signature: &str) -> HeaderMap {
         let mut headers = HeaderMap::new();
         headers.insert(ID, "msg_p5jXN8AQM9LWM0D4loKWxJek".parse().unwrap());
@@ -183,14 +197,30 @@ mod tests {
             verify(&svix_only, BODY, &key(), at(1614265330 + 301)),
             Err(Rejection::TooOld)
         );
-        // Both sets for one event: the `webhook-` one is checked.
+        // Both sets for one event: each is checked, since a consumer's
+        // Standard Webhooks library reads the `webhook-` one and Svix's
+        // libraries the `svix-` one.
         let mut both = example(GOOD);
-        both.extend(svix(&example("v1,Zm9yZ2Vk")));
+        both.extend(svix(&example(GOOD)));
         assert_eq!(verify(&both, BODY, &key(), now), Ok(()));
+        let mut forged_svix = example(GOOD);
+        forged_svix.extend(svix(&example("v1,Zm9yZ2Vk")));
+        assert_eq!(
+            verify(&forged_svix, BODY, &key(), now),
+            Err(Rejection::NoMatch)
+        );
         let mut forged_standard = svix(&example(GOOD));
         forged_standard.extend(example("v1,Zm9yZ2Vk"));
         assert_eq!(
             verify(&forged_standard, BODY, &key(), now),
+            Err(Rejection::NoMatch)
+        );
+        // A `svix-timestamp` out of the window is refused like any other.
+        let mut stale_svix = example(GOOD);
+        stale_svix.extend(svix(&example(GOOD)));
+        stale_svix.insert(SVIX_TIMESTAMP, "1614264000".parse().unwrap());
+        assert_eq!(
+            verify(&stale_svix, BODY, &key(), now),
             Err(Rejection::NoMatch)
         );
         // Two ids: a route keyed by the unchecked one would run a recorded
