@@ -41,6 +41,21 @@ impl WebhookScheme {
     pub fn has_timestamp(self) -> bool {
         matches!(self, WebhookScheme::Standard | WebhookScheme::Stripe)
     }
+
+    /// The headers (lower case) a sender sets anew on each redelivery of
+    /// one event: the signed timestamp and the signature over it.
+    pub fn redelivery_headers(self) -> &'static [&'static str] {
+        match self {
+            WebhookScheme::Standard => &[
+                "webhook-timestamp",
+                "webhook-signature",
+                "svix-timestamp",
+                "svix-signature",
+            ],
+            WebhookScheme::Stripe => &["stripe-signature"],
+            WebhookScheme::Github | WebhookScheme::Shopify => &[],
+        }
+    }
 }
 
 /// `tolerance` when the route does not say.

@@ -96,6 +96,11 @@ fn route(
         .map(|webhook| webhook::route_defaults(inherited.defaults, webhook.scheme));
     let base = webhook_defaults.as_ref().unwrap_or(inherited.defaults);
     let policy = policy::resolve(ctx, base, &file.policy(), &prefix);
+    if let Some(webhook) = &webhook {
+        let span = (file.fingerprint.as_ref().map(Spanned::span)).or(Some(route.span()));
+        let field = format!("{prefix}.fingerprint");
+        webhook::redelivery_fingerprint(ctx, webhook.scheme, &policy.fingerprint, span, &field);
+    }
     let ignored = file.policy_fields_set();
     if !idempotency && !ignored.is_empty() {
         ctx.warn(

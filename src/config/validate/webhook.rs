@@ -13,7 +13,8 @@ use super::env_list::Listed;
 use super::server::{env_name, positive_duration};
 use crate::config::file::{EnvNamesFile, WebhookFile};
 use crate::config::{
-    DEFAULT_TOLERANCE, KeySource, Policy, StatusClass, WebhookConfig, WebhookScheme, WebhookSecret,
+    DEFAULT_TOLERANCE, FingerprintPart, KeySource, Policy, StatusClass, WebhookConfig,
+    WebhookScheme, WebhookSecret,
 };
 use http::{HeaderName, Method};
 
@@ -47,6 +48,34 @@ pub fn route_defaults(inherited: &Policy, scheme: WebhookScheme) -> Policy {
         release_statuses: DEFAULT_RELEASE_STATUSES.to_vec(),
         release_classes: DEFAULT_RELEASE_CLASSES.to_vec(),
         ..inherited.clone()
+    }
+}
+
+/// Warns of a fingerprint naming a header the sender sets anew on each
+/// redelivery: after a stored answer, every redelivery of the event would
+/// be a 422 mismatch instead of its replay.
+pub fn redelivery_fingerprint(
+    ctx: &mut Ctx<'_>,
+    scheme: WebhookScheme,
+    fingerprint: &[FingerprintPart],
+    span: Option<std::ops::Range<usize>>,
+    field: &str,
+) {
+    for part in fingerprint {
+        if let FingerprintPart::Header(name) = part
+            && scheme.redelivery_headers().contains(&name.as_str())
+        {
+            ctx.warn(
+                span.clone(),
+                field,
+                format!(
+                    "{part} changes with each redelivery of an event ({} signs a new \
+                     timestamp each time): every redelivery after a stored answer would be \
+                     refused 422 fingerprint-mismatch instead of replayed; leave it out",
+                    scheme.as_str()
+                ),
+            );
+        }
     }
 }
 

@@ -446,3 +446,34 @@ idempotency = false
     assert_eq!(warnings.len(), 1, "{warnings:#?}");
     assert!(warnings[0].contains("is shadowed"), "{}", warnings[0]);
 }
+
+/// A sender's redelivery of one event carries a new timestamp and so a new
+/// signature: a fingerprint that names those headers makes every
+/// redelivery after a stored answer a 422 mismatch, never a replay.
+#[test]
+fn a_fingerprint_naming_a_header_each_redelivery_changes_is_warned_of() {
+    let config = ok(&with_webhook(
+        "webhook = { scheme = \"stripe\", secrets_env = \"STRIPE_WHSEC\" }\n\
+         fingerprint = [\"method\", \"body\", \"header:Stripe-Signature\"]",
+    ));
+    assert_eq!(config.warnings.len(), 1, "{:#?}", config.warnings);
+    assert!(
+        config.warnings[0].contains(
+            "routes[0].fingerprint: header:stripe-signature changes with each redelivery \
+             of an event (stripe signs a new timestamp each time)"
+        ),
+        "{:#?}",
+        config.warnings
+    );
+    let config = ok(&with_webhook(
+        "webhook = { scheme = \"standard\", secrets_env = \"STANDARD_SECRET\" }\n\
+         fingerprint = [\"body\", \"header:webhook-timestamp\", \"header:svix-signature\"]",
+    ));
+    assert_eq!(config.warnings.len(), 2, "{:#?}", config.warnings);
+    // A sender without a timestamp signs a redelivery alike.
+    let config = ok(&with_webhook(
+        "webhook = { scheme = \"github\", secrets_env = \"GITHUB_SECRET\" }\n\
+         fingerprint = [\"body\", \"header:x-hub-signature-256\"]",
+    ));
+    assert!(config.warnings.is_empty(), "{:#?}", config.warnings);
+}
