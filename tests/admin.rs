@@ -141,6 +141,51 @@ async fn two_authorization_fields_are_no_bearer_token() {
     assert_eq!(once.status, 404, "authorized, but no such key");
 }
 
+/// docs/operating.md: a caller refused for its token is logged, so that an
+/// operator sees someone guessing tokens or a script left on an old one: a
+/// WARN line naming the reason and the client's address, never the token
+/// nor the path (a key), and at most one line per reason and interval
+/// however many requests are refused.
+#[tokio::test]
+async fn a_refused_token_is_logged_once_per_interval_never_the_token() {
+    const GUESS: &str = "guess-7f3a9c21";
+    let (_dir, _upstream, gateway) = setup("auth-log").await;
+    let admin = gateway.admin_client();
+    let path = "/admin/keys/charges/key-b81c4e";
+    let wrong = format!("Bearer {GUESS}");
+    for _ in 0..20 {
+        let reply = admin
+            .send("GET", path, &[("authorization", &wrong)], "")
+            .await;
+        assert_eq!(reply.status, 403);
+        assert_eq!(admin.send("DELETE", path, &[], "").await.status, 401);
+    }
+    let log = gateway.log_text();
+    let refused: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("admin request refused"))
+        .collect();
+    assert_eq!(refused.len(), 2, "{log}");
+    for (line, reason) in refused
+        .iter()
+        .zip(["token matches none", "no bearer token"])
+    {
+        for part in ["WARN", reason, "client=127.0.0.1:", "not logged"] {
+            assert!(line.contains(part), "{part} not in {line}");
+        }
+    }
+    assert!(!log.contains(GUESS), "the token is logged:\n{log}");
+    assert!(!log.contains("key-b81c4e"), "the path is logged:\n{log}");
+    // The right token is not refused, and logs nothing of the kind.
+    let (name, value) = bearer();
+    assert_eq!(
+        admin.send("GET", path, &[(name, &value)], "").await.status,
+        404
+    );
+    let log = gateway.log_text();
+    assert_eq!(log.matches("admin request refused").count(), 2, "{log}");
+}
+
 /// A token written inline in the config (docs/configuration.md: secrets *can* be given
 /// as `*_env`) guards `/admin/*` the same way.
 #[tokio::test]

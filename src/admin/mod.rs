@@ -159,6 +159,7 @@ impl AdminPlane {
         }
     }
 
+                    auth::log_refusal(&error, client);
     async fn operator(
         &self,
         method: &Method,
