@@ -186,6 +186,59 @@ async fn a_refused_token_is_logged_once_per_interval_never_the_token() {
     assert_eq!(log.matches("admin request refused").count(), 2, "{log}");
 }
 
+/// docs/operating.md: `POST /admin/reload` reads the file the gateway was
+/// started with, and `GET /admin/routes` shows every route: neither takes a
+/// body or a query. A script that posts a new config as the body, or asks
+/// `?dry_run=1`, is refused (400) rather than answered 200 "reloaded" for a
+/// reload of the file on disk it did not mean; nothing is reloaded.
+#[tokio::test]
+async fn a_reload_with_a_body_or_a_query_is_refused_and_reloads_nothing() {
+    let (_dir, _upstream, gateway) = setup("reload-body").await;
+    let admin = gateway.admin_client();
+    let (name, value) = bearer();
+    let auth = [(name, value.as_str())];
+    let posted = "[server]\nlisten = \"127.0.0.1:1\"\n";
+    let with_body = admin.send("POST", "/admin/reload", &auth, posted).await;
+    assert_eq!(with_body.status, 400, "{}", with_body.text());
+    assert_eq!(
+        with_body.header("content-type"),
+        Some("application/problem+json")
+    );
+    let problem = with_body.json();
+    assert_eq!(problem["code"], "bad-request", "{problem}");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("takes no body"),
+        "{problem}"
+    );
+    for path in ["/admin/reload?dry_run=1", "/admin/reload?"] {
+        let reply = admin.send("POST", path, &auth, "").await;
+        assert_eq!(reply.status, 400, "{path}: {}", reply.text());
+        assert_eq!(reply.json()["code"], "invalid-query", "{path}");
+    }
+    for path in ["/admin/routes?name=charges", "/admin/routes?"] {
+        let reply = admin.send("GET", path, &auth, "").await;
+        assert_eq!(reply.status, 400, "{path}: {}", reply.text());
+        assert_eq!(reply.json()["code"], "invalid-query", "{path}");
+    }
+    let metrics = admin.get("/metrics").await.text();
+    assert!(
+        !metrics.contains("idemgate_config_reloads_total{result=\"ok\"} 1"),
+        "{metrics}"
+    );
+    assert!(!gateway.log_text().contains("configuration reloaded"));
+    // Without them, both answer.
+    let reload = admin.send("POST", "/admin/reload", &auth, "").await;
+    assert_eq!(reload.status, 200, "{}", reload.text());
+    let routes = admin.send("GET", "/admin/routes", &auth, "").await;
+    assert_eq!(routes.status, 200, "{}", routes.text());
+    // The token is still checked first.
+    let none = admin.send("POST", "/admin/reload", &[], posted).await;
+    assert_eq!(none.status, 401);
+}
+
 /// A token written inline in the config (docs/configuration.md: secrets *can* be given
 /// as `*_env`) guards `/admin/*` the same way.
 #[tokio::test]
