@@ -239,6 +239,60 @@ async fn a_reload_with_a_body_or_a_query_is_refused_and_reloads_nothing() {
     assert_eq!(none.status, 401);
 }
 
+/// docs/operating.md: a route name the running config lacks (most likely
+/// misspelt) is said so, as `idemgate keys` says it: a key with no record
+/// there, its purge, and a first page with no record are 404 `not-found`
+/// whose detail names the cause, not an empty 200 listing that a
+/// reconciliation script reads as "no outcome_unknown records". A route
+/// since renamed keeps its records under its old name until they expire:
+/// they are still listed, shown and purged.
+#[tokio::test]
+async fn a_route_the_config_lacks_is_said_so() {
+    let (_dir, _upstream, gateway) = setup("unknown-route").await;
+    let admin = gateway.admin_client();
+    let (name, value) = bearer();
+    let auth = [(name, value.as_str())];
+    let stored = gateway.client().post("/v1/charges", Some("k1"), "{}").await;
+    assert_eq!(stored.status, 201);
+    for (method, path) in [
+        ("GET", "/admin/keys/charge/k1"),
+        ("DELETE", "/admin/keys/charge/k1"),
+        ("GET", "/admin/keys/charge"),
+        ("GET", "/admin/keys/charge?state=outcome_unknown"),
+    ] {
+        let reply = admin.send(method, path, &auth, "").await;
+        assert_eq!(reply.status, 404, "{method} {path}: {}", reply.text());
+        let problem = reply.json();
+        assert_eq!(problem["code"], "not-found", "{method} {path}");
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(detail.contains("no route of this name"), "{detail}");
+    }
+    // A known route's empty answers stay as they were.
+    let none = admin.send("GET", "/admin/keys/charges/k2", &auth, "").await;
+    assert_eq!(none.json()["detail"], "Nothing here.");
+    let empty = admin
+        .send("GET", "/admin/keys/charges?state=in_flight", &auth, "")
+        .await;
+    assert_eq!(empty.status, 200, "{}", empty.text());
+    assert_eq!(empty.json()["records"], serde_json::json!([]));
+
+    // Renamed by a reload: the old name's records are still there.
+    gateway.write_config(&config().rename_route("charges", "payments"));
+    let reload = admin.send("POST", "/admin/reload", &auth, "").await;
+    assert_eq!(reload.status, 200, "{}", reload.text());
+    let listed = admin.send("GET", "/admin/keys/charges", &auth, "").await;
+    assert_eq!(listed.status, 200, "{}", listed.text());
+    assert_eq!(listed.json()["records"][0]["key"], "k1");
+    let shown = admin.send("GET", "/admin/keys/charges/k1", &auth, "").await;
+    assert_eq!(shown.status, 200, "{}", shown.text());
+    let purged = admin
+        .send("DELETE", "/admin/keys/charges/k1", &auth, "")
+        .await;
+    assert_eq!(purged.status, 204, "{}", purged.text());
+    let gone = admin.send("GET", "/admin/keys/charges", &auth, "").await;
+    assert_eq!(gone.status, 404, "{}", gone.text());
+}
+
 /// A token written inline in the config (docs/configuration.md: secrets *can* be given
 /// as `*_env`) guards `/admin/*` the same way.
 #[tokio::test]

@@ -225,8 +225,9 @@ impl AdminPlane {
                 return method_not_allowed(LIST_METHODS);
             }
             let store = self.gateway.store();
+            let known = self.knows_route(&route);
             return match listing::parse_query(route, query) {
-                Ok(query) => listing::list(store.as_ref(), &query).await,
+                Ok(query) => listing::list(store.as_ref(), &query, known).await,
                 Err(error) => Err(error),
             }
             .unwrap_or_else(|error| error.to_response());
@@ -262,12 +263,18 @@ impl AdminPlane {
                 let config = &self.gateway.runtime().config;
                 match crate::region::key_home_in(config, &route, &key) {
                     Some(whereabouts) => GatewayError::KeyNotHere(Box::new(whereabouts)),
+                    None if !self.knows_route(&route) => GatewayError::NoSuchRoute,
                     None => GatewayError::NotFound,
                 }
             }
             other => other,
         });
         result.unwrap_or_else(|error| error.to_response())
+    }
+
+    /// Whether the running config has a route named `route`.
+    fn knows_route(&self, route: &str) -> bool {
+        (self.gateway.runtime().config.routes.iter()).any(|known| known.name == route)
     }
 
     async fn reload(&self) -> Response<Body> {
