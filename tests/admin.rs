@@ -293,6 +293,54 @@ async fn a_route_the_config_lacks_is_said_so() {
     assert_eq!(gone.status, 404, "{}", gone.text());
 }
 
+/// docs/operating.md, "Slow clients": the admin plane holds its connections
+/// to the data plane's `header_read_timeout`. Heads that never complete,
+/// as many as `max_connections`, are cut off by it: the probes behind them
+/// are answered once they are, not starved for good. A reload whose body
+/// trickles is refused without waiting for it (a reload takes none).
+#[tokio::test(flavor = "multi_thread")]
+async fn slow_clients_on_the_admin_plane_are_cut_off() {
+    let config = config()
+        .server("header_read_timeout", "1s")
+        .server("max_connections", 4);
+    let (_dir, _upstream, gateway) =
+        common::admin::start_with_token("admin-slow", &config, TOKEN).await;
+    let started = std::time::Instant::now();
+    let mut slow = Vec::new();
+    for _ in 0..4 {
+        let mut stream = tokio::net::TcpStream::connect(gateway.admin).await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut stream, b"GET /healthz HTTP/1.1\r\nHost: a\r\n")
+            .await
+            .unwrap();
+        slow.push(stream);
+    }
+    let probe = tokio::time::timeout(
+        Duration::from_secs(10),
+        gateway.admin_client().get("/healthz"),
+    )
+    .await
+    .expect("/healthz starved behind heads that never complete");
+    assert_eq!(probe.status, 200);
+    for stream in &mut slow {
+        assert!(common::raw::wait_closed(stream, Duration::from_secs(5)).await);
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let (_, value) = bearer();
+    let request = format!(
+        "POST /admin/reload HTTP/1.1\r\nHost: a\r\nAuthorization: {value}\r\nContent-Length: 100000\r\n\r\nx"
+    );
+    let reply =
+        common::raw::exchange(gateway.admin, request.as_bytes(), Duration::from_secs(5)).await;
+    assert_eq!(reply.status, Some(400), "{reply:?}");
+    assert!(reply.body().contains("takes no body"), "{reply:?}");
+    assert!(!gateway.log_text().contains("configuration reloaded"));
+}
+
 /// A token written inline in the config (docs/configuration.md: secrets *can* be given
 /// as `*_env`) guards `/admin/*` the same way.
 #[tokio::test]
