@@ -136,6 +136,18 @@ mod tests {
         assert_eq!(parse_list_path("/admin/keys/char%00ges"), None);
     }
 
+    /// The refusal names the bound the store holds a page to: a script that
+    /// asked for more learns how many it may ask for.
+    #[test]
+    fn a_limit_past_the_maximum_is_refused_naming_it() {
+        let error = parse_query("r".into(), Some(&format!("limit={}", MAX_LIMIT + 1)));
+        let Err(GatewayError::InvalidQuery(why)) = error else {
+            panic!("{error:?}")
+        };
+        assert!(why.ends_with(&format!(" from 1 to {MAX_LIMIT}")), "{why}");
+        assert!(parse_query("r".into(), Some(&format!("limit={MAX_LIMIT}"))).is_ok());
+    }
+
     #[test]
     fn queries_parse_or_are_refused_with_a_code() {
         let all = parse("").unwrap();
