@@ -112,6 +112,9 @@ pub enum GatewayError {
     Unauthorized,
     Forbidden,
     NotFound,
+    /// `/admin/keys/{route}…` found nothing, on a route name the running
+    /// config lacks: most likely misspelt, and said so (404 `not-found`).
+    NoSuchRoute,
     /// An admin-plane path that exists, asked with a method it does not
     /// answer; `allow` is the `Allow` header's value.
     MethodNotAllowed {
@@ -173,7 +176,7 @@ impl GatewayError {
             HeaderTooLarge { .. } | TooManyHeaders { .. } => {
                 StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
             }
-            NoRoute | NotFound => StatusCode::NOT_FOUND,
+            NoRoute | NotFound | NoSuchRoute => StatusCode::NOT_FOUND,
             UpstreamUnreachable | NotSentShutdown | UpstreamError | OutcomeUnknownBroken => {
                 StatusCode::BAD_GATEWAY
             }
@@ -224,7 +227,7 @@ impl GatewayError {
             BodiesOverBudget => "gateway-overloaded",
             Unauthorized => "unauthorized",
             Forbidden => "forbidden",
-            NotFound => "not-found",
+            NotFound | NoSuchRoute => "not-found",
             MethodNotAllowed { .. } => "method-not-allowed",
             AdminDisabled | KeyNotHere(_) => "not-found",
             InvalidSignature(_) => "invalid-signature",
@@ -259,7 +262,7 @@ impl GatewayError {
             BodiesOverBudget => "Too many bodies in progress",
             Unauthorized => "Unauthorized",
             Forbidden => "Forbidden",
-            NotFound => "Not found",
+            NotFound | NoSuchRoute => "Not found",
             MethodNotAllowed { .. } => "Method not allowed",
             AdminDisabled | KeyNotHere(_) => "Not found",
             InvalidSignature(_) => "Invalid webhook signature",
@@ -344,6 +347,10 @@ impl GatewayError {
             Unauthorized => "A bearer token is required.".into(),
             Forbidden => "The bearer token is not valid.".into(),
             NotFound => "Nothing here.".into(),
+            NoSuchRoute => "Nothing here: the running configuration has no route of this name. \
+                A route renamed or removed keeps its records under its old name until they \
+                expire, and they are listed, shown and purged by it."
+                .into(),
             MethodNotAllowed { allow } => format!("This resource answers {allow} only."),
             AdminDisabled => "The operator API is disabled: no admin token is configured. \
                  The gateway's log says why; set the token and restart it."
@@ -425,6 +432,7 @@ impl GatewayError {
             | Unauthorized
             | Forbidden
             | NotFound
+            | NoSuchRoute
             | MethodNotAllowed { .. }
             | AdminDisabled
             | KeyNotHere(_)
@@ -613,6 +621,7 @@ mod tests {
             (GatewayError::Unauthorized, 401, "unauthorized"),
             (GatewayError::Forbidden, 403, "forbidden"),
             (GatewayError::NotFound, 404, "not-found"),
+            (GatewayError::NoSuchRoute, 404, "not-found"),
             (
                 GatewayError::MethodNotAllowed { allow: "GET, HEAD" },
                 405,

@@ -141,6 +141,206 @@ async fn two_authorization_fields_are_no_bearer_token() {
     assert_eq!(once.status, 404, "authorized, but no such key");
 }
 
+/// docs/operating.md: a caller refused for its token is logged, so that an
+/// operator sees someone guessing tokens or a script left on an old one: a
+/// WARN line naming the reason and the client's address, never the token
+/// nor the path (a key), and at most one line per reason and interval
+/// however many requests are refused.
+#[tokio::test]
+async fn a_refused_token_is_logged_once_per_interval_never_the_token() {
+    const GUESS: &str = "guess-7f3a9c21";
+    let (_dir, _upstream, gateway) = setup("auth-log").await;
+    let admin = gateway.admin_client();
+    let path = "/admin/keys/charges/key-b81c4e";
+    let wrong = format!("Bearer {GUESS}");
+    for _ in 0..20 {
+        let reply = admin
+            .send("GET", path, &[("authorization", &wrong)], "")
+            .await;
+        assert_eq!(reply.status, 403);
+        assert_eq!(admin.send("DELETE", path, &[], "").await.status, 401);
+    }
+    let log = gateway.log_text();
+    let refused: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("admin request refused"))
+        .collect();
+    assert_eq!(refused.len(), 2, "{log}");
+    for (line, reason) in refused
+        .iter()
+        .zip(["token matches none", "no bearer token"])
+    {
+        for part in ["WARN", reason, "client=127.0.0.1:", "not logged"] {
+            assert!(line.contains(part), "{part} not in {line}");
+        }
+    }
+    assert!(!log.contains(GUESS), "the token is logged:\n{log}");
+    assert!(!log.contains("key-b81c4e"), "the path is logged:\n{log}");
+    // The right token is not refused, and logs nothing of the kind.
+    let (name, value) = bearer();
+    assert_eq!(
+        admin.send("GET", path, &[(name, &value)], "").await.status,
+        404
+    );
+    let log = gateway.log_text();
+    assert_eq!(log.matches("admin request refused").count(), 2, "{log}");
+}
+
+/// docs/operating.md: `POST /admin/reload` reads the file the gateway was
+/// started with, and `GET /admin/routes` shows every route: neither takes a
+/// body or a query. A script that posts a new config as the body, or asks
+/// `?dry_run=1`, is refused (400) rather than answered 200 "reloaded" for a
+/// reload of the file on disk it did not mean; nothing is reloaded.
+#[tokio::test]
+async fn a_reload_with_a_body_or_a_query_is_refused_and_reloads_nothing() {
+    let (_dir, _upstream, gateway) = setup("reload-body").await;
+    let admin = gateway.admin_client();
+    let (name, value) = bearer();
+    let auth = [(name, value.as_str())];
+    let posted = "[server]\nlisten = \"127.0.0.1:1\"\n";
+    let with_body = admin.send("POST", "/admin/reload", &auth, posted).await;
+    assert_eq!(with_body.status, 400, "{}", with_body.text());
+    assert_eq!(
+        with_body.header("content-type"),
+        Some("application/problem+json")
+    );
+    let problem = with_body.json();
+    assert_eq!(problem["code"], "bad-request", "{problem}");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("takes no body"),
+        "{problem}"
+    );
+    for path in ["/admin/reload?dry_run=1", "/admin/reload?"] {
+        let reply = admin.send("POST", path, &auth, "").await;
+        assert_eq!(reply.status, 400, "{path}: {}", reply.text());
+        assert_eq!(reply.json()["code"], "invalid-query", "{path}");
+    }
+    for path in ["/admin/routes?name=charges", "/admin/routes?"] {
+        let reply = admin.send("GET", path, &auth, "").await;
+        assert_eq!(reply.status, 400, "{path}: {}", reply.text());
+        assert_eq!(reply.json()["code"], "invalid-query", "{path}");
+    }
+    let metrics = admin.get("/metrics").await.text();
+    assert!(
+        !metrics.contains("idemgate_config_reloads_total{result=\"ok\"} 1"),
+        "{metrics}"
+    );
+    assert!(!gateway.log_text().contains("configuration reloaded"));
+    // Without them, both answer.
+    let reload = admin.send("POST", "/admin/reload", &auth, "").await;
+    assert_eq!(reload.status, 200, "{}", reload.text());
+    let routes = admin.send("GET", "/admin/routes", &auth, "").await;
+    assert_eq!(routes.status, 200, "{}", routes.text());
+    // The token is still checked first.
+    let none = admin.send("POST", "/admin/reload", &[], posted).await;
+    assert_eq!(none.status, 401);
+}
+
+/// docs/operating.md: a route name the running config lacks (most likely
+/// misspelt) is said so, as `idemgate keys` says it: a key with no record
+/// there, its purge, and a first page with no record are 404 `not-found`
+/// whose detail names the cause, not an empty 200 listing that a
+/// reconciliation script reads as "no outcome_unknown records". A route
+/// since renamed keeps its records under its old name until they expire:
+/// they are still listed, shown and purged.
+#[tokio::test]
+async fn a_route_the_config_lacks_is_said_so() {
+    let (_dir, _upstream, gateway) = setup("unknown-route").await;
+    let admin = gateway.admin_client();
+    let (name, value) = bearer();
+    let auth = [(name, value.as_str())];
+    let stored = gateway.client().post("/v1/charges", Some("k1"), "{}").await;
+    assert_eq!(stored.status, 201);
+    for (method, path) in [
+        ("GET", "/admin/keys/charge/k1"),
+        ("DELETE", "/admin/keys/charge/k1"),
+        ("GET", "/admin/keys/charge"),
+        ("GET", "/admin/keys/charge?state=outcome_unknown"),
+    ] {
+        let reply = admin.send(method, path, &auth, "").await;
+        assert_eq!(reply.status, 404, "{method} {path}: {}", reply.text());
+        let problem = reply.json();
+        assert_eq!(problem["code"], "not-found", "{method} {path}");
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(detail.contains("no route of this name"), "{detail}");
+    }
+    // A known route's empty answers stay as they were.
+    let none = admin.send("GET", "/admin/keys/charges/k2", &auth, "").await;
+    assert_eq!(none.json()["detail"], "Nothing here.");
+    let empty = admin
+        .send("GET", "/admin/keys/charges?state=in_flight", &auth, "")
+        .await;
+    assert_eq!(empty.status, 200, "{}", empty.text());
+    assert_eq!(empty.json()["records"], serde_json::json!([]));
+
+    // Renamed by a reload: the old name's records are still there.
+    gateway.write_config(&config().rename_route("charges", "payments"));
+    let reload = admin.send("POST", "/admin/reload", &auth, "").await;
+    assert_eq!(reload.status, 200, "{}", reload.text());
+    let listed = admin.send("GET", "/admin/keys/charges", &auth, "").await;
+    assert_eq!(listed.status, 200, "{}", listed.text());
+    assert_eq!(listed.json()["records"][0]["key"], "k1");
+    let shown = admin.send("GET", "/admin/keys/charges/k1", &auth, "").await;
+    assert_eq!(shown.status, 200, "{}", shown.text());
+    let purged = admin
+        .send("DELETE", "/admin/keys/charges/k1", &auth, "")
+        .await;
+    assert_eq!(purged.status, 204, "{}", purged.text());
+    let gone = admin.send("GET", "/admin/keys/charges", &auth, "").await;
+    assert_eq!(gone.status, 404, "{}", gone.text());
+}
+
+/// docs/operating.md, "Slow clients": the admin plane holds its connections
+/// to the data plane's `header_read_timeout`. Heads that never complete,
+/// as many as `max_connections`, are cut off by it: the probes behind them
+/// are answered once they are, not starved for good. A reload whose body
+/// trickles is refused without waiting for it (a reload takes none).
+#[tokio::test(flavor = "multi_thread")]
+async fn slow_clients_on_the_admin_plane_are_cut_off() {
+    let config = config()
+        .server("header_read_timeout", "1s")
+        .server("max_connections", 4);
+    let (_dir, _upstream, gateway) =
+        common::admin::start_with_token("admin-slow", &config, TOKEN).await;
+    let started = std::time::Instant::now();
+    let mut slow = Vec::new();
+    for _ in 0..4 {
+        let mut stream = tokio::net::TcpStream::connect(gateway.admin).await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut stream, b"GET /healthz HTTP/1.1\r\nHost: a\r\n")
+            .await
+            .unwrap();
+        slow.push(stream);
+    }
+    let probe = tokio::time::timeout(
+        Duration::from_secs(10),
+        gateway.admin_client().get("/healthz"),
+    )
+    .await
+    .expect("/healthz starved behind heads that never complete");
+    assert_eq!(probe.status, 200);
+    for stream in &mut slow {
+        assert!(common::raw::wait_closed(stream, Duration::from_secs(5)).await);
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let (_, value) = bearer();
+    let request = format!(
+        "POST /admin/reload HTTP/1.1\r\nHost: a\r\nAuthorization: {value}\r\nContent-Length: 100000\r\n\r\nx"
+    );
+    let reply =
+        common::raw::exchange(gateway.admin, request.as_bytes(), Duration::from_secs(5)).await;
+    assert_eq!(reply.status, Some(400), "{reply:?}");
+    assert!(reply.body().contains("takes no body"), "{reply:?}");
+    assert!(!gateway.log_text().contains("configuration reloaded"));
+}
+
 /// A token written inline in the config (docs/configuration.md: secrets *can* be given
 /// as `*_env`) guards `/admin/*` the same way.
 #[tokio::test]

@@ -7,8 +7,10 @@ use http::header;
 use sha2::{Digest, Sha256};
 use subtle::{Choice, ConstantTimeEq};
 
+use crate::client_info::ClientInfo;
 use crate::config::AdminToken;
 use crate::error::GatewayError;
+use crate::log_limit::LogLimit;
 
 /// `/admin/*` without a configured token is disabled (404 `not-found`);
 /// with some, a missing bearer token is 401 and one matching none 403.
@@ -30,6 +32,29 @@ pub fn check(tokens: &[AdminToken], headers: &HeaderMap) -> Result<(), GatewayEr
         None => Err(GatewayError::Unauthorized),
         Some(token) if any_token(token, tokens) => Ok(()),
         Some(_) => Err(GatewayError::Forbidden),
+    }
+}
+
+/// A refused caller is logged, so that someone guessing tokens, or a
+/// script left on a rotated-out one, shows: the reason and the client,
+/// never the token nor the path (it may name a key). Once per reason and
+/// interval (crate::log_limit): a guesser sends as fast as it likes.
+pub fn log_refusal(error: &GatewayError, client: &ClientInfo) {
+    static LIMIT: LogLimit = LogLimit::uncounted();
+    let reason = match error {
+        GatewayError::Unauthorized => "no bearer token",
+        GatewayError::Forbidden => "the bearer token matches none configured",
+        // A disabled API says why at start and on each reload.
+        _ => return,
+    };
+    if let Some(left_out) = LIMIT.admit(reason) {
+        tracing::warn!(
+            reason,
+            client = %client.addr,
+            client_cert = client.cert_subject.as_deref(),
+            not_logged = left_out.count(),
+            "admin request refused{left_out}"
+        );
     }
 }
 

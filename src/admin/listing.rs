@@ -95,8 +95,20 @@ fn record_json(record: &Listed) -> Value {
     })
 }
 
-pub async fn list(store: &dyn Store, query: &ListQuery) -> Result<Response<Body>, GatewayError> {
+/// `known_route`: the running config has a route of this name. Any name is
+/// listed (a renamed route keeps its records until they expire), but a
+/// first page empty on a name it lacks is most likely a misspelt one, said
+/// so (404) as `idemgate keys list` says it, rather than an empty page that
+/// a script reads as nothing to reconcile.
+pub async fn list(
+    store: &dyn Store,
+    query: &ListQuery,
+    known_route: bool,
+) -> Result<Response<Body>, GatewayError> {
     let page = store.list(query).await.map_err(unavailable)?;
+    if page.records.is_empty() && query.after.is_none() && !known_route {
+        return Err(GatewayError::NoSuchRoute);
+    }
     Ok(super::json(
         StatusCode::OK,
         "application/json",
@@ -122,6 +134,18 @@ mod tests {
         assert_eq!(parse_list_path("/admin/keys/charges/k1"), None);
         assert_eq!(parse_list_path("/admin/keys/"), None);
         assert_eq!(parse_list_path("/admin/keys/char%00ges"), None);
+    }
+
+    /// The refusal names the bound the store holds a page to: a script that
+    /// asked for more learns how many it may ask for.
+    #[test]
+    fn a_limit_past_the_maximum_is_refused_naming_it() {
+        let error = parse_query("r".into(), Some(&format!("limit={}", MAX_LIMIT + 1)));
+        let Err(GatewayError::InvalidQuery(why)) = error else {
+            panic!("{error:?}")
+        };
+        assert!(why.ends_with(&format!(" from 1 to {MAX_LIMIT}")), "{why}");
+        assert!(parse_query("r".into(), Some(&format!("limit={MAX_LIMIT}"))).is_ok());
     }
 
     #[test]

@@ -33,6 +33,17 @@ const RELOAD_METHODS: &str = "POST";
 const KEY_METHODS: &str = "GET, HEAD, DELETE";
 const LIST_METHODS: &str = "GET, HEAD";
 
+/// Why a query on `/admin/reload` or `/admin/routes` is refused: a script's
+/// `?dry_run=1` or `?name=` would otherwise be answered as if heeded.
+const NO_QUERY: &str = "this resource takes no query parameters";
+
+/// Why a reload with a body is refused: a config posted as the body would
+/// otherwise be answered "reloaded", the file on disk applied instead.
+const RELOAD_BODY: GatewayError = GatewayError::BadRequest(
+    "POST /admin/reload takes no body: it reads the configuration file the gateway was \
+     started with; write the file, then POST with no body",
+);
+
 /// Why a query on `/admin/keys/{route}/{key}` is refused.
 const KEY_QUERY: &str = "a key's path takes no query: a `?` in a key is written %3F \
      (and `#` %23, `%` %25)";
@@ -54,6 +65,15 @@ fn head_length(response: &mut Response<Body>) {
 
 fn method_not_allowed(allow: &'static str) -> Response<Body> {
     GatewayError::MethodNotAllowed { allow }.to_response()
+}
+
+/// What an operator request asks, as the operator API reads it.
+struct Asked<'a> {
+    method: &'a Method,
+    path: &'a str,
+    query: Option<&'a str>,
+    /// A body came, or may still come, with the request.
+    body_sent: bool,
 }
 
 pub struct AdminPlane {
@@ -139,10 +159,21 @@ impl AdminPlane {
                     request.headers(),
                 );
                 if let Err(error) = allowed {
+                    auth::log_refusal(&error, client);
                     return error.to_response();
                 }
-                self.operator(request.method(), &path, request.uri().query(), client)
-                    .await
+                // Known empty: no `Content-Length` or 0, or an HTTP/2 request
+                // ended with its head. Only a reload looks at it.
+                let body = request.body();
+                let body_sent = !(http_body::Body::is_end_stream(body)
+                    || http_body::Body::size_hint(body).exact() == Some(0));
+                let asked = Asked {
+                    method: request.method(),
+                    path: &path,
+                    query: request.uri().query(),
+                    body_sent,
+                };
+                self.operator(asked, client).await
             }
             _ => GatewayError::NotFound.to_response(),
         }
@@ -159,24 +190,31 @@ impl AdminPlane {
         }
     }
 
-    async fn operator(
-        &self,
-        method: &Method,
-        path: &str,
-        query: Option<&str>,
-        client: &ClientInfo,
-    ) -> Response<Body> {
+    async fn operator(&self, asked: Asked<'_>, client: &ClientInfo) -> Response<Body> {
+        let Asked {
+            method,
+            path,
+            query,
+            body_sent,
+        } = asked;
         if path == "/admin/reload" {
-            return if method == Method::POST {
-                self.reload().await
-            } else {
+            return if method != Method::POST {
                 method_not_allowed(RELOAD_METHODS)
+            } else if query.is_some() {
+                GatewayError::InvalidQuery(NO_QUERY).to_response()
+            } else if body_sent {
+                RELOAD_BODY.to_response()
+            } else {
+                self.reload().await
             };
         }
         let read = matches!(*method, Method::GET | Method::HEAD);
         if path == "/admin/routes" {
             if !read {
                 return method_not_allowed(LIST_METHODS);
+            }
+            if query.is_some() {
+                return GatewayError::InvalidQuery(NO_QUERY).to_response();
             }
             let config = self.gateway.runtime().config.clone();
             let document = routes::to_json(&config, &self.gateway.metrics().replay_ages);
@@ -187,8 +225,9 @@ impl AdminPlane {
                 return method_not_allowed(LIST_METHODS);
             }
             let store = self.gateway.store();
+            let known = self.knows_route(&route);
             return match listing::parse_query(route, query) {
-                Ok(query) => listing::list(store.as_ref(), &query).await,
+                Ok(query) => listing::list(store.as_ref(), &query, known).await,
                 Err(error) => Err(error),
             }
             .unwrap_or_else(|error| error.to_response());
@@ -224,12 +263,18 @@ impl AdminPlane {
                 let config = &self.gateway.runtime().config;
                 match crate::region::key_home_in(config, &route, &key) {
                     Some(whereabouts) => GatewayError::KeyNotHere(Box::new(whereabouts)),
+                    None if !self.knows_route(&route) => GatewayError::NoSuchRoute,
                     None => GatewayError::NotFound,
                 }
             }
             other => other,
         });
         result.unwrap_or_else(|error| error.to_response())
+    }
+
+    /// Whether the running config has a route named `route`.
+    fn knows_route(&self, route: &str) -> bool {
+        (self.gateway.runtime().config.routes.iter()).any(|known| known.name == route)
     }
 
     async fn reload(&self) -> Response<Body> {
