@@ -385,7 +385,23 @@ fn bad_certificate_files_fail_startup_with_a_clear_message() {
     let pki = Pki::new("CA");
     let server = pki.server(&dir, "server");
     let other = pki.server(&dir, "other");
+    // The chain with its CA before the leaf, as a bundle concatenated the
+    // wrong way round gives it.
+    let reversed = dir.path("reversed.pem");
+    std::fs::write(&reversed, format!("{}{}", pki.ca_pem(), server.cert_pem)).unwrap();
     let cases = [
+        (
+            reversed,
+            server.key.clone(),
+            "server.tls.cert",
+            "the certificate of the key in",
+        ),
+        (
+            server.key.clone(),
+            server.key.clone(),
+            "server.tls.cert",
+            "no certificate in",
+        ),
         (
             dir.path("missing.pem"),
             server.key.clone(),
