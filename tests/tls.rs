@@ -812,3 +812,32 @@ async fn tls_refusals_are_counted_by_reason_and_logged_once_per_interval() {
         assert!(found[0].contains(cause), "{}", found[0]);
     }
 }
+
+/// An `https://` url towards an upstream that speaks plain HTTP on that
+/// port (a url written with the wrong scheme): over HTTP/1 and HTTP/2 alike,
+/// nothing is sent, the key is freed (502 `upstream-unreachable`, the same
+/// on the retry), and the log says the upstream does not speak TLS rather
+/// than rustls's "received corrupt message of type InvalidContentType".
+#[tokio::test]
+async fn an_https_url_to_a_plain_http_upstream_is_unreachable_and_said_so() {
+    let upstream = MockUpstream::start().await;
+    let url = format!("https://localhost:{}", upstream.addr.port());
+    for http2 in [false, true] {
+        let dir = TestDir::new("tls-upstream-plain");
+        let config = https_upstream_config(|u| u.set("http2", http2));
+        let gateway = GatewayProcess::start(&dir, &url, &config);
+        for _ in 0..2 {
+            assert_unreachable(&gateway, "plain-1").await;
+        }
+        assert_eq!(upstream.total(), 0, "http2 = {http2}");
+        let log = gateway.log_text();
+        let line = log
+            .lines()
+            .find(|line| line.contains("upstream unreachable"))
+            .unwrap_or_else(|| panic!("no line: {log}"));
+        assert!(
+            line.contains("the upstream does not speak TLS on this port"),
+            "http2 = {http2}: {line}"
+        );
+    }
+}
