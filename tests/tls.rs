@@ -385,7 +385,23 @@ fn bad_certificate_files_fail_startup_with_a_clear_message() {
     let pki = Pki::new("CA");
     let server = pki.server(&dir, "server");
     let other = pki.server(&dir, "other");
+    // The chain with its CA before the leaf, as a bundle concatenated the
+    // wrong way round gives it.
+    let reversed = dir.path("reversed.pem");
+    std::fs::write(&reversed, format!("{}{}", pki.ca_pem(), server.cert_pem)).unwrap();
     let cases = [
+        (
+            reversed,
+            server.key.clone(),
+            "server.tls.cert",
+            "the certificate of the key in",
+        ),
+        (
+            server.key.clone(),
+            server.key.clone(),
+            "server.tls.cert",
+            "no certificate in",
+        ),
         (
             dir.path("missing.pem"),
             server.key.clone(),
@@ -647,4 +663,181 @@ async fn a_reload_keeps_an_https_upstream_s_connections_until_its_trust_changes(
     let reply = client.post("/v1/charges", Some("r5"), "{}").await;
     assert_eq!(reply.status, 201, "{}", reply.text());
     assert_eq!(upstream.connections().0, 2, "connections opened");
+}
+
+/// The value of `idemgate_tls_refused_total` for `listener` and `reason`
+/// in a `/metrics` text, `None` when the series is absent.
+fn tls_refused(metrics: &str, listener: &str, reason: &str) -> Option<u64> {
+    let series =
+        format!("idemgate_tls_refused_total{{listener=\"{listener}\",reason=\"{reason}\"}} ");
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(&series))
+        .map(|value| value.parse().unwrap())
+}
+
+/// Connections a TLS listener closes without serving a request are counted
+/// by why (`idemgate_tls_refused_total`) and logged naming the peer and the
+/// cause, once per interval for each reason: an operator sees a client that
+/// speaks plain HTTP to the port, or one refused for its certificate,
+/// without scanners filling the log. Nothing of theirs reaches a route.
+#[tokio::test]
+async fn tls_refusals_are_counted_by_reason_and_logged_once_per_interval() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = TestDir::new("tls-refusals");
+    let pki = Pki::new("tenants CA");
+    let server = pki.server(&dir, "server");
+    let ca = pki.write_ca(&dir, "clients-ca.pem");
+    let alice = pki.client(&dir, "alice");
+    let upstream = MockUpstream::start().await;
+    let config =
+        config(&server, Some(&ca), "[\"client_cert\"]").server("header_read_timeout", "1s");
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
+    let port = gateway.addr.port();
+    let metrics = gateway.admin_client().get("/metrics").await.text();
+    for reason in [
+        "plain_http",
+        "timeout",
+        "client_certificate",
+        "gateway_certificate",
+        "protocol",
+    ] {
+        assert_eq!(
+            tls_refused(&metrics, "data", reason),
+            Some(0),
+            "{reason} reads 0 before the first: {metrics}"
+        );
+    }
+
+    for _ in 0..3 {
+        let mut stream = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+        stream
+            .write_all(b"POST /v1/charges HTTP/1.1\r\nHost: localhost\r\nIdempotency-Key: p\r\nContent-Length: 2\r\n\r\n{}")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        let _ =
+            tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer)).await;
+        assert!(answer.starts_with(b"HTTP/1.1 400 "));
+    }
+    let refused = |identity: Option<&Identity>, trusted: &str| {
+        let client = tls_client(trusted, identity, false);
+        async move {
+            let reply = post(&client, port, "/v1/charges", "k").await;
+            assert!(reply.is_err(), "the handshake is refused");
+        }
+    };
+    // No certificate; one from another CA; one expired.
+    refused(None, &pki.ca_pem()).await;
+    let stranger = Pki::new("another CA").client(&dir, "mallory");
+    refused(Some(&stranger), &pki.ca_pem()).await;
+    refused(Some(&pki.expired_client(&dir, "lapsed")), &pki.ca_pem()).await;
+    // A client that does not trust the gateway's certificate.
+    refused(Some(&alice), &Pki::new("unrelated CA").ca_pem()).await;
+    // A client that offers only a protocol the gateway does not speak.
+    let mut only_http10 = common::tls_client::client_config(&pki.ca_pem(), Some(&alice));
+    only_http10.alpn_protocols = vec![b"http/1.0".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let handshake = tokio_rustls::TlsConnector::from(Arc::new(only_http10))
+        .connect(name, tcp)
+        .await;
+    assert!(handshake.is_err(), "no shared ALPN protocol is refused");
+    // One stops in the middle of its ClientHello, one sends nothing: both
+    // closed at `header_read_timeout`.
+    let mut stalled = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    stalled
+        .write_all(&[
+            0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03,
+        ])
+        .await
+        .unwrap();
+    let mut silent = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    for stream in [&mut stalled, &mut silent] {
+        let mut rest = Vec::new();
+        let closed =
+            tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut rest)).await;
+        assert!(closed.is_ok(), "closed at header_read_timeout");
+    }
+    // A probe that connects and closes at once (a load balancer's TCP
+    // check) is no refusal.
+    drop(tokio::net::TcpStream::connect(gateway.addr).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let served = post(
+        &tls_client(&pki.ca_pem(), Some(&alice), false),
+        port,
+        "/v1/charges",
+        "k",
+    )
+    .await
+    .unwrap();
+    assert_eq!(served.status, 201);
+    assert_eq!(
+        upstream.total(),
+        1,
+        "only the served request reached the upstream"
+    );
+
+    let metrics = gateway.admin_client().get("/metrics").await.text();
+    let counted = |reason| tls_refused(&metrics, "data", reason);
+    assert_eq!(counted("plain_http"), Some(3), "{metrics}");
+    assert_eq!(counted("client_certificate"), Some(3), "{metrics}");
+    assert_eq!(counted("gateway_certificate"), Some(1), "{metrics}");
+    assert_eq!(counted("protocol"), Some(1), "{metrics}");
+    assert_eq!(counted("timeout"), Some(2), "{metrics}");
+    assert!(
+        metrics.contains("idemgate_requests_total{outcome=\"new\",route=\"charges\"} 1"),
+        "{metrics}"
+    );
+
+    let log = gateway.log_text();
+    let lines = |says: &str| {
+        log.lines()
+            .filter(|line| line.contains(says))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    for (says, cause) in [
+        ("plain HTTP on the TLS listener", "answered 400"),
+        ("client certificate refused", "presented none"),
+        ("the client refused the gateway's certificate", "UnknownCA"),
+        ("TLS handshake failed", "ALPN"),
+        ("TLS handshake not finished", "header_read_timeout"),
+    ] {
+        let found = lines(says);
+        assert_eq!(found.len(), 1, "one line per interval for {says:?}:\n{log}");
+        assert!(found[0].contains("listener=\"data\""), "{}", found[0]);
+        assert!(found[0].contains("peer=127.0.0.1:"), "{}", found[0]);
+        assert!(found[0].contains(cause), "{}", found[0]);
+    }
+}
+
+/// An `https://` url towards an upstream that speaks plain HTTP on that
+/// port (a url written with the wrong scheme): over HTTP/1 and HTTP/2 alike,
+/// nothing is sent, the key is freed (502 `upstream-unreachable`, the same
+/// on the retry), and the log says the upstream does not speak TLS rather
+/// than rustls's "received corrupt message of type InvalidContentType".
+#[tokio::test]
+async fn an_https_url_to_a_plain_http_upstream_is_unreachable_and_said_so() {
+    let upstream = MockUpstream::start().await;
+    let url = format!("https://localhost:{}", upstream.addr.port());
+    for http2 in [false, true] {
+        let dir = TestDir::new("tls-upstream-plain");
+        let config = https_upstream_config(|u| u.set("http2", http2));
+        let gateway = GatewayProcess::start(&dir, &url, &config);
+        for _ in 0..2 {
+            assert_unreachable(&gateway, "plain-1").await;
+        }
+        assert_eq!(upstream.total(), 0, "http2 = {http2}");
+        let log = gateway.log_text();
+        let line = log
+            .lines()
+            .find(|line| line.contains("upstream unreachable"))
+            .unwrap_or_else(|| panic!("no line: {log}"));
+        assert!(
+            line.contains("the upstream does not speak TLS on this port"),
+            "http2 = {http2}: {line}"
+        );
+    }
 }

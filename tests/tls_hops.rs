@@ -113,6 +113,26 @@ async fn admin_plane_over_tls_with_client_certificates_and_reloaded_certificates
     let foreign = Pki::new("someone else").client(&dir, "intruder");
     let with_foreign = tls_client(&pki.ca_pem(), Some(&foreign), false);
     assert!(get(&with_foreign, port, "/healthz").await.is_err());
+    // Both counted, as the data plane's are, and said in the log.
+    let metrics = send(&with_cert, "GET", port, "/metrics", &[], b"")
+        .await
+        .unwrap();
+    let metrics = String::from_utf8_lossy(&metrics.body).into_owned();
+    assert!(
+        metrics.contains(
+            "idemgate_tls_refused_total{listener=\"admin\",reason=\"client_certificate\"} 2"
+        ),
+        "{metrics}"
+    );
+    assert!(
+        gateway
+            .log_text()
+            .lines()
+            .any(|line| line.contains("client certificate refused")
+                && line.contains("listener=\"admin\"")),
+        "{}",
+        gateway.log_text()
+    );
 
     // The certificate replaced on disk, then a reload: new connections get
     // the new one (signed by another CA, so the old trust no longer works).

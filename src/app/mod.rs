@@ -146,6 +146,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
             let gateway = gateway.clone();
             Arc::new(move |error| gateway.refused(error))
         }),
+        on_tls_refusal: Some(tls_refusals(&metrics, &config)),
     };
     // The admin plane outlives the data plane's drain: metrics show it and
     // `/readyz` answers 503 through it (docs/operating.md, Shutdown).
@@ -194,6 +195,28 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
     upkeep.stop();
     tracing::info!("idemgate stopped");
     Ok(())
+}
+
+/// Counts a TLS listener's refusals; each TLS listener's series read 0
+/// from the start, so an alert on the first increase fires.
+fn tls_refusals(metrics: &Metrics, config: &Config) -> server::OnTlsRefusal {
+    let listeners = [
+        ("data", config.server.tls.is_some()),
+        ("admin", config.admin.tls.is_some()),
+    ];
+    for (listener, _) in listeners.iter().filter(|(_, tls)| *tls) {
+        for reason in server::RefusalReason::ALL {
+            metrics
+                .tls_refused
+                .with_label_values(&[*listener, reason.as_str()]);
+        }
+    }
+    let counter = metrics.tls_refused.clone();
+    Arc::new(move |listener, reason| {
+        counter
+            .with_label_values(&[listener, reason.as_str()])
+            .inc();
+    })
 }
 
 async fn bind(addr: std::net::SocketAddr, field: &'static str) -> Result<TcpListener, StartError> {

@@ -29,6 +29,7 @@ pub const REPLAY_AGE: &str = "idemgate_replay_age_seconds";
 pub const RECORDS: &str = "idemgate_records";
 pub const ROUTE_RETENTION: &str = "idemgate_route_retention_seconds";
 pub const BUFFERED_BODIES: &str = "idemgate_buffered_body_bytes";
+pub const TLS_REFUSED: &str = "idemgate_tls_refused_total";
 
 /// From 100µs to 60s: a replay from memory and a slow upstream on one scale.
 const LATENCY_BUCKETS: &[f64] = &[
@@ -132,6 +133,9 @@ pub struct Metrics {
     /// (`server.max_buffered_bodies` bounds them), read off the budget when
     /// `/metrics` is scraped.
     pub buffered_bodies: IntGauge,
+    /// Connections a TLS listener closed without serving a request, by
+    /// listener and reason.
+    pub tls_refused: IntCounterVec,
 }
 
 impl Metrics {
@@ -219,6 +223,13 @@ impl Metrics {
                 BUFFERED_BODIES,
                 "Bytes of request bodies read whole and of keyed answers not yet taken by their clients, held now (server.max_buffered_bodies bounds them).",
             )?,
+            tls_refused: IntCounterVec::new(
+                Opts::new(
+                    TLS_REFUSED,
+                    "Connections a TLS listener closed without serving a request, by listener and reason.",
+                ),
+                &["listener", "reason"],
+            )?,
             registry,
         };
         let r = &metrics.registry;
@@ -237,6 +248,7 @@ impl Metrics {
         r.register(Box::new(metrics.records.clone()))?;
         r.register(Box::new(metrics.route_retention.clone()))?;
         r.register(Box::new(metrics.buffered_bodies.clone()))?;
+        r.register(Box::new(metrics.tls_refused.clone()))?;
         // Pre-create the label-less series so they read 0 rather than being absent.
         for result in ["ok", "rejected"] {
             metrics.config_reloads.with_label_values(&[result]);

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::http1::response_head::HeadError;
+use super::tls_hint::tls_hint;
 use crate::body::BoxError;
 
 /// How an upstream call failed, in the terms that decide a key's fate.
@@ -100,14 +101,20 @@ pub enum Cause {
 }
 
 /// The error and its sources on one line: hyper's top-level messages alone
-/// ("client error (Connect)") say too little to an operator.
-pub(super) fn error_chain(err: &dyn std::error::Error) -> String {
+/// ("client error (Connect)") say too little to an operator. A TLS failure
+/// rustls words for an implementer ends with what to look at.
+pub(super) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {
         text.push_str(": ");
         text.push_str(&cause.to_string());
         source = cause.source();
+    }
+    if let Some(hint) = tls_hint(err) {
+        text.push_str(" (");
+        text.push_str(hint);
+        text.push(')');
     }
     text
 }

@@ -10,6 +10,7 @@ pub(crate) mod http1;
 mod http2;
 mod progress;
 mod setup_error;
+mod tls_hint;
 mod upstream;
 mod upstream_body;
 mod upstream_request;

@@ -28,6 +28,7 @@ use super::asterisk;
 use super::http1;
 use super::http2_activity::{Activity, Busy, Tracked};
 use super::prefixed::Prefixed;
+use super::tls_refusal::{OnTlsRefusal, TlsRefusal};
 use crate::body::{self, Body, ClientBody, Http2Body, Lingering, StreamWatch, Watched};
 use crate::client_info::ClientInfo;
 use crate::tls::TlsSettings;
@@ -56,6 +57,8 @@ pub struct Limits {
     pub cut_off: CancellationToken,
     /// `None`: refusals are answered and not told (the admin plane).
     pub on_refusal: Option<OnRefusal>,
+    /// Told each connection a TLS listener closes unserved (both planes).
+    pub on_tls_refusal: Option<OnTlsRefusal>,
 }
 
 /// How long, once the grace is over, the listener waits for the detached
@@ -143,6 +146,7 @@ pub async fn serve<H, F>(
             shutdown: shutdown.clone(),
             handler: handler.clone(),
             on_refusal: limits.on_refusal.clone(),
+            on_tls_refusal: limits.on_tls_refusal.clone(),
         };
         let tls = limits.tls.as_ref().map(|tls| tls.load_full());
         tokio::spawn(async move {
@@ -291,6 +295,7 @@ struct Connection<H> {
     shutdown: CancellationToken,
     handler: H,
     on_refusal: Option<OnRefusal>,
+    on_tls_refusal: Option<OnTlsRefusal>,
 }
 
 impl<H, F> Connection<H>
@@ -305,25 +310,37 @@ where
         config: Arc<rustls::ServerConfig>,
     ) {
         let deadline = tokio::time::Instant::now() + self.settings.header_read_timeout;
+        let refused = |refusal: TlsRefusal| {
+            refusal.report(self.name, addr, self.on_tls_refusal.as_ref());
+        };
         // A TLS connection opens with a handshake record (0x16); an HTTP
         // request opens with its method's letters.
         let mut first = [0u8; 1];
-        if let Ok(Ok(1)) = tokio::time::timeout_at(deadline, stream.peek(&mut first)).await
-            && first[0].is_ascii_uppercase()
-        {
-            tracing::debug!(listener = self.name, %addr, "plain HTTP on the TLS port; answered 400");
-            refuse_plain_on_tls(stream, deadline, self.closing.clone()).await;
-            return;
+        match tokio::time::timeout_at(deadline, stream.peek(&mut first)).await {
+            Ok(Ok(0) | Err(_)) => {
+                tracing::debug!(listener = self.name, %addr, "closed before its first byte");
+                return;
+            }
+            Err(_) => {
+                refused(TlsRefusal::Timeout);
+                return;
+            }
+            Ok(Ok(_)) if first[0].is_ascii_uppercase() => {
+                refused(TlsRefusal::PlainHttp);
+                refuse_plain_on_tls(stream, deadline, self.closing.clone()).await;
+                return;
+            }
+            Ok(Ok(_)) => {}
         }
         let handshake = TlsAcceptor::from(config).accept(stream);
         let stream = match tokio::time::timeout_at(deadline, handshake).await {
             Ok(Ok(stream)) => stream,
             Ok(Err(err)) => {
-                tracing::debug!(listener = self.name, %addr, error = %err, "TLS handshake failed");
+                refused(TlsRefusal::of_handshake(err));
                 return;
             }
             Err(_) => {
-                tracing::debug!(listener = self.name, %addr, "TLS handshake timed out");
+                refused(TlsRefusal::Timeout);
                 return;
             }
         };
@@ -543,6 +560,7 @@ mod tests {
             detached: TaskTracker::new(),
             cut_off: CancellationToken::new(),
             on_refusal: None,
+            on_tls_refusal: None,
         };
         let shutdown = CancellationToken::new();
         let server = tokio::spawn(serve(

@@ -11,5 +11,7 @@ mod http2_activity;
 mod listener;
 mod prefixed;
 mod stall;
+mod tls_refusal;
 
 pub use listener::{Limits, serve};
+pub use tls_refusal::{OnTlsRefusal, RefusalReason};

@@ -59,6 +59,21 @@ pub enum TlsCause {
         cert.display()
     )]
     KeyMismatch { key: PathBuf, cert: PathBuf },
+    /// The key's certificate is in the chain, but not first: said as such,
+    /// as "different key pairs" would send the operator to the key.
+    #[error(
+        "the certificates in {} are out of order: the certificate of the key in {} is number \
+         {position} of {count}, and must come first (the leaf, then each certificate that \
+         signed the one before it)",
+        cert.display(),
+        key.display()
+    )]
+    ChainOrder {
+        cert: PathBuf,
+        key: PathBuf,
+        position: usize,
+        count: usize,
+    },
     #[error("cannot be used with the certificate in {}: {error}", cert.display())]
     KeyRefused { cert: PathBuf, error: rustls::Error },
     #[error("{0}")]

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::RootCertStore;
 use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
@@ -57,8 +58,14 @@ fn listener_config(tls: &TlsConfig, table: &str) -> Result<Arc<rustls::ServerCon
             builder.with_client_cert_verifier(verifier)
         }
     };
-    let mut config = (builder.with_single_cert(certs, key))
-        .map_err(|error| TlsError::new(field("key"), pair_refused(error, &tls.key, &tls.cert)))?;
+    let pair = Pair {
+        certs: &certs,
+        key: &key,
+        cert_path: &tls.cert,
+        key_path: &tls.key,
+    };
+    let refused = |error| pair.refused(error, field("cert"), field("key"));
+    let mut config = (builder.with_single_cert(certs.clone(), key.clone_key())).map_err(refused)?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
@@ -121,28 +128,69 @@ pub fn client_config_read(
                 take(cert.as_ref());
             }
             take(key_der.secret_der());
+            let pair = Pair {
+                certs: &certs,
+                key: &key_der,
+                cert_path: cert,
+                key_path: key,
+            };
+            let refused = |error| pair.refused(error, field("cert"), field("key"));
             builder
-                .with_client_auth_cert(certs, key_der)
-                .map_err(|error| TlsError::new(field("key"), pair_refused(error, key, cert)))?
+                .with_client_auth_cert(certs.clone(), key_der.clone_key())
+                .map_err(refused)?
         }
         None => builder.with_no_client_auth(),
     };
     Ok((config, TrustRead(read.finalize().into())))
 }
 
-/// Why rustls refused a certificate with its private key.
-fn pair_refused(error: rustls::Error, key: &Path, cert: &Path) -> TlsCause {
-    match error {
-        rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
-            TlsCause::KeyMismatch {
-                key: key.to_owned(),
-                cert: cert.to_owned(),
+/// A certificate chain and its private key, as read from their files.
+struct Pair<'a> {
+    certs: &'a [CertificateDer<'static>],
+    key: &'a PrivateKeyDer<'static>,
+    cert_path: &'a Path,
+    key_path: &'a Path,
+}
+
+impl Pair<'_> {
+    /// Why rustls refused the chain with the key, naming the cert file's
+    /// field when the key's certificate is in the chain but not first, and
+    /// the key's otherwise.
+    fn refused(&self, error: rustls::Error, cert_field: String, key_field: String) -> TlsError {
+        let (cert, key) = (self.cert_path.to_owned(), self.key_path.to_owned());
+        match error {
+            rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
+                match self.position_of_key() {
+                    Some(index) => TlsError::new(
+                        cert_field,
+                        TlsCause::ChainOrder {
+                            cert,
+                            key,
+                            position: index + 1,
+                            count: self.certs.len(),
+                        },
+                    ),
+                    None => TlsError::new(key_field, TlsCause::KeyMismatch { key, cert }),
+                }
             }
+            error => TlsError::new(key_field, TlsCause::KeyRefused { cert, error }),
         }
-        error => TlsCause::KeyRefused {
-            cert: cert.to_owned(),
-            error,
-        },
+    }
+
+    /// Where in the chain, past its first, the key's certificate is.
+    fn position_of_key(&self) -> Option<usize> {
+        let signing = provider()
+            .key_provider
+            .load_private_key(self.key.clone_key())
+            .ok()?;
+        self.certs
+            .iter()
+            .enumerate()
+            .skip(1)
+            .find_map(|(index, cert)| {
+                let one = rustls::sign::CertifiedKey::new(vec![cert.clone()], signing.clone());
+                one.keys_match().is_ok().then_some(index)
+            })
     }
 }
 

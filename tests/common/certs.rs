@@ -79,6 +79,18 @@ impl Pki {
         self.issue(dir, common_name, params)
     }
 
+    /// A client certificate like [`Pki::client`]'s whose validity ended in 2020.
+    pub fn expired_client(&self, dir: &TestDir, common_name: &str) -> Identity {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2020, 2, 1);
+        self.issue(dir, common_name, params)
+    }
+
     fn issue(&self, dir: &TestDir, name: &str, params: CertificateParams) -> Identity {
         let key = KeyPair::generate().unwrap();
         let cert = params.signed_by(&key, &self.issuer).unwrap();

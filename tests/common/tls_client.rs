@@ -19,6 +19,21 @@ pub type TlsClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// HTTP/2 only when `h2`, else HTTP/1.1 only.
 pub fn tls_client(ca_pem: &str, identity: Option<&Identity>, h2: bool) -> TlsClient {
+    let config = client_config(ca_pem, identity);
+    let connector = HttpsConnectorBuilder::new()
+        .with_tls_config(config)
+        .https_only();
+    let connector = if h2 {
+        connector.enable_http2().build()
+    } else {
+        connector.enable_http1().build()
+    };
+    Client::builder(TokioExecutor::new()).build(connector)
+}
+
+/// A rustls client configuration that trusts `ca_pem` and, when given one,
+/// presents `identity`; no ALPN.
+pub fn client_config(ca_pem: &str, identity: Option<&Identity>) -> rustls::ClientConfig {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots.add(cert.unwrap()).unwrap();
@@ -29,7 +44,7 @@ pub fn tls_client(ca_pem: &str, identity: Option<&Identity>, h2: bool) -> TlsCli
     .with_safe_default_protocol_versions()
     .unwrap()
     .with_root_certificates(roots);
-    let config = match identity {
+    match identity {
         Some(id) => builder
             .with_client_auth_cert(
                 CertificateDer::pem_slice_iter(id.cert_pem.as_bytes())
@@ -39,16 +54,7 @@ pub fn tls_client(ca_pem: &str, identity: Option<&Identity>, h2: bool) -> TlsCli
             )
             .unwrap(),
         None => builder.with_no_client_auth(),
-    };
-    let connector = HttpsConnectorBuilder::new()
-        .with_tls_config(config)
-        .https_only();
-    let connector = if h2 {
-        connector.enable_http2().build()
-    } else {
-        connector.enable_http1().build()
-    };
-    Client::builder(TokioExecutor::new()).build(connector)
+    }
 }
 
 /// An answer over TLS.
