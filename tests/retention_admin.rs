@@ -182,6 +182,27 @@ async fn listing_pages_with_the_cursor_and_refuses_bad_parameters() {
     let want: Vec<String> = (0..25).map(|n| format!("key-{n:02}")).collect();
     assert_eq!(seen, want, "each once, oldest first");
 
+    // A cursor belongs to its listing: on another state filter or another
+    // route it would start at this listing's position and skip the older
+    // records there unseen.
+    let (_, first) = admin_get(&admin, "/admin/keys/charges?limit=10").await;
+    let next = first["next"].as_str().unwrap().to_owned();
+    for elsewhere in [
+        format!("/admin/keys/charges?state=completed&after={next}"),
+        format!("/admin/keys/other?after={next}"),
+    ] {
+        let (status, problem) = admin_get(&admin, &elsewhere).await;
+        assert_eq!(status, 400, "{elsewhere}: {problem}");
+        assert_eq!(problem["code"], "invalid-query", "{elsewhere}");
+        assert!(
+            problem["detail"]
+                .as_str()
+                .unwrap()
+                .contains("same route and state"),
+            "{problem}"
+        );
+    }
+
     for bad in [
         "state=done",
         "limit=0",

@@ -30,6 +30,7 @@ pub fn parse_query(route: String, query: Option<&str>) -> Result<ListQuery, Gate
         after: None,
     };
     let mut seen: Vec<String> = Vec::new();
+    let mut after = None;
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
         let value = percent_decode_str(&value.replace('+', " "))
@@ -59,13 +60,8 @@ pub fn parse_query(route: String, query: Option<&str>) -> Result<ListQuery, Gate
                         "limit must be an integer from 1 to 1000",
                     ))?;
             }
-            "after" => {
-                list.after = Some(Cursor::decode(&value).map_err(|_| {
-                    GatewayError::InvalidQuery(
-                        "after must be a cursor from the `next` of an earlier page",
-                    )
-                })?);
-            }
+            // Read once the state filter is known: a cursor names its listing.
+            "after" => after = Some(value),
             _ => {
                 return Err(GatewayError::InvalidQuery(
                     "the known query parameters are state, limit and after",
@@ -73,13 +69,23 @@ pub fn parse_query(route: String, query: Option<&str>) -> Result<ListQuery, Gate
             }
         }
     }
+    if let Some(text) = after {
+        let cursor = Cursor::decode(&text, &list.route, list.state).map_err(|_| {
+            GatewayError::InvalidQuery(
+                "after must be a cursor from the `next` of an earlier page of this listing \
+                 (the same route and state)",
+            )
+        })?;
+        list.after = Some(cursor);
+    }
     Ok(list)
 }
 
-pub fn to_json(page: &Page) -> Value {
+/// The page of the listing of `route` in `state`, which its `next` names.
+pub fn to_json(page: &Page, route: &str, state: Option<RecordState>) -> Value {
     json!({
         "records": page.records.iter().map(record_json).collect::<Vec<_>>(),
-        "next": page.next.as_ref().map(Cursor::encode),
+        "next": page.next.as_ref().map(|next| next.encode(route, state)),
     })
 }
 
@@ -112,7 +118,7 @@ pub async fn list(
     Ok(super::json(
         StatusCode::OK,
         "application/json",
-        &to_json(&page),
+        &to_json(&page, &query.route, query.state),
     ))
 }
 
@@ -157,14 +163,18 @@ mod tests {
             key: "k".into(),
             scope: "s".into(),
         };
+        let unknown = Some(RecordState::OutcomeUnknown);
+        // The cursor read with the state that comes after it.
         let some = parse(&format!(
-            "state=outcome_unknown&limit=1000&after={}",
-            cursor.encode()
+            "after={}&state=outcome_unknown&limit=1000",
+            cursor.encode("charges", unknown)
         ))
         .unwrap();
-        assert_eq!(some.state, Some(RecordState::OutcomeUnknown));
+        assert_eq!(some.state, unknown);
         assert_eq!(some.limit, 1000);
-        assert_eq!(some.after, Some(cursor));
+        assert_eq!(some.after, Some(cursor.clone()));
+        let elsewhere = format!("after={}", cursor.encode("charges", unknown));
+        assert_eq!(parse(&elsewhere).map(drop), Err("invalid-query"));
         for bad in [
             "state=done",
             "state=",

@@ -110,15 +110,16 @@ fn elsewhere(whereabouts: &crate::region::Whereabouts) -> String {
 /// may still hold records (renamed or removed), so any name is listed.
 pub async fn list_keys(args: &crate::cli::ListArgs) -> i32 {
     use crate::store::{Cursor, RecordState};
-    let after = match args.after.as_deref().map(Cursor::decode).transpose() {
+    // clap allowed only the three names.
+    let state = args.state.as_deref().and_then(RecordState::parse);
+    let decode = |text| Cursor::decode(text, &args.route, state);
+    let after = match args.after.as_deref().map(decode).transpose() {
         Ok(after) => after,
         Err(error) => {
             eprintln!("idemgate keys list: --after: {error}");
             return EXIT_FAILURE;
         }
     };
-    // clap allowed only the three names.
-    let state = args.state.as_deref().and_then(RecordState::parse);
     let path = args.config.path();
     let config = match load(&path) {
         Ok(config) => config,
@@ -135,8 +136,12 @@ pub async fn list_keys(args: &crate::cli::ListArgs) -> i32 {
     };
     match page {
         Ok(page) => {
-            let text = serde_json::to_string_pretty(&crate::admin::listing::to_json(&page))
-                .unwrap_or_default();
+            let text = serde_json::to_string_pretty(&crate::admin::listing::to_json(
+                &page,
+                &args.route,
+                state,
+            ))
+            .unwrap_or_default();
             if let Err(code) = say(&format!("{text}\n")) {
                 return code;
             }

@@ -5,9 +5,14 @@
 //! A page ends at a cursor: the last record's (created_at, key, scope), the
 //! order every backend lists in, so the next page starts strictly after it
 //! through the same index, whatever was added or removed meanwhile. Its text
-//! is opaque to clients (hex of a small versioned layout).
+//! is opaque to clients (hex of a small versioned layout), and names the
+//! listing it was given out for (route and state filter): used on another,
+//! it would start there at this one's position and skip older records
+//! unseen.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use sha2::{Digest, Sha256};
 
 use super::RecordState;
 
@@ -85,10 +90,26 @@ pub struct Cursor {
 
 /// Why a cursor's text was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the cursor is not one this gateway gave out")]
+#[error("the cursor is not one this gateway gave out for this listing (the same route and state)")]
 pub struct BadCursor;
 
-const CURSOR_VERSION: u8 = 1;
+/// Version 2 names its listing; version 1 (earlier releases) did not, and
+/// is still read, unchecked, so that a listing paged across an upgrade
+/// goes on.
+const CURSOR_VERSION: u8 = 2;
+const UNTAGGED_VERSION: u8 = 1;
+
+/// Which listing a cursor belongs to: 4 bytes of a hash of the route and
+/// the state filter, enough to tell a cursor used on the wrong listing by
+/// mistake (it is no secret and guards nothing else).
+fn listing_tag(route: &str, state: Option<RecordState>) -> [u8; 4] {
+    let mut hash = Sha256::new();
+    hash.update(route.as_bytes());
+    hash.update([0]);
+    hash.update(state.map_or("", RecordState::as_str).as_bytes());
+    let digest = hash.finalize();
+    [digest[0], digest[1], digest[2], digest[3]]
+}
 
 impl Cursor {
     pub fn after(record: &Listed) -> Cursor {
@@ -103,10 +124,12 @@ impl Cursor {
         from_micros(self.created_at_us)
     }
 
-    /// The opaque text given to clients.
-    pub fn encode(&self) -> String {
-        let mut out = Vec::with_capacity(13 + self.key.len() + self.scope.len());
+    /// The opaque text given to clients, for the listing of `route` in
+    /// `state` (`None`: every state).
+    pub fn encode(&self, route: &str, state: Option<RecordState>) -> String {
+        let mut out = Vec::with_capacity(17 + self.key.len() + self.scope.len());
         out.push(CURSOR_VERSION);
+        out.extend_from_slice(&listing_tag(route, state));
         out.extend_from_slice(&self.created_at_us.to_be_bytes());
         let key_len = u32::try_from(self.key.len()).unwrap_or(u32::MAX);
         out.extend_from_slice(&key_len.to_be_bytes());
@@ -115,12 +138,26 @@ impl Cursor {
         hex::encode(out)
     }
 
-    pub fn decode(text: &str) -> Result<Cursor, BadCursor> {
+    /// The cursor `text` names, refused unless it was given out for the
+    /// listing of `route` in `state`.
+    pub fn decode(
+        text: &str,
+        route: &str,
+        state: Option<RecordState>,
+    ) -> Result<Cursor, BadCursor> {
         let bytes = hex::decode(text).map_err(|_| BadCursor)?;
         let (&version, rest) = bytes.split_first().ok_or(BadCursor)?;
-        if version != CURSOR_VERSION {
-            return Err(BadCursor);
-        }
+        let rest = match version {
+            CURSOR_VERSION => {
+                let (tag, rest) = rest.split_first_chunk::<4>().ok_or(BadCursor)?;
+                if *tag != listing_tag(route, state) {
+                    return Err(BadCursor);
+                }
+                rest
+            }
+            UNTAGGED_VERSION => rest,
+            _ => return Err(BadCursor),
+        };
         let (at, rest) = rest.split_first_chunk::<8>().ok_or(BadCursor)?;
         let (len, rest) = rest.split_first_chunk::<4>().ok_or(BadCursor)?;
         let len = usize::try_from(u32::from_be_bytes(*len)).map_err(|_| BadCursor)?;
@@ -176,25 +213,60 @@ mod tests {
             key: "k-é:1".into(),
             scope: "abc".into(),
         };
-        assert_eq!(Cursor::decode(&cursor.encode()), Ok(cursor.clone()));
+        let decode = |text: &str| Cursor::decode(text, "r", None);
+        let text = cursor.encode("r", None);
+        assert_eq!(decode(&text), Ok(cursor.clone()));
         assert_eq!(cursor.created_at(), from_micros(1_700_000_000_123_456));
-        let nul_key = format!("01{:016x}{:08x}00", 1, 1);
-        let nul_scope = format!("01{:016x}{:08x}6b00", 1, 1);
+        let tag = hex::encode(listing_tag("r", None));
+        let nul_key = format!("02{tag}{:016x}{:08x}00", 1, 1);
+        let nul_scope = format!("02{tag}{:016x}{:08x}6b00", 1, 1);
         for bad in [
             "",
             "zz",
             "00",
-            "01",
-            &cursor.encode()[..20],
-            "02000000",
+            "02",
+            &text[..28],
+            "03000000",
             &nul_key,
             &nul_scope,
         ] {
-            assert_eq!(Cursor::decode(bad), Err(BadCursor), "{bad:?}");
+            assert_eq!(decode(bad), Err(BadCursor), "{bad:?}");
         }
-        let mut long_key = hex::decode(cursor.encode()).unwrap();
-        long_key[9..13].copy_from_slice(&1000u32.to_be_bytes());
-        assert_eq!(Cursor::decode(&hex::encode(long_key)), Err(BadCursor));
+        let mut long_key = hex::decode(&text).unwrap();
+        long_key[13..17].copy_from_slice(&1000u32.to_be_bytes());
+        assert_eq!(decode(&hex::encode(long_key)), Err(BadCursor));
+    }
+
+    /// Used on another route or state filter, a cursor would start that
+    /// listing at this one's position and skip its older records unseen.
+    #[test]
+    fn a_cursor_is_refused_on_another_listing() {
+        let cursor = Cursor {
+            created_at_us: 5,
+            key: "k".into(),
+            scope: "s".into(),
+        };
+        let completed = Some(RecordState::Completed);
+        let text = cursor.encode("charges", completed);
+        assert_eq!(
+            Cursor::decode(&text, "charges", completed),
+            Ok(cursor.clone())
+        );
+        for (route, state) in [
+            ("charges", None),
+            ("charges", Some(RecordState::OutcomeUnknown)),
+            ("refunds", completed),
+            ("charge", completed),
+        ] {
+            assert_eq!(
+                Cursor::decode(&text, route, state),
+                Err(BadCursor),
+                "{route} {state:?}"
+            );
+        }
+        // An earlier release's cursor names no listing: read as it was.
+        let untagged = format!("01{:016x}{:08x}6b73", 5, 1);
+        assert_eq!(Cursor::decode(&untagged, "refunds", None), Ok(cursor));
     }
 
     #[test]
