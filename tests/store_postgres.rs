@@ -650,6 +650,136 @@ async fn a_reservation_nobody_waits_for_any_more_is_freed() {
     let _ = session.await;
 }
 
+/// Well under the store's deadline in `stalling_store` (connect_timeout +
+/// statement_timeout + 1 s = 3 s).
+const PROMPT: Duration = Duration::from_millis(1500);
+
+/// A store of `pool_size` connections, reaching the database through a
+/// relay that can stall them.
+async fn stalling_store(
+    pool_size: usize,
+) -> (TestSchema, pg_support::switch::Switch, Arc<dyn Store>) {
+    let schema = TestSchema::create().await;
+    let switch = pg_support::switch::Switch::start(pg_support::server_addr()).await;
+    let mut config = schema.config();
+    config.url = pg_support::via(&schema.url(), switch.addr);
+    config.pool_size = pool_size;
+    config.connect_timeout = Duration::from_secs(1);
+    config.statement_timeout = Duration::from_secs(1);
+    let store = Arc::new(PostgresStore::connect(&config).await.unwrap());
+    (schema, switch, store)
+}
+
+/// What `operation` came to, which must be success within `PROMPT`.
+async fn promptly<T: std::fmt::Debug>(
+    what: &str,
+    operation: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> T {
+    let started = std::time::Instant::now();
+    let result = operation.await;
+    let took = started.elapsed();
+    match result {
+        Ok(done) if took < PROMPT => done,
+        other => panic!("{what} after the stall: {other:?} in {took:?}"),
+    }
+}
+
+/// A connection whose statement got no answer by the store's deadline is
+/// closed, never lent again. Behind PgBouncer in session mode with more
+/// connections than it has server connections, a statement waits in its
+/// queue for as long as other sessions keep the server connections; a
+/// server connection can stall (a network, a host). Lent again, such a
+/// connection made each later operation handed it wait behind the stale
+/// statement and fail at its own deadline: about one request per round of
+/// the pool kept failing long after the load dropped. Here the relay holds
+/// back the answers of the sessions open at the stall for the rest of the
+/// test, and answers the sessions opened after it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_left_without_its_answer_is_not_lent_again() {
+    use idemgate::store::ListQuery;
+    use std::time::Instant;
+
+    let (schema, switch, store) = stalling_store(3).await;
+    // The pool's three connections open: three pings at once hold one each.
+    let (a, b, c) = tokio::join!(store.ping(), store.ping(), store.ping());
+    for pinged in [a, b, c] {
+        pinged.unwrap();
+    }
+
+    switch.stall_open_sessions();
+    // A reservation (a batch's statement), a ping (a statement of its own)
+    // and a ping whose caller stops waiting first (as `/readyz` does), each
+    // on a stalled connection.
+    let stalled = id("stalled");
+    let started = Instant::now();
+    let (pinged, left, reserving) = tokio::join!(
+        store.ping(),
+        tokio::time::timeout(Duration::from_millis(500), store.ping()),
+        store.reserve(&stalled, "fp", LONG)
+    );
+    let took = started.elapsed();
+    assert!(
+        matches!(pinged, Err(StoreError::Unavailable(_))),
+        "{pinged:?}"
+    );
+    assert!(left.is_err(), "{left:?}");
+    assert!(
+        matches!(reserving, Err(StoreError::Unavailable(_))),
+        "{reserving:?}"
+    );
+    assert!(took >= Duration::from_millis(2500), "{took:?}");
+
+    // The stalled sessions stay stalled; every operation after is answered
+    // at once, on new connections, never behind a stale statement.
+    for round in 0..2 {
+        let key = format!("after-{round}");
+        let lease = match promptly("a reservation", store.reserve(&id(&key), "fp", LONG)).await {
+            Reservation::Reserved(lease) => lease,
+            other => panic!("{other:?}"),
+        };
+        promptly("a completion", store.complete(&lease, &response(), LONG)).await;
+        assert_eq!(
+            promptly("a replay", store.reserve(&id(&key), "fp", LONG)).await,
+            Reservation::Completed(response())
+        );
+        promptly("a read of records", store.records("orders", &key)).await;
+        let listing = ListQuery {
+            route: "orders".into(),
+            state: None,
+            limit: 10,
+            after: None,
+        };
+        promptly("a listing", store.list(&listing)).await;
+        promptly("a count", store.count()).await;
+        promptly("a sweep", store.sweep(100)).await;
+        promptly("a purge", store.purge("orders", &key)).await;
+        promptly("a ping", store.ping()).await;
+    }
+    // The stalled connections were closed: their server sessions ended.
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let open = pg_support::sessions(&schema.name).await;
+        if open <= 3 {
+            break;
+        }
+        assert!(Instant::now() < until, "{open} sessions for a pool of 3");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// ... and so is one whose caller stopped waiting for the answer before the
+/// store's deadline, as `/readyz` does after 2 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_whose_caller_stopped_waiting_is_not_lent_again() {
+    let (_schema, switch, store) = stalling_store(1).await;
+    store.ping().await.unwrap();
+    switch.stall_open_sessions();
+    let left = tokio::time::timeout(Duration::from_millis(300), store.ping()).await;
+    assert!(left.is_err(), "{left:?}");
+    promptly("a ping", store.ping()).await;
+    promptly("a reservation", store.reserve(&id("after"), "fp", LONG)).await;
+}
+
 /// Under load, reservations and completions share statements (the store's
 /// `batch` module): every caller must still get its own answer, and a key
 /// asked for several times at once must still be reserved exactly once.

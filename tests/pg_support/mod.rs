@@ -93,6 +93,25 @@ pub async fn terminate_sessions(name: &str) -> i64 {
     row.get(0)
 }
 
+/// How many sessions were opened with `application_name = name`.
+pub async fn sessions(name: &str) -> i64 {
+    let (client, conn) = tokio_postgres::connect(&base_url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let task = tokio::spawn(conn);
+    let row = client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE application_name = $1 AND pid <> pg_backend_pid()",
+            &[&name],
+        )
+        .await
+        .unwrap();
+    drop(client);
+    let _ = task.await;
+    row.get(0)
+}
+
 /// Runs SQL on a fresh connection to the base database.
 pub async fn admin_sql(sql: &str) {
     let (client, conn) = tokio_postgres::connect(&base_url(), tokio_postgres::NoTls)

@@ -4,7 +4,12 @@
 //! can also hold the database's replies back (`delay_replies`): a database
 //! far away, whose every answer arrives late. And it can lose one reply
 //! (`lose_reply_to`): the statement reaches the database, which runs and
-//! commits it, and the session is cut as its answer comes back.
+//! commits it, and the session is cut as its answer comes back. And it can
+//! stall the sessions open at one moment (`stall_open_sessions`): their
+//! statements reach the database, whose answers are held back for as long
+//! as the relay runs, while sessions opened later are answered at once (a
+//! statement waiting in PgBouncer's queue for a server connection, or a
+//! server connection stuck, while the database answers everyone else).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -25,6 +30,11 @@ pub struct Switch {
     trap: Arc<Mutex<Option<Trap>>>,
     /// How many replies a trap has lost.
     lost: Arc<AtomicU64>,
+    /// How many sessions were opened.
+    opened: Arc<AtomicU64>,
+    /// Sessions numbered below it (in the order they were opened) are
+    /// stalled.
+    stalled_below: Arc<watch::Sender<u64>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -47,7 +57,10 @@ impl Switch {
         let cuts = Arc::new(cuts);
         let trap: Arc<Mutex<Option<Trap>>> = Arc::default();
         let lost = Arc::new(AtomicU64::new(0));
+        let opened = Arc::new(AtomicU64::new(0));
+        let stalled_below = Arc::new(watch::channel(0u64).0);
         let (gate, cut_rx, delay) = (on.clone(), cuts.subscribe(), delay_ms.clone());
+        let (numbering, stalls) = (opened.clone(), stalled_below.clone());
         let (traps, cutting, losing) = (trap.clone(), cuts.clone(), lost.clone());
         let task = tokio::spawn(async move {
             loop {
@@ -61,6 +74,8 @@ impl Switch {
                 let mut cut = cut_rx.clone();
                 cut.mark_unchanged();
                 let delay = delay.clone();
+                let number = numbering.fetch_add(1, Ordering::SeqCst);
+                let stalled = stalls.subscribe();
                 let (traps, gate, cutting, losing) =
                     (traps.clone(), gate.clone(), cutting.clone(), losing.clone());
                 tokio::spawn(async move {
@@ -82,7 +97,7 @@ impl Switch {
                     };
                     tokio::select! {
                         () = forward(&mut from_client, &mut to_server, &traps, &sprung) => {}
-                        () = held_back(&mut from_server, &mut to_client, &delay, &lose) => {}
+                        () = held_back(&mut from_server, &mut to_client, &delay, &lose, number, stalled) => {}
                         _ = cut.changed() => {}
                     }
                 });
@@ -95,8 +110,19 @@ impl Switch {
             delay_ms,
             trap,
             lost,
+            opened,
+            stalled_below,
             task,
         }
+    }
+
+    /// The sessions open now stop getting the database's answers, for as
+    /// long as the relay runs (held back, never lost): what they send still
+    /// reaches the database. Sessions opened from now on are answered as
+    /// usual.
+    pub fn stall_open_sessions(&self) {
+        let open_now = self.opened.load(Ordering::SeqCst);
+        self.stalled_below.send_replace(open_now);
     }
 
     /// The next statement whose bytes carry `needle` (a key: it travels as
@@ -169,13 +195,16 @@ async fn forward(
     }
 }
 
-/// Copies `from` to `to`, each chunk written `delay` after it was read. Ends
-/// without relaying a chunk for which `lose` says the reply is to be lost.
+/// Copies `from` to `to`, each chunk written `delay` after it was read, and
+/// none while session `number` is stalled. Ends without relaying a chunk
+/// for which `lose` says the reply is to be lost.
 async fn held_back(
     from: &mut tokio::net::tcp::OwnedReadHalf,
     to: &mut tokio::net::tcp::OwnedWriteHalf,
     delay: &AtomicU64,
     lose: &(impl Fn() -> Option<()> + Sync),
+    number: u64,
+    mut stalled: watch::Receiver<u64>,
 ) {
     let (chunks, mut due) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
     let reading = async move {
@@ -193,6 +222,9 @@ async fn held_back(
     let writing = async move {
         while let Some((at, chunk)) = due.recv().await {
             tokio::time::sleep_until(at).await;
+            if stalled.wait_for(|below| number >= *below).await.is_err() {
+                return;
+            }
             if to.write_all(&chunk).await.is_err() {
                 return;
             }

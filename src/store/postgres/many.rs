@@ -4,12 +4,12 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use deadpool_postgres::Pool;
 use tokio::sync::oneshot;
 use tokio_postgres::Row;
 use tokio_postgres::types::{ToSql, Type};
 
 use super::cause::PostgresCause;
+use super::lent::{self, Pool};
 use super::pool::{db_error, pool_error};
 use super::rows::{self, Decided, KeptFor, Recorded};
 use super::sql;
@@ -304,8 +304,8 @@ async fn run(
             }
         })
     };
-    let result = tokio::time::timeout(deadline, work).await;
-    result.unwrap_or_else(|_| {
+    let result = lent::within(deadline, work).await;
+    result.unwrap_or_else(|| {
         let err = PostgresCause::NoAnswer(deadline).into();
         Err(if sent {
             Failed::Unanswered(err)

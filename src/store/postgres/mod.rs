@@ -17,6 +17,7 @@ mod batch;
 pub(in crate::store) mod cause;
 mod connect;
 mod count;
+mod lent;
 mod listing;
 mod many;
 mod migrations;
@@ -36,7 +37,6 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use deadpool_postgres::Pool;
 use tokio_postgres::types::ToSql;
 
 pub use cause::{PostgresCause, RootCertProblem};
@@ -50,6 +50,7 @@ use super::{
 };
 use crate::config::PostgresStoreConfig;
 use batch::Queue;
+use lent::Pool;
 use many::{CompleteJob, Completed, ReserveJob, Reserved};
 use pool::{db_error, pool_error};
 use rows::{Decided, KeptFor, Recorded, millis};
@@ -73,7 +74,8 @@ pub struct PostgresStore {
     pool: Pool,
     /// Upper bound of one operation (waiting for a connection, then the
     /// statement), so a database that stops answering — a cut network, not a
-    /// refused connection — fails the request instead of hanging it.
+    /// refused connection — fails the request instead of hanging it. The
+    /// connection left without its answer is closed (`lent`).
     deadline: Duration,
     /// Reservations and completions share statements under load (`batch`);
     /// `None` for a store built outside a runtime.
@@ -500,9 +502,9 @@ impl PostgresStore {
                 .map_err(|e| Failure::classify(&client, e))
         };
         let deadline = self.deadline + patience.unwrap_or_default();
-        let result = match tokio::time::timeout(deadline, work).await {
-            Ok(result) => result,
-            Err(_) => Err(Failure::Other(self.too_slow())),
+        let result = match lent::within(deadline, work).await {
+            Some(result) => result,
+            None => Err(Failure::Other(self.too_slow())),
         };
         if let Err(Failure::ConnectionLost(error) | Failure::Other(error)) = &result {
             self.read_only.note(error);
@@ -523,9 +525,9 @@ impl PostgresStore {
         &self,
         work: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        tokio::time::timeout(self.deadline, work)
+        lent::within(self.deadline, work)
             .await
-            .unwrap_or_else(|_| Err(self.too_slow()))
+            .unwrap_or_else(|| Err(self.too_slow()))
     }
 
     fn too_slow(&self) -> StoreError {

@@ -22,7 +22,7 @@ pub fn build(
     pg: tokio_postgres::Config,
     tls: Option<MakeRustlsConnect>,
     before_checkout: Hook,
-) -> Result<Pool, StoreError> {
+) -> Result<super::lent::Pool, StoreError> {
     // `Fast` only drops connections the driver knows are closed: a
     // per-checkout probe would cost a round trip on every request.
     let manager_config = ManagerConfig {
@@ -40,6 +40,7 @@ pub fn build(
         .recycle_timeout(Some(config.connect_timeout))
         .pre_recycle(before_checkout)
         .build()
+        .map(super::lent::Pool::new)
         .map_err(|e| PostgresCause::Build(e).into())
 }
 

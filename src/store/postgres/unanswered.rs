@@ -15,9 +15,9 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use deadpool_postgres::Pool;
 use tokio_postgres::types::ToSql;
 
+use super::lent::{self, Pool};
 use super::pool::{db_error, pool_error};
 use super::sql;
 use crate::store::{LeaseRetry, RecordId, StoreError};
@@ -178,9 +178,9 @@ async fn release(pool: &Pool, deadline: Duration, claimed: &Claimed) -> Result<u
             .map_err(db_error)?;
         client.execute(&stmt, &params).await.map_err(db_error)
     };
-    tokio::time::timeout(deadline, work)
+    lent::within(deadline, work)
         .await
-        .unwrap_or_else(|_| Err(super::cause::PostgresCause::NoAnswer(deadline).into()))
+        .unwrap_or_else(|| Err(super::cause::PostgresCause::NoAnswer(deadline).into()))
 }
 
 #[cfg(test)]

@@ -1,0 +1,146 @@
+//! The pool's connections, lent to one operation at a time, and the
+//! deadline an operation has for its answers (`within`).
+//!
+//! A statement given up on stays on its connection: the driver reads its
+//! answer, whenever it comes, before any later statement's. Behind PgBouncer
+//! in session mode with more connections than it has server connections,
+//! the statement waits in PgBouncer's queue for as long as other sessions
+//! keep the server connections; a server connection can stall (a network, a
+//! host). Lent again, such a connection made each later operation handed it
+//! wait behind the stale statement and fail at its own deadline: about one
+//! request per round of the pool, long after the load dropped. So a
+//! connection still lent to an operation when it ends unfinished (its
+//! deadline passed, or its caller stopped waiting, as `/readyz` does) is
+//! closed and taken out of the pool, which connects afresh for the next
+//! operation (docs/postgres.md, "Connection poolers").
+
+use std::future::Future;
+use std::ops::{Deref, DerefMut};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use deadpool_postgres::{Object, PoolError, Timeouts};
+use tokio::task::futures::TaskLocalFuture;
+use tokio::time::Timeout;
+
+tokio::task_local! {
+    /// The operation `within` runs, which the connections lent to it
+    /// answer to.
+    static OPERATION: Operation;
+}
+
+/// Set when the operation ends: a connection still lent to it then was
+/// left with a statement unanswered (or between two).
+#[derive(Clone, Default)]
+struct Operation(Arc<AtomicBool>);
+
+impl Operation {
+    fn end(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    fn ended(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// deadpool's pool, lending its connections as `Lent`.
+#[derive(Clone)]
+pub struct Pool(deadpool_postgres::Pool);
+
+impl Pool {
+    pub fn new(pool: deadpool_postgres::Pool) -> Pool {
+        Pool(pool)
+    }
+
+    pub async fn get(&self) -> Result<Lent, PoolError> {
+        self.timeout_get(&self.timeouts()).await
+    }
+
+    pub async fn timeout_get(&self, timeouts: &Timeouts) -> Result<Lent, PoolError> {
+        let client = self.0.timeout_get(timeouts).await?;
+        Ok(Lent {
+            client: Some(client),
+            operation: OPERATION.try_with(Operation::clone).ok(),
+        })
+    }
+
+    pub fn timeouts(&self) -> Timeouts {
+        self.0.timeouts()
+    }
+}
+
+/// A pooled connection, back to the pool when dropped, unless the operation
+/// it was lent to (inside `within`) ended first. It must not outlive that
+/// operation's work.
+pub struct Lent {
+    client: Option<Object>,
+    operation: Option<Operation>,
+}
+
+impl Deref for Lent {
+    type Target = Object;
+
+    fn deref(&self) -> &Object {
+        self.client.as_ref().expect("present until dropped")
+    }
+}
+
+impl DerefMut for Lent {
+    fn deref_mut(&mut self) -> &mut Object {
+        self.client.as_mut().expect("present until dropped")
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        let Some(client) = self.client.take() else {
+            return;
+        };
+        if self.operation.as_ref().is_some_and(Operation::ended) {
+            // Out of the pool and dropped: its driver task is stopped and
+            // the socket closed, with whatever was still owed on it.
+            drop(Object::take(client));
+            tracing::warn!(
+                "closed a postgres connection whose statement was given up before its answer came; the pool opens another when one is needed"
+            );
+        }
+    }
+}
+
+/// Runs `work` for at most `deadline`; `None` when it passed first. The
+/// connections lent to `work` and still held when it ends unfinished (at the
+/// deadline, or dropped by its caller) are closed.
+pub fn within<F: Future>(deadline: Duration, work: F) -> impl Future<Output = Option<F::Output>> {
+    let operation = Operation::default();
+    let work = OPERATION.scope(operation.clone(), work);
+    Bounded {
+        operation,
+        work: Box::pin(tokio::time::timeout(deadline, work)),
+    }
+}
+
+struct Bounded<F: Future> {
+    operation: Operation,
+    work: Pin<Box<Timeout<TaskLocalFuture<Operation, F>>>>,
+}
+
+impl<F: Future> Future for Bounded<F> {
+    type Output = Option<F::Output>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.work.as_mut().poll(cx).map(Result::ok)
+    }
+}
+
+impl<F: Future> Drop for Bounded<F> {
+    /// Ended before `work` is dropped, so that what `work` still holds sees
+    /// it. Finished work holds nothing: its connections went back as it
+    /// returned.
+    fn drop(&mut self) {
+        self.operation.end();
+    }
+}
