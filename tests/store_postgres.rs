@@ -957,7 +957,10 @@ async fn a_purge_through_one_replica_drops_the_others_copies() {
         assert_eq!(got.unwrap(), replayed, "from b's copy");
         let since = Instant::now();
         assert_eq!(a.purge("orders", &key).await.unwrap(), 1);
-        assert!(since.elapsed() < Duration::from_secs(1));
+        // Well within the 5 s a copy lives, with room for a loaded machine
+        // (a purge waits for the other replicas to hear of it).
+        let took = since.elapsed();
+        assert!(took < Duration::from_secs(3), "round {round}: {took:?}");
         let got = b.reserve(&id(&key), "fp", Duration::from_secs(60)).await;
         assert!(
             matches!(got, Ok(Reservation::Reserved(_))),
