@@ -76,37 +76,26 @@ pub fn url_in_schema(schema: &str) -> String {
 
 /// Terminates every session opened with `application_name = name`; returns how many.
 pub async fn terminate_sessions(name: &str) -> i64 {
-    let (client, conn) = tokio_postgres::connect(&base_url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    let task = tokio::spawn(conn);
-    let row = client
-        .query_one(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-             WHERE application_name = $1 AND pid <> pg_backend_pid()",
-            &[&name],
-        )
-        .await
-        .unwrap();
-    drop(client);
-    let _ = task.await;
-    row.get(0)
+    count_sessions("count(pg_terminate_backend(pid))", name).await
 }
 
 /// How many sessions were opened with `application_name = name`.
 pub async fn sessions(name: &str) -> i64 {
+    count_sessions("count(*)", name).await
+}
+
+/// `SELECT {count}` over the sessions opened with `application_name = name`
+/// (this one left out), on a fresh connection.
+async fn count_sessions(count: &str, name: &str) -> i64 {
     let (client, conn) = tokio_postgres::connect(&base_url(), tokio_postgres::NoTls)
         .await
         .unwrap();
     let task = tokio::spawn(conn);
-    let row = client
-        .query_one(
-            "SELECT count(*) FROM pg_stat_activity
-             WHERE application_name = $1 AND pid <> pg_backend_pid()",
-            &[&name],
-        )
-        .await
-        .unwrap();
+    let sql = format!(
+        "SELECT {count} FROM pg_stat_activity
+         WHERE application_name = $1 AND pid <> pg_backend_pid()"
+    );
+    let row = client.query_one(&sql, &[&name]).await.unwrap();
     drop(client);
     let _ = task.await;
     row.get(0)
