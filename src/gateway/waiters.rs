@@ -12,11 +12,20 @@ use crate::store::RecordId;
 
 #[derive(Default)]
 pub struct Waiters {
-    by_record: Mutex<HashMap<RecordId, Arc<Notify>>>,
+    /// Each key's wake-up, with the tickets that hold it: counted under the
+    /// lock, as the `Arc`'s own count is not (two tickets dropped at once
+    /// on two threads could each see the other's copy, and leave the entry
+    /// for the life of the process).
+    by_record: Mutex<HashMap<RecordId, Waiting>>,
     /// Tickets alive: while none are, `wake` has no one to find and skips
     /// the lock and the key's hashing (every execution wakes its key;
     /// almost none has a waiter, docs/adr/0007-hot-path-costs.md).
     tickets: AtomicUsize,
+}
+
+struct Waiting {
+    notify: Arc<Notify>,
+    tickets: usize,
 }
 
 /// A waiter's registration; unregisters itself on drop.
@@ -33,7 +42,14 @@ impl Waiters {
         // what that wake announced.
         self.tickets.fetch_add(1, Ordering::SeqCst);
         let notify = match self.by_record.lock() {
-            Ok(mut map) => map.entry(id.clone()).or_default().clone(),
+            Ok(mut map) => {
+                let waiting = map.entry(id.clone()).or_insert_with(|| Waiting {
+                    notify: Arc::default(),
+                    tickets: 0,
+                });
+                waiting.tickets += 1;
+                waiting.notify.clone()
+            }
             // A poisoned map only loses wake-ups; waiters still re-check on a timer.
             Err(_) => Arc::new(Notify::new()),
         };
@@ -49,12 +65,12 @@ impl Waiters {
         if self.tickets.load(Ordering::SeqCst) == 0 {
             return;
         }
-        let notify = match self.by_record.lock() {
+        let waiting = match self.by_record.lock() {
             Ok(mut map) => map.remove(id),
             Err(_) => None,
         };
-        if let Some(notify) = notify {
-            notify.notify_waiters();
+        if let Some(waiting) = waiting {
+            waiting.notify.notify_waiters();
         }
     }
 }
@@ -62,13 +78,17 @@ impl Waiters {
 impl Drop for Ticket<'_> {
     fn drop(&mut self) {
         self.waiters.tickets.fetch_sub(1, Ordering::SeqCst);
-        if let Ok(mut map) = self.waiters.by_record.lock()
-            && let Some(current) = map.get(&self.id)
-            // Only the map's copy and ours are left: nobody else waits.
-            && Arc::ptr_eq(current, &self.notify)
-            && Arc::strong_count(&self.notify) <= 2
+        let Ok(mut map) = self.waiters.by_record.lock() else {
+            return;
+        };
+        // An entry made after a wake removed ours counts other tickets.
+        if let Some(waiting) = map.get_mut(&self.id)
+            && Arc::ptr_eq(&waiting.notify, &self.notify)
         {
-            map.remove(&self.id);
+            waiting.tickets -= 1;
+            if waiting.tickets == 0 {
+                map.remove(&self.id);
+            }
         }
     }
 }
@@ -117,5 +137,39 @@ mod tests {
         drop((mine, other));
         assert_eq!(waiters.tickets.load(Ordering::SeqCst), 0);
         assert!(waiters.by_record.lock().unwrap().is_empty());
+    }
+
+    /// Two waiters of one key (a client's retry beside its first try) that
+    /// let go at the same moment on two threads leave no entry behind:
+    /// one left would stay for the life of the process, and a sidecar
+    /// that runs for weeks would gather them.
+    #[test]
+    fn tickets_dropped_at_once_on_two_threads_leave_no_entry() {
+        let waiters = Waiters::default();
+        let rounds = 20_000;
+        let ready = std::sync::Barrier::new(3);
+        let (left_tx, left_rx) = std::sync::mpsc::channel::<Ticket<'_>>();
+        let (right_tx, right_rx) = std::sync::mpsc::channel::<Ticket<'_>>();
+        std::thread::scope(|threads| {
+            for tickets in [left_rx, right_rx] {
+                let ready = &ready;
+                threads.spawn(move || {
+                    for ticket in tickets {
+                        ready.wait();
+                        drop(ticket);
+                    }
+                });
+            }
+            for round in 0..rounds {
+                let key = id(&format!("k{round}"));
+                left_tx.send(waiters.subscribe(&key)).unwrap();
+                right_tx.send(waiters.subscribe(&key)).unwrap();
+                ready.wait();
+            }
+            drop((left_tx, right_tx));
+        });
+        assert_eq!(waiters.tickets.load(Ordering::SeqCst), 0);
+        let left = waiters.by_record.lock().unwrap().len();
+        assert_eq!(left, 0, "entries left behind after {rounds} rounds");
     }
 }

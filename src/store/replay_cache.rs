@@ -136,18 +136,18 @@ impl Copies {
         response: &StoredResponse,
         kept: Kept,
     ) {
-        let bytes = response.body.len()
+        let text = response.body.len()
             + response
                 .headers
                 .iter()
                 .map(|(n, v)| n.len() + v.len())
                 .sum::<usize>()
             + fingerprint.len()
-            + id.key.len()
-            + 128;
-        if bytes > self.max_bytes / 8 {
+            + id.key.len();
+        if text > self.max_bytes / 8 {
             return;
         }
+        let bytes = text + id.scope.len() + held_beside(response.headers.len());
         let Ok(mut entries) = self.entries.lock() else {
             return;
         };
@@ -199,6 +199,20 @@ impl Copies {
     }
 }
 
+/// What an entry holds beside its text (answer, fingerprint, key, scope):
+/// its slot in the map, which keeps up to 16/7 slots per entry (it grows by
+/// doubling at 7/8 full, and is shrunk to fit after an eviction), and its
+/// allocations (scope, key, fingerprint, header list, each header's name,
+/// body), each rounded up by the allocator. Without them a small answer's
+/// copy was counted at a quarter of what it held, and the 8 MiB of copies
+/// took some 30 MiB.
+fn held_beside(headers: usize) -> usize {
+    const ALLOCATION: usize = 32;
+    let slot = std::mem::size_of::<(RecordId, Entry)>() * 16 / 7 + 1;
+    let header = std::mem::size_of::<(String, bytes::Bytes)>() + ALLOCATION;
+    slot + 5 * ALLOCATION + headers * header
+}
+
 /// Drops expired entries, then arbitrary ones, until at most `target` bytes remain.
 fn evict(entries: &mut Entries, target: usize) {
     let now = SystemTime::now();
@@ -224,6 +238,9 @@ fn evict(entries: &mut Entries, target: usize) {
             *bytes -= gone.bytes;
         }
     }
+    // The map keeps its slots after removals: those of the entries evicted
+    // would otherwise stay, uncounted.
+    map.shrink_to_fit();
 }
 
 impl<S: Store> ReplayCache<S> {
@@ -326,5 +343,69 @@ impl<S: Store> Store for ReplayCache<S> {
 
     async fn count(&self) -> Result<Vec<super::Count>, StoreError> {
         self.inner.count().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bound on the copies is on the memory they hold, also when
+    /// their answers are small: each is counted at no less than its slot in
+    /// the map and the text and header list it keeps, so the map of many
+    /// small copies is not several times the bound.
+    #[test]
+    fn small_answers_are_counted_at_what_their_copies_hold() {
+        let max_bytes = 1 << 20;
+        let copies = Copies::new(max_bytes);
+        let later = SystemTime::now() + Duration::from_secs(3600);
+        let kept = Kept {
+            expires_at: later,
+            expires_here: later,
+            age: None,
+        };
+        let fingerprint = "f".repeat(64);
+        for n in 0..20_000u32 {
+            let scope = super::super::RecordId::new("r", "", "").scope;
+            let id = RecordId {
+                route: Arc::from("charges"),
+                scope,
+                key: Arc::from(format!("key-{n}")),
+            };
+            let response = StoredResponse {
+                status: 201,
+                headers: StoredResponse::header_list([
+                    ("content-type", "application/json"),
+                    ("location", "/v1/charges/ch_1"),
+                ]),
+                body: bytes::Bytes::from(format!("{{\"id\":{n}}}")),
+                body_omitted: false,
+                outcome_unknown: false,
+            };
+            copies.remember(0, &id, &fingerprint, &response, kept);
+        }
+        let entries = copies.entries.lock().unwrap();
+        let buckets = entries.map.capacity() * 8 / 7;
+        let slots = buckets * std::mem::size_of::<(RecordId, Entry)>();
+        let texts: usize = (entries.map.iter())
+            .map(|(id, entry)| {
+                id.key.len()
+                    + id.scope.len()
+                    + entry.fingerprint.len()
+                    + entry.response.body.len()
+                    + (entry.response.headers.iter())
+                        .map(|(n, v)| {
+                            std::mem::size_of::<(String, bytes::Bytes)>() + n.len() + v.len()
+                        })
+                        .sum::<usize>()
+            })
+            .sum();
+        assert!(entries.bytes <= max_bytes);
+        assert!(
+            entries.bytes >= slots + texts,
+            "{} entries counted {} bytes; their slots alone are {slots}, their text {texts}",
+            entries.map.len(),
+            entries.bytes
+        );
     }
 }

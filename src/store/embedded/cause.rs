@@ -86,6 +86,14 @@ pub enum EmbeddedCause {
     /// or behind work that is (`late_lease`).
     #[error("the store gave no answer within {0:?} (is its disk answering?)")]
     NoAnswer(std::time::Duration),
+    /// A reservation given up at its deadline is still unanswered: the
+    /// writer is held up, and a new one would only queue behind it
+    /// (`late_lease`).
+    #[error(
+        "the store has left a reservation unanswered for more than {0:?}; refused at once \
+         until it answers (is its disk answering?)"
+    )]
+    Behind(std::time::Duration),
     /// Syncing the WAL failed: refused until a restart (`wal_sync`).
     #[error(
         "syncing the store's WAL failed ({0}); what it holds on disk is unknown, \

@@ -113,6 +113,9 @@ struct Inner {
     written_elsewhere: Arc<OnceLock<WrittenElsewhere>>,
     /// How long a reservation waits for the writer (`late_lease`).
     reserve_deadline: Duration,
+    /// Reservations given up at that deadline and not yet answered: while
+    /// any is, new ones are refused without being queued (`late_lease`).
+    late: late_lease::Late,
     /// Set once the writer refuses everything until a restart (`replies`).
     stopped: Arc<OnceLock<EmbeddedCause>>,
 }
@@ -262,6 +265,7 @@ impl EmbeddedStore {
                 served_elsewhere: lock.is_none() && serve_lock::held_elsewhere(&path),
                 written_elsewhere,
                 reserve_deadline: late_lease::DEADLINE,
+                late: late_lease::Late::default(),
                 stopped,
                 _serve_lock: lock,
             }),
@@ -330,6 +334,9 @@ impl Store for EmbeddedStore {
         fingerprint: &str,
         lease_for: Duration,
     ) -> Result<(Reservation, Option<Kept>), StoreError> {
+        if self.inner.late.any() {
+            return Err(EmbeddedCause::Behind(self.inner.reserve_deadline).into());
+        }
         let (id, fingerprint) = (id.clone(), fingerprint.to_owned());
         // A new lease is answered before its batch's sync (`writer`).
         let (job, reply) = Task::job_answered_before_sync(
@@ -657,6 +664,71 @@ mod tests {
                 std::time::Instant::now() < until,
                 "the key stayed held: {again:?}"
             );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Once a reservation has waited out its deadline, the writer is known
+    /// to be held up: each new one would queue behind it (its job and the
+    /// task that frees its lease kept in memory for as long as the disk
+    /// hangs, which is without bound) only to be refused at the deadline.
+    /// It is refused at once instead, and nothing is queued for it.
+    #[tokio::test]
+    async fn while_a_reservation_waits_past_its_deadline_new_ones_are_refused_at_once() {
+        let dir = TempDir::new("writer-behind");
+        let mut store = EmbeddedStore::open(&dir.file()).unwrap();
+        let deadline = Duration::from_millis(300);
+        Arc::get_mut(&mut store.inner).unwrap().reserve_deadline = deadline;
+        let stall = Duration::from_millis(2000);
+        let stalled = tokio::spawn({
+            let store = store.clone();
+            async move {
+                store
+                    .call(move |_| {
+                        std::thread::sleep(stall);
+                        Ok(())
+                    })
+                    .await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let lease_for = Duration::from_secs(60);
+        let first = store
+            .reserve(&RecordId::new("charges", "", "k"), "fp", lease_for)
+            .await;
+        assert!(
+            matches!(
+                first.as_ref().err().and_then(cause),
+                Some(EmbeddedCause::NoAnswer(_))
+            ),
+            "{first:?}"
+        );
+        let started = std::time::Instant::now();
+        for n in 0..1_000 {
+            let id = RecordId::new("charges", "", format!("other-{n}").as_str());
+            let refused = store.reserve(&id, "fp", lease_for).await;
+            assert!(
+                matches!(refused.as_ref().err().and_then(cause), Some(EmbeddedCause::Behind(d)) if *d == deadline),
+                "{refused:?}"
+            );
+        }
+        assert!(
+            started.elapsed() < deadline,
+            "refused without waiting: {:?}",
+            started.elapsed()
+        );
+        stalled.await.unwrap().unwrap();
+        // Once the writer has answered the late one, reservations are taken
+        // again; none of those refused holds its key.
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let again = store
+                .reserve(&RecordId::new("charges", "", "other-7"), "fp", lease_for)
+                .await;
+            if matches!(again, Ok(Reservation::Reserved(_))) {
+                break;
+            }
+            assert!(std::time::Instant::now() < until, "{again:?}");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
