@@ -33,10 +33,15 @@ pub fn parse_query(route: String, query: Option<&str>) -> Result<ListQuery, Gate
     let mut after = None;
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let value = percent_decode_str(&value.replace('+', " "))
-            .decode_utf8()
-            .map_err(|_| GatewayError::InvalidQuery("a query parameter is not UTF-8"))?
-            .into_owned();
+        // Names decode as values do: a client may encode either.
+        let decode = |text: &str| {
+            percent_decode_str(&text.replace('+', " "))
+                .decode_utf8()
+                .map(|text| text.into_owned())
+                .map_err(|_| GatewayError::InvalidQuery("a query parameter is not UTF-8"))
+        };
+        let (name, value) = (decode(name)?, decode(value)?);
+        let name = name.as_str();
         if seen.iter().any(|s| s == name) {
             return Err(GatewayError::InvalidQuery(
                 "a query parameter is given twice",
@@ -173,6 +178,11 @@ mod tests {
         assert_eq!(some.state, unknown);
         assert_eq!(some.limit, 1000);
         assert_eq!(some.after, Some(cursor.clone()));
+        // A name percent-encoded reads as written plainly.
+        assert_eq!(
+            parse("l%69mit=5&%73tate=completed").map(|q| (q.limit, q.state)),
+            Ok((5, Some(RecordState::Completed)))
+        );
         let elsewhere = format!("after={}", cursor.encode("charges", unknown));
         assert_eq!(parse(&elsewhere).map(drop), Err("invalid-query"));
         for bad in [
