@@ -619,18 +619,19 @@ mod tests {
         assert!(matches!(taken, Reservation::Reserved(_)), "{taken:?}");
     }
 
-    /// A writer thread that does not answer (its disk hung or frozen: a
-    /// write or a sync blocked in the kernel) no longer holds a reservation
-    /// without end: past its deadline it is refused (503), and the lease it
-    /// commits once the disk answers is released, so a retry runs at once
-    /// rather than getting 409 for the lease's length.
-    #[tokio::test]
-    async fn a_reservation_the_writer_does_not_answer_in_time_is_refused_and_freed() {
-        let dir = TempDir::new("writer-stalled");
+    /// A store whose reservations wait `deadline` for the writer, and the
+    /// writer held up for `stall` (a disk hung or frozen: a write or a sync
+    /// blocked in the kernel) from a moment after this returns.
+    async fn stalled_store(
+        dir: &TempDir,
+        deadline: Duration,
+        stall: Duration,
+    ) -> (
+        EmbeddedStore,
+        tokio::task::JoinHandle<Result<(), StoreError>>,
+    ) {
         let mut store = EmbeddedStore::open(&dir.file()).unwrap();
-        let deadline = Duration::from_millis(300);
         Arc::get_mut(&mut store.inner).unwrap().reserve_deadline = deadline;
-        let stall = Duration::from_millis(1500);
         let stalled = tokio::spawn({
             let store = store.clone();
             async move {
@@ -643,6 +644,35 @@ mod tests {
             }
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
+        (store, stalled)
+    }
+
+    /// Waits (at most 5 s) until `id` is reserved anew: nothing holds it.
+    async fn reserved_soon(store: &EmbeddedStore, id: &RecordId, lease_for: Duration) {
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let again = store.reserve(id, "fp", lease_for).await;
+            if matches!(again, Ok(Reservation::Reserved(_))) {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "the key stayed held: {again:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// A writer thread that does not answer (its disk hung or frozen: a
+    /// write or a sync blocked in the kernel) no longer holds a reservation
+    /// without end: past its deadline it is refused (503), and the lease it
+    /// commits once the disk answers is released, so a retry runs at once
+    /// rather than getting 409 for the lease's length.
+    #[tokio::test]
+    async fn a_reservation_the_writer_does_not_answer_in_time_is_refused_and_freed() {
+        let dir = TempDir::new("writer-stalled");
+        let (deadline, stall) = (Duration::from_millis(300), Duration::from_millis(1500));
+        let (store, stalled) = stalled_store(&dir, deadline, stall).await;
         let id = RecordId::new("charges", "", "k");
         let lease_for = Duration::from_secs(60);
         let started = std::time::Instant::now();
@@ -654,18 +684,7 @@ mod tests {
         assert!(started.elapsed() < stall, "waited for the writer");
         stalled.await.unwrap().unwrap();
         // The lease committed after the deadline is released behind it.
-        let until = std::time::Instant::now() + Duration::from_secs(5);
-        loop {
-            let again = store.reserve(&id, "fp", lease_for).await;
-            if matches!(again, Ok(Reservation::Reserved(_))) {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < until,
-                "the key stayed held: {again:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        reserved_soon(&store, &id, lease_for).await;
     }
 
     /// Once a reservation has waited out its deadline, the writer is known
@@ -676,22 +695,8 @@ mod tests {
     #[tokio::test]
     async fn while_a_reservation_waits_past_its_deadline_new_ones_are_refused_at_once() {
         let dir = TempDir::new("writer-behind");
-        let mut store = EmbeddedStore::open(&dir.file()).unwrap();
-        let deadline = Duration::from_millis(300);
-        Arc::get_mut(&mut store.inner).unwrap().reserve_deadline = deadline;
-        let stall = Duration::from_millis(2000);
-        let stalled = tokio::spawn({
-            let store = store.clone();
-            async move {
-                store
-                    .call(move |_| {
-                        std::thread::sleep(stall);
-                        Ok(())
-                    })
-                    .await
-            }
-        });
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (deadline, stall) = (Duration::from_millis(300), Duration::from_millis(2000));
+        let (store, stalled) = stalled_store(&dir, deadline, stall).await;
         let lease_for = Duration::from_secs(60);
         let first = store
             .reserve(&RecordId::new("charges", "", "k"), "fp", lease_for)
@@ -720,17 +725,7 @@ mod tests {
         stalled.await.unwrap().unwrap();
         // Once the writer has answered the late one, reservations are taken
         // again; none of those refused holds its key.
-        let until = std::time::Instant::now() + Duration::from_secs(5);
-        loop {
-            let again = store
-                .reserve(&RecordId::new("charges", "", "other-7"), "fp", lease_for)
-                .await;
-            if matches!(again, Ok(Reservation::Reserved(_))) {
-                break;
-            }
-            assert!(std::time::Instant::now() < until, "{again:?}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        reserved_soon(&store, &RecordId::new("charges", "", "other-7"), lease_for).await;
     }
 
     /// `rm` of the file under a running gateway: SQLite would go on writing
