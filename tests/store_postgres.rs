@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::owned_store::OwnedStore;
 use idemgate::store::{PostgresStore, ReplayCache, Reservation, Store, StoreError};
-use pg_support::{SchemaGuard, TestSchema};
+use pg_support::{SchemaGuard, TestRole, TestSchema};
 use store_conformance::{id, reserved, response};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -173,18 +173,11 @@ async fn a_schema_that_does_not_exist_is_named() {
 #[tokio::test]
 async fn a_role_that_may_not_create_in_the_schema_is_told_what_to_grant() {
     let schema = TestSchema::create().await;
-    let role = pg_support::unique("idemgate_nocreate");
-    pg_support::admin_sql(&format!(
-        "CREATE ROLE {role} LOGIN; GRANT USAGE ON SCHEMA {} TO {role}",
-        schema.name
-    ))
-    .await;
+    let role =
+        TestRole::limited(|role| format!("GRANT USAGE ON SCHEMA {} TO {role}", schema.name)).await;
     let mut config = schema.config();
-    let (scheme, rest) = config.url.split_once("://").unwrap();
-    let host = rest.split_once('@').map_or(rest, |(_, host)| host);
-    config.url = format!("{scheme}://{role}@{host}");
+    config.url = role.url(&config.url);
     let refused = PostgresStore::connect(&config).await.err();
-    pg_support::admin_sql(&format!("DROP OWNED BY {role}; DROP ROLE {role}")).await;
     let msg = refused.expect("refused").to_string();
     assert!(
         msg.contains(&format!("GRANT CREATE ON SCHEMA {}", schema.name))
@@ -1166,13 +1159,6 @@ async fn a_connection_the_server_ends_is_logged_with_its_reason() {
     assert!(!gateway.log_text().contains("Connection error: db error"));
 }
 
-/// `url` with `role` as its user.
-fn as_role(url: &str, role: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap();
-    let host = rest.split_once('@').map_or(rest, |(_, host)| host);
-    format!("{scheme}://{role}@{host}")
-}
-
 /// A connection pooler that drops the startup options (PgBouncer under
 /// `ignore_startup_parameters = options`) would have the tables made and
 /// read in the role's default schema, not the one the URL names: refused,
@@ -1180,18 +1166,18 @@ fn as_role(url: &str, role: &str) -> String {
 #[tokio::test]
 async fn a_search_path_a_pooler_drops_is_refused() {
     let schema = TestSchema::create().await;
-    let role = pg_support::unique("idemgate_pooled");
-    pg_support::admin_sql(&format!(
-        "CREATE ROLE {role} LOGIN; GRANT USAGE, CREATE ON SCHEMA {0} TO {role};
-         ALTER ROLE {role} SET statement_timeout = '5s'",
-        schema.name
-    ))
+    let role = TestRole::limited(|role| {
+        format!(
+            "GRANT USAGE, CREATE ON SCHEMA {0} TO {role};
+             ALTER ROLE {role} SET statement_timeout = '5s'",
+            schema.name
+        )
+    })
     .await;
     let relay = pg_support::no_options::NoOptions::start(pg_support::server_addr()).await;
     let mut config = schema.config();
-    config.url = pg_support::via(&as_role(&schema.url(), &role), relay.addr);
+    config.url = pg_support::via(&role.url(&schema.url()), relay.addr);
     let refused = PostgresStore::connect(&config).await.err();
-    pg_support::admin_sql(&format!("DROP OWNED BY {role}; DROP ROLE {role}")).await;
     let msg = refused.expect("refused").to_string();
     assert!(
         msg.contains("lack what the URL's options set (search_path)")
@@ -1207,25 +1193,29 @@ async fn a_search_path_a_pooler_drops_is_refused() {
 #[tokio::test]
 async fn a_statement_timeout_a_pooler_drops_is_refused_until_the_role_sets_it() {
     let schema = TestSchema::create().await;
-    let role = pg_support::unique("idemgate_pooled");
-    pg_support::admin_sql(&format!(
-        "CREATE ROLE {role} LOGIN; GRANT USAGE, CREATE ON SCHEMA {0} TO {role};
-         ALTER ROLE {role} SET search_path = {0}",
-        schema.name
-    ))
+    let role = TestRole::limited(|role| {
+        format!(
+            "GRANT USAGE, CREATE ON SCHEMA {0} TO {role};
+             ALTER ROLE {role} SET search_path = {0}",
+            schema.name
+        )
+    })
     .await;
     let relay = pg_support::no_options::NoOptions::start(pg_support::server_addr()).await;
     let mut config = schema.config();
-    config.url = pg_support::via(&as_role(&pg_support::base_url(), &role), relay.addr);
+    config.url = pg_support::via(&role.url(&pg_support::base_url()), relay.addr);
     let refused = PostgresStore::connect(&config).await.err();
-    pg_support::admin_sql(&format!("ALTER ROLE {role} SET statement_timeout = '5s'")).await;
+    let role_name = &role.name;
+    pg_support::admin_sql(&format!(
+        "ALTER ROLE {role_name} SET statement_timeout = '5s'"
+    ))
+    .await;
     let opened = PostgresStore::connect(&config).await;
     let reserved = match &opened {
         Ok(store) => Some(store.reserve(&id("k1"), "f", Duration::from_secs(10)).await),
         Err(_) => None,
     };
     drop(opened);
-    pg_support::admin_sql(&format!("DROP OWNED BY {role}; DROP ROLE {role}")).await;
     let msg = refused.expect("refused").to_string();
     assert!(
         msg.contains("statement_timeout = 0 ms")

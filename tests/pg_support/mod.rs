@@ -287,6 +287,14 @@ impl TestRole {
         TestRole { name }
     }
 
+    /// A login role that is no superuser: it has only what `grants` (SQL
+    /// run right after it is made, given its name) gives it.
+    pub async fn limited(grants: impl FnOnce(&str) -> String) -> TestRole {
+        let name = unique("idemgate_role");
+        admin_sql(&format!("CREATE ROLE {name} LOGIN; {}", grants(&name))).await;
+        TestRole { name }
+    }
+
     /// `url` with this role as its user (and no password: the test server
     /// trusts local connections).
     pub fn url(&self, url: &str) -> String {
