@@ -417,14 +417,7 @@ async fn a_shutdown_records_a_keyed_execution_whose_http2_client_left() {
             .post("/v1/charges?delay_ms=2000", Some("left-1"), "{}")
             .await
     });
-    let arrived = std::time::Instant::now();
-    while upstream.executions("left-1") == 0 {
-        assert!(
-            arrived.elapsed() < Duration::from_secs(20),
-            "never reached the upstream"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    upstream.until_executed("left-1").await;
     gateway.signal("TERM");
     // Dropping the request resets its stream, and its connection closes.
     request.abort();
@@ -461,14 +454,7 @@ async fn a_keyed_request_the_grace_cuts_off_is_recorded_as_outcome_unknown() {
             .post("/v1/charges?delay_ms=10000", Some("cut-1"), "{}")
             .await
     });
-    let arrived = std::time::Instant::now();
-    while upstream.executions("cut-1") == 0 {
-        assert!(
-            arrived.elapsed() < Duration::from_secs(20),
-            "never reached the upstream"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    upstream.until_executed("cut-1").await;
     gateway.signal("TERM");
     let reply = request.await.unwrap();
     assert_eq!(reply.status, 504, "{}", reply.text());
@@ -518,14 +504,7 @@ async fn a_keyed_request_the_grace_cuts_off_before_it_was_sent_frees_its_key() {
                 .await
         }
     });
-    let arrived = std::time::Instant::now();
-    while upstream.executions("cut-sent") == 0 {
-        assert!(
-            arrived.elapsed() < Duration::from_secs(20),
-            "never reached the upstream"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    upstream.until_executed("cut-sent").await;
     let waiting =
         tokio::spawn(async move { client.post("/v1/charges", Some("cut-unsent"), "{}").await });
     gateway.until_inflight(2).await;

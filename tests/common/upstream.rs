@@ -147,6 +147,18 @@ impl MockUpstream {
         *self.counters.by_key.lock().unwrap().get(key).unwrap_or(&0)
     }
 
+    /// Waits (at most 20 s) until a request with `key` has reached it.
+    pub async fn until_executed(&self, key: &str) {
+        let arrived = std::time::Instant::now();
+        while self.executions(key) == 0 {
+            assert!(
+                arrived.elapsed() < std::time::Duration::from_secs(20),
+                "{key} never reached the upstream"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     pub fn last_header(&self, name: &str) -> Option<String> {
         self.counters
             .last_headers
