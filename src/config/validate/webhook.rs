@@ -24,15 +24,17 @@ use http::{HeaderName, Method};
 pub const DEFAULT_RELEASE_STATUSES: [u16; 1] = [429];
 pub const DEFAULT_RELEASE_CLASSES: [StatusClass; 1] = [StatusClass::ServerError];
 
-/// Where each scheme's senders put the event id.
-fn default_key(scheme: WebhookScheme) -> KeySource {
+/// Where each scheme's senders put the event id. Svix sends the Standard
+/// Webhooks headers as `svix-...` unless the account has them
+/// white-labelled, so a standard route falls back to `svix-id`: a request
+/// carrying both must carry one id in both (webhook/standard.rs).
+fn default_key(scheme: WebhookScheme) -> Vec<KeySource> {
+    let header = |name: &'static str| KeySource::Header(HeaderName::from_static(name));
     match scheme {
-        WebhookScheme::Standard => KeySource::Header(HeaderName::from_static("webhook-id")),
-        WebhookScheme::Stripe => KeySource::JsonPointer("/id".into()),
-        WebhookScheme::Github => KeySource::Header(HeaderName::from_static("x-github-delivery")),
-        WebhookScheme::Shopify => {
-            KeySource::Header(HeaderName::from_static("x-shopify-webhook-id"))
-        }
+        WebhookScheme::Standard => vec![header("webhook-id"), header("svix-id")],
+        WebhookScheme::Stripe => vec![KeySource::JsonPointer("/id".into())],
+        WebhookScheme::Github => vec![header("x-github-delivery")],
+        WebhookScheme::Shopify => vec![header("x-shopify-webhook-id")],
     }
 }
 
@@ -41,7 +43,7 @@ fn default_key(scheme: WebhookScheme) -> KeySource {
 pub fn route_defaults(inherited: &Policy, scheme: WebhookScheme) -> Policy {
     Policy {
         methods: vec![Method::POST],
-        key: vec![default_key(scheme)],
+        key: default_key(scheme),
         required: true,
         // One sender per route: its event ids are its only namespace.
         scope: Vec::new(),
