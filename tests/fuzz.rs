@@ -9,9 +9,14 @@
 //! - keys at a JSON pointer on arbitrary bytes and on generated JSON;
 //! - fingerprints with `canonical_json`: reordering and reformatting a JSON
 //!   value never changes it, a different value always does;
-//! - config parsing on arbitrary text and on mutations of the shipped config.
+//! - config parsing on arbitrary text and on mutations of the shipped config;
+//! - multipart fingerprints: the boundary and framing never matter, a
+//!   changed part always does (fuzz/multipart.rs).
 
 use std::path::Path;
+
+#[path = "fuzz/multipart.rs"]
+mod multipart;
 
 use idemgate::config::FingerprintPart;
 use idemgate::key::{self, FingerprintInput, KeyError};
