@@ -307,6 +307,68 @@ async fn reload_rereads_certificates_without_dropping_connections() {
     assert!(post(&fresh_old, port, "/echo", "d").await.is_err());
 }
 
+/// A rotation that swaps the certificate and the key (a Kubernetes Secret's
+/// `..data` link flipped, cert-manager writing both) can land between the
+/// reload's two reads: it reads the new certificate and the old key. That
+/// read is read again before the reload is refused; here the key file is a
+/// FIFO whose first read gives the old key and every later one the new key.
+#[tokio::test]
+async fn a_reload_reading_across_a_rotation_reads_the_pair_again() {
+    let dir = TestDir::new("tls-reload-rotation");
+    let old_pki = Pki::new("old CA");
+    let server = old_pki.server(&dir, "server");
+    let upstream = MockUpstream::start().await;
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config(&server, None, "[]"));
+    let port = gateway.addr.port();
+
+    let new_pki = Pki::new("new CA");
+    let renewed = new_pki.server(&TestDir::new("tls-reload-rotation-new"), "server");
+    std::fs::write(&server.cert, &renewed.cert_pem).unwrap();
+    std::fs::remove_file(&server.key).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&server.key)
+        .status()
+        .expect("mkfifo (coreutils)");
+    assert!(made.success());
+    let (fifo, old_key, new_key) = (server.key.clone(), server.key_pem.clone(), renewed.key_pem);
+    // Detached: it waits for a reader; the test process ends it.
+    std::thread::spawn(move || {
+        for read in 0.. {
+            let key = if read == 0 { &old_key } else { &new_key };
+            match std::fs::OpenOptions::new().write(true).open(&fifo) {
+                Ok(mut file) => {
+                    let _ = std::io::Write::write_all(&mut file, key.as_bytes());
+                }
+                Err(_) => return,
+            }
+        }
+    });
+    gateway.signal("HUP");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let metrics = loop {
+        let metrics = gateway.admin_client().get("/metrics").await.text();
+        if ["ok", "rejected"].iter().any(|result| {
+            metrics.contains(&format!(
+                "idemgate_config_reloads_total{{result=\"{result}\"}} 1"
+            ))
+        }) {
+            break metrics;
+        }
+        assert!(std::time::Instant::now() < deadline, "no reload counted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        metrics.contains("idemgate_config_reloads_total{result=\"ok\"} 1"),
+        "{metrics}\n{}",
+        gateway.log_text()
+    );
+    let new_client = tls_client(&new_pki.ca_pem(), None, false);
+    assert_eq!(
+        post(&new_client, port, "/echo", "a").await.unwrap().status,
+        200
+    );
+}
+
 /// A process started on plain HTTP asks no client for a certificate until a
 /// restart: a reload that scopes keys by `client_cert` would put every client
 /// in one namespace, so it is refused and the running config stays.

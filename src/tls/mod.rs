@@ -1,34 +1,32 @@
 //! rustls configurations, built from PEM files named in the config: the
 //! listener's (certificate, key, optional client CA for mTLS) and each https
 //! upstream's (the system's roots, or the compiled-in Mozilla set where it has
-//! none, plus an optional CA; an optional client certificate). Uses the `ring` provider so building needs no cmake.
+//! none, plus an optional CA; an optional client certificate).
 
 mod error;
+mod pair;
 mod pem;
 mod pem_problem;
+mod provider;
 
 use std::path::Path;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::RootCertStore;
-use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
 
 use crate::config::{Config, TlsConfig, UpstreamTlsConfig};
 
 pub use error::{TlsCause, TlsError};
+use pair::Pair;
 pub use pem::{is_der, load_certs, load_key};
 pub use pem_problem::PemProblem;
+use provider::provider;
 
 /// A listener's TLS configuration, swapped on reload so new certificates
 /// apply to new connections while open ones keep theirs.
 pub type TlsSettings = Arc<ArcSwap<rustls::ServerConfig>>;
-
-fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
 
 /// The listener's configuration, ALPN `h2` then `http/1.1`.
 pub fn server_config(tls: &TlsConfig) -> Result<Arc<rustls::ServerConfig>, TlsError> {
@@ -43,8 +41,7 @@ pub fn admin_config(tls: &TlsConfig) -> Result<Arc<rustls::ServerConfig>, TlsErr
 /// A listener's configuration from `[table]`; errors name `table.FIELD`.
 fn listener_config(tls: &TlsConfig, table: &str) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let field = |name: &str| format!("{table}.{name}");
-    let certs = load_certs(&tls.cert, &field("cert"))?;
-    let key = load_key(&tls.key, &field("key"))?;
+    let pair = Pair::read(&tls.cert, &tls.key, field("cert"), field("key"))?;
     let builder = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError::new(table, TlsCause::Rustls(e)))?;
@@ -58,14 +55,8 @@ fn listener_config(tls: &TlsConfig, table: &str) -> Result<Arc<rustls::ServerCon
             builder.with_client_cert_verifier(verifier)
         }
     };
-    let pair = Pair {
-        certs: &certs,
-        key: &key,
-        cert_path: &tls.cert,
-        key_path: &tls.key,
-    };
-    let refused = |error| pair.refused(error, field("cert"), field("key"));
-    let mut config = (builder.with_single_cert(certs.clone(), key.clone_key())).map_err(refused)?;
+    let mut config = (builder.with_single_cert(pair.certs.clone(), pair.key.clone_key()))
+        .map_err(|error| pair.refused(error))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
@@ -120,78 +111,18 @@ pub fn client_config_read(
     // `h2` by hyper-rustls for HTTP/2 upstreams.
     let config = match tls.and_then(|t| t.cert.as_ref().zip(t.key.as_ref())) {
         Some((cert, key)) => {
-            let (certs, key_der) = (
-                load_certs(cert, &field("cert"))?,
-                load_key(key, &field("key"))?,
-            );
-            for cert in &certs {
+            let pair = Pair::read(cert, key, field("cert"), field("key"))?;
+            for cert in &pair.certs {
                 take(cert.as_ref());
             }
-            take(key_der.secret_der());
-            let pair = Pair {
-                certs: &certs,
-                key: &key_der,
-                cert_path: cert,
-                key_path: key,
-            };
-            let refused = |error| pair.refused(error, field("cert"), field("key"));
+            take(pair.key.secret_der());
             builder
-                .with_client_auth_cert(certs.clone(), key_der.clone_key())
-                .map_err(refused)?
+                .with_client_auth_cert(pair.certs.clone(), pair.key.clone_key())
+                .map_err(|error| pair.refused(error))?
         }
         None => builder.with_no_client_auth(),
     };
     Ok((config, TrustRead(read.finalize().into())))
-}
-
-/// A certificate chain and its private key, as read from their files.
-struct Pair<'a> {
-    certs: &'a [CertificateDer<'static>],
-    key: &'a PrivateKeyDer<'static>,
-    cert_path: &'a Path,
-    key_path: &'a Path,
-}
-
-impl Pair<'_> {
-    /// Why rustls refused the chain with the key, naming the cert file's
-    /// field when the key's certificate is in the chain but not first, and
-    /// the key's otherwise.
-    fn refused(&self, error: rustls::Error, cert_field: String, key_field: String) -> TlsError {
-        let (cert, key) = (self.cert_path.to_owned(), self.key_path.to_owned());
-        match error {
-            rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
-                match self.position_of_key() {
-                    Some(index) => TlsError::new(
-                        cert_field,
-                        TlsCause::ChainOrder {
-                            cert,
-                            key,
-                            position: index + 1,
-                            count: self.certs.len(),
-                        },
-                    ),
-                    None => TlsError::new(key_field, TlsCause::KeyMismatch { key, cert }),
-                }
-            }
-            error => TlsError::new(key_field, TlsCause::KeyRefused { cert, error }),
-        }
-    }
-
-    /// Where in the chain, past its first, the key's certificate is.
-    fn position_of_key(&self) -> Option<usize> {
-        let signing = provider()
-            .key_provider
-            .load_private_key(self.key.clone_key())
-            .ok()?;
-        self.certs
-            .iter()
-            .enumerate()
-            .skip(1)
-            .find_map(|(index, cert)| {
-                let one = rustls::sign::CertifiedKey::new(vec![cert.clone()], signing.clone());
-                one.keys_match().is_ok().then_some(index)
-            })
-    }
 }
 
 /// The system's trust store as OpenSSL finds it (`SSL_CERT_FILE` and
