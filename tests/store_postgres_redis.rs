@@ -708,3 +708,56 @@ async fn a_purge_heard_while_redis_is_down_deletes_the_copies_once_it_answers() 
     // The key runs again.
     reserved(&gateway, &id("k"), "fp", LONG).await;
 }
+
+/// A connection that stops answering without being closed (Redis's host
+/// gone without a reset, a proxy or NAT entry stuck, a failover that moved
+/// the address): new connections would be answered. The gateway must give
+/// up on the silent one and reconnect, or the fast path is gone until the
+/// kernel gives up on the socket (many minutes; never, when something on
+/// the way acknowledges the bytes), every probe costing its full deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_connection_that_stops_answering_is_replaced_and_hits_come_back() {
+    let switch = pg_support::switch::Switch::start(redis_addr()).await;
+    let prefix = RedisPrefix::new("idemgate-test");
+    let via_switch = RedisConfig {
+        url: format!("redis://{}", switch.addr),
+        key_prefix: prefix.0.clone(),
+        ca: None,
+    };
+    let (store, counts, _schema) = cached(via_switch).await;
+    let lease = reserved(&store, &id("k"), "fp", LONG).await;
+    store.complete(&lease, &response(), LONG).await.unwrap();
+    assert_eq!(
+        store.reserve(&id("k"), "fp", LONG).await.unwrap(),
+        Reservation::Completed(response())
+    );
+    assert_eq!(counts.get().0, 1, "the answer is in redis");
+
+    switch.stall_open_sessions();
+    let stalled_at = std::time::Instant::now();
+    let mut slowest = Duration::ZERO;
+    loop {
+        let started = std::time::Instant::now();
+        assert_eq!(
+            store.reserve(&id("k"), "fp", LONG).await.unwrap(),
+            Reservation::Completed(response()),
+            "Postgres answers while Redis does not"
+        );
+        slowest = slowest.max(started.elapsed());
+        if counts.get().0 > 1 {
+            break;
+        }
+        assert!(
+            stalled_at.elapsed() < Duration::from_secs(10),
+            "no hit since the connection went silent {:?} ago: it is never replaced \
+             (counts {:?})",
+            stalled_at.elapsed(),
+            counts.get()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        slowest < Duration::from_secs(1),
+        "one reserve took {slowest:?}: each Redis call has a 200 ms deadline"
+    );
+}

@@ -6,7 +6,16 @@
 //! `PAUSE` (each skipped call is a failure to its caller, counted as a cache
 //! error) and then tried again; the connection manager reconnects on that try.
 //! So an outage costs one timeout per `PAUSE`, not one per request.
+//!
+//! A call that gets no answer within `TIMEOUT` also drops the connection it
+//! was sent on: the next try opens a new one. The connection manager
+//! reconnects only when a connection fails, and one that merely goes silent
+//! (Redis's host gone without a reset, a stuck proxy or NAT entry, an
+//! address moved by a failover) fails only when the kernel gives up on it,
+//! many minutes later or never: until then every try would wait out its
+//! deadline on it while a new connection would be answered.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -43,7 +52,10 @@ return redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) end \
 return false";
 
 pub struct Redis {
-    manager: ConnectionManager,
+    client: redis::Client,
+    /// The connection calls are sent on, and how many were dropped before
+    /// it (so that the calls that time out together on one replace it once).
+    current: Mutex<(u64, ConnectionManager)>,
     started: Instant,
     /// Milliseconds since `started` before which Redis is not tried (0: try).
     paused_until: AtomicU64,
@@ -54,25 +66,18 @@ impl Redis {
     /// gateway (Postgres is the authority), it is simply not used until it answers.
     pub fn lazy(url: &str, ca: Option<&std::path::Path>) -> Result<Redis, StoreError> {
         let client = super::tls::client(url, ca)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(TIMEOUT))
-            .set_response_timeout(Some(TIMEOUT))
-            .set_number_of_retries(1)
-            .set_min_delay(RETRY_DELAY)
-            .set_max_delay(PAUSE);
-        let manager = ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(|e| RedisCause::Client(e.kind()))?;
+        let manager = connection(&client).map_err(|e| RedisCause::Client(e.kind()))?;
         Ok(Redis {
-            manager,
+            client,
+            current: Mutex::new((0, manager)),
             started: Instant::now(),
             paused_until: AtomicU64::new(0),
         })
     }
 
     pub async fn get(&self, key: &str) -> Result<Got, CacheError> {
-        let mut conn = self.manager.clone();
         let found = self
-            .run(async move {
+            .run(|mut conn| async move {
                 match conn.get::<_, Option<Vec<u8>>>(key).await {
                     Ok(Some(value)) => Ok(Got::Value(value)),
                     Ok(None) => Ok(Got::Nothing),
@@ -98,9 +103,8 @@ impl Redis {
         if only_new {
             cmd.arg("NX");
         }
-        let mut conn = self.manager.clone();
         // NX answers nil when the key exists: not an error.
-        self.run(async move { cmd.query_async::<Option<String>>(&mut conn).await })
+        self.run(|mut conn| async move { cmd.query_async::<Option<String>>(&mut conn).await })
             .await
             .map(|_| ())
     }
@@ -123,8 +127,7 @@ impl Redis {
             .arg(seen)
             .arg(value)
             .arg(ms);
-        let mut conn = self.manager.clone();
-        self.run(async move { cmd.query_async::<redis::Value>(&mut conn).await })
+        self.run(|mut conn| async move { cmd.query_async::<redis::Value>(&mut conn).await })
             .await
             .map(|_| ())
     }
@@ -150,20 +153,20 @@ impl Redis {
                 .arg(ms)
                 .ignore();
         }
-        let mut conn = self.manager.clone();
-        self.run(async move { pipe.query_async::<()>(&mut conn).await })
+        self.run(|mut conn| async move { pipe.query_async::<()>(&mut conn).await })
             .await
     }
 
-    async fn run<T>(
-        &self,
-        call: impl Future<Output = redis::RedisResult<T>>,
-    ) -> Result<T, CacheError> {
+    async fn run<T, F>(&self, call: impl FnOnce(ConnectionManager) -> F) -> Result<T, CacheError>
+    where
+        F: Future<Output = redis::RedisResult<T>>,
+    {
         let now = self.elapsed_ms();
         if now < self.paused_until.load(Ordering::Relaxed) {
             return Err(CacheError::Paused);
         }
-        let result = match tokio::time::timeout(TIMEOUT, call).await {
+        let (generation, conn) = self.connection();
+        let result = match tokio::time::timeout(TIMEOUT, call(conn)).await {
             Ok(Ok(value)) => return Ok(value),
             // Redis answered, with an error about this one command (a value
             // of another type under the key, OOM on a write): it is up, and
@@ -172,8 +175,16 @@ impl Redis {
                 warn_refused(&e);
                 return Err(CacheError::Failed(e));
             }
+            // The client's own deadline (the same) may fire first.
+            Ok(Err(e)) if e.is_timeout() => {
+                self.drop_connection(generation);
+                CacheError::Failed(e)
+            }
             Ok(Err(e)) => CacheError::Failed(e),
-            Err(_) => CacheError::NoAnswer(TIMEOUT),
+            Err(_) => {
+                self.drop_connection(generation);
+                CacheError::NoAnswer(TIMEOUT)
+            }
         };
         let until = now.saturating_add(u64::try_from(PAUSE.as_millis()).unwrap_or(u64::MAX));
         // Log once per pause, not once per request.
@@ -183,9 +194,42 @@ impl Redis {
         Err(result)
     }
 
+    fn connection(&self) -> (u64, ConnectionManager) {
+        let current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        (current.0, current.1.clone())
+    }
+
+    /// Replaces connection `generation` (if no call replaced it already)
+    /// with one that connects on its first call. The old one closes once
+    /// the calls still waiting on it give up.
+    fn drop_connection(&self, generation: u64) {
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if current.0 != generation {
+            return;
+        }
+        match connection(&self.client) {
+            Ok(fresh) => *current = (generation + 1, fresh),
+            // Not seen in practice (the same settings made the first one);
+            // the old connection then stays, as it would without this.
+            Err(error) => tracing::debug!(%error, "redis: no new connection made"),
+        }
+    }
+
     fn elapsed_ms(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
+}
+
+/// A connection manager that connects on its first call, with the deadlines
+/// above.
+fn connection(client: &redis::Client) -> redis::RedisResult<ConnectionManager> {
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(TIMEOUT))
+        .set_response_timeout(Some(TIMEOUT))
+        .set_number_of_retries(1)
+        .set_min_delay(RETRY_DELAY)
+        .set_max_delay(PAUSE);
+    ConnectionManager::new_lazy_with_config(client.clone(), config)
 }
 
 /// Logs an error reply at once and then once per interval for each kind
