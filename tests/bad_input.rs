@@ -837,8 +837,9 @@ async fn idle_connections_are_bounded() {
     assert_eq!(reply.status, 201);
     let before = s.gateway.memory_kib("VmRSS");
 
-    // 300 idle connections against max_connections = 50: 50 are served (and
-    // cut off by header_read_timeout), the rest wait in the backlog.
+    // 300 idle connections against max_connections = 50: each past the 50th
+    // takes the place of the one idle longest (tests/connection_cap.rs),
+    // and the last 50 are cut off by header_read_timeout.
     let mut idle = Vec::new();
     for _ in 0..300 {
         match TcpStream::connect(s.gateway.addr).await {
@@ -850,8 +851,7 @@ async fn idle_connections_are_bounded() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let during = s.gateway.memory_kib("VmRSS");
 
-    // The gateway still serves once idle connections are cut off and free
-    // their slots; the request waits in the backlog meanwhile.
+    // The gateway still serves: the request takes an idle connection's place.
     let client = s.gateway.client();
     let served = tokio::time::timeout(
         Duration::from_secs(40),
@@ -962,7 +962,7 @@ async fn idle_http2_connections_give_their_slots_back() {
         idle.push((client, connection));
     }
     // All 50 slots are taken by idle HTTP/2 connections; an HTTP/1 request
-    // waits in the backlog until they are closed.
+    // takes the place of one of them.
     let reply = s.raw(b"GET /pass/after HTTP/1.1\r\nHost: gw\r\n\r\n").await;
     assert!(
         reply.status.is_some_and(|status| status < 300),

@@ -903,3 +903,54 @@ async fn an_https_url_to_a_plain_http_upstream_is_unreachable_and_said_so() {
         );
     }
 }
+
+/// The handshake and the first request head share one
+/// `header_read_timeout`, counted from the accept: a client that takes
+/// most of it for the handshake, then sends its head a byte at a time, is
+/// closed when it runs out, not a whole `header_read_timeout` after the
+/// handshake.
+#[tokio::test]
+async fn the_handshake_and_the_first_head_share_header_read_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = TestDir::new("tls-one-deadline");
+    let pki = Pki::new("test CA");
+    let server = pki.server(&dir, "server");
+    let upstream = MockUpstream::start().await;
+    let config = config(&server, None, "[]").server("header_read_timeout", "2s");
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
+
+    let accepted = std::time::Instant::now();
+    let tcp = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1400)).await;
+    let mut client = common::tls_client::client_config(&pki.ca_pem(), None);
+    client.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(client))
+        .connect(name, tcp)
+        .await
+        .expect("the handshake, late but in time");
+    let head = b"GET /echo HTTP/1.1\r\nHost: localhost\r\nX-Slow: yes\r\n\r\n";
+    let mut closed = false;
+    for byte in head.iter().take(head.len() - 1) {
+        if tls.write_all(&[*byte]).await.is_err() || tls.flush().await.is_err() {
+            closed = true;
+            break;
+        }
+        let mut answer = [0u8; 64];
+        match tokio::time::timeout(Duration::from_millis(100), tls.read(&mut answer)).await {
+            Ok(Ok(0) | Err(_)) => {
+                closed = true;
+                break;
+            }
+            Ok(Ok(n)) => panic!("an answer to half a head: {:?}", &answer[..n]),
+            Err(_) => {}
+        }
+    }
+    let took = accepted.elapsed();
+    assert!(closed, "the head was still being read after {took:?}");
+    assert!(
+        took < Duration::from_millis(2700),
+        "closed {took:?} after the accept"
+    );
+    assert_eq!(upstream.total(), 0);
+}

@@ -147,6 +147,10 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
             Arc::new(move |error| gateway.refused(error))
         }),
         on_tls_refusal: Some(tls_refusals(&metrics, &config)),
+        on_eviction: Some({
+            let counter = metrics.connections_evicted.clone();
+            Arc::new(move |listener| counter.with_label_values(&[listener]).inc())
+        }),
     };
     // The admin plane outlives the data plane's drain: metrics show it and
     // `/readyz` answers 503 through it (docs/operating.md, Shutdown).

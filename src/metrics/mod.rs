@@ -30,6 +30,7 @@ pub const RECORDS: &str = "idemgate_records";
 pub const ROUTE_RETENTION: &str = "idemgate_route_retention_seconds";
 pub const BUFFERED_BODIES: &str = "idemgate_buffered_body_bytes";
 pub const TLS_REFUSED: &str = "idemgate_tls_refused_total";
+pub const CONNECTIONS_EVICTED: &str = "idemgate_connections_evicted_total";
 
 /// From 100µs to 60s: a replay from memory and a slow upstream on one scale.
 const LATENCY_BUCKETS: &[f64] = &[
@@ -136,6 +137,9 @@ pub struct Metrics {
     /// Connections a TLS listener closed without serving a request, by
     /// listener and reason.
     pub tls_refused: IntCounterVec,
+    /// Connections with no request in progress closed for a newcomer at
+    /// `max_connections`, by listener.
+    pub connections_evicted: IntCounterVec,
 }
 
 impl Metrics {
@@ -230,6 +234,13 @@ impl Metrics {
                 ),
                 &["listener", "reason"],
             )?,
+            connections_evicted: IntCounterVec::new(
+                Opts::new(
+                    CONNECTIONS_EVICTED,
+                    "Connections with no request in progress closed for a newcomer at max_connections, by listener.",
+                ),
+                &["listener"],
+            )?,
             registry,
         };
         let r = &metrics.registry;
@@ -249,6 +260,10 @@ impl Metrics {
         r.register(Box::new(metrics.route_retention.clone()))?;
         r.register(Box::new(metrics.buffered_bodies.clone()))?;
         r.register(Box::new(metrics.tls_refused.clone()))?;
+        r.register(Box::new(metrics.connections_evicted.clone()))?;
+        for listener in ["data", "admin"] {
+            metrics.connections_evicted.with_label_values(&[listener]);
+        }
         // Pre-create the label-less series so they read 0 rather than being absent.
         for result in ["ok", "rejected"] {
             metrics.config_reloads.with_label_values(&[result]);

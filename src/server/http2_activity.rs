@@ -20,10 +20,12 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body::Frame;
 
+use super::idle_connections::Place;
 use crate::body::{Body, BoxError};
 
-#[derive(Default)]
 pub(super) struct Activity {
+    /// Idle (evictable at `max_connections`) while `busy` is 0.
+    place: Arc<Place>,
     /// Requests started on the connection so far.
     started: AtomicUsize,
     /// Requests whose handler has not finished (or been dropped).
@@ -38,6 +40,30 @@ pub(super) struct Activity {
 }
 
 impl Activity {
+    pub(super) fn new(place: Arc<Place>) -> Self {
+        Self {
+            place,
+            started: AtomicUsize::new(0),
+            busy: AtomicUsize::new(0),
+            period: AtomicUsize::new(0),
+            held: Default::default(),
+        }
+    }
+
+    /// Work began (`true`) or ended: the connection is idle again when
+    /// nothing is in progress. Only a change to or from 0 takes the lock.
+    fn work(&self, began: bool) {
+        let crossed = if began {
+            self.busy.fetch_add(1, Ordering::Relaxed) == 0
+        } else {
+            self.busy.fetch_sub(1, Ordering::Relaxed) == 1
+        };
+        if crossed {
+            // Evicted meanwhile: the connection's task sees to it.
+            let _ = self.place.track(|| self.busy.load(Ordering::Relaxed) == 0);
+        }
+    }
+
     pub(super) fn started(&self) -> usize {
         self.started.load(Ordering::Relaxed)
     }
@@ -64,7 +90,7 @@ pub(super) struct Busy(Arc<Activity>);
 impl Busy {
     pub(super) fn new(activity: Arc<Activity>) -> Self {
         activity.started.fetch_add(1, Ordering::Relaxed);
-        activity.busy.fetch_add(1, Ordering::Relaxed);
+        activity.work(true);
         Self(activity)
     }
 }
@@ -73,17 +99,17 @@ impl Busy {
 /// its early answer (`body::Lingering`).
 impl crate::body::InProgress for Activity {
     fn begin(&self) {
-        self.busy.fetch_add(1, Ordering::Relaxed);
+        self.work(true);
     }
 
     fn end(&self) {
-        self.busy.fetch_sub(1, Ordering::Relaxed);
+        self.work(false);
     }
 }
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.busy.fetch_sub(1, Ordering::Relaxed);
+        self.0.work(false);
     }
 }
 

@@ -1,6 +1,8 @@
 //! One accept loop for both planes: HTTP/1.1 through the gateway's own
 //! connection (http1/), HTTP/2 through hyper's (h2c with prior knowledge in
-//! clear, ALPN over TLS), a bound on open connections, and graceful
+//! clear, ALPN over TLS), a bound on open connections (at which a newcomer
+//! takes the place of a connection with no request in progress:
+//! `idle_connections`), and graceful
 //! shutdown that lets requests in flight finish within a grace period; a
 //! keyed request still at its upstream when the grace ends is recorded as
 //! outcome-unknown (504) before the process exits (docs/operating.md).
@@ -18,7 +20,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError, watch};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -27,6 +29,7 @@ use super::accept_failure;
 use super::asterisk;
 use super::http1;
 use super::http2_activity::{Activity, Busy, Tracked};
+use super::idle_connections::{IdleConnections, OnEviction, Place};
 use super::prefixed::Prefixed;
 use super::tls_refusal::{OnTlsRefusal, TlsRefusal};
 use crate::body::{self, Body, ClientBody, Http2Body, Lingering, StreamWatch, Watched};
@@ -59,6 +62,8 @@ pub struct Limits {
     pub on_refusal: Option<OnRefusal>,
     /// Told each connection a TLS listener closes unserved (both planes).
     pub on_tls_refusal: Option<OnTlsRefusal>,
+    /// Told each connection closed for a newcomer at `max_connections`.
+    pub on_eviction: Option<OnEviction>,
 }
 
 /// How long, once the grace is over, the listener waits for the detached
@@ -108,8 +113,11 @@ pub async fn serve<H, F>(
 {
     // Every connection holds a receiver: told to close, and counted by it.
     let (closing, closing_seen) = watch::channel(false);
-    // Past the limit, further connections wait in the kernel's backlog.
+    // At the limit, a newcomer takes the place of the connection idle
+    // longest; with none idle, it waits for a slot, and the connections
+    // after it in the kernel's backlog.
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let idle = Arc::new(IdleConnections::default());
     let settings = http1::Settings {
         header_read_timeout: limits.header_read_timeout,
         max_headers: limits.max_headers,
@@ -119,13 +127,6 @@ pub async fn serve<H, F>(
     };
 
     loop {
-        let permit = tokio::select! {
-            permit = permits.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
-            },
-            () = shutdown.cancelled() => break,
-        };
         let (stream, addr) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -138,7 +139,19 @@ pub async fn serve<H, F>(
             },
             () = shutdown.cancelled() => break,
         };
+        let permit = match permits.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(TryAcquireError::NoPermits) => {
+                match take_a_place(name, &permits, &idle, &limits, &shutdown).await {
+                    Some(permit) => permit,
+                    None => break,
+                }
+            }
+            Err(TryAcquireError::Closed) => break,
+        };
         let _ = stream.set_nodelay(true);
+        // The head (and, over TLS, the handshake before it) is due by then.
+        let due = tokio::time::Instant::now() + limits.header_read_timeout;
         let connection = Connection {
             name,
             settings,
@@ -147,6 +160,8 @@ pub async fn serve<H, F>(
             handler: handler.clone(),
             on_refusal: limits.on_refusal.clone(),
             on_tls_refusal: limits.on_tls_refusal.clone(),
+            place: idle.open(),
+            due,
         };
         let tls = limits.tls.as_ref().map(|tls| tls.load_full());
         tokio::spawn(async move {
@@ -202,6 +217,41 @@ pub async fn serve<H, F>(
         }
         // Their clients, where still connected, get those answers.
         let _ = tokio::time::timeout(CUT_OFF_ANSWERS, closing.closed()).await;
+    }
+}
+
+/// A slot for a connection accepted at the limit: the one the connection
+/// idle longest gives back once told to close, or, none being idle, the
+/// first one given back (told of each connection that becomes idle
+/// meanwhile, to take its place). `None` once the listener is closing.
+async fn take_a_place(
+    name: &'static str,
+    permits: &Arc<Semaphore>,
+    idle: &IdleConnections,
+    limits: &Limits,
+    shutdown: &CancellationToken,
+) -> Option<OwnedSemaphorePermit> {
+    loop {
+        let idle_one = idle.idle_one();
+        if idle.evict_oldest() {
+            tracing::debug!(
+                listener = name,
+                "at max_connections: closed the connection idle longest"
+            );
+            if let Some(count) = &limits.on_eviction {
+                count(name);
+            }
+            // Its task ends at once, giving its slot back.
+            return tokio::select! {
+                permit = permits.clone().acquire_owned() => permit.ok(),
+                () = shutdown.cancelled() => None,
+            };
+        }
+        tokio::select! {
+            permit = permits.clone().acquire_owned() => return permit.ok(),
+            () = idle_one => {}
+            () = shutdown.cancelled() => return None,
+        }
     }
 }
 
@@ -296,6 +346,11 @@ struct Connection<H> {
     handler: H,
     on_refusal: Option<OnRefusal>,
     on_tls_refusal: Option<OnTlsRefusal>,
+    /// Idle (evictable) while no request is in progress.
+    place: Arc<Place>,
+    /// `header_read_timeout` from the accept: the TLS handshake and the
+    /// first head share it.
+    due: tokio::time::Instant,
 }
 
 impl<H, F> Connection<H>
@@ -309,14 +364,19 @@ where
         addr: SocketAddr,
         config: Arc<rustls::ServerConfig>,
     ) {
-        let deadline = tokio::time::Instant::now() + self.settings.header_read_timeout;
+        let deadline = self.due;
         let refused = |refusal: TlsRefusal| {
             refusal.report(self.name, addr, self.on_tls_refusal.as_ref());
         };
         // A TLS connection opens with a handshake record (0x16); an HTTP
         // request opens with its method's letters.
         let mut first = [0u8; 1];
-        match tokio::time::timeout_at(deadline, stream.peek(&mut first)).await {
+        let peek = tokio::time::timeout_at(deadline, stream.peek(&mut first));
+        let peeked = tokio::select! {
+            peeked = peek => peeked,
+            () = self.place.evicted() => return,
+        };
+        match peeked {
             Ok(Ok(0) | Err(_)) => {
                 tracing::debug!(listener = self.name, %addr, "closed before its first byte");
                 return;
@@ -327,13 +387,20 @@ where
             }
             Ok(Ok(_)) if first[0].is_ascii_uppercase() => {
                 refused(TlsRefusal::PlainHttp);
-                refuse_plain_on_tls(stream, deadline, self.closing.clone()).await;
+                tokio::select! {
+                    () = refuse_plain_on_tls(stream, deadline, self.closing.clone()) => {}
+                    () = self.place.evicted() => {}
+                }
                 return;
             }
             Ok(Ok(_)) => {}
         }
         let handshake = TlsAcceptor::from(config).accept(stream);
-        let stream = match tokio::time::timeout_at(deadline, handshake).await {
+        let handshake = tokio::select! {
+            handshake = tokio::time::timeout_at(deadline, handshake) => handshake,
+            () = self.place.evicted() => return,
+        };
+        let stream = match handshake {
             Ok(Ok(stream)) => stream,
             Ok(Err(err)) => {
                 refused(TlsRefusal::of_handshake(err));
@@ -364,9 +431,12 @@ where
         if !h2 {
             // Read until the bytes are, or cannot be, the HTTP/2 preface. A
             // connection that sends nothing (or a bare "P") in time is closed.
-            let deadline = tokio::time::Instant::now() + self.settings.header_read_timeout;
             while read.len() < H2_PREFACE.len() && H2_PREFACE.starts_with(&read) {
-                match tokio::time::timeout_at(deadline, stream.read_buf(&mut read)).await {
+                let more = tokio::select! {
+                    more = tokio::time::timeout_at(self.due, stream.read_buf(&mut read)) => more,
+                    () = self.place.evicted() => return,
+                };
+                match more {
                     Ok(Ok(n)) if n > 0 => {}
                     _ => {
                         tracing::debug!(listener = self.name, "no request head in time; closing");
@@ -380,16 +450,15 @@ where
             self.serve_h2(TokioIo::new(stream), client).await;
         } else {
             let (settings, handler, closing) = (self.settings, self.handler, self.closing);
-            http1::serve(
-                stream,
-                read,
+            let connection = http1::Connection {
                 client,
                 settings,
-                handler,
-                closing,
-                self.on_refusal,
-            )
-            .await;
+                shutdown: closing,
+                on_refusal: self.on_refusal,
+                place: self.place,
+                first_head_due: self.due,
+            };
+            http1::serve(stream, read, connection, handler).await;
         }
     }
 
@@ -398,7 +467,7 @@ where
         I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     {
         let handler = self.handler;
-        let activity = Arc::new(Activity::default());
+        let activity = Arc::new(Activity::new(self.place.clone()));
         let seen = activity.clone();
         let lingering = Lingering {
             closing: self.shutdown,
@@ -452,16 +521,18 @@ where
         let connection = builder.serve_connection(io, service);
         tokio::pin!(connection);
         let mut closing = self.closing;
-        // A connection with no request by the header read timeout is closed.
-        // So is one idle (no request started, none in progress) from one
-        // check to the next, as HTTP/1 closes an idle keep-alive connection:
-        // else `max_connections` clients that each sent one request would
-        // hold every slot for good.
+        // A connection with no request by the header read timeout (from
+        // the accept, the TLS handshake included) is closed. So is one idle
+        // (no request started, none in progress) from one check to the
+        // next, as HTTP/1 closes an idle keep-alive connection: else
+        // `max_connections` clients that each sent one request would hold
+        // every slot for good.
         let idle_limit = self.settings.header_read_timeout;
-        let idle = tokio::time::sleep(idle_limit);
+        let idle = tokio::time::sleep_until(self.due);
         tokio::pin!(idle);
         let mut started_before = 0;
         let mut idle_closing = false;
+        let mut evicted = false;
         // Once the listener closes: what had started by the last look
         // (`DRAIN_LOOK`), and when to look again.
         let mut draining: Option<usize> = None;
@@ -521,6 +592,19 @@ where
                     draining = Some(started);
                     drain_look.as_mut().reset(tokio::time::Instant::now() + DRAIN_LOOK);
                 }
+                // Closed for a newcomer, with no stream open (streams start
+                // only while this task polls the connection, so none can
+                // between the check and the drop). One started just before
+                // the eviction finishes: the connection then ends as at
+                // a shutdown.
+                () = self.place.evicted(), if !evicted => {
+                    if activity.busy() == 0 {
+                        tracing::debug!(listener = self.name, "idle HTTP/2 connection closed for a newcomer");
+                        return;
+                    }
+                    evicted = true;
+                    connection.as_mut().graceful_shutdown();
+                }
                 changed = closing.changed() => {
                     connection.as_mut().graceful_shutdown();
                     if changed.is_err() {
@@ -561,6 +645,7 @@ mod tests {
             cut_off: CancellationToken::new(),
             on_refusal: None,
             on_tls_refusal: None,
+            on_eviction: None,
         };
         let shutdown = CancellationToken::new();
         let server = tokio::spawn(serve(

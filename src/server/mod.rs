@@ -8,10 +8,12 @@ mod asterisk;
 mod h2_flood;
 pub(crate) mod http1;
 mod http2_activity;
+mod idle_connections;
 mod listener;
 mod prefixed;
 mod stall;
 mod tls_refusal;
 
+pub use idle_connections::OnEviction;
 pub use listener::{Limits, serve};
 pub use tls_refusal::{OnTlsRefusal, RefusalReason};

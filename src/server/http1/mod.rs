@@ -31,6 +31,7 @@ use request_head::{Refusal, RequestHead};
 use response::Facts;
 
 use super::asterisk;
+use super::idle_connections::Place;
 use super::stall::WriteStall;
 use crate::body::linger::{Linger, QUIET};
 use crate::body::{self, Body, ClientBody};
@@ -61,23 +62,45 @@ pub struct Settings {
     pub max_header_bytes: u64,
 }
 
+/// What one connection is served with, beside its stream and handler.
+pub(in crate::server) struct Connection {
+    pub client: Arc<ClientInfo>,
+    pub settings: Settings,
+    /// Turns true when the listener closes.
+    pub shutdown: watch::Receiver<bool>,
+    /// Told of each head refused before it is a request.
+    pub on_refusal: Option<OnRefusal>,
+    /// Idle (evictable at `max_connections`) while it waits for a head.
+    pub place: Arc<Place>,
+    /// When the first head is due: `header_read_timeout` from the accept,
+    /// a TLS handshake included.
+    pub first_head_due: Instant,
+}
+
 /// Serves HTTP/1 requests on `stream` until either end closes it, or
-/// `shutdown` turns true (then after the answer in progress). `read` holds
-/// bytes already read from the stream. A head refused before it is a
-/// request is told to `on_refusal` before its answer is written.
-pub async fn serve<S, H, F>(
+/// `shutdown` turns true (then after the answer in progress), or it is
+/// closed for a newcomer while it waits for a head. `read` holds bytes
+/// already read from the stream. A head refused before it is a request is
+/// told to `on_refusal` before its answer is written.
+pub(in crate::server) async fn serve<S, H, F>(
     stream: S,
     read: BytesMut,
-    client: Arc<ClientInfo>,
-    settings: Settings,
+    connection: Connection,
     handler: H,
-    mut shutdown: watch::Receiver<bool>,
-    on_refusal: Option<OnRefusal>,
 ) where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
     H: Fn(Request<ClientBody>, Arc<ClientInfo>) -> F,
     F: Future<Output = Response<Body>> + Send + 'static,
 {
+    let Connection {
+        client,
+        settings,
+        mut shutdown,
+        on_refusal,
+        place,
+        first_head_due,
+    } = connection;
+    let mut due = Some(first_head_due);
     let (read_half, write) = tokio::io::split(stream);
     // A client that takes nothing of its answer for as long as it may take
     // to send its head is cut off too.
@@ -87,20 +110,24 @@ pub async fn serve<S, H, F>(
     let mut deadline = TaskDeadline::default();
     let mut names = FieldNames::default();
     loop {
-        let head =
-            match next_head(&reader, settings, &mut deadline, &mut names, &mut shutdown).await {
-                Next::Head(head) => head,
-                Next::Closed => return,
-                Next::Refused(refusal) => {
-                    let error = refusal_error(refusal, settings);
-                    if let Some(told) = &on_refusal {
-                        told(&error);
-                    }
-                    let _ = refuse(&mut write, &mut out, error).await;
-                    linger(&reader, write, &mut shutdown).await;
-                    return;
+        let waiting = Waiting {
+            place: &place,
+            due: due.take(),
+            shutdown: &mut shutdown,
+        };
+        let head = match next_head(&reader, settings, &mut deadline, &mut names, waiting).await {
+            Next::Head(head) => head,
+            Next::Closed => return,
+            Next::Refused(refusal) => {
+                let error = refusal_error(refusal, settings);
+                if let Some(told) = &on_refusal {
+                    told(&error);
                 }
-            };
+                let _ = refuse(&mut write, &mut out, error).await;
+                linger(&reader, write, &mut shutdown).await;
+                return;
+            }
+        };
         let RequestHead {
             parts,
             framing,
@@ -185,17 +212,31 @@ enum Next {
     Closed,
 }
 
+/// What the wait for a head heeds besides the stream.
+struct Waiting<'a> {
+    place: &'a Place,
+    /// When the head is due, if before `header_read_timeout` from the wait.
+    due: Option<Instant>,
+    shutdown: &'a mut watch::Receiver<bool>,
+}
+
 /// The next request head: from what is buffered, or read within the
-/// header read timeout.
+/// header read timeout. While it has to be waited for, the connection is
+/// idle: closed for a newcomer at `max_connections` (then, as when the
+/// newcomer took it just as a head came, `Closed`). A refused head is
+/// no longer idle: its answer is not cut.
 async fn next_head(
     reader: &SharedReader,
     settings: Settings,
     deadline: &mut TaskDeadline,
     names: &mut FieldNames,
-    shutdown: &mut watch::Receiver<bool>,
+    waiting: Waiting<'_>,
 ) -> Next {
-    // When the head must have come: from when it was first waited for.
-    let mut due_at: Option<Instant> = None;
+    let Waiting {
+        place,
+        due: mut due_at,
+        shutdown,
+    } = waiting;
     loop {
         {
             let mut guard = lock(reader);
@@ -206,16 +247,20 @@ async fn next_head(
                     settings.max_head_bytes,
                     names,
                 ) {
-                    Ok(Some(head)) => return Next::Head(head),
+                    Ok(Some(head)) if place.busy() => return Next::Head(head),
+                    Ok(Some(_)) => return Next::Closed,
                     Ok(None) => {}
-                    Err(refusal) => return Next::Refused(refusal),
+                    Err(refusal) if place.busy() => return Next::Refused(refusal),
+                    Err(_) => return Next::Closed,
                 }
             }
         }
         if *shutdown.borrow() {
             return Next::Closed;
         }
+        // When the head must have come: from when it was first waited for.
         let due = *due_at.get_or_insert_with(|| Instant::now() + settings.header_read_timeout);
+        place.idle();
         let read = poll_fn(|cx| lock(reader).poll_fill(cx));
         tokio::select! {
             biased;
@@ -228,6 +273,10 @@ async fn next_head(
                 return Next::Closed;
             }
             _ = shutdown.changed() => return Next::Closed,
+            () = place.evicted() => {
+                tracing::debug!("closed for a newcomer at max_connections while waiting for a head");
+                return Next::Closed;
+            }
         }
     }
 }
