@@ -5,6 +5,7 @@
 mod admin;
 mod body_options;
 mod context;
+mod covering;
 mod encryption;
 mod env_list;
 mod keys;
@@ -21,6 +22,8 @@ mod syntax;
 mod upstreams;
 mod webhook;
 
+#[cfg(test)]
+mod large_tests;
 #[cfg(test)]
 mod test_support;
 #[cfg(test)]

@@ -285,13 +285,16 @@ impl Metrics {
                 .with_label_values(&[route])
                 .set(retention.as_secs_f64());
         }
+        // A set, not a scan of the list per series: thousands of routes.
+        let kept: std::collections::HashSet<&str> =
+            retentions.iter().map(|(route, _)| *route).collect();
         let present = prometheus::core::Collector::collect(&self.route_retention);
         let gone: Vec<String> = present
             .iter()
             .flat_map(|family| family.get_metric())
             .flat_map(|series| series.get_label())
             .map(|label| label.value())
-            .filter(|route| !retentions.iter().any(|(kept, _)| kept == route))
+            .filter(|route| !kept.contains(route))
             .map(str::to_owned)
             .collect();
         for route in gone {

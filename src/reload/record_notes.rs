@@ -3,7 +3,9 @@
 //! The new file applies to new requests at once; these notes say what
 //! older keys then meet. Applied, but said.
 
-use crate::config::{Config, Policy};
+use std::collections::HashMap;
+
+use crate::config::{Config, Policy, RouteConfig};
 
 /// Every note of the change from `current` to `new`.
 pub fn notes(current: &Config, new: &Config) -> Vec<String> {
@@ -17,15 +19,12 @@ pub fn notes(current: &Config, new: &Config) -> Vec<String> {
 /// removed or made a pass-through leaves its answers and leases behind, and a
 /// retry of one of its keys runs again. Applied, but said.
 fn dropped_routes(current: &Config, new: &Config) -> Vec<String> {
+    let kept = idempotent_routes(new);
     current
         .routes
         .iter()
         .filter(|route| route.idempotency)
-        .filter(|route| {
-            !new.routes
-                .iter()
-                .any(|kept| kept.idempotency && kept.name == route.name)
-        })
+        .filter(|route| !kept.contains_key(route.name.as_str()))
         .map(|route| {
             format!(
                 "route {:?} is no longer an idempotent route: the answers and leases stored \
@@ -36,17 +35,23 @@ fn dropped_routes(current: &Config, new: &Config) -> Vec<String> {
         .collect()
 }
 
+/// The idempotent routes of a config by name: a reload of thousands of
+/// routes looks each one up, rather than scanning the other file for it.
+fn idempotent_routes(config: &Config) -> HashMap<&str, &RouteConfig> {
+    (config.routes.iter())
+        .filter(|route| route.idempotency)
+        .map(|route| (route.name.as_str(), route))
+        .collect()
+}
+
 /// A record is found by its scope and matched by its fingerprint, both
 /// computed under the policy of the moment: changing how they are made
 /// orphans or refuses what was stored before. Applied, but said.
 fn changed_identities(current: &Config, new: &Config) -> Vec<String> {
     let mut notes = Vec::new();
+    let kept_routes = idempotent_routes(new);
     for route in current.routes.iter().filter(|route| route.idempotency) {
-        let Some(kept) = new
-            .routes
-            .iter()
-            .find(|kept| kept.idempotency && kept.name == route.name)
-        else {
+        let Some(kept) = kept_routes.get(route.name.as_str()) else {
             continue;
         };
         let (old, now) = (&route.policy, &kept.policy);

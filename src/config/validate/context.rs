@@ -1,6 +1,7 @@
 //! Collects located errors and warnings while the file model is resolved, so one
 //! run of `check` reports every problem at once.
 
+use std::cell::OnceCell;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -29,6 +30,10 @@ pub struct Ctx<'a> {
     pub warnings: Vec<String>,
     /// Where the settings naming files and URLs are written.
     pub places: Places,
+    /// Where each line starts, made at the first problem located: a large
+    /// file with a warning on every route would be scanned from its top once
+    /// per warning otherwise.
+    lines: OnceCell<Lines>,
 }
 
 impl<'a> Ctx<'a> {
@@ -41,7 +46,17 @@ impl<'a> Ctx<'a> {
             errors: Vec::new(),
             warnings: Vec::new(),
             places: Places::default(),
+            lines: OnceCell::new(),
         }
+    }
+
+    /// The 1-based line of a byte offset, to name a second place in a message.
+    pub fn line(&self, offset: usize) -> usize {
+        self.line_column(offset).0
+    }
+
+    fn line_column(&self, offset: usize) -> (usize, usize) {
+        (self.lines.get_or_init(|| Lines::new(self.text))).line_column(self.text, offset)
     }
 
     pub fn located(
@@ -52,7 +67,7 @@ impl<'a> Ctx<'a> {
     ) -> ConfigError {
         let (line, column) = match span {
             Some(span) => {
-                let (line, column) = line_column(self.text, span.start);
+                let (line, column) = self.line_column(span.start);
                 (Some(line), Some(column))
             }
             None => (None, None),
@@ -90,7 +105,7 @@ impl<'a> Ctx<'a> {
     /// Keeps where `field` is written (as `written`, at `span`), for a
     /// problem with what it names found after validation.
     pub fn place(&mut self, field: &str, written: &str, span: Range<usize>) {
-        let at = line_column(self.text, span.start);
+        let at = self.line_column(span.start);
         self.places.insert(field, written, at);
     }
 
@@ -139,12 +154,26 @@ pub fn not_unicode(name: &str) -> bool {
     std::env::var_os(name).is_some_and(|value| value.to_str().is_none())
 }
 
-/// 1-based line and column (in characters) of a byte offset.
-pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let offset = offset.min(text.len());
-    let before = text.get(..offset).unwrap_or(text);
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |nl| nl + 1);
-    let column = before.get(line_start..).map_or(0, |s| s.chars().count()) + 1;
-    (line, column)
+/// The byte offset where each line of a text starts.
+struct Lines(Vec<usize>);
+
+impl Lines {
+    fn new(text: &str) -> Self {
+        let after_newlines =
+            (text.bytes().enumerate()).filter_map(|(i, b)| (b == b'\n').then_some(i + 1));
+        Self(std::iter::once(0).chain(after_newlines).collect())
+    }
+
+    /// 1-based line and column (in characters) of a byte offset.
+    fn line_column(&self, text: &str, offset: usize) -> (usize, usize) {
+        let offset = offset.min(text.len());
+        // The lines starting at or before `offset`; the first starts at 0.
+        let line = self.0.partition_point(|&start| start <= offset);
+        let line_start = self.0[line - 1];
+        let column = text
+            .get(line_start..offset)
+            .map_or(0, |s| s.chars().count())
+            + 1;
+        (line, column)
+    }
 }

@@ -1,6 +1,6 @@
 //! `[[routes]]`: names, match, upstream, and each route's effective policy.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
 use toml::Spanned;
@@ -35,22 +35,24 @@ pub fn routes(
         );
         return Vec::new();
     };
-    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    // Each name's first route, and where its name is written.
+    let mut seen: HashMap<String, (usize, usize)> = HashMap::new();
     let mut resolved = Vec::new();
     for (i, route) in written.get_ref().iter().enumerate() {
         let config = self::route(ctx, i, route, inherited);
-        if let Some(&first) = seen.get(&config.name) {
-            let span = route.get_ref().name.as_ref().map(Spanned::span);
+        let span = route.get_ref().name.as_ref().map(Spanned::span);
+        if let Some(&(first, at)) = seen.get(&config.name) {
+            let line = ctx.line(at);
             ctx.error(
                 span,
                 format!("routes[{i}].name"),
                 format!(
-                    "duplicate route name {:?} (first at routes[{first}])",
+                    "duplicate route name {:?} (first at routes[{first}], line {line})",
                     config.name
                 ),
             );
-        } else if !config.name.is_empty() {
-            seen.insert(config.name.clone(), i);
+        } else if let Some(span) = span.filter(|_| !config.name.is_empty()) {
+            seen.insert(config.name.clone(), (i, span.start));
         }
         resolved.push((config, route.span()));
     }

@@ -6,17 +6,23 @@
 use std::ops::Range;
 
 use super::context::Ctx;
+use super::covering::Covering;
 use crate::config::describe::method_list;
 use crate::config::file::FileConfig;
 use crate::config::{RouteConfig, RouteMatch};
 
 pub fn warn_shadowed(ctx: &mut Ctx<'_>, routes: &[(RouteConfig, Range<usize>)]) {
+    let index = Covering::new(routes.iter().map(|(route, _)| &route.matcher));
     for (later, (route, span)) in routes.iter().enumerate() {
-        let shadow = routes[..later]
-            .iter()
-            .enumerate()
-            .find(|(_, (earlier, _))| covers(&earlier.matcher, &route.matcher));
-        if let Some((earlier, (by, _))) = shadow {
+        // The first earlier route that covers it, as the matcher would reach it.
+        let shadow = (index.of(&route.matcher))
+            .filter_map(|candidates| {
+                (candidates.iter().take_while(|&&earlier| earlier < later))
+                    .find(|&&earlier| covers(&routes[earlier].0.matcher, &route.matcher))
+            })
+            .min();
+        if let Some(&earlier) = shadow {
+            let by = &routes[earlier].0;
             ctx.warn(
                 Some(span.clone()),
                 format!("routes[{later}]"),
@@ -38,9 +44,10 @@ pub fn warn_unverified_methods(
     file: &FileConfig,
     routes: &[(RouteConfig, Range<usize>)],
 ) {
+    let index = Covering::new(routes.iter().map(|(route, _)| &route.matcher));
     for (i, (route, _)) in routes.iter().enumerate() {
         if route.webhook.is_some() {
-            warn_taken_before(ctx, file, routes, i);
+            warn_taken_before(ctx, file, routes, &index, i);
         }
     }
     for (i, (route, span)) in routes.iter().enumerate() {
@@ -94,6 +101,7 @@ fn warn_taken_before(
     ctx: &mut Ctx<'_>,
     file: &FileConfig,
     routes: &[(RouteConfig, Range<usize>)],
+    index: &Covering<'_>,
     i: usize,
 ) {
     let (webhook_route, _) = &routes[i];
@@ -101,7 +109,14 @@ fn warn_taken_before(
         methods: None,
         ..matcher.clone()
     };
-    for (j, (earlier, span)) in routes[..i].iter().enumerate() {
+    // Only a route whose path takes every path of the webhook route's can
+    // take some of its requests before it.
+    let mut before: Vec<usize> = (index.of(&webhook_route.matcher))
+        .flat_map(|candidates| candidates.iter().copied().take_while(|&j| j < i))
+        .collect();
+    before.sort_unstable();
+    for j in before {
+        let (earlier, span) = &routes[j];
         let Some(taken) = &earlier.matcher.methods else {
             continue;
         };

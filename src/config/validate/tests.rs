@@ -611,7 +611,7 @@ fn duplicate_route_name() {
     let errors = errors(&text);
     assert_eq!(
         errors,
-        ["t.toml:11:8: routes[1].name: duplicate route name \"all\" (first at routes[0])"]
+        ["t.toml:11:8: routes[1].name: duplicate route name \"all\" (first at routes[0], line 6)"]
     );
 }
 
