@@ -760,6 +760,7 @@ async fn tls_refusals_are_counted_by_reason_and_logged_once_per_interval() {
     for reason in [
         "plain_http",
         "timeout",
+        "silent",
         "client_certificate",
         "gateway_certificate",
         "protocol",
@@ -806,7 +807,7 @@ async fn tls_refusals_are_counted_by_reason_and_logged_once_per_interval() {
         .await;
     assert!(handshake.is_err(), "no shared ALPN protocol is refused");
     // One stops in the middle of its ClientHello, one sends nothing: both
-    // closed at `header_read_timeout`.
+    // closed at `header_read_timeout`, each told as what it is.
     let mut stalled = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
     stalled
         .write_all(&[
@@ -847,7 +848,8 @@ async fn tls_refusals_are_counted_by_reason_and_logged_once_per_interval() {
     assert_eq!(counted("client_certificate"), Some(3), "{metrics}");
     assert_eq!(counted("gateway_certificate"), Some(1), "{metrics}");
     assert_eq!(counted("protocol"), Some(1), "{metrics}");
-    assert_eq!(counted("timeout"), Some(2), "{metrics}");
+    assert_eq!(counted("timeout"), Some(1), "{metrics}");
+    assert_eq!(counted("silent"), Some(1), "{metrics}");
     assert!(
         metrics.contains("idemgate_requests_total{outcome=\"new\",route=\"charges\"} 1"),
         "{metrics}"
@@ -866,6 +868,7 @@ async fn tls_refusals_are_counted_by_reason_and_logged_once_per_interval() {
         ("the client refused the gateway's certificate", "UnknownCA"),
         ("TLS handshake failed", "ALPN"),
         ("TLS handshake not finished", "header_read_timeout"),
+        ("sent no byte", "header_read_timeout"),
     ] {
         let found = lines(says);
         assert_eq!(found.len(), 1, "one line per interval for {says:?}:\n{log}");

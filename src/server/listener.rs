@@ -382,7 +382,7 @@ where
                 return;
             }
             Err(_) => {
-                refused(TlsRefusal::Timeout);
+                refused(TlsRefusal::Silent);
                 return;
             }
             Ok(Ok(_)) if first[0].is_ascii_uppercase() => {

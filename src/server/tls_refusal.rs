@@ -25,15 +25,17 @@ pub type OnTlsRefusal = Arc<dyn Fn(&'static str, RefusalReason) + Send + Sync>;
 pub enum RefusalReason {
     PlainHttp,
     Timeout,
+    Silent,
     ClientCertificate,
     GatewayCertificate,
     Protocol,
 }
 
 impl RefusalReason {
-    pub const ALL: [RefusalReason; 5] = [
+    pub const ALL: [RefusalReason; 6] = [
         RefusalReason::PlainHttp,
         RefusalReason::Timeout,
+        RefusalReason::Silent,
         RefusalReason::ClientCertificate,
         RefusalReason::GatewayCertificate,
         RefusalReason::Protocol,
@@ -43,6 +45,7 @@ impl RefusalReason {
         match self {
             RefusalReason::PlainHttp => "plain_http",
             RefusalReason::Timeout => "timeout",
+            RefusalReason::Silent => "silent",
             RefusalReason::ClientCertificate => "client_certificate",
             RefusalReason::GatewayCertificate => "gateway_certificate",
             RefusalReason::Protocol => "protocol",
@@ -54,8 +57,12 @@ impl RefusalReason {
 pub enum TlsRefusal {
     /// A request in clear, answered 400.
     PlainHttp,
-    /// No finished handshake within `header_read_timeout` of the accept.
+    /// A handshake begun and not finished within `header_read_timeout`
+    /// of the accept.
     Timeout,
+    /// Not one byte within `header_read_timeout` of the accept: an idle
+    /// pool's connection, a port scan, or a client stuck before it starts.
+    Silent,
     /// mTLS: the client presented no certificate, or one the client CA
     /// does not vouch for (another CA, expired, not for client use).
     ClientCertificate(rustls::Error),
@@ -89,6 +96,7 @@ impl TlsRefusal {
         match self {
             TlsRefusal::PlainHttp => RefusalReason::PlainHttp,
             TlsRefusal::Timeout => RefusalReason::Timeout,
+            TlsRefusal::Silent => RefusalReason::Silent,
             TlsRefusal::ClientCertificate(_) => RefusalReason::ClientCertificate,
             TlsRefusal::GatewayCertificate(_) => RefusalReason::GatewayCertificate,
             TlsRefusal::Protocol(_) => RefusalReason::Protocol,
@@ -116,7 +124,7 @@ impl TlsRefusal {
                 tracing::warn!(listener, %peer, not_logged, "{self}{left_out}");
             }
             // Scanners and clients gone away, mostly.
-            TlsRefusal::Timeout | TlsRefusal::Protocol(_) => {
+            TlsRefusal::Timeout | TlsRefusal::Silent | TlsRefusal::Protocol(_) => {
                 tracing::info!(listener, %peer, not_logged, "{self}{left_out}");
             }
         }
@@ -132,6 +140,9 @@ impl std::fmt::Display for TlsRefusal {
             TlsRefusal::Timeout => f.write_str(
                 "TLS handshake not finished within header_read_timeout; connection closed",
             ),
+            TlsRefusal::Silent => {
+                f.write_str("the client sent no byte within header_read_timeout; connection closed")
+            }
             TlsRefusal::ClientCertificate(rustls::Error::NoCertificatesPresented) => {
                 f.write_str("client certificate refused: the client presented none")
             }
