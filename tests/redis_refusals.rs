@@ -69,10 +69,12 @@ fn cache_lookups(metrics: &str, result: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Sends `keys` fresh keys and a replay of each through a gateway on
-/// Postgres and the Redis `redis` starts: every answer is right and runs
-/// once. Returns the gateway's log and metrics.
-async fn serve_through(name: &str, redis: &OwnRedis, keys: usize) -> (String, String) {
+/// A gateway on Postgres and the Redis `redis` starts, with the schema and
+/// the upstream it needs kept alive beside it.
+async fn gateway_through(
+    name: &str,
+    redis: &OwnRedis,
+) -> (GatewayProcess, MockUpstream, TestSchema, TestDir) {
     let schema = TestSchema::create().await;
     let prefix = RedisPrefix::new(name);
     let store = Store::postgres(&schema.url())
@@ -86,6 +88,14 @@ async fn serve_through(name: &str, redis: &OwnRedis, keys: usize) -> (String, St
     let dir = TestDir::new(name);
     let upstream = MockUpstream::start().await;
     let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
+    (gateway, upstream, schema, dir)
+}
+
+/// Sends `keys` fresh keys and a replay of each through a gateway on
+/// Postgres and the Redis `redis` starts: every answer is right and runs
+/// once. Returns the gateway's log and metrics.
+async fn serve_through(name: &str, redis: &OwnRedis, keys: usize) -> (String, String) {
+    let (gateway, upstream, _schema, _dir) = gateway_through(name, redis).await;
     let client = gateway.client();
     for n in 0..keys {
         let key = format!("{name}-{n}");
@@ -134,5 +144,35 @@ async fn a_redis_out_of_memory_is_said_once_and_postgres_answers() {
     assert!(
         (1..=3).contains(&said),
         "{said} warnings name OOM (one, then one per 10 s):\n{log}"
+    );
+}
+
+/// A Redis gone away is tried again once a second, and each try fails: the
+/// outage is said at once and then once per 10 s with the count of tries
+/// left out, not once a second for as long as it lasts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_gone_away_is_said_once_per_interval_and_postgres_answers() {
+    let dir = TestDir::new("redis-gone");
+    let redis = start_redis(&dir, &[]);
+    let (gateway, upstream, _schema, _dir) = gateway_through("redis-gone", &redis).await;
+    let client = gateway.client();
+    let first = client.post("/v1/charges", Some("before"), "{}").await;
+    assert_eq!(first.status, 201, "{}", first.text());
+    drop(redis);
+    let until = Instant::now() + Duration::from_millis(3500);
+    let mut n = 0;
+    while Instant::now() < until {
+        let key = format!("gone-{n}");
+        let reply = client.post("/v1/charges", Some(&key), "{}").await;
+        assert_eq!(reply.status, 201, "{}", reply.text());
+        assert_eq!(upstream.executions(&key), 1);
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let log = gateway.log_text();
+    assert_eq!(
+        lines_with(&log, "redis unavailable"),
+        1,
+        "one line for an outage of 3.5 s:\n{log}"
     );
 }

@@ -187,9 +187,15 @@ impl Redis {
             }
         };
         let until = now.saturating_add(u64::try_from(PAUSE.as_millis()).unwrap_or(u64::MAX));
-        // Log once per pause, not once per request.
+        // Once per pause at most, not once per request; and an outage that
+        // lasts, tried again every pause, at once and then once per interval
+        // (crate::log_limit), not once a second for as long as it lasts.
         if self.paused_until.swap(until, Ordering::Relaxed) <= now {
-            tracing::warn!(error = %result, pause = ?PAUSE, "redis unavailable; serving from postgres");
+            static LIMIT: LogLimit = LogLimit::uncounted();
+            if let Some(left_out) = LIMIT.admit("unavailable") {
+                tracing::warn!(error = %result, pause = ?PAUSE, not_logged = left_out.count(),
+                    "redis unavailable; serving from postgres{left_out}");
+            }
         }
         Err(result)
     }
