@@ -133,6 +133,18 @@ fn slow_requests(addr: SocketAddr, n: usize) -> Vec<tokio::task::JoinHandle<RawR
         .collect()
 }
 
+/// Every one of the slow requests got its whole answer: none was cut.
+async fn all_answered(busy: Vec<tokio::task::JoinHandle<RawReply>>) {
+    for answer in busy {
+        let reply = answer.await.expect("task");
+        assert_eq!(
+            reply.status,
+            Some(201),
+            "a request in progress was cut: {reply:?}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_connection_with_a_request_in_progress_is_never_closed_for_a_newcomer() {
     let (_dir, _upstream, gateway) = GatewayProcess::start_fresh("cap-busy", &config()).await;
@@ -149,14 +161,7 @@ async fn a_connection_with_a_request_in_progress_is_never_closed_for_a_newcomer(
         raw::wait_closed(&mut silent, PROMPT).await,
         "the silent connection was not the one closed"
     );
-    for answer in busy {
-        let reply = answer.await.expect("task");
-        assert_eq!(
-            reply.status,
-            Some(201),
-            "a request in progress was cut: {reply:?}"
-        );
-    }
+    all_answered(busy).await;
     settle().await;
     assert_eq!(evicted(&gateway, "data").await, Some(1));
 
@@ -170,14 +175,7 @@ async fn a_connection_with_a_request_in_progress_is_never_closed_for_a_newcomer(
         took > Duration::from_millis(1000),
         "answered after {took:?}"
     );
-    for answer in busy {
-        let reply = answer.await.expect("task");
-        assert_eq!(
-            reply.status,
-            Some(201),
-            "a request in progress was cut: {reply:?}"
-        );
-    }
+    all_answered(busy).await;
     assert_eq!(evicted(&gateway, "data").await, Some(1));
 }
 

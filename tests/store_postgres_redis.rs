@@ -176,12 +176,14 @@ async fn redis_down_serves_from_postgres_and_counts_errors() {
     assert!(store.purge("orders", "k").await.is_err());
 }
 
-/// A purge that cannot reach Redis must leave something to retry: the
-/// records stay until their cached copies are gone. (It used to delete them
-/// in Postgres first; the retry then found no record, answered "none", and
-/// the copy Redis still held kept replaying the purged key until its TTL.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_purge_refused_by_redis_can_be_retried_and_leaves_no_copy() {
+/// A store whose Redis is reached through a relay the test can cut or
+/// stall, with the answer of key `k` completed and in Redis.
+async fn answered_through_a_switch() -> (
+    pg_support::switch::Switch,
+    Arc<dyn Store>,
+    Arc<Counts>,
+    TestSchema,
+) {
     let switch = pg_support::switch::Switch::start(redis_addr()).await;
     let prefix = RedisPrefix::new("idemgate-test");
     let via_switch = RedisConfig {
@@ -189,7 +191,7 @@ async fn a_purge_refused_by_redis_can_be_retried_and_leaves_no_copy() {
         key_prefix: prefix.0.clone(),
         ca: None,
     };
-    let (store, counts, _schema) = cached(via_switch).await;
+    let (store, counts, schema) = cached(via_switch).await;
     let lease = reserved(&store, &id("k"), "fp", LONG).await;
     store.complete(&lease, &response(), LONG).await.unwrap();
     assert_eq!(
@@ -197,6 +199,16 @@ async fn a_purge_refused_by_redis_can_be_retried_and_leaves_no_copy() {
         Reservation::Completed(response())
     );
     assert_eq!(counts.get().0, 1, "the answer is in redis");
+    (switch, store, counts, schema)
+}
+
+/// A purge that cannot reach Redis must leave something to retry: the
+/// records stay until their cached copies are gone. (It used to delete them
+/// in Postgres first; the retry then found no record, answered "none", and
+/// the copy Redis still held kept replaying the purged key until its TTL.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_purge_refused_by_redis_can_be_retried_and_leaves_no_copy() {
+    let (switch, store, _counts, _schema) = answered_through_a_switch().await;
 
     switch.cut();
     assert!(store.purge("orders", "k").await.is_err());
@@ -717,21 +729,7 @@ async fn a_purge_heard_while_redis_is_down_deletes_the_copies_once_it_answers() 
 /// the way acknowledges the bytes), every probe costing its full deadline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_connection_that_stops_answering_is_replaced_and_hits_come_back() {
-    let switch = pg_support::switch::Switch::start(redis_addr()).await;
-    let prefix = RedisPrefix::new("idemgate-test");
-    let via_switch = RedisConfig {
-        url: format!("redis://{}", switch.addr),
-        key_prefix: prefix.0.clone(),
-        ca: None,
-    };
-    let (store, counts, _schema) = cached(via_switch).await;
-    let lease = reserved(&store, &id("k"), "fp", LONG).await;
-    store.complete(&lease, &response(), LONG).await.unwrap();
-    assert_eq!(
-        store.reserve(&id("k"), "fp", LONG).await.unwrap(),
-        Reservation::Completed(response())
-    );
-    assert_eq!(counts.get().0, 1, "the answer is in redis");
+    let (switch, store, counts, _schema) = answered_through_a_switch().await;
 
     switch.stall_open_sessions();
     let stalled_at = std::time::Instant::now();
