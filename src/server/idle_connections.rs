@@ -9,15 +9,20 @@
 //! The idle connections are kept in a `BTreeMap` by when each became idle
 //! (a sequence number): marking one idle or busy, and taking the oldest,
 //! are O(log n) under one lock held for that alone. A connection taken is
-//! told through its token; its own task closes it and gives its slot back.
+//! told through its flag and waker; its own task closes it and gives its
+//! slot back. An HTTP/1 connection goes idle and busy around every request,
+//! so both cost no lock but the set's and no allocation (a flag and a waker,
+//! not a `CancellationToken`, whose clone and whose wait each take a lock).
 
 use std::collections::BTreeMap;
+use std::future::poll_fn;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Poll;
 
+use futures_util::task::AtomicWaker;
 use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 
 /// Told each connection a listener closes for a newcomer, with the
 /// listener's name: counts it.
@@ -34,15 +39,34 @@ pub(super) struct IdleConnections {
 struct State {
     next: u64,
     /// By when each became idle: the first is the one that waited longest.
-    idle: BTreeMap<u64, CancellationToken>,
+    idle: BTreeMap<u64, Arc<Eviction>>,
     /// A newcomer found none idle and waits to be told of the next.
     waiting: bool,
+}
+
+/// Set once a connection is closed for a newcomer; wakes the connection's
+/// task, the only one that waits for it.
+#[derive(Default)]
+struct Eviction {
+    told: AtomicBool,
+    task: AtomicWaker,
+}
+
+impl Eviction {
+    fn tell(&self) {
+        self.told.store(true, Ordering::Release);
+        self.task.wake();
+    }
+
+    fn told(&self) -> bool {
+        self.told.load(Ordering::Acquire)
+    }
 }
 
 /// One connection's entry: idle from its accept until it has a request.
 pub(super) struct Place {
     set: Arc<IdleConnections>,
-    evicted: CancellationToken,
+    eviction: Arc<Eviction>,
     /// Its key in the map while idle, else [`NOT_IDLE`]; only changed
     /// under the set's lock.
     idle_since: AtomicU64,
@@ -62,7 +86,7 @@ impl IdleConnections {
     pub(super) fn open(self: &Arc<Self>) -> Arc<Place> {
         let place = Arc::new(Place {
             set: self.clone(),
-            evicted: CancellationToken::new(),
+            eviction: Arc::default(),
             idle_since: AtomicU64::new(NOT_IDLE),
         });
         place.idle();
@@ -76,7 +100,7 @@ impl IdleConnections {
         let mut state = self.lock();
         match state.idle.pop_first() {
             Some((_, evicted)) => {
-                evicted.cancel();
+                evicted.tell();
                 true
             }
             None => {
@@ -97,9 +121,23 @@ impl IdleConnections {
 }
 
 impl Place {
-    /// Closed for a newcomer: the connection ends, having no request.
+    /// Closed for a newcomer: the connection ends, having no request. Only
+    /// the connection's own task waits for it (one waker is kept).
     pub(super) async fn evicted(&self) {
-        self.evicted.cancelled().await;
+        poll_fn(|cx| {
+            if self.eviction.told() {
+                return Poll::Ready(());
+            }
+            self.eviction.task.register(cx.waker());
+            // Told between the look and the register: its wake may have
+            // found no waker.
+            if self.eviction.told() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await;
     }
 
     /// No request in progress (from now on, until [`Place::busy`]).
@@ -108,9 +146,15 @@ impl Place {
     }
 
     /// A request is in progress. `false` when the connection was closed for
-    /// a newcomer first: it must not take the request.
+    /// a newcomer first: it must not take the request. For a connection
+    /// marked by one task alone (HTTP/1): one not in the map (its head was
+    /// buffered before it went idle) cannot be evicted meanwhile, and needs
+    /// no lock.
     #[must_use]
     pub(super) fn busy(&self) -> bool {
+        if self.idle_since.load(Ordering::Relaxed) == NOT_IDLE {
+            return !self.eviction.told();
+        }
         self.track(|| false)
     }
 
@@ -119,7 +163,7 @@ impl Place {
     /// state); `false` once it was evicted.
     pub(super) fn track(&self, idle: impl FnOnce() -> bool) -> bool {
         let mut state = self.set.lock();
-        if self.evicted.is_cancelled() {
+        if self.eviction.told() {
             return false;
         }
         let idle = idle();
@@ -127,7 +171,7 @@ impl Place {
         if idle && since == NOT_IDLE {
             let at = state.next;
             state.next += 1;
-            state.idle.insert(at, self.evicted.clone());
+            state.idle.insert(at, self.eviction.clone());
             self.idle_since.store(at, Ordering::Relaxed);
             if std::mem::take(&mut state.waiting) {
                 self.set.became_idle.notify_waiters();
@@ -142,6 +186,10 @@ impl Place {
 
 impl Drop for Place {
     fn drop(&mut self) {
+        // Dropped, it is marked by no one else: not idle is not in the map.
+        if *self.idle_since.get_mut() == NOT_IDLE {
+            return;
+        }
         let mut state = self.set.lock();
         let since = self.idle_since.load(Ordering::Relaxed);
         if since != NOT_IDLE {
@@ -154,6 +202,10 @@ impl Drop for Place {
 mod tests {
     use super::*;
 
+    fn evicted(place: &Place) -> bool {
+        place.eviction.told()
+    }
+
     #[test]
     fn the_connection_idle_longest_is_evicted_and_a_busy_one_never() {
         let set = Arc::new(IdleConnections::default());
@@ -163,13 +215,13 @@ mod tests {
         assert!(first.busy());
         // `second` has been idle longest now.
         assert!(set.evict_oldest());
-        assert!(second.evicted.is_cancelled());
+        assert!(evicted(&second));
         assert!(!second.busy(), "an evicted connection takes no request");
         first.idle();
         assert!(set.evict_oldest());
-        assert!(third.evicted.is_cancelled());
+        assert!(evicted(&third));
         assert!(set.evict_oldest());
-        assert!(first.evicted.is_cancelled());
+        assert!(evicted(&first));
         assert!(!set.evict_oldest(), "none left idle");
     }
 
@@ -181,7 +233,7 @@ mod tests {
         assert!(busy.busy());
         drop(gone);
         assert!(!set.evict_oldest());
-        assert!(!busy.evicted.is_cancelled());
+        assert!(!evicted(&busy));
     }
 
     #[tokio::test]
@@ -196,5 +248,21 @@ mod tests {
             .await
             .expect("told");
         assert!(set.evict_oldest());
+    }
+
+    #[tokio::test]
+    async fn a_connection_waiting_is_woken_when_evicted() {
+        let set = Arc::new(IdleConnections::default());
+        let place = set.open();
+        let waiting = tokio::spawn({
+            let place = place.clone();
+            async move { place.evicted().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(set.evict_oldest());
+        tokio::time::timeout(std::time::Duration::from_secs(1), waiting)
+            .await
+            .expect("woken")
+            .expect("joined");
     }
 }
