@@ -951,8 +951,10 @@ async fn the_handshake_and_the_first_head_share_header_read_timeout() {
     }
     let took = accepted.elapsed();
     assert!(closed, "the head was still being read after {took:?}");
+    // At 2 s, reads of 100 ms and a loaded machine aside; a timeout of its
+    // own for the head would close it at 3.4 s.
     assert!(
-        took < Duration::from_millis(2700),
+        took < Duration::from_millis(3000),
         "closed {took:?} after the accept"
     );
     assert_eq!(upstream.total(), 0);
