@@ -17,6 +17,7 @@ mod batch;
 pub(in crate::store) mod cause;
 mod connect;
 mod count;
+mod crowded;
 mod lent;
 mod listing;
 mod many;
