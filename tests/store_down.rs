@@ -724,3 +724,70 @@ async fn a_server_without_room_for_more_connections_is_not_asked_on_every_reques
     }
     assert_eq!(upstream.executions("r-1"), 1);
 }
+
+/// A database whose disk is full: PostgreSQL refuses what needs a new page
+/// (SQLSTATE 53100, `could not extend file ...: No space left on device`)
+/// and goes on reading. A new key is refused (503, nothing forwarded) or
+/// passes degraded, as with a store that is down; replays of answers
+/// already stored are still served; `/readyz` stays 200 (the store answers);
+/// and once there is room again, new keys run without a restart. Simulated
+/// with a trigger refusing new records as a full disk does (the same error
+/// as on a filesystem that filled up, docs/postgres.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_refuses_new_keys_and_still_replays_stored_answers() {
+    let schema = TestSchema::create().await;
+    let dir = TestDir::new("store-disk-full");
+    let upstream = MockUpstream::start().await;
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config(&schema.url()));
+    let (client, admin) = (gateway.client(), gateway.admin_client());
+    let stored = client.post("/v1/charges", Some("d-1"), "{}").await;
+    assert_eq!(stored.status, 201);
+
+    pg_support::admin_sql(&format!(
+        "CREATE FUNCTION {0}.disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF EXISTS (SELECT 1 FROM {0}.idemgate_records r WHERE r.route = NEW.route
+                        AND r.key = NEW.key AND r.scope = NEW.scope) THEN
+                 RETURN NEW;
+             END IF;
+             RAISE EXCEPTION 'could not extend file \"base/1/2\": No space left on device'
+                 USING ERRCODE = 'disk_full';
+         END $$;
+         CREATE TRIGGER disk_full BEFORE INSERT ON {0}.idemgate_records
+             FOR EACH ROW EXECUTE FUNCTION {0}.disk_full()",
+        schema.name
+    ))
+    .await;
+    let refused = client.post("/v1/charges", Some("d-2"), "{}").await;
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    assert_eq!(refused.json()["code"], "store-unavailable");
+    assert_eq!(upstream.executions("d-2"), 0);
+    let passed = client.post("/v1/events", Some("d-3"), "{}").await;
+    assert_eq!(passed.status, 201, "{}", passed.text());
+    assert_eq!(passed.header("idempotency-degraded"), Some("true"));
+    let replay = client.post("/v1/charges", Some("d-1"), "{}").await;
+    assert_eq!(replay.status, 201, "{}", replay.text());
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.body, stored.body);
+    assert_eq!(upstream.executions("d-1"), 1);
+    assert_eq!(admin.get("/readyz").await.status, 200);
+    let metrics = admin.get("/metrics").await.text();
+    assert!(
+        metrics.contains(r#"idemgate_store_errors_total{backend="postgres",op="reserve"} 2"#),
+        "{metrics}"
+    );
+    assert!(
+        gateway.log_text().contains("No space left on device"),
+        "{}",
+        gateway.log_text()
+    );
+
+    pg_support::admin_sql(&format!(
+        "DROP TRIGGER disk_full ON {}.idemgate_records",
+        schema.name
+    ))
+    .await;
+    let after = client.post("/v1/charges", Some("d-2"), "{}").await;
+    assert_eq!(after.status, 201, "{}", after.text());
+    assert_eq!(upstream.executions("d-2"), 1);
+}
