@@ -102,6 +102,43 @@ async fn a_migration_longer_than_the_statement_timeout_completes() {
     assert_eq!(applied, vec![2]);
 }
 
+/// A `lock_timeout` a DBA set on the role bounds every lock wait of its
+/// sessions, the wait of a replica for another's migration too: replicas
+/// starting together on an upgrade wait for the one that migrates, however
+/// short the role's `lock_timeout`, instead of failing to start with
+/// "canceling statement due to lock timeout".
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_migration_waits_for_another_whatever_the_roles_lock_timeout() {
+    let schema = TestSchema::create().await;
+    let role = TestRole::create().await;
+    pg_support::admin_sql(&format!(
+        "ALTER ROLE {} SET lock_timeout = '20ms'",
+        role.name
+    ))
+    .await;
+    let mut config = schema.config();
+    config.url = role.url(&config.url);
+    // Another replica's migration, holding the lock for 500 ms.
+    let (holder, connection) =
+        tokio_postgres::connect(&pg_support::base_url(), tokio_postgres::NoTls)
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    holder
+        .batch_execute(&format!(
+            "BEGIN; SELECT pg_advisory_xact_lock({}, hashtext('{}'))",
+            0x6964_656d, schema.name
+        ))
+        .await
+        .unwrap();
+    let migrating =
+        tokio::spawn(async move { PostgresStore::lazy(&config).unwrap().migrate().await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    holder.batch_execute("COMMIT").await.unwrap();
+    let report = migrating.await.unwrap().unwrap();
+    assert!(!report.applied.is_empty());
+}
+
 #[tokio::test]
 async fn newer_schema_is_refused() {
     let schema = TestSchema::create().await;
