@@ -415,6 +415,54 @@ async fn a_ping_survives_its_session_being_cut() {
     }
 }
 
+/// An operator's reads (`keys show`, the admin listing) right after every
+/// session of the gateway was terminated (`pg_terminate_backend`, as a DBA
+/// or a failover tool does): the pool may lend a connection whose end has
+/// not reached it yet, and such a read runs again on another, as a
+/// reservation does, instead of failing with "terminating connection due to
+/// administrator command".
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reads_survive_their_sessions_being_terminated() {
+    let schema = TestSchema::create().await;
+    let store = Arc::new(PostgresStore::connect(&schema.config()).await.unwrap());
+    let listing = idemgate::store::ListQuery {
+        route: "r".into(),
+        state: None,
+        limit: 10,
+        after: None,
+    };
+    for round in 0..10 {
+        // Several connections in the pool, idle when they are terminated.
+        let warm: Vec<_> = (0..6)
+            .map(|_| {
+                let store = store.clone();
+                tokio::spawn(async move { store.records("r", "k").await })
+            })
+            .collect();
+        for read in warm {
+            read.await.unwrap().unwrap();
+        }
+        pg_support::terminate_sessions(&schema.name).await;
+        let reads: Vec<_> = (0..4)
+            .map(|n| {
+                let (store, listing) = (store.clone(), listing.clone());
+                tokio::spawn(async move {
+                    if n % 2 == 0 {
+                        store.records("r", "k").await.map(drop)
+                    } else {
+                        store.list(&listing).await.map(drop)
+                    }
+                })
+            })
+            .collect();
+        for read in reads {
+            if let Err(err) = read.await.unwrap() {
+                panic!("round {round}: a read failed after its session was terminated: {err}");
+            }
+        }
+    }
+}
+
 /// A completion that could not reach
 /// the database failed at once, the gateway acknowledged the upstream's answer
 /// anyway, and once the lease ran out a retry took the key over and ran the

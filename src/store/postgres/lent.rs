@@ -142,6 +142,11 @@ impl Pool {
         }
     }
 
+    /// How many connections the pool may hold.
+    pub fn max_size(&self) -> usize {
+        self.pool.status().max_size
+    }
+
     pub fn timeouts(&self) -> Timeouts {
         self.pool.timeouts()
     }
