@@ -12,6 +12,7 @@
 //! over, one operation tries to connect; the others wait for its outcome
 //! (docs/postgres.md, "A server with no room for another connection").
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -38,7 +39,15 @@ pub enum Gate {
 
 /// Refusals seen; shared by the pool's operations.
 #[derive(Clone, Default)]
-pub struct Crowded(Arc<Mutex<State>>);
+pub struct Crowded(Arc<Shared>);
+
+#[derive(Default)]
+struct Shared {
+    /// Whether connecting is paused: read by every operation, so that
+    /// one of a server with room takes no lock.
+    paused: AtomicBool,
+    state: Mutex<State>,
+}
 
 #[derive(Default)]
 struct State {
@@ -52,8 +61,11 @@ struct State {
 
 impl Crowded {
     pub fn gate(&self) -> Gate {
+        if !self.0.paused.load(Ordering::Acquire) {
+            return Gate::Open;
+        }
         let now = Instant::now();
-        let mut state = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = self.state();
         let (Some(refusal), Some(until)) = (state.refusal.clone(), state.until) else {
             return Gate::Open;
         };
@@ -69,7 +81,7 @@ impl Crowded {
     pub fn refused(&self, err: PoolError) -> Arc<PoolError> {
         let now = Instant::now();
         let refusal = Arc::new(err);
-        let mut state = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = self.state();
         let started = state.refusal.is_none();
         // Refusals that go on (the last one within two pauses) double it.
         let going_on = state
@@ -83,6 +95,7 @@ impl Crowded {
         state.last_refused = Some(now);
         state.until = Some(now + state.pause);
         state.refusal = Some(refusal.clone());
+        self.0.paused.store(true, Ordering::Release);
         let pause = state.pause;
         drop(state);
         if started {
@@ -97,12 +110,19 @@ impl Crowded {
 
     /// A connection was made after a pause: connecting as usual again.
     pub fn made(&self) {
-        let mut state = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = self.state();
         if state.refusal.take().is_some() {
             state.until = None;
+            self.0.paused.store(false, Ordering::Release);
             drop(state);
             tracing::info!("postgres took a new connection again; the pool grows as needed");
         }
+    }
+}
+
+impl Crowded {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.0.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -142,7 +162,6 @@ mod tests {
         for _ in 0..10 {
             crowded.refused(refusal());
         }
-        let state = crowded.0.lock().unwrap();
-        assert_eq!(state.pause, LONGEST);
+        assert_eq!(crowded.state().pause, LONGEST);
     }
 }
