@@ -21,10 +21,14 @@ fn config(url: &str) -> Config {
 }
 
 fn config_leasing(url: &str, lock_timeout: &str) -> Config {
+    config_pooled(url, lock_timeout, 4)
+}
+
+fn config_pooled(url: &str, lock_timeout: &str, pool_size: u32) -> Config {
     Config::new()
         .store(
             Store::postgres(url)
-                .set("pool_size", 4)
+                .set("pool_size", pool_size)
                 .set("connect_timeout", "5s")
                 .set("statement_timeout", "5s"),
         )
@@ -597,4 +601,193 @@ async fn a_server_that_takes_no_writes_is_not_ready_and_its_connections_are_made
     }
     assert_eq!(upstream.executions("w-2"), 1);
     assert_eq!(admin.get("/readyz").await.status, 200);
+}
+
+/// Keyed requests from `clients` tasks, one after another each, for
+/// `lasting`: how many got each status.
+async fn load(
+    gateway: &GatewayProcess,
+    prefix: &str,
+    clients: usize,
+    lasting: Duration,
+) -> std::collections::BTreeMap<u16, u32> {
+    let mut tasks = Vec::new();
+    for task in 0..clients {
+        let (client, prefix) = (gateway.client(), prefix.to_owned());
+        tasks.push(tokio::spawn(async move {
+            let mut statuses = std::collections::BTreeMap::new();
+            let started = Instant::now();
+            let mut n = 0;
+            while started.elapsed() < lasting {
+                let key = format!("{prefix}-{task}-{n}");
+                let reply = client.post("/v1/charges", Some(&key), "{}").await;
+                *statuses.entry(reply.status.as_u16()).or_insert(0) += 1;
+                n += 1;
+            }
+            statuses
+        }));
+    }
+    let mut statuses = std::collections::BTreeMap::new();
+    for task in tasks {
+        for (status, n) in task.await.unwrap() {
+            *statuses.entry(status).or_insert(0) += n;
+        }
+    }
+    statuses
+}
+
+/// A server with no room for another connection (SQLSTATE 53300: its
+/// `max_connections` reached, or the role's `CONNECTION LIMIT`, as here)
+/// while load asks the pool to grow: the requests share the connections
+/// the pool has instead of failing, and the server is not asked for a new
+/// one on every request. With no connection at all, requests get 503 at
+/// once, saying why, and the server still gets only a few attempts a
+/// second; once it has room again, requests run without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_room_for_more_connections_is_not_asked_on_every_request() {
+    let schema = TestSchema::create().await;
+    let name = schema.name.clone();
+    let role =
+        pg_support::TestRole::limited(|role| format!("GRANT ALL ON SCHEMA {name} TO {role}")).await;
+    let switch = Switch::start(pg_support::server_addr()).await;
+    let url = pg_support::via(&role.url(&schema.url()), switch.addr);
+    let dir = TestDir::new("store-no-room");
+    let upstream = MockUpstream::start().await;
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config_pooled(&url, "10s", 8));
+    let admin = gateway.admin_client();
+    assert_eq!(
+        gateway
+            .client()
+            .post("/v1/charges", Some("r-0"), "{}")
+            .await
+            .status,
+        201
+    );
+    let held = pg_support::sessions(&schema.name).await;
+    pg_support::admin_sql(&format!("ALTER ROLE {} CONNECTION LIMIT {held}", role.name)).await;
+
+    let opened = switch.opened();
+    let statuses = load(&gateway, "shared", 8, Duration::from_secs(2)).await;
+    let attempts = switch.opened() - opened;
+    assert_eq!(
+        statuses.keys().copied().collect::<Vec<_>>(),
+        [201],
+        "{statuses:?}"
+    );
+    assert!(attempts <= 12, "{attempts} connections tried in 2 s");
+
+    // No connection left, and none to be had.
+    pg_support::admin_sql(&format!("ALTER ROLE {} CONNECTION LIMIT 0", role.name)).await;
+    pg_support::terminate_sessions(&schema.name).await;
+    let opened = switch.opened();
+    let statuses = load(&gateway, "none", 8, Duration::from_secs(2)).await;
+    let attempts = switch.opened() - opened;
+    assert_eq!(
+        statuses.keys().copied().collect::<Vec<_>>(),
+        [503],
+        "{statuses:?}"
+    );
+    assert!(attempts <= 20, "{attempts} connections tried in 2 s");
+    let refused = gateway
+        .client()
+        .post("/v1/charges", Some("r-1"), "{}")
+        .await;
+    assert_eq!(refused.status, 503);
+    assert_eq!(upstream.executions("r-1"), 0);
+    let readyz = admin.get("/readyz").await;
+    assert_eq!(readyz.status, 503, "{}", readyz.text());
+    assert!(
+        readyz.text().contains("no room for another connection"),
+        "{}",
+        readyz.text()
+    );
+    let log = gateway.log_text();
+    assert!(log.contains("no room for another connection"), "{log}");
+
+    pg_support::admin_sql(&format!("ALTER ROLE {} CONNECTION LIMIT -1", role.name)).await;
+    let started = Instant::now();
+    loop {
+        let reply = gateway
+            .client()
+            .post("/v1/charges", Some("r-1"), "{}")
+            .await;
+        if reply.status == 201 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "still {} after the server had room again: {}",
+            reply.status,
+            reply.text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(upstream.executions("r-1"), 1);
+}
+
+/// A database whose disk is full: PostgreSQL refuses what needs a new page
+/// (SQLSTATE 53100, `could not extend file ...: No space left on device`)
+/// and goes on reading. A new key is refused (503, nothing forwarded) or
+/// passes degraded, as with a store that is down; replays of answers
+/// already stored are still served; `/readyz` stays 200 (the store answers);
+/// and once there is room again, new keys run without a restart. Simulated
+/// with a trigger refusing new records as a full disk does (the same error
+/// as on a filesystem that filled up, docs/postgres.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_refuses_new_keys_and_still_replays_stored_answers() {
+    let schema = TestSchema::create().await;
+    let dir = TestDir::new("store-disk-full");
+    let upstream = MockUpstream::start().await;
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config(&schema.url()));
+    let (client, admin) = (gateway.client(), gateway.admin_client());
+    let stored = client.post("/v1/charges", Some("d-1"), "{}").await;
+    assert_eq!(stored.status, 201);
+
+    pg_support::admin_sql(&format!(
+        "CREATE FUNCTION {0}.disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF EXISTS (SELECT 1 FROM {0}.idemgate_records r WHERE r.route = NEW.route
+                        AND r.key = NEW.key AND r.scope = NEW.scope) THEN
+                 RETURN NEW;
+             END IF;
+             RAISE EXCEPTION 'could not extend file \"base/1/2\": No space left on device'
+                 USING ERRCODE = 'disk_full';
+         END $$;
+         CREATE TRIGGER disk_full BEFORE INSERT ON {0}.idemgate_records
+             FOR EACH ROW EXECUTE FUNCTION {0}.disk_full()",
+        schema.name
+    ))
+    .await;
+    let refused = client.post("/v1/charges", Some("d-2"), "{}").await;
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    assert_eq!(refused.json()["code"], "store-unavailable");
+    assert_eq!(upstream.executions("d-2"), 0);
+    let passed = client.post("/v1/events", Some("d-3"), "{}").await;
+    assert_eq!(passed.status, 201, "{}", passed.text());
+    assert_eq!(passed.header("idempotency-degraded"), Some("true"));
+    let replay = client.post("/v1/charges", Some("d-1"), "{}").await;
+    assert_eq!(replay.status, 201, "{}", replay.text());
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.body, stored.body);
+    assert_eq!(upstream.executions("d-1"), 1);
+    assert_eq!(admin.get("/readyz").await.status, 200);
+    let metrics = admin.get("/metrics").await.text();
+    assert!(
+        metrics.contains(r#"idemgate_store_errors_total{backend="postgres",op="reserve"} 2"#),
+        "{metrics}"
+    );
+    assert!(
+        gateway.log_text().contains("No space left on device"),
+        "{}",
+        gateway.log_text()
+    );
+
+    pg_support::admin_sql(&format!(
+        "DROP TRIGGER disk_full ON {}.idemgate_records",
+        schema.name
+    ))
+    .await;
+    let after = client.post("/v1/charges", Some("d-2"), "{}").await;
+    assert_eq!(after.status, 201, "{}", after.text());
+    assert_eq!(upstream.executions("d-2"), 1);
 }

@@ -102,6 +102,43 @@ async fn a_migration_longer_than_the_statement_timeout_completes() {
     assert_eq!(applied, vec![2]);
 }
 
+/// A `lock_timeout` a DBA set on the role bounds every lock wait of its
+/// sessions, the wait of a replica for another's migration too: replicas
+/// starting together on an upgrade wait for the one that migrates, however
+/// short the role's `lock_timeout`, instead of failing to start with
+/// "canceling statement due to lock timeout".
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_migration_waits_for_another_whatever_the_roles_lock_timeout() {
+    let schema = TestSchema::create().await;
+    let role = TestRole::create().await;
+    pg_support::admin_sql(&format!(
+        "ALTER ROLE {} SET lock_timeout = '20ms'",
+        role.name
+    ))
+    .await;
+    let mut config = schema.config();
+    config.url = role.url(&config.url);
+    // Another replica's migration, holding the lock for 500 ms.
+    let (holder, connection) =
+        tokio_postgres::connect(&pg_support::base_url(), tokio_postgres::NoTls)
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    holder
+        .batch_execute(&format!(
+            "BEGIN; SELECT pg_advisory_xact_lock({}, hashtext('{}'))",
+            0x6964_656d, schema.name
+        ))
+        .await
+        .unwrap();
+    let migrating =
+        tokio::spawn(async move { PostgresStore::lazy(&config).unwrap().migrate().await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    holder.batch_execute("COMMIT").await.unwrap();
+    let report = migrating.await.unwrap().unwrap();
+    assert!(!report.applied.is_empty());
+}
+
 #[tokio::test]
 async fn newer_schema_is_refused() {
     let schema = TestSchema::create().await;
@@ -374,6 +411,54 @@ async fn a_ping_survives_its_session_being_cut() {
         assert_eq!(pg_support::terminate_sessions(&schema.name).await, 1);
         if let Err(err) = store.ping().await {
             panic!("round {round}: not ready after a session was cut: {err}");
+        }
+    }
+}
+
+/// An operator's reads (`keys show`, the admin listing) right after every
+/// session of the gateway was terminated (`pg_terminate_backend`, as a DBA
+/// or a failover tool does): the pool may lend a connection whose end has
+/// not reached it yet, and such a read runs again on another, as a
+/// reservation does, instead of failing with "terminating connection due to
+/// administrator command".
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reads_survive_their_sessions_being_terminated() {
+    let schema = TestSchema::create().await;
+    let store = Arc::new(PostgresStore::connect(&schema.config()).await.unwrap());
+    let listing = idemgate::store::ListQuery {
+        route: "r".into(),
+        state: None,
+        limit: 10,
+        after: None,
+    };
+    for round in 0..10 {
+        // Several connections in the pool, idle when they are terminated.
+        let warm: Vec<_> = (0..6)
+            .map(|_| {
+                let store = store.clone();
+                tokio::spawn(async move { store.records("r", "k").await })
+            })
+            .collect();
+        for read in warm {
+            read.await.unwrap().unwrap();
+        }
+        pg_support::terminate_sessions(&schema.name).await;
+        let reads: Vec<_> = (0..4)
+            .map(|n| {
+                let (store, listing) = (store.clone(), listing.clone());
+                tokio::spawn(async move {
+                    if n % 2 == 0 {
+                        store.records("r", "k").await.map(drop)
+                    } else {
+                        store.list(&listing).await.map(drop)
+                    }
+                })
+            })
+            .collect();
+        for read in reads {
+            if let Err(err) = read.await.unwrap() {
+                panic!("round {round}: a read failed after its session was terminated: {err}");
+            }
         }
     }
 }

@@ -149,6 +149,11 @@ impl Switch {
         self.delay_ms.store(ms, Ordering::SeqCst);
     }
 
+    /// How many sessions the relay has opened to the database.
+    pub fn opened(&self) -> u64 {
+        self.opened.load(Ordering::SeqCst)
+    }
+
     /// Drops every relayed session and refuses new ones until `restore`.
     pub fn cut(&self) {
         self.on.store(false, Ordering::SeqCst);

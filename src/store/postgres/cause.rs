@@ -191,6 +191,14 @@ fn driver_text(err: &tokio_postgres::Error) -> String {
         }
         _ => {}
     }
+    if err.code() == Some(&tokio_postgres::error::SqlState::TOO_MANY_CONNECTIONS) {
+        return format!(
+            "the server has no room for another connection (its max_connections, or the \
+             role's CONNECTION LIMIT, is reached: budget replicas x (pool_size + 1)); the \
+             pool shares the connections it has and connects again after a pause: {}",
+            describe(err)
+        );
+    }
     if err.code() == Some(&tokio_postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION) {
         return format!(
             "the server takes no writes (a standby, such as a failover's former primary, \
@@ -203,7 +211,7 @@ fn driver_text(err: &tokio_postgres::Error) -> String {
 
 fn pool_text(err: &PoolError) -> String {
     match err {
-        PoolError::Backend(e) => describe(e),
+        PoolError::Backend(e) => driver_text(e),
         PoolError::Timeout(_) => format!("no connection within the connect timeout ({err})"),
         _ => describe(err),
     }

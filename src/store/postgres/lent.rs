@@ -13,6 +13,10 @@
 //! deadline passed, or its caller stopped waiting, as `/readyz` does) is
 //! closed and taken out of the pool, which connects afresh for the next
 //! operation (docs/postgres.md, "Connection poolers").
+//!
+//! While the server has no room for another connection (`crowded`), an
+//! operation that finds none free waits for one to come back instead of
+//! asking the server for another.
 
 use std::future::Future;
 use std::ops::{Deref, DerefMut};
@@ -22,9 +26,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use deadpool_postgres::{Object, PoolError, Timeouts};
+use deadpool_postgres::{Object, PoolError, TimeoutType, Timeouts};
+use tokio::sync::Notify;
 use tokio::task::futures::TaskLocalFuture;
-use tokio::time::Timeout;
+use tokio::time::{Instant, Timeout};
+
+use super::crowded::{Crowded, Gate, no_room};
+
+/// How often an operation waiting for a connection to come back looks
+/// again, should it miss the word of one: a connection that goes back to
+/// the pool wakes the waiters at once.
+const LOOK_AGAIN: Duration = Duration::from_millis(50);
 
 tokio::task_local! {
     /// The operation `within` runs, which the connections lent to it
@@ -49,27 +61,94 @@ impl Operation {
 
 /// deadpool's pool, lending its connections as `Lent`.
 #[derive(Clone)]
-pub struct Pool(deadpool_postgres::Pool);
+pub struct Pool {
+    pool: deadpool_postgres::Pool,
+    crowded: Crowded,
+    /// Told when a connection goes back to the pool.
+    returned: Arc<Notify>,
+    /// Taken, while connecting is paused, to look for a free connection
+    /// and take it: two operations never both see the same one free and
+    /// one of them then connect.
+    turn: Arc<tokio::sync::Mutex<()>>,
+}
 
 impl Pool {
     pub fn new(pool: deadpool_postgres::Pool) -> Pool {
-        Pool(pool)
+        Pool {
+            pool,
+            crowded: Crowded::default(),
+            returned: Arc::new(Notify::new()),
+            turn: Arc::new(tokio::sync::Mutex::new(())),
+        }
     }
 
-    pub async fn get(&self) -> Result<Lent, PoolError> {
+    pub async fn get(&self) -> Result<Lent, Arc<PoolError>> {
         self.timeout_get(&self.timeouts()).await
     }
 
-    pub async fn timeout_get(&self, timeouts: &Timeouts) -> Result<Lent, PoolError> {
-        let client = self.0.timeout_get(timeouts).await?;
-        Ok(Lent {
-            client: Some(client),
-            operation: OPERATION.try_with(Operation::clone).ok(),
-        })
+    /// A connection: a free one, else a new one; while the server has no
+    /// room for more (`crowded`), one that comes back within `timeouts.wait`.
+    pub async fn timeout_get(&self, timeouts: &Timeouts) -> Result<Lent, Arc<PoolError>> {
+        let waited_out = timeouts.wait.map(|wait| Instant::now() + wait);
+        loop {
+            let (got, probe) = match self.crowded.gate() {
+                Gate::Open => (self.pool.timeout_get(timeouts).await, false),
+                Gate::Shared { refusal, probe } => {
+                    let returned = self.returned.notified();
+                    tokio::pin!(returned);
+                    returned.as_mut().enable();
+                    let turn = self.turn.lock().await;
+                    let status = self.pool.status();
+                    if status.available > 0 || probe {
+                        let got = self.pool.timeout_get(timeouts).await;
+                        drop(turn);
+                        (got, probe && status.available == 0)
+                    } else if status.size == 0 {
+                        return Err(refusal);
+                    } else {
+                        drop(turn);
+                        let mut look = LOOK_AGAIN;
+                        if let Some(at) = waited_out {
+                            look = look.min(at.saturating_duration_since(Instant::now()));
+                            if look.is_zero() {
+                                return Err(Arc::new(PoolError::Timeout(TimeoutType::Wait)));
+                            }
+                        }
+                        let _ = tokio::time::timeout(look, returned).await;
+                        continue;
+                    }
+                }
+            };
+            match got {
+                Ok(client) => {
+                    if probe {
+                        self.crowded.made();
+                    }
+                    return Ok(Lent {
+                        client: Some(client),
+                        operation: OPERATION.try_with(Operation::clone).ok(),
+                        returned: self.returned.clone(),
+                    });
+                }
+                Err(err) if no_room(&err) => {
+                    let refusal = self.crowded.refused(err);
+                    // Nothing to share: the refusal is the answer.
+                    if self.pool.status().size == 0 {
+                        return Err(refusal);
+                    }
+                }
+                Err(err) => return Err(Arc::new(err)),
+            }
+        }
+    }
+
+    /// How many connections the pool may hold.
+    pub fn max_size(&self) -> usize {
+        self.pool.status().max_size
     }
 
     pub fn timeouts(&self) -> Timeouts {
-        self.0.timeouts()
+        self.pool.timeouts()
     }
 }
 
@@ -79,6 +158,7 @@ impl Pool {
 pub struct Lent {
     client: Option<Object>,
     operation: Option<Operation>,
+    returned: Arc<Notify>,
 }
 
 impl Deref for Lent {
@@ -107,7 +187,11 @@ impl Drop for Lent {
             tracing::warn!(
                 "closed a postgres connection whose statement was given up before its answer came; the pool opens another when one is needed"
             );
+        } else {
+            drop(client);
         }
+        // Back in the pool, or a slot freed for a new one.
+        self.returned.notify_waiters();
     }
 }
 

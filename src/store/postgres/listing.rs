@@ -76,7 +76,7 @@ pub(super) async fn list(store: &PostgresStore, query: &ListQuery) -> Result<Pag
         &rows_per_state,
     ];
     let mut rows = store
-        .query(PAGE, &params)
+        .read(PAGE, &params)
         .await?
         .iter()
         .map(listed)

@@ -31,10 +31,13 @@ const LOCK_CLASS: i32 = 0x6964_656d;
 const LOCK: &str = "SELECT pg_advisory_xact_lock($1, coalesce(hashtext(current_schema()), 0))";
 
 /// Keeps the session's `statement_timeout` aside (the custom setting
-/// lives as long as the transaction), then lifts it.
+/// lives as long as the transaction), then lifts it, and any `lock_timeout`
+/// the role sets: the wait for another replica's migration lasts as long as
+/// that migration does.
 const BOUND_LOCK_WAITS_ONLY: &str =
     "SELECT set_config('idemgate.lock_wait', current_setting('statement_timeout'), true);
-SET LOCAL statement_timeout = 0";
+SET LOCAL statement_timeout = 0;
+SET LOCAL lock_timeout = 0";
 
 /// Once this migration holds the advisory lock (which the other replicas
 /// may wait on for as long as it runs): table locks are waited for no

@@ -17,6 +17,7 @@ mod batch;
 pub(in crate::store) mod cause;
 mod connect;
 mod count;
+mod crowded;
 mod lent;
 mod listing;
 mod many;
@@ -61,8 +62,12 @@ use rows::{Decided, KeptFor, Recorded, millis};
 /// error instead of a spin.
 const RESERVE_ATTEMPTS: usize = 10;
 
-/// How many times a reservation, a release or a ping whose connection died
-/// under it runs again, each time on another connection.
+/// How many times a reservation, a release, a read or a ping whose
+/// connection died under it runs again, each time on another connection, at
+/// least: as many times as the pool holds connections (`reconnects`), since
+/// after every session was terminated each of them may be lent before the
+/// pool sees it closed. A dead connection fails at once, without a round
+/// trip, and a database that is down fails to connect, which is not retried.
 const RECONNECTS: usize = 2;
 
 /// Pause before retrying a failed completion, doubled up to `COMPLETE_RETRY_MAX`.
@@ -301,6 +306,7 @@ impl PostgresStore {
         // without a record). Running `RESERVE` again is safe even if the lost
         // run committed: the record is then found under this claim, and is
         // this reservation's (never reserved twice, never refused by itself).
+        let reconnects = self.reconnects();
         let reserved = self
             .bounded(async {
                 let mut lost = 0;
@@ -308,7 +314,7 @@ impl PostgresStore {
                     let client = self.pool.get().await.map_err(pool_error)?;
                     let stmt = match client.prepare_cached(sql::RESERVE).await {
                         Ok(stmt) => stmt,
-                        Err(e) if Failure::lost(&client, &e) && lost < RECONNECTS => {
+                        Err(e) if Failure::lost(&client, &e) && lost < reconnects => {
                             lost += 1;
                             continue 'connection;
                         }
@@ -320,7 +326,7 @@ impl PostgresStore {
                         may_have_committed = true;
                         let rows = match client.query(&stmt, &params).await {
                             Ok(rows) => rows,
-                            Err(e) if Failure::lost(&client, &e) && lost < RECONNECTS => {
+                            Err(e) if Failure::lost(&client, &e) && lost < reconnects => {
                                 lost += 1;
                                 continue 'connection;
                             }
@@ -474,6 +480,25 @@ impl PostgresStore {
             .map_err(Failure::into_error)
     }
 
+    /// `query` for a statement that writes nothing, run again on another
+    /// connection (twice at most) when its own turns out dead: the pool may
+    /// lend one whose end (`pg_terminate_backend`, a restart) has not
+    /// reached it yet, and a read run twice changes nothing.
+    async fn read(
+        &self,
+        query: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        let (mut lost, reconnects) = (0, self.reconnects());
+        loop {
+            match self.try_query(query, params, None).await {
+                Ok(rows) => return Ok(rows),
+                Err(Failure::ConnectionLost(_)) if lost < reconnects => lost += 1,
+                Err(failure) => return Err(failure.into_error()),
+            }
+        }
+    }
+
     /// `query`, telling apart a statement lost with its connection; `patience`
     /// replaces the pool's wait for a free connection.
     async fn try_query(
@@ -528,6 +553,11 @@ impl PostgresStore {
         lent::within(self.deadline, work)
             .await
             .unwrap_or_else(|| Err(self.too_slow()))
+    }
+
+    /// See `RECONNECTS`.
+    fn reconnects(&self) -> usize {
+        RECONNECTS.max(self.pool.max_size())
     }
 
     fn too_slow(&self) -> StoreError {
@@ -596,18 +626,18 @@ impl Store for PostgresStore {
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         let (route, scope, key) = lease.id.parts();
         let params: [&(dyn ToSql + Sync); 4] = [&route, &scope, &key, &lease.token];
-        let mut lost = 0;
+        let (mut lost, reconnects) = (0, self.reconnects());
         loop {
             match self.try_query(sql::RELEASE, &params, None).await {
                 Ok(_) => return Ok(()),
-                Err(Failure::ConnectionLost(_)) if lost < RECONNECTS => lost += 1,
+                Err(Failure::ConnectionLost(_)) if lost < reconnects => lost += 1,
                 Err(failure) => return Err(failure.into_error()),
             }
         }
     }
 
     async fn records(&self, route: &str, key: &str) -> Result<Vec<RecordInfo>, StoreError> {
-        let found = self.query(sql::RECORDS, &[&route, &key]).await?;
+        let found = self.read(sql::RECORDS, &[&route, &key]).await?;
         found.iter().map(rows::record_info).collect()
     }
 
@@ -645,7 +675,7 @@ impl Store for PostgresStore {
     /// reservation does: `/readyz` must not take a replica out of service
     /// for a connection the next request would not use either.
     async fn ping(&self) -> Result<(), StoreError> {
-        let mut lost = 0;
+        let (mut lost, reconnects) = (0, self.reconnects());
         loop {
             match self.try_query(sql::PING, &[], None).await {
                 Ok(rows) => {
@@ -656,7 +686,7 @@ impl Store for PostgresStore {
                     }
                     return Ok(());
                 }
-                Err(Failure::ConnectionLost(_)) if lost < RECONNECTS => lost += 1,
+                Err(Failure::ConnectionLost(_)) if lost < reconnects => lost += 1,
                 Err(failure) => return Err(failure.into_error()),
             }
         }

@@ -98,8 +98,8 @@ pub fn db_error(err: tokio_postgres::Error) -> StoreError {
     PostgresCause::Driver(Arc::new(err)).into()
 }
 
-pub fn pool_error(err: deadpool_postgres::PoolError) -> StoreError {
-    PostgresCause::Pool(Arc::new(err)).into()
+pub fn pool_error(err: Arc<deadpool_postgres::PoolError>) -> StoreError {
+    PostgresCause::Pool(err).into()
 }
 
 #[cfg(test)]
