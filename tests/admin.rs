@@ -239,6 +239,40 @@ async fn a_reload_with_a_body_or_a_query_is_refused_and_reloads_nothing() {
     assert_eq!(none.status, 401);
 }
 
+/// Some HTTP clients send every POST with `Transfer-Encoding: chunked`, an
+/// empty one as a lone last chunk: that is no body, and the reload runs. A
+/// chunked body with bytes in it is still refused, and so is one that does
+/// not end.
+#[tokio::test]
+async fn a_reload_with_an_empty_chunked_body_reloads() {
+    let (_dir, _upstream, gateway) = setup("reload-chunked").await;
+    let (_, value) = bearer();
+    let head = format!(
+        "POST /admin/reload HTTP/1.1\r\nHost: a\r\nAuthorization: {value}\r\n\
+         Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    );
+    let empty = format!("{head}0\r\n\r\n");
+    let reply =
+        common::raw::exchange(gateway.admin, empty.as_bytes(), Duration::from_secs(5)).await;
+    assert_eq!(reply.status, Some(200), "{reply:?}");
+    assert!(gateway.log_text().contains("configuration reloaded"));
+
+    let posted = format!("{head}5\r\n[x]\n\r\n0\r\n\r\n");
+    let reply =
+        common::raw::exchange(gateway.admin, posted.as_bytes(), Duration::from_secs(5)).await;
+    assert_eq!(reply.status, Some(400), "{reply:?}");
+    assert!(reply.body().contains("takes no body"), "{reply:?}");
+
+    let unended = head.clone();
+    let reply =
+        common::raw::exchange(gateway.admin, unended.as_bytes(), Duration::from_secs(5)).await;
+    assert_eq!(reply.status, Some(400), "{reply:?}");
+    assert_eq!(
+        gateway.log_text().matches("configuration reloaded").count(),
+        1
+    );
+}
+
 /// docs/operating.md: a route name the running config lacks (most likely
 /// misspelt) is said so, as `idemgate keys` says it: a key with no record
 /// there, its purge, and a first page with no record are 404 `not-found`

@@ -63,6 +63,37 @@ fn head_length(response: &mut Response<Body>) {
     }
 }
 
+/// How long a reload's chunked body has to show that it is empty.
+const RELOAD_BODY_WAIT: Duration = Duration::from_secs(2);
+
+/// Whether a reload came with a body. Known empty: no `Content-Length` or
+/// 0, or an HTTP/2 request ended with its head. A chunked body of no bytes
+/// (some clients send one with every POST) is read to its end; any byte,
+/// or no end within [`RELOAD_BODY_WAIT`], is a body.
+async fn reload_body_sent(mut body: ClientBody) -> bool {
+    use http_body_util::BodyExt;
+    if http_body::Body::is_end_stream(&body) {
+        return false;
+    }
+    if let Some(length) = http_body::Body::size_hint(&body).exact() {
+        return length > 0;
+    }
+    let read_to_end = async {
+        while let Some(frame) = body.frame().await {
+            match frame.map(http_body::Frame::into_data) {
+                Ok(Ok(data)) if data.is_empty() => {}
+                // Trailers carry no config; data or a broken body is a body.
+                Ok(Err(_trailers)) => {}
+                _ => return true,
+            }
+        }
+        false
+    };
+    tokio::time::timeout(RELOAD_BODY_WAIT, read_to_end)
+        .await
+        .unwrap_or(true)
+}
+
 fn method_not_allowed(allow: &'static str) -> Response<Body> {
     GatewayError::MethodNotAllowed { allow }.to_response()
 }
@@ -162,15 +193,15 @@ impl AdminPlane {
                     auth::log_refusal(&error, client);
                     return error.to_response();
                 }
-                // Known empty: no `Content-Length` or 0, or an HTTP/2 request
-                // ended with its head. Only a reload looks at it.
-                let body = request.body();
-                let body_sent = !(http_body::Body::is_end_stream(body)
-                    || http_body::Body::size_hint(body).exact() == Some(0));
+                let (parts, body) = request.into_parts();
+                // Only a reload looks at the body.
+                let body_sent = parts.method == Method::POST
+                    && path == "/admin/reload"
+                    && reload_body_sent(body).await;
                 let asked = Asked {
-                    method: request.method(),
+                    method: &parts.method,
                     path: &path,
-                    query: request.uri().query(),
+                    query: parts.uri.query(),
                     body_sent,
                 };
                 self.operator(asked, client).await
