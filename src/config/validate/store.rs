@@ -8,6 +8,7 @@ use super::context::Ctx;
 use super::names;
 use super::server::{count_up_to, env_name, positive_count, positive_duration};
 use crate::config::file::{RedisFile, StoreFile};
+use crate::config::quoted;
 use crate::config::{
     Durability, EmbeddedStoreConfig, PostgresStoreConfig, RedisConfig, StoreConfig,
 };
@@ -54,7 +55,10 @@ pub fn store(ctx: &mut Ctx<'_>, file: &StoreFile) -> StoreConfig {
                 ctx.error(
                     Some(written.span()),
                     "store.backend",
-                    format!("unknown backend {other:?}: expected \"embedded\" or \"postgres\""),
+                    format!(
+                        "unknown backend {}: expected \"embedded\" or \"postgres\"",
+                        quoted(other)
+                    ),
                 );
             }
             let postgres_only = [
@@ -96,7 +100,8 @@ pub fn store(ctx: &mut Ctx<'_>, file: &StoreFile) -> StoreConfig {
                     "power_loss" => Ok(Durability::PowerLoss),
                     "process_crash" => Ok(Durability::ProcessCrash),
                     other => Err(format!(
-                        "{other:?} is not \"power_loss\" or \"process_crash\""
+                        "{} is not \"power_loss\" or \"process_crash\"",
+                        quoted(other)
                     )),
                 },
             );
