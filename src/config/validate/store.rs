@@ -252,10 +252,20 @@ fn secret_url(
     if value.trim().is_empty() {
         ctx.error(Some(span), field, "the URL is empty");
     } else if !schemes.is_empty() && !schemes.iter().any(|s| value.starts_with(s)) {
+        // The Redis client's `unix://` and `redis+unix://` name a socket
+        // file; the gateway takes its Redis over TCP only (a Postgres URL
+        // names a socket directory by its host instead).
+        let unix = table == "store.redis"
+            && (value.split_once("://"))
+                .is_some_and(|(scheme, _)| scheme == "unix" || scheme.ends_with("+unix"));
+        let prefix = match unix {
+            true => "Unix socket URLs are not supported: ",
+            false => "",
+        };
         ctx.error(
             Some(span),
             field,
-            format!("the URL must start with {}", schemes.join(" or ")),
+            format!("{prefix}the URL must start with {}", schemes.join(" or ")),
         );
     }
     value
