@@ -1946,6 +1946,17 @@ fn check_says_what_is_wrong_with_a_redis_url() {
         ("redis://:hunter2@127.0.0.1:6379/abc", "database number"),
         ("redis://:hunter2@0.0.0.0:6379", "wildcard address"),
         ("redis:///", "no host"),
+        // A Unix socket is not reachable through the client as built: said
+        // so, whichever way the URL names it.
+        (
+            "unix:///run/redis.sock",
+            "Unix socket URLs are not supported",
+        ),
+        (
+            "redis+unix:///run/redis.sock",
+            "Unix socket URLs are not supported",
+        ),
+        ("redis:///run/redis.sock", "Unix sockets are not supported"),
         ("redis://:hunter2@h/0?protocol=9", "protocol"),
         ("rediss://:hunter2@h#other", "fragment"),
     ] {
@@ -1966,6 +1977,43 @@ fn check_says_what_is_wrong_with_a_redis_url() {
         assert!(stderr.contains(words), "{url}: {stderr}");
         assert!(!stderr.contains("InvalidClientConfig"), "{url}: {stderr}");
         assert!(!stderr.contains("hunter2"), "{url}: {stderr}");
+    }
+}
+
+/// A value of a MiB refused is quoted by its start and length, and a name
+/// or path past its length bound is said by its length: one short line
+/// each, where the whole value would flood a terminal or a log.
+#[test]
+fn check_quotes_a_long_refused_value_shortened() {
+    let dir = TestDir::new("cli-long-values");
+    let path = dir.path("long.toml");
+    let long = "x".repeat(1 << 20);
+    for (file, said) in [
+        (
+            VALID.replace("\"/v1/charges\"", &format!("\"v1/{long}\"")),
+            "7:25: routes[0].match.path_prefix: the path is 1048579 bytes long, more than \
+             server.max_header_bytes (32768 bytes)",
+        ),
+        (
+            VALID.replace("\"/v1/charges\"", &format!("\"v1/{}\"", &long[..1000])),
+            "7:25: routes[0].match.path_prefix: \"v1/xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"\
+             … (1003 bytes) must start with \"/\"",
+        ),
+        (
+            VALID.replace("\"charges\"", &format!("\"{long}\"")),
+            "5:8: routes[0].name: the name is 1048576 bytes long: at most 128 bytes",
+        ),
+        (
+            format!("[defaults]\nretention = \"{long}\"\n{VALID}"),
+            &format!(
+                "2:13: defaults.retention: invalid duration \"{}\"… (1048576 bytes)",
+                &long[..64]
+            ),
+        ),
+    ] {
+        let stderr = check_refuses(&path, file, said);
+        assert!(stderr.len() < 1000, "{}", &stderr[..1000]);
+        assert!(stderr.contains(said), "{said}: {stderr}");
     }
 }
 

@@ -13,6 +13,7 @@ mod file;
 mod file_keys;
 mod model;
 mod places;
+mod quoted;
 mod store_key;
 mod units;
 mod validate;
@@ -22,6 +23,7 @@ pub use admin_token::{AdminToken, TokenSource};
 pub use error::{ConfigError, ConfigErrors};
 pub use model::*;
 pub use places::Places;
+pub(crate) use quoted::quoted;
 pub use store_key::StoreKey;
 pub use webhook::{DEFAULT_TOLERANCE, WebhookConfig, WebhookScheme, WebhookSecret};
 

@@ -7,6 +7,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::config::quoted;
 use serde::de::{self, Deserialize, Deserializer, Visitor};
 
 /// Durations beyond this are refused: deadlines computed as `now + d` must never
@@ -75,13 +76,14 @@ pub fn parse_size_input(input: &SizeInput) -> Result<u64, String> {
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     const HINT: &str = "expected a whole number and a unit (ms, s, m, h, d), e.g. \"30s\"";
     let invalid = || match near_miss(text, &DURATION_UNITS, "s").or_else(|| compound(text)) {
-        Some(instead) => format!("invalid duration {text:?}: {instead}"),
-        None => format!("invalid duration {text:?}: {HINT}"),
+        Some(instead) => format!("invalid duration {}: {instead}", quoted(text)),
+        None => format!("invalid duration {}: {HINT}", quoted(text)),
     };
     let (number, unit) = split_number(text).ok_or_else(invalid)?;
     if unit.starts_with('.') {
         return Err(format!(
-            "invalid duration {text:?}: decimals are not supported, use a smaller unit (\"90m\", not \"1.5h\")"
+            "invalid duration {}: decimals are not supported, use a smaller unit (\"90m\", not \"1.5h\")",
+            quoted(text)
         ));
     }
     let scale = DURATION_UNITS
@@ -93,7 +95,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .checked_mul(scale)
         .map(Duration::from_millis)
         .filter(|d| *d <= MAX_DURATION)
-        .ok_or_else(|| format!("duration {text:?} is too large (at most 36500d)"))?;
+        .ok_or_else(|| format!("duration {} is too large (at most 36500d)", quoted(text)))?;
     Ok(millis)
 }
 
@@ -101,8 +103,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 pub fn parse_size(text: &str) -> Result<u64, String> {
     const HINT: &str = "expected a whole number and a unit (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB), e.g. \"64KiB\"";
     let invalid = || match near_miss(text, &SIZE_UNITS, "B") {
-        Some(instead) => format!("invalid size {text:?}: {instead}"),
-        None => format!("invalid size {text:?}: {HINT}"),
+        Some(instead) => format!("invalid size {}: {instead}", quoted(text)),
+        None => format!("invalid size {}: {HINT}", quoted(text)),
     };
     let (number, unit) = split_number(text).ok_or_else(invalid)?;
     let scale = SIZE_UNITS
@@ -112,7 +114,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(invalid)?;
     number
         .checked_mul(scale)
-        .ok_or_else(|| format!("size {text:?} is too large"))
+        .ok_or_else(|| format!("size {} is too large", quoted(text)))
 }
 
 /// What to write instead of a value that misses by its unit alone: none,

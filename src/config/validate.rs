@@ -23,6 +23,8 @@ mod upstreams;
 mod webhook;
 
 #[cfg(test)]
+mod bounds_tests;
+#[cfg(test)]
 mod large_tests;
 #[cfg(test)]
 mod test_support;
@@ -55,6 +57,7 @@ pub fn parse(
         defaults: &defaults,
         defaults_file: &file.defaults,
         upstreams: &upstreams,
+        max_header_bytes: server.max_header_bytes,
     };
     let routes = routes::routes(&mut ctx, file.routes.as_ref(), &inherited);
 

@@ -9,6 +9,7 @@ use toml::Spanned;
 use super::context::Ctx;
 use super::names;
 use crate::config::file::{FingerprintBodyFile, KeyFile, KeyInput, StatusInput};
+use crate::config::quoted;
 use crate::config::{ReplayValues, StatusClass};
 use crate::key::{Derive, DerivePart, FingerprintBody, KeyPattern, KeySource, Pointers, pointer};
 
@@ -188,7 +189,7 @@ fn derive(
                 ctx.error(
                     Some(text.span()),
                     format!("{field}.namespace"),
-                    format!("{:?} is not a UUID", text.get_ref()),
+                    format!("{} is not a UUID", quoted(text.get_ref())),
                 );
                 None
             }
@@ -287,7 +288,7 @@ pub fn fingerprint_body(
 
 /// The words `methods`, `scope` and the other lists refuse a repeat with.
 fn listed_twice(written: &str) -> String {
-    format!("{written:?} is listed twice")
+    format!("{} is listed twice", quoted(written))
 }
 
 /// What one `release_statuses` entry frees the key on.
@@ -306,7 +307,8 @@ pub fn released(input: &StatusInput) -> Result<Released, String> {
             "4xx" => Ok(Released::Class(StatusClass::ClientError)),
             "5xx" => Ok(Released::Class(StatusClass::ServerError)),
             other => Err(format!(
-                "{other:?} is not a status class: only \"4xx\" and \"5xx\" are"
+                "{} is not a status class: only \"4xx\" and \"5xx\" are",
+                quoted(other)
             )),
         },
         StatusInput::Code(code) => match u16::try_from(*code) {
@@ -345,10 +347,11 @@ pub fn replay_values(list: &Spanned<Vec<Spanned<String>>>) -> Result<ReplayValue
             && !text.ends_with(' ');
         if !visible {
             return Err(format!(
-                "{text:?} is not a header value: 1 or more visible ASCII characters"
+                "{} is not a header value: 1 or more visible ASCII characters",
+                quoted(text)
             ));
         }
-        HeaderValue::from_str(text).map_err(|_| format!("{text:?} is not a header value"))
+        HeaderValue::from_str(text).map_err(|_| format!("{} is not a header value", quoted(text)))
     };
     let (fresh, replayed) = (value(fresh)?, value(replayed)?);
     if fresh == replayed {

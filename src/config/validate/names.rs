@@ -1,20 +1,36 @@
 //! Checks of single written values: tokens (methods, header names), names, paths,
 //! URLs. Each returns the parsed value or a message for the operator.
 
+use crate::config::quoted;
 use http::{HeaderName, Method};
 
 /// A method, upper-cased (`post` → `POST`). `http` takes exactly the RFC 9110
 /// tokens as methods.
 pub fn method(text: &str) -> Result<Method, String> {
     Method::from_bytes(text.to_ascii_uppercase().as_bytes())
-        .map_err(|_| format!("{text:?} is not a valid HTTP method name"))
+        .map_err(|_| format!("{} is not a valid HTTP method name", quoted(text)))
 }
+
+/// The longest header name the file may write. `http` takes names of up
+/// to 64 KiB, far past any field a client or upstream sends; a longer one
+/// is a paste gone wrong.
+pub const HEADER_NAME_MAX_BYTES: usize = 256;
+
+/// The longest route, upstream or region name: each is a metric label and
+/// a field of every log line about its requests.
+pub const NAME_MAX_BYTES: usize = 128;
 
 /// A header name, lower-cased (`X-Tenant` → `x-tenant`). `http` takes exactly
 /// the RFC 9110 tokens as names.
 pub fn header_name(text: &str) -> Result<HeaderName, String> {
+    if text.len() > HEADER_NAME_MAX_BYTES {
+        return Err(format!(
+            "the header name is {} bytes long: at most {HEADER_NAME_MAX_BYTES} bytes",
+            text.len()
+        ));
+    }
     HeaderName::from_bytes(text.as_bytes())
-        .map_err(|_| format!("{text:?} is not a valid HTTP header name"))
+        .map_err(|_| format!("{} is not a valid HTTP header name", quoted(text)))
 }
 
 /// The replay marker's (or the expiry header's) name: a valid header name
@@ -71,13 +87,15 @@ pub fn replay_header_name(text: &str, what: &str, example: &str) -> Result<Heade
     let name = header_name(text)?;
     if CONNECTION.contains(&name.as_str()) {
         Err(format!(
-            "{text:?} describes the connection, not the answer: {what} would be lost; \
-             use a name of its own such as {example:?}"
+            "{} describes the connection, not the answer: {what} would be lost; \
+             use a name of its own such as {example:?}",
+            quoted(text)
         ))
     } else if ANSWER.contains(&name.as_str()) {
         Err(format!(
-            "{text:?} is a field answers carry: {what} would replace it; \
-             use a name of its own such as {example:?}"
+            "{} is a field answers carry: {what} would replace it; \
+             use a name of its own such as {example:?}",
+            quoted(text)
         ))
     } else {
         Ok(name)
@@ -87,12 +105,20 @@ pub fn replay_header_name(text: &str, what: &str, example: &str) -> Result<Heade
 /// Route and upstream names appear in metric labels, logs and the `keys` command
 /// line, so they stay plain.
 pub fn name(text: &str) -> Result<String, String> {
+    if text.len() > NAME_MAX_BYTES {
+        return Err(format!(
+            "the name is {} bytes long: at most {NAME_MAX_BYTES} bytes (letters, digits, \
+             '-', '_' or '.'), as it labels metrics and log lines",
+            text.len()
+        ));
+    }
     let plain = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
     if !text.is_empty() && text.chars().all(plain) {
         Ok(text.to_owned())
     } else {
         Err(format!(
-            "{text:?} is not a valid name: use letters, digits, '-', '_' or '.'"
+            "{} is not a valid name: use letters, digits, '-', '_' or '.'",
+            quoted(text)
         ))
     }
 }
@@ -102,11 +128,12 @@ pub fn name(text: &str) -> Result<String, String> {
 /// match: requests are matched with their dot segments resolved.
 pub fn match_path(text: &str, exact: bool) -> Result<String, String> {
     if !text.starts_with('/') {
-        return Err(format!("{text:?} must start with \"/\""));
+        return Err(format!("{} must start with \"/\"", quoted(text)));
     }
     if text.contains(['?', '#']) || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(format!(
-            "{text:?} must be a plain path: no query, fragment or whitespace"
+            "{} must be a plain path: no query, fragment or whitespace",
+            quoted(text)
         ));
     }
     let segments: Vec<&str> = text.split('/').collect();
@@ -122,8 +149,9 @@ pub fn match_path(text: &str, exact: bool) -> Result<String, String> {
         .any(|segment| crate::wire::dot_segment::is_dot_segment(segment))
     {
         return Err(format!(
-            "{text:?} has a \".\" or \"..\" segment: requests are matched with those \
-             resolved, so it would never match; write the path they resolve to"
+            "{} has a \".\" or \"..\" segment: requests are matched with those \
+             resolved, so it would never match; write the path they resolve to",
+            quoted(text)
         ));
     }
     Ok(text.to_owned())
@@ -151,7 +179,7 @@ pub fn upstream_url(text: &str) -> Result<String, String> {
     let rest = text
         .strip_prefix("http://")
         .or_else(|| text.strip_prefix("https://"))
-        .ok_or_else(|| format!("{text:?} must start with http:// or https://"))?;
+        .ok_or_else(|| format!("{} must start with http:// or https://", quoted(text)))?;
     let (authority, tail) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
     if authority.contains('@') {
         // Not quoted: the part before `@` is likely a password, and this
@@ -162,9 +190,9 @@ pub fn upstream_url(text: &str) -> Result<String, String> {
     }
     let uri: http::Uri = text
         .parse()
-        .map_err(|err| format!("{text:?} is not a valid URL: {err}"))?;
+        .map_err(|err| format!("{} is not a valid URL: {err}", quoted(text)))?;
     if uri.host().is_none_or(str::is_empty) {
-        return Err(format!("{text:?} has no host"));
+        return Err(format!("{} has no host", quoted(text)));
     }
     // http::Uri accepts any digits as a port, and Rust's integer parse a
     // leading "+"; the socket takes 1..=65535 only (port 0 never connects).
@@ -174,23 +202,29 @@ pub fn upstream_url(text: &str) -> Result<String, String> {
         match port.parse::<u16>() {
             Ok(0) if digits => {
                 return Err(format!(
-                    "{text:?} has port 0, which can never be connected to"
+                    "{} has port 0, which can never be connected to",
+                    quoted(text)
                 ));
             }
             Ok(_) if digits => {}
             _ => {
                 return Err(format!(
-                    "{text:?} has an invalid port: 1 to 65535, in digits"
+                    "{} has an invalid port: 1 to 65535, in digits",
+                    quoted(text)
                 ));
             }
         }
     }
     if tail.contains(['?', '#']) {
-        return Err(format!("{text:?} must not have a query or fragment"));
+        return Err(format!(
+            "{} must not have a query or fragment",
+            quoted(text)
+        ));
     }
     if !tail.is_empty() && tail != "/" {
         return Err(format!(
-            "{text:?} has a path; only scheme, host and port are allowed (the request path is forwarded unchanged)"
+            "{} has a path; only scheme, host and port are allowed (the request path is forwarded unchanged)",
+            quoted(text)
         ));
     }
     Ok(text.to_owned())

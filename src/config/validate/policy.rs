@@ -14,6 +14,7 @@ use super::names;
 use super::server::positive_duration;
 use crate::config::file::PolicyFile;
 use crate::config::file_keys::StatusInput;
+use crate::config::quoted;
 use crate::config::{
     FingerprintBody, FingerprintPart, InFlightMode, KeySource, Policy, ReplayHeader, ReplayValues,
     ScopePart, StatusClass, StoreErrorMode,
@@ -91,7 +92,7 @@ pub fn resolve(ctx: &mut Ctx<'_>, base: &Policy, file: &PolicyFile, prefix: &str
         |mode| match mode.as_str() {
             "conflict" => Ok(InFlightMode::Conflict),
             "wait" => Ok(InFlightMode::Wait),
-            other => Err(format!("{other:?} is not \"conflict\" or \"wait\"")),
+            other => Err(format!("{} is not \"conflict\" or \"wait\"", quoted(other))),
         },
     );
     policy.wait_timeout = ctx.value(
@@ -141,7 +142,7 @@ pub fn resolve(ctx: &mut Ctx<'_>, base: &Policy, file: &PolicyFile, prefix: &str
         |mode| match mode.as_str() {
             "reject" => Ok(StoreErrorMode::Reject),
             "pass" => Ok(StoreErrorMode::Pass),
-            other => Err(format!("{other:?} is not \"reject\" or \"pass\"")),
+            other => Err(format!("{} is not \"reject\" or \"pass\"", quoted(other))),
         },
     );
     policy.max_in_flight = ctx.value(
@@ -181,7 +182,7 @@ fn list<T: PartialEq>(
                 ctx.error(
                     Some(item.span()),
                     item_field,
-                    format!("{:?} is listed twice", item.get_ref()),
+                    format!("{} is listed twice", quoted(item.get_ref())),
                 );
             }
             Ok(value) => values.push(value),
@@ -199,7 +200,8 @@ fn scope_part(text: &str) -> Result<ScopePart, String> {
         Some(name) => names::header_name(name).map(ScopePart::Header),
         None if text == "client_cert" => Ok(ScopePart::ClientCert),
         None => Err(format!(
-            "{text:?} is not \"header:NAME\" or \"client_cert\""
+            "{} is not \"header:NAME\" or \"client_cert\"",
+            quoted(text)
         )),
     }
 }
@@ -213,7 +215,8 @@ fn fingerprint_part(text: &str) -> Result<FingerprintPart, String> {
         _ => match text.strip_prefix("header:") {
             Some(name) => names::header_name(name).map(FingerprintPart::Header),
             None => Err(format!(
-                "{text:?} is not one of \"method\", \"path\", \"query\", \"body\", \"header:NAME\""
+                "{} is not one of \"method\", \"path\", \"query\", \"body\", \"header:NAME\"",
+                quoted(text)
             )),
         },
     }

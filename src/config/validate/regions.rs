@@ -8,6 +8,7 @@ use super::context::{Ctx, Secrets};
 use super::server::{MIN_TOKEN_CHARS, env_name};
 use super::{names, upstreams};
 use crate::config::file::{FileConfig, RegionFile, RegionPeerFile};
+use crate::config::quoted;
 use crate::config::{RegionPeerConfig, RegionsConfig};
 
 /// `None` without `[region]`: one region, nothing forwarded. Every
@@ -64,8 +65,8 @@ fn this_name(
             Some(name.span()),
             "region.name",
             format!(
-                "{:?} is not one of the regions ({}): list this region under [regions] too",
-                name.get_ref(),
+                "{} is not one of the regions ({}): list this region under [regions] too",
+                quoted(name.get_ref()),
                 known.join(", ")
             ),
         );

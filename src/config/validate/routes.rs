@@ -11,6 +11,7 @@ use super::policy;
 use super::webhook;
 use crate::config::describe;
 use crate::config::file::{MatchFile, PolicyFile, RouteFile};
+use crate::config::quoted;
 use crate::config::units::format_duration;
 use crate::config::{Policy, RouteConfig, RouteMatch, UpstreamConfig};
 
@@ -19,6 +20,9 @@ pub struct Inherited<'a> {
     pub defaults: &'a Policy,
     pub defaults_file: &'a PolicyFile,
     pub upstreams: &'a BTreeMap<String, UpstreamConfig>,
+    /// `server.max_header_bytes`: a request head, its target included, is
+    /// at most this long.
+    pub max_header_bytes: u64,
 }
 
 /// Resolves every route; returns them with the span that locates each one.
@@ -47,8 +51,8 @@ pub fn routes(
                 span,
                 format!("routes[{i}].name"),
                 format!(
-                    "duplicate route name {:?} (first at routes[{first}], line {line})",
-                    config.name
+                    "duplicate route name {} (first at routes[{first}], line {line})",
+                    quoted(&config.name)
                 ),
             );
         } else if let Some(span) = span.filter(|_| !config.name.is_empty()) {
@@ -80,7 +84,7 @@ fn route(
         },
     );
     let matcher = match &file.matcher {
-        Some(matcher) => route_match(ctx, matcher, &prefix),
+        Some(matcher) => route_match(ctx, matcher, &prefix, inherited.max_header_bytes),
         None => {
             ctx.error(
                 Some(route.span()),
@@ -163,22 +167,36 @@ fn required(
 
 fn unknown_upstream(name: &str, upstreams: &BTreeMap<String, UpstreamConfig>) -> String {
     if upstreams.is_empty() {
-        return format!("unknown upstream {name:?}: no [upstreams.NAME] is defined");
+        return format!(
+            "unknown upstream {}: no [upstreams.NAME] is defined",
+            quoted(name)
+        );
     }
     let known: Vec<&str> = upstreams.keys().map(String::as_str).collect();
-    format!("unknown upstream {name:?} (defined: {})", known.join(", "))
+    format!(
+        "unknown upstream {} (defined: {})",
+        quoted(name),
+        known.join(", ")
+    )
 }
 
-fn route_match(ctx: &mut Ctx<'_>, matcher: &Spanned<MatchFile>, prefix: &str) -> RouteMatch {
+fn route_match(
+    ctx: &mut Ctx<'_>,
+    matcher: &Spanned<MatchFile>,
+    prefix: &str,
+    max_header_bytes: u64,
+) -> RouteMatch {
     let file = matcher.get_ref();
     let field = |name: &str| format!("{prefix}.match.{name}");
     let path = file.path.as_ref().and_then(|p| {
         ctx.value(Some(p), &field("path"), None, |p| {
+            carried(p, max_header_bytes)?;
             names::match_path(p, true).map(Some)
         })
     });
     let path_prefix = file.path_prefix.as_ref().and_then(|p| {
         ctx.value(Some(p), &field("path_prefix"), None, |p| {
+            carried(p, max_header_bytes)?;
             names::match_path(p, false).map(Some)
         })
     });
@@ -207,8 +225,8 @@ fn route_match(ctx: &mut Ctx<'_>, matcher: &Spanned<MatchFile>, prefix: &str) ->
                     Some(method.span()),
                     format!("{}[{i}]", field("methods")),
                     format!(
-                        "{:?} is listed twice (the repeat is ignored)",
-                        method.get_ref()
+                        "{} is listed twice (the repeat is ignored)",
+                        quoted(method.get_ref())
                     ),
                 ),
                 Err(message) => ctx.error(
@@ -224,6 +242,21 @@ fn route_match(ctx: &mut Ctx<'_>, matcher: &Spanned<MatchFile>, prefix: &str) ->
         path,
         path_prefix,
         methods,
+    }
+}
+
+/// A request whose path is longer than `max_header_bytes` is refused 431
+/// before any route is looked for (its target alone is past the limit):
+/// a route of such a path, or prefix, could never match. Dot segments are
+/// resolved before matching, which only shortens a path.
+fn carried(path: &str, max_header_bytes: u64) -> Result<(), String> {
+    match u64::try_from(path.len()).is_ok_and(|len| len <= max_header_bytes) {
+        true => Ok(()),
+        false => Err(format!(
+            "the path is {} bytes long, more than server.max_header_bytes \
+             ({max_header_bytes} bytes) lets a request head carry: no request could match it",
+            path.len()
+        )),
     }
 }
 

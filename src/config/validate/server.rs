@@ -8,6 +8,7 @@ use toml::Spanned;
 
 use super::context::Ctx;
 use crate::config::file::{ServerFile, TlsFile};
+use crate::config::quoted;
 use crate::config::units::{parse_duration_input, parse_size_input};
 use crate::config::{ServerConfig, TlsConfig};
 
@@ -18,13 +19,13 @@ pub fn server(ctx: &mut Ctx<'_>, file: &ServerFile) -> ServerConfig {
         file.listen.as_ref(),
         "server.listen",
         default_listen,
-        address,
+        |text| address(text),
     );
     let admin_listen = ctx.value(
         file.admin_listen.as_ref(),
         "server.admin_listen",
         default_admin,
-        address,
+        |text| address(text),
     );
     if let Some(reason) = super::listeners::clash(listen, admin_listen)
         && let Some(written) = file.admin_listen.as_ref().or(file.listen.as_ref())
@@ -144,7 +145,8 @@ fn problem_base(text: &str) -> Result<String, String> {
         Ok(text.to_owned())
     } else {
         Err(format!(
-            "{text:?} is not an absolute URI such as \"https://docs.example.com/errors/\""
+            "{} is not an absolute URI such as \"https://docs.example.com/errors/\"",
+            quoted(text)
         ))
     }
 }
@@ -195,9 +197,12 @@ fn buffered_bodies(ctx: &mut Ctx<'_>, file: &ServerFile, max_request_body: u64) 
 /// no larger).
 pub const DEFAULT_BUFFERED_BODIES: u64 = 256 << 20;
 
-fn address(text: &String) -> Result<SocketAddr, String> {
+fn address(text: &str) -> Result<SocketAddr, String> {
     text.parse().map_err(|_| {
-        format!("{text:?} is not an address such as \"127.0.0.1:8080\" or \"[::]:8080\"")
+        format!(
+            "{} is not an address such as \"127.0.0.1:8080\" or \"[::]:8080\"",
+            quoted(text)
+        )
     })
 }
 
@@ -264,19 +269,24 @@ pub const MIN_TOKEN_CHARS: usize = 16;
 /// A shell's `$NAME` or `${NAME}` is refused with the name to write: read
 /// as a name it is a variable no one sets, and an unset admin token
 /// disables `/admin/*` without an error.
-pub fn env_name(text: &String) -> Result<String, String> {
+pub fn env_name(text: &str) -> Result<String, String> {
     if let Some(bare) = text.strip_prefix('$') {
         let bare = bare
             .strip_prefix('{')
             .and_then(|b| b.strip_suffix('}'))
             .unwrap_or(bare);
         return Err(format!(
-            "{text:?} is a shell expansion, not a variable name: write the name alone, as in {bare:?}"
+            "{} is a shell expansion, not a variable name: write the name alone, as in {}",
+            quoted(text),
+            quoted(bare)
         ));
     }
     if text.is_empty() || text.contains(['=', '\0']) {
-        Err(format!("{text:?} is not an environment variable name"))
+        Err(format!(
+            "{} is not an environment variable name",
+            quoted(text)
+        ))
     } else {
-        Ok(text.clone())
+        Ok(text.to_owned())
     }
 }

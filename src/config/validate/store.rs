@@ -8,6 +8,7 @@ use super::context::Ctx;
 use super::names;
 use super::server::{count_up_to, env_name, positive_count, positive_duration};
 use crate::config::file::{RedisFile, StoreFile};
+use crate::config::quoted;
 use crate::config::{
     Durability, EmbeddedStoreConfig, PostgresStoreConfig, RedisConfig, StoreConfig,
 };
@@ -54,7 +55,10 @@ pub fn store(ctx: &mut Ctx<'_>, file: &StoreFile) -> StoreConfig {
                 ctx.error(
                     Some(written.span()),
                     "store.backend",
-                    format!("unknown backend {other:?}: expected \"embedded\" or \"postgres\""),
+                    format!(
+                        "unknown backend {}: expected \"embedded\" or \"postgres\"",
+                        quoted(other)
+                    ),
                 );
             }
             let postgres_only = [
@@ -96,7 +100,8 @@ pub fn store(ctx: &mut Ctx<'_>, file: &StoreFile) -> StoreConfig {
                     "power_loss" => Ok(Durability::PowerLoss),
                     "process_crash" => Ok(Durability::ProcessCrash),
                     other => Err(format!(
-                        "{other:?} is not \"power_loss\" or \"process_crash\""
+                        "{} is not \"power_loss\" or \"process_crash\"",
+                        quoted(other)
                     )),
                 },
             );
@@ -247,10 +252,20 @@ fn secret_url(
     if value.trim().is_empty() {
         ctx.error(Some(span), field, "the URL is empty");
     } else if !schemes.is_empty() && !schemes.iter().any(|s| value.starts_with(s)) {
+        // The Redis client's `unix://` and `redis+unix://` name a socket
+        // file; the gateway takes its Redis over TCP only (a Postgres URL
+        // names a socket directory by its host instead).
+        let unix = table == "store.redis"
+            && (value.split_once("://"))
+                .is_some_and(|(scheme, _)| scheme == "unix" || scheme.ends_with("+unix"));
+        let prefix = match unix {
+            true => "Unix socket URLs are not supported: ",
+            false => "",
+        };
         ctx.error(
             Some(span),
             field,
-            format!("the URL must start with {}", schemes.join(" or ")),
+            format!("{prefix}the URL must start with {}", schemes.join(" or ")),
         );
     }
     value

@@ -12,6 +12,7 @@ use super::context::{Ctx, Secrets};
 use super::env_list::Listed;
 use super::server::{env_name, positive_duration};
 use crate::config::file::{EnvNamesFile, WebhookFile};
+use crate::config::quoted;
 use crate::config::{
     DEFAULT_TOLERANCE, FingerprintPart, KeySource, Policy, StatusClass, WebhookConfig,
     WebhookScheme, WebhookSecret,
@@ -97,7 +98,11 @@ pub fn webhook(
                     .iter()
                     .map(|s| format!("{:?}", s.as_str()))
                     .collect();
-                format!("unknown scheme {name:?} (known: {})", known.join(", "))
+                format!(
+                    "unknown scheme {} (known: {})",
+                    quoted(name),
+                    known.join(", ")
+                )
             })
         }),
         None => {

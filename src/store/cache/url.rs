@@ -30,7 +30,13 @@ impl fmt::Display for UrlProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             UrlProblem::Unparsable(error) => write!(f, "not a URL: {error}"),
-            UrlProblem::NoHost => write!(f, "the URL has no host"),
+            // `redis:///run/redis.sock` is how a socket path is often
+            // first tried; the gateway takes its Redis over TCP only.
+            UrlProblem::NoHost => write!(
+                f,
+                "the URL has no host: give the Redis server's host name or address \
+                 (Unix sockets are not supported)"
+            ),
             UrlProblem::Wildcard => write!(
                 f,
                 "the host is a wildcard address (0.0.0.0 or ::), which cannot be connected \
