@@ -57,6 +57,8 @@ async fn store_down_rejects_or_passes_as_configured_and_counts_it() {
     let rejected = client.post("/v1/charges", Some("s-1"), "{}").await;
     assert_eq!(rejected.status, 503, "{}", rejected.text());
     assert_eq!(rejected.json()["code"], "store-unavailable");
+    let detail = rejected.json()["detail"].as_str().unwrap().to_owned();
+    assert!(detail.contains("cannot be reached"), "{detail}");
     let retry_after: u64 = rejected.header("retry-after").unwrap().parse().unwrap();
     assert!(retry_after >= 1);
     assert!(rejected.header("idempotent-replayed").is_none());
@@ -540,6 +542,8 @@ async fn a_server_that_takes_no_writes_is_not_ready_and_its_connections_are_made
     assert_eq!(refused.status, 503, "{}", refused.text());
     assert_eq!(refused.json()["code"], "store-unavailable");
     assert_eq!(upstream.executions("w-2"), 0);
+    let detail = refused.json()["detail"].as_str().unwrap().to_owned();
+    assert!(detail.contains("takes no writes"), "{detail}");
     let readyz = admin.get("/readyz").await;
     assert_eq!(readyz.status, 503, "{}", readyz.text());
     assert!(
@@ -694,6 +698,11 @@ async fn a_server_without_room_for_more_connections_is_not_asked_on_every_reques
         .await;
     assert_eq!(refused.status, 503);
     assert_eq!(upstream.executions("r-1"), 0);
+    let detail = refused.json()["detail"].as_str().unwrap().to_owned();
+    assert!(
+        detail.contains("no room for another connection"),
+        "{detail}"
+    );
     let readyz = admin.get("/readyz").await;
     assert_eq!(readyz.status, 503, "{}", readyz.text());
     assert!(
@@ -762,6 +771,9 @@ async fn a_full_disk_refuses_new_keys_and_still_replays_stored_answers() {
     assert_eq!(refused.status, 503, "{}", refused.text());
     assert_eq!(refused.json()["code"], "store-unavailable");
     assert_eq!(upstream.executions("d-2"), 0);
+    let detail = refused.json()["detail"].as_str().unwrap().to_owned();
+    assert!(detail.contains("out of disk space"), "{detail}");
+    assert!(!detail.contains("cannot be reached"), "{detail}");
     let passed = client.post("/v1/events", Some("d-3"), "{}").await;
     assert_eq!(passed.status, 201, "{}", passed.text());
     assert_eq!(passed.header("idempotency-degraded"), Some("true"));
