@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use crate::body::{self, Body};
 use crate::metrics::Outcome;
+use crate::store::Refusal;
 
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
@@ -91,8 +92,10 @@ pub enum GatewayError {
     OutcomeUnrecorded {
         status: StatusCode,
     },
+    /// The store failed; `refusal` when it answered and refused.
     StoreUnavailable {
         retry_after: Duration,
+        refusal: Option<Refusal>,
     },
     /// The key's stored answer opens under none of the configured encryption
     /// keys: the request may have run, so nothing is forwarded either.
@@ -326,9 +329,10 @@ impl GatewayError {
                  of another attempt, or run the request again."
                 .into(),
             // Said on the data plane and the admin plane alike.
-            StoreUnavailable { .. } => "The idempotency store cannot be reached; nothing was \
-                 forwarded or changed. Retry later."
-                .into(),
+            StoreUnavailable { refusal, .. } => format!(
+                "{}; nothing was forwarded or changed. Retry later.",
+                store_refusal(*refusal)
+            ),
             StoredAnswerDamaged => "This key's stored answer is damaged in the idempotency store \
                  and cannot be replayed; the request may have run, so nothing was forwarded. An \
                  operator can reconcile it with the upstream and purge the key."
@@ -390,7 +394,7 @@ impl GatewayError {
     fn retry_after(&self) -> Option<Duration> {
         match self {
             GatewayError::KeyInFlight { retry_after }
-            | GatewayError::StoreUnavailable { retry_after }
+            | GatewayError::StoreUnavailable { retry_after, .. }
             | GatewayError::RouteOverloaded { retry_after }
             | GatewayError::HomeRegionUnavailable { retry_after }
             | GatewayError::RegionLoop { retry_after } => Some(*retry_after),
@@ -499,6 +503,23 @@ impl GatewayError {
     }
 }
 
+/// What the store did: a store that answered and refused is not said to be
+/// unreachable, which would send its operator to look at the network.
+fn store_refusal(refusal: Option<Refusal>) -> &'static str {
+    match refusal {
+        None => "The idempotency store cannot be reached",
+        Some(Refusal::DiskFull) => {
+            "The idempotency store is out of disk space and takes no new records"
+        }
+        Some(Refusal::NoRoomForConnections) => {
+            "The idempotency store has no room for another connection"
+        }
+        Some(Refusal::ReadOnly) => {
+            "The idempotency store takes no writes (a standby, or a read-only database)"
+        }
+    }
+}
+
 /// Where to ask for a key this region holds no record of.
 fn key_not_here(whereabouts: &whereabouts::Whereabouts) -> String {
     use whereabouts::KeyHome;
@@ -604,6 +625,7 @@ mod tests {
             (
                 GatewayError::StoreUnavailable {
                     retry_after: second,
+                    refusal: None,
                 },
                 503,
                 "store-unavailable",
@@ -697,6 +719,36 @@ mod tests {
                 format!("Webhook scheme=\"{}\"", scheme.as_str()).as_str()
             );
             assert_eq!(error.outcome(), Some(Outcome::InvalidSignature));
+        }
+    }
+
+    /// A store that answered and refused is not said to be unreachable;
+    /// the code, status and Retry-After stay those of a store outage.
+    #[test]
+    fn a_store_that_refused_is_told_apart_from_one_not_reached() {
+        let unavailable = |refusal| GatewayError::StoreUnavailable {
+            retry_after: Duration::from_secs(1),
+            refusal,
+        };
+        let details = [
+            (None, "cannot be reached"),
+            (Some(Refusal::DiskFull), "out of disk space"),
+            (
+                Some(Refusal::NoRoomForConnections),
+                "no room for another connection",
+            ),
+            (Some(Refusal::ReadOnly), "takes no writes"),
+        ];
+        for (refusal, says) in details {
+            let error = unavailable(refusal);
+            let detail = error.detail();
+            assert!(detail.contains(says), "{detail}");
+            assert_eq!(detail.contains("cannot be reached"), refusal.is_none());
+            assert!(detail.ends_with("nothing was forwarded or changed. Retry later."));
+            let response = error.to_response();
+            assert_eq!(response.status(), 503);
+            assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+            assert_eq!(error.code(), "store-unavailable");
         }
     }
 

@@ -57,6 +57,8 @@ async fn store_down_rejects_or_passes_as_configured_and_counts_it() {
     let rejected = client.post("/v1/charges", Some("s-1"), "{}").await;
     assert_eq!(rejected.status, 503, "{}", rejected.text());
     assert_eq!(rejected.json()["code"], "store-unavailable");
+    let detail = rejected.json()["detail"].as_str().unwrap().to_owned();
+    assert!(detail.contains("cannot be reached"), "{detail}");
     let retry_after: u64 = rejected.header("retry-after").unwrap().parse().unwrap();
     assert!(retry_after >= 1);
     assert!(rejected.header("idempotent-replayed").is_none());
@@ -461,6 +463,49 @@ async fn a_release_that_failed_in_an_outage_is_retried_once_the_store_is_back() 
     );
 }
 
+/// A completion that fails while the database is unreachable is retried
+/// until its lease ends (every 50 ms at first, then every 500 ms); the
+/// warning about it is logged at once and then at most once per interval,
+/// saying that repeats are left out, not once per retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_retried_in_an_outage_is_logged_a_bounded_number_of_times() {
+    let schema = TestSchema::create().await;
+    let switch = Switch::start(pg_support::server_addr()).await;
+    let url = pg_support::via(&schema.url(), switch.addr);
+    let dir = TestDir::new("complete-in-outage");
+    let upstream = MockUpstream::start().await;
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config_leasing(&url, "4s"));
+    let client = gateway.client();
+
+    // The upstream answers after 1 s; the database goes away meanwhile, so
+    // the completion fails and is retried for the rest of the 4 s lease.
+    let first = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .post("/v1/charges?delay_ms=1000", Some("c-1"), "{}")
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    switch.cut();
+    let first = first.await.unwrap();
+    assert_eq!(upstream.executions("c-1"), 1);
+    assert_eq!(first.status, 201, "{}", first.text());
+    let log = gateway.log_text();
+    let said: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("completing failed"))
+        .collect();
+    assert_eq!(said.len(), 1, "{}", said.join("\n"));
+    assert!(
+        said[0].contains("repeats in the next 10 s are not logged"),
+        "{}",
+        said[0]
+    );
+    switch.restore();
+}
+
 /// An outcome-unknown answer promises that retries get it; when the store
 /// is gone by then and it cannot be recorded, it says that a retry is not
 /// bound to it instead (the key is held until its lease ends, then runs).
@@ -540,6 +585,8 @@ async fn a_server_that_takes_no_writes_is_not_ready_and_its_connections_are_made
     assert_eq!(refused.status, 503, "{}", refused.text());
     assert_eq!(refused.json()["code"], "store-unavailable");
     assert_eq!(upstream.executions("w-2"), 0);
+    let detail = refused.json()["detail"].as_str().unwrap().to_owned();
+    assert!(detail.contains("takes no writes"), "{detail}");
     let readyz = admin.get("/readyz").await;
     assert_eq!(readyz.status, 503, "{}", readyz.text());
     assert!(
@@ -694,6 +741,11 @@ async fn a_server_without_room_for_more_connections_is_not_asked_on_every_reques
         .await;
     assert_eq!(refused.status, 503);
     assert_eq!(upstream.executions("r-1"), 0);
+    let detail = refused.json()["detail"].as_str().unwrap().to_owned();
+    assert!(
+        detail.contains("no room for another connection"),
+        "{detail}"
+    );
     let readyz = admin.get("/readyz").await;
     assert_eq!(readyz.status, 503, "{}", readyz.text());
     assert!(
@@ -762,6 +814,9 @@ async fn a_full_disk_refuses_new_keys_and_still_replays_stored_answers() {
     assert_eq!(refused.status, 503, "{}", refused.text());
     assert_eq!(refused.json()["code"], "store-unavailable");
     assert_eq!(upstream.executions("d-2"), 0);
+    let detail = refused.json()["detail"].as_str().unwrap().to_owned();
+    assert!(detail.contains("out of disk space"), "{detail}");
+    assert!(!detail.contains("cannot be reached"), "{detail}");
     let passed = client.post("/v1/events", Some("d-3"), "{}").await;
     assert_eq!(passed.status, 201, "{}", passed.text());
     assert_eq!(passed.header("idempotency-degraded"), Some("true"));

@@ -182,6 +182,7 @@ pub(crate) fn unavailable(error: crate::store::StoreError) -> GatewayError {
     tracing::warn!(%error, "admin request: store unavailable");
     GatewayError::StoreUnavailable {
         retry_after: std::time::Duration::from_secs(1),
+        refusal: error.refusal(),
     }
 }
 

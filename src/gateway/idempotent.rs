@@ -201,6 +201,7 @@ async fn under_key(
             match policy.on_store_error {
                 StoreErrorMode::Reject => Answer::error(GatewayError::StoreUnavailable {
                     retry_after: std::time::Duration::from_secs(1),
+                    refusal: error.refusal(),
                 }),
                 StoreErrorMode::Pass => {
                     // Boxed: a rare path, which inline would make every

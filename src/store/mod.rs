@@ -16,6 +16,7 @@ pub mod listing;
 mod migration;
 mod open;
 pub mod postgres;
+mod refusal;
 pub mod replay_cache;
 mod replay_flight;
 pub mod seal;
@@ -42,6 +43,7 @@ pub use open::{
     StoreConfigExt, migrate, open, open_with_metrics, sweep_settings, unusable_settings,
 };
 pub use postgres::{PostgresCause, PostgresStore};
+pub use refusal::Refusal;
 pub use replay_cache::ReplayCache;
 pub use setting::{Setting, SettingError};
 pub use sweeper::spawn_sweeper;

@@ -9,6 +9,7 @@ use super::StoreError;
 use super::cache::RedisCause;
 use super::embedded::EmbeddedCause;
 use super::postgres::PostgresCause;
+use super::refusal::Refusal;
 use super::setting::SettingError;
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -63,7 +64,27 @@ impl From<SettingError> for StoreError {
     }
 }
 
+impl Unavailable {
+    /// Why the store refused, when it answered: `None` when it could not be
+    /// reached, or failed otherwise.
+    pub fn refusal(&self) -> Option<Refusal> {
+        match self {
+            Unavailable::Embedded(cause) => cause.refusal(),
+            Unavailable::Postgres(cause) => cause.refusal(),
+            _ => None,
+        }
+    }
+}
+
 impl StoreError {
+    /// `Unavailable::refusal`; `None` for any other error.
+    pub fn refusal(&self) -> Option<Refusal> {
+        match self {
+            StoreError::Unavailable(unavailable) => unavailable.refusal(),
+            _ => None,
+        }
+    }
+
     /// A broken rule of the store's own bookkeeping (`Unavailable::Invariant`).
     pub fn invariant(rule: &'static str) -> Self {
         StoreError::Unavailable(Unavailable::Invariant(rule))

@@ -4,6 +4,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::store::Refusal;
+
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum EmbeddedCause {
     /// A statement, or a batch's transaction, failed.
@@ -177,6 +179,19 @@ impl EmbeddedCause {
         }
     }
 
+    /// The file answered and refused: the disk full, or the file (or its
+    /// directory) read-only.
+    pub fn refusal(&self) -> Option<Refusal> {
+        match self {
+            EmbeddedCause::Sqlite(error) => match error.sqlite_error_code()? {
+                rusqlite::ErrorCode::DiskFull => Some(Refusal::DiskFull),
+                rusqlite::ErrorCode::ReadOnly => Some(Refusal::ReadOnly),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// A refusal of every operation that only a restart ends: a failed
     /// sync, the file deleted or replaced (module docs of `wal_sync`,
     /// `file_watch`).
@@ -202,5 +217,28 @@ impl EmbeddedCause {
             thread,
             source: Arc::new(source),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sqlite(code: i32) -> EmbeddedCause {
+        let error = rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None);
+        EmbeddedCause::Sqlite(Arc::new(error))
+    }
+
+    #[test]
+    fn a_full_disk_and_a_read_only_file_are_refusals_and_a_busy_file_is_not() {
+        assert_eq!(
+            sqlite(rusqlite::ffi::SQLITE_FULL).refusal(),
+            Some(Refusal::DiskFull)
+        );
+        assert_eq!(
+            sqlite(rusqlite::ffi::SQLITE_READONLY).refusal(),
+            Some(Refusal::ReadOnly)
+        );
+        assert_eq!(sqlite(rusqlite::ffi::SQLITE_BUSY).refusal(), None);
     }
 }

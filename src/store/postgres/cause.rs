@@ -7,6 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{BuildError, PoolError};
+use tokio_postgres::error::SqlState;
+
+use crate::store::Refusal;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum PostgresCause {
@@ -134,6 +137,28 @@ pub enum PostgresCause {
     ReadOnly,
 }
 
+impl PostgresCause {
+    /// The server answered and refused: its disk full, no room for another
+    /// connection, or it takes no writes.
+    pub fn refusal(&self) -> Option<Refusal> {
+        let driver = match self {
+            PostgresCause::ReadOnly => return Some(Refusal::ReadOnly),
+            PostgresCause::Driver(driver) => driver.as_ref(),
+            PostgresCause::Pool(pool) => match pool.as_ref() {
+                PoolError::Backend(driver) => driver,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        match driver.code()? {
+            code if *code == SqlState::DISK_FULL => Some(Refusal::DiskFull),
+            code if *code == SqlState::TOO_MANY_CONNECTIONS => Some(Refusal::NoRoomForConnections),
+            code if *code == SqlState::READ_ONLY_SQL_TRANSACTION => Some(Refusal::ReadOnly),
+            _ => None,
+        }
+    }
+}
+
 /// What is wrong with an `sslrootcert` file.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum RootCertProblem {
@@ -191,7 +216,7 @@ fn driver_text(err: &tokio_postgres::Error) -> String {
         }
         _ => {}
     }
-    if err.code() == Some(&tokio_postgres::error::SqlState::TOO_MANY_CONNECTIONS) {
+    if err.code() == Some(&SqlState::TOO_MANY_CONNECTIONS) {
         return format!(
             "the server has no room for another connection (its max_connections, or the \
              role's CONNECTION LIMIT, is reached: budget replicas x (pool_size + 1)); the \
@@ -199,7 +224,7 @@ fn driver_text(err: &tokio_postgres::Error) -> String {
             describe(err)
         );
     }
-    if err.code() == Some(&tokio_postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION) {
+    if err.code() == Some(&SqlState::READ_ONLY_SQL_TRANSACTION) {
         return format!(
             "the server takes no writes (a standby, such as a failover's former primary, \
              or a read-only database): {}",

@@ -17,6 +17,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::PoolError;
+use tokio::sync::Notify;
+use tokio::sync::futures::Notified;
 use tokio_postgres::error::SqlState;
 
 /// The pause after a first refusal.
@@ -43,10 +45,14 @@ pub struct Crowded(Arc<Shared>);
 
 #[derive(Default)]
 struct Shared {
-    /// Whether connecting is paused: read by every operation, so that
-    /// one of a server with room takes no lock.
+    /// Whether connecting is paused: read by every operation, and by every
+    /// connection that comes back, so that those of a server with room
+    /// take no lock.
     paused: AtomicBool,
     state: Mutex<State>,
+    /// Told, while connecting is paused, when a connection goes back to
+    /// the pool (or frees its slot), and when the pause ends.
+    returned: Notify,
 }
 
 #[derive(Default)]
@@ -61,7 +67,7 @@ struct State {
 
 impl Crowded {
     pub fn gate(&self) -> Gate {
-        if !self.0.paused.load(Ordering::Acquire) {
+        if !self.paused() {
             return Gate::Open;
         }
         let now = Instant::now();
@@ -95,7 +101,7 @@ impl Crowded {
         state.last_refused = Some(now);
         state.until = Some(now + state.pause);
         state.refusal = Some(refusal.clone());
-        self.0.paused.store(true, Ordering::Release);
+        self.0.paused.store(true, Ordering::SeqCst);
         let pause = state.pause;
         drop(state);
         if started {
@@ -113,14 +119,38 @@ impl Crowded {
         let mut state = self.state();
         if state.refusal.take().is_some() {
             state.until = None;
-            self.0.paused.store(false, Ordering::Release);
+            self.0.paused.store(false, Ordering::SeqCst);
             drop(state);
+            // Those waiting for a connection to come back connect instead.
+            self.0.returned.notify_waiters();
             tracing::info!("postgres took a new connection again; the pool grows as needed");
         }
     }
 }
 
 impl Crowded {
+    /// Whether connecting is paused. SeqCst, as the flag and `returned`'s
+    /// count of notifications together tell a waiter that it missed no word
+    /// (`lent`).
+    pub fn paused(&self) -> bool {
+        self.0.paused.load(Ordering::SeqCst)
+    }
+
+    /// A wait for a connection to come back, or for the pause to end; it
+    /// hears of those from the moment it is made.
+    pub fn returned(&self) -> Notified<'_> {
+        self.0.returned.notified()
+    }
+
+    /// A connection went back to the pool, or freed its slot: the waiters
+    /// are told, only while connecting is paused (there are none else), so
+    /// that a connection coming back to a pool with room takes no lock.
+    pub fn came_back(&self) {
+        if self.paused() {
+            self.0.returned.notify_waiters();
+        }
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.0.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -154,6 +184,23 @@ mod tests {
         );
         crowded.made();
         assert!(matches!(crowded.gate(), Gate::Open));
+    }
+
+    /// While paused, a waiter hears of a connection that came back, and of
+    /// the pause ending, whenever it began to wait before them.
+    #[tokio::test]
+    async fn a_waiter_hears_of_a_returned_connection_and_of_the_pause_ending() {
+        let crowded = Crowded::default();
+        crowded.refused(refusal());
+        let returned = crowded.returned();
+        crowded.came_back();
+        let heard = tokio::time::timeout(Duration::from_secs(1), returned).await;
+        assert!(heard.is_ok(), "a connection came back");
+        let ended = crowded.returned();
+        crowded.made();
+        let heard = tokio::time::timeout(Duration::from_secs(1), ended).await;
+        assert!(heard.is_ok(), "the pause ended");
+        assert!(!crowded.paused());
     }
 
     #[test]

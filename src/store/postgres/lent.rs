@@ -27,7 +27,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use deadpool_postgres::{Object, PoolError, TimeoutType, Timeouts};
-use tokio::sync::Notify;
 use tokio::task::futures::TaskLocalFuture;
 use tokio::time::{Instant, Timeout};
 
@@ -64,8 +63,6 @@ impl Operation {
 pub struct Pool {
     pool: deadpool_postgres::Pool,
     crowded: Crowded,
-    /// Told when a connection goes back to the pool.
-    returned: Arc<Notify>,
     /// Taken, while connecting is paused, to look for a free connection
     /// and take it: two operations never both see the same one free and
     /// one of them then connect.
@@ -77,7 +74,6 @@ impl Pool {
         Pool {
             pool,
             crowded: Crowded::default(),
-            returned: Arc::new(Notify::new()),
             turn: Arc::new(tokio::sync::Mutex::new(())),
         }
     }
@@ -94,9 +90,12 @@ impl Pool {
             let (got, probe) = match self.crowded.gate() {
                 Gate::Open => (self.pool.timeout_get(timeouts).await, false),
                 Gate::Shared { refusal, probe } => {
-                    let returned = self.returned.notified();
-                    tokio::pin!(returned);
-                    returned.as_mut().enable();
+                    let returned = self.crowded.returned();
+                    if !self.crowded.paused() {
+                        // The pause ended since the gate was read: a
+                        // connection that came back meanwhile told nobody.
+                        continue;
+                    }
                     let turn = self.turn.lock().await;
                     let status = self.pool.status();
                     if status.available > 0 || probe {
@@ -127,7 +126,7 @@ impl Pool {
                     return Ok(Lent {
                         client: Some(client),
                         operation: OPERATION.try_with(Operation::clone).ok(),
-                        returned: self.returned.clone(),
+                        crowded: self.crowded.clone(),
                     });
                 }
                 Err(err) if no_room(&err) => {
@@ -158,7 +157,7 @@ impl Pool {
 pub struct Lent {
     client: Option<Object>,
     operation: Option<Operation>,
-    returned: Arc<Notify>,
+    crowded: Crowded,
 }
 
 impl Deref for Lent {
@@ -191,7 +190,7 @@ impl Drop for Lent {
             drop(client);
         }
         // Back in the pool, or a slot freed for a new one.
-        self.returned.notify_waiters();
+        self.crowded.came_back();
     }
 }
 

@@ -50,6 +50,7 @@ use super::{
     StoredResponse,
 };
 use crate::config::PostgresStoreConfig;
+use crate::log_limit::LogLimit;
 use batch::Queue;
 use lent::Pool;
 use many::{CompleteJob, Completed, ReserveJob, Reserved};
@@ -451,7 +452,7 @@ impl PostgresStore {
             let Some(pause) = retry.pause_within(lease) else {
                 return Err(err);
             };
-            tracing::warn!(error = %err, retry_in_ms = pause.as_millis() as u64, "completing failed; retrying while the lease holds");
+            warn_completion_retried(route, &err, pause);
             retry.sleep(pause).await;
         }
     }
@@ -562,6 +563,19 @@ impl PostgresStore {
 
     fn too_slow(&self) -> StoreError {
         PostgresCause::NoAnswer(self.deadline).into()
+    }
+}
+
+/// Logs a completion about to be tried again, per route at once and then
+/// once per interval with the count left out (crate::log_limit): while the
+/// database is down each completion is retried every half second until its
+/// lease ends, and every request in flight has one.
+fn warn_completion_retried(route: &str, err: &StoreError, pause: Duration) {
+    static LIMIT: LogLimit = LogLimit::uncounted();
+    if let Some(left_out) = LIMIT.admit(route) {
+        tracing::warn!(route, error = %err, retry_in_ms = pause.as_millis() as u64,
+            not_logged = left_out.count(),
+            "completing failed; retrying while the lease holds{left_out}");
     }
 }
 

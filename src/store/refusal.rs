@@ -1,0 +1,17 @@
+//! A store that answered and refused, told apart from one that cannot be
+//! reached: the answer to the client names what the operator must mend
+//! (room on the disk, for connections, a server that takes writes), not a
+//! network to look at.
+
+/// Why a store that answers refuses the operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Its disk is full (PostgreSQL SQLSTATE 53100, SQLite `SQLITE_FULL`):
+    /// reads go on, new records are refused.
+    DiskFull,
+    /// The server is at its connection limit (SQLSTATE 53300) and the
+    /// pool holds no connection to share.
+    NoRoomForConnections,
+    /// It takes no writes: a standby, a read-only database or file.
+    ReadOnly,
+}
