@@ -22,6 +22,7 @@ pub const UPSTREAM_DURATION: &str = "idemgate_upstream_duration_seconds";
 pub const STORE_DURATION: &str = "idemgate_store_duration_seconds";
 pub const STORE_ERRORS: &str = "idemgate_store_errors_total";
 pub const CACHE_LOOKUPS: &str = "idemgate_cache_lookups_total";
+pub const CACHE_WRITES: &str = "idemgate_cache_writes_total";
 pub const UNANSWERED_RESERVATIONS: &str = "idemgate_unanswered_reservations_total";
 pub const INFLIGHT: &str = "idemgate_inflight";
 pub const EXECUTIONS: &str = "idemgate_executions_total";
@@ -120,6 +121,9 @@ pub struct Metrics {
     pub store_duration: HistogramVec,
     pub store_errors: IntCounterVec,
     pub cache_lookups: IntCounterVec,
+    /// Writes to Redis by result: `refused` is Redis up and saying no
+    /// (`OOM`, `READONLY`), which no lookup shows.
+    pub cache_writes: IntCounterVec,
     /// Postgres reservations given up while they may have committed, by
     /// what freeing them came to.
     pub unanswered_reservations: IntCounterVec,
@@ -182,6 +186,13 @@ impl Metrics {
             )?,
             cache_lookups: IntCounterVec::new(
                 Opts::new(CACHE_LOOKUPS, "Fast-path cache lookups by result."),
+                &["result"],
+            )?,
+            cache_writes: IntCounterVec::new(
+                Opts::new(
+                    CACHE_WRITES,
+                    "Fast-path cache writes (answers, write-backs, purge marks) by result.",
+                ),
                 &["result"],
             )?,
             unanswered_reservations: IntCounterVec::new(
@@ -263,6 +274,7 @@ impl Metrics {
         r.register(Box::new(metrics.store_duration.clone()))?;
         r.register(Box::new(metrics.store_errors.clone()))?;
         r.register(Box::new(metrics.cache_lookups.clone()))?;
+        r.register(Box::new(metrics.cache_writes.clone()))?;
         r.register(Box::new(metrics.unanswered_reservations.clone()))?;
         r.register(Box::new(metrics.inflight.clone()))?;
         r.register(Box::new(metrics.executions.clone()))?;
