@@ -911,6 +911,93 @@ async fn a_client_that_leaves_is_counted_once_or_not_at_all() {
     );
 }
 
+/// Keyed executions whose clients all left are counted once they end, in
+/// `idemgate_executions_total`, though no answer of theirs is counted in
+/// `idemgate_requests_total`: while they run, `idemgate_inflight` is above 0
+/// with no completed outcome, which alone does not say they are stuck.
+#[tokio::test]
+async fn executions_whose_clients_left_are_counted_when_they_end() {
+    use tokio::io::AsyncWriteExt;
+    let s = setup("leave-executions").await;
+    let admin = s.gateway.admin_client();
+    let value = |text: &str, series: &str| -> u64 {
+        text.lines()
+            .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+            .map_or(0, |v| v.trim().parse().expect("a number"))
+    };
+    let executions = "idemgate_executions_total{route=\"charges\"}";
+    let inflight = "idemgate_inflight{route=\"charges\"}";
+    let completed = [
+        "new",
+        "released",
+        "upstream_error",
+        "outcome_unknown",
+        "degraded",
+    ]
+    .map(|outcome| format!("idemgate_requests_total{{outcome=\"{outcome}\",route=\"charges\"}}"));
+    let before = admin.get("/metrics").await.text();
+    assert!(before.contains(&format!("{executions} 0")), "{before}");
+
+    let mut gone = Vec::new();
+    for n in 0..3 {
+        let mut stream = tokio::net::TcpStream::connect(s.gateway.addr)
+            .await
+            .expect("connect");
+        let request = format!(
+            "POST /v1/charges?delay_ms=800 HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: left-{n}\r\n\
+             Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}"
+        );
+        stream.write_all(request.as_bytes()).await.expect("write");
+        gone.push(stream);
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let running = loop {
+        let text = admin.get("/metrics").await.text();
+        if value(&text, inflight) == 3 || tokio::time::Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(value(&running, inflight), 3, "{running}");
+    for stream in gone {
+        stream.set_zero_linger().expect("linger");
+        drop(stream);
+    }
+    // Running, their clients gone: nothing completed is counted yet.
+    for series in &completed {
+        assert_eq!(value(&running, series), 0, "{series}");
+    }
+    assert_eq!(value(&running, executions), 0, "{running}");
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let ended = loop {
+        let text = admin.get("/metrics").await.text();
+        if value(&text, executions) == 3 || tokio::time::Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(value(&ended, executions), 3, "{ended}");
+    assert_eq!(value(&ended, inflight), 0, "{ended}");
+    for series in &completed {
+        assert_eq!(value(&ended, series), 0, "{series}: nobody was answered");
+    }
+    for n in 0..3 {
+        assert_eq!(s.upstream.executions(&format!("left-{n}")), 1);
+    }
+
+    // An execution whose client stays is counted there too.
+    let answered = s
+        .gateway
+        .client()
+        .post("/v1/charges", Some("stays-1"), "{}")
+        .await;
+    assert_eq!(answered.status, 201, "{}", answered.text());
+    let text = admin.get("/metrics").await.text();
+    assert_eq!(value(&text, executions), 4, "{text}");
+    assert_eq!(value(&text, &completed[0]), 1, "{text}");
+}
+
 #[tokio::test]
 async fn answers_survive_sigkill_and_a_lease_of_a_dead_gateway_is_taken_over() {
     let mut s = setup("crash").await;

@@ -61,10 +61,23 @@ fn start_redis(dir: &TestDir, args: &[&str]) -> OwnRedis {
 }
 
 fn cache_lookups(metrics: &str, result: &str) -> u64 {
-    let series = format!("idemgate_cache_lookups_total{{result=\"{result}\"}} ");
+    counter(
+        metrics,
+        &format!("idemgate_cache_lookups_total{{result=\"{result}\"}}"),
+    )
+}
+
+fn cache_writes(metrics: &str, result: &str) -> u64 {
+    counter(
+        metrics,
+        &format!("idemgate_cache_writes_total{{result=\"{result}\"}}"),
+    )
+}
+
+fn counter(metrics: &str, series: &str) -> u64 {
     metrics
         .lines()
-        .find_map(|l| l.strip_prefix(&series))
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
 }
@@ -140,11 +153,56 @@ async fn a_redis_out_of_memory_is_said_once_and_postgres_answers() {
     );
     let (log, metrics) = serve_through("redis-oom", &redis, 12).await;
     assert_eq!(cache_lookups(&metrics, "hit"), 0, "{metrics}");
+    // Each answer's copy and each replay's write-back refused: counted,
+    // though the lookups (reads, which OOM lets through) fail none.
+    assert!(cache_writes(&metrics, "refused") >= 24, "{metrics}");
+    assert_eq!(cache_writes(&metrics, "ok"), 0, "{metrics}");
+    assert_eq!(cache_writes(&metrics, "error"), 0, "{metrics}");
     let said = lines_with(&log, "OOM");
     assert!(
         (1..=3).contains(&said),
         "{said} warnings name OOM (one, then one per 10 s):\n{log}"
     );
+}
+
+/// A Redis that became a replica (a failover moved the primary elsewhere,
+/// and the gateway's address still leads here) answers reads and refuses
+/// every write with `READONLY`: no lookup fails, they all miss, and only
+/// the refused writes tell why the fast path never fills.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_that_became_a_replica_refuses_writes_counted_and_postgres_answers() {
+    let dir = TestDir::new("redis-readonly");
+    let primary = start_redis(&dir, &[]);
+    let replica_dir = TestDir::new("redis-readonly-replica");
+    let replica = start_redis(
+        &replica_dir,
+        &["--replicaof", "127.0.0.1", &primary.port.to_string()],
+    );
+    let (log, metrics) = serve_through("redis-readonly", &replica, 12).await;
+    assert_eq!(cache_lookups(&metrics, "hit"), 0, "{metrics}");
+    assert_eq!(cache_lookups(&metrics, "error"), 0, "{metrics}");
+    assert!(cache_lookups(&metrics, "miss") >= 24, "{metrics}");
+    assert!(cache_writes(&metrics, "refused") >= 24, "{metrics}");
+    assert_eq!(cache_writes(&metrics, "ok"), 0, "{metrics}");
+    // The client names the reply `ReadOnly`.
+    let said = lines_with(&log, "ReadOnly");
+    assert!(
+        (1..=3).contains(&said),
+        "{said} warnings name the READONLY reply (one, then one per 10 s):\n{log}"
+    );
+}
+
+/// Writes Redis takes are counted `ok`: an answer's copy and nothing more
+/// (its replay is a hit, written back by nobody).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_redis_takes_are_counted_ok() {
+    let dir = TestDir::new("redis-writes-ok");
+    let redis = start_redis(&dir, &[]);
+    let (_log, metrics) = serve_through("redis-writes-ok", &redis, 3).await;
+    assert_eq!(cache_writes(&metrics, "ok"), 3, "{metrics}");
+    assert_eq!(cache_writes(&metrics, "refused"), 0, "{metrics}");
+    assert_eq!(cache_writes(&metrics, "error"), 0, "{metrics}");
+    assert_eq!(cache_lookups(&metrics, "hit"), 3, "{metrics}");
 }
 
 /// A Redis gone away is tried again once a second, and each try fails: the

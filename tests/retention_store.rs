@@ -582,11 +582,11 @@ async fn redis_hits_tell_the_age_postgres_gave() {
     let cached = idemgate::store::CachedStore::new(
         authority,
         &pg_support::redis_config(&prefix.0),
-        Arc::new(move |lookup| {
+        idemgate::store::CacheHooks::lookups(Arc::new(move |lookup| {
             if lookup == idemgate::store::Lookup::Hit {
                 counted_hits.fetch_add(1, Ordering::SeqCst);
             }
-        }),
+        })),
     )
     .unwrap();
     let store: Arc<dyn Store> = Arc::new(OwnedStore {

@@ -16,7 +16,7 @@ use common::owned_store::OwnedStore;
 use idemgate::config::{RedisConfig, StoreKey};
 use idemgate::store::seal::{Keys, SealedStore};
 use idemgate::store::{
-    CachedStore, Lookup, PostgresStore, ReplayCache, Reservation, Store, StoreError,
+    CacheHooks, CachedStore, Lookup, PostgresStore, ReplayCache, Reservation, Store, StoreError,
 };
 use pg_support::{RedisPrefix, SchemaGuard, TestSchema, redis_config, redis_flush_prefix, unique};
 use store_conformance::{id, reserved, response};
@@ -48,14 +48,14 @@ async fn cached(redis: RedisConfig) -> (Arc<dyn Store>, Arc<Counts>, TestSchema)
     let store = CachedStore::new(
         authority,
         &redis,
-        Arc::new(move |lookup| {
+        CacheHooks::lookups(Arc::new(move |lookup| {
             let counter = match lookup {
                 Lookup::Hit => &hook.hit,
                 Lookup::Miss => &hook.miss,
                 Lookup::Error => &hook.error,
             };
             counter.fetch_add(1, Ordering::SeqCst);
-        }),
+        })),
     )
     .unwrap();
     (Arc::new(store), counts, schema)
@@ -411,7 +411,7 @@ fn redis_addr() -> std::net::SocketAddr {
 /// the schema's Postgres.
 async fn sealed(schema: &TestSchema, prefix: &str, key: u8) -> Arc<dyn Store> {
     let authority = PostgresStore::connect(&schema.config()).await.unwrap();
-    let cache = CachedStore::new(authority, &redis_config(prefix), Arc::new(|_| {})).unwrap();
+    let cache = CachedStore::new(authority, &redis_config(prefix), CacheHooks::none()).unwrap();
     let keys = Keys::new(&[StoreKey {
         env: format!("KEY_{key}"),
         bytes: [key; 32],
@@ -588,11 +588,11 @@ async fn another_deployments_value_under_the_same_name_is_no_answer() {
             .await
             .unwrap(),
         &redis_config(&prefix.0),
-        Arc::new(move |lookup| {
+        CacheHooks::lookups(Arc::new(move |lookup| {
             if lookup == Lookup::Hit {
                 counted.fetch_add(1, Ordering::SeqCst);
             }
-        }),
+        })),
     )
     .unwrap();
     assert_eq!(

@@ -16,7 +16,6 @@ use std::time::{Instant, SystemTime};
 use bytes::Bytes;
 use http::Request;
 use http::request::Parts;
-use prometheus::IntGauge;
 use tokio::sync::oneshot;
 
 use super::capture::{self, Captured};
@@ -148,7 +147,7 @@ impl Execution {
         let Some(policy) = exchange.route().policy.as_ref() else {
             return Answer::error(GatewayError::UpstreamError);
         };
-        let _inflight = InFlight::new(exchange.meters().inflight(gateway.metrics()));
+        let _executing = exchange.meters().executing(gateway.metrics());
         let record = Recorder {
             gateway: &gateway,
             id: &id,
@@ -297,22 +296,6 @@ async fn fetch(
                 Ok(Ok(captured)) => Fate::Answered(captured),
             }
         }
-    }
-}
-
-/// Counts an execution in `idemgate_inflight` for as long as it lives, panics included.
-struct InFlight(IntGauge);
-
-impl InFlight {
-    fn new(gauge: IntGauge) -> Self {
-        gauge.inc();
-        Self(gauge)
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.dec();
     }
 }
 

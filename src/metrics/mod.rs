@@ -2,8 +2,10 @@
 //! that `main` creates and passes down. Label values are bounded: route names
 //! and upstream names come from the config, never from requests.
 
+mod executing;
 mod replay_ages;
 
+pub use executing::Executing;
 pub use replay_ages::ReplayAges;
 
 use std::sync::OnceLock;
@@ -20,8 +22,10 @@ pub const UPSTREAM_DURATION: &str = "idemgate_upstream_duration_seconds";
 pub const STORE_DURATION: &str = "idemgate_store_duration_seconds";
 pub const STORE_ERRORS: &str = "idemgate_store_errors_total";
 pub const CACHE_LOOKUPS: &str = "idemgate_cache_lookups_total";
+pub const CACHE_WRITES: &str = "idemgate_cache_writes_total";
 pub const UNANSWERED_RESERVATIONS: &str = "idemgate_unanswered_reservations_total";
 pub const INFLIGHT: &str = "idemgate_inflight";
+pub const EXECUTIONS: &str = "idemgate_executions_total";
 pub const RECORDS_SWEPT: &str = "idemgate_records_swept_total";
 pub const CONFIG_RELOADS: &str = "idemgate_config_reloads_total";
 pub const REGION_FORWARDS: &str = "idemgate_region_forwards_total";
@@ -117,10 +121,16 @@ pub struct Metrics {
     pub store_duration: HistogramVec,
     pub store_errors: IntCounterVec,
     pub cache_lookups: IntCounterVec,
+    /// Writes to Redis by result: `refused` is Redis up and saying no
+    /// (`OOM`, `READONLY`), which no lookup shows.
+    pub cache_writes: IntCounterVec,
     /// Postgres reservations given up while they may have committed, by
     /// what freeing them came to.
     pub unanswered_reservations: IntCounterVec,
     pub inflight: IntGaugeVec,
+    /// Keyed executions ended, their clients gone or not: what
+    /// `idemgate_requests_total` leaves out of a request whose client left.
+    pub executions: IntCounterVec,
     pub records_swept: IntCounter,
     pub config_reloads: IntCounterVec,
     pub region_forwards: IntCounterVec,
@@ -178,6 +188,13 @@ impl Metrics {
                 Opts::new(CACHE_LOOKUPS, "Fast-path cache lookups by result."),
                 &["result"],
             )?,
+            cache_writes: IntCounterVec::new(
+                Opts::new(
+                    CACHE_WRITES,
+                    "Fast-path cache writes (answers, write-backs, purge marks) by result.",
+                ),
+                &["result"],
+            )?,
             unanswered_reservations: IntCounterVec::new(
                 Opts::new(
                     UNANSWERED_RESERVATIONS,
@@ -187,6 +204,13 @@ impl Metrics {
             )?,
             inflight: IntGaugeVec::new(
                 Opts::new(INFLIGHT, "Keyed requests currently executing, by route."),
+                &["route"],
+            )?,
+            executions: IntCounterVec::new(
+                Opts::new(
+                    EXECUTIONS,
+                    "Keyed executions ended (answer recorded, or key freed), by route, whether or not their client stayed.",
+                ),
                 &["route"],
             )?,
             records_swept: IntCounter::new(RECORDS_SWEPT, "Expired records deleted.")?,
@@ -250,8 +274,10 @@ impl Metrics {
         r.register(Box::new(metrics.store_duration.clone()))?;
         r.register(Box::new(metrics.store_errors.clone()))?;
         r.register(Box::new(metrics.cache_lookups.clone()))?;
+        r.register(Box::new(metrics.cache_writes.clone()))?;
         r.register(Box::new(metrics.unanswered_reservations.clone()))?;
         r.register(Box::new(metrics.inflight.clone()))?;
+        r.register(Box::new(metrics.executions.clone()))?;
         r.register(Box::new(metrics.records_swept.clone()))?;
         r.register(Box::new(metrics.config_reloads.clone()))?;
         r.register(Box::new(metrics.region_forwards.clone()))?;
@@ -327,6 +353,7 @@ pub struct RouteMeters {
     durations: [OnceLock<Histogram>; Outcome::COUNT],
     upstream_duration: OnceLock<Histogram>,
     inflight: OnceLock<IntGauge>,
+    executions: OnceLock<IntCounter>,
 }
 
 impl RouteMeters {
@@ -338,11 +365,13 @@ impl RouteMeters {
             durations: std::array::from_fn(|_| OnceLock::new()),
             upstream_duration: OnceLock::new(),
             inflight: OnceLock::new(),
+            executions: OnceLock::new(),
         }
     }
 
-    /// Makes the route's `idemgate_requests_total` (one per listed outcome)
-    /// and `idemgate_inflight` read 0 before its first request. A counter
+    /// Makes the route's `idemgate_requests_total` (one per listed outcome),
+    /// `idemgate_inflight` and `idemgate_executions_total` read 0 before its
+    /// first request. A counter
     /// that first appears at 1 hides that increment from `increase()` and
     /// `rate()`: an alert on the first mismatch of a route would never fire.
     /// Histograms are still made on first use (21 lines a series).
@@ -351,6 +380,7 @@ impl RouteMeters {
             self.count(metrics, outcome);
         }
         self.inflight(metrics);
+        self.executions(metrics);
     }
 
     /// Makes one more outcome's series read 0 before its first request, for
@@ -392,10 +422,22 @@ impl RouteMeters {
     }
 
     /// `idemgate_inflight` of this route.
-    pub fn inflight(&self, metrics: &Metrics) -> IntGauge {
+    fn inflight(&self, metrics: &Metrics) -> IntGauge {
         self.inflight
             .get_or_init(|| metrics.inflight.with_label_values(&[self.route.as_str()]))
             .clone()
+    }
+
+    /// `idemgate_executions_total` of this route.
+    fn executions(&self, metrics: &Metrics) -> IntCounter {
+        self.executions
+            .get_or_init(|| metrics.executions.with_label_values(&[self.route.as_str()]))
+            .clone()
+    }
+
+    /// One keyed execution of this route, counted for as long as it runs.
+    pub fn executing(&self, metrics: &Metrics) -> Executing {
+        Executing::new(self.inflight(metrics), self.executions(metrics))
     }
 }
 

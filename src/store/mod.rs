@@ -30,7 +30,7 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use bytes::Bytes;
 
-pub use cache::{CacheError, CachedStore, Lookup, LookupHook, RedisCause};
+pub use cache::{CacheError, CacheHooks, CachedStore, Lookup, LookupHook, RedisCause, Write};
 pub use count::CountLimits;
 pub use damaged::Damaged;
 pub use embedded::{EmbeddedCause, EmbeddedStore};

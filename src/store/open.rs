@@ -11,8 +11,8 @@ use super::postgres::{Freed, FreedHook, Heard, PurgeHook};
 use super::replay_cache::Copies;
 use super::seal::{Keys, SealedStore};
 use super::{
-    CachedStore, EmbeddedStore, Lookup, LookupHook, MigrationReport, PostgresStore, ReplayCache,
-    Store, StoreError, Unavailable,
+    CacheHooks, CachedStore, EmbeddedStore, Lookup, MigrationReport, PostgresStore, ReplayCache,
+    Store, StoreError, Unavailable, Write,
 };
 use crate::config::StoreConfig;
 use crate::metrics::Metrics;
@@ -26,12 +26,13 @@ const REPLAY_CACHE_BYTES: usize = 8 * 1024 * 1024;
 /// (`[store.encryption]`) above the backend, below the copies kept in memory. For the one-shot
 /// commands: an embedded file is opened beside a gateway that may serve it.
 pub async fn open(config: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
-    let (store, _) = open_with_hook(config, Arc::new(|_| {}), None, Serving::No).await?;
+    let (store, _) = open_with_hook(config, CacheHooks::none(), None, Serving::No).await?;
     Ok(store)
 }
 
 /// `open` for `serve`, counting cache lookups in
-/// `idemgate_cache_lookups_total` and Postgres reservations given up in
+/// `idemgate_cache_lookups_total`, cache writes in
+/// `idemgate_cache_writes_total` and Postgres reservations given up in
 /// `idemgate_unanswered_reservations_total`; an embedded file is locked against a
 /// second gateway (`EmbeddedStore::open_for_serving`). Also says what
 /// opening found of the schema and applied, for the start's log.
@@ -42,11 +43,20 @@ pub async fn open_with_metrics(
     // Resolved once: the hook runs on every Redis lookup.
     let [hit, miss, error] = [Lookup::Hit, Lookup::Miss, Lookup::Error]
         .map(|lookup| metrics.cache_lookups.with_label_values(&[lookup.as_str()]));
-    let hook: LookupHook = Arc::new(move |lookup| match lookup {
-        Lookup::Hit => hit.inc(),
-        Lookup::Miss => miss.inc(),
-        Lookup::Error => error.inc(),
-    });
+    let [written, refused, failed] =
+        Write::ALL.map(|write| metrics.cache_writes.with_label_values(&[write.as_str()]));
+    let hooks = CacheHooks {
+        on_lookup: Arc::new(move |lookup| match lookup {
+            Lookup::Hit => hit.inc(),
+            Lookup::Miss => miss.inc(),
+            Lookup::Error => error.inc(),
+        }),
+        on_write: Arc::new(move |write| match write {
+            Write::Written => written.inc(),
+            Write::Refused => refused.inc(),
+            Write::Failed => failed.inc(),
+        }),
+    };
     // Resolved now, so the series exist (at 0) before the first one; only
     // Postgres gives reservations up this way.
     let on_freed = matches!(config, StoreConfig::Postgres(_)).then(|| {
@@ -62,7 +72,7 @@ pub async fn open_with_metrics(
         });
         hook
     });
-    let opened = open_with_hook(config, hook, on_freed, Serving::Yes).await?;
+    let opened = open_with_hook(config, hooks, on_freed, Serving::Yes).await?;
     super::seal::announce(match config {
         StoreConfig::Embedded(embedded) => &embedded.encryption,
         StoreConfig::Postgres(pg) => &pg.encryption,
@@ -72,7 +82,7 @@ pub async fn open_with_metrics(
 
 async fn open_with_hook(
     config: &StoreConfig,
-    on_lookup: LookupHook,
+    hooks: CacheHooks,
     on_freed: Option<FreedHook>,
     serving: Serving,
 ) -> Result<(Arc<dyn Store>, MigrationReport), StoreError> {
@@ -103,7 +113,7 @@ async fn open_with_hook(
             let keys = Keys::new(&pg.encryption);
             let store: Arc<dyn Store> = match &pg.redis {
                 Some(redis) => {
-                    let cached = CachedStore::new(authority, redis, on_lookup)?;
+                    let cached = CachedStore::new(authority, redis, hooks)?;
                     let hook = forget_purged(&copies, Some(cached.purged_copies()));
                     let listener = Some(cached.follow_purges(hook));
                     Arc::new(ReplayCache::with_copies(

@@ -18,7 +18,12 @@ pub enum CacheError {
     /// Skipped: Redis failed within the last pause (`conn`).
     #[error("redis paused after a recent failure")]
     Paused,
-    /// Redis answered with an error, or the connection failed.
+    /// Redis answered this command with an error reply (`OOM` under
+    /// `noeviction`, `READONLY` from a replica after a failover, `NOAUTH`):
+    /// it is up, and refuses the command.
+    #[error("redis refused: {0}")]
+    Refused(#[source] RedisError),
+    /// The connection failed.
     #[error("redis: {0}")]
     Failed(#[source] RedisError),
     /// No answer within the call's deadline.

@@ -173,7 +173,7 @@ impl Redis {
             // pausing would skip every other key's lookup for nothing.
             Ok(Err(e)) if answered(&e) => {
                 warn_refused(&e);
-                return Err(CacheError::Failed(e));
+                return Err(CacheError::Refused(e));
             }
             // The client's own deadline (the same) may fire first.
             Ok(Err(e)) if e.is_timeout() => {

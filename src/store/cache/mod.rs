@@ -62,6 +62,43 @@ impl Lookup {
     }
 }
 
+/// Result of one write to Redis (an answer, a write-back, a purge's mark),
+/// for `idemgate_cache_writes_total{result}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Write {
+    /// Redis took it (a write-back that found a value already there too).
+    Written,
+    /// Redis answered with an error reply: `OOM` under `noeviction`,
+    /// `READONLY` from a replica after a failover, `NOAUTH`. Lookups may
+    /// still work while every write is refused, so the fast path stops
+    /// filling with no lookup failing.
+    Refused,
+    /// Redis failed, timed out or is paused after a failure.
+    Failed,
+}
+
+impl Write {
+    pub const ALL: [Write; 3] = [Write::Written, Write::Refused, Write::Failed];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Write::Written => "ok",
+            Write::Refused => "refused",
+            Write::Failed => "error",
+        }
+    }
+
+    fn of(result: &Result<(), CacheError>) -> Write {
+        match result {
+            Ok(()) => Write::Written,
+            Err(CacheError::Refused(_)) => Write::Refused,
+            Err(CacheError::Failed(_) | CacheError::NoAnswer(_) | CacheError::Paused) => {
+                Write::Failed
+            }
+        }
+    }
+}
+
 /// What opening the cache would refuse of its settings (the URL, the `ca`
 /// file), found without connecting.
 pub fn settings_error(config: &RedisConfig) -> Option<super::setting::SettingError> {
@@ -70,12 +107,36 @@ pub fn settings_error(config: &RedisConfig) -> Option<super::setting::SettingErr
 
 /// Told every lookup's result (metrics).
 pub type LookupHook = Arc<dyn Fn(Lookup) + Send + Sync>;
+/// Told every write's result (metrics).
+pub type WriteHook = Arc<dyn Fn(Write) + Send + Sync>;
+
+/// What the cache tells of each lookup and each write.
+#[derive(Clone)]
+pub struct CacheHooks {
+    pub on_lookup: LookupHook,
+    pub on_write: WriteHook,
+}
+
+impl CacheHooks {
+    /// Tells nobody (the one-shot commands).
+    pub fn none() -> Self {
+        Self::lookups(Arc::new(|_| {}))
+    }
+
+    /// Tells of lookups only.
+    pub fn lookups(on_lookup: LookupHook) -> Self {
+        Self {
+            on_lookup,
+            on_write: Arc::new(|_| {}),
+        }
+    }
+}
 
 pub struct CachedStore {
     authority: PostgresStore,
     redis: Arc<Redis>,
     prefix: String,
-    on_lookup: LookupHook,
+    hooks: CacheHooks,
 }
 
 impl CachedStore {
@@ -83,14 +144,20 @@ impl CachedStore {
     pub fn new(
         authority: PostgresStore,
         config: &RedisConfig,
-        on_lookup: LookupHook,
+        hooks: CacheHooks,
     ) -> Result<CachedStore, StoreError> {
         Ok(CachedStore {
             authority,
             redis: Arc::new(Redis::lazy(&config.url, config.ca.as_deref())?),
             prefix: config.key_prefix.clone(),
-            on_lookup,
+            hooks,
         })
+    }
+
+    /// Tells the hook how a write went, and hands its result on.
+    fn wrote(&self, result: Result<(), CacheError>) -> Result<(), CacheError> {
+        (self.hooks.on_write)(Write::of(&result));
+        result
     }
 
     /// Hears of purges made through any replica or `idemgate keys purge`
@@ -165,9 +232,14 @@ impl CachedStore {
         let keys: Vec<String> = scopes
             .map(|scope| entry::key(&self.prefix, &RecordId::new(route, scope, key)))
             .collect();
-        self.redis
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let written = self
+            .redis
             .set_all(&keys, &entry::purged_mark(), entry::PURGED_FOR)
-            .await
+            .await;
+        self.wrote(written)
     }
 }
 
@@ -200,12 +272,15 @@ impl CachedStore {
                 now.checked_sub(kept_for.age).unwrap_or(now),
             );
             let ttl = kept_for.remaining;
-            let _ = match seen {
+            let written = match seen {
                 // NX: never overwrite what a completion wrote meanwhile.
-                Seen::Nothing => self.redis.set(key, &value, ttl, true).await,
-                Seen::Unusable(old) => self.redis.replace(key, &old, &value, ttl).await,
-                Seen::Unreachable => Ok(()),
+                Seen::Nothing => Some(self.redis.set(key, &value, ttl, true).await),
+                Seen::Unusable(old) => Some(self.redis.replace(key, &old, &value, ttl).await),
+                Seen::Unreachable => None,
             };
+            if let Some(written) = written {
+                let _ = self.wrote(written);
+            }
         }
         Ok((reservation, kept))
     }
@@ -225,7 +300,7 @@ impl Store for CachedStore {
     ) -> Result<(Reservation, Option<Kept>), StoreError> {
         let key = entry::key(&self.prefix, id);
         let (cached, lookup) = self.lookup(id, &key, fingerprint).await;
-        (self.on_lookup)(lookup);
+        (self.hooks.on_lookup)(lookup);
         let seen = match cached {
             Ok(found) => {
                 let now = SystemTime::now();
@@ -288,7 +363,7 @@ impl Store for CachedStore {
             recorded.expires_at,
             SystemTime::now(),
         );
-        let _ = self.redis.set(&key, &value, retain_for, false).await;
+        let _ = self.wrote(self.redis.set(&key, &value, retain_for, false).await);
         Ok(recorded.expires_at)
     }
 
