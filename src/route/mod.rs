@@ -4,9 +4,12 @@
 //! `crate::config` parsed: building cannot fail, and the request path only
 //! compares.
 
+mod index;
 mod path;
 mod policy;
 mod table;
+#[cfg(test)]
+mod table_tests;
 
 pub use path::resolve_dot_segments;
 pub use policy::RoutePolicy;

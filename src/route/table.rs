@@ -1,5 +1,6 @@
 //! The routes of a config in file order, and how a request finds its own:
-//! the first whose methods and path match.
+//! the first whose methods and path match (through `RouteIndex` when the
+//! routes are many).
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
@@ -9,6 +10,7 @@ use http::Method;
 use crate::config::{Config, RouteConfig, RouteMatch};
 
 use super::RoutePolicy;
+use super::index::RouteIndex;
 
 /// A route as the request path uses it.
 #[derive(Debug)]
@@ -62,6 +64,8 @@ impl Route {
 #[derive(Debug)]
 pub struct RouteTable {
     routes: Vec<Arc<Route>>,
+    /// `None` when the routes are few enough to be tried in turn.
+    index: Option<RouteIndex>,
 }
 
 impl RouteTable {
@@ -71,18 +75,25 @@ impl RouteTable {
             .iter()
             .map(|route| Arc::new(Route::new(route, config.server.max_request_body)))
             .collect();
-        Self { routes }
+        Self::of(routes)
+    }
+
+    pub(super) fn of(routes: Vec<Arc<Route>>) -> Self {
+        let index = RouteIndex::worth_building(routes.iter().map(|route| &route.matcher));
+        Self { routes, index }
     }
 
     pub fn find(&self, method: &Method, path: &str) -> Option<&Arc<Route>> {
-        self.routes.iter().find(|route| route.matches(method, path))
+        self.position(method, path).map(|at| &self.routes[at])
     }
 
     /// Where the first match stands in file order (the index into `iter`).
     pub fn position(&self, method: &Method, path: &str) -> Option<usize> {
-        self.routes
-            .iter()
-            .position(|route| route.matches(method, path))
+        let matches = |at: usize| self.routes[at].matches(method, path);
+        match &self.index {
+            Some(index) => index.first(path, matches),
+            None => (0..self.routes.len()).find(|&at| matches(at)),
+        }
     }
 
     /// Every route, in file order.
@@ -91,38 +102,46 @@ impl RouteTable {
     }
 }
 
+/// A route of `matcher` alone, for tests of matching.
+#[cfg(test)]
+pub(super) fn route(name: &str, matcher: RouteMatch) -> Route {
+    Route {
+        name: name.into(),
+        upstream: "u".into(),
+        preserve_host: true,
+        matcher,
+        policy: None,
+        executing: AtomicUsize::new(0),
+        webhook: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::RouteMatch;
 
-    fn route(matcher: RouteMatch) -> Route {
-        Route {
-            name: "r".into(),
-            upstream: "u".into(),
-            preserve_host: true,
-            matcher,
-            policy: None,
-            executing: AtomicUsize::new(0),
-            webhook: None,
-        }
-    }
-
     #[test]
     fn prefix_exact_and_methods() {
-        let prefix = route(RouteMatch {
-            path_prefix: Some("/v1/charges".into()),
-            ..Default::default()
-        });
+        let prefix = route(
+            "r",
+            RouteMatch {
+                path_prefix: Some("/v1/charges".into()),
+                ..Default::default()
+            },
+        );
         assert!(prefix.matches(&Method::POST, "/v1/charges"));
         assert!(prefix.matches(&Method::GET, "/v1/charges/ch_1"));
         assert!(!prefix.matches(&Method::POST, "/v1/refunds"));
 
-        let exact = route(RouteMatch {
-            path: Some("/hook".into()),
-            methods: Some(vec![Method::POST]),
-            ..Default::default()
-        });
+        let exact = route(
+            "r",
+            RouteMatch {
+                path: Some("/hook".into()),
+                methods: Some(vec![Method::POST]),
+                ..Default::default()
+            },
+        );
         assert!(exact.matches(&Method::POST, "/hook"));
         assert!(!exact.matches(&Method::POST, "/hook/x"));
         assert!(!exact.matches(&Method::GET, "/hook"));

@@ -6,102 +6,27 @@
 //! exact `path`; a route with a `path_prefix` every path of a route whose
 //! `path` or `path_prefix` starts with it (`shadow::covers`).
 
-use std::collections::HashMap;
+use crate::config::{PathIndex, RouteMatch};
 
-use crate::config::RouteMatch;
-
-pub struct Covering<'a> {
-    exact: HashMap<&'a str, Vec<usize>>,
-    prefixes: Prefixes<'a>,
+pub struct Covering {
+    paths: PathIndex,
 }
 
-impl<'a> Covering<'a> {
-    pub fn new(matchers: impl Iterator<Item = &'a RouteMatch>) -> Self {
-        let mut exact: HashMap<&str, Vec<usize>> = HashMap::new();
-        let mut prefixed = Vec::new();
-        for (i, matcher) in matchers.enumerate() {
-            match (&matcher.path, &matcher.path_prefix) {
-                (Some(path), _) => exact.entry(path.as_str()).or_default().push(i),
-                (None, Some(prefix)) => prefixed.push((prefix.as_str(), i)),
-                (None, None) => {}
-            }
-        }
+impl Covering {
+    pub fn new<'a>(matchers: impl Iterator<Item = &'a RouteMatch>) -> Self {
         Self {
-            exact,
-            prefixes: Prefixes::new(prefixed),
+            paths: PathIndex::new(matchers),
         }
     }
 
     /// The routes whose paths take every path `matcher` matches, each list
     /// in file order (the lists in no order).
     pub fn of(&self, matcher: &RouteMatch) -> impl Iterator<Item = &[usize]> {
-        let exact = (matcher.path.as_deref()).and_then(|path| self.exact.get(path));
+        let exact = (matcher.path.as_deref()).map(|path| self.paths.exact(path));
         let path = (matcher.path.as_deref()).or(matcher.path_prefix.as_deref());
-        let prefixes = path.into_iter().flat_map(|path| self.prefixes.of(path));
-        exact.map(Vec::as_slice).into_iter().chain(prefixes)
+        let prefixes = path.into_iter().flat_map(|path| self.paths.prefixed(path));
+        exact.into_iter().chain(prefixes)
     }
-}
-
-/// The distinct prefixes in sorted order, each with the longest other one that
-/// is a prefix of it: the prefixes of a path are then one chain, walked from
-/// the greatest prefix not above the path.
-struct Prefixes<'a> {
-    sorted: Vec<&'a str>,
-    parent: Vec<Option<usize>>,
-    routes: Vec<Vec<usize>>,
-}
-
-impl<'a> Prefixes<'a> {
-    fn new(mut written: Vec<(&'a str, usize)>) -> Self {
-        written.sort_unstable();
-        let mut prefixes = Self {
-            sorted: Vec::new(),
-            parent: Vec::new(),
-            routes: Vec::new(),
-        };
-        // The chain of the last prefix: in sorted order, every prefix of a
-        // string comes before it and all between start with that prefix.
-        let mut chain: Vec<usize> = Vec::new();
-        for (prefix, route) in written {
-            if prefixes.sorted.last() == Some(&prefix) {
-                prefixes
-                    .routes
-                    .last_mut()
-                    .expect("one per prefix")
-                    .push(route);
-                continue;
-            }
-            while let Some(&top) = chain.last()
-                && !prefix.starts_with(prefixes.sorted[top])
-            {
-                chain.pop();
-            }
-            prefixes.parent.push(chain.last().copied());
-            chain.push(prefixes.sorted.len());
-            prefixes.sorted.push(prefix);
-            prefixes.routes.push(vec![route]);
-        }
-        prefixes
-    }
-
-    /// The routes of every prefix `path` starts with.
-    fn of(&self, path: &str) -> impl Iterator<Item = &[usize]> {
-        // The greatest prefix not above `path`: every prefix of `path` is a
-        // prefix of it, so on its chain; those on it no longer than what it
-        // shares with `path` are the ones `path` starts with.
-        let below = self.sorted.partition_point(|prefix| *prefix <= path);
-        let first = below.checked_sub(1);
-        let shared = first.map_or(0, |at| common_len(self.sorted[at], path));
-        std::iter::successors(first, |&at| self.parent[at])
-            .filter(move |&at| self.sorted[at].len() <= shared)
-            .map(|at| self.routes[at].as_slice())
-    }
-}
-
-fn common_len(a: &str, b: &str) -> usize {
-    (a.bytes().zip(b.bytes()))
-        .take_while(|(x, y)| x == y)
-        .count()
 }
 
 #[cfg(test)]
@@ -122,7 +47,7 @@ mod tests {
         }
     }
 
-    fn covering(index: &Covering<'_>, matcher: &RouteMatch) -> Vec<usize> {
+    fn covering(index: &Covering, matcher: &RouteMatch) -> Vec<usize> {
         let mut found: Vec<usize> = index.of(matcher).flatten().copied().collect();
         found.sort_unstable();
         found

@@ -101,7 +101,7 @@ fn warn_taken_before(
     ctx: &mut Ctx<'_>,
     file: &FileConfig,
     routes: &[(RouteConfig, Range<usize>)],
-    index: &Covering<'_>,
+    index: &Covering,
     i: usize,
 ) {
     let (webhook_route, _) = &routes[i];
