@@ -7,9 +7,10 @@
 //!
 //! `check`, `serve` (before it opens the store) and a reload read all of
 //! it alike: what one refuses, the others refuse in the same words, so a
-//! reloaded file is one the next start accepts.
+//! reloaded file is one the next start accepts. The store commands read its
+//! store part ([`unusable_store`]).
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, StoreConfig, StoreSettings};
 use crate::tls::TlsError;
 
 /// Everything a config names outside the file: a file `check` calls ok
@@ -24,17 +25,31 @@ pub fn unusable(config: &Config) -> Vec<ConfigError> {
     for error in crate::region::tls_errors(config) {
         errors.push(tls_error(config, &error));
     }
-    errors.extend(store_errors(config));
-    errors.extend(embedded_path_error(config));
+    let error_at = |field: &str, message: String| config.error_at(field, message);
+    errors.extend(store_errors(&config.store, &error_at));
+    errors.extend(embedded_path_error(&config.store, &error_at));
     in_file_order(errors)
 }
+
+/// What [`unusable`] says of the store, for the store commands (`migrate`,
+/// `sweep`, `compact`, `keys`): a URL or a path that cannot be used is a
+/// problem of the file, said in `check`'s words, not a store that is down.
+pub fn unusable_store(settings: &StoreSettings) -> Vec<ConfigError> {
+    let error_at = |field: &str, message: String| settings.error_at(field, message);
+    let mut errors = store_errors(&settings.store, &error_at);
+    errors.extend(embedded_path_error(&settings.store, &error_at));
+    in_file_order(errors)
+}
+
+/// Locates a problem with a setting in the file (`Config::error_at`).
+type ErrorAt<'a> = dyn Fn(&str, String) -> ConfigError + 'a;
 
 /// The embedded store's file as `serve` meets it when it opens (and, if
 /// need be, creates) it and its directories: a path that is a directory,
 /// or that runs through a file, can be neither. Looked at without creating
 /// anything; what only trying can tell (permissions) is left to `serve`.
-fn embedded_path_error(config: &Config) -> Option<ConfigError> {
-    let crate::config::StoreConfig::Embedded(embedded) = &config.store else {
+fn embedded_path_error(store: &StoreConfig, error_at: &ErrorAt) -> Option<ConfigError> {
+    let StoreConfig::Embedded(embedded) = store else {
         return None;
     };
     let path = &embedded.path;
@@ -76,7 +91,7 @@ fn embedded_path_error(config: &Config) -> Option<ConfigError> {
                 )
             })
     };
-    problem.map(|message| config.error_at("store.path", message))
+    problem.map(|message| error_at("store.path", message))
 }
 
 /// As validation orders its errors: as an operator fixes them.
@@ -99,10 +114,10 @@ fn listener_errors(config: &Config) -> Vec<ConfigError> {
 }
 
 /// The store's URLs and CA files, read as opening the store reads them.
-fn store_errors(config: &Config) -> Vec<ConfigError> {
-    crate::store::unusable_settings(&config.store)
+fn store_errors(store: &StoreConfig, error_at: &ErrorAt) -> Vec<ConfigError> {
+    crate::store::unusable_settings(store)
         .into_iter()
-        .map(|error| config.error_at(error.setting.field(), error.cause.to_string()))
+        .map(|error| error_at(error.setting.field(), error.cause.to_string()))
         .collect()
 }
 

@@ -32,10 +32,21 @@ pub(super) fn note_missing(file: &Path) {
     );
 }
 
-/// The store commands' read of the file (`config::load_store_settings`).
+/// The store commands' read of the file (`config::load_store_settings`),
+/// and of the store's URLs and path as `check` reads them: a setting that
+/// cannot be used is said where the file writes it, before any connection.
 pub(super) fn load(path: &Path) -> Result<StoreSettings, i32> {
-    config::load_store_settings(path).map_err(|errors| {
+    let settings = config::load_store_settings(path).map_err(|errors| {
         eprintln!("{errors}");
         EXIT_FAILURE
-    })
+    })?;
+    let unusable = crate::preflight::unusable_store(&settings);
+    for error in &unusable {
+        eprintln!("{error}");
+    }
+    if unusable.is_empty() {
+        Ok(settings)
+    } else {
+        Err(EXIT_FAILURE)
+    }
 }

@@ -64,6 +64,10 @@ pub struct StoreSettings {
     pub routes: Vec<RouteScope>,
     /// `[region]` and `[regions.*]`, the token left unread (empty).
     pub region: Option<RegionsConfig>,
+    /// The file read, and where it writes the store's settings: a URL or
+    /// path that cannot be used is located as `check` locates it.
+    pub source: std::path::PathBuf,
+    pub places: Places,
 }
 
 /// A route's name and the parts of its scope: what a key's home region
@@ -97,6 +101,8 @@ pub fn load_store_settings(path: &Path) -> Result<StoreSettings, ConfigErrors> {
             })
             .collect(),
         region: config.region,
+        source: config.source,
+        places: config.places,
     })
 }
 

@@ -59,6 +59,14 @@ impl super::Config {
     }
 }
 
+impl super::StoreSettings {
+    /// As [`Config::error_at`](super::Config::error_at), for the store
+    /// commands, which read only the store's settings.
+    pub fn error_at(&self, field: &str, message: impl Into<String>) -> ConfigError {
+        self.places.error(&self.source, field, message)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
