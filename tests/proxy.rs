@@ -280,6 +280,46 @@ async fn a_keyed_answer_stalled_mid_body_is_a_stored_timeout() {
     }
 }
 
+/// docs/behaviour.md: an answer over `max_stored_response` is recorded (its
+/// status and headers) once it passes the limit, before the rest streams:
+/// the upstream answered, so a rest that then stalls cuts the client's
+/// connection short, and a retry is told that status with the body
+/// omitted, never run again nor told the outcome is unknown.
+#[tokio::test]
+async fn an_answer_over_the_stored_limit_that_stalls_is_replayed_as_omitted() {
+    let config = Config::new()
+        .server("shutdown_grace", "5s")
+        .server("max_stored_response", "64KiB")
+        .upstream(Upstream::api().timeout("1s"))
+        .defaults("lock_timeout", "5s")
+        .route(common::config::Route::api("stall", "/stall"));
+    let (_dir, _upstream, gateway) = GatewayProcess::start_fresh("stall-oversized", &config).await;
+    let request = b"POST /stall?bytes=100000&sent=70000 HTTP/1.1\r\nHost: gw\r\n\
+        Idempotency-Key: big-stall\r\nContent-Length: 2\r\n\r\n{}";
+    let first = common::raw::exchange(gateway.addr, request, Duration::from_secs(10)).await;
+    assert_eq!(
+        first.status,
+        Some(200),
+        "{}",
+        &first.text[..200.min(first.text.len())]
+    );
+    assert!(first.closed, "the connection must end, not hang");
+    let body = first
+        .text
+        .split_once("\r\n\r\n")
+        .map_or(0, |(_, b)| b.len());
+    assert!((70_000..100_000).contains(&body), "{body} body bytes");
+
+    let again = gateway
+        .client()
+        .post("/stall?bytes=100000&sent=70000", Some("big-stall"), "{}")
+        .await;
+    assert_eq!(again.status, 200, "{}", again.text());
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(again.header("idempotency-replay"), Some("omitted"));
+    assert!(again.body.is_empty());
+}
+
 /// A request with both Content-Length and Transfer-Encoding is refused with a
 /// 400 before anything is forwarded, and its connection is closed, so nothing
 /// smuggled behind it is read either.

@@ -52,13 +52,7 @@ pub fn server(ctx: &mut Ctx<'_>, file: &ServerFile) -> ServerConfig {
         admin_listen,
         max_request_body,
         max_buffered_bodies: buffered_bodies(ctx, file, max_request_body),
-        max_stored_response: size(
-            ctx,
-            file,
-            |f| &f.max_stored_response,
-            "max_stored_response",
-            4 << 20,
-        ),
+        max_stored_response: stored_response(ctx, file),
         max_header_bytes: size(
             ctx,
             file,
@@ -165,6 +159,37 @@ fn size(
             bytes => Ok(bytes),
         })
     })
+}
+
+/// Most `server.max_stored_response` may be. Each store keeps an answer's
+/// body in one field, and neither takes one much past a gigabyte (SQLite's
+/// longest value is 10^9 bytes, a Postgres `bytea` 1 GiB): an answer under the
+/// limit that the store then refused would hold its key until its lease
+/// ended, and run again on the retry after that. Half of it leaves room for
+/// the record's headers and a sealed record's envelope.
+pub const MAX_STORED_RESPONSE: u64 = 512 << 20;
+
+fn stored_response(ctx: &mut Ctx<'_>, file: &ServerFile) -> u64 {
+    let limit = size(
+        ctx,
+        file,
+        |f| &f.max_stored_response,
+        "max_stored_response",
+        4 << 20,
+    );
+    if limit > MAX_STORED_RESPONSE
+        && let Some(written) = &file.max_stored_response
+    {
+        ctx.error(
+            Some(written.span()),
+            "server.max_stored_response",
+            format!(
+                "must be at most 512MiB ({MAX_STORED_RESPONSE} bytes), the largest answer \
+                 every store can record (got {limit} bytes)"
+            ),
+        );
+    }
+    limit
 }
 
 /// Room for at least one body of the largest size a request may have: the

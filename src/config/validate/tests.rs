@@ -593,6 +593,23 @@ fn buffered_bodies_hold_at_least_one_largest_body() {
     );
 }
 
+/// Both stores keep an answer in one field, which neither takes past
+/// about a gigabyte: an answer the limit lets through that the store then
+/// refused would hold its key until its lease ended, and run again after.
+#[test]
+fn a_stored_answer_is_at_most_what_every_store_holds() {
+    let config = ok(&format!(
+        "[server]\nmax_stored_response = \"512MiB\"\n{MINIMAL}"
+    ));
+    assert_eq!(config.server.max_stored_response, 512 << 20);
+    single(
+        &format!("[server]\nmax_stored_response = \"1GiB\"\n{MINIMAL}"),
+        "t.toml:2:23: server.max_stored_response:",
+        "must be at most 512MiB (536870912 bytes), the largest answer every store can \
+         record (got 1073741824 bytes)",
+    );
+}
+
 #[test]
 fn route_naming_unknown_upstream() {
     let text = MINIMAL.replace("upstream = \"api\"", "upstream = \"apy\"");
