@@ -2073,3 +2073,267 @@ fn a_file_size_limit_fails_a_command_in_one_line() {
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     assert!(stderr.starts_with("idemgate migrate: "), "{stderr}");
 }
+
+/// A route name on the command line is said back in `keys`' messages: one
+/// longer than any route can be named (a paste gone wrong) is refused,
+/// quoted by its start and length, not echoed whole. A name of the longest
+/// length a route may have is still looked up and named whole. The key and
+/// the cursor, also given on the command line, are never echoed.
+#[test]
+fn keys_quotes_a_route_name_too_long_for_any_route_shortened() {
+    let dir = TestDir::new("cli-long-route");
+    let path = embedded_config(&dir);
+    let config = path.to_str().unwrap();
+    let out = idemgate(&["migrate", "-c", config]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let long = "r".repeat(100_000);
+    for args in [
+        vec!["keys", "show", "-c", config, &long, "k1"],
+        vec!["keys", "purge", "-c", config, &long, "k1"],
+        vec!["keys", "list", "-c", config, &long],
+    ] {
+        let out = idemgate(&args);
+        let stderr = text(&out.stderr);
+        let what = &args[..2];
+        assert_eq!(out.status.code(), Some(1), "{what:?}: {stderr}");
+        assert!(stderr.len() < 400, "{what:?}: {} bytes", stderr.len());
+        assert_eq!(stderr.lines().count(), 1, "{what:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("\"{}\"… (100000 bytes)", "r".repeat(64)))
+                && stderr.contains("at most 128 bytes"),
+            "{what:?}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{what:?}");
+    }
+
+    let longest = "r".repeat(128);
+    let out = idemgate(&["keys", "show", "-c", config, &longest, "k1"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("no records"), "{stderr}");
+    assert!(stderr.contains(&format!("{longest:?}")), "{stderr}");
+
+    let long_key = "k".repeat(100_000);
+    let out = idemgate(&["keys", "show", "-c", config, "charges", &long_key]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.len() < 200, "{stderr}");
+    let long_cursor = "a".repeat(100_000);
+    let out = idemgate(&[
+        "keys",
+        "list",
+        "-c",
+        config,
+        "charges",
+        "--after",
+        &long_cursor,
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.len() < 200, "{stderr}");
+}
+
+/// `VALID` on an embedded store of `dir`'s own, swept `batch` records at a
+/// time, holding `expired` records whose retention has ended.
+fn expired_backlog(dir: &TestDir, batch: u32, expired: u32) -> std::path::PathBuf {
+    let path = dir.path("idemgate.toml");
+    let store = dir.path("store.db");
+    std::fs::write(
+        &path,
+        format!(
+            "[store]\npath = \"{}\"\nsweep_batch = {batch}\n{VALID}",
+            store.display()
+        ),
+    )
+    .unwrap();
+    let out = idemgate(&["migrate", "-c", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let conn = rusqlite::Connection::open(&store).unwrap();
+    conn.execute(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
+         INSERT INTO records (route, scope, key, state, fingerprint, token, status, body,
+                              created_at, completed_at, expires_at)
+         SELECT 'charges', 'scope-a', printf('k%08d', i), 1, 'fp', i, 201, x'7b7d',
+                ?2 - 120000, ?2 - 120000, ?2 - 60000
+         FROM n",
+        rusqlite::params![expired, now],
+    )
+    .unwrap();
+    path
+}
+
+fn records_in(store: &std::path::Path) -> i64 {
+    let conn = rusqlite::Connection::open(store).unwrap();
+    conn.query_row("SELECT count(*) FROM records", [], |row| row.get(0))
+        .unwrap()
+}
+
+/// `sweep` deletes a batch at a time, each its own transaction. A SIGINT or
+/// SIGTERM stops it between two batches: it prints what it deleted so far,
+/// as a finished sweep prints it, says on stderr that it was interrupted,
+/// and exits 128 + the signal's number, as a shell reports a process the
+/// signal ended. The count printed is what left the file.
+#[test]
+fn an_interrupted_sweep_prints_what_it_deleted() {
+    const EXPIRED: u32 = 200_000;
+    for (signal, code) in [("INT", 130), ("TERM", 143)] {
+        let dir = TestDir::new("cli-sweep-signal");
+        let config = expired_backlog(&dir, 20, EXPIRED);
+        let store = dir.path("store.db");
+        let child = Command::new(env!("CARGO_BIN_EXE_idemgate"))
+            .args(["sweep", "-c", config.to_str().unwrap()])
+            .env_remove("IDEMGATE_CONFIG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Under way: some batches deleted, most of the backlog left.
+        let started = std::time::Instant::now();
+        while records_in(&store) == i64::from(EXPIRED) {
+            assert!(started.elapsed() < std::time::Duration::from_secs(20));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let out = child.wait_with_output().unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{signal}: {stderr}");
+        let left = records_in(&store);
+        assert!(left > 0, "{signal}: the sweep finished before the signal");
+        let deleted = i64::from(EXPIRED) - left;
+        assert_eq!(
+            text(&out.stdout),
+            format!("{deleted} expired records deleted\n"),
+            "{signal}"
+        );
+        assert!(
+            stderr.contains(&format!("interrupted by SIG{signal}")),
+            "{signal}: {stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{signal}: {stderr}");
+    }
+}
+
+/// Another process holding the embedded file in a write transaction (a
+/// `compact` rewriting it, another command, a `sqlite3` shell) makes a
+/// command's write wait 5 s, then fail: the message names the likely
+/// holders and what to do, not only SQLite's "database is locked".
+#[test]
+fn a_store_file_held_by_another_writer_is_said_with_what_to_do() {
+    let dir = TestDir::new("cli-store-locked");
+    let config = expired_backlog(&dir, 1000, 10);
+    let config = config.to_str().unwrap();
+    let holder = rusqlite::Connection::open(dir.path("store.db")).unwrap();
+    // One record that still stands, for `keys purge`.
+    holder
+        .execute_batch(
+            "INSERT INTO records (route, scope, key, state, fingerprint, token, status, body,
+                                  created_at, completed_at, expires_at)
+             SELECT 'charges', 'scope-a', 'standing', 1, 'fp', 11, 201, x'7b7d',
+                    created_at, completed_at, expires_at + 86400000
+             FROM records LIMIT 1",
+        )
+        .unwrap();
+    holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    for args in [
+        vec!["sweep", "-c", config],
+        vec!["keys", "purge", "-c", config, "charges", "standing"],
+    ] {
+        let out = idemgate(&args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains("database is locked"), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("idemgate compact") && stderr.contains("run this again"),
+            "{args:?}: {stderr}"
+        );
+    }
+    holder.execute_batch("ROLLBACK").unwrap();
+    let out = idemgate(&["sweep", "-c", config]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "10 expired records deleted\n");
+}
+
+/// `compact`'s rewrite is one SQLite transaction, which cannot stop
+/// midway: a SIGINT or SIGTERM ends the process by the signal's default
+/// action, and the file is whole, every record in it, either as it was (the
+/// rewrite's pages in the WAL, uncommitted, are dropped at the next open)
+/// or rewritten (committed to the WAL, moved into the file at the next open).
+#[test]
+fn a_signal_during_compact_leaves_the_file_whole() {
+    const RECORDS: i64 = 30_000;
+    for signal in ["INT", "TERM"] {
+        let dir = TestDir::new("cli-compact-signal");
+        let path = embedded_config(&dir);
+        let config = path.to_str().unwrap();
+        let out = idemgate(&["migrate", "-c", config]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let store = dir.path("store.db");
+        let conn = rusqlite::Connection::open(&store).unwrap();
+        conn.execute_batch(&format!(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {})
+             INSERT INTO records (route, scope, key, state, fingerprint, token, status, body,
+                                  created_at, completed_at, expires_at)
+             SELECT 'charges', 'scope-a', 'k' || i, 1, 'fp', i, 201, randomblob(1000),
+                    1, 1, 9999999999999
+             FROM n;
+             DELETE FROM records WHERE token > {RECORDS};
+             PRAGMA wal_checkpoint(TRUNCATE);",
+            2 * RECORDS
+        ))
+        .unwrap();
+        drop(conn);
+        let wal = dir.path("store.db-wal");
+        let child = Command::new(env!("CARGO_BIN_EXE_idemgate"))
+            .args(["compact", "-c", config])
+            .env_remove("IDEMGATE_CONFIG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The rewrite under way: its pages go to the WAL.
+        let started = std::time::Instant::now();
+        while std::fs::metadata(&wal).map_or(0, |meta| meta.len()) == 0
+            && started.elapsed() < std::time::Duration::from_secs(20)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let out = child.wait_with_output().unwrap();
+        // Done before the signal came, it said so; else nothing was said.
+        match out.status.code() {
+            Some(0) => assert!(text(&out.stdout).ends_with(" bytes after\n")),
+            other => assert_eq!(other, None, "{signal}: {}", text(&out.stderr)),
+        }
+        let conn = rusqlite::Connection::open(&store).unwrap();
+        let check: String = conn
+            .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(check, "ok", "{signal}");
+        let (count, bytes): (i64, i64) = conn
+            .query_row(
+                "SELECT count(*), sum(length(body)) FROM records",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((count, bytes), (RECORDS, RECORDS * 1000), "{signal}");
+        drop(conn);
+        let out = idemgate(&["compact", "-c", config]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let out = idemgate(&["keys", "show", "-c", config, "charges", "k1"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+}

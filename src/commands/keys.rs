@@ -4,12 +4,17 @@
 use std::path::Path;
 
 use super::output::{EXIT_FAILURE, EXIT_OK, deleted, say};
+use super::route_arg;
+use super::store_failure::explained;
 use super::store_file::{RELATIVE_PATH, load, missing_store_file, note_missing};
 use crate::admin::records;
 use crate::config::StoreSettings;
 use crate::store;
 
 pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
+    if let Err(code) = route_arg::check("keys", route) {
+        return code;
+    }
     // As the listing shows it, or as a header carries it (`"k1"` is `k1`).
     // The message says what is wrong, never the key.
     let key = match crate::key::from_operator(key.as_bytes()) {
@@ -52,7 +57,7 @@ pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
     let store = match store::open(&config.store).await {
         Ok(store) => store,
         Err(err) => {
-            eprintln!("idemgate keys: {err}");
+            eprintln!("idemgate keys: {}", explained(&err));
             return EXIT_FAILURE;
         }
     };
@@ -77,7 +82,7 @@ pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
         }
         Ok((_, Ok(()))) => EXIT_OK,
         Err(err) => {
-            eprintln!("idemgate keys: {err}");
+            eprintln!("idemgate keys: {}", explained(&err));
             EXIT_FAILURE
         }
     }
@@ -110,6 +115,9 @@ fn elsewhere(whereabouts: &crate::region::Whereabouts) -> String {
 /// may still hold records (renamed or removed), so any name is listed.
 pub async fn list_keys(args: &crate::cli::ListArgs) -> i32 {
     use crate::store::{Cursor, RecordState};
+    if let Err(code) = route_arg::check("keys list", &args.route) {
+        return code;
+    }
     // clap allowed only the three names.
     let state = args.state.as_deref().and_then(RecordState::parse);
     let decode = |text| Cursor::decode(text, &args.route, state);
@@ -161,7 +169,7 @@ pub async fn list_keys(args: &crate::cli::ListArgs) -> i32 {
             EXIT_OK
         }
         Err(err) => {
-            eprintln!("idemgate keys list: {err}");
+            eprintln!("idemgate keys list: {}", explained(&err));
             EXIT_FAILURE
         }
     }

@@ -4,6 +4,9 @@
 mod check;
 mod keys;
 mod output;
+mod route_arg;
+mod stop_signal;
+mod store_failure;
 mod store_file;
 mod store_upkeep;
 

@@ -3,6 +3,8 @@
 use std::path::Path;
 
 use super::output::{EXIT_FAILURE, EXIT_OK, deleted, say};
+use super::stop_signal::StopSignals;
+use super::store_failure::explained;
 use super::store_file::{RELATIVE_PATH, load, missing_store_file, note_missing};
 use crate::config;
 use crate::store;
@@ -15,7 +17,7 @@ pub async fn migrate(path: &Path) -> i32 {
     match store::migrate(&config.store).await {
         Ok(report) => say(&migrated(&config.store, &report)).map_or_else(|code| code, |()| EXIT_OK),
         Err(err) => {
-            eprintln!("idemgate migrate: {err}");
+            eprintln!("idemgate migrate: {}", explained(&err));
             EXIT_FAILURE
         }
     }
@@ -33,13 +35,27 @@ pub async fn sweep(path: &Path) -> i32 {
     let store = match store::open(&config.store).await {
         Ok(store) => store,
         Err(err) => {
-            eprintln!("idemgate sweep: {err}");
+            eprintln!("idemgate sweep: {}", explained(&err));
             return EXIT_FAILURE;
         }
     };
     let (_, batch) = store::sweep_settings(&config.store);
+    let mut stop = StopSignals::take_over();
     let mut total = 0;
     loop {
+        if let Some(signal) = stop.as_mut().and_then(StopSignals::received) {
+            // Said as a finished sweep says it, for a script that reads it;
+            // the exit code tells the two apart.
+            if let Err(code) = say(&deleted(total, "expired ")) {
+                return code;
+            }
+            eprintln!(
+                "idemgate sweep: interrupted by {}: stopped between two batches; the expired \
+                 records left are deleted by the next sweep",
+                signal.name()
+            );
+            return signal.exit_code();
+        }
         match store.sweep(batch).await {
             Ok(swept) => {
                 total += swept;
@@ -48,7 +64,10 @@ pub async fn sweep(path: &Path) -> i32 {
                 }
             }
             Err(err) => {
-                eprintln!("idemgate sweep: {err} (deleted {total} before the error)");
+                eprintln!(
+                    "idemgate sweep: {} (deleted {total} before the error)",
+                    explained(&err)
+                );
                 return EXIT_FAILURE;
             }
         }
@@ -87,7 +106,7 @@ pub fn compact(path: &Path) -> i32 {
         ))
         .map_or_else(|code| code, |()| EXIT_OK),
         Err(err) => {
-            eprintln!("idemgate compact: {err}");
+            eprintln!("idemgate compact: {}", explained(&err));
             EXIT_FAILURE
         }
     }

@@ -27,6 +27,7 @@ pub use path_index::PathIndex;
 pub use places::Places;
 pub(crate) use quoted::quoted;
 pub use store_key::StoreKey;
+pub use validate::NAME_MAX_BYTES;
 pub use webhook::{DEFAULT_TOLERANCE, WebhookConfig, WebhookScheme, WebhookSecret};
 
 use std::path::Path;

@@ -37,6 +37,7 @@ use super::file::{FileConfig, PolicyFile};
 use super::{Config, ConfigErrors, RouteConfig};
 pub use context::Secrets;
 use context::{Ctx, Env};
+pub use names::NAME_MAX_BYTES;
 
 pub fn parse(
     text: &str,

@@ -77,6 +77,15 @@ impl Unavailable {
 }
 
 impl StoreError {
+    /// The embedded file's write lock was held by another process past the
+    /// busy timeout (`EmbeddedCause::locked_by_another_writer`).
+    pub fn locked_by_another_writer(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Unavailable(Unavailable::Embedded(cause)) if cause.locked_by_another_writer()
+        )
+    }
+
     /// `Unavailable::refusal`; `None` for any other error.
     pub fn refusal(&self) -> Option<Refusal> {
         match self {

@@ -179,6 +179,20 @@ impl EmbeddedCause {
         }
     }
 
+    /// Another process held the file's write lock past the busy timeout
+    /// (SQLite's `SQLITE_BUSY`, "database is locked"): a write, or the
+    /// opening's own, waited 5 s for it. A gateway's writes are far shorter:
+    /// what holds it so long is a `compact`, another command's batch or a
+    /// program with the file open.
+    pub fn locked_by_another_writer(&self) -> bool {
+        match self {
+            EmbeddedCause::Sqlite(error) | EmbeddedCause::Opening { source: error, .. } => {
+                error.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+            }
+            _ => false,
+        }
+    }
+
     /// The file answered and refused: the disk full, or the file (or its
     /// directory) read-only.
     pub fn refusal(&self) -> Option<Refusal> {
@@ -240,5 +254,20 @@ mod tests {
             Some(Refusal::ReadOnly)
         );
         assert_eq!(sqlite(rusqlite::ffi::SQLITE_BUSY).refusal(), None);
+    }
+
+    #[test]
+    fn a_busy_file_is_locked_by_another_writer_whether_writing_or_opening() {
+        assert!(sqlite(rusqlite::ffi::SQLITE_BUSY).locked_by_another_writer());
+        let opening = EmbeddedCause::Opening {
+            path: "store.db".into(),
+            source: Arc::new(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+                None,
+            )),
+        };
+        assert!(opening.locked_by_another_writer());
+        assert!(!sqlite(rusqlite::ffi::SQLITE_FULL).locked_by_another_writer());
+        assert!(!EmbeddedCause::Stopped.locked_by_another_writer());
     }
 }
