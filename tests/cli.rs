@@ -2017,6 +2017,34 @@ fn check_quotes_a_long_refused_value_shortened() {
     }
 }
 
+/// A table key or a field name of 100 kB is part of the field's path in
+/// the messages about it: the path shows its start, the line and column
+/// where it is, and the output stays a few lines long.
+#[test]
+fn check_shortens_a_long_key_in_the_field_path() {
+    let dir = TestDir::new("cli-long-keys");
+    let path = dir.path("long.toml");
+    let long = "u".repeat(100_000);
+    let shown = "u".repeat(128);
+    for (file, said) in [
+        (
+            format!("[upstreams.{long}]\nurl = \"ftp://x\"\n{VALID}"),
+            format!("long.toml:1:1: upstreams.{shown}…: the name is 100000 bytes long"),
+        ),
+        (
+            format!("[server]\n{long} = 1\n{VALID}"),
+            format!(
+                "long.toml:2:1: server.{shown}…: unknown field `{}`… (100000 bytes), expected",
+                &long[..64]
+            ),
+        ),
+    ] {
+        let stderr = check_refuses(&path, file, &said);
+        assert!(stderr.len() < 2000, "{}", &stderr[..2000]);
+        assert!(stderr.contains(&said), "{said}: {stderr}");
+    }
+}
+
 /// A DER CA file given where PEM is read (`store.redis.ca`, the Postgres
 /// URL's `sslrootcert`) is said to be DER, with the conversion, as the
 /// listener and upstream files are.

@@ -4,6 +4,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use super::field_path;
+
 /// One problem in a configuration file, located for the operator.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
@@ -12,7 +14,8 @@ pub struct ConfigError {
     pub line: Option<usize>,
     /// 1-based column, when known.
     pub column: Option<usize>,
-    /// Dotted path of the field, e.g. `routes[1].retention` or `upstreams.api.url`.
+    /// Dotted path of the field, e.g. `routes[1].retention` or `upstreams.api.url`;
+    /// whole here, shown shortened ([`field_path`]).
     pub field: String,
     pub message: String,
 }
@@ -29,7 +32,7 @@ impl fmt::Display for ConfigError {
         if self.field.is_empty() {
             write!(f, ": {}", self.message)
         } else {
-            write!(f, ": {}: {}", self.field, self.message)
+            write!(f, ": {}: {}", field_path(&self.field), self.message)
         }
     }
 }

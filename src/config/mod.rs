@@ -9,6 +9,7 @@ mod describe;
 mod error;
 #[cfg(test)]
 pub(crate) mod every_policy_field;
+mod field_path;
 mod file;
 mod file_keys;
 mod model;
@@ -22,6 +23,7 @@ mod webhook;
 
 pub use admin_token::{AdminToken, TokenSource};
 pub use error::{ConfigError, ConfigErrors};
+pub(crate) use field_path::field_path;
 pub use model::*;
 pub use path_index::PathIndex;
 pub use places::Places;

@@ -19,6 +19,7 @@ mod shadow;
 mod spelling;
 mod store;
 mod syntax;
+mod toml_quoted;
 mod upstreams;
 mod webhook;
 
@@ -153,12 +154,12 @@ fn warn_grace_shorter_than_upstreams(
         file.server.shutdown_grace.as_ref().map(toml::Spanned::span),
         "server.shutdown_grace",
         format!(
-            "{} is shorter than the timeout {} of upstream {:?}: a keyed request still \
+            "{} is shorter than the timeout {} of upstream {}: a keyed request still \
              running at SIGTERM can be cut off, answered and recorded as a 504 \
              outcome-unknown that its retries get too, until the key is purged",
             super::units::format_duration(server.shutdown_grace),
             super::units::format_duration(slowest.timeout),
-            slowest.name,
+            super::quoted(&slowest.name),
         ),
     );
 }

@@ -11,7 +11,7 @@ use super::names;
 use crate::config::file::{FingerprintBodyFile, KeyFile, KeyInput, StatusInput};
 use crate::config::quoted;
 use crate::config::{ReplayValues, StatusClass};
-use crate::key::{Derive, DerivePart, FingerprintBody, KeyPattern, KeySource, Pointers, pointer};
+use crate::key::{Derive, DerivePart, FingerprintBody, KeyPattern, KeySource, Pointers};
 
 /// `key`: `None` when absent or wrong (each error reported), so the inherited
 /// sources stay.
@@ -117,12 +117,12 @@ fn source(
     }
     if let Some(query) = &file.query {
         return checked(query, "query", &|text| {
-            non_empty(text).map(|()| KeySource::Query(text.to_owned()))
+            parameter(text, QUERY).map(|()| KeySource::Query(text.to_owned()))
         });
     }
     if let Some(form_field) = &file.form_field {
         return checked(form_field, "form_field", &|text| {
-            non_empty(text).map(|()| KeySource::FormField(text.to_owned()))
+            parameter(text, FORM).map(|()| KeySource::FormField(text.to_owned()))
         });
     }
     let parts = file.derive.as_ref()?;
@@ -147,7 +147,9 @@ fn derive(
     }
     let mut derived = Vec::new();
     for (i, part) in parts.get_ref().iter().enumerate() {
-        match DerivePart::parse(part.get_ref()) {
+        let parsed = derive_part_length(part.get_ref())
+            .and_then(|()| DerivePart::parse(part.get_ref()).map_err(|e| e.to_string()));
+        match parsed {
             Ok(parsed) if derived.contains(&parsed) => {
                 ctx.error(
                     Some(part.span()),
@@ -168,7 +170,6 @@ fn derive(
                 derived.push(parsed);
             }
             Err(message) => {
-                let message = message.to_string();
                 ctx.error(Some(part.span()), format!("{field}.derive[{i}]"), message);
                 ok = false;
             }
@@ -204,12 +205,34 @@ fn derive(
     }
 }
 
-fn non_empty(text: &str) -> Result<(), String> {
+const QUERY: &str = "the query parameter name";
+const FORM: &str = "the form field name";
+
+/// A query parameter's or form field's name (`what`) a key is read from.
+fn parameter(text: &str, what: &str) -> Result<(), String> {
+    names::at_most(text, what, names::PARAMETER_NAME_MAX_BYTES)?;
     if text.is_empty() {
         Err("empty: name the parameter or field".into())
     } else {
         Ok(())
     }
+}
+
+/// A derive part's name or pointer within its bound, checked before its
+/// form: a refusal of its form says it whole.
+fn derive_part_length(text: &str) -> Result<(), String> {
+    let (name, what, max) = if let Some(name) = text.strip_prefix("header:") {
+        (name, "the header name", names::HEADER_NAME_MAX_BYTES)
+    } else if let Some(name) = text.strip_prefix("query:") {
+        (name, QUERY, names::PARAMETER_NAME_MAX_BYTES)
+    } else if let Some(name) = text.strip_prefix("form:") {
+        (name, FORM, names::PARAMETER_NAME_MAX_BYTES)
+    } else if text.starts_with('/') {
+        (text, "the JSON pointer", names::JSON_POINTER_MAX_BYTES)
+    } else {
+        (text, "the derive part", names::JSON_POINTER_MAX_BYTES)
+    };
+    names::at_most(name, what, max)
 }
 
 /// `key_pattern`: `""` none, `"uuid"`, or a regex compiled here, once.
@@ -250,8 +273,7 @@ pub fn fingerprint_body(
     let mut ok = true;
     let mut pointers = Vec::new();
     for (i, item) in list.get_ref().iter().enumerate() {
-        if let Err(message) = pointer::check(item.get_ref()) {
-            let message = message.to_string();
+        if let Err(message) = names::json_pointer(item.get_ref()) {
             ctx.error(Some(item.span()), format!("{field}.{name}[{i}]"), message);
             ok = false;
         } else if name == "exclude" && item.get_ref().is_empty() {

@@ -20,15 +20,32 @@ pub const HEADER_NAME_MAX_BYTES: usize = 256;
 /// a field of every log line about its requests.
 pub const NAME_MAX_BYTES: usize = 128;
 
+/// The longest environment variable name a `*_env` field may list.
+pub const ENV_NAME_MAX_BYTES: usize = 256;
+
+/// The longest `store.redis.key_prefix`: it starts every key in Redis.
+pub const KEY_PREFIX_MAX_BYTES: usize = 256;
+
+/// The longest query parameter or form field name a key is read from.
+pub const PARAMETER_NAME_MAX_BYTES: usize = 256;
+
+/// The longest JSON pointer a key is read from or a fingerprint names.
+pub const JSON_POINTER_MAX_BYTES: usize = 1024;
+
+/// `text` within `max` bytes; checked before its form, so that a paste of
+/// a MiB is refused by its length, not quoted. `what` names it ("the key
+/// prefix").
+pub fn at_most(text: &str, what: &str, max: usize) -> Result<(), String> {
+    match text.len() {
+        len if len > max => Err(format!("{what} is {len} bytes long: at most {max} bytes")),
+        _ => Ok(()),
+    }
+}
+
 /// A header name, lower-cased (`X-Tenant` → `x-tenant`). `http` takes exactly
 /// the RFC 9110 tokens as names.
 pub fn header_name(text: &str) -> Result<HeaderName, String> {
-    if text.len() > HEADER_NAME_MAX_BYTES {
-        return Err(format!(
-            "the header name is {} bytes long: at most {HEADER_NAME_MAX_BYTES} bytes",
-            text.len()
-        ));
-    }
+    at_most(text, "the header name", HEADER_NAME_MAX_BYTES)?;
     HeaderName::from_bytes(text.as_bytes())
         .map_err(|_| format!("{} is not a valid HTTP header name", quoted(text)))
 }
@@ -159,6 +176,7 @@ pub fn match_path(text: &str, exact: bool) -> Result<String, String> {
 
 /// RFC 6901: empty (the whole body) or `/`-separated tokens with `~0`/`~1` escapes.
 pub fn json_pointer(text: &str) -> Result<String, String> {
+    at_most(text, "the JSON pointer", JSON_POINTER_MAX_BYTES)?;
     crate::key::pointer::check(text)
         .map(|()| text.to_owned())
         .map_err(|error| error.to_string())

@@ -8,8 +8,8 @@ use super::context::{Ctx, Secrets};
 use super::server::{MIN_TOKEN_CHARS, env_name};
 use super::{names, upstreams};
 use crate::config::file::{FileConfig, RegionFile, RegionPeerFile};
-use crate::config::quoted;
 use crate::config::{RegionPeerConfig, RegionsConfig};
+use crate::config::{field_path, quoted};
 
 /// `None` without `[region]`: one region, nothing forwarded. Every
 /// problem is collected; the value returned then is not used.
@@ -161,8 +161,11 @@ fn shared_gateways(
                 span.map(Spanned::span),
                 format!("regions.{name}.gateway"),
                 format!(
-                    "regions.{first}.gateway has the same address: each region needs its own \
-                     gateways, or keys homed in {name} run in {first}"
+                    "{}.gateway has the same address: each region needs its own \
+                     gateways, or keys homed in {} run in {}",
+                    field_path(&format!("regions.{first}")),
+                    field_path(name),
+                    field_path(first),
                 ),
             );
         } else {
@@ -249,9 +252,9 @@ pub fn reads_what_crosses_regions(
                 span.clone(),
                 "region",
                 format!(
-                    "route {:?} is scoped by \"client_cert\", which cannot cross regions: \
+                    "route {} is scoped by \"client_cert\", which cannot cross regions: \
                      the home region does not see the client's certificate",
-                    route.name
+                    quoted(&route.name)
                 ),
             );
         }
@@ -294,9 +297,10 @@ pub fn reads_what_crosses_regions(
                 span.clone(),
                 "region",
                 format!(
-                    "route {:?} reads {part:?} in its {field}, a field a forward to the home \
+                    "route {} reads {} in its {field}, a field a forward to the home \
                      region rewrites, so it cannot cross regions: {harm}",
-                    route.name,
+                    quoted(&route.name),
+                    quoted(&part),
                 ),
             );
         }
@@ -388,11 +392,11 @@ pub fn warn_forward_shorter_than_upstreams(
             span,
             format!("regions.{}.timeout", peer.name),
             format!(
-                "{} is not longer than the {what} {} of {whose} {:?}: a forwarded request \
+                "{} is not longer than the {what} {} of {whose} {}: a forwarded request \
                  the home region is still running is answered 503 home-region-unavailable here",
                 crate::config::units::format_duration(peer.timeout),
                 crate::config::units::format_duration(slowest.within),
-                slowest.name,
+                quoted(slowest.name),
             ),
         );
     }

@@ -293,10 +293,10 @@ fn lock_outlives_upstream(
         Some(span),
         field,
         format!(
-            "lock_timeout {}{origin} must be longer than the timeout {} of upstream {:?}",
+            "lock_timeout {}{origin} must be longer than the timeout {} of upstream {}",
             format_duration(policy.lock_timeout),
             format_duration(upstream.timeout),
-            upstream.name,
+            quoted(&upstream.name),
         ),
     );
 }

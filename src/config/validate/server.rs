@@ -7,6 +7,7 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::context::Ctx;
+use super::names;
 use crate::config::file::{ServerFile, TlsFile};
 use crate::config::quoted;
 use crate::config::units::{parse_duration_input, parse_size_input};
@@ -295,6 +296,13 @@ pub const MIN_TOKEN_CHARS: usize = 16;
 /// as a name it is a variable no one sets, and an unset admin token
 /// disables `/admin/*` without an error.
 pub fn env_name(text: &str) -> Result<String, String> {
+    // Before all else: the messages below and those about the variable
+    // (listed twice, not set) say its name whole.
+    names::at_most(
+        text,
+        "the environment variable name",
+        names::ENV_NAME_MAX_BYTES,
+    )?;
     if let Some(bare) = text.strip_prefix('$') {
         let bare = bare
             .strip_prefix('{')

@@ -9,7 +9,7 @@ use super::context::Ctx;
 use super::covering::Covering;
 use crate::config::describe::method_list;
 use crate::config::file::FileConfig;
-use crate::config::{RouteConfig, RouteMatch};
+use crate::config::{RouteConfig, RouteMatch, quoted};
 
 pub fn warn_shadowed(ctx: &mut Ctx<'_>, routes: &[(RouteConfig, Range<usize>)]) {
     let index = Covering::new(routes.iter().map(|(route, _)| &route.matcher));
@@ -27,8 +27,9 @@ pub fn warn_shadowed(ctx: &mut Ctx<'_>, routes: &[(RouteConfig, Range<usize>)]) 
                 Some(span.clone()),
                 format!("routes[{later}]"),
                 format!(
-                    "route {:?} is shadowed by route {:?} (routes[{earlier}]) and will never match",
-                    route.name, by.name
+                    "route {} is shadowed by route {} (routes[{earlier}]) and will never match",
+                    quoted(&route.name),
+                    quoted(&by.name)
                 ),
             );
         }
@@ -83,12 +84,12 @@ pub fn warn_unverified_methods(
             format!("routes[{i}].match.methods"),
             format!(
                 "this {} webhook route matches only {} on its path; a request with another \
-                 method there goes to route {:?} (routes[{}]) without its signature checked. \
+                 method there goes to route {} (routes[{}]) without its signature checked. \
                  Without match.methods every method is verified (methods still decides \
                  which are deduplicated)",
                 webhook.scheme.as_str(),
                 method_list(matched),
-                later.name,
+                quoted(&later.name),
                 i + 1 + offset,
             ),
         );
@@ -134,10 +135,10 @@ fn warn_taken_before(
             methods_span(file, j).or_else(|| Some(span.clone())),
             format!("routes[{j}].match.methods"),
             format!(
-                "this route takes {} on the path of webhook route {:?} (routes[{i}]) before \
+                "this route takes {} on the path of webhook route {} (routes[{i}]) before \
                  it: those requests are forwarded without their signature checked",
                 method_list(taken),
-                webhook_route.name,
+                quoted(&webhook_route.name),
             ),
         );
     }

@@ -4,13 +4,20 @@
 /// The one candidate within a small edit of `written` (a letter left out,
 /// added, changed, or two swapped), when exactly one is closest.
 pub fn closest<'a>(written: &str, candidates: &[&'a str]) -> Option<&'a str> {
-    let limit = match written.chars().count() {
+    let length = written.chars().count();
+    let limit = match length {
         0..=3 => 1,
         _ => 2,
     };
     let mut best: Option<(usize, &str)> = None;
     let mut tied = false;
     for &candidate in candidates {
+        // Each edit changes the length by one at most: a name much longer
+        // (a paste of a MiB) is no candidate's misspelling, and is not
+        // compared letter by letter.
+        if length.abs_diff(candidate.chars().count()) > limit {
+            continue;
+        }
         let distance = edits(written, candidate);
         if distance > limit {
             continue;

@@ -180,10 +180,15 @@ fn redis(ctx: &mut Ctx<'_>, redis: &Spanned<RedisFile>) -> RedisConfig {
         file.url_env.as_ref(),
         &["redis://", "rediss://"],
     );
-    let key_prefix = file
-        .key_prefix
-        .as_ref()
-        .map_or_else(|| "idemgate:".to_owned(), |p| p.get_ref().clone());
+    let key_prefix = ctx.value(
+        file.key_prefix.as_ref(),
+        "store.redis.key_prefix",
+        "idemgate:".to_owned(),
+        |prefix| {
+            names::at_most(prefix, "the key prefix", names::KEY_PREFIX_MAX_BYTES)
+                .map(|()| prefix.clone())
+        },
+    );
     let ca = ctx.file_path(file.ca.as_ref(), "store.redis.ca");
     if ca.is_some() && !url.is_empty() && !url.starts_with("rediss://") {
         ctx.error(

@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use toml::de::{DeTable, DeValue, Error as TomlError};
 
 use super::context::Ctx;
+use super::toml_quoted::{self, unknown_field};
 use crate::config::ConfigError;
 
 pub fn toml_error(ctx: &Ctx<'_>, text: &str, error: &TomlError) -> ConfigError {
@@ -34,6 +35,7 @@ pub fn toml_error(ctx: &Ctx<'_>, text: &str, error: &TomlError) -> ConfigError {
     if let Some(unknown) = unknown {
         field = join(&field, unknown);
     }
+    let message = toml_quoted::shortened(&message);
     ctx.located(error.span(), field, message)
 }
 
@@ -81,10 +83,6 @@ fn with_guess(message: String) -> String {
         Some(meant) => format!("{head} (did you mean `{meant}`?), expected{expected}"),
         None => message,
     }
-}
-
-fn unknown_field(message: &str) -> Option<&str> {
-    message.strip_prefix("unknown field `")?.split('`').next()
 }
 
 /// toml's path says `routes`, not which one: count `[[routes]]` headers up to
