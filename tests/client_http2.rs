@@ -562,11 +562,10 @@ async fn a_header_block_too_long_is_not_logged_as_a_rapid_reset() {
         }
     }
     assert!(gateway.client().get("/after").await.status.is_success());
-    let log = gateway.log_text();
-    let line = log
-        .lines()
-        .find(|l| l.contains("excessive load"))
-        .unwrap_or_else(|| panic!("not logged: {log}"));
+    let line = gateway
+        .logged_line("excessive load", Duration::from_secs(5))
+        .await
+        .unwrap_or_else(|| panic!("not logged: {}", gateway.log_text()));
     assert!(
         !line.contains("the client reset too many streams (rapid reset)"),
         "{line}"

@@ -258,6 +258,23 @@ impl GatewayProcess {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The first log line containing `needle`, waiting up to `within` for
+    /// it: a line the gateway writes after what the test saw (a connection's
+    /// end logged once its socket is closed) may come a moment later.
+    pub async fn logged_line(&self, needle: &str, within: Duration) -> Option<String> {
+        let deadline = Instant::now() + within;
+        loop {
+            let log = self.log_text();
+            if let Some(line) = log.lines().find(|line| line.contains(needle)) {
+                return Some(line.to_string());
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     pub fn client(&self) -> Client {
         Client::new(self.addr)
     }
