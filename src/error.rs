@@ -517,6 +517,9 @@ fn store_refusal(refusal: Option<Refusal>) -> &'static str {
         Some(Refusal::ReadOnly) => {
             "The idempotency store takes no writes (a standby, or a read-only database)"
         }
+        Some(Refusal::NotPermitted) => {
+            "The idempotency store refuses the gateway's database role a privilege it needs"
+        }
     }
 }
 
@@ -738,6 +741,10 @@ mod tests {
                 "no room for another connection",
             ),
             (Some(Refusal::ReadOnly), "takes no writes"),
+            (
+                Some(Refusal::NotPermitted),
+                "refuses the gateway's database role",
+            ),
         ];
         for (refusal, says) in details {
             let error = unavailable(refusal);

@@ -106,6 +106,9 @@ async fn open_with_hook(
         }
         StoreConfig::Postgres(pg) => {
             let (authority, report) = PostgresStore::connect_reporting(pg).await?;
+            if serving == Serving::Yes {
+                authority.require_privileges().await?;
+            }
             if let Some(on_freed) = on_freed {
                 authority.count_unanswered(on_freed);
             }

@@ -1,7 +1,7 @@
 //! A store that answered and refused, told apart from one that cannot be
 //! reached: the answer to the client names what the operator must mend
-//! (room on the disk, for connections, a server that takes writes), not a
-//! network to look at.
+//! (room on the disk, for connections, a server that takes writes, a
+//! privilege to grant), not a network to look at.
 
 /// Why a store that answers refuses the operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,4 +14,7 @@ pub enum Refusal {
     NoRoomForConnections,
     /// It takes no writes: a standby, a read-only database or file.
     ReadOnly,
+    /// The gateway's database role lacks a privilege on the store's
+    /// objects (PostgreSQL SQLSTATE 42501): a grant missing or revoked.
+    NotPermitted,
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use deadpool_postgres::{BuildError, PoolError};
 use tokio_postgres::error::SqlState;
 
+use super::grant::Grant;
 use crate::store::Refusal;
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -87,6 +88,27 @@ pub enum PostgresCause {
         #[source]
         source: Arc<tokio_postgres::Error>,
     },
+    /// The tables belong to a role this one may not act as: only their
+    /// owner (or a member of it) may change them.
+    #[error(
+        "postgres: the store's tables in schema {schema} belong to role {owner}, and only \
+         it (or a role that is a member of it) may change them ({}): run `idemgate migrate` \
+         as {owner}, and set store.migrate = false for this role",
+        driver_text(.source.as_ref())
+    )]
+    NotOwner {
+        schema: String,
+        owner: String,
+        #[source]
+        source: Arc<tokio_postgres::Error>,
+    },
+    /// The role lacks privileges a serving gateway needs (`privileges`).
+    #[error(
+        "postgres: role {role} lacks privileges the gateway needs on the store's tables; \
+         as their owner (or a superuser), run: {}",
+        grants_text(role, grants)
+    )]
+    MissingGrants { role: String, grants: Vec<Grant> },
     /// The session lacks settings of the startup options (the URL's
     /// `options`): a connection pooler dropped them (`pooler`).
     #[error(
@@ -143,6 +165,9 @@ impl PostgresCause {
     pub fn refusal(&self) -> Option<Refusal> {
         let driver = match self {
             PostgresCause::ReadOnly => return Some(Refusal::ReadOnly),
+            PostgresCause::MissingGrants { .. }
+            | PostgresCause::MayNotCreate { .. }
+            | PostgresCause::NotOwner { .. } => return Some(Refusal::NotPermitted),
             PostgresCause::Driver(driver) => driver.as_ref(),
             PostgresCause::Pool(pool) => match pool.as_ref() {
                 PoolError::Backend(driver) => driver,
@@ -154,6 +179,7 @@ impl PostgresCause {
             code if *code == SqlState::DISK_FULL => Some(Refusal::DiskFull),
             code if *code == SqlState::TOO_MANY_CONNECTIONS => Some(Refusal::NoRoomForConnections),
             code if *code == SqlState::READ_ONLY_SQL_TRANSACTION => Some(Refusal::ReadOnly),
+            code if *code == SqlState::INSUFFICIENT_PRIVILEGE => Some(Refusal::NotPermitted),
             _ => None,
         }
     }
@@ -224,6 +250,13 @@ fn driver_text(err: &tokio_postgres::Error) -> String {
             describe(err)
         );
     }
+    if err.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE) {
+        return format!(
+            "the database refuses this role a privilege on the store's tables (grant it as \
+             their owner; docs/postgres.md, Roles and privileges): {}",
+            describe(err)
+        );
+    }
     if err.code() == Some(&SqlState::READ_ONLY_SQL_TRANSACTION) {
         return format!(
             "the server takes no writes (a standby, such as a failover's former primary, \
@@ -232,6 +265,15 @@ fn driver_text(err: &tokio_postgres::Error) -> String {
         );
     }
     describe(err)
+}
+
+/// `GRANT ... TO role; GRANT ... TO role`
+fn grants_text(role: &str, grants: &[Grant]) -> String {
+    grants
+        .iter()
+        .map(|grant| format!("{grant} TO {role}"))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn pool_text(err: &PoolError) -> String {

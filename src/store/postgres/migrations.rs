@@ -89,9 +89,17 @@ pub async fn migrate(client: &mut Client) -> Result<MigrationReport, StoreError>
     let schema = require_schema(&tx).await?;
     tx.execute(LOCK, &[&LOCK_CLASS]).await.map_err(db_error)?;
     tx.batch_execute(AFTER_THE_LOCK).await.map_err(db_error)?;
-    tx.batch_execute(CREATE_LEDGER)
+    // Read before any DDL: once a statement fails, the transaction answers
+    // nothing more, and a refusal is told by who owns the tables.
+    let owner: Option<String> = tx
+        .query_opt(FOREIGN_OWNER, &[])
         .await
-        .map_err(|e| may_not_create(e, &schema))?;
+        .map_err(db_error)?
+        .map(|row| row.try_get(0))
+        .transpose()
+        .map_err(db_error)?;
+    let refused = |e| refused(e, &schema, owner.as_deref());
+    tx.batch_execute(CREATE_LEDGER).await.map_err(refused)?;
     let current: i64 = tx
         .query_one(CURRENT, &[])
         .await
@@ -103,7 +111,7 @@ pub async fn migrate(client: &mut Client) -> Result<MigrationReport, StoreError>
     for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
         tx.batch_execute(sql).await.map_err(|e| {
             if lacks_privilege(&e) {
-                return may_not_create(e, &schema);
+                return refused(e);
             }
             PostgresCause::Migration {
                 version: *version,
@@ -210,17 +218,33 @@ async fn require_schema(client: &impl GenericClient) -> Result<String, StoreErro
     Err(PostgresCause::NoSchema { search_path: path }.into())
 }
 
-/// DDL refused for want of privilege (a role without CREATE on the schema:
-/// `public` since PostgreSQL 15) is said with what to grant, or that
-/// another role may migrate: PostgreSQL's "permission denied for schema"
-/// tells neither.
-fn may_not_create(e: tokio_postgres::Error, schema: &str) -> StoreError {
+/// The owner of a store object that exists and that this role may not act
+/// as: only an owner may alter a table, so a migration that changes one
+/// fails for this role whatever it is granted.
+const FOREIGN_OWNER: &str = "SELECT pg_get_userbyid(c.relowner) FROM pg_class c
+WHERE c.oid IN (to_regclass('idemgate_records')::oid,
+                to_regclass('idemgate_schema_migrations')::oid,
+                to_regclass('idemgate_tokens')::oid)
+  AND NOT pg_has_role(c.relowner, 'USAGE')
+LIMIT 1";
+
+/// DDL refused for want of privilege is said with the way out, which
+/// PostgreSQL's "permission denied for schema" or "must be owner of table"
+/// do not tell: tables another role owns (`owner`) are migrated by it; a
+/// role without CREATE on the schema (`public` since PostgreSQL 15) is
+/// granted it, or another role migrates.
+fn refused(e: tokio_postgres::Error, schema: &str, owner: Option<&str>) -> StoreError {
     if !lacks_privilege(&e) {
         return db_error(e);
     }
-    PostgresCause::MayNotCreate {
-        schema: schema.to_owned(),
-        source: Arc::new(e),
+    let (schema, source) = (schema.to_owned(), Arc::new(e));
+    match owner {
+        Some(owner) => PostgresCause::NotOwner {
+            schema,
+            owner: owner.to_owned(),
+            source,
+        },
+        None => PostgresCause::MayNotCreate { schema, source },
     }
     .into()
 }

@@ -18,6 +18,7 @@ pub(in crate::store) mod cause;
 mod connect;
 mod count;
 mod crowded;
+mod grant;
 mod lent;
 mod listing;
 mod many;
@@ -26,6 +27,7 @@ mod migrations;
 mod plans;
 mod pool;
 mod pooler;
+mod privileges;
 mod purges;
 mod read_only;
 mod rows;
@@ -41,6 +43,7 @@ use async_trait::async_trait;
 use tokio_postgres::types::ToSql;
 
 pub use cause::{PostgresCause, RootCertProblem};
+pub use grant::Grant;
 pub use migrations::SCHEMA_VERSION;
 pub use purges::{Heard, PurgeHook};
 pub use unanswered::{Freed, FreedHook};
@@ -197,6 +200,14 @@ impl PostgresStore {
     /// (`unanswered`); the first hook given stays.
     pub fn count_unanswered(&self, hook: FreedHook) {
         self.counting.set(hook);
+    }
+
+    /// Refuses a role that lacks a privilege a serving gateway needs
+    /// (`privileges`): `serve` checks at start, where the role's every
+    /// keyed request would otherwise fail.
+    pub async fn require_privileges(&self) -> Result<(), StoreError> {
+        let missing = self.read(privileges::MISSING, &[]).await?;
+        privileges::refuse(&missing)
     }
 
     /// Hears of purges made through any replica (see `purges`) until the
@@ -698,7 +709,9 @@ impl Store for PostgresStore {
                         self.read_only.seen();
                         return Err(PostgresCause::ReadOnly.into());
                     }
-                    return Ok(());
+                    // A grant revoked while serving fails every keyed
+                    // request: not ready, saying which.
+                    return self.require_privileges().await;
                 }
                 Err(Failure::ConnectionLost(_)) if lost < reconnects => lost += 1,
                 Err(failure) => return Err(failure.into_error()),
