@@ -629,11 +629,7 @@ fn a_sighup_while_starting_does_not_kill_serve() {
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let child = serve_against_a_silent_postgres(&dir, &silent, "2s");
     std::thread::sleep(std::time::Duration::from_millis(500));
-    let sent = Command::new("kill")
-        .args(["-HUP", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
+    common::gateway::send_signal(child.id(), "HUP");
     let out = child.wait_with_output().unwrap();
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{:?} {stderr}", out.status);
@@ -679,11 +675,7 @@ fn a_stop_signal_while_starting_stops_serve() {
         let dir = TestDir::new("cli-early-stop");
         let child = serve_against_a_silent_postgres(&dir, &silent, "20s");
         std::thread::sleep(std::time::Duration::from_millis(500));
-        let sent = Command::new("kill")
-            .args([&format!("-{signal}"), &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(sent.success());
+        common::gateway::send_signal(child.id(), signal);
         let asked = std::time::Instant::now();
         let out = child.wait_with_output().unwrap();
         let stderr = text(&out.stderr);
@@ -1243,11 +1235,7 @@ async fn a_closed_stderr_stops_neither_requests_nor_shutdown() {
     assert_eq!(reply.status, 201);
     assert_eq!(client.get("/echo").await.status, 200);
 
-    let sent = Command::new("kill")
-        .args(["-TERM", &child.0.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
+    common::gateway::send_signal(child.0.id(), "TERM");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let status = loop {
         if let Some(status) = child.0.try_wait().unwrap() {
@@ -2225,11 +2213,7 @@ fn an_interrupted_sweep_prints_what_it_deleted() {
             assert!(started.elapsed() < std::time::Duration::from_secs(20));
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        let sent = Command::new("kill")
-            .args([&format!("-{signal}"), &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(sent.success());
+        common::gateway::send_signal(child.id(), signal);
         let out = child.wait_with_output().unwrap();
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(code), "{signal}: {stderr}");
@@ -2334,11 +2318,7 @@ fn a_signal_during_compact_leaves_the_file_whole() {
         {
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
-        let sent = Command::new("kill")
-            .args([&format!("-{signal}"), &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(sent.success());
+        common::gateway::send_signal(child.id(), signal);
         let out = child.wait_with_output().unwrap();
         // Done before the signal came, it said so; else nothing was said.
         match out.status.code() {

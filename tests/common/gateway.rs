@@ -296,11 +296,7 @@ impl GatewayProcess {
     }
 
     pub fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([&format!("-{signal}"), &self.pid().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        send_signal(self.pid(), signal);
     }
 
     /// SIGHUP, then waits until the gateway has counted its `n`th applied
@@ -441,4 +437,13 @@ impl Drop for GatewayProcess {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Sends `signal` (`"TERM"`, `"INT"`, `"HUP"`) to process `pid`.
+pub fn send_signal(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
 }
