@@ -1,7 +1,9 @@
 //! The bound on bodies held in memory at once, over every connection
 //! (`server.max_buffered_bodies`). A keyed request's body is read whole (for
 //! its key and its fingerprint, or a webhook's signature) and kept until it
-//! is written to the upstream, a free connection to which it may wait for;
+//! is written to the upstream, a free connection to which it may wait for
+//! (so is a small pass-through body, read whole before it is sent on:
+//! `body::counted`);
 //! a stored or replayed answer is kept until its client has taken it. Without
 //! a bound, many large bodies at once, or many clients that take nothing of
 //! large answers, would take the process's memory (docs/behaviour.md, "Memory").
@@ -51,7 +53,8 @@ struct ReplayHold {
 }
 
 /// The budget has no room for what a body needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no room left in server.max_buffered_bodies")]
 pub struct Exhausted;
 
 impl BodyBudget {

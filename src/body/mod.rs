@@ -2,6 +2,7 @@
 //! streamed upstream body, a buffered request and a stored replay look alike.
 
 pub mod budget;
+mod counted;
 mod http2;
 mod idle;
 pub mod linger;
@@ -9,7 +10,7 @@ pub mod linger;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full, combinators::UnsyncBoxBody};
 
-pub use budget::BodyBudget;
+pub use budget::{BodyBudget, Exhausted};
 pub use http2::{Http2Body, InProgress, Lingering, StreamReset, StreamWatch, Watched};
 pub use idle::{IdleLimit, ReadLimits, SlowBody, Stalled, is_stalled};
 
@@ -63,7 +64,9 @@ where
         return Ok(empty());
     }
     match incoming.size_hint().exact() {
-        Some(length) if length <= COALESCE_LIMIT => Ok(full(read_whole(incoming).await?)),
+        Some(length) if length <= COALESCE_LIMIT => {
+            Ok(full(read_whole(incoming, |_| Ok(())).await?))
+        }
         _ => Ok(stream(incoming)),
     }
 }
@@ -71,19 +74,31 @@ where
 /// [`coalesce`] for a client's request body: a small one is read whole
 /// within `limits` (a client that stops sending it, or sends it too slowly,
 /// fails with [`SlowBody`]: nothing else bounds this read, as the upstream's
-/// `timeout` starts only once the request is handed over); a larger one
-/// streams as it comes, its pace the upstream's `timeout` to bound.
-pub async fn coalesce_request<B>(incoming: B, limits: ReadLimits) -> Result<Body, BoxError>
-where
-    B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
-    B::Error: Into<BoxError>,
-{
+/// `timeout` starts only once the request is handed over), its bytes taken
+/// from `budget` as they arrive and held until the body is dropped (past
+/// the room left it fails with [`Exhausted`]); a larger one streams as it
+/// comes, its pace the upstream's `timeout` to bound. A body read whole
+/// before ([`ClientBody::Held`]) holds its share already.
+pub async fn coalesce_request(
+    incoming: ClientBody,
+    limits: ReadLimits,
+    budget: &BodyBudget,
+) -> Result<Body, BoxError> {
+    use http_body::Body as _;
     if incoming.is_end_stream() {
         return Ok(empty());
     }
+    if let ClientBody::Held(Some(whole)) = incoming {
+        return Ok(full(whole));
+    }
     match incoming.size_hint().exact() {
         Some(length) if length <= COALESCE_LIMIT => {
-            Ok(full(read_whole(IdleLimit::within(incoming, limits)).await?))
+            let mut share = budget.share();
+            let whole = read_whole(IdleLimit::within(incoming, limits), |bytes| {
+                share.take(bytes).map_err(BoxError::from)
+            })
+            .await?;
+            Ok(counted::Counted::new(whole, share).boxed_unsync())
         }
         _ => Ok(stream(incoming)),
     }
@@ -91,8 +106,12 @@ where
 
 /// A small body's bytes: its one data frame as it came (the usual case: no
 /// copy, no list of frames as `collect` keeps), or its frames joined.
-/// Trailers are dropped, as `collect().to_bytes()` drops them.
-async fn read_whole<B>(body: B) -> Result<Bytes, B::Error>
+/// Trailers are dropped, as `collect().to_bytes()` drops them. `arrived` is
+/// told each data frame's length before it is kept, and may refuse it.
+async fn read_whole<B>(
+    body: B,
+    mut arrived: impl FnMut(usize) -> Result<(), B::Error>,
+) -> Result<Bytes, B::Error>
 where
     B: http_body::Body<Data = Bytes>,
 {
@@ -103,6 +122,7 @@ where
         let Ok(data) = frame?.into_data() else {
             continue;
         };
+        arrived(data.len())?;
         if first.is_empty() {
             first = data;
         } else {
@@ -122,11 +142,14 @@ where
 /// A request's body as the listener hands it to a handler: already read
 /// whole (the usual small request, its bytes arrived with its head), read
 /// from the connection as the handler asks (large or chunked HTTP/1
-/// bodies), or an HTTP/2 stream.
+/// bodies), or an HTTP/2 stream; or, once a phase has read it whole, held
+/// with its share of the body budget (a webhook's, read for its
+/// signature), which no later read counts again.
 pub enum ClientBody {
     Full(Option<Bytes>),
     Streamed(Body),
     Http2(Http2Body),
+    Held(Option<Bytes>),
 }
 
 impl ClientBody {
@@ -145,7 +168,9 @@ impl http_body::Body for ClientBody {
     ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
         use std::task::Poll;
         match self.get_mut() {
-            Self::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(http_body::Frame::data(b)))),
+            Self::Full(bytes) | Self::Held(bytes) => {
+                Poll::Ready(bytes.take().map(|b| Ok(http_body::Frame::data(b))))
+            }
             Self::Streamed(body) => std::pin::Pin::new(body).poll_frame(cx),
             Self::Http2(body) => std::pin::Pin::new(body).poll_frame(cx),
         }
@@ -153,7 +178,7 @@ impl http_body::Body for ClientBody {
 
     fn is_end_stream(&self) -> bool {
         match self {
-            Self::Full(bytes) => bytes.is_none(),
+            Self::Full(bytes) | Self::Held(bytes) => bytes.is_none(),
             Self::Streamed(body) => body.is_end_stream(),
             Self::Http2(body) => body.is_end_stream(),
         }
@@ -161,7 +186,7 @@ impl http_body::Body for ClientBody {
 
     fn size_hint(&self) -> http_body::SizeHint {
         match self {
-            Self::Full(bytes) => {
+            Self::Full(bytes) | Self::Held(bytes) => {
                 http_body::SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
             }
             Self::Streamed(body) => body.size_hint(),
@@ -196,7 +221,7 @@ mod tests {
     #[tokio::test]
     async fn a_small_body_is_read_whole_its_one_frame_uncopied() {
         let one = Bytes::from_static(b"{\"id\":1}");
-        let read = read_whole(frames(vec![Frame::data(one.clone())]))
+        let read = read_whole(frames(vec![Frame::data(one.clone())]), |_| Ok(()))
             .await
             .expect("read");
         assert_eq!(read, one);
@@ -212,8 +237,14 @@ mod tests {
             Frame::data(Bytes::from_static(b"e")),
             Frame::trailers(trailers),
         ];
-        assert_eq!(read_whole(frames(parts)).await.expect("read"), "abcde");
-        assert_eq!(read_whole(frames(vec![])).await.expect("read"), "");
+        assert_eq!(
+            read_whole(frames(parts), |_| Ok(())).await.expect("read"),
+            "abcde"
+        );
+        assert_eq!(
+            read_whole(frames(vec![]), |_| Ok(())).await.expect("read"),
+            ""
+        );
     }
 
     /// A body of one frame and the given exact size (what a reader framing

@@ -15,8 +15,13 @@ use crate::proxy::{Handover, UpstreamBody, UpstreamError, Wait, prepare_request}
 
 pub async fn run(gateway: &Gateway, exchange: &Exchange, request: Request<ClientBody>) -> Answer {
     let (parts, incoming) = request.into_parts();
-    let body = match body::coalesce_request(incoming, gateway.body_limits).await {
+    let body = match body::coalesce_request(incoming, gateway.body_limits, &gateway.body_budget)
+        .await
+    {
         Ok(body) => body,
+        Err(error) if error.is::<body::Exhausted>() => {
+            return Answer::error(GatewayError::BodiesOverBudget);
+        }
         Err(error) => {
             return Answer::error(
                 body::SlowBody::of(&error).map_or(INCOMPLETE_BODY, GatewayError::RequestTimeout),

@@ -202,10 +202,11 @@ pub(super) async fn read_whole(
     if declared.is_some_and(|length| length > limit) {
         return Err(too_large);
     }
-    // A body that arrived with its head lies in the connection's own read
-    // buffer (a few KiB past the head), and one read whole before (a
-    // webhook's, read for its signature) holds its share already.
-    let mut share = (!matches!(incoming, ClientBody::Full(_))).then(|| reading.budget.share());
+    // A body that arrived with its head counts too: read ahead behind a
+    // pipelined request it may be tens of KiB, held as long as any other.
+    // One read whole before (a webhook's, read for its signature) holds its
+    // share already.
+    let mut share = (!matches!(incoming, ClientBody::Held(_))).then(|| reading.budget.share());
     let mut incoming = body::IdleLimit::within(incoming, reading.limits);
     let capacity = declared.map_or(0, |length| usize::try_from(length).unwrap_or(0));
     let mut whole = Gathered::Empty;

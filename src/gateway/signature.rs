@@ -34,7 +34,7 @@ pub async fn check(
     let body = if body.is_empty() {
         ClientBody::empty()
     } else {
-        ClientBody::Full(Some(body))
+        ClientBody::Held(Some(body))
     };
     Ok(Request::from_parts(parts, body))
 }
