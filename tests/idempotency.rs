@@ -873,7 +873,11 @@ async fn a_client_that_leaves_is_counted_once_or_not_at_all() {
         .await;
     assert_eq!(retry.header("idempotent-replayed"), Some("true"));
     // Not counted, but the request that ran has its log line, said to
-    // have lost its client; the others' lines say nothing of it.
+    // have lost its client; the others' lines say nothing of it. Written
+    // once its answer is recorded, which the replay may read first.
+    s.gateway
+        .logged_line("client_left", Duration::from_secs(10))
+        .await;
     let log = s.gateway.log_text();
     let left: Vec<&str> = log
         .lines()

@@ -228,8 +228,16 @@ async fn a_reservation_whose_reply_is_lost_frees_its_key_once_the_store_is_back(
         assert_eq!(upstream.executions(key), executed, "{key}");
         assert_eq!(records_of(&schema, key).await, (0, 1), "{key}");
     }
+    // Logged by the task that freed it, after the key was free again.
+    assert!(
+        gateway
+            .logged_line("freed a key whose reservation", Duration::from_secs(10))
+            .await
+            .is_some(),
+        "{}",
+        gateway.log_text()
+    );
     let log = gateway.log_text();
-    assert!(log.contains("freed a key whose reservation"), "{log}");
     assert!(!log.contains("lost-strict"), "raw keys are never logged");
     let metrics = admin.get("/metrics").await.text();
     for line in [
@@ -454,10 +462,15 @@ async fn a_release_that_failed_in_an_outage_is_retried_once_the_store_is_back() 
         2,
         "the retry ran: the first answer was not kept"
     );
+    // Logged by the task that released it, after the key was free again.
     assert!(
         gateway
-            .log_text()
-            .contains("released the key once the store answered again"),
+            .logged_line(
+                "released the key once the store answered again",
+                Duration::from_secs(10)
+            )
+            .await
+            .is_some(),
         "{}",
         gateway.log_text()
     );

@@ -389,7 +389,15 @@ async fn a_reload_cannot_scope_by_client_cert_on_a_plain_listener() {
         metrics.contains("idemgate_config_reloads_total{result=\"rejected\"} 1"),
         "{metrics}"
     );
-    assert!(gateway.log_text().contains("scope client_cert"));
+    // Counted before it is logged: waited for.
+    assert!(
+        gateway
+            .logged_line("scope client_cert", Duration::from_secs(10))
+            .await
+            .is_some(),
+        "{}",
+        gateway.log_text()
+    );
     // Still the plain listener and the running config.
     let reply = gateway.client().post("/v1/charges", Some("k"), "{}").await;
     assert_eq!(reply.status, 201);
@@ -855,6 +863,18 @@ async fn tls_refusals_are_counted_by_reason_and_logged_once_per_interval() {
         "{metrics}"
     );
 
+    let said = [
+        ("plain HTTP on the TLS listener", "answered 400"),
+        ("client certificate refused", "presented none"),
+        ("the client refused the gateway's certificate", "UnknownCA"),
+        ("TLS handshake failed", "ALPN"),
+        ("TLS handshake not finished", "header_read_timeout"),
+        ("sent no byte", "header_read_timeout"),
+    ];
+    // Each refusal is counted, then logged, after its client saw it.
+    for (says, _) in said {
+        gateway.logged_line(says, Duration::from_secs(10)).await;
+    }
     let log = gateway.log_text();
     let lines = |says: &str| {
         log.lines()
@@ -862,14 +882,7 @@ async fn tls_refusals_are_counted_by_reason_and_logged_once_per_interval() {
             .map(str::to_owned)
             .collect::<Vec<_>>()
     };
-    for (says, cause) in [
-        ("plain HTTP on the TLS listener", "answered 400"),
-        ("client certificate refused", "presented none"),
-        ("the client refused the gateway's certificate", "UnknownCA"),
-        ("TLS handshake failed", "ALPN"),
-        ("TLS handshake not finished", "header_read_timeout"),
-        ("sent no byte", "header_read_timeout"),
-    ] {
+    for (says, cause) in said {
         let found = lines(says);
         assert_eq!(found.len(), 1, "one line per interval for {says:?}:\n{log}");
         assert!(found[0].contains("listener=\"data\""), "{}", found[0]);

@@ -124,15 +124,13 @@ async fn admin_plane_over_tls_with_client_certificates_and_reloaded_certificates
         ),
         "{metrics}"
     );
-    assert!(
-        gateway
-            .log_text()
-            .lines()
-            .any(|line| line.contains("client certificate refused")
-                && line.contains("listener=\"admin\"")),
-        "{}",
-        gateway.log_text()
-    );
+    // Written after the client saw its handshake refused and after the
+    // count: waited for.
+    let line = gateway
+        .logged_line("client certificate refused", Duration::from_secs(10))
+        .await
+        .unwrap_or_else(|| panic!("not logged:\n{}", gateway.log_text()));
+    assert!(line.contains("listener=\"admin\""), "{line}");
 
     // The certificate replaced on disk, then a reload: new connections get
     // the new one (signed by another CA, so the old trust no longer works).
