@@ -17,21 +17,11 @@ use tokio::net::TcpStream;
 
 const WITHIN: Duration = Duration::from_secs(10);
 
-/// `idemgate_buffered_body_bytes` now.
-async fn held(admin: &Client) -> u64 {
-    let metrics = admin.get("/metrics").await.text();
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix("idemgate_buffered_body_bytes "))
-        .and_then(|value| value.parse().ok())
-        .expect("the gauge")
-}
-
-/// Waits until the gauge reads `bytes`.
-async fn held_reaches(admin: &Client, bytes: u64) {
+/// Waits until `idemgate_buffered_body_bytes` reads `bytes`.
+async fn held_reaches(gateway: &GatewayProcess, bytes: u64) {
     let started = Instant::now();
     loop {
-        let now = held(admin).await;
+        let now = gateway.buffered_body_bytes().await;
         if now == bytes {
             return;
         }
@@ -104,7 +94,7 @@ async fn small_pass_through_bodies_on_http2_streams_count_against_the_budget() {
         h2 = h2.ready().await.expect("ready");
     }
     // Six bodies of 16 KiB: the whole 96 KiB.
-    held_reaches(&admin, 6 * 16 * 1024).await;
+    held_reaches(&gateway, 6 * 16 * 1024).await;
 
     // A seventh does not fit: refused at once, while the others still wait.
     let request = http::Request::post(format!("http://{}/v1/uploads?n=6", gateway.addr))
@@ -137,7 +127,7 @@ async fn small_pass_through_bodies_on_http2_streams_count_against_the_budget() {
             .expect("an answer");
         assert!(answer.status().is_success(), "{}", answer.status());
     }
-    held_reaches(&admin, 0).await;
+    held_reaches(&gateway, 0).await;
     let metrics = admin.get("/metrics").await.text();
     assert!(
         metrics.contains("idemgate_requests_total{outcome=\"overloaded\",route=\"uploads\"} 1"),
@@ -200,7 +190,7 @@ async fn a_pipelined_body_read_ahead_with_its_head_counts_against_the_budget() {
         .expect("pipelined");
     // The second now waits for `api`, holding its body.
     inflight(&admin, "charges", 2).await;
-    assert_eq!(held(&admin).await, body.len() as u64);
+    assert_eq!(gateway.buffered_body_bytes().await, body.len() as u64);
 
     // A body that does not fit beside it is refused.
     let other = format!("{{\"pad\":\"{}\"}}", "o".repeat(40 * 1024));
@@ -224,5 +214,5 @@ async fn a_pipelined_body_read_ahead_with_its_head_counts_against_the_budget() {
     }
     assert_eq!(read.matches("HTTP/1.1 2").count(), 2, "{read}");
     assert_eq!(upstream.executions("piped"), 1);
-    held_reaches(&admin, 0).await;
+    held_reaches(&gateway, 0).await;
 }
