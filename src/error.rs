@@ -345,8 +345,8 @@ impl GatewayError {
                  nothing was forwarded and the key is free. Retry later."
                 .into(),
             BodiesOverBudget => "The gateway holds as many bodies in memory as it may \
-                 (server.max_buffered_bodies): request bodies, and answers their clients have \
-                 not yet taken; nothing was reserved or forwarded. Retry later."
+                 (server.max_buffered_bodies): request bodies, heads of HTTP/2 requests in \
+                 progress, and answers their clients have not yet taken; nothing was reserved or forwarded. Retry later."
                 .into(),
             Unauthorized => "A bearer token is required.".into(),
             Forbidden => "The bearer token is not valid.".into(),

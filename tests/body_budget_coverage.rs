@@ -55,7 +55,9 @@ async fn small_pass_through_bodies_on_http2_streams_count_against_the_budget() {
     let dir = TestDir::new("budget-h2-pass-through");
     let config = Config::new()
         .server("max_request_body", "64KiB")
-        .server("max_buffered_bodies", "96KiB")
+        // Six bodies of 16 KiB, and room for their heads (HTTP/2 heads
+        // count too, about 0.5 KiB each here).
+        .server("max_buffered_bodies", "104KiB")
         .upstream(
             Upstream::api()
                 .timeout("5s")
@@ -93,8 +95,14 @@ async fn small_pass_through_bodies_on_http2_streams_count_against_the_budget() {
         answers.push(answer);
         h2 = h2.ready().await.expect("ready");
     }
-    // Six bodies of 16 KiB: the whole 96 KiB.
-    held_reaches(&gateway, 6 * 16 * 1024).await;
+    // Six bodies of 16 KiB and their heads: less than 8 KiB is left.
+    let started = Instant::now();
+    while gateway.buffered_body_bytes().await < 6 * 16 * 1024 {
+        assert!(started.elapsed() < WITHIN, "six bodies never held");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let held = gateway.buffered_body_bytes().await;
+    assert!(held > 96 * 1024 && held < 104 * 1024, "{held}");
 
     // A seventh does not fit: refused at once, while the others still wait.
     let request = http::Request::post(format!("http://{}/v1/uploads?n=6", gateway.addr))
@@ -215,4 +223,90 @@ async fn a_pipelined_body_read_ahead_with_its_head_counts_against_the_budget() {
     assert_eq!(read.matches("HTTP/1.1 2").count(), 2, "{read}");
     assert_eq!(upstream.executions("piped"), 1);
     held_reaches(&gateway, 0).await;
+}
+
+/// The heads of HTTP/2 streams that wait count against the budget: a
+/// connection may hold 200 of them at once, each up to `max_header_bytes`
+/// (held about twice in memory), which no other bound covers. Keyed
+/// requests with 30 KiB heads waiting on a slow upstream fill a 200 KiB
+/// budget after a few; the next is refused 503 `gateway-overloaded` at
+/// once, nothing of it forwarded, while the others go on; every byte is
+/// given back.
+#[tokio::test(flavor = "multi_thread")]
+async fn heads_of_waiting_http2_streams_count_against_the_budget() {
+    let upstream = MockUpstream::start().await;
+    let dir = TestDir::new("budget-h2-heads");
+    let config = Config::new()
+        .server("max_request_body", "1KiB")
+        .server("max_buffered_bodies", "200KiB")
+        .upstream(Upstream::api().timeout("5s").set("max_connections", 16))
+        .route(Route::api("charges", "/v1/charges"));
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
+    let admin = gateway.admin_client();
+    let pad = "p".repeat(30 * 1024);
+
+    let mut h2 = common::h2::connect(gateway.addr).await;
+    let mut waiting = Vec::new();
+    let (refused, refused_key) = loop {
+        let n = waiting.len();
+        assert!(
+            n < 7,
+            "{n} heads of 30 KiB held, none refused by a 200 KiB budget"
+        );
+        let key = format!("head-{n}");
+        let request =
+            http::Request::post(format!("http://{}/v1/charges?delay_ms=2000", gateway.addr))
+                .header("idempotency-key", &key)
+                .header("content-type", "application/json")
+                .header("x-pad", &pad)
+                .body(())
+                .expect("request");
+        let (answer, mut upload) = h2.send_request(request, false).expect("sent");
+        upload
+            .send_data(Bytes::from_static(b"{}"), true)
+            .expect("body");
+        h2 = h2.ready().await.expect("ready");
+        let answer = tokio::spawn(answer);
+        inflight_or_answered(&admin, n as u32 + 1, &answer).await;
+        if answer.is_finished() {
+            break (answer.await.expect("task").expect("an answer"), key);
+        }
+        waiting.push((answer, key));
+    };
+    assert!(!waiting.is_empty(), "the first head fits");
+    let held = gateway.buffered_body_bytes().await;
+    assert!(
+        held >= waiting.len() as u64 * 30 * 1024,
+        "{held} bytes held by {} heads of 30 KiB",
+        waiting.len()
+    );
+    assert_eq!(refused.status(), 503);
+    let problem: serde_json::Value =
+        serde_json::from_slice(&common::h2::body(refused).await).expect("a problem document");
+    assert_eq!(problem["code"], "gateway-overloaded");
+    for (answer, key) in waiting {
+        let answer = tokio::time::timeout(WITHIN, answer)
+            .await
+            .expect("an answer in time")
+            .expect("task")
+            .expect("an answer");
+        assert_eq!(answer.status(), 201);
+        assert_eq!(upstream.executions(&key), 1);
+    }
+    assert_eq!(
+        upstream.executions(&refused_key),
+        0,
+        "the refused one was not forwarded"
+    );
+    held_reaches(&gateway, 0).await;
+}
+
+/// Waits until `n` requests of `charges` are in flight, or `answer` came.
+async fn inflight_or_answered<T>(admin: &Client, n: u32, answer: &tokio::task::JoinHandle<T>) {
+    let line = format!("idemgate_inflight{{route=\"charges\"}} {n}");
+    let started = Instant::now();
+    while !answer.is_finished() && !admin.get("/metrics").await.text().contains(&line) {
+        assert!(started.elapsed() < WITHIN, "never {line}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }

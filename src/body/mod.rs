@@ -10,7 +10,7 @@ pub mod linger;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full, combinators::UnsyncBoxBody};
 
-pub use budget::{BodyBudget, Exhausted};
+pub use budget::{BodyBudget, Exhausted, Share};
 pub use http2::{Http2Body, InProgress, Lingering, StreamReset, StreamWatch, Watched};
 pub use idle::{IdleLimit, ReadLimits, SlowBody, Stalled, is_stalled};
 

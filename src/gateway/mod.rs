@@ -23,6 +23,7 @@ mod reserve;
 mod runtime;
 mod runtime_error;
 mod signature;
+mod stream_head;
 mod waiters;
 
 use std::sync::Arc;
@@ -67,8 +68,8 @@ pub struct Gateway {
     /// `server.header_read_timeout`, all of it `server.body_read_timeout`,
     /// as the process started with them.
     body_limits: body::ReadLimits,
-    /// Request bodies read whole and keyed answers not yet taken by their
-    /// clients, all requests together (`server.max_buffered_bodies`, as the
+    /// Request bodies read whole, heads of HTTP/2 requests in progress and
+    /// keyed answers not yet taken by their clients, all requests together (`server.max_buffered_bodies`, as the
     /// process started with it).
     body_budget: BodyBudget,
     /// Keyed executions, detached from their client's request: a shutdown
@@ -302,6 +303,13 @@ impl Gateway {
         }
         let Some(bound) = bound else {
             return (None, Answer::error(GatewayError::NoRoute));
+        };
+        // Held until the request is answered (src/gateway/stream_head.rs).
+        let Ok(_head) = stream_head::hold(&self.body_budget, &request) else {
+            return (
+                Some(bound.clone()),
+                Answer::error(GatewayError::BodiesOverBudget),
+            );
         };
         if let Some(verifier) = &bound.route.webhook {
             request = match signature::check(verifier, request, self.reading()).await {
