@@ -522,8 +522,8 @@ fn store_refusal(refusal: Option<Refusal>) -> std::borrow::Cow<'static, str> {
         }
         Some(Refusal::PoolBusy { waited }) => {
             return format!(
-                "The idempotency store answers, but every connection of the gateway's pool \
-                 stayed busy for {} s with other requests",
+                "Every connection of the gateway's pool to the idempotency store stayed busy \
+                 for {} s with other requests",
                 waited.as_secs_f64()
             )
             .into();
@@ -754,7 +754,7 @@ mod tests {
                 Some(Refusal::PoolBusy {
                     waited: Duration::from_millis(1500),
                 }),
-                "every connection of the gateway's pool stayed busy for 1.5 s",
+                "pool to the idempotency store stayed busy for 1.5 s",
             ),
             (
                 Some(Refusal::NotPermitted),
