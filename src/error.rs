@@ -505,8 +505,8 @@ impl GatewayError {
 
 /// What the store did: a store that answered and refused is not said to be
 /// unreachable, which would send its operator to look at the network.
-fn store_refusal(refusal: Option<Refusal>) -> &'static str {
-    match refusal {
+fn store_refusal(refusal: Option<Refusal>) -> std::borrow::Cow<'static, str> {
+    let said = match refusal {
         None => "The idempotency store cannot be reached",
         Some(Refusal::DiskFull) => {
             "The idempotency store is out of disk space and takes no new records"
@@ -520,7 +520,16 @@ fn store_refusal(refusal: Option<Refusal>) -> &'static str {
         Some(Refusal::NotPermitted) => {
             "The idempotency store refuses the gateway's database role a privilege it needs"
         }
-    }
+        Some(Refusal::PoolBusy { waited }) => {
+            return format!(
+                "Every connection of the gateway's pool to the idempotency store stayed busy \
+                 for {} s with other requests",
+                waited.as_secs_f64()
+            )
+            .into();
+        }
+    };
+    said.into()
 }
 
 /// Where to ask for a key this region holds no record of.
@@ -741,6 +750,12 @@ mod tests {
                 "no room for another connection",
             ),
             (Some(Refusal::ReadOnly), "takes no writes"),
+            (
+                Some(Refusal::PoolBusy {
+                    waited: Duration::from_millis(1500),
+                }),
+                "pool to the idempotency store stayed busy for 1.5 s",
+            ),
             (
                 Some(Refusal::NotPermitted),
                 "refuses the gateway's database role",

@@ -859,3 +859,109 @@ async fn a_full_disk_refuses_new_keys_and_still_replays_stored_answers() {
     assert_eq!(after.status, 201, "{}", after.text());
     assert_eq!(upstream.executions("d-2"), 1);
 }
+
+/// Every connection of the pool stays busy (one here, held by an
+/// operator's read that waits behind a table lock): a keyed request that
+/// waits `connect_timeout` for one gets 503 saying the pool stayed busy and
+/// what to raise, not that the store cannot be reached (it answers), and
+/// `/readyz` and the log say the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_whose_connections_all_stay_busy_is_told_as_such() {
+    let schema = TestSchema::create().await;
+    let dir = TestDir::new("store-pool-busy");
+    let upstream = MockUpstream::start().await;
+    let config = Config::new()
+        .store(
+            Store::postgres(&schema.url())
+                .set("pool_size", 1)
+                .set("connect_timeout", "1s")
+                .set("statement_timeout", "10s"),
+        )
+        .upstream(Upstream::api().timeout("2s"))
+        .route(Route::api("strict", "/v1/charges").set("on_store_error", "reject"))
+        .admin_token_env("IDEMGATE_TEST_ADMIN_TOKEN");
+    let gateway = GatewayProcess::start_with_env(
+        &dir,
+        &upstream.url(),
+        &config,
+        &[("IDEMGATE_TEST_ADMIN_TOKEN", "t0k")],
+    );
+    let (client, admin) = (gateway.client(), gateway.admin_client());
+    assert_eq!(
+        client
+            .post("/v1/charges", Some("before"), "{}")
+            .await
+            .status,
+        201
+    );
+
+    let (locker, connection) =
+        tokio_postgres::connect(&pg_support::base_url(), tokio_postgres::NoTls)
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    locker
+        .batch_execute(&format!(
+            "BEGIN; LOCK TABLE {}.idemgate_records IN ACCESS EXCLUSIVE MODE",
+            schema.name
+        ))
+        .await
+        .unwrap();
+    let read = {
+        let admin = admin.clone();
+        tokio::spawn(async move {
+            let auth = [("authorization", "Bearer t0k")];
+            admin
+                .send("GET", "/admin/keys/strict/before", &auth, "")
+                .await
+        })
+    };
+    let waiting = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = '{}' \
+         AND wait_event_type = 'Lock'",
+        schema.name
+    );
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let row = locker.query_one(&waiting, &[]).await.unwrap();
+        if row.get::<_, i64>(0) >= 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the operator's read never waited on the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let refused = client.post("/v1/charges", Some("busy"), "{}").await;
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    assert_eq!(refused.json()["code"], "store-unavailable");
+    let detail = refused.json()["detail"].as_str().unwrap().to_owned();
+    assert!(
+        detail.starts_with(
+            "Every connection of the gateway's pool to the idempotency store stayed busy for 1 s"
+        ),
+        "{detail}"
+    );
+    assert!(!detail.contains("cannot be reached"), "{detail}");
+    assert_eq!(upstream.executions("busy"), 0);
+    let ready = admin.get("/readyz").await;
+    assert_eq!(ready.status, 503, "{}", ready.text());
+    let says = "every connection of the pool (store.pool_size = 1) stayed busy for 1s";
+    assert!(ready.text().contains(says), "{}", ready.text());
+    let logged = gateway
+        .logged_line("store unavailable", Duration::from_secs(5))
+        .await;
+    assert!(
+        logged.as_deref().is_some_and(|line| line.contains(says)),
+        "{}",
+        gateway.log_text()
+    );
+
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(read.await.unwrap().status, 200);
+    let ran = client.post("/v1/charges", Some("busy"), "{}").await;
+    assert_eq!(ran.status, 201, "{}", ran.text());
+    assert_eq!(admin.get("/readyz").await.status, 200);
+}

@@ -241,6 +241,28 @@ async fn ping_fails_while_the_tables_are_gone() {
     store.ping().await.unwrap();
 }
 
+/// `/readyz`'s probe asks the database once: whether the session takes
+/// writes, whether the records table is there, and which grant the role
+/// lacks are one statement, one round trip (counted on the wire).
+#[tokio::test]
+async fn a_readiness_probe_is_one_statement_in_one_round_trip() {
+    let schema = TestSchema::create().await;
+    let switch = pg_support::switch::Switch::start(pg_support::server_addr()).await;
+    let mut config = schema.config();
+    config.url = pg_support::via(&schema.url(), switch.addr);
+    let store = PostgresStore::connect(&config).await.unwrap();
+    // The first probe on a connection also prepares its statement.
+    store.ping().await.unwrap();
+    let (syncs, executes, simple) = (switch.sent(b'S'), switch.sent(b'E'), switch.sent(b'Q'));
+    let probes = 20;
+    for _ in 0..probes {
+        store.ping().await.unwrap();
+    }
+    assert_eq!(switch.sent(b'S') - syncs, probes, "round trips");
+    assert_eq!(switch.sent(b'E') - executes, probes, "statements");
+    assert_eq!(switch.sent(b'Q') - simple, 0, "simple queries");
+}
+
 #[tokio::test]
 async fn errors_never_carry_the_password() {
     let schema = TestSchema::create().await;

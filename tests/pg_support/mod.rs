@@ -9,6 +9,7 @@
 //! server of each for its run, scripts/lib/services.sh).
 #![allow(dead_code)]
 
+pub mod messages;
 pub mod no_options;
 pub mod switch;
 

@@ -10,6 +10,8 @@
 //! as the relay runs, while sessions opened later are answered at once (a
 //! statement waiting in PgBouncer's queue for a server connection, or a
 //! server connection stuck, while the database answers everyone else).
+//! And it counts the messages the gateway sends (`sent`): how many round
+//! trips and statements an operation costs.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,6 +22,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
+
+use super::messages::{Framing, Sent};
 
 pub struct Switch {
     pub addr: SocketAddr,
@@ -35,6 +39,8 @@ pub struct Switch {
     /// Sessions numbered below it (in the order they were opened) are
     /// stalled.
     stalled_below: Arc<watch::Sender<u64>>,
+    /// The messages the gateway's sessions sent, by type.
+    sent: Arc<Sent>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -59,6 +65,8 @@ impl Switch {
         let lost = Arc::new(AtomicU64::new(0));
         let opened = Arc::new(AtomicU64::new(0));
         let stalled_below = Arc::new(watch::channel(0u64).0);
+        let sent = Arc::new(Sent::default());
+        let counting = sent.clone();
         let (gate, cut_rx, delay) = (on.clone(), cuts.subscribe(), delay_ms.clone());
         let (numbering, stalls) = (opened.clone(), stalled_below.clone());
         let (traps, cutting, losing) = (trap.clone(), cuts.clone(), lost.clone());
@@ -76,6 +84,7 @@ impl Switch {
                 let delay = delay.clone();
                 let number = numbering.fetch_add(1, Ordering::SeqCst);
                 let stalled = stalls.subscribe();
+                let counting = counting.clone();
                 let (traps, gate, cutting, losing) =
                     (traps.clone(), gate.clone(), cutting.clone(), losing.clone());
                 tokio::spawn(async move {
@@ -96,7 +105,7 @@ impl Switch {
                         Some(())
                     };
                     tokio::select! {
-                        () = forward(&mut from_client, &mut to_server, &traps, &sprung) => {}
+                        () = forward(&mut from_client, &mut to_server, &traps, &sprung, &counting) => {}
                         () = held_back(&mut from_server, &mut to_client, &delay, &lose, number, stalled) => {}
                         _ = cut.changed() => {}
                     }
@@ -112,6 +121,7 @@ impl Switch {
             lost,
             opened,
             stalled_below,
+            sent,
             task,
         }
     }
@@ -154,6 +164,13 @@ impl Switch {
         self.opened.load(Ordering::SeqCst)
     }
 
+    /// How many messages of type `kind` (`b'S'`: Sync, one per round trip;
+    /// `b'E'`: Execute, one per statement run; `b'Q'`: a simple query) the
+    /// gateway has sent through the relay.
+    pub fn sent(&self, kind: u8) -> u64 {
+        self.sent.of(kind)
+    }
+
     /// Drops every relayed session and refuses new ones until `restore`.
     pub fn cut(&self) {
         self.on.store(false, Ordering::SeqCst);
@@ -172,17 +189,21 @@ impl Drop for Switch {
     }
 }
 
-/// Copies the gateway's bytes to the database; arms `sprung` (before the
-/// database can answer) when a chunk carries the trap's needle.
+/// Copies the gateway's bytes to the database, counting its messages in
+/// `sent`; arms `sprung` (before the database can answer) when a chunk
+/// carries the trap's needle.
 async fn forward(
     from: &mut tokio::net::tcp::OwnedReadHalf,
     to: &mut tokio::net::tcp::OwnedWriteHalf,
     traps: &Mutex<Option<Trap>>,
     sprung: &Mutex<Option<Trap>>,
+    sent: &Sent,
 ) {
     let mut buf = vec![0u8; 64 * 1024];
+    let mut framing = Framing::default();
     while let Ok(n @ 1..) = from.read(&mut buf).await {
         let chunk = &buf[..n];
+        framing.feed(chunk, sent);
         {
             let mut trap = traps.lock().unwrap();
             let carries = trap.as_ref().is_some_and(|trap| {

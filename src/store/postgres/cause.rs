@@ -20,6 +20,15 @@ pub enum PostgresCause {
     /// No pooled connection: none could be made, or none came free in time.
     #[error("postgres: {}", pool_text(.0))]
     Pool(#[source] Arc<PoolError>),
+    /// Every connection of the pool stayed busy for `waited`, the longest
+    /// wait for one (`store.connect_timeout`).
+    #[error(
+        "postgres: every connection of the pool (store.pool_size = {pool_size}) stayed busy \
+         for {waited:?} (store.connect_timeout) with other operations: more at once than the \
+         pool holds, or statements the database is slow to answer; raise store.pool_size \
+         (budget replicas x (pool_size + 1) connections against the server's max_connections)"
+    )]
+    PoolBusy { waited: Duration, pool_size: usize },
     /// The pool's settings were refused.
     #[error("building the postgres pool: {0}")]
     Build(#[source] BuildError),
@@ -161,10 +170,14 @@ pub enum PostgresCause {
 
 impl PostgresCause {
     /// The server answered and refused: its disk full, no room for another
-    /// connection, or it takes no writes.
+    /// connection, it takes no writes, or a privilege is missing; or the
+    /// pool's connections all stayed busy.
     pub fn refusal(&self) -> Option<Refusal> {
         let driver = match self {
             PostgresCause::ReadOnly => return Some(Refusal::ReadOnly),
+            PostgresCause::PoolBusy { waited, .. } => {
+                return Some(Refusal::PoolBusy { waited: *waited });
+            }
             PostgresCause::MissingGrants { .. }
             | PostgresCause::MayNotCreate { .. }
             | PostgresCause::NotOwner { .. } => return Some(Refusal::NotPermitted),

@@ -30,6 +30,7 @@ use deadpool_postgres::{Object, PoolError, TimeoutType, Timeouts};
 use tokio::task::futures::TaskLocalFuture;
 use tokio::time::{Instant, Timeout};
 
+use super::cause::PostgresCause;
 use super::crowded::{Crowded, Gate, no_room};
 
 /// How often an operation waiting for a connection to come back looks
@@ -78,13 +79,15 @@ impl Pool {
         }
     }
 
-    pub async fn get(&self) -> Result<Lent, Arc<PoolError>> {
+    pub async fn get(&self) -> Result<Lent, PostgresCause> {
         self.timeout_get(&self.timeouts()).await
     }
 
     /// A connection: a free one, else a new one; while the server has no
     /// room for more (`crowded`), one that comes back within `timeouts.wait`.
-    pub async fn timeout_get(&self, timeouts: &Timeouts) -> Result<Lent, Arc<PoolError>> {
+    /// Every one of the pool's connections still busy at the end of that
+    /// wait is `PoolBusy`.
+    pub async fn timeout_get(&self, timeouts: &Timeouts) -> Result<Lent, PostgresCause> {
         let waited_out = timeouts.wait.map(|wait| Instant::now() + wait);
         loop {
             let (got, probe) = match self.crowded.gate() {
@@ -103,14 +106,15 @@ impl Pool {
                         drop(turn);
                         (got, probe && status.available == 0)
                     } else if status.size == 0 {
-                        return Err(refusal);
+                        return Err(PostgresCause::Pool(refusal));
                     } else {
                         drop(turn);
                         let mut look = LOOK_AGAIN;
                         if let Some(at) = waited_out {
                             look = look.min(at.saturating_duration_since(Instant::now()));
                             if look.is_zero() {
-                                return Err(Arc::new(PoolError::Timeout(TimeoutType::Wait)));
+                                let waited = PoolError::Timeout(TimeoutType::Wait);
+                                return Err(PostgresCause::Pool(Arc::new(waited)));
                             }
                         }
                         let _ = tokio::time::timeout(look, returned).await;
@@ -133,10 +137,16 @@ impl Pool {
                     let refusal = self.crowded.refused(err);
                     // Nothing to share: the refusal is the answer.
                     if self.pool.status().size == 0 {
-                        return Err(refusal);
+                        return Err(PostgresCause::Pool(refusal));
                     }
                 }
-                Err(err) => return Err(Arc::new(err)),
+                Err(PoolError::Timeout(TimeoutType::Wait)) => {
+                    return Err(PostgresCause::PoolBusy {
+                        waited: timeouts.wait.unwrap_or_default(),
+                        pool_size: self.max_size(),
+                    });
+                }
+                Err(err) => return Err(PostgresCause::Pool(Arc::new(err))),
             }
         }
     }

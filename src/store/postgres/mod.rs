@@ -30,6 +30,7 @@ mod pooler;
 mod privileges;
 mod purges;
 mod read_only;
+mod ready;
 mod rows;
 mod sql;
 mod tls;
@@ -702,16 +703,15 @@ impl Store for PostgresStore {
     async fn ping(&self) -> Result<(), StoreError> {
         let (mut lost, reconnects) = (0, self.reconnects());
         loop {
-            match self.try_query(sql::PING, &[], None).await {
+            match self.try_query(ready::READY, &[], None).await {
                 Ok(rows) => {
-                    let read_only = rows.first().and_then(|row| row.try_get::<_, bool>(0).ok());
-                    if read_only == Some(true) {
+                    if ready::read_only(&rows) {
                         self.read_only.seen();
                         return Err(PostgresCause::ReadOnly.into());
                     }
                     // A grant revoked while serving fails every keyed
                     // request: not ready, saying which.
-                    return self.require_privileges().await;
+                    return privileges::refuse(&rows);
                 }
                 Err(Failure::ConnectionLost(_)) if lost < reconnects => lost += 1,
                 Err(failure) => return Err(failure.into_error()),

@@ -98,8 +98,9 @@ pub fn db_error(err: tokio_postgres::Error) -> StoreError {
     PostgresCause::Driver(Arc::new(err)).into()
 }
 
-pub fn pool_error(err: Arc<deadpool_postgres::PoolError>) -> StoreError {
-    PostgresCause::Pool(err).into()
+/// What lending a connection failed with (`lent`).
+pub fn pool_error(err: PostgresCause) -> StoreError {
+    err.into()
 }
 
 #[cfg(test)]

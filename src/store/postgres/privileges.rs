@@ -18,10 +18,15 @@ use crate::store::StoreError;
 /// and the sweep (`DELETE`), and the schema's version and the store's
 /// identity at start (`SELECT` on the ledger). `LISTEN`/`NOTIFY` and the
 /// migration's advisory lock need no grant. An object that does not exist
-/// is not reported here: the schema check and `/readyz` say so.
-pub(super) const MISSING: &str = "
-SELECT quote_ident(current_schema()) || '.' || needed.object, needed.kind,
-       string_agg(needed.privilege, ', ' ORDER BY needed.n), quote_ident(current_user)
+/// is not reported here: the schema check and `/readyz` say so. A row per
+/// object lacking a privilege, `n` ordering them; a macro, so that
+/// `/readyz`'s statement (`ready`) holds it too.
+macro_rules! missing {
+    () => {
+        "
+SELECT quote_ident(current_schema()) || '.' || needed.object AS object, needed.kind AS kind,
+       string_agg(needed.privilege, ', ' ORDER BY needed.n) AS privileges,
+       quote_ident(current_user) AS role, min(needed.n) AS n
 FROM (VALUES
     (1, 'TABLE', 'idemgate_schema_migrations', 'SELECT'),
     (2, 'TABLE', 'idemgate_records', 'SELECT'),
@@ -34,21 +39,33 @@ WHERE NOT CASE needed.kind
     WHEN 'TABLE' THEN has_table_privilege(to_regclass(needed.object)::oid, needed.privilege)
     ELSE has_sequence_privilege(to_regclass(needed.object)::oid, needed.privilege)
 END
-GROUP BY needed.object, needed.kind
-ORDER BY min(needed.n)";
+GROUP BY needed.object, needed.kind"
+    };
+}
+pub(super) use missing;
+
+/// The privileges the role lacks, in [`missing`]'s order.
+pub(super) const MISSING: &str = concat!(missing!(), "\nORDER BY n");
 
 /// Refuses a role that lacks any privilege a serving gateway needs, with
-/// the statements that grant them: `rows` are what [`MISSING`] found.
+/// the statements that grant them: `rows` are what [`missing`] found, by
+/// its columns' names; a row without an object names none.
 pub(super) fn refuse(rows: &[Row]) -> Result<(), StoreError> {
     let mut grants = Vec::with_capacity(rows.len());
     let mut role = String::new();
     for row in rows {
+        let Some(object) = row
+            .try_get::<_, Option<String>>("object")
+            .map_err(db_error)?
+        else {
+            continue;
+        };
         grants.push(Grant {
-            object: row.try_get(0).map_err(db_error)?,
-            kind: row.try_get(1).map_err(db_error)?,
-            privileges: row.try_get(2).map_err(db_error)?,
+            object,
+            kind: row.try_get("kind").map_err(db_error)?,
+            privileges: row.try_get("privileges").map_err(db_error)?,
         });
-        role = row.try_get(3).map_err(db_error)?;
+        role = row.try_get("role").map_err(db_error)?;
     }
     if grants.is_empty() {
         return Ok(());

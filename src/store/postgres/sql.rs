@@ -314,11 +314,3 @@ DELETE FROM idemgate_records WHERE ctid IN (
     LIMIT $1
     FOR UPDATE OF r SKIP LOCKED)"
 );
-
-/// `/readyz`: planned against the records table (it must exist, in the
-/// search_path, and be readable), never reads a row. A bare `SELECT 1` would
-/// say ready over a schema that was dropped or never migrated, where every
-/// keyed request fails. Its one row says whether the session takes writes
-/// (not a standby, not `default_transaction_read_only`).
-pub const PING: &str = "SELECT current_setting('transaction_read_only') = 'on'
-    WHERE NOT EXISTS (SELECT 1 FROM idemgate_records WHERE false)";
