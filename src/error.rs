@@ -36,6 +36,12 @@ pub const INVALID_HOST: GatewayError = GatewayError::BadRequest(
     "the request's host is not a host name or address with an optional port",
 );
 
+/// A request target with a byte over 0x7E (raw UTF-8, obs-text): a URI is
+/// ASCII (RFC 3986), and the routes and the upstream would read such bytes
+/// each their own way. 400 on HTTP/1 and HTTP/2 alike, nothing forwarded.
+pub const NON_ASCII_TARGET: GatewayError =
+    GatewayError::BadRequest("the request target has bytes that are not ASCII");
+
 /// An HTTP/2 `host` field naming another host than `:authority`: 400
 /// (RFC 9113 §8.3.1), nothing forwarded.
 pub const HOST_NOT_AUTHORITY: GatewayError =

@@ -1520,3 +1520,38 @@ async fn an_answer_fenced_off_by_a_purge_says_it_may_have_been_purged() {
         .unwrap_or_else(|| panic!("{log}"));
     assert!(line.contains("purged"), "{line}");
 }
+
+/// A refused reload is one log line per problem, however the file writes
+/// its table keys: a key holding a newline and a terminal escape (TOML
+/// `\n`, `\u001b`) is escaped in the line, never a line of its own.
+#[tokio::test]
+async fn a_refused_reload_logs_a_table_key_escaped_on_its_line() {
+    let (_dir, _upstream, gateway) = setup("reload-control-keys").await;
+    let (name, value) = bearer();
+    let auth = [(name, value.as_str())];
+    let file = format!(
+        "{}\n[upstreams.\"x\\u001b[31m\\n2026-12-03T12:00:00Z  INFO forged\"]\nurl = \"http://127.0.0.1:1\"\n",
+        config().toml()
+    );
+    gateway.write_config(&file);
+    let reload = gateway
+        .admin_client()
+        .send("POST", "/admin/reload", &auth, "")
+        .await;
+    assert_eq!(reload.status, 400, "{}", reload.text());
+    let line = gateway
+        .logged_line("reload refused", Duration::from_secs(5))
+        .await
+        .expect("the refusal is logged");
+    assert!(
+        line.contains("upstreams.x\\u{1b}[31m\\n2026-12-03T12:00:00Z  INFO forged:"),
+        "{line}"
+    );
+    let log = gateway.log_text();
+    assert!(!log.contains('\u{1b}'), "{log:?}");
+    assert!(
+        !log.lines()
+            .any(|line| line.starts_with("2026-12-03T12:00:00Z")),
+        "{log}"
+    );
+}

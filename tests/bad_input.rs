@@ -1502,6 +1502,44 @@ async fn an_http2_field_value_with_edge_whitespace_is_refused() {
     s.assert_no_panic();
 }
 
+/// A target is ASCII (RFC 3986): raw UTF-8 bytes in an HTTP/2 `:path`
+/// (which the HTTP/2 layer lets through) are refused 400 `bad-request`, as
+/// over HTTP/1 (docs/http1.md), never matched to a route nor sent to the
+/// upstream raw; percent-encoded, they pass as sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_http2_path_with_raw_non_ascii_bytes_is_refused() {
+    let s = setup("h2-non-ascii-path").await;
+    let mut client = common::h2::connect(s.gateway.addr).await;
+    for (path, status) in [
+        ("/rest/caf\u{e9}", 400),
+        ("/v1/charges/\u{43a}", 400),
+        ("/rest?q=\u{e9}", 400),
+        ("/rest/caf%C3%A9", 201),
+    ] {
+        let request = http::Request::post(format!("http://gw.example{path}"))
+            .header("idempotency-key", "k-non-ascii")
+            .body(())
+            .expect("request");
+        let answer = common::h2::send(&mut client, request).await;
+        assert_eq!(answer.status(), status, "{path}");
+        if status == 400 {
+            let bytes = common::h2::body(answer).await;
+            let doc: serde_json::Value = serde_json::from_slice(&bytes).expect("problem+json");
+            assert_eq!(doc["code"], "bad-request", "{path}");
+            assert_eq!(
+                doc["detail"], "the request target has bytes that are not ASCII.",
+                "{path}"
+            );
+        }
+    }
+    assert_eq!(
+        s.upstream.total(),
+        1,
+        "a raw non-ASCII target was forwarded"
+    );
+    s.assert_no_panic();
+}
+
 /// Over HTTP/2 a head over `max_header_bytes` gets the gateway's own 431
 /// problem document, and is counted, up to four times the limit (at least
 /// 64 KiB): hyper's HTTP/2 layer refuses only heads past that, with a bare

@@ -2345,3 +2345,45 @@ fn a_signal_during_compact_leaves_the_file_whole() {
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     }
 }
+
+/// A table key or a field name the file writes with control characters
+/// (TOML escapes: `\n`, `\u001b`) is quoted back escaped, in the field's
+/// path, in serde's "unknown field" and in the list of defined upstreams:
+/// `check` prints one line per problem and no terminal escape sequence,
+/// and `serve` its one line.
+#[test]
+fn check_escapes_control_characters_of_table_keys() {
+    let dir = TestDir::new("cli-control-keys");
+    let path = dir.path("controls.toml");
+    let names = "[upstreams.\"a\\u001b[31mb\\nX\"]\nurl = \"http://127.0.0.1:3000\"\n\n\
+         [[routes]]\nname = \"r\"\nupstream = \"nope\"\nmatch = { path_prefix = \"/x\" }\n"
+        .to_owned();
+    let field = format!("[server]\n\"s\\u001b]0;t\\u0007\" = 1\n{VALID}");
+    for (file, problems, said) in [
+        (
+            names,
+            2,
+            &[
+                "controls.toml:1:1: upstreams.a\\u{1b}[31mb\\nX: \"a\\u{1b}[31mb\\nX\" is not a valid name",
+                "routes[0].upstream: unknown upstream \"nope\" (defined: a\\u{1b}[31mb\\nX)",
+            ][..],
+        ),
+        (
+            field,
+            1,
+            &["controls.toml:2:1: server.s\\u{1b}]0;t\\u{7}: unknown field `s\\u{1b}]0;t\\u{7}`"][..],
+        ),
+    ] {
+        let stderr = check_refuses(&path, &file, said[0]);
+        for said in said {
+            assert!(stderr.contains(said), "{said}: {stderr}");
+        }
+        assert!(!stderr.contains(['\u{1b}', '\u{7}']), "{stderr:?}");
+        assert_eq!(stderr.trim_end().lines().count(), problems, "{stderr}");
+        let out = idemgate(&["serve", "-c", path.to_str().unwrap()]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+        assert!(!stderr.contains(['\u{1b}', '\u{7}']), "{stderr:?}");
+    }
+}

@@ -5,8 +5,11 @@ use std::fmt;
 use std::path::PathBuf;
 
 use super::field_path;
+use super::quoted::escaped;
 
-/// One problem in a configuration file, located for the operator.
+/// One problem in a configuration file, located for the operator. Shown on
+/// one line, its control characters escaped (a table key written with
+/// `\n` or `\u001b` in it, as serde's messages repeat it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
     pub file: PathBuf,
@@ -30,9 +33,14 @@ impl fmt::Display for ConfigError {
             }
         }
         if self.field.is_empty() {
-            write!(f, ": {}", self.message)
+            write!(f, ": {}", escaped(&self.message))
         } else {
-            write!(f, ": {}: {}", field_path(&self.field), self.message)
+            write!(
+                f,
+                ": {}: {}",
+                field_path(&self.field),
+                escaped(&self.message)
+            )
         }
     }
 }

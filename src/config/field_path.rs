@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use super::quoted::escaped;
+
 /// The characters of one key that are shown: every name a file may have
 /// (at most 128 bytes, all ASCII) is shown whole.
 const KEY_CHARS: usize = 128;
@@ -14,7 +16,8 @@ const PATH_CHARS: usize = 512;
 
 /// `path` as it is, when every key in it is short; a longer key is shown by
 /// its first [`KEY_CHARS`] characters and `…` (`upstreams.aaaa….url`), the
-/// line and column telling where the rest is.
+/// line and column telling where the rest is. A key's control characters
+/// are escaped (`upstreams.a\nb`): the path stays on its line.
 pub fn field_path(path: &str) -> FieldPath<'_> {
     FieldPath(path)
 }
@@ -35,11 +38,11 @@ impl fmt::Display for FieldPath<'_> {
             let room = KEY_CHARS.min(PATH_CHARS - shown);
             match key.char_indices().nth(room) {
                 None => {
-                    f.write_str(key)?;
+                    write!(f, "{}", escaped(key))?;
                     shown += key.chars().count();
                 }
                 Some((end, _)) => {
-                    write!(f, "{}…", &key[..end])?;
+                    write!(f, "{}…", escaped(&key[..end]))?;
                     shown += room;
                 }
             }

@@ -27,9 +27,42 @@ impl fmt::Display for Quoted<'_> {
     }
 }
 
+/// `text` as it is, but for its control characters, written as a Rust
+/// string literal writes them (`\n`, `\u{1b}`): a message holding a name
+/// or a key from the file stays one line, and never moves a terminal's
+/// cursor or colours it.
+pub fn escaped(text: &str) -> Escaped<'_> {
+    Escaped(text)
+}
+
+pub struct Escaped<'a>(&'a str);
+
+impl fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut rest = self.0;
+        while let Some(at) = rest.find(char::is_control) {
+            f.write_str(&rest[..at])?;
+            let control = rest[at..].chars().next().unwrap_or_default();
+            write!(f, "{}", control.escape_debug())?;
+            rest = &rest[at + control.len_utf8()..];
+        }
+        f.write_str(rest)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::quoted;
+    use super::{escaped, quoted};
+
+    #[test]
+    fn control_characters_are_escaped_and_nothing_else() {
+        assert_eq!(escaped("api").to_string(), "api");
+        assert_eq!(escaped("a\"b\\é").to_string(), "a\"b\\é");
+        assert_eq!(
+            escaped("a\u{1b}[31mb\nX\u{7}\u{85}").to_string(),
+            "a\\u{1b}[31mb\\nX\\u{7}\\u{85}"
+        );
+    }
 
     #[test]
     fn a_short_value_is_quoted_whole() {

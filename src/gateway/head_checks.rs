@@ -5,7 +5,9 @@
 use http::uri::Scheme;
 use http::{Method, Request, Version, header};
 
-use crate::error::{GatewayError, HOST_NOT_AUTHORITY, HOSTS_DISAGREE, INVALID_HOST};
+use crate::error::{
+    GatewayError, HOST_NOT_AUTHORITY, HOSTS_DISAGREE, INVALID_HOST, NON_ASCII_TARGET,
+};
 use crate::wire::host;
 
 /// A head over `max_header_bytes` or `max_headers`. Counted here for
@@ -37,8 +39,8 @@ pub(crate) fn head_over_limits<B>(
 
 /// Refuses what a reverse proxy must not pass on: `Content-Length` values
 /// that two parsers could read differently, `CONNECT` and its authority-form
-/// target, a method with lower-case letters, an HTTP/2 field value with a
-/// space or tab at either end, and a host that is not one ([`check_host`]).
+/// target, a method with lower-case letters, a target with bytes over 0x7E,
+/// an HTTP/2 field value with a space or tab at either end, and a host that is not one ([`check_host`]).
 pub(super) fn check_framing<B>(request: &Request<B>) -> Result<(), GatewayError> {
     let headers = request.headers();
     // Both Content-Length and Transfer-Encoding never get here: the HTTP/1
@@ -77,6 +79,15 @@ pub(super) fn check_framing<B>(request: &Request<B>) -> Result<(), GatewayError>
         return Err(GatewayError::BadRequest(
             "the request method has lower-case letters; methods are case-sensitive (POST, not post)",
         ));
+    }
+    // The HTTP/1 parser refuses such bytes in the request line; the HTTP/2
+    // layer lets UTF-8 through in `:path`, which would be routed, keyed and
+    // sent to the upstream raw.
+    if uri
+        .path_and_query()
+        .is_some_and(|target| !target.as_str().is_ascii())
+    {
+        return Err(NON_ASCII_TARGET);
     }
     // RFC 9113 §8.2.1: such a request is malformed. HTTP/1 trims this
     // whitespace as optional (the parser has); HTTP/2 has none to trim, and

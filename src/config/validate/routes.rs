@@ -11,9 +11,9 @@ use super::policy;
 use super::webhook;
 use crate::config::describe;
 use crate::config::file::{MatchFile, PolicyFile, RouteFile};
-use crate::config::quoted;
 use crate::config::units::format_duration;
 use crate::config::{Policy, RouteConfig, RouteMatch, UpstreamConfig};
+use crate::config::{field_path, quoted};
 
 /// What the route checks need from the rest of the file.
 pub struct Inherited<'a> {
@@ -172,7 +172,11 @@ fn unknown_upstream(name: &str, upstreams: &BTreeMap<String, UpstreamConfig>) ->
             quoted(name)
         );
     }
-    let known: Vec<&str> = upstreams.keys().map(String::as_str).collect();
+    // Each as a field's path shows a table key: shortened, escaped.
+    let known: Vec<String> = upstreams
+        .keys()
+        .map(|known| field_path(known).to_string())
+        .collect();
     format!(
         "unknown upstream {} (defined: {})",
         quoted(name),

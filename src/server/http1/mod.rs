@@ -37,7 +37,7 @@ use crate::body::linger::{Linger, QUIET};
 use crate::body::{self, Body, ClientBody};
 use crate::client_info::ClientInfo;
 use crate::deadline::TaskDeadline;
-use crate::error::{CONTROL_CHARACTERS, GatewayError, INVALID_HOST};
+use crate::error::{CONTROL_CHARACTERS, GatewayError, INVALID_HOST, NON_ASCII_TARGET};
 use crate::wire::chunked::ChunkedDecoder;
 use crate::wire::framing::BodyKind;
 use crate::wire::names::FieldNames;
@@ -420,9 +420,7 @@ fn refusal_error(refusal: Refusal, settings: Settings) -> GatewayError {
         ),
         Refusal::Asterisk => asterisk::NOT_OPTIONS,
         Refusal::LongMethod => GatewayError::BadRequest("the request method is too long"),
-        Refusal::NonAsciiTarget => {
-            GatewayError::BadRequest("the request target has bytes that are not ASCII")
-        }
+        Refusal::NonAsciiTarget => NON_ASCII_TARGET,
         Refusal::Version => GatewayError::BadRequest("only HTTP/1.x is spoken on this port"),
     }
 }
