@@ -2438,3 +2438,60 @@ fn check_says_what_is_wrong_with_an_ipv6_address() {
         assert!(stderr.contains(words), "{url}: {stderr}");
     }
 }
+
+/// Two regions at one gateway address are refused (docs/multi-region.md)
+/// however the address is spelt: an IPv6 address has many spellings
+/// (`[::1]`, `[0:0::1]`, `[::0001]`), and an IPv4-mapped one
+/// (`[::ffff:10.0.0.1]`) is dialed at its IPv4 address.
+#[test]
+fn check_refuses_two_regions_at_one_ip_address_however_it_is_written() {
+    let dir = TestDir::new("cli-region-ip");
+    let path = dir.path("regions.toml");
+    let with = |eu: &str, us: &str| {
+        format!(
+            "[store]\npath = \"{}\"\n\
+             [upstreams.api]\nurl = \"http://[::1]:3000\"\n\
+             [[routes]]\nname = \"charges\"\nupstream = \"api\"\nmatch = {{ path = \"/v1\" }}\n\
+             [region]\nname = \"eu\"\ntoken_env = \"IDEMGATE_TEST_REGION_IP_TOKEN\"\n\
+             [regions.eu]\ngateway = \"{eu}\"\n\
+             [regions.us]\ngateway = \"{us}\"\n",
+            dir.path("store.db").display()
+        )
+    };
+    let check = |file: String| {
+        std::fs::write(&path, file).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_idemgate"))
+            .args(["check", "-c", path.to_str().unwrap()])
+            .env_remove("IDEMGATE_CONFIG")
+            .env(
+                "IDEMGATE_TEST_REGION_IP_TOKEN",
+                "a-region-token-of-enough-length-0123456789",
+            )
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out.stderr))
+    };
+    for (eu, us) in [
+        ("http://[::1]:8443", "http://[0:0::1]:8443"),
+        (
+            "http://[2001:db8::a]:8443",
+            "http://[2001:0DB8:0:0::000A]:8443/",
+        ),
+        ("https://[::ffff:10.0.0.1]", "https://10.0.0.1:443"),
+    ] {
+        let (code, stderr) = check(with(eu, us));
+        assert_eq!(code, Some(1), "{eu} {us}: {stderr}");
+        assert!(
+            stderr.contains("regions.us.gateway: regions.eu.gateway has the same address"),
+            "{eu} {us}: {stderr}"
+        );
+    }
+    for (eu, us) in [
+        ("http://[::1]:8443", "http://[::2]:8443"),
+        ("http://[::1]:8443", "http://127.0.0.1:8443"),
+        ("http://[::1]:8443", "https://[::1]:8443"),
+    ] {
+        let (code, stderr) = check(with(eu, us));
+        assert_eq!(code, Some(0), "{eu} {us}: {stderr}");
+    }
+}
