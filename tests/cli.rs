@@ -2387,3 +2387,153 @@ fn check_escapes_control_characters_of_table_keys() {
         assert!(!stderr.contains(['\u{1b}', '\u{7}']), "{stderr:?}");
     }
 }
+
+/// IPv6 addresses in `listen`, an upstream's `url` and a region's
+/// `gateway`: what `check` takes, and for what it refuses, a message that
+/// says what is wrong with the address. An upstream URL is refused when its
+/// brackets hold anything but an IPv6 address (`[127.0.0.1]`, a name, an
+/// `IPvFuture`, nothing) or a zone, or when something other than a port
+/// follows them: `serve` could dial none of them, and would send each to the
+/// upstream in `Host`.
+#[test]
+fn check_says_what_is_wrong_with_an_ipv6_address() {
+    let dir = TestDir::new("cli-ipv6");
+    let path = dir.path("ipv6.toml");
+    let with = |listen: &str, url: &str, gateway: &str| {
+        format!(
+            "[server]\nlisten = \"{listen}\"\nadmin_listen = \"[::1]:9\"\n\
+             [store]\npath = \"{}\"\n\
+             [upstreams.api]\nurl = \"{url}\"\n\
+             [[routes]]\nname = \"charges\"\nupstream = \"api\"\nmatch = {{ path = \"/v1\" }}\n\
+             [region]\nname = \"eu\"\ntoken_env = \"IDEMGATE_TEST_IPV6_REGION_TOKEN\"\n\
+             [regions.eu]\ngateway = \"http://[2001:db8::1]:8443\"\n\
+             [regions.us]\ngateway = \"{gateway}\"\n",
+            dir.path("store.db").display()
+        )
+    };
+    let token = "a-region-token-of-enough-length-0123456789";
+    let check = |file: String| {
+        std::fs::write(&path, file).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_idemgate"))
+            .args(["check", "-c", path.to_str().unwrap()])
+            .env_remove("IDEMGATE_CONFIG")
+            .env("IDEMGATE_TEST_IPV6_REGION_TOKEN", token)
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out.stderr))
+    };
+
+    for (listen, url, gateway) in [
+        ("[::1]:8080", "http://[::1]:3000", "https://[2001:db8::2]"),
+        (
+            "[::]:8080",
+            "https://[2001:db8::1]/",
+            "http://[::ffff:192.0.2.1]:80",
+        ),
+        (
+            "[fe80::1%2]:8080",
+            "http://[2001:DB8::A]:3000",
+            "http://[::1]:8443/",
+        ),
+    ] {
+        let (code, stderr) = check(with(listen, url, gateway));
+        assert_eq!(code, Some(0), "{listen} {url} {gateway}: {stderr}");
+    }
+
+    let good = ("[::1]:8080", "http://[::1]:3000", "http://[::1]:8443");
+    for (listen, words) in [
+        ("::1:8080", "in brackets"),
+        ("fe80::1%2:8080", "in brackets"),
+        ("[fe80::1%eth0]:8080", "interface's number"),
+        ("[::1]", "no port"),
+        ("127.0.0.1", "no port"),
+    ] {
+        let (code, stderr) = check(with(listen, good.1, good.2));
+        assert_eq!(code, Some(1), "{listen}: {stderr}");
+        assert!(
+            stderr.contains("ipv6.toml:2:10: server.listen:"),
+            "{listen}: {stderr}"
+        );
+        assert!(stderr.contains(words), "{listen}: {stderr}");
+    }
+    for (url, words) in [
+        ("http://::1:3000", "in brackets"),
+        ("http://2001:db8::1/", "in brackets"),
+        ("http://[127.0.0.1]:3000", "not an IPv6 address"),
+        ("http://[localhost]:3000", "not an IPv6 address"),
+        ("http://[v1.x]:3000", "not an IPv6 address"),
+        ("http://[]:3000", "not an IPv6 address"),
+        ("http://[::1]x:3000", "after the brackets"),
+        ("http://[fe80::1%25eth0]:3000", "zone"),
+        ("http://[fe80::1%eth0]:3000", "zone"),
+    ] {
+        let (code, stderr) = check(with(good.0, url, good.2));
+        assert_eq!(code, Some(1), "{url}: {stderr}");
+        assert!(
+            stderr.contains("ipv6.toml:7:7: upstreams.api.url:"),
+            "{url}: {stderr}"
+        );
+        assert!(stderr.contains(words), "{url}: {stderr}");
+        let (code, stderr) = check(with(good.0, good.1, url));
+        assert_eq!(code, Some(1), "{url}: {stderr}");
+        assert!(stderr.contains("regions.us.gateway:"), "{url}: {stderr}");
+        assert!(stderr.contains(words), "{url}: {stderr}");
+    }
+}
+
+/// Two regions at one gateway address are refused (docs/multi-region.md)
+/// however the address is spelt: an IPv6 address has many spellings
+/// (`[::1]`, `[0:0::1]`, `[::0001]`), and an IPv4-mapped one
+/// (`[::ffff:10.0.0.1]`) is dialed at its IPv4 address.
+#[test]
+fn check_refuses_two_regions_at_one_ip_address_however_it_is_written() {
+    let dir = TestDir::new("cli-region-ip");
+    let path = dir.path("regions.toml");
+    let with = |eu: &str, us: &str| {
+        format!(
+            "[store]\npath = \"{}\"\n\
+             [upstreams.api]\nurl = \"http://[::1]:3000\"\n\
+             [[routes]]\nname = \"charges\"\nupstream = \"api\"\nmatch = {{ path = \"/v1\" }}\n\
+             [region]\nname = \"eu\"\ntoken_env = \"IDEMGATE_TEST_REGION_IP_TOKEN\"\n\
+             [regions.eu]\ngateway = \"{eu}\"\n\
+             [regions.us]\ngateway = \"{us}\"\n",
+            dir.path("store.db").display()
+        )
+    };
+    let check = |file: String| {
+        std::fs::write(&path, file).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_idemgate"))
+            .args(["check", "-c", path.to_str().unwrap()])
+            .env_remove("IDEMGATE_CONFIG")
+            .env(
+                "IDEMGATE_TEST_REGION_IP_TOKEN",
+                "a-region-token-of-enough-length-0123456789",
+            )
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out.stderr))
+    };
+    for (eu, us) in [
+        ("http://[::1]:8443", "http://[0:0::1]:8443"),
+        (
+            "http://[2001:db8::a]:8443",
+            "http://[2001:0DB8:0:0::000A]:8443/",
+        ),
+        ("https://[::ffff:10.0.0.1]", "https://10.0.0.1:443"),
+    ] {
+        let (code, stderr) = check(with(eu, us));
+        assert_eq!(code, Some(1), "{eu} {us}: {stderr}");
+        assert!(
+            stderr.contains("regions.us.gateway: regions.eu.gateway has the same address"),
+            "{eu} {us}: {stderr}"
+        );
+    }
+    for (eu, us) in [
+        ("http://[::1]:8443", "http://[::2]:8443"),
+        ("http://[::1]:8443", "http://127.0.0.1:8443"),
+        ("http://[::1]:8443", "https://[::1]:8443"),
+    ] {
+        let (code, stderr) = check(with(eu, us));
+        assert_eq!(code, Some(0), "{eu} {us}: {stderr}");
+    }
+}

@@ -852,3 +852,55 @@ async fn an_invalid_host_is_a_400_problem_and_nothing_is_forwarded() {
         assert_eq!(reply.json()["headers"]["host"], host);
     }
 }
+
+/// A listener on `[::]` takes IPv4 clients too (Linux binds it dual-stack),
+/// and the kernel gives their addresses IPv4-mapped (`::ffff:127.0.0.1`).
+/// The upstream and the log are told the IPv4 address the client has, as a
+/// listener on `0.0.0.0` would tell it: an allow-list of `127.0.0.1` or
+/// `10.0.0.0/8` behind the gateway must match it. An IPv6 client's address
+/// goes on bare (no brackets, no port), as `X-Forwarded-For` has it.
+#[tokio::test]
+async fn a_dual_stack_listener_forwards_an_ipv4_client_as_ipv4() {
+    let dir = TestDir::new("dual-stack");
+    let upstream = MockUpstream::start().await;
+    let at = |port: std::net::SocketAddr| std::net::SocketAddr::from(([0u16; 8], port.port()));
+    let (listen, admin) = (
+        at(common::gateway::free_port()),
+        at(common::gateway::free_port()),
+    );
+    let gateway = GatewayProcess::start_at(
+        &dir,
+        &upstream.url(),
+        &config().admin_token_env("DUAL_STACK_TOKEN"),
+        (listen, admin),
+        &[("DUAL_STACK_TOKEN", "a-token-of-enough-length")],
+    )
+    .unwrap();
+    let v4 = std::net::SocketAddr::from(([127, 0, 0, 1], listen.port()));
+    let v6 = std::net::SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, listen.port()));
+    for (client, hops, forwarded_for) in [
+        (v4, None, "127.0.0.1"),
+        (v4, Some("203.0.113.9"), "203.0.113.9, 127.0.0.1"),
+        (v6, None, "::1"),
+        (v6, Some("2001:db8::9"), "2001:db8::9, ::1"),
+    ] {
+        let headers: Vec<(&str, &str)> = hops.map(|h| ("x-forwarded-for", h)).into_iter().collect();
+        let reply = Client::new(client).send("GET", "/echo", &headers, "").await;
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        let echo = reply.json();
+        assert_eq!(
+            echo["headers"]["x-forwarded-for"], forwarded_for,
+            "{client}"
+        );
+    }
+
+    let refused = Client::new(std::net::SocketAddr::from(([127, 0, 0, 1], admin.port())))
+        .get("/admin/routes")
+        .await;
+    assert_eq!(refused.status, 401, "{}", refused.text());
+    let line = gateway
+        .logged_line("admin request refused", Duration::from_secs(5))
+        .await
+        .expect("the refusal is logged");
+    assert!(line.contains("client=127.0.0.1:"), "{line}");
+}

@@ -272,6 +272,32 @@ async fn https_upstream_with_a_private_ca() {
     assert_eq!(upstream.executions("tls-3"), 1);
 }
 
+/// An https upstream at an IPv6 address (`https://[::1]:P`) is dialed
+/// there and its certificate checked against that address, over HTTP/1 and
+/// HTTP/2: one that names other addresses only is refused, nothing sent.
+#[tokio::test]
+async fn an_https_upstream_at_an_ipv6_address_is_verified_by_that_address() {
+    let dir = TestDir::new("tls-upstream-ipv6");
+    let pki = Pki::new("upstream CA");
+    let ca = pki.write_ca(&dir, "upstream-ca.pem");
+    let named = common::certs::server_config(&pki.server_for(&dir, "v6", &["::1"]));
+    let other = common::certs::server_config(&pki.server_for(&dir, "v4", &["127.0.0.1"]));
+    for (certificate, status) in [(named, 201), (other, 502)] {
+        let upstream = MockUpstream::start_on("[::1]:0", Some(certificate)).await;
+        let url = format!("https://{}", upstream.addr);
+        assert!(url.starts_with("https://[::1]:"), "{url}");
+        for http2 in [false, true] {
+            let dir = TestDir::new("tls-upstream-ipv6-gateway");
+            let template = https_upstream_config(|u| u.tls("ca", &ca).set("http2", http2));
+            let gateway = GatewayProcess::start(&dir, &url, &template);
+            let key = format!("ipv6-{http2}");
+            let reply = gateway.client().post("/v1/charges", Some(&key), "{}").await;
+            assert_eq!(reply.status, status, "http2 {http2}: {}", reply.text());
+            assert_eq!(upstream.executions(&key), u64::from(status == 201));
+        }
+    }
+}
+
 #[tokio::test]
 async fn reload_rereads_certificates_without_dropping_connections() {
     let dir = TestDir::new("tls-reload");

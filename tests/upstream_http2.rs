@@ -299,6 +299,38 @@ async fn without_preserve_host_an_http2_upstream_gets_its_own_authority() {
     assert_eq!(hosts, serde_json::json!([]));
 }
 
+/// An upstream at an IPv6 address (`http://[::1]:P`) is dialed there, and
+/// its authority goes as `:authority` in brackets, as a client's IPv6 host
+/// goes: `[::1]:P`, never `::1:P`, which no URI holds.
+#[tokio::test]
+async fn an_http2_upstream_at_an_ipv6_address_gets_a_bracketed_authority() {
+    let dir = TestDir::new("h2-ipv6");
+    let upstream = H2cUpstream::start_on("[::1]:0".parse().unwrap()).await;
+    assert!(
+        upstream.url().starts_with("http://[::1]:"),
+        "{}",
+        upstream.url()
+    );
+    let template = config(true).with_route("charges", |r| r.set("preserve_host", false));
+    let gateway = GatewayProcess::start(&dir, &upstream.url(), &template);
+    let client = gateway.client();
+    let reply = client
+        .send(
+            "POST",
+            "/v1/charges",
+            &[("host", "[2001:db8::1]:8443"), ("idempotency-key", "k1")],
+            "{}",
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    let own = serde_json::Value::from(upstream.addr.to_string());
+    assert_eq!(seen(&reply), (own, serde_json::json!([])));
+    for host in ["[2001:db8::1]:8443", "[::1]", "[v1.x]"] {
+        let reply = client.send("GET", "/x", &[("host", host)], "").await;
+        assert_eq!(seen(&reply), (host.into(), serde_json::json!([])), "{host}");
+    }
+}
+
 /// One connection carries every request, one after another and many at once.
 #[tokio::test(flavor = "multi_thread")]
 async fn every_request_shares_one_connection() {

@@ -8,6 +8,7 @@ mod context;
 mod covering;
 mod encryption;
 mod env_list;
+mod ip_literal;
 mod keys;
 mod listeners;
 mod names;

@@ -96,6 +96,14 @@ const HTTP2_MAX_ERROR_RESETS: usize = 1024;
 /// What opens an HTTP/2 connection (RFC 9113 §3.4).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
+/// The client's address as the upstream (`X-Forwarded-For`) and the log are
+/// told it: an IPv4 client of a dual-stack `[::]` listener is accepted with
+/// an IPv4-mapped address (`::ffff:192.0.2.1`), and is the IPv4 client it
+/// would be on `0.0.0.0` (docs/configuration.md#server).
+fn client_address(addr: SocketAddr) -> SocketAddr {
+    SocketAddr::new(addr.ip().to_canonical(), addr.port())
+}
+
 /// Serves `handler` on `listener` until `shutdown` is cancelled, then waits up
 /// to the grace period for open connections and detached keyed executions
 /// to finish; past it, cuts those executions off (`cut_off`) and waits
@@ -139,6 +147,7 @@ pub async fn serve<H, F>(
             },
             () = shutdown.cancelled() => break,
         };
+        let addr = client_address(addr);
         let permit = match permits.clone().try_acquire_owned() {
             Ok(permit) => permit,
             Err(TryAcquireError::NoPermits) => {

@@ -51,10 +51,16 @@ impl Pki {
         path
     }
 
-    /// A server certificate for `localhost` and 127.0.0.1.
+    /// A server certificate for `localhost`, 127.0.0.1 and ::1.
     pub fn server(&self, dir: &TestDir, name: &str) -> Identity {
-        let mut params =
-            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+        self.server_for(dir, name, &["localhost", "127.0.0.1", "::1"])
+    }
+
+    /// A server certificate for `names`: host names, and IP addresses
+    /// (written as such, they become IP address names).
+    pub fn server_for(&self, dir: &TestDir, name: &str, names: &[&str]) -> Identity {
+        let names = names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let mut params = CertificateParams::new(names).unwrap();
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         self.issue(dir, name, params)
     }

@@ -73,16 +73,21 @@ pub struct MockUpstream {
 
 impl MockUpstream {
     pub async fn start() -> MockUpstream {
-        Self::start_with(None).await
+        Self::start_with("127.0.0.1:0", None).await
     }
 
     /// Serves over TLS with the given server configuration (`https://localhost:PORT`).
     pub async fn start_tls(config: Arc<rustls::ServerConfig>) -> MockUpstream {
-        Self::start_with(Some(config)).await
+        Self::start_with("127.0.0.1:0", Some(config)).await
     }
 
-    async fn start_with(tls: Option<Arc<rustls::ServerConfig>>) -> MockUpstream {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    /// Serves on `bind` (`"[::1]:0"`), over TLS when given a configuration.
+    pub async fn start_on(bind: &str, tls: Option<Arc<rustls::ServerConfig>>) -> MockUpstream {
+        Self::start_with(bind, tls).await
+    }
+
+    async fn start_with(bind: &str, tls: Option<Arc<rustls::ServerConfig>>) -> MockUpstream {
+        let listener = TcpListener::bind(bind).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let counters = Arc::new(Counters::default());
         let state = counters.clone();

@@ -206,6 +206,11 @@ pub fn upstream_url(text: &str) -> Result<String, String> {
             "credentials in the URL are not supported (the URL is not repeated: it holds a secret)";
         return Err(REFUSAL.to_owned());
     }
+    // `http::Uri` takes any bytes between brackets, and any after them; a
+    // host without its brackets it refuses as an "invalid authority".
+    if let Some(problem) = super::ip_literal::url_host_problem(authority) {
+        return Err(format!("{} is not a valid URL: {problem}", quoted(text)));
+    }
     let uri: http::Uri = text
         .parse()
         .map_err(|err| format!("{} is not a valid URL: {err}", quoted(text)))?;

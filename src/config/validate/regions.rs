@@ -174,12 +174,21 @@ fn shared_gateways(
     }
 }
 
-/// Scheme, host (without case) and port (the scheme's own if none): what a
-/// gateway URL dials.
+/// Scheme, host (without case; an IP address in one spelling, an
+/// IPv4-mapped IPv6 address as the IPv4 address it dials) and port (the
+/// scheme's own if none): what a gateway URL dials.
 fn address(url: &str) -> Option<(String, String, u16)> {
     let uri: http::Uri = url.parse().ok()?;
     let scheme = uri.scheme_str()?.to_ascii_lowercase();
-    let host = uri.host()?.to_ascii_lowercase();
+    let host = uri.host()?;
+    let literal = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    let host = match literal.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.to_canonical().to_string(),
+        Err(_) => host.to_ascii_lowercase(),
+    };
     let port = uri
         .port_u16()
         .unwrap_or(if scheme == "https" { 443 } else { 80 });

@@ -225,8 +225,11 @@ pub const DEFAULT_BUFFERED_BODIES: u64 = 256 << 20;
 
 fn address(text: &str) -> Result<SocketAddr, String> {
     text.parse().map_err(|_| {
+        let problem = super::ip_literal::listen_problem(text)
+            .map(|problem| format!(": {problem}"))
+            .unwrap_or_default();
         format!(
-            "{} is not an address such as \"127.0.0.1:8080\" or \"[::]:8080\"",
+            "{} is not an address such as \"127.0.0.1:8080\" or \"[::]:8080\"{problem}",
             quoted(text)
         )
     })
