@@ -4,7 +4,9 @@
 //! is written to the upstream, a free connection to which it may wait for
 //! (so is a small pass-through body, read whole before it is sent on:
 //! `body::counted`);
-//! a stored or replayed answer is kept until its client has taken it. Without
+//! a stored or replayed answer is kept until its client has taken it; an
+//! HTTP/2 request's head while its request is handled
+//! (`crate::gateway`'s `stream_head`). Without
 //! a bound, many large bodies at once, or many clients that take nothing of
 //! large answers, would take the process's memory (docs/behaviour.md, "Memory").
 //!
