@@ -1334,3 +1334,53 @@ async fn a_statement_timeout_a_pooler_drops_is_refused_until_the_role_sets_it() 
         "{reserved:?}"
     );
 }
+
+/// A role whose sessions end after a second idle (`idle_session_timeout`,
+/// set by a DBA on the role or the database): the purge listener, idle by
+/// design, keeps its session (it would reconnect every second, dropping
+/// every in-memory copy of an answer each time), and the pool's idle
+/// connections the server closes are replaced without a warning each:
+/// closing them is what the setting is for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_idle_session_timeout_leaves_the_listener_and_the_log_alone() {
+    use common::config::{Config, Store as StoreSection};
+    use common::{GatewayProcess, MockUpstream, TestDir};
+
+    let schema = TestSchema::create().await;
+    let dir = TestDir::new("pg-idle-session-timeout");
+    let upstream = MockUpstream::start().await;
+    let url = schema.url().replace(
+        "options=-c%20search_path",
+        "options=-c%20idle_session_timeout%3D700%20-c%20search_path",
+    );
+    assert_ne!(url, schema.url());
+    let template = Config::charges_and_rest().store(StoreSection::postgres(&url));
+    let gateway = GatewayProcess::start_with_env(
+        &dir,
+        &upstream.url(),
+        &template,
+        &[("RUST_LOG", "idemgate=debug")],
+    );
+    let client = gateway.client();
+    let first = client.post("/v1/charges", Some("k1"), "{}").await;
+    assert_eq!(first.status, 201, "{}", first.text());
+    // Idle for several of the server's timeouts.
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    let again = client.post("/v1/charges", Some("k1"), "{}").await;
+    assert_eq!(again.status, 201, "{}", again.text());
+    assert_eq!(upstream.executions("k1"), 1);
+    let log = gateway.log_text();
+    assert!(
+        log.contains("idle_session_timeout") || log.contains("57P05"),
+        "the server closed no idle connection, so this shows nothing: {log}"
+    );
+    assert!(
+        !log.contains("purge listener disconnected"),
+        "the listener lost its session: {log}"
+    );
+    let warned: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("WARN") && line.contains("store::postgres"))
+        .collect();
+    assert!(warned.is_empty(), "{warned:#?}");
+}

@@ -11,6 +11,9 @@ use tokio_postgres::{Client, Config, Error, Socket};
 
 use super::cause::describe;
 
+/// SQLSTATE 57P05, `idle_session_timeout`.
+const IDLE_SESSION_TIMEOUT: &str = "57P05";
+
 /// Connects with `tls` and drives the connection in its own task.
 pub struct LoggedConnect<T> {
     pub tls: T,
@@ -39,6 +42,15 @@ where
 
 fn log_closed(err: &Error) {
     let code = err.as_db_error().map(|db| db.code().code());
+    // An idle connection ended by the server's `idle_session_timeout`: what
+    // that setting is for, and the pool replaces it when one is needed.
+    if code == Some(IDLE_SESSION_TIMEOUT) {
+        tracing::debug!(
+            error = %describe(err),
+            "postgres closed an idle connection (idle_session_timeout)"
+        );
+        return;
+    }
     tracing::warn!(
         error = %describe(err),
         code = code.unwrap_or(""),

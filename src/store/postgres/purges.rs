@@ -95,7 +95,14 @@ async fn listen(
             Err(err) => return super::pool::db_error(err),
         }
     };
-    if let Err(err) = client.batch_execute(&format!("LISTEN {CHANNEL}")).await {
+    // Idle by design: a DBA's `idle_session_timeout` (PostgreSQL 14 on)
+    // would end its session every period, and each reconnect drops every
+    // in-memory copy of an answer (`Heard::Listening`).
+    let listen = format!(
+        "SELECT set_config('idle_session_timeout', '0', false) FROM pg_settings \
+         WHERE name = 'idle_session_timeout'; LISTEN {CHANNEL}"
+    );
+    if let Err(err) = client.batch_execute(&listen).await {
         return super::pool::db_error(err);
     }
     let ours: Option<String> = match client.query_one("SELECT current_schema()", &[]).await {
