@@ -39,7 +39,7 @@ pub(crate) fn head_over_limits<B>(
 
 /// Refuses what a reverse proxy must not pass on: `Content-Length` values
 /// that two parsers could read differently, `CONNECT` and its authority-form
-/// target, a method with lower-case letters, a target with bytes over 0x7E,
+/// target, a WebSocket handshake ([`asks_for_websocket`]), a method with lower-case letters, a target with bytes over 0x7E,
 /// an HTTP/2 field value with a space or tab at either end, and a host that is not one ([`check_host`]).
 pub(super) fn check_framing<B>(request: &Request<B>) -> Result<(), GatewayError> {
     let headers = request.headers();
@@ -56,6 +56,12 @@ pub(super) fn check_framing<B>(request: &Request<B>) -> Result<(), GatewayError>
     }
     if request.method() == Method::CONNECT {
         return Err(GatewayError::BadRequest("CONNECT is not proxied"));
+    }
+    if asks_for_websocket(request) {
+        return Err(GatewayError::BadRequest(
+            "WebSocket is not proxied: the gateway does not pass on protocol upgrades; \
+             connect to the WebSocket endpoint directly",
+        ));
     }
     // The authority form (`host:port`, no path) is CONNECT's alone (RFC 9112
     // §3.2.3): with another method it names no resource, so no route.
@@ -105,6 +111,28 @@ pub(super) fn check_framing<B>(request: &Request<B>) -> Result<(), GatewayError>
         ));
     }
     check_host(request)
+}
+
+/// An HTTP/1.1 request whose `Upgrade` lists `websocket` (RFC 6455 §4.1).
+/// `Upgrade` is hop-by-hop and not passed on, so the handshake would reach
+/// the upstream as a plain GET, and its client would get that GET's
+/// answer (a 200 page, or an upstream's 400 about a missing upgrade)
+/// instead of a word that WebSocket is not proxied. Other upgrades (curl's
+/// `h2c` on a first request over http) are ignored, as RFC 9110 §7.8 lets
+/// a server do: the request is served as it is. HTTP/2 carries no
+/// `Upgrade` (the HTTP/2 layer refuses the field), and its extended
+/// CONNECT (RFC 8441) is never offered.
+fn asks_for_websocket<B>(request: &Request<B>) -> bool {
+    request
+        .headers()
+        .get_all(header::UPGRADE)
+        .iter()
+        .flat_map(|value| value.as_bytes().split(|&byte| byte == b','))
+        .any(|protocol| {
+            // A protocol is `name[/version]` (RFC 9110 §7.8).
+            let name = protocol.split(|&byte| byte == b'/').next().unwrap_or(b"");
+            name.trim_ascii().eq_ignore_ascii_case(b"websocket")
+        })
 }
 
 /// The host the upstream is told (`Host`, made from the target's authority
