@@ -293,13 +293,45 @@ async fn a_route_the_config_lacks_is_said_so() {
         ("DELETE", "/admin/keys/charge/k1"),
         ("GET", "/admin/keys/charge"),
         ("GET", "/admin/keys/charge?state=outcome_unknown"),
+        // Names no route can have (not UTF-8, a NUL, empty): the same answer.
+        ("GET", "/admin/keys/%FF/k1"),
+        ("DELETE", "/admin/keys/%FF/k1"),
+        ("GET", "/admin/keys/%FF"),
+        ("HEAD", "/admin/keys/%FF"),
+        ("GET", "/admin/keys/char%00ges/k1"),
+        ("GET", "/admin/keys//k1"),
     ] {
         let reply = admin.send(method, path, &auth, "").await;
         assert_eq!(reply.status, 404, "{method} {path}: {}", reply.text());
+        if method == "HEAD" {
+            assert_eq!(
+                reply.header("content-type"),
+                Some("application/problem+json")
+            );
+            continue;
+        }
         let problem = reply.json();
         assert_eq!(problem["code"], "not-found", "{method} {path}");
         let detail = problem["detail"].as_str().unwrap();
-        assert!(detail.contains("no route of this name"), "{detail}");
+        assert!(
+            detail.contains("no route of this name"),
+            "{method} {path}: {detail}"
+        );
+    }
+    // And the checks before the look-up, as for any route name.
+    for (method, path, status) in [
+        ("PUT", "/admin/keys/%FF/k1", 405),
+        ("POST", "/admin/keys/%FF", 405),
+        ("GET", "/admin/keys/%FF/k1?x", 400),
+        ("GET", "/admin/keys/%FF?limit=0", 400),
+        ("GET", "/admin/keys/%FF/a%09b", 400),
+    ] {
+        let reply = admin.send(method, path, &auth, "").await;
+        assert_eq!(reply.status, status, "{method} {path}: {}", reply.text());
+        let same = admin
+            .send(method, &path.replace("%FF", "charge"), &auth, "")
+            .await;
+        assert_eq!(reply.json(), same.json(), "{method} {path}");
     }
     // A known route's empty answers stay as they were.
     let none = admin.send("GET", "/admin/keys/charges/k2", &auth, "").await;

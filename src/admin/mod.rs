@@ -21,6 +21,7 @@ use crate::gateway::Gateway;
 use crate::key::KeyError;
 use crate::reload::{ReloadOutcome, Reloader};
 use crate::wire::fields::UnreadableFields;
+use records::RouteName;
 
 /// `/readyz` gives up on a store that does not answer within this.
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -256,12 +257,20 @@ impl AdminPlane {
                 return method_not_allowed(LIST_METHODS);
             }
             let store = self.gateway.store();
-            let known = self.knows_route(&route);
-            return match listing::parse_query(route, query) {
-                Ok(query) => listing::list(store.as_ref(), &query, known).await,
-                Err(error) => Err(error),
-            }
-            .unwrap_or_else(|error| error.to_response());
+            let result = match route {
+                RouteName::Named(route) => {
+                    let known = self.knows_route(&route);
+                    match listing::parse_query(route, query) {
+                        Ok(query) => listing::list(store.as_ref(), &query, known).await,
+                        Err(error) => Err(error),
+                    }
+                }
+                // The query is still read, as for any name.
+                RouteName::Impossible => {
+                    listing::parse_query(String::new(), query).and(Err(GatewayError::NoSuchRoute))
+                }
+            };
+            return result.unwrap_or_else(|error| error.to_response());
         }
         let Some((route, key)) = records::parse_key_path(path) else {
             return GatewayError::NotFound.to_response();
@@ -280,6 +289,9 @@ impl AdminPlane {
             Ok(key) => key,
             Err(KeyError::Invalid(why)) => return GatewayError::InvalidKey(why).to_response(),
             Err(KeyError::Missing) => return GatewayError::InvalidKey("empty").to_response(),
+        };
+        let RouteName::Named(route) = route else {
+            return GatewayError::NoSuchRoute.to_response();
         };
         let store = self.gateway.store();
         let result = if *method == Method::DELETE {
