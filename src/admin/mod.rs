@@ -284,9 +284,9 @@ impl AdminPlane {
         if query.is_some() {
             return GatewayError::InvalidQuery(KEY_QUERY).to_response();
         }
-        // As the listing shows it, or as a header carries it (`"k1"` is `k1`).
-        let key = match crate::key::from_operator(&key) {
-            Ok(key) => key,
+        // As stored, as the listing shows it: `"k1"` is never read as `k1`.
+        let key = match crate::key::as_stored(&key) {
+            Ok(key) => key.to_owned(),
             Err(KeyError::Invalid(why)) => return GatewayError::InvalidKey(why).to_response(),
             Err(KeyError::Missing) => return GatewayError::InvalidKey("empty").to_response(),
         };
@@ -307,6 +307,7 @@ impl AdminPlane {
                 match crate::region::key_home_in(config, &route, &key) {
                     Some(whereabouts) => GatewayError::KeyNotHere(Box::new(whereabouts)),
                     None if !self.knows_route(&route) => GatewayError::NoSuchRoute,
+                    None if crate::key::unquotes_in_a_header(&key) => GatewayError::NoQuotedKey,
                     None => GatewayError::NotFound,
                 }
             }

@@ -27,9 +27,8 @@ pub enum RouteName {
 
 /// `/admin/keys/{route}/{key}` → (route, key bytes), percent-decoded. The key
 /// is the rest of the path, so a key containing `/` can be sent as is or as
-/// `%2F`. Its bytes are read as an operator names a key
-/// ([`crate::key::from_operator`]): `a%20b` is the key `a b`, and so is
-/// `%22a%20b%22`.
+/// `%2F`. Its bytes are the key as stored ([`crate::key::as_stored`]):
+/// `a%20b` is the key `a b`, `%22ab%22` the key `"ab"`.
 pub fn parse_key_path(path: &str) -> Option<(RouteName, Vec<u8>)> {
     let rest = path.strip_prefix("/admin/keys/")?;
     let (route, key) = rest.split_once('/')?;
