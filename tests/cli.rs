@@ -1984,6 +1984,39 @@ fn check_says_what_is_wrong_with_a_redis_url() {
     }
 }
 
+/// A request target is ASCII (a client percent-encodes the rest, and one
+/// that does not gets 400), so a route path with a character beyond ASCII
+/// could never match: `check` refuses it at its file, line and field, and
+/// says how to write it percent-encoded.
+#[test]
+fn check_refuses_a_route_path_beyond_ascii() {
+    let dir = TestDir::new("cli-path-ascii");
+    let path = dir.path("paths.toml");
+    for (field, written, said) in [
+        ("path_prefix", "/café", "\"/caf%C3%A9\""),
+        ("path", "/v1/ünits/€", "\"/v1/%C3%BCnits/%E2%82%AC\""),
+    ] {
+        let file = VALID.replace(
+            "path_prefix = \"/v1/charges\"",
+            &format!("{field} = \"{written}\""),
+        );
+        std::fs::write(&path, file).unwrap();
+        let out = idemgate(&["check", "-c", path.to_str().unwrap()]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{written}: {stderr}");
+        let column = 11 + field.len() + 3;
+        let at = format!("paths.toml:7:{column}: routes[0].match.{field}:");
+        assert!(stderr.contains(&at), "{at} in {stderr}");
+        assert!(stderr.contains("percent-encode"), "{written}: {stderr}");
+        assert!(stderr.contains(said), "{said} in {stderr}");
+    }
+    // Written percent-encoded, it passes.
+    let file = VALID.replace("/v1/charges", "/caf%C3%A9");
+    std::fs::write(&path, file).unwrap();
+    let out = idemgate(&["check", "-c", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
 /// A value of a MiB refused is quoted by its start and length, and a name
 /// or path past its length bound is said by its length: one short line
 /// each, where the whole value would flood a terminal or a log.
