@@ -124,6 +124,10 @@ pub enum GatewayError {
     /// `/admin/keys/{route}…` found nothing, on a route name the running
     /// config lacks: most likely misspelt, and said so (404 `not-found`).
     NoSuchRoute,
+    /// `/admin/keys/{route}/{key}` found nothing under a key that reads as a
+    /// quoted string (`"k1"`): keys are named as stored, and a key a client
+    /// sent quoted is stored without its quotes (404 `not-found`).
+    NoQuotedKey,
     /// An admin-plane path that exists, asked with a method it does not
     /// answer; `allow` is the `Allow` header's value.
     MethodNotAllowed {
@@ -185,7 +189,7 @@ impl GatewayError {
             HeaderTooLarge { .. } | TooManyHeaders { .. } => {
                 StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
             }
-            NoRoute | NotFound | NoSuchRoute => StatusCode::NOT_FOUND,
+            NoRoute | NotFound | NoSuchRoute | NoQuotedKey => StatusCode::NOT_FOUND,
             UpstreamUnreachable | NotSentShutdown | UpstreamError | OutcomeUnknownBroken => {
                 StatusCode::BAD_GATEWAY
             }
@@ -236,7 +240,7 @@ impl GatewayError {
             BodiesOverBudget => "gateway-overloaded",
             Unauthorized => "unauthorized",
             Forbidden => "forbidden",
-            NotFound | NoSuchRoute => "not-found",
+            NotFound | NoSuchRoute | NoQuotedKey => "not-found",
             MethodNotAllowed { .. } => "method-not-allowed",
             AdminDisabled | KeyNotHere(_) => "not-found",
             InvalidSignature(_) => "invalid-signature",
@@ -271,7 +275,7 @@ impl GatewayError {
             BodiesOverBudget => "Too many bodies in progress",
             Unauthorized => "Unauthorized",
             Forbidden => "Forbidden",
-            NotFound | NoSuchRoute => "Not found",
+            NotFound | NoSuchRoute | NoQuotedKey => "Not found",
             MethodNotAllowed { .. } => "Method not allowed",
             AdminDisabled | KeyNotHere(_) => "Not found",
             InvalidSignature(_) => "Invalid webhook signature",
@@ -361,6 +365,10 @@ impl GatewayError {
                 A route renamed or removed keeps its records under its old name until they \
                 expire, and they are listed, shown and purged by it."
                 .into(),
+            NoQuotedKey => "Nothing here: no record of this key as written. Keys are named as \
+                stored, as the listing shows them: a key a client sent quoted \
+                (Idempotency-Key: \"k1\") is stored without its quotes (k1)."
+                .into(),
             MethodNotAllowed { allow } => format!("This resource answers {allow} only."),
             AdminDisabled => "The operator API is disabled: no admin token is configured. \
                  The gateway's log says why; set the token and restart it."
@@ -443,6 +451,7 @@ impl GatewayError {
             | Forbidden
             | NotFound
             | NoSuchRoute
+            | NoQuotedKey
             | MethodNotAllowed { .. }
             | AdminDisabled
             | KeyNotHere(_)
@@ -662,6 +671,7 @@ mod tests {
             (GatewayError::Forbidden, 403, "forbidden"),
             (GatewayError::NotFound, 404, "not-found"),
             (GatewayError::NoSuchRoute, 404, "not-found"),
+            (GatewayError::NoQuotedKey, 404, "not-found"),
             (
                 GatewayError::MethodNotAllowed { allow: "GET, HEAD" },
                 405,

@@ -293,13 +293,45 @@ async fn a_route_the_config_lacks_is_said_so() {
         ("DELETE", "/admin/keys/charge/k1"),
         ("GET", "/admin/keys/charge"),
         ("GET", "/admin/keys/charge?state=outcome_unknown"),
+        // Names no route can have (not UTF-8, a NUL, empty): the same answer.
+        ("GET", "/admin/keys/%FF/k1"),
+        ("DELETE", "/admin/keys/%FF/k1"),
+        ("GET", "/admin/keys/%FF"),
+        ("HEAD", "/admin/keys/%FF"),
+        ("GET", "/admin/keys/char%00ges/k1"),
+        ("GET", "/admin/keys//k1"),
     ] {
         let reply = admin.send(method, path, &auth, "").await;
         assert_eq!(reply.status, 404, "{method} {path}: {}", reply.text());
+        if method == "HEAD" {
+            assert_eq!(
+                reply.header("content-type"),
+                Some("application/problem+json")
+            );
+            continue;
+        }
         let problem = reply.json();
         assert_eq!(problem["code"], "not-found", "{method} {path}");
         let detail = problem["detail"].as_str().unwrap();
-        assert!(detail.contains("no route of this name"), "{detail}");
+        assert!(
+            detail.contains("no route of this name"),
+            "{method} {path}: {detail}"
+        );
+    }
+    // And the checks before the look-up, as for any route name.
+    for (method, path, status) in [
+        ("PUT", "/admin/keys/%FF/k1", 405),
+        ("POST", "/admin/keys/%FF", 405),
+        ("GET", "/admin/keys/%FF/k1?x", 400),
+        ("GET", "/admin/keys/%FF?limit=0", 400),
+        ("GET", "/admin/keys/%FF/a%09b", 400),
+    ] {
+        let reply = admin.send(method, path, &auth, "").await;
+        assert_eq!(reply.status, status, "{method} {path}: {}", reply.text());
+        let same = admin
+            .send(method, &path.replace("%FF", "charge"), &auth, "")
+            .await;
+        assert_eq!(reply.json(), same.json(), "{method} {path}");
     }
     // A known route's empty answers stay as they were.
     let none = admin.send("GET", "/admin/keys/charges/k2", &auth, "").await;
@@ -562,12 +594,13 @@ async fn a_purge_is_logged_with_the_keys_hash_never_the_key() {
     assert!(!log.contains(KEY), "the raw key is logged:\n{log}");
 }
 
-/// docs/operating.md: `"k1"` (an RFC 8941 string) is the key `k1`. The admin API reads
-/// the key in its path as the data plane reads the header, so either spelling
-/// finds and purges the record; a key the data plane would refuse is 400
-/// `invalid-key`, never quoted back.
+/// docs/operating.md: the key in the path is the key as stored, as the
+/// listing shows it. `%22k1%22` is the key `"k1"` (which a JSON body can
+/// give), never the key `k1` a header `"k1"` gives: here it finds nothing,
+/// and its 404 says that a quoted key is stored without its quotes. A key
+/// no source could give is 400 `invalid-key`, never quoted back.
 #[tokio::test]
-async fn the_key_in_the_path_is_read_as_the_data_plane_reads_it() {
+async fn the_key_in_the_path_is_the_key_as_stored() {
     let (_dir, upstream, gateway) = setup("key-syntax").await;
     let client = gateway.client();
     let admin = gateway.admin_client();
@@ -578,13 +611,20 @@ async fn the_key_in_the_path_is_read_as_the_data_plane_reads_it() {
         201
     );
 
-    for path in ["/admin/keys/charges/k1", "/admin/keys/charges/%22k1%22"] {
-        let shown = admin.send("GET", path, &auth, "").await;
-        assert_eq!(shown.status, 200, "{path}: {}", shown.text());
-        assert_eq!(shown.json()[0]["state"], "completed", "{path}");
+    let shown = admin.send("GET", "/admin/keys/charges/k1", &auth, "").await;
+    assert_eq!(shown.status, 200, "{}", shown.text());
+    assert_eq!(shown.json()[0]["state"], "completed");
+    // As stored: `"k1"` is no name of the key `k1` a header `"k1"` gives.
+    for method in ["GET", "DELETE"] {
+        let reply = admin
+            .send(method, "/admin/keys/charges/%22k1%22", &auth, "")
+            .await;
+        assert_eq!(reply.status, 404, "{method}: {}", reply.text());
+        let detail = reply.json()["detail"].as_str().unwrap().to_owned();
+        assert!(detail.contains("stored without its quotes"), "{detail}");
     }
     let purged = admin
-        .send("DELETE", "/admin/keys/charges/%22k1%22", &auth, "")
+        .send("DELETE", "/admin/keys/charges/k1", &auth, "")
         .await;
     assert_eq!(purged.status, 204, "{}", purged.text());
     let again = client.post("/v1/charges", Some("k1"), "{}").await;

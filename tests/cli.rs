@@ -862,12 +862,14 @@ fn check_refuses_a_store_url_of_another_scheme() {
     }
 }
 
-/// docs/operating.md: `"k1"` (an RFC 8941 string) is the key `k1`. `keys show|purge`
-/// read their KEY argument as the data plane reads the header, so either
-/// spelling finds the record; a key no source could give is one line on
-/// stderr and exit 1, without the key.
+/// docs/operating.md: `keys show|purge` take their KEY argument as stored,
+/// as `keys list` prints it: `"k1"` is the four-byte key a JSON body can
+/// give, never read as the key `k1` a header `"k1"` gives, and finds
+/// nothing here (saying that a quoted key is stored without its quotes,
+/// exit 1). A key no source could give is one line on stderr and exit 1,
+/// without the key.
 #[tokio::test]
-async fn keys_reads_the_key_as_the_data_plane_does() {
+async fn keys_takes_the_key_as_stored() {
     let (_dir, _upstream, mut gateway) = GatewayProcess::start_fresh(
         "cli-key-syntax",
         &common::config::Config::charges_and_rest(),
@@ -878,12 +880,17 @@ async fn keys_reads_the_key_as_the_data_plane_does() {
     gateway.kill();
     let config = gateway.config_path().to_str().unwrap().to_owned();
 
-    for key in ["k1", "\"k1\""] {
-        let out = idemgate(&["keys", "show", "-c", &config, "charges", key]);
-        assert_eq!(out.status.code(), Some(0), "{key}: {}", text(&out.stderr));
-        assert!(text(&out.stdout).contains("\"completed\""), "{key}");
+    let out = idemgate(&["keys", "show", "-c", &config, "charges", "k1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("\"completed\""));
+    for action in ["show", "purge"] {
+        let out = idemgate(&["keys", action, "-c", &config, "charges", "\"k1\""]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{action}: {stderr}");
+        assert!(stderr.starts_with("no records for this key"), "{stderr}");
+        assert!(stderr.contains("stored without its quotes"), "{stderr}");
     }
-    let out = idemgate(&["keys", "purge", "-c", &config, "charges", "\"k1\""]);
+    let out = idemgate(&["keys", "purge", "-c", &config, "charges", "k1"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "1 record deleted\n");
     let out = idemgate(&["keys", "show", "-c", &config, "charges", "k1"]);
@@ -1874,11 +1881,11 @@ fn check_refuses_a_file_that_never_ends() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
 
-/// A key is named as the listing shows it, or as a header carries it: a key
-/// with a space (`Idempotency-Key: "a b"`, `?idem=a+b`) is found written
-/// bare (`a b`) or quoted (`"a b"`), and so is one that starts with a quote
-/// but is no quoted string (`"q`, which a JSON body can give). A key that no
-/// source can give is refused without being repeated.
+/// A key is named as the listing shows it: a key with a space
+/// (`Idempotency-Key: "a b"`, `?idem=a+b`) is found as `a b`, one that
+/// starts with a quote (`"q`, which the header `"\"q"` or a JSON body can
+/// give) as `"q`. The header's quoted spellings are no names of them. A key
+/// that no source can give is refused without being repeated.
 #[tokio::test]
 async fn a_key_is_named_as_the_listing_shows_it() {
     let (_dir, _upstream, gateway) =
@@ -1900,9 +1907,18 @@ async fn a_key_is_named_as_the_listing_shows_it() {
         .collect();
     keys.sort_unstable();
     assert_eq!(keys, ["\"q", "a b"]);
-    for named in ["a b", "\"a b\"", "\"q", r#""\"q""#] {
+    for named in ["a b", "\"q"] {
         let out = idemgate(&["keys", "show", "-c", &config, "charges", named]);
         assert_eq!(out.status.code(), Some(0), "{named}: {}", text(&out.stderr));
+    }
+    for header in ["\"a b\"", r#""\"q""#] {
+        let out = idemgate(&["keys", "show", "-c", &config, "charges", header]);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{header}: {}",
+            text(&out.stderr)
+        );
     }
     let out = idemgate(&["keys", "purge", "-c", &config, "charges", "a b"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -1966,6 +1982,39 @@ fn check_says_what_is_wrong_with_a_redis_url() {
         assert!(!stderr.contains("InvalidClientConfig"), "{url}: {stderr}");
         assert!(!stderr.contains("hunter2"), "{url}: {stderr}");
     }
+}
+
+/// A request target is ASCII (a client percent-encodes the rest, and one
+/// that does not gets 400), so a route path with a character beyond ASCII
+/// could never match: `check` refuses it at its file, line and field, and
+/// says how to write it percent-encoded.
+#[test]
+fn check_refuses_a_route_path_beyond_ascii() {
+    let dir = TestDir::new("cli-path-ascii");
+    let path = dir.path("paths.toml");
+    for (field, written, said) in [
+        ("path_prefix", "/café", "\"/caf%C3%A9\""),
+        ("path", "/v1/ünits/€", "\"/v1/%C3%BCnits/%E2%82%AC\""),
+    ] {
+        let file = VALID.replace(
+            "path_prefix = \"/v1/charges\"",
+            &format!("{field} = \"{written}\""),
+        );
+        std::fs::write(&path, file).unwrap();
+        let out = idemgate(&["check", "-c", path.to_str().unwrap()]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{written}: {stderr}");
+        let column = 11 + field.len() + 3;
+        let at = format!("paths.toml:7:{column}: routes[0].match.{field}:");
+        assert!(stderr.contains(&at), "{at} in {stderr}");
+        assert!(stderr.contains("percent-encode"), "{written}: {stderr}");
+        assert!(stderr.contains(said), "{said} in {stderr}");
+    }
+    // Written percent-encoded, it passes.
+    let file = VALID.replace("/v1/charges", "/caf%C3%A9");
+    std::fs::write(&path, file).unwrap();
+    let out = idemgate(&["check", "-c", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
 
 /// A value of a MiB refused is quoted by its start and length, and a name

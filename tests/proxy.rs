@@ -117,6 +117,48 @@ async fn no_route_is_a_404_problem() {
     assert_eq!(upstream.total(), 0);
 }
 
+/// docs/behaviour.md, "Path prefixes": the hex digits of a percent-escape
+/// match in either case (RFC 3986 §6.2.2.1: `%c3%a9` and `%C3%A9` are one
+/// path), the route written either way; the upstream gets the path as
+/// sent. Tried in turn (a few routes) and through the route index (many).
+#[tokio::test]
+async fn percent_escapes_match_in_either_case() {
+    use common::config::Route;
+    for fillers in [0, 40] {
+        let mut config = Config::new().upstream(Upstream::api());
+        for i in 0..fillers {
+            config = config.route(Route::api(&format!("filler{i}"), &format!("/f{i}/")).plain());
+        }
+        let config = config
+            .route(Route::api("upper", "/caf%C3%A9").plain())
+            .route(Route::api("lower", "/t%c3%a9").plain())
+            .route(Route::new("exact", "api").path("/x%2Fy").plain())
+            .route(Route::api("open", "/p%c").plain());
+        let dir = TestDir::new(&format!("percent-case-{fillers}"));
+        let upstream = MockUpstream::start().await;
+        let gateway = GatewayProcess::start(&dir, &upstream.url(), &config);
+        let client = gateway.client();
+        for sent in [
+            "/caf%C3%A9",
+            "/caf%c3%a9/menu",
+            "/caf%C3%a9",
+            "/t%C3%A9",
+            "/t%c3%a9",
+            "/x%2fy",
+            "/x%2Fy",
+            "/p%C3",
+        ] {
+            let reply = client.get(sent).await;
+            assert_eq!(reply.status, 201, "{fillers} {sent}: {}", reply.text());
+            assert_eq!(reply.json()["path"], sent, "{fillers}: forwarded as sent");
+        }
+        for unmatched in ["/caf%c3%a8", "/cafe", "/x%2fy/z", "/caf%C3"] {
+            let reply = client.get(unmatched).await;
+            assert_problem(&reply, 404, "no-route");
+        }
+    }
+}
+
 #[tokio::test]
 async fn refused_upstream_is_502_and_slow_upstream_is_504() {
     let dir = TestDir::new("upstream-errors");

@@ -8,7 +8,7 @@ mod pg_support;
 use std::time::{Duration, Instant};
 
 use common::client::Client;
-use common::config::{Config, Route, Store, Upstream};
+use common::config::{Config, Route, Store, Upstream, raw};
 use common::{GatewayProcess, MockUpstream, TestDir};
 use serde_json::Value;
 
@@ -430,5 +430,170 @@ async fn a_nul_in_a_cursor_or_a_route_name_is_refused_not_a_store_error() {
             stderr.contains("--after") && !stderr.contains("unavailable"),
             "{name}: {stderr}"
         );
+    }
+}
+
+/// A route whose key is a header's, or else a JSON body's `/id`: the header
+/// `ab` gives the key `ab`, the body `{"id":"\"ab\""}` the key `"ab"`, four
+/// bytes, two quotes in them.
+fn quoted_keys_config(store: Option<Store>) -> Config {
+    let route = Route::api("j", "/v1/j").set(
+        "key",
+        raw(r#"[{ header = "Idempotency-Key" }, { json_pointer = "/id" }]"#),
+    );
+    let config = config().route(route);
+    match store {
+        Some(store) => config.store(store),
+        None => config,
+    }
+}
+
+/// The keys of route `j`, each with when its record was made, as the admin
+/// API lists them and as `idemgate keys list` prints them (the same).
+async fn listed_j(admin: &Client, gateway: &GatewayProcess) -> Vec<(String, String)> {
+    let of = |page: &Value| -> Vec<(String, String)> {
+        let mut keys: Vec<(String, String)> = (page["records"].as_array().unwrap().iter())
+            .map(|r| {
+                (
+                    r["key"].as_str().unwrap().into(),
+                    r["created_at"].to_string(),
+                )
+            })
+            .collect();
+        keys.sort();
+        keys
+    };
+    let (status, page) = admin_get(admin, "/admin/keys/j").await;
+    assert!(status == 200 || status == 404, "{status}: {page}");
+    let api = if status == 404 { Vec::new() } else { of(&page) };
+    let out = keys_command(gateway, &["list", "j"]);
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(of(&printed), api, "keys list: {printed}");
+    api
+}
+
+fn keys_command(gateway: &GatewayProcess, args: &[&str]) -> std::process::Output {
+    let (action, rest) = args.split_first().unwrap();
+    std::process::Command::new(env!("CARGO_BIN_EXE_idemgate"))
+        .args(["keys", action, "-c"])
+        .arg(gateway.config_path())
+        .args(rest)
+        .output()
+        .unwrap()
+}
+
+fn key_path(key: &str) -> String {
+    let key = percent_encoding::utf8_percent_encode(key, percent_encoding::NON_ALPHANUMERIC);
+    format!("/admin/keys/j/{key}")
+}
+
+/// docs/operating.md: the admin API and `idemgate keys` take a key as
+/// stored, as the listing shows it. A JSON body can give a key that is
+/// itself a whole quoted string (`"ab"`) beside the key `ab` a header
+/// gives: each listed key, passed back, shows and purges its own record
+/// and never the other's; a quoted name is never read as the key inside
+/// its quotes. On the embedded file and on Postgres.
+#[tokio::test]
+async fn each_listed_key_names_its_own_record_even_one_that_reads_as_a_quoted_string() {
+    let schema = pg_support::TestSchema::create().await;
+    let postgres = Store::postgres(&schema.url());
+    let auth = common::admin::bearer(TOKEN);
+    let auth = [("authorization", auth.as_str())];
+    let (bare, quoted) = ("ab", "\"ab\"");
+    for (name, store) in [("embedded", None), ("postgres", Some(postgres))] {
+        let config = quoted_keys_config(store);
+        let (_dir, _upstream, gateway) =
+            common::admin::start_with_token(&format!("quoted-key-{name}"), &config, TOKEN).await;
+        let client = gateway.client();
+        let admin = gateway.admin_client();
+        // Whether the next request under each key replays (its record stood).
+        let replayed = |key: &'static str| {
+            let client = &client;
+            async move {
+                let reply = if key == bare {
+                    client.post("/v1/j", Some(bare), "{}").await
+                } else {
+                    client.post("/v1/j", None, r#"{"id":"\"ab\""}"#).await
+                };
+                assert!(reply.status == 201, "{name} {key}: {}", reply.text());
+                reply.header("idempotent-replayed") == Some("true")
+            }
+        };
+        assert!(!replayed(bare).await);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!replayed(quoted).await);
+
+        let listed = listed_j(&admin, &gateway).await;
+        let keys: Vec<&str> = listed.iter().map(|(key, _)| key.as_str()).collect();
+        assert_eq!(keys, [quoted, bare], "{name}");
+        for (key, created_at) in &listed {
+            let shown = admin.send("GET", &key_path(key), &auth, "").await;
+            assert_eq!(shown.status, 200, "{name} {key}: {}", shown.text());
+            let shown = shown.json();
+            assert_eq!(shown.as_array().unwrap().len(), 1, "{name} {key}: {shown}");
+            assert_eq!(
+                shown[0]["created_at"].to_string(),
+                *created_at,
+                "{name} {key}"
+            );
+            let out = keys_command(&gateway, &["show", "j", key]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(0), "{name} {key}: {stderr}");
+            let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(printed, shown, "{name} {key}");
+        }
+
+        // Each purge, by the admin API and by the command, takes the named
+        // record only: the other key's next request still replays.
+        let listed_keys = |listed: Vec<(String, String)>| -> Vec<String> {
+            listed.into_iter().map(|(key, _)| key).collect()
+        };
+        for (purged, other, by_api) in [
+            (quoted, bare, true),
+            (bare, quoted, false),
+            (bare, quoted, true),
+            (quoted, bare, false),
+        ] {
+            if by_api {
+                let reply = admin.send("DELETE", &key_path(purged), &auth, "").await;
+                assert_eq!(reply.status, 204, "{name} {purged}: {}", reply.text());
+            } else {
+                let out = keys_command(&gateway, &["purge", "j", purged]);
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                assert_eq!(out.status.code(), Some(0), "{name} {purged}: {stderr}");
+            }
+            let left = listed_keys(listed_j(&admin, &gateway).await);
+            assert_eq!(left, [other], "{name}: {purged} purged (api: {by_api})");
+            assert!(
+                replayed(other).await,
+                "{name}: {purged} purged (api: {by_api})"
+            );
+            assert!(
+                !replayed(purged).await,
+                "{name}: {purged} purged (api: {by_api})"
+            );
+        }
+
+        // With only `ab` stored, `"ab"` names no record: a 404 that says a
+        // quoted key is stored without its quotes, and `ab` is untouched.
+        let reply = admin.send("DELETE", &key_path(quoted), &auth, "").await;
+        assert_eq!(reply.status, 204, "{name}: {}", reply.text());
+        assert_eq!(listed_keys(listed_j(&admin, &gateway).await), [bare]);
+        for method in ["GET", "DELETE"] {
+            let reply = admin.send(method, &key_path(quoted), &auth, "").await;
+            assert_eq!(reply.status, 404, "{name} {method}: {}", reply.text());
+            let problem = reply.json();
+            assert_eq!(problem["code"], "not-found", "{name} {method}");
+            let detail = problem["detail"].as_str().unwrap();
+            assert!(detail.contains("without its quotes"), "{name}: {detail}");
+        }
+        for action in ["show", "purge"] {
+            let out = keys_command(&gateway, &[action, "j", quoted]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{name} {action}: {stderr}");
+            assert!(stderr.starts_with("no records for this key"), "{stderr}");
+            assert!(stderr.contains("without its quotes"), "{name}: {stderr}");
+        }
+        assert!(replayed(bare).await, "{name}");
     }
 }

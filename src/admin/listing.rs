@@ -5,19 +5,19 @@ use http::{Response, StatusCode};
 use percent_encoding::percent_decode_str;
 use serde_json::{Value, json};
 
-use super::records::{rfc3339, unavailable};
+use super::records::{RouteName, rfc3339, unavailable};
 use crate::body::Body;
 use crate::error::GatewayError;
 use crate::store::listing::{DEFAULT_LIMIT, MAX_LIMIT};
 use crate::store::{Cursor, ListQuery, Listed, Page, RecordState, Store};
 
 /// `/admin/keys/{route}` (no key after it) → the route, percent-decoded.
-pub fn parse_list_path(path: &str) -> Option<String> {
+pub fn parse_list_path(path: &str) -> Option<RouteName> {
     let route = path.strip_prefix("/admin/keys/")?;
     if route.is_empty() || route.contains('/') {
         return None;
     }
-    super::records::route_name(route)
+    Some(super::records::route_name(route))
 }
 
 /// The query string's parameters; anything unknown, repeated or malformed
@@ -137,14 +137,15 @@ mod tests {
 
     #[test]
     fn list_paths() {
-        assert_eq!(
-            parse_list_path("/admin/keys/charges"),
-            Some("charges".into())
-        );
-        assert_eq!(parse_list_path("/admin/keys/a%2Eb"), Some("a.b".into()));
+        let named = |name: &str| Some(RouteName::Named(name.into()));
+        assert_eq!(parse_list_path("/admin/keys/charges"), named("charges"));
+        assert_eq!(parse_list_path("/admin/keys/a%2Eb"), named("a.b"));
         assert_eq!(parse_list_path("/admin/keys/charges/k1"), None);
         assert_eq!(parse_list_path("/admin/keys/"), None);
-        assert_eq!(parse_list_path("/admin/keys/char%00ges"), None);
+        for impossible in ["char%00ges", "%FF"] {
+            let path = format!("/admin/keys/{impossible}");
+            assert_eq!(parse_list_path(&path), Some(RouteName::Impossible));
+        }
     }
 
     /// The refusal names the bound the store holds a page to: a script that

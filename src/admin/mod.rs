@@ -21,6 +21,7 @@ use crate::gateway::Gateway;
 use crate::key::KeyError;
 use crate::reload::{ReloadOutcome, Reloader};
 use crate::wire::fields::UnreadableFields;
+use records::RouteName;
 
 /// `/readyz` gives up on a store that does not answer within this.
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -256,12 +257,20 @@ impl AdminPlane {
                 return method_not_allowed(LIST_METHODS);
             }
             let store = self.gateway.store();
-            let known = self.knows_route(&route);
-            return match listing::parse_query(route, query) {
-                Ok(query) => listing::list(store.as_ref(), &query, known).await,
-                Err(error) => Err(error),
-            }
-            .unwrap_or_else(|error| error.to_response());
+            let result = match route {
+                RouteName::Named(route) => {
+                    let known = self.knows_route(&route);
+                    match listing::parse_query(route, query) {
+                        Ok(query) => listing::list(store.as_ref(), &query, known).await,
+                        Err(error) => Err(error),
+                    }
+                }
+                // The query is still read, as for any name.
+                RouteName::Impossible => {
+                    listing::parse_query(String::new(), query).and(Err(GatewayError::NoSuchRoute))
+                }
+            };
+            return result.unwrap_or_else(|error| error.to_response());
         }
         let Some((route, key)) = records::parse_key_path(path) else {
             return GatewayError::NotFound.to_response();
@@ -275,11 +284,14 @@ impl AdminPlane {
         if query.is_some() {
             return GatewayError::InvalidQuery(KEY_QUERY).to_response();
         }
-        // As the listing shows it, or as a header carries it (`"k1"` is `k1`).
-        let key = match crate::key::from_operator(&key) {
-            Ok(key) => key,
+        // As stored, as the listing shows it: `"k1"` is never read as `k1`.
+        let key = match crate::key::as_stored(&key) {
+            Ok(key) => key.to_owned(),
             Err(KeyError::Invalid(why)) => return GatewayError::InvalidKey(why).to_response(),
             Err(KeyError::Missing) => return GatewayError::InvalidKey("empty").to_response(),
+        };
+        let RouteName::Named(route) = route else {
+            return GatewayError::NoSuchRoute.to_response();
         };
         let store = self.gateway.store();
         let result = if *method == Method::DELETE {
@@ -295,6 +307,7 @@ impl AdminPlane {
                 match crate::region::key_home_in(config, &route, &key) {
                     Some(whereabouts) => GatewayError::KeyNotHere(Box::new(whereabouts)),
                     None if !self.knows_route(&route) => GatewayError::NoSuchRoute,
+                    None if crate::key::unquotes_in_a_header(&key) => GatewayError::NoQuotedKey,
                     None => GatewayError::NotFound,
                 }
             }

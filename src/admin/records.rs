@@ -12,26 +12,38 @@ use crate::client_info::ClientInfo;
 use crate::error::GatewayError;
 use crate::store::{RecordInfo, RecordState, Store};
 
-/// `/admin/keys/{route}/{key}` → (route, key bytes), percent-decoded. The key
-/// is the rest of the path, so a key containing `/` can be sent as is or as
-/// `%2F`. Its bytes are read as an operator names a key
-/// ([`crate::key::from_operator`]): `a%20b` is the key `a b`, and so is
-/// `%22a%20b%22`.
-pub fn parse_key_path(path: &str) -> Option<(String, Vec<u8>)> {
-    let rest = path.strip_prefix("/admin/keys/")?;
-    let (route, key) = rest.split_once('/')?;
-    let route = route_name(route)?;
-    let key: Vec<u8> = percent_decode_str(key).collect();
-    (!key.is_empty()).then_some((route, key))
+/// A route as an `/admin/keys/...` path names it, percent-decoded.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RouteName {
+    /// Looked up whatever the running config says: a renamed route keeps
+    /// its records.
+    Named(String),
+    /// A name no route can have: empty, not UTF-8, or holding a NUL (which
+    /// Postgres text cannot hold either: asked for, it would fail as if the
+    /// store were down). Answered as a name the running config lacks, after
+    /// the same checks, with no look-up.
+    Impossible,
 }
 
-/// A route's path segment, percent-decoded: `None` (404) when no route can
-/// have that name: empty, not UTF-8, or holding a NUL (which Postgres text
-/// cannot hold either: asked for, it would fail as if the store were down).
-/// Any other name is looked up, as a renamed route keeps its records.
-pub fn route_name(segment: &str) -> Option<String> {
-    let route = percent_decode_str(segment).decode_utf8().ok()?;
-    (!route.is_empty() && !route.contains('\0')).then(|| route.into_owned())
+/// `/admin/keys/{route}/{key}` → (route, key bytes), percent-decoded. The key
+/// is the rest of the path, so a key containing `/` can be sent as is or as
+/// `%2F`. Its bytes are the key as stored ([`crate::key::as_stored`]):
+/// `a%20b` is the key `a b`, `%22ab%22` the key `"ab"`.
+pub fn parse_key_path(path: &str) -> Option<(RouteName, Vec<u8>)> {
+    let rest = path.strip_prefix("/admin/keys/")?;
+    let (route, key) = rest.split_once('/')?;
+    let key: Vec<u8> = percent_decode_str(key).collect();
+    (!key.is_empty()).then(|| (route_name(route), key))
+}
+
+/// A route's path segment, percent-decoded.
+pub fn route_name(segment: &str) -> RouteName {
+    match percent_decode_str(segment).decode_utf8() {
+        Ok(route) if !route.is_empty() && !route.contains('\0') => {
+            RouteName::Named(route.into_owned())
+        }
+        _ => RouteName::Impossible,
+    }
 }
 
 /// Whether a record still stands at `now`: a completed one until its
@@ -217,26 +229,32 @@ mod tests {
 
     #[test]
     fn key_paths() {
+        let charges = || RouteName::Named("charges".into());
         assert_eq!(
             parse_key_path("/admin/keys/charges/abc"),
-            Some(("charges".into(), b"abc".to_vec()))
+            Some((charges(), b"abc".to_vec()))
         );
         assert_eq!(
             parse_key_path("/admin/keys/charges/a%2Fb/c"),
-            Some(("charges".into(), b"a/b/c".to_vec()))
+            Some((charges(), b"a/b/c".to_vec()))
         );
         assert_eq!(
             parse_key_path("/admin/keys/charges/%22k1%22"),
-            Some(("charges".into(), b"\"k1\"".to_vec()))
+            Some((charges(), b"\"k1\"".to_vec()))
         );
         // Not UTF-8: left for the key rules to refuse (400), not a 404.
         assert_eq!(
             parse_key_path("/admin/keys/charges/%FF"),
-            Some(("charges".into(), vec![0xFF]))
+            Some((charges(), vec![0xFF]))
         );
         assert_eq!(parse_key_path("/admin/keys/charges/"), None);
-        assert_eq!(parse_key_path("/admin/keys/char%00ges/k"), None);
-        assert_eq!(parse_key_path("/admin/keys/%FF/k"), None);
+        for impossible in ["char%00ges", "%FF", ""] {
+            assert_eq!(
+                parse_key_path(&format!("/admin/keys/{impossible}/k")),
+                Some((RouteName::Impossible, b"k".to_vec())),
+                "{impossible}"
+            );
+        }
         assert_eq!(parse_key_path("/admin/keys/charges"), None);
     }
 }

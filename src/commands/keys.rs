@@ -11,20 +11,23 @@ use crate::admin::records;
 use crate::config::StoreSettings;
 use crate::store;
 
+/// Why a key that reads as a quoted string may have found nothing.
+const QUOTED_HINT: &str = " (keys are named as stored, as `keys list` prints them: a key \
+     a client sent quoted, as in Idempotency-Key: \"k1\", is stored without its quotes)";
+
 pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
     if let Err(code) = route_arg::check("keys", route) {
         return code;
     }
-    // As the listing shows it, or as a header carries it (`"k1"` is `k1`).
+    // As stored, as the listing shows it: `"k1"` is never read as `k1`.
     // The message says what is wrong, never the key.
-    let key = match crate::key::from_operator(key.as_bytes()) {
+    let key = match crate::key::as_stored(key.as_bytes()) {
         Ok(key) => key,
         Err(error) => {
             eprintln!("idemgate keys: {error}");
             return EXIT_FAILURE;
         }
     };
-    let key = key.as_str();
     let config = match load(path) {
         Ok(config) => config,
         Err(code) => return code,
@@ -34,6 +37,7 @@ pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
     // are looked up whatever the file says. Its routes only explain an empty
     // answer, such as a misspelt name.
     let hint = match config.scope_of(route) {
+        Some(_) if crate::key::unquotes_in_a_header(key) => QUOTED_HINT.to_owned(),
         Some(_) => String::new(),
         None => format!(" ({} has no route named {route:?})", path.display()),
     };

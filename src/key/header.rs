@@ -30,20 +30,11 @@ pub fn from_header_value(value: &[u8]) -> Result<String, KeyError> {
     }
 }
 
-/// A key as an operator names it (the admin API's key path, `idemgate
-/// keys`): as a header carries it ([`from_header_value`]) when it reads so,
-/// else as it is. A query or form source can give a key with spaces
-/// (`?idem=a+b`), a quoted header or a JSON body one that starts with a
-/// quote (`"q`), and the listing shows every key as it is: each finds its
-/// records written that way.
-pub fn from_operator(value: &[u8]) -> Result<String, KeyError> {
-    from_header_value(value).or_else(|refused| {
-        std::str::from_utf8(value)
-            .ok()
-            .filter(|key| super::validate_printable(key).is_ok())
-            .map(str::to_owned)
-            .ok_or(refused)
-    })
+/// Whether a header carrying `key` would give another key: an RFC 8941
+/// string (`"k1"` gives `k1`). Operators name keys as stored
+/// ([`super::as_stored`]); this only explains why such a name found nothing.
+pub fn unquotes_in_a_header(key: &str) -> bool {
+    key.starts_with('"') && from_header_value(key.as_bytes()).is_ok()
 }
 
 /// Strips optional whitespace (SP / HTAB, RFC 9110 OWS) at both ends.
@@ -167,20 +158,27 @@ mod tests {
     use crate::key::xorshift;
 
     #[test]
-    fn an_operator_names_a_key_as_listed_or_as_a_header_carries_it() {
-        for (named, key) in [
-            ("k1", "k1"),
-            ("\"k1\"", "k1"),
-            ("a b", "a b"),
-            ("\"a b\"", "a b"),
-            ("\"q", "\"q"),
-            ("\"\"", "\"\""),
-            (r#""\"q""#, "\"q"),
+    fn an_operator_names_a_key_as_stored() {
+        for key in [
+            "k1",
+            "\"k1\"",
+            "a b",
+            " ab",
+            "\"q",
+            "\"\"",
+            r#""\"q""#,
+            "\"k1\";v=2",
         ] {
-            assert_eq!(from_operator(named.as_bytes()).unwrap(), key, "{named}");
+            assert_eq!(crate::key::as_stored(key.as_bytes()), Ok(key), "{key}");
         }
         for refused in [&b""[..], b"a\tb", b"\xff", b"\x01", &[b'k'; 256]] {
-            assert!(from_operator(refused).is_err(), "{refused:?}");
+            assert!(crate::key::as_stored(refused).is_err(), "{refused:?}");
+        }
+        for quoted in ["\"k1\"", "\"a b\"", "\"k1\";v=2", r#""\"q""#] {
+            assert!(unquotes_in_a_header(quoted), "{quoted}");
+        }
+        for other in ["k1", "\"q", "\"\"", " \"k1\"", "a\"b\""] {
+            assert!(!unquotes_in_a_header(other), "{other}");
         }
     }
 

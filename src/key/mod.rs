@@ -22,7 +22,7 @@ pub mod source;
 
 pub use body::{BodyRules, FingerprintBody, Pointers};
 pub use fingerprint::{FingerprintInput, FingerprintPart, fingerprint, fingerprint_with};
-pub use header::{from_header_value, from_operator};
+pub use header::{from_header_value, unquotes_in_a_header};
 pub use json_pointer::from_json_body;
 pub use pattern::{KeyPattern, PatternError};
 pub use scope::scope_hash;
@@ -52,6 +52,21 @@ pub fn validate_printable(key: &str) -> Result<(), KeyError> {
         0x20,
         "contains a character that is not printable ASCII",
     )
+}
+
+/// A key as an operator names it (the admin API's key path, `idemgate
+/// keys`): as stored, as the listing shows it, byte for byte. Nothing is
+/// unquoted: `"ab"` is the four-byte key a JSON body can give, never the key
+/// `ab` that the header `Idempotency-Key: "ab"` gives, so a key passed back
+/// from the listing finds its own record and no other. Refused, the message
+/// never repeating it, when no source could give it: empty, over 255
+/// characters, or anything but printable ASCII.
+pub fn as_stored(named: &[u8]) -> Result<&str, KeyError> {
+    // Non-UTF-8 bytes are all >= 0x80, i.e. not printable ASCII either.
+    let key = std::str::from_utf8(named)
+        .map_err(|_| KeyError::Invalid("contains a character that is not printable ASCII"))?;
+    validate_printable(key)?;
+    Ok(key)
 }
 
 /// 1–255 characters, each from `lowest` to `~` (0x7E).

@@ -14,14 +14,21 @@ use proptest::test_runner::Config;
 use super::index::RouteIndex;
 use super::table::{Route, RouteTable, route};
 use crate::config::RouteMatch;
+use crate::wire::percent_case::upper_escapes;
 
 const METHODS: [Method; 4] = [Method::GET, Method::POST, Method::PUT, Method::DELETE];
 
 /// Few letters, so that paths and prefixes overlap often; "é" and "è" share
-/// their first byte, so a path and a prefix can share part of a character.
+/// their first byte, so a path and a prefix can share part of a character;
+/// `%` and hex digits of either case make escapes, whole or cut short.
 fn path(parts: std::ops::Range<usize>) -> impl Strategy<Value = String> {
-    proptest::collection::vec(prop_oneof!["/", "a", "b", "é", "è"], parts)
-        .prop_map(|parts| parts.concat())
+    let part = prop_oneof!["/", "a", "b", "é", "è", "%", "c", "C", "3"];
+    proptest::collection::vec(part, parts).prop_map(|parts| parts.concat())
+}
+
+/// A route's path as the config keeps it: escapes upper-cased.
+fn kept(path: String) -> String {
+    upper_escapes(&path).into_owned()
 }
 
 /// `None` (any method) or a set of methods, maybe empty (matches nothing).
@@ -38,8 +45,8 @@ fn matcher() -> impl Strategy<Value = RouteMatch> {
         1 => (path(0..4), path(0..4)).prop_map(|(p, q)| (Some(p), Some(q))),
     ];
     (paths, methods()).prop_map(|((path, path_prefix), methods)| RouteMatch {
-        path,
-        path_prefix,
+        path: path.map(kept),
+        path_prefix: path_prefix.map(kept),
         methods,
     })
 }
@@ -73,17 +80,20 @@ proptest! {
             .collect();
         let index = RouteIndex::new(&matchers);
         let table = RouteTable::of(routes.clone());
-        // Beside the random requests, each route's own paths and one longer.
+        // Beside the random requests, each route's own paths, one longer,
+        // and each with its escapes lower-cased (as curl sends them).
         let written = (matchers.iter())
             .flat_map(|matcher| [matcher.path.clone(), matcher.path_prefix.clone()])
             .flatten()
-            .flat_map(|path| [format!("{path}a"), path]);
+            .flat_map(|path| [format!("{path}a"), path.to_lowercase(), path]);
         let own = written.flat_map(|path| METHODS.map(|method| (method, path.clone())));
         for (method, path) in requests.into_iter().chain(own) {
             let (method, path) = (&method, path.as_str());
-            let expected = routes.iter().position(|route| route.matches(method, path));
-            let takes = |at: usize| routes[at].matches(method, path);
-            prop_assert_eq!(index.first(path, takes), expected, "{} {:?}", method, path);
+            // Trying every route, on the path with its escapes upper-cased.
+            let upper = &*upper_escapes(path);
+            let expected = routes.iter().position(|route| route.matches(method, upper));
+            let takes = |at: usize| routes[at].matches(method, upper);
+            prop_assert_eq!(index.first(upper, takes), expected, "{} {:?}", method, path);
             prop_assert_eq!(table.position(method, path), expected, "{} {:?}", method, path);
             let found = table.find(method, path).map(|route| route.name.clone());
             let name = expected.map(|at| routes[at].name.clone());

@@ -1,7 +1,7 @@
 //! HTTP/1 wire pieces both sides use: the server's connection to clients
 //! (server/http1/) and the client's connections to upstreams (proxy/http1/);
-//! and the URI path's dot segments, which routing and config validation read
-//! alike.
+//! and the URI path's dot segments and percent-escapes, which routing and
+//! config validation read alike.
 
 pub mod chunked;
 pub mod dot_segment;
@@ -9,6 +9,7 @@ pub mod fields;
 pub mod framing;
 pub mod host;
 pub mod names;
+pub mod percent_case;
 
 /// Appends `value` in decimal, as `Content-Length` carries it (no `fmt`
 /// machinery on every message).

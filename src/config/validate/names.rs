@@ -153,6 +153,17 @@ pub fn match_path(text: &str, exact: bool) -> Result<String, String> {
             quoted(text)
         ));
     }
+    // A request target is ASCII: a client sends `é` as `%C3%A9`, and a
+    // target that is not ASCII is refused (400) before routes are looked at.
+    if !text.is_ascii() {
+        let encoded = percent_encoding::utf8_percent_encode(text, percent_encoding::CONTROLS);
+        return Err(format!(
+            "{} holds characters beyond ASCII, which no request path carries (clients send \
+             them percent-encoded), so it would never match; percent-encode them: {}",
+            quoted(text),
+            quoted(&encoded.to_string())
+        ));
+    }
     let segments: Vec<&str> = text.split('/').collect();
     // A prefix's last segment may still begin a longer one (`/.` matches
     // `/.well-known`); anywhere else a dot segment is resolved away.
@@ -171,7 +182,9 @@ pub fn match_path(text: &str, exact: bool) -> Result<String, String> {
             quoted(text)
         ));
     }
-    Ok(text.to_owned())
+    // Escapes are matched in either case: kept upper-case, as a request's
+    // path is compared (src/route/table.rs).
+    Ok(crate::wire::percent_case::upper_escapes(text).into_owned())
 }
 
 /// RFC 6901: empty (the whole body) or `/`-separated tokens with `~0`/`~1` escapes.
@@ -344,5 +357,8 @@ mod tests {
         assert!(match_path("v1", false).is_err());
         assert!(match_path("/a?b", false).is_err());
         assert!(match_path("/a b", false).is_err());
+        let beyond_ascii = match_path("/café", true).unwrap_err();
+        assert!(beyond_ascii.ends_with(": \"/caf%C3%A9\""), "{beyond_ascii}");
+        assert_eq!(match_path("/caf%c3%A9", true).unwrap(), "/caf%C3%A9");
     }
 }
