@@ -84,9 +84,10 @@ impl Pool {
     }
 
     /// A connection: a free one, else a new one; while the server has no
-    /// room for more (`crowded`), one that comes back within `timeouts.wait`.
-    /// Every one of the pool's connections still busy at the end of that
-    /// wait is `PoolBusy`.
+    /// room for more (`crowded`), one that comes back within `timeouts.wait`,
+    /// else the server's refusal. Every one of the pool's connections still
+    /// busy at the end of that wait, with the server not refusing, is
+    /// `PoolBusy`.
     pub async fn timeout_get(&self, timeouts: &Timeouts) -> Result<Lent, PostgresCause> {
         let waited_out = timeouts.wait.map(|wait| Instant::now() + wait);
         loop {
@@ -113,8 +114,9 @@ impl Pool {
                         if let Some(at) = waited_out {
                             look = look.min(at.saturating_duration_since(Instant::now()));
                             if look.is_zero() {
-                                let waited = PoolError::Timeout(TimeoutType::Wait);
-                                return Err(PostgresCause::Pool(Arc::new(waited)));
+                                // None came back in time: the server's
+                                // limit is what kept this operation out.
+                                return Err(PostgresCause::Pool(refusal));
                             }
                         }
                         let _ = tokio::time::timeout(look, returned).await;
