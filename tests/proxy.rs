@@ -170,6 +170,11 @@ async fn a_refusing_upstream_is_logged_once_per_route_not_per_request() {
             "names the cause: {}",
             lines[0]
         );
+        assert!(
+            lines[0].contains(&format!("upstream=\"api\" upstream_addr={closed} ")),
+            "names the upstream and the address it dialed: {}",
+            lines[0]
+        );
     }
     let metrics = gateway.admin_client().get("/metrics").await.text();
     for route in ["charges", "rest"] {

@@ -82,7 +82,18 @@ async fn store_down_rejects_or_passes_as_configured_and_counts_it() {
     assert_eq!(timed_out.json()["code"], "upstream-timeout");
     assert_eq!(timed_out.header("idempotency-degraded"), Some("true"));
     assert!(timed_out.header("idempotent-replayed").is_none());
-    assert_eq!(admin.get("/readyz").await.status, 503);
+    let ready = admin.get("/readyz").await;
+    assert_eq!(ready.status, 503);
+    // The log and `/readyz` name the server the pool could not reach,
+    // never the URL (it may carry a password).
+    let dialed = format!("postgres at {}: ", switch.addr);
+    assert!(ready.text().contains(&dialed), "{}", ready.text());
+    let logged = gateway
+        .logged_line(&dialed, Duration::from_secs(5))
+        .await
+        .unwrap_or_else(|| panic!("{}", gateway.log_text()));
+    assert!(logged.contains("store unavailable"), "{logged}");
+    assert!(!gateway.log_text().contains("postgres://"));
 
     let metrics = admin.get("/metrics").await.text();
     for line in [

@@ -243,7 +243,9 @@ async fn fetch(
         Err(UpstreamError::NotSent(detail)) => {
             static LIMIT: LogLimit = LogLimit::new(REQUESTS_TOTAL);
             if let Some(left_out) = LIMIT.admit(&id.route) {
-                tracing::warn!(route = %id.route, upstream = exchange.upstream().name(), %detail,
+                let upstream = exchange.upstream();
+                tracing::warn!(route = %id.route, upstream = upstream.name(),
+                    upstream_addr = %upstream.address(), %detail,
                     not_logged = left_out.count(), "upstream unreachable; key freed{left_out}");
             }
             Fate::Freed(GatewayError::UpstreamUnreachable)
@@ -259,7 +261,10 @@ async fn fetch(
         Err(UpstreamError::Broken(detail)) => {
             static LIMIT: LogLimit = LogLimit::new(REQUESTS_TOTAL);
             if let Some(left_out) = LIMIT.admit(&id.route) {
-                tracing::warn!(route = %id.route, %detail, not_logged = left_out.count(),
+                let upstream = exchange.upstream();
+                tracing::warn!(route = %id.route, upstream = upstream.name(),
+                    upstream_addr = %upstream.address(), %detail,
+                    not_logged = left_out.count(),
                     "upstream connection broke after sending{left_out}");
             }
             Fate::Unknown(GatewayError::OutcomeUnknownBroken)

@@ -63,6 +63,9 @@ impl Operation {
 #[derive(Clone)]
 pub struct Pool {
     pool: deadpool_postgres::Pool,
+    /// Where it connects (`server::named`), for what a failed connection
+    /// is told with.
+    server: Arc<str>,
     crowded: Crowded,
     /// Taken, while connecting is paused, to look for a free connection
     /// and take it: two operations never both see the same one free and
@@ -71,9 +74,10 @@ pub struct Pool {
 }
 
 impl Pool {
-    pub fn new(pool: deadpool_postgres::Pool) -> Pool {
+    pub fn new(pool: deadpool_postgres::Pool, server: String) -> Pool {
         Pool {
             pool,
+            server: server.into(),
             crowded: Crowded::default(),
             turn: Arc::new(tokio::sync::Mutex::new(())),
         }
@@ -146,6 +150,13 @@ impl Pool {
                     return Err(PostgresCause::PoolBusy {
                         waited: timeouts.wait.unwrap_or_default(),
                         pool_size: self.max_size(),
+                    });
+                }
+                // Making a connection failed, or took too long.
+                Err(err @ (PoolError::Backend(_) | PoolError::Timeout(TimeoutType::Create))) => {
+                    return Err(PostgresCause::Connect {
+                        server: self.server.clone(),
+                        source: Arc::new(err),
                     });
                 }
                 Err(err) => return Err(PostgresCause::Pool(Arc::new(err))),
