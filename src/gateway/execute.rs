@@ -71,6 +71,7 @@ pub struct Execution {
 struct Unanswered {
     route: Arc<Route>,
     method: http::Method,
+    client: std::net::SocketAddr,
     key: Arc<str>,
     request_id: Option<http::HeaderValue>,
     home_region: Option<Arc<str>>,
@@ -83,6 +84,7 @@ impl Unanswered {
         Self {
             route: exchange.route().clone(),
             method: execution.head.method.clone(),
+            client: exchange.client.addr,
             key: execution.id.key.clone(),
             request_id: execution
                 .head
@@ -99,6 +101,7 @@ impl Unanswered {
             route: &self.route.name,
             upstream: &self.route.upstream,
             method: self.method.as_str(),
+            client: self.client,
             status: answer.response.status().as_u16(),
             outcome: answer.outcome,
             key: Some(&self.key),
