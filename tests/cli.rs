@@ -637,6 +637,34 @@ fn a_sighup_while_starting_does_not_kill_serve() {
     drop(silent);
 }
 
+/// `serve` whose Postgres refuses the connection stops with one line that
+/// names where it dialed (host and port from `store.url`), never the
+/// password nor the URL.
+#[test]
+fn a_refused_postgres_at_start_is_named_by_its_address() {
+    let dir = TestDir::new("cli-pg-refused");
+    let closed = common::gateway::free_port();
+    let config = format!(
+        "[server]\nlisten = \"{}\"\nadmin_listen = \"{}\"\n\
+         [store]\nbackend = \"postgres\"\n\
+         url = \"postgres://postgres:hunter2-secret@{closed}/test\"\n{VALID}",
+        common::gateway::free_port(),
+        common::gateway::free_port(),
+    );
+    let path = dir.path("idemgate.toml");
+    std::fs::write(&path, config).unwrap();
+    let out = idemgate(&["serve", "-c", path.to_str().unwrap()]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("postgres at {closed}: ")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Connection refused"), "{stderr}");
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+    assert!(!stderr.contains("postgres://"), "{stderr}");
+}
+
 /// `serve` on a "Postgres" that accepts connections and never answers
 /// (`silent`), so it stays in its start for up to `connect_timeout`.
 fn serve_against_a_silent_postgres(

@@ -889,6 +889,8 @@ async fn a_client_that_leaves_is_counted_once_or_not_at_all() {
         "status=201",
         "outcome=\"new\"",
         "route=\"charges\"",
+        // The client that left, as its connection came.
+        " client=127.0.0.1:",
     ] {
         assert!(left[0].contains(field), "{field}: {}", left[0]);
     }

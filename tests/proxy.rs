@@ -212,6 +212,11 @@ async fn a_refusing_upstream_is_logged_once_per_route_not_per_request() {
             "names the cause: {}",
             lines[0]
         );
+        assert!(
+            lines[0].contains(&format!("upstream=\"api\" upstream_addr={closed} ")),
+            "names the upstream and the address it dialed: {}",
+            lines[0]
+        );
     }
     let metrics = gateway.admin_client().get("/metrics").await.text();
     for route in ["charges", "rest"] {
@@ -945,4 +950,101 @@ async fn a_dual_stack_listener_forwards_an_ipv4_client_as_ipv4() {
         .await
         .expect("the refusal is logged");
     assert!(line.contains("client=127.0.0.1:"), "{line}");
+}
+
+/// A gateway on `[::]` (IPv4 and IPv6 clients alike), its log as `args`
+/// choose.
+async fn dual_stack(name: &str, args: &[&str]) -> (TestDir, MockUpstream, GatewayProcess) {
+    let dir = TestDir::new(name);
+    let upstream = MockUpstream::start().await;
+    let at = |port: std::net::SocketAddr| std::net::SocketAddr::from(([0u16; 8], port.port()));
+    let ports = (
+        at(common::gateway::free_port()),
+        at(common::gateway::free_port()),
+    );
+    let gateway =
+        GatewayProcess::start_at_with_args(&dir, &upstream.url(), &config(), ports, &[], args)
+            .unwrap();
+    (dir, upstream, gateway)
+}
+
+/// `bytes` sent from a connection of our own to the gateway at `ip`:
+/// the client's address (as the gateway sees it) and what came back.
+async fn sent_from(
+    gateway: &GatewayProcess,
+    ip: std::net::IpAddr,
+    bytes: &[u8],
+) -> (std::net::SocketAddr, common::raw::RawReply) {
+    let to = std::net::SocketAddr::new(ip, gateway.addr.port());
+    let mut stream = tokio::net::TcpStream::connect(to).await.unwrap();
+    let from = stream.local_addr().unwrap();
+    stream.write_all(bytes).await.unwrap();
+    let reply = common::raw::read_reply(&mut stream, Duration::from_secs(5)).await;
+    (from, reply)
+}
+
+/// The request log names the client by the address and port of its
+/// connection (`client=127.0.0.1:51234`, `client=[::1]:51234`), as an
+/// access log's `$remote_addr` and a firewall's or a load balancer's log
+/// name it; an IPv4 client of a dual-stack listener as IPv4. What a client
+/// says in `X-Forwarded-For` is not taken for it. A head the parser
+/// refuses has its client too.
+#[tokio::test]
+async fn the_request_line_names_the_client_address() {
+    let (_dir, _upstream, gateway) = dual_stack("request-line-client", &[]).await;
+    let v4 = std::net::IpAddr::from([127, 0, 0, 1]);
+    let v6 = std::net::IpAddr::from(std::net::Ipv6Addr::LOCALHOST);
+    for (n, ip) in [v4, v6].into_iter().enumerate() {
+        let id = format!("client-address-{n}");
+        let request = format!(
+            "GET /echo HTTP/1.1\r\nHost: gw\r\nX-Request-Id: {id}\r\n\
+             X-Forwarded-For: 203.0.113.9\r\nConnection: close\r\n\r\n"
+        );
+        let (from, reply) = sent_from(&gateway, ip, request.as_bytes()).await;
+        assert_eq!(reply.status, Some(200), "{}", reply.text);
+        let line = gateway
+            .logged_line(&format!("request_id=\"{id}\""), Duration::from_secs(5))
+            .await
+            .unwrap_or_else(|| panic!("no request line:\n{}", gateway.log_text()));
+        assert!(line.contains(&format!(" client={from} ")), "{from}: {line}");
+        assert!(!line.contains("203.0.113.9"), "{line}");
+    }
+    assert!(gateway.log_text().contains(" client=[::1]:"));
+
+    let (from, reply) = sent_from(&gateway, v4, b"GET /echo HTTP/1.1\r\nHost\r\n\r\n").await;
+    assert_eq!(reply.status, Some(400), "{}", reply.text);
+    let line = gateway
+        .logged_line(&format!(" client={from} "), Duration::from_secs(5))
+        .await
+        .unwrap_or_else(|| panic!("no line for the refused head:\n{}", gateway.log_text()));
+    assert!(line.contains("status=400"), "{line}");
+}
+
+/// With `--log-format json` the client's address is the request line's
+/// `client` field, a string as the text line shows it.
+#[tokio::test]
+async fn the_json_request_line_names_the_client_address() {
+    let (_dir, _upstream, gateway) =
+        dual_stack("request-line-client-json", &["--log-format", "json"]).await;
+    for (n, ip) in [
+        std::net::IpAddr::from([127, 0, 0, 1]),
+        std::net::IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = format!("client-address-json-{n}");
+        let request = format!(
+            "GET /echo HTTP/1.1\r\nHost: gw\r\nX-Request-Id: {id}\r\nConnection: close\r\n\r\n"
+        );
+        let (from, reply) = sent_from(&gateway, ip, request.as_bytes()).await;
+        assert_eq!(reply.status, Some(200), "{}", reply.text);
+        let line = gateway
+            .logged_line(&format!("\"request_id\":\"{id}\""), Duration::from_secs(5))
+            .await
+            .unwrap_or_else(|| panic!("no request line:\n{}", gateway.log_text()));
+        let line: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+        assert_eq!(line["target"], "idemgate::gateway", "{line}");
+        assert_eq!(line["fields"]["client"], from.to_string(), "{line}");
+    }
 }

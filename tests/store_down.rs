@@ -82,7 +82,18 @@ async fn store_down_rejects_or_passes_as_configured_and_counts_it() {
     assert_eq!(timed_out.json()["code"], "upstream-timeout");
     assert_eq!(timed_out.header("idempotency-degraded"), Some("true"));
     assert!(timed_out.header("idempotent-replayed").is_none());
-    assert_eq!(admin.get("/readyz").await.status, 503);
+    let ready = admin.get("/readyz").await;
+    assert_eq!(ready.status, 503);
+    // The log and `/readyz` name the server the pool could not reach,
+    // never the URL (it may carry a password).
+    let dialed = format!("postgres at {}: ", switch.addr);
+    assert!(ready.text().contains(&dialed), "{}", ready.text());
+    let logged = gateway
+        .logged_line(&dialed, Duration::from_secs(5))
+        .await
+        .unwrap_or_else(|| panic!("{}", gateway.log_text()));
+    assert!(logged.contains("store unavailable"), "{logged}");
+    assert!(!gateway.log_text().contains("postgres://"));
 
     let metrics = admin.get("/metrics").await.text();
     for line in [
@@ -964,4 +975,106 @@ async fn a_pool_whose_connections_all_stay_busy_is_told_as_such() {
     let ran = client.post("/v1/charges", Some("busy"), "{}").await;
     assert_eq!(ran.status, 201, "{}", ran.text());
     assert_eq!(admin.get("/readyz").await.status, 200);
+}
+
+/// A server with no room for another connection while every connection
+/// the pool has stays busy (held by operators' reads that wait behind a
+/// table lock): a keyed request waits `connect_timeout` for one to come
+/// back, then gets 503 saying the server has no room for another
+/// connection (what the operator mends: its `max_connections`, the role's
+/// `CONNECTION LIMIT`, or the pools), not that the store cannot be reached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_for_a_shared_connection_that_runs_out_names_the_connection_limit() {
+    let schema = TestSchema::create().await;
+    let name = schema.name.clone();
+    let role =
+        pg_support::TestRole::limited(|role| format!("GRANT ALL ON SCHEMA {name} TO {role}")).await;
+    let dir = TestDir::new("store-no-room-shared");
+    let upstream = MockUpstream::start().await;
+    let config = Config::new()
+        .store(
+            Store::postgres(&role.url(&schema.url()))
+                .set("pool_size", 4)
+                .set("connect_timeout", "1s")
+                .set("statement_timeout", "10s"),
+        )
+        .upstream(Upstream::api().timeout("2s"))
+        .route(Route::api("strict", "/v1/charges").set("on_store_error", "reject"))
+        .admin_token_env("IDEMGATE_TEST_ADMIN_TOKEN");
+    let gateway = GatewayProcess::start_with_env(
+        &dir,
+        &upstream.url(),
+        &config,
+        &[("IDEMGATE_TEST_ADMIN_TOKEN", "t0k")],
+    );
+    let (client, admin) = (gateway.client(), gateway.admin_client());
+    assert_eq!(
+        client
+            .post("/v1/charges", Some("before"), "{}")
+            .await
+            .status,
+        201
+    );
+    let held = pg_support::sessions(&schema.name).await;
+    pg_support::admin_sql(&format!("ALTER ROLE {} CONNECTION LIMIT {held}", role.name)).await;
+
+    let (locker, connection) =
+        tokio_postgres::connect(&pg_support::base_url(), tokio_postgres::NoTls)
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    locker
+        .batch_execute(&format!(
+            "BEGIN; LOCK TABLE {}.idemgate_records IN ACCESS EXCLUSIVE MODE",
+            schema.name
+        ))
+        .await
+        .unwrap();
+    // More reads than the pool may open: those that get a connection wait
+    // on the lock, the others find the server without room.
+    let (refused_read, mut refusals) = tokio::sync::mpsc::unbounded_channel();
+    let reads: Vec<_> = (0..6)
+        .map(|_| {
+            let (admin, refused_read) = (admin.clone(), refused_read.clone());
+            tokio::spawn(async move {
+                let auth = [("authorization", "Bearer t0k")];
+                let reply = admin
+                    .send("GET", "/admin/keys/strict/before", &auth, "")
+                    .await;
+                if reply.status != 200 {
+                    let _ = refused_read.send(());
+                }
+                reply
+            })
+        })
+        .collect();
+    tokio::time::timeout(Duration::from_secs(5), refusals.recv())
+        .await
+        .expect("a read found no connection")
+        .unwrap();
+
+    let started = Instant::now();
+    let refused = client.post("/v1/charges", Some("crowded"), "{}").await;
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "waited for a connection to come back: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(refused.json()["code"], "store-unavailable");
+    let detail = refused.json()["detail"].as_str().unwrap().to_owned();
+    assert!(
+        detail.contains("no room for another connection"),
+        "{detail}"
+    );
+    assert!(!detail.contains("cannot be reached"), "{detail}");
+    assert_eq!(upstream.executions("crowded"), 0);
+
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    for read in reads {
+        read.await.unwrap();
+    }
+    pg_support::admin_sql(&format!("ALTER ROLE {} CONNECTION LIMIT -1", role.name)).await;
+    let ran = client.post("/v1/charges", Some("crowded"), "{}").await;
+    assert_eq!(ran.status, 201, "{}", ran.text());
 }

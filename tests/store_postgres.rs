@@ -278,6 +278,22 @@ async fn errors_never_carry_the_password() {
     assert!(matches!(err, StoreError::Unavailable(_)));
     assert!(!msg.contains("hunter2"), "{msg}");
     assert!(!msg.contains("postgres://"), "{msg}");
+    // Where it dialed, without the credentials.
+    assert!(msg.contains("postgres at 127.0.0.1:1: "), "{msg}");
+    assert!(msg.contains("Connection refused"), "{msg}");
+
+    // A Unix socket is named by its file.
+    config.url = "postgres://postgres:hunter2-secret@/test?host=/nonexistent/pg&port=6543".into();
+    let msg = PostgresStore::connect(&config)
+        .await
+        .err()
+        .expect("no socket")
+        .to_string();
+    assert!(!msg.contains("hunter2"), "{msg}");
+    assert!(
+        msg.contains("postgres at /nonexistent/pg/.s.PGSQL.6543: "),
+        "{msg}"
+    );
 
     config.url = "postgres://postgres:hunter2-secret@127.0.0.1:5432/test?bogus=1".into();
     let msg = PostgresStore::connect(&config)

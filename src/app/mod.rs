@@ -144,7 +144,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> Result<(), StartError>
         cut_off: gateway.cut_off(),
         on_refusal: Some({
             let gateway = gateway.clone();
-            Arc::new(move |error| gateway.refused(error))
+            Arc::new(move |error, client| gateway.refused(error, client))
         }),
         on_tls_refusal: Some(tls_refusals(&metrics, &config)),
         on_eviction: Some({

@@ -71,6 +71,7 @@ pub struct Execution {
 struct Unanswered {
     route: Arc<Route>,
     method: http::Method,
+    client: std::net::SocketAddr,
     key: Arc<str>,
     request_id: Option<http::HeaderValue>,
     home_region: Option<Arc<str>>,
@@ -83,6 +84,7 @@ impl Unanswered {
         Self {
             route: exchange.route().clone(),
             method: execution.head.method.clone(),
+            client: exchange.client.addr,
             key: execution.id.key.clone(),
             request_id: execution
                 .head
@@ -99,6 +101,7 @@ impl Unanswered {
             route: &self.route.name,
             upstream: &self.route.upstream,
             method: self.method.as_str(),
+            client: self.client,
             status: answer.response.status().as_u16(),
             outcome: answer.outcome,
             key: Some(&self.key),
@@ -243,7 +246,9 @@ async fn fetch(
         Err(UpstreamError::NotSent(detail)) => {
             static LIMIT: LogLimit = LogLimit::new(REQUESTS_TOTAL);
             if let Some(left_out) = LIMIT.admit(&id.route) {
-                tracing::warn!(route = %id.route, upstream = exchange.upstream().name(), %detail,
+                let upstream = exchange.upstream();
+                tracing::warn!(route = %id.route, upstream = upstream.name(),
+                    upstream_addr = %upstream.address(), %detail,
                     not_logged = left_out.count(), "upstream unreachable; key freed{left_out}");
             }
             Fate::Freed(GatewayError::UpstreamUnreachable)
@@ -259,7 +264,10 @@ async fn fetch(
         Err(UpstreamError::Broken(detail)) => {
             static LIMIT: LogLimit = LogLimit::new(REQUESTS_TOTAL);
             if let Some(left_out) = LIMIT.admit(&id.route) {
-                tracing::warn!(route = %id.route, %detail, not_logged = left_out.count(),
+                let upstream = exchange.upstream();
+                tracing::warn!(route = %id.route, upstream = upstream.name(),
+                    upstream_addr = %upstream.address(), %detail,
+                    not_logged = left_out.count(),
                     "upstream connection broke after sending{left_out}");
             }
             Fate::Unknown(GatewayError::OutcomeUnknownBroken)

@@ -179,7 +179,7 @@ impl Gateway {
     /// client gets the same answer. It took no time the gateway measured.
     /// Each gets its request line too (no method: the head was not read
     /// whole), so the log and the metric count the same requests.
-    pub fn refused(&self, error: &GatewayError) {
+    pub fn refused(&self, error: &GatewayError, client: &ClientInfo) {
         let outcome = error.outcome();
         if let Some(outcome) = outcome {
             self.unrouted
@@ -191,6 +191,7 @@ impl Gateway {
             route: "-",
             upstream: "-",
             method: "-",
+            client: client.addr,
             status: error.status().as_u16(),
             outcome,
             key: None,
@@ -210,6 +211,8 @@ impl Gateway {
         let started = Instant::now();
         let method = request.method().clone();
         let version = request.version();
+        // For the log line; `client` goes on with the request.
+        let client_addr = client.addr;
         let runtime = self.runtime.load_full();
         // The client's head is held to the limits as it came: before the
         // gateway adds its own `X-Request-Id` (a head at `max_headers` fields
@@ -262,6 +265,7 @@ impl Gateway {
             route: route.map_or("-", |r| &*r.name),
             upstream: route.map_or("-", |r| r.upstream.as_str()),
             method: method.as_str(),
+            client: client_addr,
             status,
             outcome: answer.outcome,
             key: answer.key.as_deref(),

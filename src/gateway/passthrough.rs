@@ -67,7 +67,9 @@ pub async fn forward(
         Err(UpstreamError::NotSent(detail)) => {
             static LIMIT: LogLimit = LogLimit::new(REQUESTS_TOTAL);
             if let Some(left_out) = LIMIT.admit(&route.name) {
-                tracing::warn!(route = %route.name, upstream = exchange.upstream().name(), %detail,
+                let upstream = exchange.upstream();
+                tracing::warn!(route = %route.name, upstream = upstream.name(),
+                    upstream_addr = %upstream.address(), %detail,
                     not_logged = left_out.count(), "upstream unreachable{left_out}");
             }
             Err(GatewayError::UpstreamUnreachable)
@@ -82,7 +84,9 @@ pub async fn forward(
         Err(UpstreamError::Broken(detail)) => {
             static LIMIT: LogLimit = LogLimit::new(REQUESTS_TOTAL);
             if let Some(left_out) = LIMIT.admit(&route.name) {
-                tracing::warn!(route = %route.name, upstream = exchange.upstream().name(), %detail,
+                let upstream = exchange.upstream();
+                tracing::warn!(route = %route.name, upstream = upstream.name(),
+                    upstream_addr = %upstream.address(), %detail,
                     not_logged = left_out.count(), "upstream connection broke{left_out}");
             }
             Err(GatewayError::UpstreamError)

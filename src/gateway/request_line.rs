@@ -3,6 +3,7 @@
 //! request, and by a keyed execution whose client left before its answer,
 //! which ran and was recorded all the same.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use http::HeaderValue;
@@ -13,6 +14,10 @@ pub(crate) struct RequestLine<'a> {
     pub route: &'a str,
     pub upstream: &'a str,
     pub method: &'a str,
+    /// The peer of the client's connection (`ClientInfo::addr`): what a
+    /// firewall or a load balancer logs it as, never what the client says
+    /// of itself (`X-Forwarded-For`).
+    pub client: SocketAddr,
     pub status: u16,
     pub outcome: Option<Outcome>,
     /// The raw key: only its short hash is written.
@@ -34,6 +39,8 @@ impl RequestLine<'_> {
             route = self.route,
             upstream = self.upstream,
             method = self.method,
+            // `127.0.0.1:51234`, `[::1]:51234`: formatted only when written.
+            client = %self.client,
             status = self.status,
             outcome = self.outcome.map_or("-", Outcome::as_str),
             // Evaluated only when the line is written.

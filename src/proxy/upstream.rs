@@ -32,6 +32,9 @@ pub struct Upstream {
     name: String,
     scheme: Scheme,
     authority: Authority,
+    /// Where its connections are dialed, as the log names it: the url's
+    /// host and port, the scheme's port when the url gives none.
+    address: String,
     /// `authority` as a `Host` value, made once.
     host_header: Option<HeaderValue>,
     /// Path of the upstream URL without its trailing slash ("" for none),
@@ -67,6 +70,15 @@ struct ConnectionSettings {
 enum Connections {
     Http1(Arc<Http1Pool>),
     Http2(Http2Upstream),
+}
+
+/// `host:port` of `authority`, with the scheme's port when it names none;
+/// an IPv6 host keeps its brackets.
+fn address(scheme: &Scheme, authority: &Authority) -> String {
+    let port = authority
+        .port_u16()
+        .unwrap_or(if *scheme == Scheme::HTTPS { 443 } else { 80 });
+    format!("{}:{port}", authority.host())
 }
 
 /// How long an unused upstream connection is kept open.
@@ -125,6 +137,7 @@ impl Upstream {
         };
         Ok(Self {
             name: config.name.clone(),
+            address: address(&scheme, &authority),
             scheme,
             host_header: HeaderValue::from_str(authority.as_str()).ok(),
             authority,
@@ -178,6 +191,12 @@ impl Upstream {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// `host:port` its connections are dialed to (`[::1]:8443` for an
+    /// IPv6 address), for the log.
+    pub fn address(&self) -> &str {
+        &self.address
     }
 
     pub fn scheme(&self) -> &Scheme {
@@ -311,5 +330,27 @@ impl Upstreams {
 
     pub fn get(&self, name: &str) -> Option<&Arc<Upstream>> {
         self.0.get(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The log names the address dialed, the scheme's port included when
+    /// the url leaves it out.
+    #[test]
+    fn the_address_dialed_has_a_port() {
+        for (url, dialed) in [
+            ("http://127.0.0.1:3000", "127.0.0.1:3000"),
+            ("http://api.internal", "api.internal:80"),
+            ("https://api.internal/v1", "api.internal:443"),
+            ("https://[::1]", "[::1]:443"),
+            ("http://[2001:db8::2]:8080", "[2001:db8::2]:8080"),
+        ] {
+            let uri: Uri = url.parse().unwrap();
+            let scheme = uri.scheme().unwrap();
+            assert_eq!(address(scheme, uri.authority().unwrap()), dialed, "{url}");
+        }
     }
 }

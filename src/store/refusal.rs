@@ -13,7 +13,8 @@ pub enum Refusal {
     /// reads go on, new records are refused.
     DiskFull,
     /// The server is at its connection limit (SQLSTATE 53300) and the
-    /// pool holds no connection to share.
+    /// pool holds no connection to share, or none of those it holds came
+    /// back within the wait for one.
     NoRoomForConnections,
     /// It takes no writes: a standby, a read-only database or file.
     ReadOnly,

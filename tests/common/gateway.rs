@@ -88,6 +88,8 @@ pub struct GatewayProcess {
     log: PathBuf,
     child: Option<Child>,
     envs: Vec<(String, String)>,
+    /// Given before `serve` (`--log-format json`).
+    args: Vec<String>,
     /// What `render` put for `{upstream}` and `{db}`: `write_config` puts
     /// them again.
     upstream: String,
@@ -170,8 +172,20 @@ impl GatewayProcess {
         dir: &TestDir,
         upstream: &str,
         template: &(impl Template + ?Sized),
+        ports: (SocketAddr, SocketAddr),
+        envs: &[(&str, &str)],
+    ) -> Result<GatewayProcess, String> {
+        Self::start_at_with_args(dir, upstream, template, ports, envs, &[])
+    }
+
+    /// `start_at`, with `args` given before `serve` (`--log-format json`).
+    pub fn start_at_with_args(
+        dir: &TestDir,
+        upstream: &str,
+        template: &(impl Template + ?Sized),
         (listen, admin): (SocketAddr, SocketAddr),
         envs: &[(&str, &str)],
+        args: &[&str],
     ) -> Result<GatewayProcess, String> {
         let config = dir.path("idemgate.toml");
         std::fs::write(&config, render(template, dir, upstream, listen, admin)).unwrap();
@@ -185,6 +199,7 @@ impl GatewayProcess {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            args: args.iter().map(|arg| arg.to_string()).collect(),
             upstream: upstream.to_owned(),
             db: dir.path("store.db"),
         };
@@ -208,6 +223,7 @@ impl GatewayProcess {
             .unwrap();
         let earlier_log = log.metadata().unwrap().len() as usize;
         let child = Command::new(env!("CARGO_BIN_EXE_idemgate"))
+            .args(&self.args)
             .args(["serve", "-c"])
             .arg(&self.config)
             .env("RUST_LOG", "info")

@@ -45,7 +45,7 @@ use crate::wire::names::FieldNames;
 /// Told of every request head a connection refuses before the handler
 /// sees it (the parser's 400s and 431s), so the data plane counts and logs
 /// it as it does its own refusals.
-pub type OnRefusal = Arc<dyn Fn(&GatewayError) + Send + Sync>;
+pub type OnRefusal = Arc<dyn Fn(&GatewayError, &ClientInfo) + Send + Sync>;
 
 /// The limits of one connection.
 #[derive(Debug, Clone, Copy)]
@@ -121,7 +121,7 @@ pub(in crate::server) async fn serve<S, H, F>(
             Next::Refused(refusal) => {
                 let error = refusal_error(refusal, settings);
                 if let Some(told) = &on_refusal {
-                    told(&error);
+                    told(&error, &client);
                 }
                 let _ = refuse(&mut write, &mut out, error).await;
                 linger(&reader, write, &mut shutdown).await;

@@ -20,6 +20,15 @@ pub enum PostgresCause {
     /// No pooled connection: none could be made, or none came free in time.
     #[error("postgres: {}", pool_text(.0))]
     Pool(#[source] Arc<PoolError>),
+    /// No connection could be made to `server` (`server::named`: addresses
+    /// and ports, never the URL): refused, unreachable, not within the
+    /// connect timeout, or refused by the server (a password, a role).
+    #[error("postgres at {server}: {}", pool_text(.source))]
+    Connect {
+        server: Arc<str>,
+        #[source]
+        source: Arc<PoolError>,
+    },
     /// Every connection of the pool stayed busy for `waited`, the longest
     /// wait for one (`store.connect_timeout`).
     #[error(
@@ -182,10 +191,12 @@ impl PostgresCause {
             | PostgresCause::MayNotCreate { .. }
             | PostgresCause::NotOwner { .. } => return Some(Refusal::NotPermitted),
             PostgresCause::Driver(driver) => driver.as_ref(),
-            PostgresCause::Pool(pool) => match pool.as_ref() {
-                PoolError::Backend(driver) => driver,
-                _ => return None,
-            },
+            PostgresCause::Pool(pool) | PostgresCause::Connect { source: pool, .. } => {
+                match pool.as_ref() {
+                    PoolError::Backend(driver) => driver,
+                    _ => return None,
+                }
+            }
             _ => return None,
         };
         match driver.code()? {

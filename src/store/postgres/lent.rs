@@ -63,6 +63,9 @@ impl Operation {
 #[derive(Clone)]
 pub struct Pool {
     pool: deadpool_postgres::Pool,
+    /// Where it connects (`server::named`), for what a failed connection
+    /// is told with.
+    server: Arc<str>,
     crowded: Crowded,
     /// Taken, while connecting is paused, to look for a free connection
     /// and take it: two operations never both see the same one free and
@@ -71,9 +74,10 @@ pub struct Pool {
 }
 
 impl Pool {
-    pub fn new(pool: deadpool_postgres::Pool) -> Pool {
+    pub fn new(pool: deadpool_postgres::Pool, server: String) -> Pool {
         Pool {
             pool,
+            server: server.into(),
             crowded: Crowded::default(),
             turn: Arc::new(tokio::sync::Mutex::new(())),
         }
@@ -84,9 +88,10 @@ impl Pool {
     }
 
     /// A connection: a free one, else a new one; while the server has no
-    /// room for more (`crowded`), one that comes back within `timeouts.wait`.
-    /// Every one of the pool's connections still busy at the end of that
-    /// wait is `PoolBusy`.
+    /// room for more (`crowded`), one that comes back within `timeouts.wait`,
+    /// else the server's refusal. Every one of the pool's connections still
+    /// busy at the end of that wait, with the server not refusing, is
+    /// `PoolBusy`.
     pub async fn timeout_get(&self, timeouts: &Timeouts) -> Result<Lent, PostgresCause> {
         let waited_out = timeouts.wait.map(|wait| Instant::now() + wait);
         loop {
@@ -113,8 +118,9 @@ impl Pool {
                         if let Some(at) = waited_out {
                             look = look.min(at.saturating_duration_since(Instant::now()));
                             if look.is_zero() {
-                                let waited = PoolError::Timeout(TimeoutType::Wait);
-                                return Err(PostgresCause::Pool(Arc::new(waited)));
+                                // None came back in time: the server's
+                                // limit is what kept this operation out.
+                                return Err(PostgresCause::Pool(refusal));
                             }
                         }
                         let _ = tokio::time::timeout(look, returned).await;
@@ -144,6 +150,13 @@ impl Pool {
                     return Err(PostgresCause::PoolBusy {
                         waited: timeouts.wait.unwrap_or_default(),
                         pool_size: self.max_size(),
+                    });
+                }
+                // Making a connection failed, or took too long.
+                Err(err @ (PoolError::Backend(_) | PoolError::Timeout(TimeoutType::Create))) => {
+                    return Err(PostgresCause::Connect {
+                        server: self.server.clone(),
+                        source: Arc::new(err),
                     });
                 }
                 Err(err) => return Err(PostgresCause::Pool(Arc::new(err))),

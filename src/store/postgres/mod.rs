@@ -32,6 +32,7 @@ mod purges;
 mod read_only;
 mod ready;
 mod rows;
+mod server;
 mod sql;
 mod tls;
 mod unanswered;

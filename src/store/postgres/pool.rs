@@ -28,6 +28,7 @@ pub fn build(
     let manager_config = ManagerConfig {
         recycling_method: RecyclingMethod::Fast,
     };
+    let server = super::server::named(&pg);
     let manager = match tls {
         Some(tls) => Manager::from_connect(pg, LoggedConnect { tls }, manager_config),
         None => Manager::from_connect(pg, LoggedConnect { tls: NoTls }, manager_config),
@@ -40,7 +41,7 @@ pub fn build(
         .recycle_timeout(Some(config.connect_timeout))
         .pre_recycle(before_checkout)
         .build()
-        .map(super::lent::Pool::new)
+        .map(|pool| super::lent::Pool::new(pool, server))
         .map_err(|e| PostgresCause::Build(e).into())
 }
 

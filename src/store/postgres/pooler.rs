@@ -16,9 +16,10 @@
 //!   listener's `LISTEN` stays with a session it no longer has, so purges go
 //!   unheard.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_postgres::Connect;
+use deadpool_postgres::{Connect, PoolError, TimeoutType};
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Config, NoTls, SimpleQueryMessage};
 
@@ -140,9 +141,18 @@ async fn connect(
             None => LoggedConnect { tls: NoTls }.connect(settings).await,
         }
     };
+    // Told as the pool tells a connection it could not make: where to.
+    let failed = |source| {
+        StoreError::from(PostgresCause::Connect {
+            server: super::server::named(settings).into(),
+            source: Arc::new(source),
+        })
+    };
     match tokio::time::timeout(within, connecting).await {
-        Ok(made) => made.map(|(client, _)| client).map_err(db_error),
-        Err(_) => Err(PostgresCause::NoAnswer(within).into()),
+        Ok(made) => made
+            .map(|(client, _)| client)
+            .map_err(|err| failed(PoolError::Backend(err))),
+        Err(_) => Err(failed(PoolError::Timeout(TimeoutType::Create))),
     }
 }
 
