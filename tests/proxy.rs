@@ -226,6 +226,38 @@ async fn a_refusing_upstream_is_logged_once_per_route_not_per_request() {
     }
 }
 
+/// An upstream named by a host name that does not resolve (RFC 6761
+/// `.invalid`): each request is a 502 `upstream-unreachable` with its key
+/// freed (the retry is tried again, not refused as in flight), and the
+/// log line names the host and says it did not resolve, not a generic
+/// connection failure. docs/behaviour.md, the failure table.
+#[tokio::test]
+async fn an_upstream_name_that_does_not_resolve_is_502_and_the_log_names_the_host() {
+    let dir = TestDir::new("upstream-no-name");
+    let gateway = GatewayProcess::start(
+        &dir,
+        "http://no-such-upstream.invalid:8080",
+        &Config::charges_and_rest(),
+    );
+    let client = gateway.client();
+    for _ in 0..2 {
+        let keyed = client.post("/v1/charges", Some("no-name"), "{}").await;
+        assert_problem(&keyed, 502, "upstream-unreachable");
+    }
+    assert_problem(&client.get("/anything").await, 502, "upstream-unreachable");
+    for route in ["charges", "rest"] {
+        let line = gateway
+            .logged_line(&format!("route={route}"), Duration::from_secs(2))
+            .await
+            .expect("a log line for the route");
+        assert!(line.contains("upstream unreachable"), "{line}");
+        assert!(
+            line.contains("no-such-upstream.invalid does not resolve"),
+            "names the host and the cause: {line}"
+        );
+    }
+}
+
 /// The upstream `timeout` (1 s) counts from each request, also on a pooled
 /// connection whose last request started most of a timeout ago: a slow
 /// answer within its own second is relayed, and one past it is a 504 at

@@ -483,6 +483,33 @@ async fn refusing_upstream(refuse: u64) -> (SocketAddr, Arc<AtomicU64>) {
     (addr, answered)
 }
 
+/// An HTTP/2 upstream named by a host name that does not resolve (RFC 6761
+/// `.invalid`): 502 `upstream-unreachable`, the key freed, and the log line
+/// names the host and says it did not resolve, as for an HTTP/1 upstream.
+#[tokio::test]
+async fn an_upstream_name_that_does_not_resolve_is_502_and_the_log_names_the_host() {
+    let dir = TestDir::new("h2-no-name");
+    let gateway =
+        GatewayProcess::start(&dir, "http://no-such-upstream.invalid:8080", &config(true));
+    let client = gateway.client();
+    for _ in 0..2 {
+        let keyed = client.post("/v1/charges", Some("no-name"), "{}").await;
+        assert_problem(&keyed, 502, "upstream-unreachable");
+    }
+    assert_problem(&client.get("/x").await, 502, "upstream-unreachable");
+    for route in ["charges", "rest"] {
+        let line = gateway
+            .logged_line(&format!("route={route}"), Duration::from_secs(2))
+            .await
+            .expect("a log line for the route");
+        assert!(line.contains("upstream unreachable"), "{line}");
+        assert!(
+            line.contains("no-such-upstream.invalid does not resolve"),
+            "names the host and the cause: {line}"
+        );
+    }
+}
+
 /// A stream the upstream reset with `REFUSED_STREAM` was
 /// taken for a broken exchange, its key stored as `outcome-unknown`, so a
 /// retry was refused for a request the upstream never processed. It is

@@ -5,6 +5,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::http1::DialFailure;
 use super::http1::response_head::HeadError;
 use super::tls_hint::tls_hint;
 use crate::body::BoxError;
@@ -39,9 +40,10 @@ pub enum UpstreamError {
 /// Why a request did not get its answer head.
 #[derive(Debug, thiserror::Error)]
 pub enum Cause {
-    /// Dialling an HTTP/1 upstream failed (TCP, or its TLS handshake).
+    /// Dialling an HTTP/1 upstream failed (resolving its name, TCP, or
+    /// its TLS handshake).
     #[error("{}", error_chain(.0))]
-    Connect(io::Error),
+    Connect(DialFailure),
     /// Opening an HTTP/2 connection failed; shared by the requests that
     /// waited for it.
     #[error("{}", error_chain(&**.0))]

@@ -9,6 +9,7 @@ mod hop_by_hop;
 pub(crate) mod http1;
 mod http2;
 mod progress;
+mod resolve;
 mod setup_error;
 mod tls_hint;
 mod upstream;

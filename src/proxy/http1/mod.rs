@@ -17,4 +17,4 @@ mod stream;
 
 pub use body::AnswerBody;
 pub use pool::{Http1Pool, PoolLimits};
-pub use stream::{Dialer, DialerError};
+pub use stream::{DialFailure, Dialer, DialerError};

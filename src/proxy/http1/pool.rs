@@ -252,7 +252,8 @@ impl Http1Pool {
     }
 
     async fn connect(&self) -> Result<Connection, UpstreamError> {
-        match tokio::time::timeout(self.limits.connect_timeout, self.dialer.dial()).await {
+        let deadline = TokioInstant::now() + self.limits.connect_timeout;
+        match tokio::time::timeout_at(deadline, self.dialer.dial(deadline)).await {
             Ok(Ok(stream)) => Ok(Connection::new(stream)),
             Ok(Err(err)) => Err(UpstreamError::NotSent(Cause::Connect(err))),
             Err(_) => Err(UpstreamError::NotSent(Cause::ConnectTimeout(

@@ -14,8 +14,9 @@ use hyper_util::client::legacy::connect::{Connection, HttpConnector};
 
 use super::connections::{Http2Connections, Tracked};
 use crate::body::BoxError;
+use crate::proxy::resolve::NameResolver;
 
-pub type H2Connector = HttpsConnector<HttpConnector>;
+pub type H2Connector = HttpsConnector<HttpConnector<NameResolver>>;
 
 /// The dialer of an upstream with `http2 = true`.
 pub fn dialer(
@@ -23,7 +24,10 @@ pub fn dialer(
     connect_timeout: Duration,
     connections: Arc<Http2Connections>,
 ) -> RequireH2<H2Connector> {
-    let mut http = HttpConnector::new();
+    // Resolves the name for each new connection; hyper's connector splits
+    // `connect_timeout` among its addresses (tried in turn, IPv6 and IPv4
+    // raced after 300 ms), as the HTTP/1 dialer shares it out.
+    let mut http = HttpConnector::new_with_resolver(NameResolver);
     http.set_connect_timeout(Some(connect_timeout));
     http.set_nodelay(true);
     // The TLS layer decides by scheme; it needs the inner connector to accept https.
@@ -76,13 +80,21 @@ where
 
     fn call(&mut self, uri: Uri) -> Self::Future {
         let tls = uri.scheme() == Some(&Scheme::HTTPS);
+        let target = target(&uri);
         let connecting = self.inner.call(uri);
         let connect_timeout = self.connect_timeout;
         let connections = self.connections.clone();
         Box::pin(async move {
             let stream = match tokio::time::timeout(connect_timeout, connecting).await {
-                Ok(connected) => connected.map_err(Into::into)?,
-                Err(_) => return Err(format!("no connection within {connect_timeout:?}").into()),
+                Ok(connected) => connected.map_err(|source| ConnectFailure {
+                    target,
+                    source: source.into(),
+                })?,
+                Err(_) => {
+                    let late =
+                        format!("connecting to {target}: no connection within {connect_timeout:?}");
+                    return Err(late.into());
+                }
             };
             if tls && !stream.connected().is_negotiated_h2() {
                 return Err(
@@ -94,4 +106,27 @@ where
             Ok(connections.track(stream))
         })
     }
+}
+
+/// Opening a connection to `target` (`host:port`) failed: hyper's words
+/// ("dns error", "tcp connect error") say how, not to where.
+#[derive(Debug, thiserror::Error)]
+#[error("connecting to {target}")]
+struct ConnectFailure {
+    target: String,
+    #[source]
+    source: BoxError,
+}
+
+/// The url's host and port, the port its scheme's when it has none.
+fn target(uri: &Uri) -> String {
+    let host = uri.host().unwrap_or_default();
+    let port = uri
+        .port_u16()
+        .unwrap_or(if uri.scheme() == Some(&Scheme::HTTPS) {
+            443
+        } else {
+            80
+        });
+    format!("{host}:{port}")
 }
