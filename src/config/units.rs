@@ -126,7 +126,10 @@ fn near_miss(text: &str, units: &[(&str, u64)], usual: &str) -> Option<String> {
         let right = split_number(trimmed)
             .is_some_and(|(_, unit)| units.iter().any(|(name, _)| *name == unit));
         if right {
-            return Some(format!("no space before or after the value: \"{trimmed}\""));
+            return Some(format!(
+                "no space before or after the value: {}",
+                quoted(trimmed)
+            ));
         }
     }
     let text = trimmed;
@@ -136,18 +139,25 @@ fn near_miss(text: &str, units: &[(&str, u64)], usual: &str) -> Option<String> {
         return None;
     }
     if unit.is_empty() {
-        return Some(format!("no unit: write \"{number}{usual}\""));
+        return Some(format!(
+            "no unit: write {}",
+            quoted(&format!("{number}{usual}"))
+        ));
     }
     let exact = units.iter().find(|(name, _)| *name == unit.trim_start());
     if let Some((name, _)) = exact.filter(|_| unit.starts_with(' ')) {
         return Some(format!(
-            "no space between the number and the unit: \"{number}{name}\""
+            "no space between the number and the unit: {}",
+            quoted(&format!("{number}{name}"))
         ));
     }
     let folded = units
         .iter()
         .find(|(name, _)| name.eq_ignore_ascii_case(unit.trim_start()));
-    folded.map(|(name, _)| format!("units are case-sensitive: \"{number}{name}\""))
+    folded.map(|(name, _)| {
+        let instead = format!("{number}{name}");
+        format!("units are case-sensitive: {}", quoted(&instead))
+    })
 }
 
 /// `"1h30m"`: several numbers and units, which are not read; the one
@@ -338,6 +348,28 @@ mod tests {
         // Anything else keeps the general hint.
         let err = parse_duration("10sec").unwrap_err();
         assert!(err.contains("expected a whole number and a unit"), "{err}");
+    }
+
+    /// What to write instead is quoted as the value is: shortened when long.
+    #[test]
+    fn a_long_near_miss_is_quoted_shortened() {
+        let digits = "9".repeat(1000);
+        let shown = format!("\"{}\"… (1001 bytes)", "9".repeat(64));
+        for (bad, hint) in [
+            (digits.clone(), format!("no unit: write {shown}")),
+            (
+                format!("{digits} s"),
+                format!("no space between the number and the unit: {shown}"),
+            ),
+            (
+                format!("{digits}S"),
+                format!("units are case-sensitive: {shown}"),
+            ),
+        ] {
+            let err = parse_duration(&bad).unwrap_err();
+            assert!(err.ends_with(&hint), "{err}");
+            assert!(err.len() < 300, "{err}");
+        }
     }
 
     #[test]

@@ -1,12 +1,23 @@
 //! RFC 6901 JSON pointers as written in the config.
 
-/// Why a text is not a JSON pointer; it holds the text.
+/// Why a text is not a JSON pointer; it holds the text. Shown, it is what
+/// a message says after the text ([`PointerError::written`]), which the
+/// message quotes as it quotes every value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PointerError {
-    #[error("{0:?} is not a JSON pointer: it must be \"\" or start with \"/\"")]
+    #[error("is not a JSON pointer: it must be \"\" or start with \"/\"")]
     NoLeadingSlash(String),
-    #[error("{0:?} is not a JSON pointer: \"~\" must be followed by 0 or 1")]
+    #[error("is not a JSON pointer: \"~\" must be followed by 0 or 1")]
     BadEscape(String),
+}
+
+impl PointerError {
+    /// The text refused, as written.
+    pub fn written(&self) -> &str {
+        match self {
+            PointerError::NoLeadingSlash(text) | PointerError::BadEscape(text) => text,
+        }
+    }
 }
 
 /// `""` (the whole document) or `/`-separated tokens, each `~` escaped as

@@ -89,10 +89,16 @@ impl DerivePart {
         }
         let unknown = || DerivePartError::Unknown(text.to_owned());
         let (prefix, name) = text.split_once(':').ok_or_else(unknown)?;
+        let prefix = match prefix {
+            "header" => "header",
+            "query" => "query",
+            "form" => "form",
+            _ => return Err(unknown()),
+        };
         if name.is_empty() {
             return Err(DerivePartError::NoName {
                 text: text.to_owned(),
-                prefix: prefix.to_owned(),
+                prefix,
             });
         }
         match prefix {
@@ -100,8 +106,7 @@ impl DerivePart {
                 .map(DerivePart::Header)
                 .map_err(|_| DerivePartError::HeaderName(name.to_owned())),
             "query" => Ok(DerivePart::Query(name.to_owned())),
-            "form" => Ok(DerivePart::Form(name.to_owned())),
-            _ => Err(unknown()),
+            _ => Ok(DerivePart::Form(name.to_owned())),
         }
     }
 
@@ -115,20 +120,36 @@ impl DerivePart {
     }
 }
 
-/// Why a text is not a derive part; it holds the text.
+/// Why a text is not a derive part; it holds the text. Shown, it is what
+/// a message says after the text ([`DerivePartError::written`]), which the
+/// message quotes as it quotes every value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DerivePartError {
     #[error("{0}")]
     Pointer(#[source] PointerError),
-    #[error("{text:?} names no {prefix}")]
-    NoName { text: String, prefix: String },
-    #[error("{0:?} is not a valid HTTP header name")]
+    /// `header:`, `query:` or `form:` with nothing after it.
+    #[error("names no {prefix}")]
+    NoName { text: String, prefix: &'static str },
+    /// The name after `header:`.
+    #[error("is not a valid HTTP header name")]
     HeaderName(String),
     #[error(
-        "{0:?} is not a derive part: a JSON pointer (\"/...\"), \"header:NAME\", \
+        "is not a derive part: a JSON pointer (\"/...\"), \"header:NAME\", \
          \"query:NAME\" or \"form:NAME\""
     )]
     Unknown(String),
+}
+
+impl DerivePartError {
+    /// The text refused: the part as written, or the header name in it.
+    pub fn written(&self) -> &str {
+        match self {
+            DerivePartError::Pointer(error) => error.written(),
+            DerivePartError::NoName { text, .. }
+            | DerivePartError::HeaderName(text)
+            | DerivePartError::Unknown(text) => text,
+        }
+    }
 }
 
 /// What the key sources read of a request. The body is `None` when no

@@ -527,3 +527,44 @@ fn a_long_string_of_the_wrong_type_is_quoted_shortened() {
         );
     }
 }
+
+/// What an upstream's or a gateway's URL holds between or after its
+/// brackets is quoted as the URL is: shortened, never whole.
+#[test]
+fn a_long_bracketed_host_is_quoted_shortened() {
+    let long = "x".repeat(1000);
+    let url = |written: &str| file(&format!("[upstreams.b]\nurl = \"{written}\"\n"), "r", ANY);
+    for (written, said) in [
+        (
+            format!("http://[{long}]:80"),
+            format!(
+                "is not a valid URL: \"[{}\"… (1002 bytes) is not an IPv6 address: brackets \
+                 hold one; an IPv4 address or a name is written without them",
+                "x".repeat(63)
+            ),
+        ),
+        (
+            format!("http://[::1]{long}"),
+            format!(
+                "is not a valid URL: \"{}\"… (1000 bytes) after the brackets is not a port \
+                 (\":\" and digits)",
+                "x".repeat(64)
+            ),
+        ),
+    ] {
+        let found = errors(&url(&written));
+        assert_eq!(found.len(), 1, "{}", head(&found[0]));
+        assert!(
+            found[0].starts_with("t.toml:2:7: upstreams.b.url: \"http://["),
+            "{}",
+            head(&found[0])
+        );
+        assert!(found[0].ends_with(&said), "{}", head(&found[0]));
+    }
+    // Short, whole, a control character escaped.
+    single(
+        &url("http://[a\\u001b]"),
+        "t.toml:2:7: upstreams.b.url: ",
+        "\"[a\\u{1b}]\" is not an IPv6 address",
+    );
+}

@@ -5,6 +5,8 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use crate::config::quoted;
+
 /// Why `text`, refused as a listener's `IP:PORT`, is no such address; `None`
 /// when nothing more precise than "not an address" can be said.
 pub fn listen_problem(text: &str) -> Option<&'static str> {
@@ -51,13 +53,15 @@ pub fn url_host_problem(authority: &str) -> Option<String> {
     }
     if !is_ipv6(inside) {
         return Some(format!(
-            "[{inside}] is not an IPv6 address: brackets hold one; an IPv4 address or a \
-             name is written without them"
+            "{} is not an IPv6 address: brackets hold one; an IPv4 address or a \
+             name is written without them",
+            quoted(&format!("[{inside}]"))
         ));
     }
     if !after.is_empty() && !after.starts_with(':') {
         return Some(format!(
-            "{after:?} after the brackets is not a port (\":\" and digits)"
+            "{} after the brackets is not a port (\":\" and digits)",
+            quoted(after)
         ));
     }
     None

@@ -147,8 +147,10 @@ fn derive(
     }
     let mut derived = Vec::new();
     for (i, part) in parts.get_ref().iter().enumerate() {
-        let parsed = derive_part_length(part.get_ref())
-            .and_then(|()| DerivePart::parse(part.get_ref()).map_err(|e| e.to_string()));
+        let parsed = derive_part_length(part.get_ref()).and_then(|()| {
+            DerivePart::parse(part.get_ref())
+                .map_err(|error| format!("{} {error}", quoted(error.written())))
+        });
         match parsed {
             Ok(parsed) if derived.contains(&parsed) => {
                 ctx.error(
@@ -237,7 +239,7 @@ fn derive_part_length(text: &str) -> Result<(), String> {
 
 /// `key_pattern`: `""` none, `"uuid"`, or a regex compiled here, once.
 pub fn pattern(text: &str) -> Result<Option<KeyPattern>, String> {
-    KeyPattern::parse(text).map_err(|error| error.to_string())
+    KeyPattern::parse(text).map_err(|error| format!("{} {error}", quoted(&error.text)))
 }
 
 /// `fingerprint_body`: `{}`, `{ exclude = [...] }` or `{ include = [...] }`.
@@ -440,6 +442,102 @@ mod tests {
                 DerivePart::Query("q".into()),
                 DerivePart::Form("c".into()),
             ]
+        );
+    }
+
+    /// A refused pointer, derive part or pattern is quoted as every refused
+    /// value is (docs/configuration.md, "Values"): whole and escaped when
+    /// short, by its first 64 characters and its length when long.
+    #[test]
+    fn a_refused_source_pointer_or_pattern_is_quoted_shortened() {
+        let start = |c: char| format!("\\u{{1b}}{}", c.to_string().repeat(63));
+        let long = |c: char| format!("\\u001b{}", c.to_string().repeat(999));
+        for (defaults, expected) in [
+            (
+                format!(r#"key = {{ json_pointer = "{}" }}"#, long('x')),
+                format!(
+                    "t.toml:2:24: defaults.key.json_pointer: \"{}\"… (1000 bytes) \
+                     is not a JSON pointer: it must be \"\" or start with \"/\"",
+                    start('x')
+                ),
+            ),
+            (
+                format!(r#"key = {{ json_pointer = "/{}~" }}"#, long('x')),
+                format!(
+                    "t.toml:2:24: defaults.key.json_pointer: \"/{}\"… (1002 bytes) \
+                     is not a JSON pointer: \"~\" must be followed by 0 or 1",
+                    &start('x')[..start('x').len() - 1]
+                ),
+            ),
+            (
+                format!(r#"fingerprint_body = {{ include = ["{}"] }}"#, long('p')),
+                format!(
+                    "t.toml:2:33: defaults.fingerprint_body.include[0]: \"{}\"… (1000 bytes) \
+                     is not a JSON pointer: it must be \"\" or start with \"/\"",
+                    start('p')
+                ),
+            ),
+            (
+                format!(
+                    r#"key = {{ derive = ["cookie:{}"], namespace = "{NS}" }}"#,
+                    long('c')
+                ),
+                format!(
+                    "t.toml:2:19: defaults.key.derive[0]: \"cookie:\\u{{1b}}{}\"… (1007 bytes) \
+                     is not a derive part: a JSON pointer (\"/...\"), \"header:NAME\", \
+                     \"query:NAME\" or \"form:NAME\"",
+                    "c".repeat(56)
+                ),
+            ),
+            (
+                format!(
+                    r#"key = {{ derive = ["{}:"], namespace = "{NS}" }}"#,
+                    long('n')
+                ),
+                format!(
+                    "t.toml:2:19: defaults.key.derive[0]: \"{}\"… (1001 bytes) \
+                     is not a derive part: a JSON pointer (\"/...\"), \"header:NAME\", \
+                     \"query:NAME\" or \"form:NAME\"",
+                    start('n')
+                ),
+            ),
+            (
+                format!(
+                    r#"key = {{ derive = ["header:{}"], namespace = "{NS}" }}"#,
+                    "h ".repeat(100)
+                ),
+                format!(
+                    "t.toml:2:19: defaults.key.derive[0]: \"{}\"… (200 bytes) \
+                     is not a valid HTTP header name",
+                    "h ".repeat(32)
+                ),
+            ),
+            (
+                format!(r#"key_pattern = "({}""#, long('r')),
+                format!(
+                    "t.toml:2:15: defaults.key_pattern: \"({}\"… (1001 bytes) \
+                     is not a valid regex: unclosed group",
+                    &start('r')[..start('r').len() - 1]
+                ),
+            ),
+        ] {
+            assert_eq!(errors(&defaults), [expected]);
+        }
+        // A short one is quoted whole, a control character escaped.
+        single(
+            r#"key = { json_pointer = "a\u001b" }"#,
+            "t.toml:2:24: defaults.key.json_pointer: \"a\\u{1b}\" is not a JSON pointer",
+            "start with",
+        );
+        single(
+            &format!(r#"key = {{ derive = ["query:"], namespace = "{NS}" }}"#),
+            "t.toml:2:19: defaults.key.derive[0]: \"query:\" names no query",
+            "",
+        );
+        single(
+            &format!(r#"key = {{ derive = ["header:\u001b"], namespace = "{NS}" }}"#),
+            "t.toml:2:19: defaults.key.derive[0]: \"\\u{1b}\" is not a valid HTTP header name",
+            "",
         );
     }
 

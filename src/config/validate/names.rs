@@ -192,7 +192,7 @@ pub fn json_pointer(text: &str) -> Result<String, String> {
     at_most(text, "the JSON pointer", JSON_POINTER_MAX_BYTES)?;
     crate::key::pointer::check(text)
         .map(|()| text.to_owned())
-        .map_err(|error| error.to_string())
+        .map_err(|error| format!("{} {error}", quoted(error.written())))
 }
 
 /// A non-empty file path.

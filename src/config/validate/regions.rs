@@ -254,16 +254,17 @@ pub fn reads_what_crosses_regions(
         return;
     }
     let span = file.region.as_ref().map(Spanned::span);
-    for (route, _) in routes.iter().filter(|(route, _)| route.idempotency) {
+    let idempotent = (routes.iter().enumerate()).filter(|(_, (route, _))| route.idempotency);
+    for (i, (route, _)) in idempotent {
+        let called = super::routes::called(route, i);
         let policy = &route.policy;
         if policy.scope.contains(&ScopePart::ClientCert) {
             ctx.error(
                 span.clone(),
                 "region",
                 format!(
-                    "route {} is scoped by \"client_cert\", which cannot cross regions: \
-                     the home region does not see the client's certificate",
-                    quoted(&route.name)
+                    "{called} is scoped by \"client_cert\", which cannot cross regions: \
+                     the home region does not see the client's certificate"
                 ),
             );
         }
@@ -306,9 +307,8 @@ pub fn reads_what_crosses_regions(
                 span.clone(),
                 "region",
                 format!(
-                    "route {} reads {} in its {field}, a field a forward to the home \
+                    "{called} reads {} in its {field}, a field a forward to the home \
                      region rewrites, so it cannot cross regions: {harm}",
-                    quoted(&route.name),
                     quoted(&part),
                 ),
             );

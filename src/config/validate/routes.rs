@@ -63,6 +63,15 @@ pub fn routes(
     resolved
 }
 
+/// How a later check names route `i` in its message: `route "api"`, or
+/// `routes[3]` when its name was refused or not written (it is then empty).
+pub fn called(route: &RouteConfig, i: usize) -> String {
+    match route.name.as_str() {
+        "" => format!("routes[{i}]"),
+        name => format!("route {}", quoted(name)),
+    }
+}
+
 fn route(
     ctx: &mut Ctx<'_>,
     i: usize,

@@ -414,3 +414,44 @@ fn a_field_a_forward_rewrites_is_refused_for_what_it_would_do() {
     assert!(found[0].contains("422"), "{}", found[0]);
     assert!(!found[0].contains("run it again"), "{}", found[0]);
 }
+
+/// A route refused for its name, or written without one, is named by its
+/// place in the file in what else is said of it, never as route "".
+#[test]
+fn a_route_without_a_valid_name_is_named_by_its_place() {
+    let routes = |name: &str| {
+        format!(
+            "[upstreams.api]\nurl = \"http://127.0.0.1:3000\"\n\
+             [[routes]]\nname = \"ok\"\nupstream = \"api\"\nmatch = {{ path = \"/a\" }}\n\
+             [[routes]]\n{name}upstream = \"api\"\nmatch = {{ path = \"/b\" }}\n\
+             scope = [\"header:Via\"]\n{TWO}"
+        )
+    };
+    for (name, refused) in [
+        (
+            "name = \"a b\"\n",
+            "routes[1].name: \"a b\" is not a valid name",
+        ),
+        (
+            &format!("name = \"{}\"\n", "n".repeat(200)),
+            "routes[1].name: the name is 200 bytes long",
+        ),
+        ("", "routes[1].name: name is required"),
+    ] {
+        let found = match parse(&routes(name), Path::new("t.toml"), &env) {
+            Ok(_) => panic!("accepted: {name}"),
+            Err(ConfigErrors(errors)) => errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        };
+        assert_eq!(found.len(), 2, "{found:#?}");
+        assert!(found.iter().any(|e| e.contains(refused)), "{found:#?}");
+        let region = found
+            .iter()
+            .find(|e| e.contains(": region: "))
+            .expect("a region error");
+        assert!(
+            region.contains(": region: routes[1] reads \"header:via\" in its scope"),
+            "{region}"
+        );
+        assert!(!region.contains("\"\""), "{region}");
+    }
+}
