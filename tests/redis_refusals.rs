@@ -2,7 +2,9 @@
 //! gateway lacks (`NOAUTH` on every call), or `maxmemory` reached under
 //! `noeviction` (`OOM` on every write). Redis is only the fast path, so
 //! answers stay correct from Postgres; the operator must still be told why
-//! the fast path is gone, in a few lines rather than one per request.
+//! the fast path is gone, in a few lines rather than one per request. So
+//! too for a Redis it cannot reach (gone away, a host name that does not
+//! resolve), whose warning names its host and port.
 //! Each test starts a `redis-server` of its own (the machine's shared one is
 //! left as it is); a missing binary fails the test and says what to install.
 
@@ -88,11 +90,16 @@ async fn gateway_through(
     name: &str,
     redis: &OwnRedis,
 ) -> (GatewayProcess, MockUpstream, TestSchema, TestDir) {
+    gateway_at(name, &format!("redis://127.0.0.1:{}", redis.port)).await
+}
+
+/// A gateway on Postgres and the Redis at `url`.
+async fn gateway_at(name: &str, url: &str) -> (GatewayProcess, MockUpstream, TestSchema, TestDir) {
     let schema = TestSchema::create().await;
     let prefix = RedisPrefix::new(name);
     let store = Store::postgres(&schema.url())
         .set("pool_size", 4)
-        .redis(&format!("redis://127.0.0.1:{}", redis.port), &prefix.0);
+        .redis(url, &prefix.0);
     let config = Config::new()
         .server("shutdown_grace", "1s")
         .store(store)
@@ -233,4 +240,26 @@ async fn a_redis_gone_away_is_said_once_per_interval_and_postgres_answers() {
         1,
         "one line for an outage of 3.5 s:\n{log}"
     );
+}
+
+/// A Redis whose host name does not resolve (RFC 6761 `.invalid`, a typo in
+/// the URL, a Service not created yet): Postgres answers, and the warning
+/// names the host and port the gateway could not reach, never the URL's
+/// password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_host_that_does_not_resolve_is_named_in_the_warning() {
+    let url = "redis://:sesame@no-such-redis.invalid:6390";
+    let (gateway, upstream, _schema, _dir) = gateway_at("redis-no-name", url).await;
+    let reply = gateway.client().post("/v1/charges", Some("k"), "{}").await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    assert_eq!(upstream.executions("k"), 1);
+    let line = gateway
+        .logged_line("redis unavailable", Duration::from_secs(2))
+        .await
+        .unwrap_or_else(|| panic!("no warning:\n{}", gateway.log_text()));
+    assert!(
+        line.contains("redis at no-such-redis.invalid:6390: "),
+        "names the host and port: {line}"
+    );
+    assert!(!line.contains("sesame"), "{line}");
 }

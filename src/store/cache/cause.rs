@@ -23,12 +23,17 @@ pub enum CacheError {
     /// it is up, and refuses the command.
     #[error("redis refused: {0}")]
     Refused(#[source] RedisError),
-    /// The connection failed.
-    #[error("redis: {0}")]
-    Failed(#[source] RedisError),
+    /// The connection failed (the host did not resolve, refused, a
+    /// certificate not trusted); `target` is the URL's host and port.
+    #[error("redis at {target}: {source}")]
+    Failed {
+        target: Arc<str>,
+        #[source]
+        source: RedisError,
+    },
     /// No answer within the call's deadline.
-    #[error("redis: no answer within {0:?}")]
-    NoAnswer(Duration),
+    #[error("redis at {target}: no answer within {after:?}")]
+    NoAnswer { target: Arc<str>, after: Duration },
 }
 
 #[derive(Debug, Clone, thiserror::Error)]

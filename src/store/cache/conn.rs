@@ -15,12 +15,12 @@
 //! many minutes later or never: until then every try would wait out its
 //! deadline on it while a new connection would be answered.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redis::AsyncCommands;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{AsyncCommands, ConnectionAddr};
 
 use super::cause::{CacheError, RedisCause};
 use crate::log_limit::LogLimit;
@@ -53,6 +53,10 @@ return false";
 
 pub struct Redis {
     client: redis::Client,
+    /// The URL's host and port (never its password), named in errors: the
+    /// client's own text says "failed to lookup address information" or
+    /// "Connection refused" without saying what.
+    target: Arc<str>,
     /// The connection calls are sent on, and how many were dropped before
     /// it (so that the calls that time out together on one replace it once).
     current: Mutex<(u64, ConnectionManager)>,
@@ -68,6 +72,7 @@ impl Redis {
         let client = super::tls::client(url, ca)?;
         let manager = connection(&client).map_err(|e| RedisCause::Client(e.kind()))?;
         Ok(Redis {
+            target: target(client.get_connection_info().addr()).into(),
             client,
             current: Mutex::new((0, manager)),
             started: Instant::now(),
@@ -178,12 +183,15 @@ impl Redis {
             // The client's own deadline (the same) may fire first.
             Ok(Err(e)) if e.is_timeout() => {
                 self.drop_connection(generation);
-                CacheError::Failed(e)
+                self.failed(e)
             }
-            Ok(Err(e)) => CacheError::Failed(e),
+            Ok(Err(e)) => self.failed(e),
             Err(_) => {
                 self.drop_connection(generation);
-                CacheError::NoAnswer(TIMEOUT)
+                CacheError::NoAnswer {
+                    target: self.target.clone(),
+                    after: TIMEOUT,
+                }
             }
         };
         let until = now.saturating_add(u64::try_from(PAUSE.as_millis()).unwrap_or(u64::MAX));
@@ -198,6 +206,13 @@ impl Redis {
             }
         }
         Err(result)
+    }
+
+    fn failed(&self, source: redis::RedisError) -> CacheError {
+        CacheError::Failed {
+            target: self.target.clone(),
+            source,
+        }
     }
 
     fn connection(&self) -> (u64, ConnectionManager) {
@@ -223,6 +238,18 @@ impl Redis {
 
     fn elapsed_ms(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+/// `host:port`, `[v6]:port`.
+fn target(addr: &ConnectionAddr) -> String {
+    match addr {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. }
+            if host.contains(':') =>
+        {
+            format!("[{host}]:{port}")
+        }
+        other => other.to_string(),
     }
 }
 
@@ -261,4 +288,21 @@ fn answered(e: &redis::RedisError) -> bool {
         && !e.is_connection_dropped()
         && !e.is_connection_refusal()
         && !e.is_timeout()
+}
+
+#[cfg(test)]
+mod tests {
+    /// The host and port errors name: an IPv6 address in brackets, as in
+    /// the URL; never the password.
+    #[test]
+    fn the_target_is_the_urls_host_and_port() {
+        for (url, expected) in [
+            ("redis://:pw@cache.internal:6380/2", "cache.internal:6380"),
+            ("rediss://u:pw@[::1]/", "[::1]:6379"),
+            ("redis://127.0.0.1", "127.0.0.1:6379"),
+        ] {
+            let client = redis::Client::open(url).unwrap();
+            assert_eq!(super::target(client.get_connection_info().addr()), expected);
+        }
+    }
 }

@@ -92,7 +92,7 @@ impl Write {
         match result {
             Ok(()) => Write::Written,
             Err(CacheError::Refused(_)) => Write::Refused,
-            Err(CacheError::Failed(_) | CacheError::NoAnswer(_) | CacheError::Paused) => {
+            Err(CacheError::Failed { .. } | CacheError::NoAnswer { .. } | CacheError::Paused) => {
                 Write::Failed
             }
         }
