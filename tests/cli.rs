@@ -2614,3 +2614,128 @@ fn check_refuses_two_regions_at_one_ip_address_however_it_is_written() {
         assert_eq!(code, Some(0), "{eu} {us}: {stderr}");
     }
 }
+
+/// An argument clap refuses (a value outside `--state`'s or `--log-format`'s
+/// names, a `--limit` that is no number, a `--log-level` that is no filter,
+/// an unknown flag or subcommand) is said back by its start and its length
+/// when long, its control characters escaped: the refusal stays a few
+/// lines that name the flag, whatever was pasted.
+#[test]
+fn a_long_refused_argument_is_quoted_by_its_start_and_length() {
+    let long = "s".repeat(100_000);
+    let flag_long = format!("--{}", &long[2..]);
+    let cases: [(&str, Vec<&str>); 6] = [
+        ("--state", vec!["keys", "list", "charges", "--state", &long]),
+        ("--limit", vec!["keys", "list", "charges", "--limit", &long]),
+        ("--log-level", vec!["--log-level", &long, "check"]),
+        ("--log-format", vec!["--log-format", &long, "check"]),
+        ("unexpected argument", vec!["check", &flag_long]),
+        ("unrecognized subcommand", vec![&long]),
+    ];
+    for (names, args) in cases {
+        let out = idemgate(&args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{names}: {}", start_of(&stderr));
+        assert!(stderr.len() < 300, "{names}: {}", start_of(&stderr));
+        let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+        assert_eq!(errors.len(), 1, "{names}: {stderr}");
+        assert!(
+            errors[0].contains(names) && errors[0].contains("… (100000 bytes)"),
+            "{names}: {stderr}"
+        );
+    }
+    // `RUST_LOG` stands in for `--log-level`, refused in the same words.
+    let out = Command::new(env!("CARGO_BIN_EXE_idemgate"))
+        .args(["check"])
+        .env_remove("IDEMGATE_CONFIG")
+        .env("RUST_LOG", &long)
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{}", start_of(&stderr));
+    assert!(stderr.len() < 300, "{}", start_of(&stderr));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("RUST_LOG") && stderr.contains("… (100000 bytes)"),
+        "{stderr}"
+    );
+    // Short values are said whole, as clap says them, but escaped.
+    for (names, value) in [("--state", "done"), ("--state", "in_flight\u{1b}[31m\n")] {
+        let out = idemgate(&["keys", "list", "charges", "--state", value]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        let first = stderr.lines().next().unwrap_or_default();
+        assert!(first.starts_with("error: invalid value '"), "{stderr}");
+        assert!(first.contains(names), "{stderr}");
+        assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+        assert!(
+            first.contains(&value.escape_debug().to_string()),
+            "{value:?}: {stderr:?}"
+        );
+    }
+}
+
+/// A `-c` file that cannot be read (missing, a directory, a path too long
+/// for the system) is named in the one line that says so, shortened to its
+/// start and its length when long, by every command that reads it.
+#[test]
+fn an_unreadable_config_path_is_named_shortened() {
+    let dir = TestDir::new("cli-unreadable-config");
+    // A directory 3000 bytes deep, and a file missing under it.
+    let mut deep = dir.path("");
+    for _ in 0..15 {
+        deep.push("d".repeat(200));
+    }
+    std::fs::create_dir_all(&deep).unwrap();
+    let deep_dir = deep.to_str().unwrap().to_owned();
+    let deep_missing = format!("{deep_dir}/idemgate.toml");
+    let too_long = "p".repeat(100_000);
+    for (path, why) in [
+        (deep_dir.as_str(), "Is a directory"),
+        (deep_missing.as_str(), "No such file"),
+        (too_long.as_str(), "File name too long"),
+    ] {
+        let bytes = format!("… ({} bytes)", path.len());
+        for (args, code) in [
+            (vec!["check", "-c", path], 1),
+            (vec!["migrate", "-c", path], 1),
+            (vec!["sweep", "-c", path], 1),
+            (vec!["compact", "-c", path], 1),
+            (vec!["keys", "show", "-c", path, "charges", "k1"], 1),
+            (vec!["keys", "list", "-c", path, "charges"], 1),
+            (vec!["serve", "-c", path], 64),
+        ] {
+            let out = idemgate(&args);
+            let stderr = text(&out.stderr);
+            let what = format!("{} on {why}", args[0]);
+            assert_eq!(
+                out.status.code(),
+                Some(code),
+                "{what}: {}",
+                start_of(&stderr)
+            );
+            assert!(stderr.len() < 300, "{what}: {}", start_of(&stderr));
+            assert_eq!(stderr.lines().count(), 1, "{what}: {stderr}");
+            assert!(
+                stderr.contains(&bytes) && stderr.contains(why),
+                "{what}: {stderr}"
+            );
+        }
+    }
+    // A path of an ordinary length is named whole.
+    let missing = dir.path("missing.toml");
+    let out = idemgate(&["check", "-c", missing.to_str().unwrap()]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with(&format!("{}: cannot read the file: ", missing.display())),
+        "{stderr}"
+    );
+}
+
+/// The first 400 characters of `text` and its length: a failure's message
+/// about a long output.
+fn start_of(text: &str) -> String {
+    let start: String = text.chars().take(400).collect();
+    format!("{start:?}… ({} bytes)", text.len())
+}
