@@ -65,7 +65,7 @@ fn main() -> ExitCode {
             Command::Check(arg) => commands::check(&arg.path()),
             Command::Migrate(arg) => commands::migrate(&arg.path()).await,
             Command::Sweep(arg) => commands::sweep(&arg.path()).await,
-            Command::Compact(arg) => commands::compact(&arg.path()),
+            Command::Compact(arg) => commands::compact(&arg.path()).await,
             Command::Keys { action } => match &action {
                 KeysAction::Show(args) => {
                     commands::keys(&args.config.path(), &args.route, &args.key, false).await

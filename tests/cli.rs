@@ -2351,15 +2351,15 @@ fn a_store_file_held_by_another_writer_is_said_with_what_to_do() {
     assert_eq!(text(&out.stdout), "10 expired records deleted\n");
 }
 
-/// `compact`'s rewrite is one SQLite transaction, which cannot stop
-/// midway: a SIGINT or SIGTERM ends the process by the signal's default
-/// action, and the file is whole, every record in it, either as it was (the
-/// rewrite's pages in the WAL, uncommitted, are dropped at the next open)
-/// or rewritten (committed to the WAL, moved into the file at the next open).
+/// A SIGINT or SIGTERM during `compact` stops the rewrite (one SQLite
+/// transaction, rolled back): the command says it was stopped and that the
+/// file is as it was, and exits 128 + the signal's number, as `sweep`
+/// does. The file is whole, every record in it, and a compact run again
+/// rewrites it.
 #[test]
-fn a_signal_during_compact_leaves_the_file_whole() {
+fn a_signal_during_compact_stops_it_and_leaves_the_file_as_it_was() {
     const RECORDS: i64 = 30_000;
-    for signal in ["INT", "TERM"] {
+    for (signal, code) in [("INT", 130), ("TERM", 143)] {
         let dir = TestDir::new("cli-compact-signal");
         let path = embedded_config(&dir);
         let config = path.to_str().unwrap();
@@ -2380,7 +2380,11 @@ fn a_signal_during_compact_leaves_the_file_whole() {
         ))
         .unwrap();
         drop(conn);
-        let wal = dir.path("store.db-wal");
+        let size = std::fs::metadata(&store).unwrap().len();
+        // Taken by `compact` before it opens the file; no command before it
+        // took it.
+        let lock = dir.path("store.db-lock");
+        assert!(!lock.exists());
         let child = Command::new(env!("CARGO_BIN_EXE_idemgate"))
             .args(["compact", "-c", config])
             .env_remove("IDEMGATE_CONFIG")
@@ -2388,20 +2392,31 @@ fn a_signal_during_compact_leaves_the_file_whole() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        // The rewrite under way: its pages go to the WAL.
+        // Under way: the rewrite about to begin or begun. Its last step,
+        // the copy into the file, is the only one a signal does not stop;
+        // it begins only once the file's records have been read whole.
         let started = std::time::Instant::now();
-        while std::fs::metadata(&wal).map_or(0, |meta| meta.len()) == 0
-            && started.elapsed() < std::time::Duration::from_secs(20)
-        {
-            std::thread::sleep(std::time::Duration::from_millis(2));
+        while !lock.exists() {
+            assert!(started.elapsed() < std::time::Duration::from_secs(20));
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
         common::gateway::send_signal(child.id(), signal);
         let out = child.wait_with_output().unwrap();
-        // Done before the signal came, it said so; else nothing was said.
-        match out.status.code() {
-            Some(0) => assert!(text(&out.stdout).ends_with(" bytes after\n")),
-            other => assert_eq!(other, None, "{signal}: {}", text(&out.stderr)),
-        }
+        let stderr = text(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{signal}: {stderr}{}",
+            text(&out.stdout)
+        );
+        assert!(out.stdout.is_empty(), "{signal}: {}", text(&out.stdout));
+        assert_eq!(stderr.lines().count(), 1, "{signal}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!(
+                "idemgate compact: interrupted by SIG{signal}: stopped before the rewrite ended"
+            )) && stderr.contains("the file is as it was"),
+            "{signal}: {stderr}"
+        );
         let conn = rusqlite::Connection::open(&store).unwrap();
         let check: String = conn
             .query_row("PRAGMA integrity_check", [], |row| row.get(0))
@@ -2416,8 +2431,14 @@ fn a_signal_during_compact_leaves_the_file_whole() {
             .unwrap();
         assert_eq!((count, bytes), (RECORDS, RECORDS * 1000), "{signal}");
         drop(conn);
+        assert_eq!(std::fs::metadata(&store).unwrap().len(), size, "{signal}");
         let out = idemgate(&["compact", "-c", config]);
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stdout).contains(&format!("{size} bytes before")),
+            "{}",
+            text(&out.stdout)
+        );
         let out = idemgate(&["keys", "show", "-c", config, "charges", "k1"]);
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     }
