@@ -4,6 +4,16 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+mod refusal;
+
+pub use refusal::bounded;
+
+/// The command line, or, when clap refuses it, its refusal said bounded
+/// ([`bounded`]) and the process ended with clap's exit code (2).
+pub fn parse() -> Cli {
+    Cli::try_parse().unwrap_or_else(|error| bounded(error).exit())
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "idemgate",
@@ -58,14 +68,27 @@ pub enum LogFilterError {
     )]
     Empty,
     /// A bare word that is no level (see [`log_filter`]).
-    #[error(
-        "'{0}' is not a level (off, error, warn, info, debug, trace); \
-         name a target with its level, as in {0}=debug"
-    )]
+    #[error("{}", not_a_level(.0))]
     NotALevel(String),
     /// What tracing cannot parse.
     #[error("{0}")]
     Invalid(#[source] tracing_subscriber::filter::ParseError),
+}
+
+/// [`LogFilterError::NotALevel`]'s words: the word, and how to name it as
+/// a target. A long word (a paste, which the refusal quotes already) is
+/// said by its length, and a word with control characters escaped: neither
+/// is a target's name, so neither gets the hint.
+fn not_a_level(word: &str) -> String {
+    const LEVELS: &str = "(off, error, warn, info, debug, trace)";
+    if crate::config::is_long(word) {
+        return format!("a word of {} bytes is not a level {LEVELS}", word.len());
+    }
+    let said = crate::config::shortened(word).to_string();
+    if said != word {
+        return format!("'{said}' is not a level {LEVELS}");
+    }
+    format!("'{word}' is not a level {LEVELS}; name a target with its level, as in {word}=debug")
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -191,5 +214,16 @@ mod tests {
             Err(LogFilterError::Invalid(_))
         ));
         assert!(matches!(log_filter(","), Err(LogFilterError::Empty)));
+        let long = "x".repeat(100);
+        let why = log_filter(&long).expect_err("not a level").to_string();
+        assert!(
+            why.starts_with("a word of 100 bytes is not a level"),
+            "{why}"
+        );
+        let why = log_filter("in\u{1b}fo")
+            .expect_err("not a level")
+            .to_string();
+        assert!(why.starts_with("'in\\u{1b}fo' is not a level"), "{why}");
+        assert!(!why.contains("as in"), "{why}");
     }
 }

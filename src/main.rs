@@ -4,9 +4,8 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use idemgate::app::{self, StartError};
-use idemgate::cli::{self, Cli, Command, KeysAction, LogFormat};
+use idemgate::cli::{self, Command, KeysAction, LogFormat};
 use idemgate::commands;
 use idemgate::log_limit::DependencyWarnings;
 use tracing_subscriber::EnvFilter;
@@ -26,7 +25,7 @@ const EXIT_USAGE: u8 = 2;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = cli::parse();
     // `--log-level` was checked by clap; `RUST_LOG` stands in for it and is
     // checked as strictly, in the same words.
     let level = match &cli.log_level {
@@ -66,7 +65,7 @@ fn main() -> ExitCode {
             Command::Check(arg) => commands::check(&arg.path()),
             Command::Migrate(arg) => commands::migrate(&arg.path()).await,
             Command::Sweep(arg) => commands::sweep(&arg.path()).await,
-            Command::Compact(arg) => commands::compact(&arg.path()),
+            Command::Compact(arg) => commands::compact(&arg.path()).await,
             Command::Keys { action } => match &action {
                 KeysAction::Show(args) => {
                     commands::keys(&args.config.path(), &args.route, &args.key, false).await
@@ -114,7 +113,10 @@ fn rust_log() -> Result<Option<String>, RustLogError> {
 enum RustLogError {
     #[error("error: invalid value for RUST_LOG: not valid UTF-8")]
     NotUnicode,
-    #[error("error: invalid value '{value}' for RUST_LOG: {source}")]
+    #[error(
+        "error: invalid value '{}' for RUST_LOG: {source}",
+        idemgate::config::shortened(value)
+    )]
     Invalid {
         value: String,
         #[source]

@@ -16,9 +16,6 @@ const QUOTED_HINT: &str = " (keys are named as stored, as `keys list` prints the
      a client sent quoted, as in Idempotency-Key: \"k1\", is stored without its quotes)";
 
 pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
-    if let Err(code) = route_arg::check("keys", route) {
-        return code;
-    }
     // As stored, as the listing shows it: `"k1"` is never read as `k1`.
     // The message says what is wrong, never the key.
     let key = match crate::key::as_stored(key.as_bytes()) {
@@ -39,7 +36,11 @@ pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
     let hint = match config.scope_of(route) {
         Some(_) if crate::key::unquotes_in_a_header(key) => QUOTED_HINT.to_owned(),
         Some(_) => String::new(),
-        None => format!(" ({} has no route named {route:?})", path.display()),
+        None => format!(
+            " ({} has no route named {})",
+            path.display(),
+            route_arg::shown(route)
+        ),
     };
     // With regions the store is one region's: where the key's records are
     // kept, as the admin API's 404 says it.
@@ -52,8 +53,9 @@ pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
     };
     if let Some(file) = missing_store_file(&config) {
         eprintln!(
-            "no records for this key on route {route:?}{hint}: the embedded store {} \
+            "no records for this key on route {}{hint}: the embedded store {} \
              does not exist ({RELATIVE_PATH})",
+            route_arg::shown(route),
             file.display()
         );
         return EXIT_FAILURE;
@@ -81,7 +83,10 @@ pub async fn keys(path: &Path, route: &str, key: &str, purge: bool) -> i32 {
     match result {
         Ok((_, Err(code))) => code,
         Ok((0, Ok(()))) => {
-            eprintln!("no records for this key on route {route:?}{hint}");
+            eprintln!(
+                "no records for this key on route {}{hint}",
+                route_arg::shown(route)
+            );
             EXIT_FAILURE
         }
         Ok((_, Ok(()))) => EXIT_OK,
@@ -119,9 +124,6 @@ fn elsewhere(whereabouts: &crate::region::Whereabouts) -> String {
 /// may still hold records (renamed or removed), so any name is listed.
 pub async fn list_keys(args: &crate::cli::ListArgs) -> i32 {
     use crate::store::{Cursor, RecordState};
-    if let Err(code) = route_arg::check("keys list", &args.route) {
-        return code;
-    }
     // clap allowed only the three names.
     let state = args.state.as_deref().and_then(RecordState::parse);
     let decode = |text| Cursor::decode(text, &args.route, state);
@@ -162,11 +164,10 @@ pub async fn list_keys(args: &crate::cli::ListArgs) -> i32 {
             // misspelt name: said, and a failure, as `keys show` says it.
             let known = config.scope_of(&args.route).is_some();
             if page.records.is_empty() && args.after.is_none() && !known {
+                let route = route_arg::shown(&args.route);
                 eprintln!(
-                    "no records on route {:?} ({} has no route named {:?})",
-                    args.route,
-                    path.display(),
-                    args.route
+                    "no records on route {route} ({} has no route named {route})",
+                    path.display()
                 );
                 return EXIT_FAILURE;
             }

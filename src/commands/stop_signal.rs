@@ -1,7 +1,7 @@
-//! SIGINT and SIGTERM for a command that works in steps (`sweep`'s
-//! batches): noticed between two steps, so the step under way ends as it
-//! would have (each is its own transaction) and the command can say what
-//! it did before it stopped.
+//! SIGINT and SIGTERM for a command that can stop cleanly: `sweep` notices
+//! them between two batches, so the batch under way ends as it would have
+//! (each is its own transaction); `compact` as they come, to roll its
+//! rewrite back. Either then says what it did before it stopped.
 
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::oneshot;
@@ -51,6 +51,15 @@ impl StopSignals {
             let _ = tell.send(received);
         });
         Some(StopSignals(told))
+    }
+
+    /// The first stop signal, once received; never when the task that
+    /// watches for them has gone.
+    pub(super) async fn next(&mut self) -> StopSignal {
+        match (&mut self.0).await {
+            Ok(signal) => signal,
+            Err(_) => std::future::pending().await,
+        }
     }
 
     /// The first stop signal received so far, if any.

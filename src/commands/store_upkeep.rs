@@ -1,13 +1,15 @@
 //! The store's upkeep: `migrate`, `sweep`, `compact`.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use super::output::{EXIT_FAILURE, EXIT_OK, deleted, say};
-use super::stop_signal::StopSignals;
+use super::stop_signal::{StopSignal, StopSignals};
 use super::store_failure::explained;
 use super::store_file::{RELATIVE_PATH, load, missing_store_file, note_missing};
 use crate::config;
 use crate::store;
+use crate::store::embedded::{CompactStop, Compaction};
 
 pub async fn migrate(path: &Path) -> i32 {
     let config = match load(path) {
@@ -77,7 +79,8 @@ pub async fn sweep(path: &Path) -> i32 {
 
 /// Rewrites the embedded store's file without the space swept and purged
 /// records left; Postgres has its own tools for that, which it names.
-pub fn compact(path: &Path) -> i32 {
+/// SIGINT and SIGTERM stop the rewrite, rolled back: the file is as it was.
+pub async fn compact(path: &Path) -> i32 {
     let config = match load(path) {
         Ok(config) => config,
         Err(code) => return code,
@@ -97,18 +100,68 @@ pub fn compact(path: &Path) -> i32 {
         );
         return EXIT_FAILURE;
     }
-    match store::EmbeddedStore::compact(&embedded.path) {
-        Ok(done) => say(&format!(
+    let (compaction, received) = compact_until_stopped(embedded.path.clone()).await;
+    match compaction {
+        Ok(Ok(Compaction::Done(done))) => say(&format!(
             "{}: {} bytes before, {} bytes after\n",
             embedded.path.display(),
             done.before,
             done.after
         ))
         .map_or_else(|code| code, |()| EXIT_OK),
-        Err(err) => {
+        Ok(Ok(Compaction::Stopped)) => {
+            let signal = received.unwrap_or(StopSignal::Interrupt);
+            eprintln!(
+                "idemgate compact: interrupted by {}: stopped before the rewrite ended; \
+                 the file is as it was",
+                signal.name()
+            );
+            signal.exit_code()
+        }
+        Ok(Err(err)) => {
             eprintln!("idemgate compact: {}", explained(&err));
             EXIT_FAILURE
         }
+        Err(failed) => {
+            eprintln!("idemgate compact: the rewrite failed: {failed}");
+            EXIT_FAILURE
+        }
+    }
+}
+
+/// The rewrite, on a thread of its own, stopped by the first SIGINT or
+/// SIGTERM; how it ended and the signal received, if any.
+async fn compact_until_stopped(
+    file: std::path::PathBuf,
+) -> (
+    Result<Result<Compaction, store::StoreError>, tokio::task::JoinError>,
+    Option<StopSignal>,
+) {
+    let stop = Arc::new(CompactStop::default());
+    let mut signals = StopSignals::take_over();
+    let rewrite = tokio::task::spawn_blocking({
+        let stop = Arc::clone(&stop);
+        move || store::EmbeddedStore::compact(&file, &stop)
+    });
+    tokio::pin!(rewrite);
+    let mut received = None;
+    let ended = loop {
+        tokio::select! {
+            ended = &mut rewrite => break ended,
+            signal = next_signal(signals.as_mut()), if received.is_none() => {
+                received = Some(signal);
+                stop.stop();
+            }
+        }
+    };
+    (ended, received)
+}
+
+/// The first stop signal; never when they were not taken over.
+async fn next_signal(signals: Option<&mut StopSignals>) -> StopSignal {
+    match signals {
+        Some(signals) => signals.next().await,
+        None => std::future::pending().await,
     }
 }
 

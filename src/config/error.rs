@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use super::field_path;
-use super::quoted::escaped;
+use super::quoted::{escaped, shown_path};
 
 /// One problem in a configuration file, located for the operator. Shown on
 /// one line, its control characters escaped (a table key written with
@@ -25,7 +25,7 @@ pub struct ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file.display())?;
+        write!(f, "{}", shown_path(&self.file))?;
         if let Some(line) = self.line {
             write!(f, ":{line}")?;
             if let Some(column) = self.column {

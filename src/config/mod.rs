@@ -28,6 +28,7 @@ pub use model::*;
 pub use path_index::PathIndex;
 pub use places::Places;
 pub(crate) use quoted::quoted;
+pub use quoted::{is_long, shortened, shown_path};
 pub use store_key::StoreKey;
 pub use validate::NAME_MAX_BYTES;
 pub use webhook::{DEFAULT_TOLERANCE, WebhookConfig, WebhookScheme, WebhookSecret};

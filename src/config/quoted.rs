@@ -4,6 +4,7 @@
 //! the rest is. Secrets are never passed here (they are never quoted).
 
 use std::fmt;
+use std::path::Path;
 
 /// The characters of a long value that are shown.
 const SHOWN_CHARS: usize = 64;
@@ -23,6 +24,55 @@ impl fmt::Display for Quoted<'_> {
         match text.char_indices().nth(SHOWN_CHARS) {
             None => write!(f, "{text:?}"),
             Some((end, _)) => write!(f, "{:?}… ({} bytes)", &text[..end], text.len()),
+        }
+    }
+}
+
+/// `text` for a message that puts it between quotes of its own (clap's
+/// `'…'`): as it is, its control characters escaped ([`escaped`]); past
+/// [`SHOWN_CHARS`] characters, its first ones, `…` and its length in bytes:
+/// `ssss… (100000 bytes)`.
+pub fn shortened(text: &str) -> Shortened<'_> {
+    Shortened(text)
+}
+
+/// Whether [`quoted`] and [`shortened`] say `text` by its start and length.
+pub fn is_long(text: &str) -> bool {
+    text.chars().nth(SHOWN_CHARS).is_some()
+}
+
+pub struct Shortened<'a>(&'a str);
+
+impl fmt::Display for Shortened<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = self.0;
+        match text.char_indices().nth(SHOWN_CHARS) {
+            None => write!(f, "{}", escaped(text)),
+            Some((end, _)) => write!(f, "{}… ({} bytes)", escaped(&text[..end]), text.len()),
+        }
+    }
+}
+
+/// A path up to this length is named whole: a deep but real one is read
+/// in full. Past it (a paste gone wrong, a path the system refuses) it is
+/// named by its start and its length.
+const PATH_SHOWN_BYTES: usize = 256;
+
+/// `path` as a message names it: whole, its control characters escaped,
+/// up to [`PATH_SHOWN_BYTES`]; past it, as [`quoted`] quotes a long value.
+pub fn shown_path(path: &Path) -> ShownPath<'_> {
+    ShownPath(path)
+}
+
+pub struct ShownPath<'a>(&'a Path);
+
+impl fmt::Display for ShownPath<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = self.0.to_string_lossy();
+        if text.len() <= PATH_SHOWN_BYTES {
+            write!(f, "{}", escaped(&text))
+        } else {
+            write!(f, "{}", quoted(&text))
         }
     }
 }
@@ -52,7 +102,8 @@ impl fmt::Display for Escaped<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{escaped, quoted};
+    use super::{escaped, quoted, shortened, shown_path};
+    use std::path::Path;
 
     #[test]
     fn control_characters_are_escaped_and_nothing_else() {
@@ -84,6 +135,32 @@ mod tests {
         assert_eq!(
             quoted(&text).to_string(),
             format!("\"{}\"… (200 bytes)", "é".repeat(64))
+        );
+    }
+
+    #[test]
+    fn a_value_between_quotes_of_its_own_is_shortened_and_escaped() {
+        assert_eq!(shortened("done").to_string(), "done");
+        assert_eq!(shortened("a\u{1b}b\n").to_string(), "a\\u{1b}b\\n");
+        let text = format!("{}y", "s".repeat(64));
+        assert_eq!(
+            shortened(&text).to_string(),
+            format!("{}… (65 bytes)", "s".repeat(64))
+        );
+    }
+
+    #[test]
+    fn a_path_is_named_whole_unless_far_longer_than_a_real_one() {
+        let deep = format!("/{}d", "d/".repeat(127));
+        assert_eq!(shown_path(Path::new(&deep)).to_string(), deep);
+        assert_eq!(
+            shown_path(Path::new("/tmp/a\nb.toml")).to_string(),
+            "/tmp/a\\nb.toml"
+        );
+        let long = format!("{deep}/");
+        assert_eq!(
+            shown_path(Path::new(&long)).to_string(),
+            format!("{:?}… (257 bytes)", &long[..64])
         );
     }
 }

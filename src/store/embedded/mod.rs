@@ -41,6 +41,7 @@ mod cause;
 mod clock;
 pub(crate) mod codec;
 mod compact;
+mod compact_stop;
 mod count;
 mod db_error;
 mod file_watch;
@@ -70,7 +71,8 @@ use tokio::sync::oneshot;
 
 pub use cause::{EmbeddedCause, FileChange, FileUse};
 pub use clock::{Clock, WallClock};
-pub use compact::Compacted;
+pub use compact::{Compacted, Compaction};
+pub use compact_stop::CompactStop;
 pub use schema::{SCHEMA_VERSION, holds_a_database};
 pub use writes_elsewhere::WrittenElsewhere;
 
@@ -163,9 +165,10 @@ impl EmbeddedStore {
     }
 
     /// Rewrites the file without the space swept and purged records left
-    /// (`idemgate compact`); refused while a gateway serves it.
-    pub fn compact(path: &Path) -> Result<Compacted, StoreError> {
-        compact::compact(path)
+    /// (`idemgate compact`); refused while a gateway serves it. `stop`
+    /// stops it midway, the file left as it was.
+    pub fn compact(path: &Path, stop: &CompactStop) -> Result<Compaction, StoreError> {
+        compact::compact(path, stop)
     }
 
     /// `Store::count` within other limits than the default ones (a test of
