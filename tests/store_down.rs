@@ -871,6 +871,56 @@ async fn a_full_disk_refuses_new_keys_and_still_replays_stored_answers() {
     assert_eq!(upstream.executions("d-2"), 1);
 }
 
+/// A gateway on Postgres at `url` with a pool of `pool_size`, its one route
+/// keyed and failing closed, its admin token `t0k`; one record, `before`,
+/// already stored.
+async fn strict_gateway(
+    dir: &TestDir,
+    upstream: &MockUpstream,
+    url: &str,
+    pool_size: u32,
+) -> GatewayProcess {
+    let config = Config::new()
+        .store(
+            Store::postgres(url)
+                .set("pool_size", pool_size)
+                .set("connect_timeout", "1s")
+                .set("statement_timeout", "10s"),
+        )
+        .upstream(Upstream::api().timeout("2s"))
+        .route(Route::api("strict", "/v1/charges").set("on_store_error", "reject"))
+        .admin_token_env("IDEMGATE_TEST_ADMIN_TOKEN");
+    let gateway = GatewayProcess::start_with_env(
+        dir,
+        &upstream.url(),
+        &config,
+        &[("IDEMGATE_TEST_ADMIN_TOKEN", "t0k")],
+    );
+    let before = gateway
+        .client()
+        .post("/v1/charges", Some("before"), "{}")
+        .await;
+    assert_eq!(before.status, 201, "{}", before.text());
+    gateway
+}
+
+/// A session holding `schema`'s records table locked until it rolls back:
+/// every statement on the table waits behind it.
+async fn lock_records(schema: &str) -> tokio_postgres::Client {
+    let (locker, connection) =
+        tokio_postgres::connect(&pg_support::base_url(), tokio_postgres::NoTls)
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    locker
+        .batch_execute(&format!(
+            "BEGIN; LOCK TABLE {schema}.idemgate_records IN ACCESS EXCLUSIVE MODE"
+        ))
+        .await
+        .unwrap();
+    locker
+}
+
 /// Every connection of the pool stays busy (one here, held by an
 /// operator's read that waits behind a table lock): a keyed request that
 /// waits `connect_timeout` for one gets 503 saying the pool stayed busy and
@@ -881,43 +931,10 @@ async fn a_pool_whose_connections_all_stay_busy_is_told_as_such() {
     let schema = TestSchema::create().await;
     let dir = TestDir::new("store-pool-busy");
     let upstream = MockUpstream::start().await;
-    let config = Config::new()
-        .store(
-            Store::postgres(&schema.url())
-                .set("pool_size", 1)
-                .set("connect_timeout", "1s")
-                .set("statement_timeout", "10s"),
-        )
-        .upstream(Upstream::api().timeout("2s"))
-        .route(Route::api("strict", "/v1/charges").set("on_store_error", "reject"))
-        .admin_token_env("IDEMGATE_TEST_ADMIN_TOKEN");
-    let gateway = GatewayProcess::start_with_env(
-        &dir,
-        &upstream.url(),
-        &config,
-        &[("IDEMGATE_TEST_ADMIN_TOKEN", "t0k")],
-    );
+    let gateway = strict_gateway(&dir, &upstream, &schema.url(), 1).await;
     let (client, admin) = (gateway.client(), gateway.admin_client());
-    assert_eq!(
-        client
-            .post("/v1/charges", Some("before"), "{}")
-            .await
-            .status,
-        201
-    );
 
-    let (locker, connection) =
-        tokio_postgres::connect(&pg_support::base_url(), tokio_postgres::NoTls)
-            .await
-            .unwrap();
-    tokio::spawn(connection);
-    locker
-        .batch_execute(&format!(
-            "BEGIN; LOCK TABLE {}.idemgate_records IN ACCESS EXCLUSIVE MODE",
-            schema.name
-        ))
-        .await
-        .unwrap();
+    let locker = lock_records(&schema.name).await;
     let read = {
         let admin = admin.clone();
         tokio::spawn(async move {
@@ -991,45 +1008,12 @@ async fn a_wait_for_a_shared_connection_that_runs_out_names_the_connection_limit
         pg_support::TestRole::limited(|role| format!("GRANT ALL ON SCHEMA {name} TO {role}")).await;
     let dir = TestDir::new("store-no-room-shared");
     let upstream = MockUpstream::start().await;
-    let config = Config::new()
-        .store(
-            Store::postgres(&role.url(&schema.url()))
-                .set("pool_size", 4)
-                .set("connect_timeout", "1s")
-                .set("statement_timeout", "10s"),
-        )
-        .upstream(Upstream::api().timeout("2s"))
-        .route(Route::api("strict", "/v1/charges").set("on_store_error", "reject"))
-        .admin_token_env("IDEMGATE_TEST_ADMIN_TOKEN");
-    let gateway = GatewayProcess::start_with_env(
-        &dir,
-        &upstream.url(),
-        &config,
-        &[("IDEMGATE_TEST_ADMIN_TOKEN", "t0k")],
-    );
+    let gateway = strict_gateway(&dir, &upstream, &role.url(&schema.url()), 4).await;
     let (client, admin) = (gateway.client(), gateway.admin_client());
-    assert_eq!(
-        client
-            .post("/v1/charges", Some("before"), "{}")
-            .await
-            .status,
-        201
-    );
     let held = pg_support::sessions(&schema.name).await;
     pg_support::admin_sql(&format!("ALTER ROLE {} CONNECTION LIMIT {held}", role.name)).await;
 
-    let (locker, connection) =
-        tokio_postgres::connect(&pg_support::base_url(), tokio_postgres::NoTls)
-            .await
-            .unwrap();
-    tokio::spawn(connection);
-    locker
-        .batch_execute(&format!(
-            "BEGIN; LOCK TABLE {}.idemgate_records IN ACCESS EXCLUSIVE MODE",
-            schema.name
-        ))
-        .await
-        .unwrap();
+    let locker = lock_records(&schema.name).await;
     // More reads than the pool may open: those that get a connection wait
     // on the lock, the others find the server without room.
     let (refused_read, mut refusals) = tokio::sync::mpsc::unbounded_channel();
