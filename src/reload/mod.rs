@@ -111,35 +111,31 @@ impl Reloader {
         outcome
     }
 
-    /// Logs and counts a reload's outcome.
+    /// Logs and counts a reload's outcome: logged first, so that whoever
+    /// sees the count (a test, an operator's script) finds the lines.
     fn record(&self, outcome: &ReloadOutcome) {
-        let metrics = self.gateway.metrics();
-        match outcome {
+        let result = match outcome {
             ReloadOutcome::Applied { notes } => {
-                metrics.config_reloads.with_label_values(&["ok"]).inc();
                 tracing::info!(file = %self.path.display(), "configuration reloaded");
                 for note in notes {
                     tracing::warn!("{note}");
                 }
                 admin_disabled::log(&self.gateway.runtime().config.admin);
+                "ok"
             }
             ReloadOutcome::Rejected { errors } => {
-                metrics
-                    .config_reloads
-                    .with_label_values(&["rejected"])
-                    .inc();
                 for error in errors {
                     tracing::error!("reload refused: {error}");
                 }
+                "rejected"
             }
             ReloadOutcome::Failed { fault } => {
-                metrics
-                    .config_reloads
-                    .with_label_values(&["rejected"])
-                    .inc();
                 tracing::error!(fault = %fault, "reload stopped on a fault of the gateway");
+                "rejected"
             }
-        }
+        };
+        let reloads = &self.gateway.metrics().config_reloads;
+        reloads.with_label_values(&[result]).inc();
     }
 
     /// `FILE: field: reason`, for what has no place in the file (a

@@ -107,9 +107,14 @@ impl TlsRefusal {
     /// and reason was written within the interval.
     pub fn report(&self, listener: &'static str, peer: SocketAddr, count: Option<&OnTlsRefusal>) {
         let reason = self.reason();
+        self.log(listener, peer, reason);
+        // Counted after the line: whoever sees the count finds the line.
         if let Some(count) = count {
             count(listener, reason);
         }
+    }
+
+    fn log(&self, listener: &'static str, peer: SocketAddr, reason: RefusalReason) {
         static LIMIT: LogLimit = LogLimit::new(TLS_REFUSED);
         let place = format!("{listener} {}", reason.as_str());
         let Some(left_out) = LIMIT.admit(&place) else {
