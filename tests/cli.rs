@@ -228,6 +228,14 @@ fn embedded_config(dir: &TestDir) -> std::path::PathBuf {
     path
 }
 
+/// [`embedded_config`], its store file created by `idemgate migrate`.
+fn migrated_embedded_config(dir: &TestDir) -> std::path::PathBuf {
+    let path = embedded_config(dir);
+    let out = idemgate(&["migrate", "-c", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    path
+}
+
 #[test]
 fn keys_and_sweep_work_on_the_embedded_store() {
     let dir = TestDir::new("cli-keys");
@@ -2191,10 +2199,8 @@ fn a_file_size_limit_fails_a_command_in_one_line() {
 #[test]
 fn keys_quotes_a_route_name_too_long_for_any_route_shortened() {
     let dir = TestDir::new("cli-long-route");
-    let path = embedded_config(&dir);
+    let path = migrated_embedded_config(&dir);
     let config = path.to_str().unwrap();
-    let out = idemgate(&["migrate", "-c", config]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let long = "r".repeat(100_000);
     for args in [
         vec!["keys", "show", "-c", config, &long, "k1"],
@@ -2785,10 +2791,8 @@ fn start_of(text: &str) -> String {
 #[test]
 fn keys_reaches_records_under_a_route_name_longer_than_names_are_now() {
     let dir = TestDir::new("cli-long-stored-route");
-    let path = embedded_config(&dir);
+    let path = migrated_embedded_config(&dir);
     let config = path.to_str().unwrap();
-    let out = idemgate(&["migrate", "-c", config]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let route = "r".repeat(200);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
